@@ -1,0 +1,22 @@
+//! Old Timeout policy (placeholder until its typed model and validator land).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::validate::ValidationError;
+
+/// Timeout spec (placeholder).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeout {
+    /// Everything.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
+impl Timeout {
+    /// Validate (placeholder).
+    pub fn validate(&self) -> ValidationError {
+        ValidationError::new()
+    }
+}

@@ -1,0 +1,521 @@
+//! The resource envelope in Kuma's universal format: `type`, `mesh`, `name`, `labels`,
+//! (`creationTime`, `modificationTime` on output), then `spec` for new policies, the spec's own
+//! fields at the top level for Mesh/Dataplane (`mtls`, `networking`...) and
+//! `sources`/`destinations`/`conf` (or `selectors`) for old policies.
+//!
+//! [`Resource::from_value`] decodes strictly: unknown fields, wrong types and unknown resource
+//! types are errors carrying the field path (`spec.to[0].default.foo`), never silently dropped.
+//! [`Resource::to_value`] writes the same shape back, so decode → encode is lossless.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::codec::{self, CodecError, Limits};
+use crate::dataplane::DataplaneSpec;
+use crate::mesh::MeshSpec;
+use crate::old;
+use crate::policies;
+use crate::validate::{PathBuilder, ValidationError, Violation};
+
+/// Label marking a policy as shadow: `kuma.io/effect: shadow` (transition seed 000).
+pub const EFFECT_LABEL: &str = "kuma.io/effect";
+/// Value of [`EFFECT_LABEL`] that makes a policy shadow.
+pub const EFFECT_SHADOW: &str = "shadow";
+/// Label carrying where a resource came from (`global` or `zone`).
+pub const ORIGIN_LABEL: &str = "kuma.io/origin";
+/// Label carrying a resource's display name.
+pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
+
+macro_rules! resource_types {
+    ($( $variant:ident => $name:literal, $plural:literal, $kind:ident; )*) => {
+        /// Every resource type Umbra knows, with Kuma's names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ResourceType { $( #[doc = concat!("`", $name, "`")] $variant, )* }
+
+        impl ResourceType {
+            /// All types, in declaration order.
+            pub const ALL: &'static [ResourceType] = &[ $( ResourceType::$variant, )* ];
+
+            /// Kuma's type name (`MeshTimeout`).
+            pub fn name(self) -> &'static str { match self { $( Self::$variant => $name, )* } }
+
+            /// Kuma's REST path segment (`meshtimeouts`).
+            pub fn plural(self) -> &'static str { match self { $( Self::$variant => $plural, )* } }
+
+            /// What family the type belongs to.
+            pub fn kind(self) -> TypeKind { match self { $( Self::$variant => TypeKind::$kind, )* } }
+
+            /// Parse a type name (`MeshTimeout`).
+            pub fn from_name(s: &str) -> Option<Self> { match s { $( $name => Some(Self::$variant), )* _ => None } }
+
+            /// Parse a REST path segment (`meshtimeouts`).
+            pub fn from_plural(s: &str) -> Option<Self> { match s { $( $plural => Some(Self::$variant), )* _ => None } }
+        }
+    };
+}
+
+resource_types! {
+    Mesh => "Mesh", "meshes", Infra;
+    Dataplane => "Dataplane", "dataplanes", Infra;
+    MeshTimeout => "MeshTimeout", "meshtimeouts", NewPolicy;
+    MeshCircuitBreaker => "MeshCircuitBreaker", "meshcircuitbreakers", NewPolicy;
+    MeshFaultInjection => "MeshFaultInjection", "meshfaultinjections", NewPolicy;
+    MeshTrafficPermission => "MeshTrafficPermission", "meshtrafficpermissions", NewPolicy;
+    MeshProxyPatch => "MeshProxyPatch", "meshproxypatches", NewPolicy;
+    MeshHTTPRoute => "MeshHTTPRoute", "meshhttproutes", NewPolicy;
+    Timeout => "Timeout", "timeouts", OldPolicy;
+    CircuitBreaker => "CircuitBreaker", "circuit-breakers", OldPolicy;
+    FaultInjection => "FaultInjection", "fault-injections", OldPolicy;
+    TrafficPermission => "TrafficPermission", "traffic-permissions", OldPolicy;
+    ProxyTemplate => "ProxyTemplate", "proxytemplates", OldPolicy;
+}
+
+/// Family of a [`ResourceType`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeKind {
+    /// Mesh and Dataplane.
+    Infra,
+    /// A `targetRef` policy.
+    NewPolicy,
+    /// A source/destination (or selector) policy.
+    OldPolicy,
+}
+
+impl ResourceType {
+    /// The old type a new policy replaces, and vice versa (transition seed 000):
+    /// MeshTimeout↔Timeout, MeshCircuitBreaker↔CircuitBreaker, MeshFaultInjection↔FaultInjection,
+    /// MeshTrafficPermission↔TrafficPermission, MeshProxyPatch↔ProxyTemplate.
+    pub fn counterpart(self) -> Option<ResourceType> {
+        use ResourceType::*;
+        Some(match self {
+            MeshTimeout => Timeout,
+            Timeout => MeshTimeout,
+            MeshCircuitBreaker => CircuitBreaker,
+            CircuitBreaker => MeshCircuitBreaker,
+            MeshFaultInjection => FaultInjection,
+            FaultInjection => MeshFaultInjection,
+            MeshTrafficPermission => TrafficPermission,
+            TrafficPermission => MeshTrafficPermission,
+            MeshProxyPatch => ProxyTemplate,
+            ProxyTemplate => MeshProxyPatch,
+            Mesh | Dataplane | MeshHTTPRoute => return None,
+        })
+    }
+
+    /// `true` for types that live inside a mesh (everything but Mesh itself).
+    pub fn is_mesh_scoped(self) -> bool {
+        self != ResourceType::Mesh
+    }
+}
+
+impl fmt::Display for ResourceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A typed key: `(type, mesh, name)`. Mesh resources have an empty `mesh`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    /// The type.
+    pub ty: ResourceType,
+    /// Owning mesh (empty for a Mesh).
+    pub mesh: String,
+    /// Name, unique per type and mesh.
+    pub name: String,
+}
+
+impl fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.mesh.is_empty() {
+            write!(f, "{}/{}", self.ty, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.ty, self.mesh, self.name)
+        }
+    }
+}
+
+/// Resource metadata: everything in the envelope but the spec.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// Owning mesh (empty for a Mesh).
+    pub mesh: String,
+    /// Name.
+    pub name: String,
+    /// Labels (`kuma.io/effect`, `kuma.io/origin`, `kuma.io/zone`, ...).
+    pub labels: BTreeMap<String, String>,
+    /// RFC 3339 creation time, when known (set by stores).
+    pub creation_time: Option<String>,
+    /// RFC 3339 modification time, when known (set by stores).
+    pub modification_time: Option<String>,
+}
+
+impl Meta {
+    /// `true` when labelled `kuma.io/effect: shadow`.
+    pub fn is_shadow(&self) -> bool {
+        self.labels
+            .get(EFFECT_LABEL)
+            .is_some_and(|v| v == EFFECT_SHADOW)
+    }
+
+    /// Label `kuma.io/display-name`, else the name (Kuma's `GetDisplayName`).
+    pub fn display_name(&self) -> &str {
+        self.labels
+            .get(DISPLAY_NAME_LABEL)
+            .map_or(&self.name, String::as_str)
+    }
+}
+
+/// A typed spec, one variant per [`ResourceType`].
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum Spec {
+    /// A Mesh.
+    Mesh(MeshSpec),
+    /// A Dataplane (DPP).
+    Dataplane(DataplaneSpec),
+    /// MeshTimeout.
+    MeshTimeout(policies::mesh_timeout::MeshTimeout),
+    /// MeshCircuitBreaker.
+    MeshCircuitBreaker(policies::mesh_circuit_breaker::MeshCircuitBreaker),
+    /// MeshFaultInjection.
+    MeshFaultInjection(policies::mesh_fault_injection::MeshFaultInjection),
+    /// MeshTrafficPermission.
+    MeshTrafficPermission(policies::mesh_traffic_permission::MeshTrafficPermission),
+    /// MeshProxyPatch.
+    MeshProxyPatch(policies::mesh_proxy_patch::MeshProxyPatch),
+    /// MeshHTTPRoute (used to resolve `targetRef.kind: MeshHTTPRoute`).
+    MeshHTTPRoute(policies::mesh_http_route::MeshHttpRoute),
+    /// Old Timeout.
+    Timeout(old::timeout::Timeout),
+    /// Old CircuitBreaker.
+    CircuitBreaker(old::circuit_breaker::CircuitBreaker),
+    /// Old FaultInjection.
+    FaultInjection(old::fault_injection::FaultInjection),
+    /// Old TrafficPermission.
+    TrafficPermission(old::traffic_permission::TrafficPermission),
+    /// Old ProxyTemplate.
+    ProxyTemplate(old::proxy_template::ProxyTemplate),
+}
+
+/// A decoded resource: type, metadata and typed spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// Metadata.
+    pub meta: Meta,
+    /// Typed spec (its variant gives the type).
+    pub spec: Spec,
+}
+
+/// Why a document is not a resource. Every case carries the field path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Bytes were not YAML/JSON within limits.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The document is not shaped like the resource (missing/unknown/mistyped fields).
+    #[error("{0}")]
+    Invalid(ValidationError),
+}
+
+impl DecodeError {
+    /// The `{field, message}` list for an API 400.
+    pub fn violations(&self) -> Vec<Violation> {
+        match self {
+            DecodeError::Codec(e) => vec![Violation {
+                field: String::new(),
+                message: e.to_string(),
+            }],
+            DecodeError::Invalid(v) => v.violations.clone(),
+        }
+    }
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> DecodeError {
+    let mut e = ValidationError::new();
+    e.violation_field(field, message);
+    DecodeError::Invalid(e)
+}
+
+/// Deserialize `value` into `T`, mapping serde errors to a violation at the failing path under
+/// `root` (`spec.to[0].default.idleTimeout`).
+pub fn from_value_at<T: DeserializeOwned>(
+    root: &PathBuilder,
+    value: Value,
+) -> Result<T, DecodeError> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let mut path = root.clone();
+        for seg in e.path().iter() {
+            path = match seg {
+                serde_path_to_error::Segment::Seq { index } => path.index(*index),
+                serde_path_to_error::Segment::Map { key } => path.field(key),
+                serde_path_to_error::Segment::Enum { variant } => path.field(variant),
+                serde_path_to_error::Segment::Unknown => path,
+            };
+        }
+        invalid(path.to_string(), e.into_inner().to_string())
+    })
+}
+
+impl Resource {
+    /// The resource's type.
+    pub fn ty(&self) -> ResourceType {
+        match &self.spec {
+            Spec::Mesh(_) => ResourceType::Mesh,
+            Spec::Dataplane(_) => ResourceType::Dataplane,
+            Spec::MeshTimeout(_) => ResourceType::MeshTimeout,
+            Spec::MeshCircuitBreaker(_) => ResourceType::MeshCircuitBreaker,
+            Spec::MeshFaultInjection(_) => ResourceType::MeshFaultInjection,
+            Spec::MeshTrafficPermission(_) => ResourceType::MeshTrafficPermission,
+            Spec::MeshProxyPatch(_) => ResourceType::MeshProxyPatch,
+            Spec::MeshHTTPRoute(_) => ResourceType::MeshHTTPRoute,
+            Spec::Timeout(_) => ResourceType::Timeout,
+            Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
+            Spec::FaultInjection(_) => ResourceType::FaultInjection,
+            Spec::TrafficPermission(_) => ResourceType::TrafficPermission,
+            Spec::ProxyTemplate(_) => ResourceType::ProxyTemplate,
+        }
+    }
+
+    /// The typed key.
+    pub fn key(&self) -> ResourceKey {
+        ResourceKey {
+            ty: self.ty(),
+            mesh: self.meta.mesh.clone(),
+            name: self.meta.name.clone(),
+        }
+    }
+
+    /// Decode YAML/JSON text holding exactly one resource.
+    ///
+    /// # Errors
+    /// [`DecodeError`] with the failing field path.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Resource, DecodeError> {
+        Self::from_value(codec::decode_one(bytes, Limits::default())?)
+    }
+
+    /// Decode every resource of a multi-document YAML file; the first bad document stops
+    /// decoding and its error names the document index (`[2].spec...`).
+    ///
+    /// # Errors
+    /// [`DecodeError`].
+    pub fn all_from_bytes(bytes: &[u8]) -> Result<Vec<Resource>, DecodeError> {
+        let docs = codec::decode_documents(bytes, Limits::default())?;
+        let many = docs.len() > 1;
+        docs.into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                Self::from_value(d).map_err(|e| match e {
+                    DecodeError::Invalid(v) if many => {
+                        let mut out = ValidationError::new();
+                        out.add_at(&PathBuilder::root().index(i), v);
+                        DecodeError::Invalid(out)
+                    }
+                    other => other,
+                })
+            })
+            .collect()
+    }
+
+    /// Decode a universal-format document.
+    ///
+    /// # Errors
+    /// [`DecodeError::Invalid`] for a missing/unknown `type`, mistyped metadata, unknown fields
+    /// or fields of the wrong type anywhere in the spec.
+    pub fn from_value(value: Value) -> Result<Resource, DecodeError> {
+        let Value::Object(mut obj) = value else {
+            return Err(invalid("", "resource must be a mapping"));
+        };
+        let ty_name = match obj.remove("type") {
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(invalid("type", "must be a string")),
+            None => return Err(invalid("type", "must be defined")),
+        };
+        let ty = ResourceType::from_name(&ty_name)
+            .ok_or_else(|| invalid("type", format!("unknown resource type {ty_name:?}")))?;
+        let string_field =
+            |obj: &mut Map<String, Value>, f: &str| -> Result<Option<String>, DecodeError> {
+                match obj.remove(f) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s)),
+                    Some(_) => Err(invalid(f, "must be a string")),
+                }
+            };
+        let mesh = string_field(&mut obj, "mesh")?.unwrap_or_default();
+        let name = string_field(&mut obj, "name")?.unwrap_or_default();
+        let creation_time = string_field(&mut obj, "creationTime")?;
+        let modification_time = string_field(&mut obj, "modificationTime")?;
+        let labels = match obj.remove("labels") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(v) => from_value_at(&PathBuilder::rooted_at("labels"), v)?,
+        };
+        let meta = Meta {
+            mesh,
+            name,
+            labels,
+            creation_time,
+            modification_time,
+        };
+        let spec = match ty.kind() {
+            TypeKind::NewPolicy => {
+                if let Some(k) = obj.keys().find(|k| *k != "spec") {
+                    return Err(invalid(k.clone(), "unknown field"));
+                }
+                let spec = obj.remove("spec").unwrap_or(Value::Object(Map::new()));
+                decode_spec(ty, &PathBuilder::rooted_at("spec"), spec)?
+            }
+            TypeKind::Infra | TypeKind::OldPolicy => {
+                decode_spec(ty, &PathBuilder::root(), Value::Object(obj))?
+            }
+        };
+        Ok(Resource { meta, spec })
+    }
+
+    /// Encode in universal format (meta first, then the spec), omitting empty fields.
+    pub fn to_value(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("type".into(), Value::String(self.ty().name().into()));
+        if !self.meta.mesh.is_empty() {
+            out.insert("mesh".into(), Value::String(self.meta.mesh.clone()));
+        }
+        out.insert("name".into(), Value::String(self.meta.name.clone()));
+        if let Some(t) = &self.meta.creation_time {
+            out.insert("creationTime".into(), Value::String(t.clone()));
+        }
+        if let Some(t) = &self.meta.modification_time {
+            out.insert("modificationTime".into(), Value::String(t.clone()));
+        }
+        if !self.meta.labels.is_empty() {
+            out.insert(
+                "labels".into(),
+                serde_json::to_value(&self.meta.labels).unwrap_or_default(),
+            );
+        }
+        let spec = self.spec_value();
+        match self.ty().kind() {
+            TypeKind::NewPolicy => {
+                out.insert("spec".into(), spec);
+            }
+            TypeKind::Infra | TypeKind::OldPolicy => {
+                if let Value::Object(m) = spec {
+                    out.extend(m);
+                }
+            }
+        }
+        Value::Object(out)
+    }
+
+    /// The spec alone as JSON (for new policies: the content of `spec`).
+    pub fn spec_value(&self) -> Value {
+        let r = match &self.spec {
+            Spec::Mesh(s) => serde_json::to_value(s),
+            Spec::Dataplane(s) => serde_json::to_value(s),
+            Spec::MeshTimeout(s) => serde_json::to_value(s),
+            Spec::MeshCircuitBreaker(s) => serde_json::to_value(s),
+            Spec::MeshFaultInjection(s) => serde_json::to_value(s),
+            Spec::MeshTrafficPermission(s) => serde_json::to_value(s),
+            Spec::MeshProxyPatch(s) => serde_json::to_value(s),
+            Spec::MeshHTTPRoute(s) => serde_json::to_value(s),
+            Spec::Timeout(s) => serde_json::to_value(s),
+            Spec::CircuitBreaker(s) => serde_json::to_value(s),
+            Spec::FaultInjection(s) => serde_json::to_value(s),
+            Spec::TrafficPermission(s) => serde_json::to_value(s),
+            Spec::ProxyTemplate(s) => serde_json::to_value(s),
+        };
+        // Serializing plain data structs with string keys cannot fail.
+        r.unwrap_or(Value::Null)
+    }
+
+    /// Validate metadata and spec, returning every violation (empty = valid).
+    ///
+    /// Metadata: `name` required (Kuma's name charset), `mesh` required for mesh-scoped types.
+    pub fn validate(&self) -> ValidationError {
+        let mut err = ValidationError::new();
+        if self.meta.name.is_empty() {
+            err.violation_field("name", "must not be empty");
+        } else if self.meta.name.len() > 253 {
+            err.violation_field("name", "must be at most 253 characters");
+        } else if !self
+            .meta
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        {
+            err.violation_field(
+                "name",
+                "invalid characters: must consist of alphanumeric characters, '-', '.' and '_'",
+            );
+        }
+        if self.ty().is_mesh_scoped() && self.meta.mesh.is_empty() {
+            err.violation_field("mesh", "must not be empty");
+        }
+        if let Some(effect) = self.meta.labels.get(EFFECT_LABEL) {
+            if effect != EFFECT_SHADOW {
+                err.violation(
+                    &PathBuilder::rooted_at("labels").key(EFFECT_LABEL),
+                    "must be \"shadow\" when set",
+                );
+            } else if self.ty().kind() != TypeKind::NewPolicy {
+                err.violation(
+                    &PathBuilder::rooted_at("labels").key(EFFECT_LABEL),
+                    "only targetRef policies can be shadow",
+                );
+            }
+        }
+        err.add(self.validate_spec());
+        err
+    }
+
+    /// Validate the spec only (paths rooted at `spec` for new policies, at the top for others).
+    pub fn validate_spec(&self) -> ValidationError {
+        match &self.spec {
+            Spec::Mesh(s) => s.validate(),
+            Spec::Dataplane(s) => s.validate(),
+            Spec::MeshTimeout(s) => s.validate(),
+            Spec::MeshCircuitBreaker(s) => s.validate(),
+            Spec::MeshFaultInjection(s) => s.validate(),
+            Spec::MeshTrafficPermission(s) => s.validate(),
+            Spec::MeshProxyPatch(s) => s.validate(),
+            Spec::MeshHTTPRoute(s) => s.validate(),
+            Spec::Timeout(s) => s.validate(),
+            Spec::CircuitBreaker(s) => s.validate(),
+            Spec::FaultInjection(s) => s.validate(),
+            Spec::TrafficPermission(s) => s.validate(),
+            Spec::ProxyTemplate(s) => s.validate(),
+        }
+    }
+
+    /// The Dataplane spec, if this is a Dataplane.
+    pub fn as_dataplane(&self) -> Option<&DataplaneSpec> {
+        match &self.spec {
+            Spec::Dataplane(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// Decode a spec of type `ty` from JSON, reporting failures at paths under `root`.
+///
+/// # Errors
+/// [`DecodeError::Invalid`] with the failing path.
+pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spec, DecodeError> {
+    Ok(match ty {
+        ResourceType::Mesh => Spec::Mesh(from_value_at(root, v)?),
+        ResourceType::Dataplane => Spec::Dataplane(from_value_at(root, v)?),
+        ResourceType::MeshTimeout => Spec::MeshTimeout(from_value_at(root, v)?),
+        ResourceType::MeshCircuitBreaker => Spec::MeshCircuitBreaker(from_value_at(root, v)?),
+        ResourceType::MeshFaultInjection => Spec::MeshFaultInjection(from_value_at(root, v)?),
+        ResourceType::MeshTrafficPermission => Spec::MeshTrafficPermission(from_value_at(root, v)?),
+        ResourceType::MeshProxyPatch => Spec::MeshProxyPatch(from_value_at(root, v)?),
+        ResourceType::MeshHTTPRoute => Spec::MeshHTTPRoute(from_value_at(root, v)?),
+        ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
+        ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
+        ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
+        ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
+        ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
+    })
+}
