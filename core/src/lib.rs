@@ -18,3 +18,7 @@ pub mod policies;
 pub mod resource;
 pub mod target_ref;
 pub mod validate;
+pub mod matching;
+pub mod merge;
+pub mod policy;
+pub mod rules;

@@ -162,6 +162,15 @@ impl Meta {
             .is_some_and(|v| v == EFFECT_SHADOW)
     }
 
+    /// Precedence of the `kuma.io/origin` label: `global` -1 < none 0 < `zone` 1.
+    pub fn origin_rank(&self) -> i8 {
+        match self.labels.get(ORIGIN_LABEL).map(String::as_str) {
+            Some("global") => -1,
+            Some("zone") => 1,
+            _ => 0,
+        }
+    }
+
     /// Label `kuma.io/display-name`, else the name (Kuma's `GetDisplayName`).
     pub fn display_name(&self) -> &str {
         self.labels
