@@ -41,8 +41,17 @@ const RULE_KINDS: &[&str] = &["from", "to", "single"];
 pub fn run_dir(dir: &Path) -> Vec<CaseResult> {
     let mut folders: Vec<(String, String, PathBuf)> = Vec::new();
     let mut consider = |p: &Path| {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let parent = p.parent().and_then(|q| q.file_name()).and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let parent = p
+            .parent()
+            .and_then(|q| q.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
         let known = (parent == "matchers" && MATCHER_KINDS.contains(&name.as_str()))
             || (parent == "rules" && RULE_KINDS.contains(&name.as_str()))
             || parent == "validation";
@@ -72,7 +81,10 @@ pub fn run_dir(dir: &Path) -> Vec<CaseResult> {
                 "rules" => run_rules_case(&kind, &path, &case),
                 _ => run_validation_case(&kind, &path.join(&case)),
             };
-            results.push(CaseResult { name, failure: outcome.err() });
+            results.push(CaseResult {
+                name,
+                failure: outcome.err(),
+            });
         }
     }
     results
@@ -89,9 +101,15 @@ fn cases(folder: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    let is_validation = folder.parent().and_then(|p| p.file_name()).is_some_and(|n| n == "validation");
+    let is_validation = folder
+        .parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|n| n == "validation");
     if !is_validation {
-        names = names.into_iter().filter_map(|n| n.split('.').next().map(str::to_owned)).collect();
+        names = names
+            .into_iter()
+            .filter_map(|n| n.split('.').next().map(str::to_owned))
+            .collect();
     }
     names.sort();
     names.dedup();
@@ -117,12 +135,16 @@ fn to_policy(doc: &Value) -> Result<TargetRefPolicy, String> {
         }
     } else if umbra_core::resource::ResourceType::from_name(&type_name).is_some() {
         // A type Umbra models must decode strictly.
-        return Err(Resource::from_value(doc.clone()).err().map(|e| format!("{type_name} {}: {e}", doc["name"])).unwrap_or_default());
+        return Err(Resource::from_value(doc.clone())
+            .err()
+            .map(|e| format!("{type_name} {}: {e}", doc["name"]))
+            .unwrap_or_default());
     }
     let meta: Meta = Meta {
         mesh: doc["mesh"].as_str().unwrap_or_default().to_owned(),
         name: doc["name"].as_str().unwrap_or_default().to_owned(),
-        labels: serde_json::from_value(doc.get("labels").cloned().unwrap_or(json!({}))).map_err(|e| e.to_string())?,
+        labels: serde_json::from_value(doc.get("labels").cloned().unwrap_or(json!({})))
+            .map_err(|e| e.to_string())?,
         ..Meta::default()
     };
     let spec = doc.get("spec").cloned().unwrap_or(json!({}));
@@ -189,7 +211,9 @@ fn diff_values(path: &str, e: &Value, a: &Value, out: &mut Vec<String>) {
 fn run_matcher_case(kind: &str, folder: &Path, case: &str) -> Result<(), String> {
     let dp_doc = read_one(&folder.join(format!("{case}.dataplane.yaml")))?;
     let dp_res = Resource::from_value(dp_doc).map_err(|e| format!("dataplane: {e}"))?;
-    let dp: &DataplaneSpec = dp_res.as_dataplane().ok_or("dataplane file does not hold a Dataplane")?;
+    let dp: &DataplaneSpec = dp_res
+        .as_dataplane()
+        .ok_or("dataplane file does not hold a Dataplane")?;
     let docs = read_docs(&folder.join(format!("{case}.policies.yaml")))?;
     let all: Vec<TargetRefPolicy> = docs.iter().map(to_policy).collect::<Result<_, _>>()?;
     let mut types: Vec<&str> = all.iter().map(TargetRefPolicy::type_name).collect();
@@ -198,13 +222,24 @@ fn run_matcher_case(kind: &str, folder: &Path, case: &str) -> Result<(), String>
     let ty = if kind == "fromrules" {
         "MeshTrafficPermission"
     } else if types.len() == 2 && types.contains(&"MeshHTTPRoute") {
-        types.iter().copied().find(|t| *t != "MeshHTTPRoute").unwrap_or_default()
+        types
+            .iter()
+            .copied()
+            .find(|t| *t != "MeshHTTPRoute")
+            .unwrap_or_default()
     } else {
         types.first().copied().unwrap_or_default()
     };
-    let routes: Vec<&TargetRefPolicy> = all.iter().filter(|p| p.type_name() == "MeshHTTPRoute").collect();
-    let (policies, policy_docs): (Vec<TargetRefPolicy>, Vec<&Value>) =
-        all.iter().zip(&docs).filter(|(p, _)| p.type_name() == ty).map(|(p, d)| (p.clone(), d)).unzip();
+    let routes: Vec<&TargetRefPolicy> = all
+        .iter()
+        .filter(|p| p.type_name() == "MeshHTTPRoute")
+        .collect();
+    let (policies, policy_docs): (Vec<TargetRefPolicy>, Vec<&Value>) = all
+        .iter()
+        .zip(&docs)
+        .filter(|(p, _)| p.type_name() == ty)
+        .map(|(p, d)| (p.clone(), d))
+        .unzip();
     let matched = matched_policies(dp, &policies, &routes, MatchOptions::default());
     let actual = match kind {
         "dataplanepolicies" => {
@@ -213,7 +248,10 @@ fn run_matcher_case(kind: &str, folder: &Path, case: &str) -> Result<(), String>
                 .iter()
                 .map(|p| {
                     // Same-named policies exist (delegated case): find the document by identity.
-                    let idx = policies.iter().position(|q| std::ptr::eq(q, *p)).unwrap_or_default();
+                    let idx = policies
+                        .iter()
+                        .position(|q| std::ptr::eq(q, *p))
+                        .unwrap_or_default();
                     let mut item = origin_json(&p.origin);
                     item["spec"] = spec_out(policy_docs[idx]);
                     item
@@ -230,7 +268,10 @@ fn run_matcher_case(kind: &str, folder: &Path, case: &str) -> Result<(), String>
         }
         _ => json!({ "Rules": rules_json(&matched.to_rules) }),
     };
-    compare(&read_one(&folder.join(format!("{case}.golden.yaml")))?, &actual)
+    compare(
+        &read_one(&folder.join(format!("{case}.golden.yaml")))?,
+        &actual,
+    )
 }
 
 /// The spec as Umbra re-serializes it (typed round trip for modelled types).
@@ -253,14 +294,26 @@ fn run_rules_case(kind: &str, folder: &Path, case: &str) -> Result<(), String> {
         "from" => {
             let items: Vec<Item<'_>> = all
                 .iter()
-                .flat_map(|p| p.from.iter().map(move |i| Item { target_ref: i.target_ref.clone(), conf: &i.conf, origin: &p.origin }))
+                .flat_map(|p| {
+                    p.from.iter().map(move |i| Item {
+                        target_ref: i.target_ref.clone(),
+                        conf: &i.conf,
+                        origin: &p.origin,
+                    })
+                })
                 .collect();
             let rules = build_rules(&items, true).map_err(|e| e.to_string())?;
             json!({"Rules": {"127.0.0.1:80": rules_json(&rules)}})
         }
         "to" => {
-            let routes: Vec<&TargetRefPolicy> = all.iter().filter(|p| p.type_name() == "MeshHTTPRoute").collect();
-            let policies: Vec<&TargetRefPolicy> = all.iter().filter(|p| p.type_name() != "MeshHTTPRoute").collect();
+            let routes: Vec<&TargetRefPolicy> = all
+                .iter()
+                .filter(|p| p.type_name() == "MeshHTTPRoute")
+                .collect();
+            let policies: Vec<&TargetRefPolicy> = all
+                .iter()
+                .filter(|p| p.type_name() != "MeshHTTPRoute")
+                .collect();
             let items = to_items(&policies, &routes).map_err(|e| e.to_string())?;
             json!({"Rules": rules_json(&build_rules(&items, false).map_err(|e| e.to_string())?)})
         }
@@ -268,12 +321,19 @@ fn run_rules_case(kind: &str, folder: &Path, case: &str) -> Result<(), String> {
             let empty = json!({});
             let items: Vec<Item<'_>> = all
                 .iter()
-                .map(|p| Item { target_ref: TargetRef::mesh(), conf: p.single.as_ref().unwrap_or(&empty), origin: &p.origin })
+                .map(|p| Item {
+                    target_ref: TargetRef::mesh(),
+                    conf: p.single.as_ref().unwrap_or(&empty),
+                    origin: &p.origin,
+                })
                 .collect();
             json!({"Rules": rules_json(&build_rules(&items, false).map_err(|e| e.to_string())?)})
         }
     };
-    compare(&read_one(&folder.join(format!("{case}.golden.yaml")))?, &actual)
+    compare(
+        &read_one(&folder.join(format!("{case}.golden.yaml")))?,
+        &actual,
+    )
 }
 
 fn run_validation_case(policy_type: &str, file: &Path) -> Result<(), String> {
@@ -282,12 +342,18 @@ fn run_validation_case(policy_type: &str, file: &Path) -> Result<(), String> {
         Some(v) => serde_json::from_value(v.clone()).map_err(|e| e.to_string())?,
         None => Vec::new(),
     };
-    let resource = Resource::from_value(doc["policy"].clone()).map_err(|e| format!("decode error: {e}"))?;
+    let resource =
+        Resource::from_value(doc["policy"].clone()).map_err(|e| format!("decode error: {e}"))?;
     let got: Vec<BTreeMap<String, String>> = resource
         .validate_spec()
         .violations
         .into_iter()
-        .map(|v| BTreeMap::from([("field".to_owned(), v.field), ("message".to_owned(), v.message)]))
+        .map(|v| {
+            BTreeMap::from([
+                ("field".to_owned(), v.field),
+                ("message".to_owned(), v.message),
+            ])
+        })
         .collect();
     let (mut e, mut g) = (expected, got);
     if policy_type == "MeshFaultInjection" {

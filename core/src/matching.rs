@@ -45,7 +45,9 @@ pub struct MatchedPolicies<'a> {
 
 /// Kuma's `TagSelector.Matches`: every selector key present with an equal value or `*`.
 pub fn tags_match(selector: &BTreeMap<String, String>, tags: &BTreeMap<String, String>) -> bool {
-    selector.iter().all(|(k, v)| tags.get(k).is_some_and(|t| v == "*" || v == t))
+    selector
+        .iter()
+        .all(|(k, v)| tags.get(k).is_some_and(|t| v == "*" || v == t))
 }
 
 /// What a top-level targetRef selects on a DPP.
@@ -75,27 +77,51 @@ fn select_by_tags(selector: Option<&BTreeMap<String, String>>, dp: &DataplaneSpe
         .map(|i| dp.inbound_key(i))
         .collect();
     let delegated_gateway = dp.networking.gateway.as_ref().is_some_and(|g| {
-        g.gateway_type != Some(crate::dataplane::GatewayType::Builtin) && tags_match(selector, &g.tags)
+        g.gateway_type != Some(crate::dataplane::GatewayType::Builtin)
+            && tags_match(selector, &g.tags)
     });
-    Selection { inbounds, delegated_gateway }
+    Selection {
+        inbounds,
+        delegated_gateway,
+    }
 }
 
 /// Kuma's `dppSelectedByPolicy`: what `target_ref` (of a policy in `mesh`) selects on `dp`.
 ///
 /// # Errors
 /// A warning text for an unresolvable MeshHTTPRoute or an unsupported kind.
-pub fn select(mesh: &str, target_ref: &TargetRef, dp: &DataplaneSpec, routes: &[&TargetRefPolicy]) -> Result<Selection, String> {
+pub fn select(
+    mesh: &str,
+    target_ref: &TargetRef,
+    dp: &DataplaneSpec,
+    routes: &[&TargetRefPolicy],
+) -> Result<Selection, String> {
     select_depth(mesh, target_ref, dp, routes, 0)
 }
 
-fn select_depth(mesh: &str, r: &TargetRef, dp: &DataplaneSpec, routes: &[&TargetRefPolicy], depth: u8) -> Result<Selection, String> {
+fn select_depth(
+    mesh: &str,
+    r: &TargetRef,
+    dp: &DataplaneSpec,
+    routes: &[&TargetRefPolicy],
+    depth: u8,
+) -> Result<Selection, String> {
     let proxy_ok = |types: &[ProxyType]| types.is_empty() || types.contains(&dp.proxy_type());
     match r.kind() {
-        TargetRefKind::Mesh => Ok(if proxy_ok(&r.proxy_types) { select_by_tags(None, dp) } else { Selection::default() }),
-        TargetRefKind::MeshSubset => {
-            Ok(if proxy_ok(&r.proxy_types) { select_by_tags(Some(&r.tags), dp) } else { Selection::default() })
-        }
-        TargetRefKind::MeshService => Ok(select_by_tags(Some(&BTreeMap::from([(SERVICE_TAG.to_owned(), r.name.clone())])), dp)),
+        TargetRefKind::Mesh => Ok(if proxy_ok(&r.proxy_types) {
+            select_by_tags(None, dp)
+        } else {
+            Selection::default()
+        }),
+        TargetRefKind::MeshSubset => Ok(if proxy_ok(&r.proxy_types) {
+            select_by_tags(Some(&r.tags), dp)
+        } else {
+            Selection::default()
+        }),
+        TargetRefKind::MeshService => Ok(select_by_tags(
+            Some(&BTreeMap::from([(SERVICE_TAG.to_owned(), r.name.clone())])),
+            dp,
+        )),
         TargetRefKind::MeshServiceSubset => {
             let mut tags = r.tags.clone();
             tags.insert(SERVICE_TAG.to_owned(), r.name.clone());
@@ -103,10 +129,16 @@ fn select_depth(mesh: &str, r: &TargetRef, dp: &DataplaneSpec, routes: &[&Target
         }
         TargetRefKind::MeshGateway => Ok(Selection::default()),
         TargetRefKind::MeshHTTPRoute => {
-            let route = resolve_route(mesh, &r.name, routes)
-                .ok_or_else(|| format!("couldn't resolve MeshHTTPRoute targetRef with name '{}'", r.name))?;
+            let route = resolve_route(mesh, &r.name, routes).ok_or_else(|| {
+                format!(
+                    "couldn't resolve MeshHTTPRoute targetRef with name '{}'",
+                    r.name
+                )
+            })?;
             if depth > 0 {
-                return Err("MeshHTTPRoute targetRef may not point to another MeshHTTPRoute".to_owned());
+                return Err(
+                    "MeshHTTPRoute targetRef may not point to another MeshHTTPRoute".to_owned(),
+                );
             }
             select_depth(&route.meta().mesh, &route.target_ref, dp, routes, depth + 1)
         }
@@ -115,8 +147,15 @@ fn select_depth(mesh: &str, r: &TargetRef, dp: &DataplaneSpec, routes: &[&Target
 }
 
 /// Kuma's `IsReferenced`: the route in the same mesh whose display name is `name`.
-pub fn resolve_route<'a>(mesh: &str, name: &str, routes: &[&'a TargetRefPolicy]) -> Option<&'a TargetRefPolicy> {
-    routes.iter().copied().find(|r| r.meta().mesh == mesh && r.meta().display_name() == name)
+pub fn resolve_route<'a>(
+    mesh: &str,
+    name: &str,
+    routes: &[&'a TargetRefPolicy],
+) -> Option<&'a TargetRefPolicy> {
+    routes
+        .iter()
+        .copied()
+        .find(|r| r.meta().mesh == mesh && r.meta().display_name() == name)
 }
 
 /// Kuma's `ByTargetRef` order: kind rank, origin rank, then display name descending.
@@ -186,7 +225,13 @@ pub fn matched_policies<'a>(
         }
         let items: Vec<Item<'_>> = ps
             .iter()
-            .flat_map(|p| p.from.iter().map(move |i| Item { target_ref: i.target_ref.clone(), conf: &i.conf, origin: &p.origin }))
+            .flat_map(|p| {
+                p.from.iter().map(move |i| Item {
+                    target_ref: i.target_ref.clone(),
+                    conf: &i.conf,
+                    origin: &p.origin,
+                })
+            })
             .collect();
         match build_rules(&items, true) {
             Ok(r) => {
@@ -200,7 +245,8 @@ pub fn matched_policies<'a>(
         }
     }
 
-    let to_rules = match to_items(&dp_policies, routes).and_then(|items| build_rules(&items, false)) {
+    let to_rules = match to_items(&dp_policies, routes).and_then(|items| build_rules(&items, false))
+    {
         Ok(r) => r,
         Err(e) => {
             warnings.push(format!("couldn't create To rules: {e}"));
@@ -211,7 +257,13 @@ pub fn matched_policies<'a>(
     let single_item_rules = if dp_policies.iter().all(|p| p.caps.single) {
         let items: Vec<Item<'_>> = dp_policies
             .iter()
-            .filter_map(|p| p.single.as_ref().map(|c| Item { target_ref: TargetRef::mesh(), conf: c, origin: &p.origin }))
+            .filter_map(|p| {
+                p.single.as_ref().map(|c| Item {
+                    target_ref: TargetRef::mesh(),
+                    conf: c,
+                    origin: &p.origin,
+                })
+            })
             .collect();
         match build_rules(&items, false) {
             Ok(r) => r,
@@ -224,7 +276,13 @@ pub fn matched_policies<'a>(
         Rules::default()
     };
 
-    MatchedPolicies { dataplane_policies: dp_policies, from_rules, to_rules, single_item_rules, warnings }
+    MatchedPolicies {
+        dataplane_policies: dp_policies,
+        from_rules,
+        to_rules,
+        single_item_rules,
+        warnings,
+    }
 }
 
 /// `to` items of the policies in order; a policy whose top-level targetRef is a MeshHTTPRoute
@@ -233,14 +291,21 @@ pub fn matched_policies<'a>(
 ///
 /// # Errors
 /// [`RulesError::UnresolvedRoute`] when the referenced route does not exist.
-pub fn to_items<'a>(policies: &[&'a TargetRefPolicy], routes: &[&TargetRefPolicy]) -> Result<Vec<Item<'a>>, RulesError> {
+pub fn to_items<'a>(
+    policies: &[&'a TargetRefPolicy],
+    routes: &[&TargetRefPolicy],
+) -> Result<Vec<Item<'a>>, RulesError> {
     let mut out = Vec::new();
     for p in policies {
         if !p.caps.to {
             continue;
         }
         if p.target_ref.kind() != TargetRefKind::MeshHTTPRoute {
-            out.extend(p.to.iter().map(|i| Item { target_ref: i.target_ref.clone(), conf: &i.conf, origin: &p.origin }));
+            out.extend(p.to.iter().map(|i| Item {
+                target_ref: i.target_ref.clone(),
+                conf: &i.conf,
+                origin: &p.origin,
+            }));
             continue;
         }
         let route = resolve_route(&p.meta().mesh, &p.target_ref.name, routes)
@@ -252,10 +317,16 @@ pub fn to_items<'a>(policies: &[&'a TargetRefPolicy], routes: &[&TargetRefPolicy
                 for item in &p.to {
                     let tags = BTreeMap::from([(RULE_MATCHES_HASH_TAG.to_owned(), hash.clone())]);
                     let target_ref = match route_to.target_ref.kind() {
-                        TargetRefKind::Mesh | TargetRefKind::MeshSubset => TargetRef::mesh_subset(tags),
+                        TargetRefKind::Mesh | TargetRefKind::MeshSubset => {
+                            TargetRef::mesh_subset(tags)
+                        }
                         _ => TargetRef::mesh_service_subset(route_to.target_ref.name.clone(), tags),
                     };
-                    out.push(Item { target_ref, conf: &item.conf, origin: &p.origin });
+                    out.push(Item {
+                        target_ref,
+                        conf: &item.conf,
+                        origin: &p.origin,
+                    });
                 }
             }
         }

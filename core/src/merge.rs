@@ -77,7 +77,11 @@ fn append_lists(result: &mut Value, confs: &[&Value]) {
             }
             obj.insert(k, Value::Array(all));
         } else if obj.get(&k).is_some_and(Value::is_object) {
-            let sub: Vec<&Value> = confs.iter().filter_map(|c| c.get(&k)).filter(|v| v.is_object()).collect();
+            let sub: Vec<&Value> = confs
+                .iter()
+                .filter_map(|c| c.get(&k))
+                .filter(|v| v.is_object())
+                .collect();
             if let Some(child) = obj.get_mut(&k) {
                 append_lists(child, &sub);
             }
@@ -96,7 +100,10 @@ mod tests {
         // seed 002: MeshSubset's 2s overrides Mesh's 10s, idleTimeout 5s is inherited
         let a = json!({"http": {"requestTimeout": "10s", "idleTimeout": "5s"}});
         let b = json!({"http": {"requestTimeout": "2s"}});
-        assert_eq!(merge_confs(&[&a, &b]).unwrap(), json!({"http": {"requestTimeout": "2s", "idleTimeout": "5s"}}));
+        assert_eq!(
+            merge_confs(&[&a, &b]).unwrap(),
+            json!({"http": {"requestTimeout": "2s", "idleTimeout": "5s"}})
+        );
     }
 
     #[test]
@@ -122,19 +129,54 @@ mod tests {
         assert_eq!(merge_confs(&[]), None);
     }
 
+    /// Confs shaped like a typed policy conf: each key always holds the same kind of value
+    /// (`a`/`b` scalars, `c` an object, `append*` lists), as serialized typed confs do.
     fn arb_conf() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![Just(json!(1)), Just(json!("s")), Just(json!(true)), Just(json!([1, 2]))];
-        let inner = proptest::collection::btree_map("[ab]", leaf.clone(), 0..3)
+        let scalar = prop_oneof![
+            Just(json!(1)),
+            Just(json!("s")),
+            Just(json!(true)),
+            Just(json!([1, 2]))
+        ];
+        let object = proptest::collection::btree_map("[ab]", scalar.clone(), 0..3)
             .prop_map(|m| Value::Object(m.into_iter().collect()));
-        proptest::collection::btree_map("[abc]|append[XY]", prop_oneof![leaf, inner], 0..4)
-            .prop_map(|m| {
+        (
+            proptest::option::of(scalar.clone()),
+            proptest::option::of(scalar),
+            proptest::option::of(object),
+            proptest::option::of(Just(())),
+        )
+            .prop_map(|(a, b, c, append)| {
                 let mut o = Map::new();
-                for (k, v) in m {
-                    let v = if k.starts_with("append") { json!([k.clone()]) } else { v };
-                    o.insert(k, v);
+                if let Some(a) = a {
+                    o.insert("a".into(), a);
+                }
+                if let Some(b) = b {
+                    o.insert("b".into(), b);
+                }
+                if let Some(c) = c {
+                    o.insert("c".into(), c);
+                }
+                if append.is_some() {
+                    o.insert("appendX".into(), json!(["x"]));
                 }
                 Value::Object(o)
             })
+    }
+
+    /// Merge patch is not associative in general (`{c:{b:1}}`, `{c:1}`, `{c:{}}`), but it is for
+    /// schema-consistent confs, which is what policies produce.
+    #[test]
+    fn associativity_needs_consistent_shapes() {
+        let (a, b, c) = (json!({"c": {"b": 1}}), json!({"c": 1}), json!({"c": {}}));
+        let mut left = a.clone();
+        merge_patch(&mut left, &b);
+        merge_patch(&mut left, &c);
+        let mut bc = b.clone();
+        merge_patch(&mut bc, &c);
+        let mut right = a;
+        merge_patch(&mut right, &bc);
+        assert_ne!(left, right);
     }
 
     proptest! {
@@ -161,11 +203,9 @@ mod tests {
         #[test]
         fn append_length_is_sum(a in arb_conf(), b in arb_conf()) {
             let merged = merge_confs(&[&a, &b]).unwrap();
-            for key in ["appendX", "appendY"] {
-                let n = |v: &Value| v.get(key).and_then(Value::as_array).map_or(0, Vec::len);
-                if merged.get(key).is_some() {
-                    prop_assert_eq!(n(&merged), n(&a) + n(&b));
-                }
+            let n = |v: &Value| v.get("appendX").and_then(Value::as_array).map_or(0, Vec::len);
+            if merged.get("appendX").is_some() {
+                prop_assert_eq!(n(&merged), n(&a) + n(&b));
             }
         }
     }

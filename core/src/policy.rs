@@ -28,11 +28,20 @@ pub struct Capabilities {
 /// Item lists of a policy type, by Kuma type name. Unknown types are inferred from the spec.
 pub fn capabilities(type_name: &str, spec: &Value) -> Capabilities {
     let (from, to, single) = match type_name {
-        "MeshTimeout" | "MeshCircuitBreaker" | "MeshFaultInjection" | "MeshAccessLog" | "MeshRateLimit" => (true, true, false),
+        "MeshTimeout" | "MeshCircuitBreaker" | "MeshFaultInjection" | "MeshAccessLog"
+        | "MeshRateLimit" => (true, true, false),
         "MeshTrafficPermission" => (true, false, false),
-        "MeshRetry" | "MeshHealthCheck" | "MeshLoadBalancingStrategy" | "MeshTCPRoute" | "MeshHTTPRoute" => (false, true, false),
+        "MeshRetry"
+        | "MeshHealthCheck"
+        | "MeshLoadBalancingStrategy"
+        | "MeshTCPRoute"
+        | "MeshHTTPRoute" => (false, true, false),
         "MeshProxyPatch" | "MeshTrace" | "MeshMetric" => (false, false, true),
-        _ => (spec.get("from").is_some(), spec.get("to").is_some(), spec.get("default").is_some()),
+        _ => (
+            spec.get("from").is_some(),
+            spec.get("to").is_some(),
+            spec.get("default").is_some(),
+        ),
     };
     Capabilities { from, to, single }
 }
@@ -76,7 +85,10 @@ pub struct PolicyShapeError {
 }
 
 fn shape_err(field: impl Into<String>, message: impl Into<String>) -> PolicyShapeError {
-    PolicyShapeError { field: field.into(), message: message.into() }
+    PolicyShapeError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 impl TargetRefPolicy {
@@ -98,12 +110,20 @@ impl TargetRefPolicy {
     ///
     /// # Errors
     /// [`PolicyShapeError`] when `targetRef` or an item is missing or malformed.
-    pub fn from_spec_value(type_name: &str, meta: Meta, spec: &Value) -> Result<TargetRefPolicy, PolicyShapeError> {
+    pub fn from_spec_value(
+        type_name: &str,
+        meta: Meta,
+        spec: &Value,
+    ) -> Result<TargetRefPolicy, PolicyShapeError> {
         let caps = capabilities(type_name, spec);
         let target_ref = parse_ref(spec.get("targetRef"), "spec.targetRef")?;
         let items = |key: &str| -> Result<Vec<PolicyItem>, PolicyShapeError> {
-            let Some(list) = spec.get(key) else { return Ok(Vec::new()) };
-            let Value::Array(list) = list else { return Err(shape_err(format!("spec.{key}"), "must be a list")) };
+            let Some(list) = spec.get(key) else {
+                return Ok(Vec::new());
+            };
+            let Value::Array(list) = list else {
+                return Err(shape_err(format!("spec.{key}"), "must be a list"));
+            };
             list.iter()
                 .enumerate()
                 .map(|(i, item)| {
@@ -116,16 +136,30 @@ impl TargetRefPolicy {
                 .collect()
         };
         let route = if type_name == ResourceType::MeshHTTPRoute.name() {
-            Some(Arc::new(from_value_at(&PathBuilder::rooted_at("spec"), spec.clone()).map_err(|e| shape_err("spec", e.to_string()))?))
+            Some(Arc::new(
+                from_value_at(&PathBuilder::rooted_at("spec"), spec.clone())
+                    .map_err(|e| shape_err("spec", e.to_string()))?,
+            ))
         } else {
             None
         };
         Ok(TargetRefPolicy {
-            origin: OriginMeta { type_name: type_name.to_owned(), meta },
+            origin: OriginMeta {
+                type_name: type_name.to_owned(),
+                meta,
+            },
             target_ref,
             caps,
-            from: if caps.from { items("from")? } else { Vec::new() },
-            to: if caps.to && route.is_none() { items("to")? } else { Vec::new() },
+            from: if caps.from {
+                items("from")?
+            } else {
+                Vec::new()
+            },
+            to: if caps.to && route.is_none() {
+                items("to")?
+            } else {
+                Vec::new()
+            },
             single: caps.single.then(|| normalize_conf(spec.get("default"))),
             route,
         })

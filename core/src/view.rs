@@ -1,0 +1,170 @@
+//! Views: which policies apply when computing a DPP's config.
+//!
+//! The transition seed (000, "Transition to new policies") defines two rules Umbra applies here:
+//! - **shadow**: a policy labelled `kuma.io/effect: shadow` never reaches a proxy. The
+//!   [`View::Live`] view excludes it; the [`View::Shadow`] view includes it (what the config would
+//!   be if the shadow policies went live);
+//! - **old vs new**: in a view holding at least one policy of a new type (say MeshTimeout) in the
+//!   mesh, the policies of the old type it replaces (Timeout) are not applied. The rule is
+//!   evaluated per view, so a shadow MeshTimeout switches Timeout off in the Shadow view only.
+
+use std::collections::BTreeMap;
+
+use crate::dataplane::DataplaneSpec;
+use crate::matching::{matched_policies, MatchOptions, MatchedPolicies};
+use crate::policy::TargetRefPolicy;
+use crate::resource::{Resource, ResourceType, TypeKind};
+
+/// Which policies a computation sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum View {
+    /// What proxies get: shadow policies excluded.
+    Live,
+    /// What proxies would get if shadow policies were live: shadow policies included.
+    Shadow,
+}
+
+impl View {
+    /// `true` when a resource with these labels takes part in this view.
+    pub fn includes(self, r: &Resource) -> bool {
+        self == View::Shadow || !r.meta.is_shadow()
+    }
+}
+
+/// The policies of one mesh as one view sees them, ready for per-DPP matching.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicySet {
+    /// New (targetRef) policies in the view, by type (MeshHTTPRoute excluded).
+    pub new: BTreeMap<ResourceType, Vec<TargetRefPolicy>>,
+    /// MeshHTTPRoutes, to resolve references.
+    pub routes: Vec<TargetRefPolicy>,
+    /// Old policies still in effect (their new counterpart has no policy in the view), by type.
+    pub old: BTreeMap<ResourceType, Vec<Resource>>,
+    /// Old types switched off by the old-vs-new rule.
+    pub superseded: Vec<ResourceType>,
+    /// The view.
+    pub view: Option<View>,
+}
+
+impl PolicySet {
+    /// Build the view of `mesh` from `resources` (other meshes, Mesh and Dataplane resources are
+    /// ignored). Policies keep their input order; matching sorts them.
+    pub fn build<'a>(
+        mesh: &str,
+        resources: impl IntoIterator<Item = &'a Resource>,
+        view: View,
+    ) -> PolicySet {
+        let mut set = PolicySet {
+            view: Some(view),
+            ..PolicySet::default()
+        };
+        let mut old: BTreeMap<ResourceType, Vec<Resource>> = BTreeMap::new();
+        for r in resources {
+            if r.meta.mesh != mesh || !view.includes(r) {
+                continue;
+            }
+            match r.ty().kind() {
+                TypeKind::NewPolicy => {
+                    let Some(p) = TargetRefPolicy::from_resource(r) else {
+                        continue;
+                    };
+                    if r.ty() == ResourceType::MeshHTTPRoute {
+                        set.routes.push(p);
+                    } else {
+                        set.new.entry(r.ty()).or_default().push(p);
+                    }
+                }
+                TypeKind::OldPolicy => old.entry(r.ty()).or_default().push(r.clone()),
+                TypeKind::Infra => {}
+            }
+        }
+        for (ty, list) in old {
+            let replaced = ty
+                .counterpart()
+                .is_some_and(|n| set.new.get(&n).is_some_and(|v| !v.is_empty()));
+            if replaced {
+                set.superseded.push(ty);
+            } else {
+                set.old.insert(ty, list);
+            }
+        }
+        set
+    }
+
+    /// Match the new policies of `ty` against `dp` (empty result when the view has none).
+    pub fn matched(&self, ty: ResourceType, dp: &DataplaneSpec) -> MatchedPolicies<'_> {
+        let routes: Vec<&TargetRefPolicy> = self.routes.iter().collect();
+        let include_shadow = self.view == Some(View::Shadow);
+        matched_policies(
+            dp,
+            self.new.get(&ty).map_or(&[][..], Vec::as_slice),
+            &routes,
+            MatchOptions { include_shadow },
+        )
+    }
+
+    /// Old policies of `ty` in effect in this view (empty when superseded or absent).
+    pub fn old_policies(&self, ty: ResourceType) -> &[Resource] {
+        self.old.get(&ty).map_or(&[][..], Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(yaml: &str) -> Vec<Resource> {
+        Resource::all_from_bytes(yaml.as_bytes()).unwrap()
+    }
+
+    const TIMEOUTS: &str = "type: Timeout\nmesh: default\nname: timeout-global\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  connectTimeout: 21s\n";
+    const MESH_TIMEOUT_SHADOW: &str = "type: MeshTimeout\nmesh: default\nname: timeout-global\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s}\n";
+
+    #[test]
+    fn shadow_new_policy_supersedes_old_type_only_in_shadow_view() {
+        let all = res(&format!("{TIMEOUTS}---\n{MESH_TIMEOUT_SHADOW}"));
+        let live = PolicySet::build("default", &all, View::Live);
+        assert_eq!(live.old_policies(ResourceType::Timeout).len(), 1);
+        assert!(live.new.is_empty());
+        let shadow = PolicySet::build("default", &all, View::Shadow);
+        assert!(shadow.old_policies(ResourceType::Timeout).is_empty());
+        assert_eq!(shadow.superseded, [ResourceType::Timeout]);
+        assert_eq!(shadow.new[&ResourceType::MeshTimeout].len(), 1);
+    }
+
+    #[test]
+    fn live_new_policy_supersedes_in_both_views_and_other_meshes_are_ignored() {
+        let live_mt = MESH_TIMEOUT_SHADOW.replace("labels: {kuma.io/effect: shadow}\n", "");
+        let other_mesh = TIMEOUTS.replace("mesh: default", "mesh: other");
+        let all = res(&format!("{TIMEOUTS}---\n{live_mt}---\n{other_mesh}"));
+        for view in [View::Live, View::Shadow] {
+            let set = PolicySet::build("default", &all, view);
+            assert!(
+                set.old_policies(ResourceType::Timeout).is_empty(),
+                "{view:?}"
+            );
+            assert_eq!(set.new[&ResourceType::MeshTimeout].len(), 1);
+        }
+    }
+
+    #[test]
+    fn shadow_policy_matches_only_in_shadow_view() {
+        let all = res(MESH_TIMEOUT_SHADOW);
+        let dp: DataplaneSpec = serde_json::from_value(
+            crate::codec::decode_one(b"networking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n", crate::codec::Limits::default()).unwrap(),
+        )
+        .unwrap();
+        let live = PolicySet::build("default", &all, View::Live);
+        assert!(live
+            .matched(ResourceType::MeshTimeout, &dp)
+            .to_rules
+            .is_empty());
+        let shadow = PolicySet::build("default", &all, View::Shadow);
+        let m = shadow.matched(ResourceType::MeshTimeout, &dp);
+        assert_eq!(m.dataplane_policies.len(), 1);
+        assert_eq!(
+            m.to_rules.0[0].conf,
+            serde_json::json!({"connectionTimeout": "21s"})
+        );
+    }
+}
