@@ -27,6 +27,10 @@ pub struct Limits {
     pub max_nodes: usize,
 }
 
+/// Aliases may expand a document to at most this multiple of [`Limits::max_bytes`] (strings and
+/// keys counted), so an anchored large string repeated by aliases cannot exhaust memory.
+pub const MAX_EXPANSION: usize = 4;
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -172,8 +176,10 @@ enum Frame {
 struct YamlBuilder {
     limits: Limits,
     stack: Vec<Frame>,
-    anchors: std::collections::HashMap<usize, (Value, usize)>,
+    /// Anchored values with their node count and string bytes.
+    anchors: std::collections::HashMap<usize, (Value, usize, usize)>,
     nodes: usize,
+    bytes: usize,
     docs: Vec<Value>,
     current: Option<Value>,
 }
@@ -185,6 +191,7 @@ impl YamlBuilder {
             stack: Vec::new(),
             anchors: std::collections::HashMap::new(),
             nodes: 0,
+            bytes: 0,
             docs: Vec::new(),
             current: None,
         }
@@ -211,15 +218,22 @@ impl YamlBuilder {
                     }
                 }
                 Event::Alias(id) => {
-                    let (value, count) =
-                        self.anchors.get(&id).cloned().ok_or_else(|| {
-                            CodecError::Unsupported("alias to unknown anchor".into())
-                        })?;
-                    self.count(count)?;
+                    let (count, size) = self
+                        .anchors
+                        .get(&id)
+                        .map(|(_, c, b)| (*c, *b))
+                        .ok_or_else(|| CodecError::Unsupported("alias to unknown anchor".into()))?;
+                    // Check the budget before cloning anything.
+                    self.count(count, size)?;
+                    let value = self
+                        .anchors
+                        .get(&id)
+                        .map(|(v, _, _)| v.clone())
+                        .unwrap_or_default();
                     self.push_value(value, 0)?;
                 }
                 Event::Scalar(text, style, anchor, tag) => {
-                    self.count(1)?;
+                    self.count(1, text.len())?;
                     let is_str_tag = tag.as_ref().is_some_and(|t| t.suffix == "str");
                     let value = if style == TScalarStyle::Plain && !is_str_tag {
                         resolve_plain(&text)?
@@ -229,7 +243,7 @@ impl YamlBuilder {
                     self.push_value(value, anchor)?;
                 }
                 Event::SequenceStart(anchor, _) => {
-                    self.count(1)?;
+                    self.count(1, 0)?;
                     self.enter()?;
                     self.stack.push(Frame::Seq {
                         items: Vec::new(),
@@ -237,7 +251,7 @@ impl YamlBuilder {
                     });
                 }
                 Event::MappingStart(anchor, _) => {
-                    self.count(1)?;
+                    self.count(1, 0)?;
                     self.enter()?;
                     self.stack.push(Frame::Map {
                         map: Map::new(),
@@ -264,11 +278,19 @@ impl YamlBuilder {
         Ok(self.docs)
     }
 
-    fn count(&mut self, n: usize) -> Result<(), CodecError> {
-        self.nodes = self.nodes.saturating_add(n);
+    fn count(&mut self, nodes: usize, bytes: usize) -> Result<(), CodecError> {
+        self.nodes = self.nodes.saturating_add(nodes);
         if self.nodes > self.limits.max_nodes {
             return Err(CodecError::TooManyNodes {
                 limit: self.limits.max_nodes,
+            });
+        }
+        self.bytes = self.bytes.saturating_add(bytes);
+        let max = self.limits.max_bytes.saturating_mul(MAX_EXPANSION);
+        if self.bytes > max {
+            return Err(CodecError::TooLarge {
+                size: self.bytes,
+                limit: max,
             });
         }
         Ok(())
@@ -285,8 +307,8 @@ impl YamlBuilder {
 
     fn push_value(&mut self, value: Value, anchor: usize) -> Result<(), CodecError> {
         if anchor != 0 {
-            let size = node_count(&value);
-            self.anchors.insert(anchor, (value.clone(), size));
+            let (nodes, bytes) = node_count(&value);
+            self.anchors.insert(anchor, (value.clone(), nodes, bytes));
         }
         match self.stack.last_mut() {
             None => self.current = Some(value),
@@ -316,18 +338,23 @@ impl YamlBuilder {
     }
 }
 
-fn node_count(v: &Value) -> usize {
+/// Nodes and string/key bytes of a value.
+fn node_count(v: &Value) -> (usize, usize) {
     let mut stack = vec![v];
-    let mut n = 0usize;
+    let (mut n, mut bytes) = (0usize, 0usize);
     while let Some(v) = stack.pop() {
         n += 1;
         match v {
             Value::Array(a) => stack.extend(a.iter()),
-            Value::Object(o) => stack.extend(o.values()),
+            Value::Object(o) => {
+                bytes = bytes.saturating_add(o.keys().map(String::len).sum());
+                stack.extend(o.values());
+            }
+            Value::String(s) => bytes = bytes.saturating_add(s.len()),
             _ => {}
         }
     }
-    n
+    (n, bytes)
 }
 
 fn resolve_plain(s: &str) -> Result<Value, CodecError> {
@@ -496,6 +523,19 @@ mod tests {
             Err(CodecError::Syntax(_))
         ));
         assert!(decode_documents(b"? [a]\n: b\n", Limits::default()).is_err());
+    }
+
+    #[test]
+    fn aliases_of_large_strings_are_bounded_by_bytes() {
+        let big = "x".repeat(1 << 20);
+        let mut doc = format!("a: &a {big}\nb:\n");
+        for _ in 0..2000 {
+            doc.push_str("- *a\n");
+        }
+        assert!(matches!(
+            decode_documents(doc.as_bytes(), Limits::default()),
+            Err(CodecError::TooLarge { .. })
+        ));
     }
 
     #[test]

@@ -35,13 +35,6 @@ pub enum DurationError {
     Overflow(String),
 }
 
-const NS: i128 = 1;
-const US: i128 = 1_000;
-const MS: i128 = 1_000_000;
-const S: i128 = 1_000_000_000;
-const M: i128 = 60 * S;
-const H: i128 = 60 * M;
-
 impl Duration {
     /// A duration of `nanos` nanoseconds, rendered in Go's canonical form.
     pub fn from_nanos(nanos: i64) -> Self {
@@ -149,77 +142,118 @@ impl<'de> Deserialize<'de> for Duration {
     }
 }
 
+/// Go's `time.ParseDuration`, step for step (uint64 accumulation, float64 fractions), so the
+/// same text gives the same nanoseconds as Kuma.
 fn parse_nanos(orig: &str) -> Result<i64, DurationError> {
+    const LIMIT: u64 = 1 << 63;
     let invalid = || DurationError::Invalid(orig.to_owned());
-    let mut s = orig;
+    let mut s = orig.as_bytes();
     let mut neg = false;
-    if let Some(rest) = s.strip_prefix('-') {
-        neg = true;
-        s = rest;
-    } else if let Some(rest) = s.strip_prefix('+') {
-        s = rest;
+    if let Some((&c, rest)) = s.split_first() {
+        if c == b'-' || c == b'+' {
+            neg = c == b'-';
+            s = rest;
+        }
     }
-    if s == "0" {
+    if s == b"0" {
         return Ok(0);
     }
     if s.is_empty() {
         return Err(invalid());
     }
-    let mut total: i128 = 0;
+    let mut total: u64 = 0;
     while !s.is_empty() {
-        // integer part
-        let int_len = s.bytes().take_while(u8::is_ascii_digit).count();
-        let int_part = &s[..int_len];
-        s = &s[int_len..];
-        let mut frac_part = "";
-        if let Some(rest) = s.strip_prefix('.') {
-            let frac_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-            frac_part = &rest[..frac_len];
-            s = &rest[frac_len..];
+        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
+            return Err(invalid());
         }
-        if int_part.is_empty() && frac_part.is_empty() {
+        // leadingInt
+        let int_len = s.iter().take_while(|c| c.is_ascii_digit()).count();
+        let mut v: u64 = 0;
+        for &b in &s[..int_len] {
+            if v > LIMIT / 10 {
+                return Err(invalid());
+            }
+            v = v * 10 + u64::from(b - b'0');
+            if v > LIMIT {
+                return Err(invalid());
+            }
+        }
+        s = &s[int_len..];
+        let pre = int_len > 0;
+        // leadingFraction
+        let (mut f, mut scale, mut post) = (0u64, 1f64, false);
+        if s.first() == Some(&b'.') {
+            s = &s[1..];
+            let frac_len = s.iter().take_while(|c| c.is_ascii_digit()).count();
+            let mut overflow = false;
+            for &b in &s[..frac_len] {
+                if overflow {
+                    continue;
+                }
+                if f > (LIMIT - 1) / 10 {
+                    overflow = true;
+                    continue;
+                }
+                let y = f * 10 + u64::from(b - b'0');
+                if y > LIMIT {
+                    overflow = true;
+                    continue;
+                }
+                f = y;
+                scale *= 10.0;
+            }
+            post = frac_len > 0;
+            s = &s[frac_len..];
+        }
+        if !pre && !post {
             return Err(invalid());
         }
         let unit_len = s
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(s.len(), |(i, _)| i);
-        let unit = &s[..unit_len];
-        s = &s[unit_len..];
-        let scale = match unit {
-            "ns" => NS,
-            "us" | "\u{b5}s" | "\u{3bc}s" => US,
-            "ms" => MS,
-            "s" => S,
-            "m" => M,
-            "h" => H,
+            .iter()
+            .take_while(|c| !(**c == b'.' || c.is_ascii_digit()))
+            .count();
+        if unit_len == 0 {
+            return Err(DurationError::Unit(orig.to_owned()));
+        }
+        let unit: u64 = match &s[..unit_len] {
+            b"ns" => 1,
+            b"us" | b"\xc2\xb5s" | b"\xce\xbcs" => 1_000, // us, µs (U+00B5), μs (U+03BC)
+            b"ms" => 1_000_000,
+            b"s" => 1_000_000_000,
+            b"m" => 60_000_000_000,
+            b"h" => 3_600_000_000_000,
             _ => return Err(DurationError::Unit(orig.to_owned())),
         };
-        let overflow = || DurationError::Overflow(orig.to_owned());
-        let mut value: i128 = 0;
-        for b in int_part.bytes() {
-            value = value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(i128::from(b - b'0')))
-                .ok_or_else(overflow)?;
-            if value > i128::from(i64::MAX) {
-                return Err(overflow());
+        s = &s[unit_len..];
+        if v > LIMIT / unit {
+            return Err(DurationError::Overflow(orig.to_owned()));
+        }
+        v *= unit;
+        if f > 0 {
+            // Go: v += uint64(float64(f) * (float64(unit) / scale)); the cast truncates.
+            #[allow(
+                clippy::cast_precision_loss,
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss
+            )]
+            let frac = (f as f64 * (unit as f64 / scale)) as u64;
+            v = v
+                .checked_add(frac)
+                .ok_or_else(|| DurationError::Overflow(orig.to_owned()))?;
+            if v > LIMIT {
+                return Err(DurationError::Overflow(orig.to_owned()));
             }
         }
-        value = value.checked_mul(scale).ok_or_else(overflow)?;
-        // fraction: at most 18 significant digits matter for nanosecond precision
-        let mut frac_scale = scale;
-        for b in frac_part.bytes().take(18) {
-            frac_scale /= 10;
-            value += i128::from(b - b'0') * frac_scale;
-        }
-        total = total.checked_add(value).ok_or_else(overflow)?;
-        if total > i128::from(i64::MAX) + 1 {
-            return Err(overflow());
+        total = total
+            .checked_add(v)
+            .ok_or_else(|| DurationError::Overflow(orig.to_owned()))?;
+        if total > LIMIT {
+            return Err(DurationError::Overflow(orig.to_owned()));
         }
     }
     if neg {
-        total = -total;
+        // total <= 2^63, so the negation fits (i64::MIN for exactly 2^63).
+        return Ok(0i64.wrapping_sub_unsigned(total));
     }
     i64::try_from(total).map_err(|_| DurationError::Overflow(orig.to_owned()))
 }
@@ -281,6 +315,34 @@ fn frac(v: u64, div: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const US: i128 = 1_000;
+    const MS: i128 = 1_000_000;
+    const S: i128 = 1_000_000_000;
+    const M: i128 = 60 * S;
+    const H: i128 = 60 * M;
+
+    #[test]
+    fn matches_go_edge_cases() {
+        // float64 fraction arithmetic, as Go does
+        assert_eq!(
+            Duration::parse("0.333333333333333333h").unwrap().as_nanos(),
+            1_199_999_999_999
+        );
+        assert_eq!(
+            Duration::parse("-9223372036854775808ns")
+                .unwrap()
+                .as_nanos(),
+            i64::MIN
+        );
+        assert!(Duration::parse("9223372036854775808ns").is_err());
+        assert_eq!(
+            Duration::parse("1.0000000000000000001s")
+                .unwrap()
+                .as_nanos(),
+            1_000_000_000
+        );
+    }
 
     #[test]
     fn parses_kuma_forms() {

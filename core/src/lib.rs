@@ -7,7 +7,17 @@
 //!   ([`mesh`], [`dataplane`], [`policies`], [`old`]);
 //! - [`validate`]: `{field, message}` violations with Kuma's field paths;
 //! - [`target_ref`]: `targetRef` and its validation;
-//! - [`duration`]: Go/Kuma durations (`21s`, `2h`, `500ms`).
+//! - [`duration`]: Go/Kuma durations (`21s`, `2h`, `500ms`);
+//! - [`policy`]: the type-independent view of a targetRef policy (targetRef, from/to items);
+//! - [`matching`]: which policies select a DPP, in Kuma's precedence, and their rules;
+//! - [`rules`]: subset algebra, rule building (cliques, negations), `Rules::compute`;
+//! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
+//! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
+//! - [`old_matching`]: source/destination selector matching of the old policies.
+//!
+//! Everything here is deterministic and bounded: decoding has size/depth/node limits and rule
+//! building has item and combination limits, so hostile input yields an error, never a panic
+//! or unbounded work.
 
 pub mod codec;
 pub mod dataplane;

@@ -146,7 +146,8 @@ fn select_depth(
     }
 }
 
-/// Kuma's `IsReferenced`: the route in the same mesh whose display name is `name`.
+/// Kuma's `IsReferenced`: the first route in the same mesh whose display name is `name` (as
+/// `dppSelectedByPolicy` resolves it).
 pub fn resolve_route<'a>(
     mesh: &str,
     name: &str,
@@ -300,6 +301,9 @@ pub fn to_items<'a>(
         if !p.caps.to {
             continue;
         }
+        if out.len().saturating_add(p.to.len()) > crate::rules::MAX_ITEMS {
+            return Err(RulesError::TooComplex);
+        }
         if p.target_ref.kind() != TargetRefKind::MeshHTTPRoute {
             out.extend(p.to.iter().map(|i| Item {
                 target_ref: i.target_ref.clone(),
@@ -308,9 +312,24 @@ pub fn to_items<'a>(
             }));
             continue;
         }
-        let route = resolve_route(&p.meta().mesh, &p.target_ref.name, routes)
+        // Kuma's buildToList keeps the *last* route with that display name.
+        let route = routes
+            .iter()
+            .rev()
+            .find(|r| {
+                r.meta().mesh == p.meta().mesh && r.meta().display_name() == p.target_ref.name
+            })
             .and_then(|r| r.route.clone())
             .ok_or(RulesError::UnresolvedRoute)?;
+        let expanded: usize = route
+            .to
+            .iter()
+            .map(|t| t.rules.len())
+            .sum::<usize>()
+            .saturating_mul(p.to.len());
+        if out.len().saturating_add(expanded) > crate::rules::MAX_ITEMS {
+            return Err(RulesError::TooComplex);
+        }
         for route_to in &route.to {
             for rule in &route_to.rules {
                 let hash = hash_matches(&rule.matches);

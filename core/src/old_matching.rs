@@ -6,9 +6,9 @@
 //! so the most specific policy wins. Ties go to the policy created later; policies are first
 //! sorted by name so results never depend on input order.
 //!
-//! - Outbound connection policies (Timeout, CircuitBreaker): the DPP must match a `source`; for
-//!   each outbound service (plus the implicit `pass_through`) the best `source rank + destination
-//!   rank` wins.
+//! - Outbound connection policies (Timeout; CircuitBreaker over the destination services): the
+//!   DPP must match a `source`; for each outbound service (plus the implicit `pass_through` for
+//!   Timeout) the best `source rank + destination rank` wins.
 //! - Inbound connection policies (TrafficPermission): per inbound, the best-ranked `destination`
 //!   matching the inbound's tags wins.
 //! - Inbound matching policies (FaultInjection): per inbound, *every* policy whose `destination`
@@ -111,8 +111,87 @@ fn by_name<'a>(policies: &[OldPolicyRef<'a>]) -> Vec<OldPolicyRef<'a>> {
     v
 }
 
+/// Go's `a.CreationTime.After(b.CreationTime)`, on RFC 3339 times (unknown or unparsable times
+/// count as the zero time, as an unset Go `time.Time`).
 fn created_later(a: &Meta, b: &Meta) -> bool {
-    a.creation_time.as_deref().unwrap_or("") > b.creation_time.as_deref().unwrap_or("")
+    let t = |m: &Meta| {
+        m.creation_time
+            .as_deref()
+            .and_then(parse_rfc3339)
+            .unwrap_or(i128::MIN)
+    };
+    t(a) > t(b)
+}
+
+/// Parse an RFC 3339 timestamp (`2024-01-02T03:04:05.123Z`, `...+02:00`) to Unix nanoseconds.
+pub fn parse_rfc3339(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let d = s.get(r)?;
+        d.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| d.parse().ok())?
+    };
+    let (y, mo, d, h, mi, sec) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos: i128 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        for (i, c) in frac.bytes().take(n).enumerate() {
+            if i < 9 {
+                nanos += i128::from(c - b'0') * 10i128.pow(8 - i as u32);
+            }
+        }
+        rest = &frac[n..];
+    }
+    let offset_secs: i64 = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let rb = rest.as_bytes();
+            if rb.len() != 6 || !matches!(rb[0], b'+' | b'-') || rb[3] != b':' {
+                return None;
+            }
+            let oh: i64 = rest.get(1..3)?.parse().ok()?;
+            let om: i64 = rest.get(4..6)?.parse().ok()?;
+            let sign = if rb[0] == b'-' { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    // days from civil (Howard Hinnant's algorithm)
+    let (yy, mm) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * mm + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_secs;
+    Some(i128::from(secs) * 1_000_000_000 + nanos)
 }
 
 /// `true` when some inbound (or the gateway) of `dp` matches `selector` (Kuma's `Dataplane.Matches`).
@@ -339,6 +418,21 @@ mod tests {
     }
 
     #[test]
+    fn creation_times_compare_as_times_not_text() {
+        let a = meta("a", "2024-01-01T00:00:00.5Z");
+        let b = meta("b", "2024-01-01T00:00:00Z");
+        assert!(created_later(&a, &b));
+        let c = meta("c", "2024-01-01T01:00:00+02:00"); // 23:00 the day before
+        assert!(created_later(&b, &c));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:01Z"), Some(1_000_000_000));
+        assert_eq!(
+            parse_rfc3339("0001-01-01T00:00:00Z"),
+            Some(-62_135_596_800_000_000_000)
+        );
+        assert_eq!(parse_rfc3339("not a time"), None);
+    }
+
+    #[test]
     fn rank_order_total_then_exact() {
         let r = |e, w| Rank {
             exact: e,
@@ -391,7 +485,11 @@ mod tests {
     fn ties_go_to_the_newest_and_sources_must_match() {
         let all = [sel(&[(SERVICE_TAG, "*")])];
         let other_src = [sel(&[(SERVICE_TAG, "web")])];
-        let metas = [meta("a", "2020"), meta("b", "2021"), meta("c", "2022")];
+        let metas = [
+            meta("a", "2020-01-01T00:00:00Z"),
+            meta("b", "2021-01-01T00:00:00Z"),
+            meta("c", "2022-01-01T00:00:00Z"),
+        ];
         let policies = [
             OldPolicyRef {
                 idx: 0,

@@ -175,6 +175,7 @@ impl Meta {
     pub fn display_name(&self) -> &str {
         self.labels
             .get(DISPLAY_NAME_LABEL)
+            .filter(|v| !v.is_empty())
             .map_or(&self.name, String::as_str)
     }
 }

@@ -238,7 +238,25 @@ pub enum RulesError {
     /// A policy targets a MeshHTTPRoute that does not exist.
     #[error("can't resolve MeshHTTPRoute policy")]
     UnresolvedRoute,
+    /// More than [`MAX_ITEMS`] items, or more tag combinations (or cliques) than
+    /// [`MAX_COMBINATIONS`], or more merge work than [`MAX_WORK`]: rule building is exponential in
+    /// the number of distinct tags, so it is bounded.
+    #[error("policies combine into too many items or tag subsets (limits: {MAX_ITEMS} items, {MAX_COMBINATIONS} subsets); split or simplify the from/to lists")]
+    TooComplex,
 }
+
+/// Upper bound on cliques and on tag combinations evaluated by one [`build_rules`] call.
+///
+/// Kuma has no bound; a handful of `MeshSubset` items with many distinct tags would make it
+/// enumerate millions of subsets. Real policies stay far below this (the Kuma fixtures need < 100).
+pub const MAX_COMBINATIONS: usize = 65_536;
+
+/// Upper bound on items (`from`/`to` entries of all matched policies) in one [`build_rules`]
+/// call, and on `combinations × items`, the merge work. Kuma has neither bound.
+pub const MAX_ITEMS: usize = 1_000;
+
+/// Upper bound on `combinations × items` evaluated by one [`build_rules`] call.
+pub const MAX_WORK: usize = 1 << 22;
 
 /// Build rules from items in precedence order (Kuma's `BuildRules`).
 ///
@@ -248,6 +266,9 @@ pub enum RulesError {
 /// # Errors
 /// [`RulesError::Unrepresentable`] when an item's targetRef kind has no subset form.
 pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, RulesError> {
+    if items.len() > MAX_ITEMS {
+        return Err(RulesError::TooComplex);
+    }
     let subsets: Vec<Subset> = items
         .iter()
         .map(|i| {
@@ -283,24 +304,39 @@ pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, Ru
                 .collect()
         })
         .collect();
-    let mut cliques = maximal_cliques(&adjacency);
+    let mut cliques = maximal_cliques(&adjacency).ok_or(RulesError::TooComplex)?;
     for c in &mut cliques {
         c.sort_unstable();
     }
     let key_of = |c: &Vec<usize>| c.iter().map(usize::to_string).collect::<Vec<_>>().join(":");
     cliques.sort_by_key(|c| std::cmp::Reverse(key_of(c)));
 
-    for clique in &cliques {
-        let tags: BTreeSet<(&str, &str)> = clique
-            .iter()
-            .flat_map(|&i| {
-                subsets[i]
-                    .0
+    // Size the whole enumeration before doing any of it.
+    let iters: Vec<SubsetIter> = cliques
+        .iter()
+        .map(|clique| {
+            SubsetIter::new(
+                clique
                     .iter()
-                    .map(|t| (t.key.as_str(), t.value.as_str()))
-            })
-            .collect();
-        for combination in SubsetIter::new(tags.into_iter()) {
+                    .flat_map(|&i| {
+                        subsets[i]
+                            .0
+                            .iter()
+                            .map(|t| (t.key.as_str(), t.value.as_str()))
+                    })
+                    .collect::<BTreeSet<_>>()
+                    .into_iter(),
+            )
+        })
+        .collect();
+    let total = iters
+        .iter()
+        .try_fold(0usize, |acc, it| it.len().and_then(|n| acc.checked_add(n)));
+    if total.is_none_or(|t| t > MAX_COMBINATIONS || t.saturating_mul(items.len()) > MAX_WORK) {
+        return Err(RulesError::TooComplex);
+    }
+    for iter in iters {
+        for combination in iter {
             if let Some(r) = create_rule(combination, items, &subsets) {
                 rules.push(r);
             }
@@ -331,13 +367,13 @@ fn create_rule(ss: Subset, items: &[Item<'_>], subsets: &[Subset]) -> Option<Rul
     })
 }
 
-/// All maximal cliques (Bron–Kerbosch with pivoting). Bounded by the number of items; each
-/// clique is found once.
-fn maximal_cliques(adj: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+/// All maximal cliques (Bron–Kerbosch with pivoting), each found once; `None` when there are
+/// more than [`MAX_COMBINATIONS`] (the search stops there).
+fn maximal_cliques(adj: &[BTreeSet<usize>]) -> Option<Vec<Vec<usize>>> {
     let mut out = Vec::new();
     let p: BTreeSet<usize> = (0..adj.len()).collect();
     bron_kerbosch(adj, &mut Vec::new(), p, BTreeSet::new(), &mut out);
-    out
+    (out.len() <= MAX_COMBINATIONS).then_some(out)
 }
 
 fn bron_kerbosch(
@@ -347,12 +383,16 @@ fn bron_kerbosch(
     mut x: BTreeSet<usize>,
     out: &mut Vec<Vec<usize>>,
 ) {
+    if out.len() > MAX_COMBINATIONS {
+        return;
+    }
     if p.is_empty() && x.is_empty() {
         if !r.is_empty() {
             out.push(r.clone());
         }
         return;
     }
+    // Tomita pivot: the vertex of P ∪ X with most neighbours in P.
     let pivot = p
         .iter()
         .chain(x.iter())
@@ -404,6 +444,19 @@ impl SubsetIter {
             idx,
             finished: false,
         }
+    }
+
+    /// Number of combinations this iterator yields (product of `values + 1` per key), `None` on
+    /// overflow.
+    pub fn len(&self) -> Option<usize> {
+        self.dims
+            .iter()
+            .try_fold(1usize, |acc, (_, vals)| acc.checked_mul(vals.len() + 1))
+    }
+
+    /// `true` when the iterator yields nothing (never: even no keys yield the empty subset).
+    pub fn is_empty(&self) -> bool {
+        false
     }
 
     fn current(&self) -> Subset {
@@ -473,6 +526,40 @@ mod tests {
         assert!(a.intersect(&b));
         assert!(!a.intersect(&c));
         assert!(Subset::all().intersect(&c));
+    }
+
+    #[test]
+    fn hostile_item_lists_are_refused_not_enumerated() {
+        // 20 MeshSubset items with distinct keys all intersect: 2^20 combinations.
+        let o = origin("p");
+        let conf = json!({});
+        let refs: Vec<TargetRef> = (0..20)
+            .map(|i| TargetRef::mesh_subset(BTreeMap::from([(format!("k{i}"), "v".to_owned())])))
+            .collect();
+        let items: Vec<Item<'_>> = refs
+            .iter()
+            .map(|r| Item {
+                target_ref: r.clone(),
+                conf: &conf,
+                origin: &o,
+            })
+            .collect();
+        assert_eq!(build_rules(&items, true), Err(RulesError::TooComplex));
+        // Too many items at all, even simple ones.
+        let many: Vec<Item<'_>> = (0..=MAX_ITEMS)
+            .map(|_| Item {
+                target_ref: TargetRef::mesh(),
+                conf: &conf,
+                origin: &o,
+            })
+            .collect();
+        assert_eq!(build_rules(&many, false), Err(RulesError::TooComplex));
+        // ...while 10 of them (1,024 combinations) are fine.
+        assert_eq!(
+            build_rules(&items[..10], true).unwrap().0.len(),
+            1023,
+            "every combination but the all-negated one"
+        );
     }
 
     #[test]
@@ -705,11 +792,22 @@ mod tests {
         }
 
         #[test]
-        fn is_subset_is_reflexive_and_transitive_for_positive(a in arb_target_ref()) {
-            let s = Subset::from_target_ref(&a).unwrap();
-            prop_assert!(s.is_subset(&s));
-            prop_assert!(Subset::all().is_subset(&s));
-            prop_assert!(s.intersect(&s));
+        fn is_subset_is_reflexive_and_transitive(a in arb_target_ref(), b in arb_target_ref(), c in arb_target_ref()) {
+            let (a, b, c) = (
+                Subset::from_target_ref(&a).unwrap(),
+                Subset::from_target_ref(&b).unwrap(),
+                Subset::from_target_ref(&c).unwrap(),
+            );
+            prop_assert!(a.is_subset(&a));
+            prop_assert!(Subset::all().is_subset(&a));
+            prop_assert!(a.intersect(&a));
+            if a.is_subset(&b) && b.is_subset(&c) {
+                prop_assert!(a.is_subset(&c));
+            }
+            // a superset of b intersects everything b intersects
+            if a.is_subset(&b) && b.intersect(&c) {
+                prop_assert!(a.intersect(&c));
+            }
         }
     }
 }

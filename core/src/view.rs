@@ -36,7 +36,8 @@ impl View {
 pub struct PolicySet {
     /// New (targetRef) policies in the view, by type (MeshHTTPRoute excluded).
     pub new: BTreeMap<ResourceType, Vec<TargetRefPolicy>>,
-    /// MeshHTTPRoutes, to resolve references.
+    /// MeshHTTPRoutes of the mesh (all of them), only to resolve references: Umbra does not
+    /// build MeshHTTPRoute's own rules (route generation is not part of the transition scope).
     pub routes: Vec<TargetRefPolicy>,
     /// Old policies still in effect (their new counterpart has no policy in the view), by type.
     pub old: BTreeMap<ResourceType, Vec<Resource>>,

@@ -16,10 +16,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::old::traffic_permission::{
-    deserialize_selectors, serialize_opt_f64, validate_selectors, SelectorRules,
+use crate::old::selectors::{
+    deserialize_selectors, validate_sources_and_destinations, Selector, SelectorRules,
 };
-use crate::old::Selector;
+use crate::old::serialize_opt_f64;
 use crate::validate::{PathBuilder, ValidationError};
 
 /// Kuma's message for an out-of-range percentage.
@@ -196,22 +196,12 @@ impl CircuitBreaker {
 
     /// Kuma's `CircuitBreakerResource.Validate`: sources, then destinations, then `conf`.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        err.add(validate_selectors(
-            &PathBuilder::root().field("sources"),
+        let mut err = validate_sources_and_destinations(
             &self.sources,
-            &SelectorRules {
-                require_at_least_one_selector: true,
-                require_at_least_one_tag: true,
-                require_service: true,
-                ..SelectorRules::default()
-            },
-        ));
-        err.add(validate_selectors(
-            &PathBuilder::root().field("destinations"),
             &self.destinations,
+            &SelectorRules::NON_EMPTY_WITH_SERVICE,
             &SelectorRules::ONLY_SERVICE_TAG,
-        ));
+        );
         self.validate_conf(&mut err);
         err
     }
@@ -254,18 +244,11 @@ impl CircuitBreaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::old::traffic_permission::testing::*;
+    use crate::policies::test_support::{self, assert_round_trip, decodes, document, resource, v};
     use crate::resource::Spec;
 
-    fn decode(spec: &str) -> CircuitBreaker {
-        match decode_spec("CircuitBreaker", spec) {
-            Spec::CircuitBreaker(cb) => cb,
-            other => panic!("unexpected spec {other:?}"),
-        }
-    }
-
     fn violations(spec: &str) -> Vec<(String, String)> {
-        pairs(decode(spec).validate())
+        test_support::violations::<CircuitBreaker>(spec)
     }
 
     /// The CircuitBreaker of the transition seed (000).
@@ -325,7 +308,7 @@ destinations:
 
     #[test]
     fn seed_example_is_valid_and_round_trips() {
-        let resource = decode_resource(SEED);
+        let resource = resource(SEED);
         assert!(resource.validate().violations.is_empty());
         assert_round_trip(SEED);
         let Spec::CircuitBreaker(cb) = resource.spec else {
@@ -397,7 +380,7 @@ conf:
         ] {
             let spec = with_selectors(conf);
             assert!(violations(&spec).is_empty(), "{spec}");
-            assert_round_trip(&resource_yaml("CircuitBreaker", &spec));
+            assert_round_trip(&document::<CircuitBreaker>(&spec));
         }
     }
 
@@ -493,19 +476,16 @@ conf:
 
     #[test]
     fn decode_errors() {
-        assert!(!decodes(
-            "CircuitBreaker",
+        assert!(!decodes::<CircuitBreaker>(
             "conf:\n  maxEjectionPercent: -1\n"
         ));
-        assert!(!decodes(
-            "CircuitBreaker",
+        assert!(!decodes::<CircuitBreaker>(
             "conf:\n  maxEjectionPercent: 4294967296\n"
         ));
-        assert!(!decodes(
-            "CircuitBreaker",
+        assert!(!decodes::<CircuitBreaker>(
             "conf:\n  detectors:\n    total: {}\n"
         ));
-        assert!(!decodes("CircuitBreaker", "conf:\n  interval: often\n"));
+        assert!(!decodes::<CircuitBreaker>("conf:\n  interval: often\n"));
         // `null` is unset: this thresholds block is empty.
         assert_eq!(
             violations(&with_selectors(

@@ -18,10 +18,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::old::traffic_permission::{
-    deserialize_selectors, serialize_opt_f64, validate_selectors, SelectorRules,
+use crate::old::selectors::{
+    deserialize_selectors, validate_sources_and_destinations, Selector, SelectorRules,
 };
-use crate::old::Selector;
+use crate::old::serialize_opt_f64;
 use crate::validate::{PathBuilder, ValidationError};
 
 /// Protocols a FaultInjection destination may declare with `kuma.io/protocol`.
@@ -170,26 +170,15 @@ impl FaultInjectionConf {
 impl FaultInjection {
     /// Kuma's `FaultInjectionResource.Validate`: sources, then destinations, then `conf`.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        err.add(validate_selectors(
-            &PathBuilder::root().field("sources"),
+        let mut err = validate_sources_and_destinations(
             &self.sources,
-            &SelectorRules {
-                require_at_least_one_selector: true,
-                require_at_least_one_tag: true,
-                ..SelectorRules::default()
-            },
-        ));
-        err.add(validate_selectors(
-            &PathBuilder::root().field("destinations"),
             &self.destinations,
+            &SelectorRules::NON_EMPTY,
             &SelectorRules {
-                require_at_least_one_selector: true,
-                require_at_least_one_tag: true,
                 protocols: Some(SUPPORTED_PROTOCOLS),
-                ..SelectorRules::default()
+                ..SelectorRules::NON_EMPTY
             },
-        ));
+        );
         self.validate_conf(&mut err);
         err
     }
@@ -325,18 +314,14 @@ fn bandwidth_kbps(limit: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::old::traffic_permission::testing::*;
-    use crate::resource::Spec;
+    use crate::policies::test_support::{self, assert_round_trip, decodes, document, v};
 
     fn decode(spec: &str) -> FaultInjection {
-        match decode_spec("FaultInjection", spec) {
-            Spec::FaultInjection(fi) => fi,
-            other => panic!("unexpected spec {other:?}"),
-        }
+        test_support::decode(spec)
     }
 
     fn violations(spec: &str) -> Vec<(String, String)> {
-        pairs(decode(spec).validate())
+        test_support::violations::<FaultInjection>(spec)
     }
 
     const FULL: &str = "
@@ -418,7 +403,7 @@ conf:
 ",
         ] {
             assert!(violations(spec).is_empty(), "{spec}");
-            assert_round_trip(&resource_yaml("FaultInjection", spec));
+            assert_round_trip(&document::<FaultInjection>(spec));
         }
         let conf = decode(FULL).conf.unwrap();
         assert_eq!(
@@ -644,20 +629,16 @@ destinations:
 
     #[test]
     fn decode_errors_and_aliases() {
-        assert!(!decodes(
-            "FaultInjection",
+        assert!(!decodes::<FaultInjection>(
             "conf:\n  delay:\n    percent: 5\n"
         ));
-        assert!(!decodes(
-            "FaultInjection",
+        assert!(!decodes::<FaultInjection>(
             "conf:\n  abort:\n    httpStatus: -1\n"
         ));
-        assert!(!decodes(
-            "FaultInjection",
+        assert!(!decodes::<FaultInjection>(
             "conf:\n  delay:\n    value: 5\n"
         ));
-        assert!(!decodes(
-            "FaultInjection",
+        assert!(!decodes::<FaultInjection>(
             "conf:\n  responseBandwidth:\n    limit: 5\n"
         ));
         let fi = decode("conf:\n  response_bandwidth:\n    limit: 1Gbps\n");

@@ -1,32 +1,61 @@
 //! The old source/destination policies (Timeout, CircuitBreaker, FaultInjection,
-//! TrafficPermission, ProxyTemplate): typed specs, validators, and the selector type they share.
+//! TrafficPermission, ProxyTemplate): typed specs, validators, and what they share: the
+//! selectors ([`selectors`]) and the serde helpers reproducing Kuma's JSON loader.
 //! Matching them to a DPP lives in [`crate::old_matching`].
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serializer};
 
 pub mod circuit_breaker;
 pub mod fault_injection;
 pub mod proxy_template;
+pub mod selectors;
 pub mod timeout;
 pub mod traffic_permission;
 
-/// One entry of `sources`, `destinations` or `selectors`: `{match: {tag: value}}`, where a value
-/// of `*` matches any value of that tag.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Selector {
-    /// Tag requirements, all of which must hold.
-    #[serde(rename = "match", default)]
-    pub match_tags: BTreeMap<String, String>,
+pub use selectors::Selector;
+
+/// Deserialize any defaultable field, reading `null` as the default (Kuma's loader skips
+/// `null` fields).
+pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-impl Selector {
-    /// `true` when every tag of the selector is present in `tags` with an equal value or `*`.
-    pub fn matches(&self, tags: &BTreeMap<String, String>) -> bool {
-        self.match_tags
-            .iter()
-            .all(|(k, v)| tags.get(k).is_some_and(|tv| v == "*" || v == tv))
+/// Serialize a `google.protobuf.DoubleValue` so integral values are written as integers
+/// (`percentage: 50` reads back as `50`, not `50.0`).
+pub(crate) fn serialize_opt_f64<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer below is exact
+    match *v {
+        None => s.serialize_none(),
+        Some(f) if f.fract() == 0.0 && f.abs() < EXACT => {
+            if f < 0.0 {
+                s.serialize_i64(f as i64)
+            } else {
+                s.serialize_u64(f as u64)
+            }
+        }
+        Some(f) => s.serialize_f64(f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::serialize_opt_f64;
+
+    #[test]
+    fn double_values_serialize_integral_as_integers() {
+        #[derive(Serialize)]
+        struct W(#[serde(serialize_with = "serialize_opt_f64")] Option<f64>);
+        let s = |f| serde_json::to_string(&W(f)).unwrap();
+        assert_eq!(s(Some(50.0)), "50");
+        assert_eq!(s(Some(-2.0)), "-2");
+        assert_eq!(s(Some(1.33)), "1.33");
+        assert_eq!(s(Some(1e300)), "1e+300");
+        assert_eq!(s(None), "null");
     }
 }

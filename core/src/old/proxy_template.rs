@@ -30,13 +30,11 @@ use std::collections::BTreeMap;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::codec::{decode_documents, CodecError, Limits};
-use crate::old::traffic_permission::{
-    deserialize_selectors, null_as_default, validate_selectors, SelectorRules,
-};
-use crate::old::Selector;
+use crate::old::null_as_default;
+use crate::old::selectors::{deserialize_selectors, validate_selectors, Selector, SelectorRules};
+use crate::policies::go_json::{load_like_kuma, Loaded};
 use crate::validate::{go_quote, must_have_only_one, PathBuilder, ValidationError};
 
 /// Profiles a Kuma 2.7 control plane registers, usable in `conf.imports`.
@@ -202,21 +200,23 @@ pub enum Modification {
     Empty,
 }
 
-/// `cluster` modification.
+/// A `cluster`, `listener`, `networkFilter`, `httpFilter` or `virtualHost` modification; `M` is
+/// the kind's `match`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterModification {
-    /// `match`: only matching clusters are modified (absent: all).
+pub struct ModificationOf<M> {
+    /// `match`: only matching resources are modified (absent: all).
     #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
-    pub matcher: Option<ClusterMatch>,
-    /// `add`, `patch` or `remove`.
+    pub matcher: Option<M>,
+    /// `add`, `patch` or `remove` for clusters, listeners and virtual hosts; `addFirst`,
+    /// `addLast`, `addBefore`, `addAfter`, `patch` or `remove` for filters.
     #[serde(
         default,
         deserialize_with = "null_as_default",
         skip_serializing_if = "String::is_empty"
     )]
     pub operation: String,
-    /// The Envoy cluster (for `add`) or the fields to merge (for `patch`), as YAML.
+    /// The Envoy resource (for adds) or the fields to merge (for `patch`), as YAML.
     #[serde(
         default,
         deserialize_with = "null_as_default",
@@ -224,6 +224,15 @@ pub struct ClusterModification {
     )]
     pub value: String,
 }
+
+/// `cluster` modification.
+pub type ClusterModification = ModificationOf<ClusterMatch>;
+/// `listener` modification.
+pub type ListenerModification = ModificationOf<ListenerMatch>;
+/// `networkFilter` or `httpFilter` modification.
+pub type FilterModification = ModificationOf<FilterMatch>;
+/// `virtualHost` modification.
+pub type VirtualHostModification = ModificationOf<VirtualHostMatch>;
 
 /// `match` of a cluster modification.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,29 +252,6 @@ pub struct ClusterMatch {
         skip_serializing_if = "String::is_empty"
     )]
     pub name: String,
-}
-
-/// `listener` modification.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ListenerModification {
-    /// `match`: only matching listeners are modified (absent: all).
-    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
-    pub matcher: Option<ListenerMatch>,
-    /// `add`, `patch` or `remove`.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub operation: String,
-    /// The Envoy listener (for `add`) or the fields to merge (for `patch`), as YAML.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub value: String,
 }
 
 /// `match` of a listener modification.
@@ -293,29 +279,6 @@ pub struct ListenerMatch {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub tags: BTreeMap<String, String>,
-}
-
-/// `networkFilter` or `httpFilter` modification.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FilterModification {
-    /// `match`: only matching filters (of matching listeners) are modified.
-    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
-    pub matcher: Option<FilterMatch>,
-    /// `addFirst`, `addLast`, `addBefore`, `addAfter`, `patch` or `remove`.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub operation: String,
-    /// The Envoy filter (for adds) or the fields to merge (for `patch`), as YAML.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub value: String,
 }
 
 /// `match` of a network or HTTP filter modification.
@@ -350,29 +313,6 @@ pub struct FilterMatch {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub listener_tags: BTreeMap<String, String>,
-}
-
-/// `virtualHost` modification.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct VirtualHostModification {
-    /// `match`: only matching virtual hosts (of matching route configurations) are modified.
-    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
-    pub matcher: Option<VirtualHostMatch>,
-    /// `add`, `patch` or `remove`.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub operation: String,
-    /// The Envoy virtual host (for `add`) or the fields to merge (for `patch`), as YAML.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub value: String,
 }
 
 /// `match` of a virtual host modification.
@@ -488,28 +428,7 @@ impl Serialize for Modification {
     }
 }
 
-impl ClusterModification {
-    /// The parsed operation (`None` when Kuma would not know it).
-    pub fn op(&self) -> Option<Operation> {
-        Operation::parse(&self.operation)
-    }
-}
-
-impl ListenerModification {
-    /// The parsed operation (`None` when Kuma would not know it).
-    pub fn op(&self) -> Option<Operation> {
-        Operation::parse(&self.operation)
-    }
-}
-
-impl FilterModification {
-    /// The parsed operation (`None` when Kuma would not know it).
-    pub fn op(&self) -> Option<Operation> {
-        Operation::parse(&self.operation)
-    }
-}
-
-impl VirtualHostModification {
+impl<M> ModificationOf<M> {
     /// The parsed operation (`None` when Kuma would not know it).
     pub fn op(&self) -> Option<Operation> {
         Operation::parse(&self.operation)
@@ -582,20 +501,12 @@ impl ProxyTemplate {
 /// Kuma's `validateModification` for one entry at `path` (`conf.modifications[i]`).
 fn validate_modification(err: &mut ValidationError, path: &PathBuilder, m: &Modification) {
     match m {
-        Modification::Cluster(c) => validate_resource_modification(
-            err,
-            &path.field("cluster"),
-            &c.operation,
-            c.matcher.is_some(),
-            &c.value,
-        ),
-        Modification::Listener(l) => validate_resource_modification(
-            err,
-            &path.field("listener"),
-            &l.operation,
-            l.matcher.is_some(),
-            &l.value,
-        ),
+        Modification::Cluster(c) => {
+            validate_resource_modification(err, &path.field("cluster"), c);
+        }
+        Modification::Listener(l) => {
+            validate_resource_modification(err, &path.field("listener"), l);
+        }
         Modification::NetworkFilter(f) => {
             validate_filter_modification(err, &path.field("networkFilter"), f);
         }
@@ -621,21 +532,19 @@ fn validate_modification(err: &mut ValidationError, path: &PathBuilder, m: &Modi
 }
 
 /// Cluster and listener modifications: `add` forbids any `match`.
-fn validate_resource_modification(
+fn validate_resource_modification<M>(
     err: &mut ValidationError,
     path: &PathBuilder,
-    operation: &str,
-    has_match: bool,
-    value: &str,
+    m: &ModificationOf<M>,
 ) {
-    match Operation::parse(operation) {
+    match m.op() {
         Some(Operation::Add) => {
-            if has_match {
+            if m.matcher.is_some() {
                 err.violation(&path.field("match"), "cannot be defined");
             }
-            check_value(err, path, value);
+            check_value(err, path, &m.value);
         }
-        Some(Operation::Patch) => check_value(err, path, value),
+        Some(Operation::Patch) => check_value(err, path, &m.value),
         Some(Operation::Remove) => {}
         _ => invalid_operation(err, path, Operation::RESOURCE_OPERATIONS),
     }
@@ -696,7 +605,7 @@ fn invalid_operation(err: &mut ValidationError, path: &PathBuilder, allowed: &[O
 fn check_value(err: &mut ValidationError, path: &PathBuilder, value: &str) {
     let problem = match load_like_kuma(value) {
         Ok(Loaded::Null | Loaded::Object(_)) => return,
-        Ok(Loaded::Other(kind)) => cannot_unmarshal(kind),
+        Ok(Loaded::Other(kind)) => cannot_unmarshal(kind.go_name()),
         Err(e) => e,
     };
     err.violation(&path.field("value"), format!("{NOT_VALID}{problem}"));
@@ -707,7 +616,7 @@ fn check_value(err: &mut ValidationError, path: &PathBuilder, value: &str) {
 fn check_raw_resource(text: &str) -> Result<(), String> {
     let object = match load_like_kuma(text)? {
         Loaded::Null => return Err("proto: invalid empty type URL".to_owned()),
-        Loaded::Other(kind) => return Err(cannot_unmarshal(kind)),
+        Loaded::Other(kind) => return Err(cannot_unmarshal(kind.go_name())),
         Loaded::Object(None) => return Ok(()),
         Loaded::Object(Some(object)) => object,
     };
@@ -730,359 +639,15 @@ fn cannot_unmarshal(kind: &str) -> String {
     format!("json: cannot unmarshal {kind} into Go value of type map[string]json.RawMessage")
 }
 
-/// An Envoy text as Kuma's loader sees it.
-enum Loaded {
-    /// Empty text or `null`.
-    Null,
-    /// A mapping (`None` when it could only be scanned, not inspected).
-    Object(Option<Map<String, Value>>),
-    /// Anything else, named like Go's `encoding/json` does (`string`, `number`, ...).
-    Other(&'static str),
-}
-
-/// Read `text` like Kuma's `yaml.YAMLToJSON` + `jsonpb`: the first YAML document, or, when the
-/// text is not YAML, the first JSON value of the raw text (with Go's JSON errors).
-fn load_like_kuma(text: &str) -> Result<Loaded, String> {
-    match decode_documents(text.as_bytes(), Limits::default()) {
-        Ok(docs) => Ok(match docs.into_iter().next() {
-            None | Some(Value::Null) => Loaded::Null,
-            Some(Value::Object(o)) => Loaded::Object(Some(o)),
-            Some(Value::Array(_)) => Loaded::Other("array"),
-            Some(Value::String(_)) => Loaded::Other("string"),
-            Some(Value::Number(_)) => Loaded::Other("number"),
-            Some(Value::Bool(_)) => Loaded::Other("bool"),
-        }),
-        Err(CodecError::Syntax(_) | CodecError::Unsupported(_)) => {
-            let (kind, raw) = go_first_json_value(text)?;
-            Ok(match kind {
-                JsonKind::Null => Loaded::Null,
-                JsonKind::Object => Loaded::Object(serde_json::from_str(raw).ok()),
-                JsonKind::Array => Loaded::Other("array"),
-                JsonKind::String => Loaded::Other("string"),
-                JsonKind::Number => Loaded::Other("number"),
-                JsonKind::Bool => Loaded::Other("bool"),
-            })
-        }
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Kind of a JSON value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonKind {
-    Object,
-    Array,
-    String,
-    Number,
-    Bool,
-    Null,
-}
-
-/// Where a container is in Go's scanner (`parseObjectKey`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Nest {
-    ObjectKey,
-    ObjectValue,
-    Array,
-}
-
-/// States of Go's `encoding/json` scanner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scan {
-    BeginValue,
-    BeginValueOrEmpty,
-    BeginStringOrEmpty,
-    BeginString,
-    EndValue,
-    InString,
-    InStringEsc,
-    InStringEscU(u8),
-    Neg,
-    Zero,
-    Digits,
-    Dot,
-    DotDigits,
-    Exp,
-    ExpSign,
-    ExpDigits,
-    Literal(&'static str, usize),
-}
-
-/// Go's `maxNestingDepth`.
-const MAX_JSON_DEPTH: usize = 10_000;
-
-/// The first JSON value of `text` as Go's `json.Decoder.Decode` finds it: its kind and text,
-/// or Go's error (`unexpected EOF`, `invalid character 'x' looking for beginning of value`).
-fn go_first_json_value(text: &str) -> Result<(JsonKind, &str), String> {
-    let bytes = text.as_bytes();
-    let mut stack: Vec<Nest> = Vec::new();
-    let mut state = Scan::BeginValue;
-    let mut first: Option<(JsonKind, usize)> = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let mut advance = true;
-        match state {
-            Scan::BeginValue | Scan::BeginValueOrEmpty => {
-                if is_json_space(c) {
-                    // skip
-                } else if state == Scan::BeginValueOrEmpty && c == b']' {
-                    state = Scan::EndValue;
-                    advance = false;
-                } else {
-                    let kind = match c {
-                        b'{' => JsonKind::Object,
-                        b'[' => JsonKind::Array,
-                        b'"' => JsonKind::String,
-                        b'-' | b'0'..=b'9' => JsonKind::Number,
-                        b't' | b'f' => JsonKind::Bool,
-                        b'n' => JsonKind::Null,
-                        _ => return scan_error(c, "looking for beginning of value"),
-                    };
-                    if first.is_none() {
-                        first = Some((kind, i));
-                    }
-                    state = match c {
-                        b'{' | b'[' => {
-                            stack.push(if c == b'{' {
-                                Nest::ObjectKey
-                            } else {
-                                Nest::Array
-                            });
-                            if stack.len() > MAX_JSON_DEPTH {
-                                return scan_error(c, "exceeded max depth");
-                            }
-                            if c == b'{' {
-                                Scan::BeginStringOrEmpty
-                            } else {
-                                Scan::BeginValueOrEmpty
-                            }
-                        }
-                        b'"' => Scan::InString,
-                        b'-' => Scan::Neg,
-                        b'0' => Scan::Zero,
-                        b'1'..=b'9' => Scan::Digits,
-                        b't' => Scan::Literal("true", 1),
-                        b'f' => Scan::Literal("false", 1),
-                        _ => Scan::Literal("null", 1),
-                    };
-                }
-            }
-            Scan::BeginStringOrEmpty => {
-                if is_json_space(c) {
-                    // skip
-                } else if c == b'}' {
-                    if let Some(top) = stack.last_mut() {
-                        *top = Nest::ObjectValue;
-                    }
-                    state = Scan::EndValue;
-                    advance = false;
-                } else {
-                    state = Scan::BeginString;
-                    advance = false;
-                }
-            }
-            Scan::BeginString => {
-                if is_json_space(c) {
-                    // skip
-                } else if c == b'"' {
-                    state = Scan::InString;
-                } else {
-                    return scan_error(c, "looking for beginning of object key string");
-                }
-            }
-            Scan::EndValue => {
-                let Some(top) = stack.last().copied() else {
-                    // The top-level value ended before this byte.
-                    return Ok(finish(text, first, i));
-                };
-                if is_json_space(c) {
-                    // skip
-                } else {
-                    match (top, c) {
-                        (Nest::ObjectKey, b':') => {
-                            if let Some(t) = stack.last_mut() {
-                                *t = Nest::ObjectValue;
-                            }
-                            state = Scan::BeginValue;
-                        }
-                        (Nest::ObjectKey, _) => return scan_error(c, "after object key"),
-                        (Nest::ObjectValue, b',') => {
-                            if let Some(t) = stack.last_mut() {
-                                *t = Nest::ObjectKey;
-                            }
-                            state = Scan::BeginString;
-                        }
-                        (Nest::ObjectValue, b'}') | (Nest::Array, b']') => {
-                            stack.pop();
-                            if stack.is_empty() {
-                                return Ok(finish(text, first, i + 1));
-                            }
-                        }
-                        (Nest::ObjectValue, _) => {
-                            return scan_error(c, "after object key:value pair");
-                        }
-                        (Nest::Array, b',') => state = Scan::BeginValue,
-                        (Nest::Array, _) => return scan_error(c, "after array element"),
-                    }
-                }
-            }
-            Scan::InString => match c {
-                b'"' => {
-                    if stack.is_empty() {
-                        return Ok(finish(text, first, i + 1));
-                    }
-                    state = Scan::EndValue;
-                }
-                b'\\' => state = Scan::InStringEsc,
-                c if c < 0x20 => return scan_error(c, "in string literal"),
-                _ => {}
-            },
-            Scan::InStringEsc => match c {
-                b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => state = Scan::InString,
-                b'u' => state = Scan::InStringEscU(0),
-                _ => return scan_error(c, "in string escape code"),
-            },
-            Scan::InStringEscU(n) => {
-                if !c.is_ascii_hexdigit() {
-                    return scan_error(c, "in \\u hexadecimal character escape");
-                }
-                state = if n == 3 {
-                    Scan::InString
-                } else {
-                    Scan::InStringEscU(n + 1)
-                };
-            }
-            Scan::Neg => match c {
-                b'0' => state = Scan::Zero,
-                b'1'..=b'9' => state = Scan::Digits,
-                _ => return scan_error(c, "in numeric literal"),
-            },
-            Scan::Zero | Scan::Digits => match c {
-                b'0'..=b'9' if state == Scan::Digits => {}
-                b'.' => state = Scan::Dot,
-                b'e' | b'E' => state = Scan::Exp,
-                _ => {
-                    state = Scan::EndValue;
-                    advance = false;
-                }
-            },
-            Scan::Dot => {
-                if !c.is_ascii_digit() {
-                    return scan_error(c, "after decimal point in numeric literal");
-                }
-                state = Scan::DotDigits;
-            }
-            Scan::DotDigits => match c {
-                b'0'..=b'9' => {}
-                b'e' | b'E' => state = Scan::Exp,
-                _ => {
-                    state = Scan::EndValue;
-                    advance = false;
-                }
-            },
-            Scan::Exp => {
-                state = Scan::ExpSign;
-                if c != b'+' && c != b'-' {
-                    advance = false;
-                }
-            }
-            Scan::ExpSign => {
-                if !c.is_ascii_digit() {
-                    return scan_error(c, "in exponent of numeric literal");
-                }
-                state = Scan::ExpDigits;
-            }
-            Scan::ExpDigits => {
-                if !c.is_ascii_digit() {
-                    state = Scan::EndValue;
-                    advance = false;
-                }
-            }
-            Scan::Literal(word, k) => {
-                let expected = word.as_bytes().get(k).copied().unwrap_or(b' ');
-                if c != expected {
-                    return scan_error(
-                        c,
-                        &format!("in literal {word} (expecting {})", go_quote_char(expected)),
-                    );
-                }
-                if k + 1 == word.len() {
-                    if stack.is_empty() {
-                        return Ok(finish(text, first, i + 1));
-                    }
-                    state = Scan::EndValue;
-                } else {
-                    state = Scan::Literal(word, k + 1);
-                }
-            }
-        }
-        if advance {
-            i += 1;
-        }
-    }
-    // End of input: a top-level number is complete, anything else started is truncated.
-    let complete = stack.is_empty()
-        && matches!(
-            state,
-            Scan::Zero | Scan::Digits | Scan::DotDigits | Scan::ExpDigits | Scan::EndValue
-        );
-    match first {
-        Some(_) if complete => Ok(finish(text, first, bytes.len())),
-        Some(_) => Err("unexpected EOF".to_owned()),
-        None => Err("EOF".to_owned()),
-    }
-}
-
-/// Go's `SyntaxError` text for byte `c` in `context`.
-fn scan_error<T>(c: u8, context: &str) -> Result<T, String> {
-    Err(format!("invalid character {} {context}", go_quote_char(c)))
-}
-
-/// The kind and text of the first value, which started at `first` and ended before `end`.
-fn finish(text: &str, first: Option<(JsonKind, usize)>, end: usize) -> (JsonKind, &str) {
-    let (kind, start) = first.unwrap_or((JsonKind::Null, 0));
-    (kind, text.get(start..end).unwrap_or_default())
-}
-
-/// Go's JSON whitespace.
-fn is_json_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
-}
-
-/// Go's `quoteChar`: a byte in single quotes, escaped like `strconv.Quote` does for the rune
-/// with that value.
-fn go_quote_char(c: u8) -> String {
-    let inner = match c {
-        b'\'' => "\\'".to_owned(),
-        b'"' => "\"".to_owned(),
-        b'\\' => "\\\\".to_owned(),
-        0x07 => "\\a".to_owned(),
-        0x08 => "\\b".to_owned(),
-        0x0c => "\\f".to_owned(),
-        b'\n' => "\\n".to_owned(),
-        b'\r' => "\\r".to_owned(),
-        b'\t' => "\\t".to_owned(),
-        0x0b => "\\v".to_owned(),
-        0x20..=0x7e => char::from(c).to_string(),
-        0x00..=0x1f | 0x7f => format!("\\x{c:02x}"),
-        0x80..=0xa0 | 0xad => format!("\\u{c:04x}"),
-        _ => char::from(c).to_string(),
-    };
-    format!("'{inner}'")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::old::traffic_permission::testing::*;
-    use crate::resource::Spec;
+    use crate::policies::test_support::{
+        self, assert_round_trip, decodes, document, pairs, v, yaml_value,
+    };
 
     fn decode(spec: &str) -> ProxyTemplate {
-        match decode_spec("ProxyTemplate", spec) {
-            Spec::ProxyTemplate(pt) => pt,
-            other => panic!("unexpected spec {other:?}"),
-        }
+        test_support::decode(spec)
     }
 
     /// Violations with Kuma's validator-test profiles.
@@ -1103,7 +668,7 @@ mod tests {
             "{spec}: {:?}",
             pt.validate_with_profiles(&["default-proxy"])
         );
-        assert_round_trip(&resource_yaml("ProxyTemplate", spec));
+        assert_round_trip(&document::<ProxyTemplate>(spec));
     }
 
     const SELECTORS: &str = "selectors:\n- match:\n    kuma.io/service: backend\n";
@@ -1323,9 +888,7 @@ conf:
         );
         // Kuma's own fixture gives a cluster match a `routeConfigurationName`, which its
         // lenient loader ignores; Umbra rejects the unknown field.
-        assert!(!decodes(
-            "ProxyTemplate",
-            &with_selectors(
+        assert!(!decodes::<ProxyTemplate>(&with_selectors(
                 "conf:\n  modifications:\n  - cluster:\n      operation: remove\n      match:\n        routeConfigurationName: outbound:backend\n"
             )
         ));
@@ -1655,95 +1218,11 @@ conf:
     }
 
     #[test]
-    fn go_json_scanner_errors() {
-        let err = |s: &str| go_first_json_value(s).err();
-        assert_eq!(err("{"), Some("unexpected EOF".into()));
-        assert_eq!(err("  "), Some("EOF".into()));
-        assert_eq!(err("[1, 2"), Some("unexpected EOF".into()));
-        assert_eq!(
-            err("{a: 1}"),
-            Some("invalid character 'a' looking for beginning of object key string".into())
-        );
-        assert_eq!(
-            err("{\"a\" 1}"),
-            Some("invalid character '1' after object key".into())
-        );
-        assert_eq!(
-            err("{\"a\": 1 \"b\"}"),
-            Some("invalid character '\"' after object key:value pair".into())
-        );
-        assert_eq!(
-            err("[1 2]"),
-            Some("invalid character '2' after array element".into())
-        );
-        assert_eq!(err("tru"), Some("unexpected EOF".into()));
-        assert_eq!(
-            err("trUe"),
-            Some("invalid character 'U' in literal true (expecting 'u')".into())
-        );
-        assert_eq!(
-            err("-x"),
-            Some("invalid character 'x' in numeric literal".into())
-        );
-        assert_eq!(
-            err("1.x"),
-            Some("invalid character 'x' after decimal point in numeric literal".into())
-        );
-        assert_eq!(
-            err("1ex"),
-            Some("invalid character 'x' in exponent of numeric literal".into())
-        );
-        assert_eq!(
-            err("\"a\\q\""),
-            Some("invalid character 'q' in string escape code".into())
-        );
-        assert_eq!(
-            err("\"\\u12g4\""),
-            Some("invalid character 'g' in \\u hexadecimal character escape".into())
-        );
-        assert_eq!(
-            err("\"a\tb\""),
-            Some("invalid character '\\t' in string literal".into())
-        );
-        assert_eq!(
-            err("'x'"),
-            Some("invalid character '\\'' looking for beginning of value".into())
-        );
-        assert_eq!(
-            err("\u{e9}"),
-            Some("invalid character '\u{c3}' looking for beginning of value".into())
-        );
-        assert_eq!(
-            err(&"[".repeat(10_001)),
-            Some("invalid character '[' exceeded max depth".into())
-        );
-        fn ok(s: &str) -> Option<(JsonKind, &str)> {
-            go_first_json_value(s).ok()
-        }
-        assert_eq!(
-            ok(" {\"a\": [1, {}]} trailing"),
-            Some((JsonKind::Object, "{\"a\": [1, {}]}"))
-        );
-        assert_eq!(ok("-1.5e+3"), Some((JsonKind::Number, "-1.5e+3")));
-        assert_eq!(ok("12abc"), Some((JsonKind::Number, "12")));
-        assert_eq!(ok("null"), Some((JsonKind::Null, "null")));
-        assert_eq!(
-            ok("\"s\\u00e9\" x"),
-            Some((JsonKind::String, "\"s\\u00e9\""))
-        );
-        assert_eq!(ok("[]"), Some((JsonKind::Array, "[]")));
-    }
-
-    #[test]
     fn modification_kinds_are_exclusive() {
         let spec = with_selectors(
             "conf:\n  modifications:\n  - cluster:\n      operation: remove\n    listener:\n      operation: remove\n",
         );
-        let value = crate::codec::decode_one(
-            resource_yaml("ProxyTemplate", &spec).as_bytes(),
-            crate::codec::Limits::default(),
-        )
-        .unwrap();
+        let value = yaml_value(&document::<ProxyTemplate>(&spec));
         let err = crate::resource::Resource::from_value(value).unwrap_err();
         let violations = err.violations();
         assert_eq!(violations[0].field, "conf.modifications[0]");
@@ -1751,12 +1230,10 @@ conf:
             violations[0].message,
             "modification must have only one type defined: cluster, listener, networkFilter, httpFilter, virtualHost"
         );
-        assert!(!decodes(
-            "ProxyTemplate",
+        assert!(!decodes::<ProxyTemplate>(
             "conf:\n  modifications:\n  - route: {}\n"
         ));
-        assert!(!decodes(
-            "ProxyTemplate",
+        assert!(!decodes::<ProxyTemplate>(
             "conf:\n  imports: default-proxy\n"
         ));
     }

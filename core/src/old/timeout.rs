@@ -16,8 +16,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::old::traffic_permission::{deserialize_selectors, validate_selectors, SelectorRules};
-use crate::old::Selector;
+use crate::old::selectors::{
+    deserialize_selectors, validate_sources_and_destinations, Selector, SelectorRules,
+};
 use crate::validate::{PathBuilder, ValidationError};
 
 /// Kuma's `HasToBeDefinedViolation`.
@@ -146,22 +147,12 @@ pub struct Grpc {
 impl Timeout {
     /// Kuma's `TimeoutResource.Validate`: sources, then destinations, then `conf`.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        err.add(validate_selectors(
-            &PathBuilder::root().field("sources"),
+        let mut err = validate_sources_and_destinations(
             &self.sources,
-            &SelectorRules {
-                require_at_least_one_selector: true,
-                require_at_least_one_tag: true,
-                require_service: true,
-                ..SelectorRules::default()
-            },
-        ));
-        err.add(validate_selectors(
-            &PathBuilder::root().field("destinations"),
             &self.destinations,
+            &SelectorRules::NON_EMPTY_WITH_SERVICE,
             &SelectorRules::ONLY_SERVICE_TAG,
-        ));
+        );
         let path = PathBuilder::root().field("conf");
         match &self.conf {
             None => err.violation(&path, HAS_TO_BE_DEFINED),
@@ -220,18 +211,15 @@ fn positive_when_defined(err: &mut ValidationError, path: &PathBuilder, d: &Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::old::traffic_permission::testing::*;
+    use crate::policies::test_support::{self, assert_round_trip, decodes, document, resource, v};
     use crate::resource::Spec;
 
     fn decode(spec: &str) -> Timeout {
-        match decode_spec("Timeout", spec) {
-            Spec::Timeout(t) => t,
-            other => panic!("unexpected spec {other:?}"),
-        }
+        test_support::decode(spec)
     }
 
     fn violations(spec: &str) -> Vec<(String, String)> {
-        pairs(decode(spec).validate())
+        test_support::violations::<Timeout>(spec)
     }
 
     /// The three Timeouts of the transition seed (000).
@@ -297,11 +285,11 @@ conf:
     #[test]
     fn seed_examples_are_valid_and_round_trip() {
         for doc in SEED.split("---") {
-            let resource = decode_resource(doc);
+            let resource = resource(doc);
             assert!(resource.validate().violations.is_empty(), "{doc}");
             assert_round_trip(doc);
         }
-        let Spec::Timeout(t) = decode_resource(SEED.split("---").nth(1).unwrap()).spec else {
+        let Spec::Timeout(t) = resource(SEED.split("---").nth(1).unwrap()).spec else {
             panic!("not a Timeout");
         };
         let conf = t.conf.unwrap();
@@ -340,7 +328,7 @@ conf:
     maxStreamDuration: 30m
 ";
         assert!(violations(spec).is_empty());
-        assert_round_trip(&resource_yaml("Timeout", spec));
+        assert_round_trip(&document::<Timeout>(spec));
         let t = decode(spec);
         assert_eq!(
             t.conf
@@ -500,10 +488,10 @@ conf:
     #[test]
     fn decode_errors_and_aliases() {
         // Unknown field, number instead of duration, unknown unit.
-        assert!(!decodes("Timeout", "conf:\n  connectTimeot: 5s\n"));
-        assert!(!decodes("Timeout", "conf:\n  connectTimeout: 5\n"));
-        assert!(!decodes("Timeout", "conf:\n  connectTimeout: 5d\n"));
-        assert!(!decodes("Timeout", "spec: {}\n"));
+        assert!(!decodes::<Timeout>("conf:\n  connectTimeot: 5s\n"));
+        assert!(!decodes::<Timeout>("conf:\n  connectTimeout: 5\n"));
+        assert!(!decodes::<Timeout>("conf:\n  connectTimeout: 5d\n"));
+        assert!(!decodes::<Timeout>("spec: {}\n"));
         // Kuma's loader also accepts the proto field names.
         let t = decode("conf:\n  connect_timeout: 5s\n  tcp:\n    idle_timeout: 1m\n");
         let conf = t.conf.unwrap();

@@ -23,8 +23,10 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::mesh_fault_injection::GoDecimal;
+use super::{validate_items, validate_top_target_ref, FROM_OR_TO_REQUIRED};
 use crate::duration::Duration;
-use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
+use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{
     must_have_at_least_one, PathBuilder, ValidationError, GREATER_THAN_ZERO,
     GREATER_THAN_ZERO_WHEN_DEFINED, MUST_BE_DEFINED, UINT_PERCENTAGE_RANGE,
@@ -48,7 +50,9 @@ const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshSer
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MeshCircuitBreaker {
-    /// The proxies (or gateway) the policy applies to.
+    /// The proxies (or gateway) the policy applies to. Absent means an empty reference, which
+    /// validation reports (`spec.targetRef.kind: must be defined`), as Kuma does.
+    #[serde(default)]
     pub target_ref: TargetRef,
     /// Outbound items: destinations and their settings. `None` when the field is absent, so an
     /// explicit `to: []` survives a round trip.
@@ -59,16 +63,8 @@ pub struct MeshCircuitBreaker {
     pub from: Option<Vec<Item>>,
 }
 
-/// One `from` or `to` item: a client/destination group and its configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Item {
-    /// The group of clients (`from`) or destinations (`to`).
-    pub target_ref: TargetRef,
-    /// The settings; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Conf>,
-}
+/// One `from` or `to` item: a client/destination group and its circuit breaking settings.
+pub type Item = super::Item<Conf>;
 
 /// Circuit breaking settings for one group (Kuma's `Conf`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -260,46 +256,10 @@ impl<'de> Deserialize<'de> for IntOrString {
     }
 }
 
-/// shopspring/decimal's `NewFromString` grammar, reduced to the sign of the value.
-///
-/// An optional exponent after the first `e`/`E` (a 32-bit signed integer), at most one `.`,
-/// and once the `.` is removed, an optionally signed run of ASCII digits; the final exponent
-/// must fit 32 bits. Returns `None` where Go returns an error.
+/// shopspring/decimal's `NewFromString` grammar (the one [`GoDecimal::parse`] implements),
+/// reduced to the sign of the value. Returns `None` where Go returns an error.
 fn decimal_string_sign(s: &str) -> Option<Ordering> {
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], i64::from(s[i + 1..].parse::<i32>().ok()?)),
-        None => (s, 0),
-    };
-    let (int_part, frac_part) = match mantissa.split_once('.') {
-        Some((int_part, frac_part)) => {
-            if frac_part.contains('.') {
-                return None;
-            }
-            (int_part, frac_part)
-        }
-        None => (mantissa, ""),
-    };
-    let frac_len = i64::try_from(frac_part.len()).unwrap_or(i64::MAX);
-    let exponent = exponent.saturating_sub(frac_len);
-    if i32::try_from(exponent).is_err() {
-        return None;
-    }
-    let digits = format!("{int_part}{frac_part}");
-    let (negative, digits) = match digits.as_bytes().first() {
-        Some(b'-') => (true, &digits[1..]),
-        Some(b'+') => (false, &digits[1..]),
-        _ => (false, digits.as_str()),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(if digits.bytes().all(|b| b == b'0') {
-        Ordering::Equal
-    } else if negative {
-        Ordering::Less
-    } else {
-        Ordering::Greater
-    })
+    GoDecimal::parse(s).map(|d| d.cmp_int(0))
 }
 
 impl MeshCircuitBreaker {
@@ -316,39 +276,15 @@ impl MeshCircuitBreaker {
     /// Kuma 2.7's MeshCircuitBreaker validation: every violation, paths rooted at `spec`
     /// (`spec.to[0].default.connectionLimits.maxConnections`). Empty means valid.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        let spec = PathBuilder::rooted_at("spec");
-        err.add_at(
-            &spec.field("targetRef"),
-            validate_target_ref(
-                &self.target_ref,
-                &TargetRefOpts {
-                    supported_kinds: TOP_KINDS,
-                    gateway_listener_tags_allowed: true,
-                },
-            ),
-        );
+        let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, true);
         if self.to_items().is_empty() && self.from_items().is_empty() {
-            err.violation(&spec, "at least one of 'from', 'to' has to be defined");
+            err.violation(&spec, FROM_OR_TO_REQUIRED);
         }
         for (field, items, kinds) in [
             ("from", self.from_items(), FROM_KINDS),
             ("to", self.to_items(), TO_KINDS),
         ] {
-            for (i, item) in items.iter().enumerate() {
-                let path = spec.field(field).index(i);
-                err.add_at(
-                    &path.field("targetRef"),
-                    validate_target_ref(
-                        &item.target_ref,
-                        &TargetRefOpts {
-                            supported_kinds: kinds,
-                            ..Default::default()
-                        },
-                    ),
-                );
-                validate_default(&mut err, &path.field("default"), item.default.as_ref());
-            }
+            validate_items(&mut err, &spec.field(field), items, kinds, validate_default);
         }
         err
     }
@@ -473,40 +409,10 @@ fn percentage(err: &mut ValidationError, path: &PathBuilder, value: Option<u32>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode_one, Limits};
-    use crate::resource::{Resource, Spec};
-
-    /// Wrap a spec (YAML) into a MeshCircuitBreaker resource.
-    fn resource_yaml(spec: &str) -> String {
-        let body: String = spec
-            .trim_matches('\n')
-            .lines()
-            .map(|l| format!("  {l}\n"))
-            .collect();
-        format!("type: MeshCircuitBreaker\nmesh: default\nname: mcb-1\nspec:\n{body}")
-    }
-
-    fn try_decode(spec: &str) -> Result<MeshCircuitBreaker, String> {
-        let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default())
-            .map_err(|e| e.to_string())?;
-        match Resource::from_value(value).map_err(|e| e.to_string())?.spec {
-            Spec::MeshCircuitBreaker(mcb) => Ok(mcb),
-            other => Err(format!("unexpected spec {other:?}")),
-        }
-    }
+    use crate::policies::test_support::{assert_round_trip, decodes, document, v};
 
     fn violations(spec: &str) -> Vec<(String, String)> {
-        try_decode(spec)
-            .unwrap()
-            .validate()
-            .violations
-            .into_iter()
-            .map(|v| (v.field, v.message))
-            .collect()
-    }
-
-    fn v(field: &str, message: &str) -> (String, String) {
-        (field.to_owned(), message.to_owned())
+        crate::policies::test_support::violations::<MeshCircuitBreaker>(spec)
     }
 
     fn to_default(default: &str) -> String {
@@ -594,9 +500,7 @@ to:
             "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n    default:\n      connectionLimits: {}\n",
             "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n",
         ] {
-            let input = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-            let resource = Resource::from_value(input.clone()).unwrap();
-            assert_eq!(resource.to_value(), input);
+            assert_round_trip(&document::<MeshCircuitBreaker>(spec));
         }
     }
 
@@ -611,7 +515,10 @@ to:
             "outlierDetection:\n  detectors:\n    successRate:\n      standardDeviationFactor: true",
             "outlierDetection:\n  interval: 5",
         ] {
-            assert!(try_decode(&to_default(default)).is_err(), "{default}");
+            assert!(
+                !decodes::<MeshCircuitBreaker>(&to_default(default)),
+                "{default}"
+            );
         }
     }
 

@@ -29,8 +29,9 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::{lenient, validate_items, validate_top_target_ref, PolicyItem};
 use crate::duration::Duration;
-use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
+use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{
     in_range, PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_HAVE_BPS_UNIT,
     MUST_NOT_BE_DEFINED, NON_NEGATIVE_WHEN_DEFINED, PERCENTAGE_RANGE, STRING_MUST_BE_NUMBER,
@@ -72,7 +73,9 @@ pub struct MeshFaultInjection {
     pub to: Option<Vec<Item>>,
 }
 
-/// One `from` or `to` item: a group of clients/destinations and its faults.
+/// One `from` or `to` item: a group of clients/destinations and its faults. Unlike the shared
+/// [`super::Item`], an absent `targetRef` decodes as an empty reference (validation then reports
+/// `targetRef.kind: must be defined`, as Kuma does).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Item {
@@ -82,6 +85,18 @@ pub struct Item {
     /// The faults; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Conf>,
+}
+
+impl PolicyItem for Item {
+    type Conf = Conf;
+
+    fn target_ref(&self) -> &TargetRef {
+        &self.target_ref
+    }
+
+    fn conf(&self) -> Option<&Conf> {
+        self.default.as_ref()
+    }
 }
 
 /// Faults for one group (Kuma's `Conf`).
@@ -377,64 +392,25 @@ impl MeshFaultInjection {
     /// Kuma 2.7's MeshFaultInjection validation: every violation, paths rooted at `spec`
     /// (`spec.from[0].default.http.abort[0].httpStatus`). Empty means valid.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        let spec = PathBuilder::rooted_at("spec");
-        err.add_at(
-            &spec.field("targetRef"),
-            validate_target_ref(
-                &self.target_ref,
-                &TargetRefOpts {
-                    supported_kinds: TOP_KINDS,
-                    gateway_listener_tags_allowed: true,
-                },
-            ),
-        );
+        let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, true);
         let gateways = self.target_ref.includes_gateways();
-        validate_items(
-            &mut err,
-            &spec.field("from"),
-            self.from_items(),
-            gateways,
-            FROM_KINDS,
-        );
-        validate_items(
-            &mut err,
-            &spec.field("to"),
-            self.to_items(),
-            !gateways,
-            TO_KINDS,
-        );
-        err
-    }
-}
-
-/// Validate a `from` or `to` list; `forbidden` rejects a non-empty list as a whole.
-fn validate_items(
-    err: &mut ValidationError,
-    path: &PathBuilder,
-    items: &[Item],
-    forbidden: bool,
-    kinds: &[TargetRefKind],
-) {
-    if forbidden && !items.is_empty() {
-        err.violation(path, MUST_NOT_BE_DEFINED);
-        return;
-    }
-    for (i, item) in items.iter().enumerate() {
-        let path = path.index(i);
-        err.add_at(
-            &path.field("targetRef"),
-            validate_target_ref(
-                &item.target_ref,
-                &TargetRefOpts {
-                    supported_kinds: kinds,
-                    gateway_listener_tags_allowed: false,
-                },
-            ),
-        );
-        if let Some(conf) = &item.default {
-            validate_conf(err, &path.field("default"), conf);
+        for (field, items, forbidden, kinds) in [
+            ("from", self.from_items(), gateways, FROM_KINDS),
+            ("to", self.to_items(), !gateways, TO_KINDS),
+        ] {
+            let path = spec.field(field);
+            // A forbidden list is rejected as a whole; its items are not looked at.
+            if forbidden && !items.is_empty() {
+                err.violation(&path, MUST_NOT_BE_DEFINED);
+                continue;
+            }
+            validate_items(&mut err, &path, items, kinds, |err, path, conf| {
+                if let Some(conf) = conf {
+                    validate_conf(err, path, conf);
+                }
+            });
         }
+        err
     }
 }
 
@@ -495,181 +471,14 @@ fn validate_bandwidth(err: &mut ValidationError, path: &PathBuilder, limit: &str
     }
 }
 
-/// Deserializers reproducing how Kuma's YAML decoding (`sigs.k8s.io/yaml` + `encoding/json`)
-/// treats scalars: a number or boolean given for a string field becomes its Go text, an integer
-/// field accepts a whole float (`503.0`), and `null` leaves a field unset.
-pub(crate) mod lenient {
-    use std::collections::BTreeMap;
-    use std::fmt;
-
-    use serde::de::{self, Deserialize, Deserializer, Visitor};
-
-    use crate::duration::Duration;
-
-    /// A string written as a YAML string, number or boolean.
-    struct LenientString(String);
-
-    impl<'de> Deserialize<'de> for LenientString {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl Visitor<'_> for V {
-                type Value = LenientString;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str("a string")
-                }
-                fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientString, E> {
-                    Ok(LenientString(v.to_owned()))
-                }
-                fn visit_string<E: de::Error>(self, v: String) -> Result<LenientString, E> {
-                    Ok(LenientString(v))
-                }
-                fn visit_i64<E: de::Error>(self, v: i64) -> Result<LenientString, E> {
-                    Ok(LenientString(v.to_string()))
-                }
-                fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientString, E> {
-                    Ok(LenientString(v.to_string()))
-                }
-                fn visit_f64<E: de::Error>(self, v: f64) -> Result<LenientString, E> {
-                    Ok(LenientString(go_format_float32(v)))
-                }
-                fn visit_bool<E: de::Error>(self, v: bool) -> Result<LenientString, E> {
-                    Ok(LenientString(v.to_string()))
-                }
-            }
-            d.deserialize_any(V)
-        }
-    }
-
-    /// `Option<String>` field: `null` → `None`, numbers and booleans → their text.
-    pub(crate) fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-        Ok(Option::<LenientString>::deserialize(d)?.map(|s| s.0))
-    }
-
-    /// `Option<BTreeMap<String, String>>` field with lenient values.
-    pub(crate) fn opt_string_map<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-        Ok(Option::<BTreeMap<String, LenientString>>::deserialize(d)?
-            .map(|m| m.into_iter().map(|(k, v)| (k, v.0)).collect()))
-    }
-
-    /// `Option<i32>` field: integers in range and whole floats (Go re-encodes `503.0` as `503`).
-    pub(crate) fn opt_i32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
-        struct Int32(i32);
-        impl<'de> Deserialize<'de> for Int32 {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl Visitor<'_> for V {
-                    type Value = Int32;
-                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                        f.write_str("a 32-bit integer")
-                    }
-                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Int32, E> {
-                        int32(v).map(Int32)
-                    }
-                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Int32, E> {
-                        uint32(v).map(Int32)
-                    }
-                    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Int32, E> {
-                        float_int32(v).map(Int32)
-                    }
-                }
-                d.deserialize_any(V)
-            }
-        }
-        Ok(Option::<Int32>::deserialize(d)?.map(|i| i.0))
-    }
-
-    /// A field that is `Some` whenever present; `null` is an error (Go's `metav1.Duration`
-    /// rejects it as `time: invalid duration ""`).
-    pub(crate) fn some_duration<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        Duration::deserialize(d).map(Some)
-    }
-
-    pub(crate) fn int32<E: de::Error>(v: i64) -> Result<i32, E> {
-        i32::try_from(v).map_err(|_| E::custom(format!("number {v} does not fit a 32-bit integer")))
-    }
-
-    pub(crate) fn uint32<E: de::Error>(v: u64) -> Result<i32, E> {
-        i32::try_from(v).map_err(|_| E::custom(format!("number {v} does not fit a 32-bit integer")))
-    }
-
-    pub(crate) fn float_int32<E: de::Error>(v: f64) -> Result<i32, E> {
-        if v.fract() == 0.0 && v >= f64::from(i32::MIN) && v <= f64::from(i32::MAX) {
-            // Whole and in range, so the conversion is exact.
-            #[allow(clippy::cast_possible_truncation)]
-            return Ok(v as i32);
-        }
-        Err(E::custom(format!("number {v} is not a 32-bit integer")))
-    }
-
-    /// Go's `strconv.FormatFloat(v, 'g', -1, 32)`, which `sigs.k8s.io/yaml` uses to turn a
-    /// float into a string: shortest float32 digits, exponent form below 1e-4 and from 1e6
-    /// (`1e+06`), plain form otherwise.
-    pub(crate) fn go_format_float32(v: f64) -> String {
-        #[allow(clippy::cast_possible_truncation)]
-        let x = v as f32;
-        if x.is_nan() {
-            return "NaN".to_owned();
-        }
-        if x.is_infinite() {
-            return if x > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-        }
-        let mut out = String::new();
-        if x.is_sign_negative() {
-            out.push('-');
-        }
-        if x == 0.0 {
-            out.push('0');
-            return out;
-        }
-        let sci = format!("{:e}", x.abs());
-        let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-        let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-        let exp: i64 = exp.parse().unwrap_or(0);
-        let nd = digits.len() as i64;
-        if !(-4..6).contains(&exp) {
-            let (first, rest) = digits.split_at(digits.len().min(1));
-            out.push_str(first);
-            if !rest.is_empty() {
-                out.push('.');
-                out.push_str(rest);
-            }
-            out.push('e');
-            out.push(if exp < 0 { '-' } else { '+' });
-            out.push_str(&format!("{:02}", exp.abs()));
-        } else if exp >= 0 {
-            let dp = exp + 1;
-            if nd <= dp {
-                out.push_str(&digits);
-                out.push_str(&"0".repeat((dp - nd) as usize));
-            } else {
-                let (int, frac) = digits.split_at(dp as usize);
-                out.push_str(int);
-                out.push('.');
-                out.push_str(frac);
-            }
-        } else {
-            out.push_str("0.");
-            out.push_str(&"0".repeat((-exp - 1) as usize));
-            out.push_str(&digits);
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode_one, Limits};
+    use crate::policies::test_support::{
+        assert_round_trip, bare_violations, resource, v, yaml_value,
+    };
     use crate::resource::{Resource, Spec};
     use crate::validate::Violation;
-
-    fn resource(yaml: &str) -> Resource {
-        Resource::from_value(decode_one(yaml.as_bytes(), Limits::default()).unwrap()).unwrap()
-    }
 
     fn spec_of(r: &Resource) -> &MeshFaultInjection {
         match &r.spec {
@@ -680,23 +489,7 @@ mod tests {
 
     /// Validate a spec given as YAML (just the `spec` content, like Kuma's tests).
     fn violations(spec_yaml: &str) -> Vec<(String, String)> {
-        let spec = decode_one(spec_yaml.as_bytes(), Limits::default()).unwrap();
-        let mfi: MeshFaultInjection = serde_json::from_value(spec).unwrap();
-        mfi.validate()
-            .violations
-            .into_iter()
-            .map(|Violation { field, message }| (field, message))
-            .collect()
-    }
-
-    fn v(field: &str, message: &str) -> (String, String) {
-        (field.to_owned(), message.to_owned())
-    }
-
-    fn assert_round_trip(yaml: &str) {
-        let input = decode_one(yaml.as_bytes(), Limits::default()).unwrap();
-        let r = Resource::from_value(input.clone()).unwrap();
-        assert_eq!(r.to_value(), input);
+        bare_violations::<MeshFaultInjection>(spec_yaml)
     }
 
     const VALID: &str = r#"
@@ -1068,19 +861,8 @@ from:
 
     #[test]
     fn lenient_scalars_follow_go() {
-        use lenient::go_format_float32 as g;
-        assert_eq!(g(1000.0), "1000");
-        assert_eq!(g(1.5), "1.5");
-        assert_eq!(g(100000.0), "100000");
-        assert_eq!(g(1e6), "1e+06");
-        assert_eq!(g(0.0001), "0.0001");
-        assert_eq!(g(0.00001), "1e-05");
-        assert_eq!(g(-2.5), "-2.5");
-        assert_eq!(g(0.1), "0.1");
-        assert_eq!(g(1e21), "1e+21");
         let spec = "targetRef: {kind: Mesh, proxyTypes: [Sidecar]}\nfrom:\n- targetRef: {kind: Mesh}\n  default:\n    http:\n    - responseBandwidth: {limit: 1.5}\n    - responseBandwidth: {limit: true}\n";
-        let v: serde_json::Value = decode_one(spec.as_bytes(), Limits::default()).unwrap();
-        let mfi: MeshFaultInjection = serde_json::from_value(v).unwrap();
+        let mfi: MeshFaultInjection = serde_json::from_value(yaml_value(spec)).unwrap();
         let http = mfi.from_items()[0]
             .default
             .as_ref()
@@ -1112,8 +894,7 @@ from:
     fn decode_rejects_what_kuma_cannot_decode_and_unknown_fields() {
         let bad = |fault: &str| {
             let spec = format!("targetRef: {{kind: MeshService, name: a}}\nfrom:\n- targetRef: {{kind: Mesh}}\n  default:\n    http:\n    - {fault}\n");
-            let v = decode_one(spec.as_bytes(), Limits::default()).unwrap();
-            serde_json::from_value::<MeshFaultInjection>(v).is_err()
+            serde_json::from_value::<MeshFaultInjection>(yaml_value(&spec)).is_err()
         };
         assert!(bad("abort: {httpStatus: 503, percentage: 50.5}"));
         assert!(bad("abort: {httpStatus: '503'}"));
@@ -1154,12 +935,6 @@ from:
         #[test]
         fn decimal_parse_any_text(s in "(?s).{0,24}") {
             let _ = GoDecimal::parse(&s);
-        }
-
-        #[test]
-        fn go_float_text_reparses(f in proptest::num::f32::NORMAL | proptest::num::f32::SUBNORMAL | proptest::num::f32::ZERO) {
-            let text = lenient::go_format_float32(f64::from(f));
-            proptest::prop_assert_eq!(text.parse::<f32>().ok(), Some(f));
         }
     }
 

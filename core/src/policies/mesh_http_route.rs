@@ -5,8 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
-use crate::validate::{PathBuilder, ValidationError};
+use super::{validate_target_ref_at, validate_top_target_ref};
+use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::validate::ValidationError;
 
 /// MeshHTTPRoute spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,34 +125,24 @@ impl MeshHttpRoute {
     /// Validate the targetRefs (paths rooted at `spec`). Rule contents are not checked yet.
     pub fn validate(&self) -> ValidationError {
         use TargetRefKind::*;
-        let mut err = ValidationError::new();
-        let spec = PathBuilder::rooted_at("spec");
-        err.add_at(
-            &spec.field("targetRef"),
-            validate_target_ref(
-                &self.target_ref,
-                &TargetRefOpts {
-                    supported_kinds: &[
-                        Mesh,
-                        MeshSubset,
-                        MeshGateway,
-                        MeshService,
-                        MeshServiceSubset,
-                    ],
-                    gateway_listener_tags_allowed: true,
-                },
-            ),
+        let (mut err, spec) = validate_top_target_ref(
+            &self.target_ref,
+            &[
+                Mesh,
+                MeshSubset,
+                MeshGateway,
+                MeshService,
+                MeshServiceSubset,
+            ],
+            true,
         );
         for (i, to) in self.to.iter().enumerate() {
-            err.add_at(
+            validate_target_ref_at(
+                &mut err,
                 &spec.field("to").index(i).field("targetRef"),
-                validate_target_ref(
-                    &to.target_ref,
-                    &TargetRefOpts {
-                        supported_kinds: &[Mesh, MeshService],
-                        ..Default::default()
-                    },
-                ),
+                &to.target_ref,
+                &[Mesh, MeshService],
+                false,
             );
         }
         err

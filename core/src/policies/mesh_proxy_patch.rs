@@ -34,9 +34,9 @@ use serde::de::Deserializer;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use super::mesh_fault_injection::lenient;
-use crate::codec::{self, CodecError, Limits};
-use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
+use super::go_json::{load_like_kuma, Loaded};
+use super::{lenient, validate_top_target_ref};
+use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{
     must_have_exactly_one_of, must_have_only_one, PathBuilder, ValidationError, MUST_BE_DEFINED,
     MUST_NOT_BE_DEFINED, MUST_NOT_BE_EMPTY,
@@ -134,10 +134,10 @@ pub type ClusterMod = Mod<ClusterMatch>;
 pub type ListenerMod = Mod<ListenerMatch>;
 /// Network filter modification (operations `AddFirst`, `AddLast`, `AddBefore`, `AddAfter`,
 /// `Patch`, `Remove`).
-pub type NetworkFilterMod = Mod<NetworkFilterMatch>;
+pub type NetworkFilterMod = Mod<FilterMatch>;
 /// HTTP filter modification (operations `AddFirst`, `AddLast`, `AddBefore`, `AddAfter`,
 /// `Patch`, `Remove`).
-pub type HttpFilterMod = Mod<HttpFilterMatch>;
+pub type HttpFilterMod = Mod<FilterMatch>;
 /// Virtual host modification (operations `Add`, `Patch`, `Remove`).
 pub type VirtualHostMod = Mod<VirtualHostMatch>;
 
@@ -189,10 +189,10 @@ pub struct ListenerMatch {
     pub tags: Option<BTreeMap<String, String>>,
 }
 
-/// Conditions on a network filter.
+/// Conditions on a network filter or an HTTP filter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NetworkFilterMatch {
+pub struct FilterMatch {
     /// Component that generated the resource (see [`ClusterMatch::origin`]).
     #[serde(
         default,
@@ -200,22 +200,23 @@ pub struct NetworkFilterMatch {
         deserialize_with = "lenient::opt_string"
     )]
     pub origin: Option<String>,
-    /// Filter name (`envoy.filters.network.tcp_proxy`); required by `AddBefore`, `AddAfter`
-    /// and `Patch`.
+    /// Filter name (`envoy.filters.network.tcp_proxy`, `envoy.filters.http.router`); required
+    /// by `AddBefore`, `AddAfter` and `Patch`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient::opt_string"
     )]
     pub name: Option<String>,
-    /// Name of the listener holding the filter.
+    /// Name of the listener holding the filter (for an HTTP filter, its HTTP connection
+    /// manager).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient::opt_string"
     )]
     pub listener_name: Option<String>,
-    /// Tags of the listener holding the filter.
+    /// Tags of the listener holding the filter (or its HTTP connection manager).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -224,40 +225,10 @@ pub struct NetworkFilterMatch {
     pub listener_tags: Option<BTreeMap<String, String>>,
 }
 
-/// Conditions on an HTTP filter.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HttpFilterMatch {
-    /// Component that generated the resource (see [`ClusterMatch::origin`]).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient::opt_string"
-    )]
-    pub origin: Option<String>,
-    /// Filter name (`envoy.filters.http.router`); required by `AddBefore`, `AddAfter` and
-    /// `Patch`.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient::opt_string"
-    )]
-    pub name: Option<String>,
-    /// Name of the listener holding the HTTP connection manager.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient::opt_string"
-    )]
-    pub listener_name: Option<String>,
-    /// Tags of the listener holding the HTTP connection manager.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient::opt_string_map"
-    )]
-    pub listener_tags: Option<BTreeMap<String, String>>,
-}
+/// Conditions on a network filter (same fields as an HTTP filter's).
+pub type NetworkFilterMatch = FilterMatch;
+/// Conditions on an HTTP filter (same fields as a network filter's).
+pub type HttpFilterMatch = FilterMatch;
 
 /// Conditions on a virtual host.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -301,13 +272,7 @@ macro_rules! match_name {
         }
     )*};
 }
-match_name!(
-    ClusterMatch,
-    ListenerMatch,
-    NetworkFilterMatch,
-    HttpFilterMatch,
-    VirtualHostMatch
-);
+match_name!(ClusterMatch, ListenerMatch, FilterMatch, VirtualHostMatch);
 
 /// A modification operation (Kuma's `ModOperation`). Unknown strings are kept so validation
 /// can report them and a round trip writes them back.
@@ -511,46 +476,13 @@ pub struct SyntaxChecker;
 
 impl NativeResourceChecker for SyntaxChecker {
     fn check(&self, _kind: ModificationKind, yaml: &str, _is_patch: bool) -> Result<(), String> {
-        let first = match codec::decode_documents(yaml.as_bytes(), Limits::default()) {
-            Ok(docs) => docs.first().map_or(JsonKind::Null, JsonKind::of),
-            // Kuma's YAML-to-JSON step failed: it hands the raw text to the JSON decoder.
-            Err(CodecError::Syntax(_) | CodecError::Unsupported(_)) => go_json::first_value(yaml)?,
-            Err(other) => return Err(other.to_string()),
-        };
-        let name = match first {
-            JsonKind::Object | JsonKind::Null => return Ok(()),
-            JsonKind::Array => "array",
-            JsonKind::String => "string",
-            JsonKind::Number => "number",
-            JsonKind::Bool => "bool",
+        let name = match load_like_kuma(yaml)? {
+            Loaded::Null | Loaded::Object(_) => return Ok(()),
+            Loaded::Other(kind) => kind.go_name(),
         };
         Err(format!(
             "json: cannot unmarshal {name} into Go value of type map[string]*json.RawMessage"
         ))
-    }
-}
-
-/// The JSON type of a decoded document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonKind {
-    Object,
-    Array,
-    String,
-    Number,
-    Bool,
-    Null,
-}
-
-impl JsonKind {
-    fn of(v: &Value) -> Self {
-        match v {
-            Value::Object(_) => Self::Object,
-            Value::Array(_) => Self::Array,
-            Value::String(_) => Self::String,
-            Value::Number(_) => Self::Number,
-            Value::Bool(_) => Self::Bool,
-            Value::Null => Self::Null,
-        }
     }
 }
 
@@ -591,18 +523,7 @@ impl MeshProxyPatch {
 
     /// Kuma 2.7's MeshProxyPatch validation, checking `value`s with `checker`.
     pub fn validate_with(&self, checker: &dyn NativeResourceChecker) -> ValidationError {
-        let mut err = ValidationError::new();
-        let spec = PathBuilder::rooted_at("spec");
-        err.add_at(
-            &spec.field("targetRef"),
-            validate_target_ref(
-                &self.target_ref,
-                &TargetRefOpts {
-                    supported_kinds: TOP_KINDS,
-                    gateway_listener_tags_allowed: false,
-                },
-            ),
-        );
+        let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, false);
         let path = spec.field("default").field("appendModifications");
         let mods = self.modifications();
         if mods.is_empty() {
@@ -831,372 +752,20 @@ fn one_of_message(field: &str, when: Option<&str>, msg: &str, one_of: &[&str]) -
     }
 }
 
-/// Go's `encoding/json` decoder reading the first value of a text, for its exact error texts.
-mod go_json {
-    use super::JsonKind;
-
-    /// Go's `maxNestingDepth`.
-    const MAX_DEPTH: usize = 10_000;
-
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Frame {
-        ObjectKey,
-        ObjectValue,
-        ArrayValue,
-    }
-
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum State {
-        BeginValue,
-        BeginValueOrEmpty,
-        BeginStringOrEmpty,
-        BeginString,
-        EndValue,
-        InString,
-        InStringEsc,
-        InStringEscU(u8),
-        Neg,
-        Zero,
-        One,
-        Dot,
-        Dot0,
-        E,
-        ESign,
-        E0,
-        Literal(&'static str, usize),
-    }
-
-    fn is_space(c: u8) -> bool {
-        matches!(c, b' ' | b'\t' | b'\r' | b'\n')
-    }
-
-    /// Go's `quoteChar`.
-    fn quote_char(c: u8) -> String {
-        match c {
-            b'\'' => "'\\''".to_owned(),
-            b'"' => "'\"'".to_owned(),
-            b'\\' => "'\\\\'".to_owned(),
-            0x07 => "'\\a'".to_owned(),
-            0x08 => "'\\b'".to_owned(),
-            0x0c => "'\\f'".to_owned(),
-            b'\n' => "'\\n'".to_owned(),
-            b'\r' => "'\\r'".to_owned(),
-            b'\t' => "'\\t'".to_owned(),
-            0x0b => "'\\v'".to_owned(),
-            0x00..=0x1f | 0x7f => format!("'\\x{c:02x}'"),
-            0x80..=0xa0 | 0xad => format!("'\\u{c:04x}'"),
-            _ => format!("'{}'", char::from(c)),
-        }
-    }
-
-    fn syntax(c: u8, context: &str) -> String {
-        format!("invalid character {} {context}", quote_char(c))
-    }
-
-    /// The kind of the first JSON value in `text`, or Go's decoder error for it
-    /// (`unexpected EOF`, `invalid character 'a' looking for beginning of value`, `EOF`).
-    pub(super) fn first_value(text: &str) -> Result<JsonKind, String> {
-        let mut stack: Vec<Frame> = Vec::new();
-        let mut state = State::BeginValue;
-        let mut kind: Option<JsonKind> = None;
-        for &c in text.as_bytes() {
-            // A top-level value is complete: the decoder stops before the next byte.
-            if state == State::EndValue && stack.is_empty() {
-                break;
-            }
-            state = step(&mut stack, state, c, &mut kind)?;
-            if matches!(state, State::EndValue) && stack.is_empty() && kind_is_container(kind) {
-                break;
-            }
-        }
-        match (state, kind) {
-            (State::EndValue | State::Zero | State::One | State::Dot0 | State::E0, Some(k))
-                if stack.is_empty() =>
-            {
-                Ok(k)
-            }
-            (_, None) => Err("EOF".to_owned()),
-            _ => Err("unexpected EOF".to_owned()),
-        }
-    }
-
-    fn kind_is_container(kind: Option<JsonKind>) -> bool {
-        matches!(kind, Some(JsonKind::Object | JsonKind::Array))
-    }
-
-    fn push(stack: &mut Vec<Frame>, frame: Frame, c: u8) -> Result<(), String> {
-        stack.push(frame);
-        if stack.len() > MAX_DEPTH {
-            return Err(syntax(c, "exceeded max depth"));
-        }
-        Ok(())
-    }
-
-    fn begin_value(
-        stack: &mut Vec<Frame>,
-        c: u8,
-        kind: &mut Option<JsonKind>,
-    ) -> Result<State, String> {
-        let (next, k) = match c {
-            b'{' => {
-                push(stack, Frame::ObjectKey, c)?;
-                (State::BeginStringOrEmpty, JsonKind::Object)
-            }
-            b'[' => {
-                push(stack, Frame::ArrayValue, c)?;
-                (State::BeginValueOrEmpty, JsonKind::Array)
-            }
-            b'"' => (State::InString, JsonKind::String),
-            b'-' => (State::Neg, JsonKind::Number),
-            b'0' => (State::Zero, JsonKind::Number),
-            b'1'..=b'9' => (State::One, JsonKind::Number),
-            b't' => (State::Literal("true", 1), JsonKind::Bool),
-            b'f' => (State::Literal("false", 1), JsonKind::Bool),
-            b'n' => (State::Literal("null", 1), JsonKind::Null),
-            _ => return Err(syntax(c, "looking for beginning of value")),
-        };
-        kind.get_or_insert(k);
-        Ok(next)
-    }
-
-    fn end_value(stack: &mut Vec<Frame>, c: u8) -> Result<State, String> {
-        let Some(top) = stack.last_mut() else {
-            return Ok(State::EndValue);
-        };
-        if is_space(c) {
-            return Ok(State::EndValue);
-        }
-        match (*top, c) {
-            (Frame::ObjectKey, b':') => {
-                *top = Frame::ObjectValue;
-                Ok(State::BeginValue)
-            }
-            (Frame::ObjectKey, _) => Err(syntax(c, "after object key")),
-            (Frame::ObjectValue, b',') => {
-                *top = Frame::ObjectKey;
-                Ok(State::BeginString)
-            }
-            (Frame::ObjectValue, b'}') | (Frame::ArrayValue, b']') => {
-                stack.pop();
-                Ok(State::EndValue)
-            }
-            (Frame::ObjectValue, _) => Err(syntax(c, "after object key:value pair")),
-            (Frame::ArrayValue, b',') => Ok(State::BeginValue),
-            (Frame::ArrayValue, _) => Err(syntax(c, "after array element")),
-        }
-    }
-
-    fn step(
-        stack: &mut Vec<Frame>,
-        state: State,
-        c: u8,
-        kind: &mut Option<JsonKind>,
-    ) -> Result<State, String> {
-        match state {
-            State::BeginValue if is_space(c) => Ok(state),
-            State::BeginValue => begin_value(stack, c, kind),
-            State::BeginValueOrEmpty if is_space(c) => Ok(state),
-            State::BeginValueOrEmpty if c == b']' => end_value(stack, c),
-            State::BeginValueOrEmpty => begin_value(stack, c, kind),
-            State::BeginStringOrEmpty if is_space(c) => Ok(state),
-            State::BeginStringOrEmpty if c == b'}' => {
-                if let Some(top) = stack.last_mut() {
-                    *top = Frame::ObjectValue;
-                }
-                end_value(stack, c)
-            }
-            State::BeginStringOrEmpty | State::BeginString => {
-                if is_space(c) {
-                    Ok(State::BeginString)
-                } else if c == b'"' {
-                    Ok(State::InString)
-                } else {
-                    Err(syntax(c, "looking for beginning of object key string"))
-                }
-            }
-            State::EndValue => end_value(stack, c),
-            State::InString => match c {
-                b'"' => Ok(State::EndValue),
-                b'\\' => Ok(State::InStringEsc),
-                0x00..=0x1f => Err(syntax(c, "in string literal")),
-                _ => Ok(state),
-            },
-            State::InStringEsc => match c {
-                b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => Ok(State::InString),
-                b'u' => Ok(State::InStringEscU(0)),
-                _ => Err(syntax(c, "in string escape code")),
-            },
-            State::InStringEscU(n) => {
-                if !c.is_ascii_hexdigit() {
-                    Err(syntax(c, "in \\u hexadecimal character escape"))
-                } else if n == 3 {
-                    Ok(State::InString)
-                } else {
-                    Ok(State::InStringEscU(n + 1))
-                }
-            }
-            State::Neg => match c {
-                b'0' => Ok(State::Zero),
-                b'1'..=b'9' => Ok(State::One),
-                _ => Err(syntax(c, "in numeric literal")),
-            },
-            State::One if c.is_ascii_digit() => Ok(State::One),
-            State::One | State::Zero => match c {
-                b'.' => Ok(State::Dot),
-                b'e' | b'E' => Ok(State::E),
-                _ => end_value(stack, c),
-            },
-            State::Dot if c.is_ascii_digit() => Ok(State::Dot0),
-            State::Dot => Err(syntax(c, "after decimal point in numeric literal")),
-            State::Dot0 => match c {
-                b'0'..=b'9' => Ok(State::Dot0),
-                b'e' | b'E' => Ok(State::E),
-                _ => end_value(stack, c),
-            },
-            State::E if c == b'+' || c == b'-' => Ok(State::ESign),
-            State::E | State::ESign if c.is_ascii_digit() => Ok(State::E0),
-            State::E | State::ESign => Err(syntax(c, "in exponent of numeric literal")),
-            State::E0 if c.is_ascii_digit() => Ok(State::E0),
-            State::E0 => end_value(stack, c),
-            State::Literal(word, i) => {
-                let expected = word.as_bytes().get(i).copied().unwrap_or(b' ');
-                if c != expected {
-                    return Err(syntax(
-                        c,
-                        &format!("in literal {word} (expecting '{}')", char::from(expected)),
-                    ));
-                }
-                if i + 1 == word.len() {
-                    Ok(State::EndValue)
-                } else {
-                    Ok(State::Literal(word, i + 1))
-                }
-            }
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn go_decoder_messages() {
-            assert_eq!(first_value("{"), Err("unexpected EOF".to_owned()));
-            assert_eq!(
-                first_value("{\"a\": [1, 2"),
-                Err("unexpected EOF".to_owned())
-            );
-            assert_eq!(first_value("   "), Err("EOF".to_owned()));
-            assert_eq!(first_value("-"), Err("unexpected EOF".to_owned()));
-            assert_eq!(
-                first_value("a: [1, 2"),
-                Err("invalid character 'a' looking for beginning of value".to_owned())
-            );
-            assert_eq!(
-                first_value("{a: 1}"),
-                Err("invalid character 'a' looking for beginning of object key string".to_owned())
-            );
-            assert_eq!(
-                first_value("{\"a\" 1}"),
-                Err("invalid character '1' after object key".to_owned())
-            );
-            assert_eq!(
-                first_value("{\"a\": 1 \"b\"}"),
-                Err("invalid character '\"' after object key:value pair".to_owned())
-            );
-            assert_eq!(
-                first_value("[1 2]"),
-                Err("invalid character '2' after array element".to_owned())
-            );
-            assert_eq!(
-                first_value("[tru]"),
-                Err("invalid character ']' in literal true (expecting 'e')".to_owned())
-            );
-            assert_eq!(
-                first_value("[01]"),
-                Err("invalid character '1' after array element".to_owned())
-            );
-            assert_eq!(
-                first_value("[1.]"),
-                Err("invalid character ']' after decimal point in numeric literal".to_owned())
-            );
-            assert_eq!(
-                first_value("[1e]"),
-                Err("invalid character ']' in exponent of numeric literal".to_owned())
-            );
-            assert_eq!(
-                first_value("\"a\tb\""),
-                Err("invalid character '\\t' in string literal".to_owned())
-            );
-            assert_eq!(
-                first_value("\"\\x\""),
-                Err("invalid character 'x' in string escape code".to_owned())
-            );
-            assert_eq!(
-                first_value("\"\\u12g4\""),
-                Err("invalid character 'g' in \\u hexadecimal character escape".to_owned())
-            );
-            assert_eq!(
-                first_value("'a'"),
-                Err("invalid character '\\'' looking for beginning of value".to_owned())
-            );
-            assert_eq!(
-                first_value("é"),
-                Err("invalid character 'Ã' looking for beginning of value".to_owned())
-            );
-            assert_eq!(first_value("{}"), Ok(JsonKind::Object));
-            assert_eq!(
-                first_value(" {\"a\": {\"b\": [1, -2.5e3, true, null, \"\\u00e9\"]}} trailing"),
-                Ok(JsonKind::Object)
-            );
-            assert_eq!(first_value("[] x"), Ok(JsonKind::Array));
-            assert_eq!(first_value("\"s\" x"), Ok(JsonKind::String));
-            assert_eq!(first_value("12"), Ok(JsonKind::Number));
-            assert_eq!(first_value("12 x"), Ok(JsonKind::Number));
-            assert_eq!(first_value("1.5e+3"), Ok(JsonKind::Number));
-            assert_eq!(first_value("true"), Ok(JsonKind::Bool));
-            assert_eq!(first_value("null x"), Ok(JsonKind::Null));
-            let deep = "[".repeat(MAX_DEPTH + 1);
-            assert_eq!(
-                first_value(&deep),
-                Err("invalid character '[' exceeded max depth".to_owned())
-            );
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::decode_one;
+    use crate::policies::test_support::{
+        assert_round_trip, bare_spec, bare_violations, pairs, v, yaml_value,
+    };
     use crate::resource::{Resource, Spec};
-    use crate::validate::Violation;
 
     fn spec(yaml: &str) -> MeshProxyPatch {
-        let v = decode_one(yaml.as_bytes(), Limits::default()).unwrap();
-        serde_json::from_value(v).unwrap()
+        bare_spec(yaml)
     }
 
     fn violations(yaml: &str) -> Vec<(String, String)> {
-        pairs(spec(yaml).validate())
-    }
-
-    fn pairs(err: ValidationError) -> Vec<(String, String)> {
-        err.violations
-            .into_iter()
-            .map(|Violation { field, message }| (field, message))
-            .collect()
-    }
-
-    fn v(field: &str, message: &str) -> (String, String) {
-        (field.to_owned(), message.to_owned())
-    }
-
-    fn assert_round_trip(yaml: &str) -> Resource {
-        let input = decode_one(yaml.as_bytes(), Limits::default()).unwrap();
-        let r = Resource::from_value(input.clone()).unwrap();
-        assert_eq!(r.to_value(), input);
-        r
+        bare_violations::<MeshProxyPatch>(yaml)
     }
 
     const SEED_ADD_CLUSTER: &str = r#"
@@ -1765,8 +1334,7 @@ default:
             Some("8080")
         );
         let unknown = "targetRef:\n  kind: Mesh\ndefault:\n  appendModifications:\n  - cluster:\n      operation: Remove\n      matches: {}\n";
-        let v = decode_one(unknown.as_bytes(), Limits::default()).unwrap();
-        assert!(serde_json::from_value::<MeshProxyPatch>(v).is_err());
+        assert!(serde_json::from_value::<MeshProxyPatch>(yaml_value(unknown)).is_err());
         let op = ModOperation::parse("AddBefore");
         assert_eq!(op, ModOperation::AddBefore);
         assert_eq!(

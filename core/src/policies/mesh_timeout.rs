@@ -16,8 +16,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{validate_items, validate_top_target_ref, FROM_OR_TO_REQUIRED};
 use crate::duration::Duration;
-use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
+use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{
     PathBuilder, ValidationError, GREATER_THAN_ZERO_WHEN_DEFINED, MUST_NOT_BE_DEFINED,
     NON_NEGATIVE_WHEN_DEFINED,
@@ -48,7 +49,9 @@ const NOT_WITH_HTTP_ROUTE: &str =
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MeshTimeout {
-    /// The proxies (or gateway / route) the policy applies to.
+    /// The proxies (or gateway / route) the policy applies to. Absent means an empty reference,
+    /// which validation reports (`spec.targetRef.kind: must be defined`), as Kuma does.
+    #[serde(default)]
     pub target_ref: TargetRef,
     /// Outbound items: destinations and their timeouts. `None` when the field is absent, so an
     /// explicit `to: []` survives a round trip.
@@ -59,16 +62,8 @@ pub struct MeshTimeout {
     pub from: Option<Vec<Item>>,
 }
 
-/// One `from` or `to` item: a client/destination group and its configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Item {
-    /// The group of clients (`from`) or destinations (`to`).
-    pub target_ref: TargetRef,
-    /// The timeouts; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Conf>,
-}
+/// One `from` or `to` item: a client/destination group and its timeouts.
+pub type Item = super::Item<Conf>;
 
 /// Timeouts for one group (Kuma's `Conf`). Every field is optional; unset means "inherit".
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -120,20 +115,9 @@ impl MeshTimeout {
     /// Kuma 2.7's MeshTimeout validation: every violation, paths rooted at `spec`
     /// (`spec.to[0].default.idleTimeout`). Empty means valid.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        let spec = PathBuilder::rooted_at("spec");
-        err.add_at(
-            &spec.field("targetRef"),
-            validate_target_ref(
-                &self.target_ref,
-                &TargetRefOpts {
-                    supported_kinds: TOP_KINDS,
-                    gateway_listener_tags_allowed: true,
-                },
-            ),
-        );
+        let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, true);
         if self.to_items().is_empty() && self.from_items().is_empty() {
-            err.violation(&spec, "at least one of 'from', 'to' has to be defined");
+            err.violation(&spec, FROM_OR_TO_REQUIRED);
         }
         let top = self.target_ref.kind.as_ref();
         let route_or_gateway = matches!(
@@ -141,31 +125,22 @@ impl MeshTimeout {
             Some(TargetRefKind::MeshHTTPRoute | TargetRefKind::MeshGateway)
         );
         let top_is_route = matches!(top, Some(TargetRefKind::MeshHTTPRoute));
+        let validate_conf = |err: &mut ValidationError, path: &PathBuilder, conf: Option<&Conf>| {
+            validate_default(err, path, conf, top_is_route);
+        };
 
         if route_or_gateway {
             if !self.from_items().is_empty() {
                 err.violation(&spec.field("from"), MUST_NOT_BE_DEFINED);
             }
         } else {
-            for (i, item) in self.from_items().iter().enumerate() {
-                let path = spec.field("from").index(i);
-                err.add_at(
-                    &path.field("targetRef"),
-                    validate_target_ref(
-                        &item.target_ref,
-                        &TargetRefOpts {
-                            supported_kinds: FROM_KINDS,
-                            ..Default::default()
-                        },
-                    ),
-                );
-                validate_default(
-                    &mut err,
-                    &path.field("default"),
-                    item.default.as_ref(),
-                    top_is_route,
-                );
-            }
+            validate_items(
+                &mut err,
+                &spec.field("from"),
+                self.from_items(),
+                FROM_KINDS,
+                validate_conf,
+            );
         }
 
         let to_kinds = if route_or_gateway {
@@ -173,25 +148,13 @@ impl MeshTimeout {
         } else {
             TO_KINDS
         };
-        for (i, item) in self.to_items().iter().enumerate() {
-            let path = spec.field("to").index(i);
-            err.add_at(
-                &path.field("targetRef"),
-                validate_target_ref(
-                    &item.target_ref,
-                    &TargetRefOpts {
-                        supported_kinds: to_kinds,
-                        ..Default::default()
-                    },
-                ),
-            );
-            validate_default(
-                &mut err,
-                &path.field("default"),
-                item.default.as_ref(),
-                top_is_route,
-            );
-        }
+        validate_items(
+            &mut err,
+            &spec.field("to"),
+            self.to_items(),
+            to_kinds,
+            validate_conf,
+        );
         err
     }
 }
@@ -301,38 +264,10 @@ fn not_negative(err: &mut ValidationError, path: &PathBuilder, value: &Option<Du
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode_one, Limits};
-    use crate::resource::{Resource, Spec};
-
-    /// Wrap a spec (YAML, indented by two spaces) into a MeshTimeout resource.
-    fn resource_yaml(spec: &str) -> String {
-        let body: String = spec
-            .trim_matches('\n')
-            .lines()
-            .map(|l| format!("  {l}\n"))
-            .collect();
-        format!("type: MeshTimeout\nmesh: default\nname: mt-1\nspec:\n{body}")
-    }
-
-    fn decode(spec: &str) -> MeshTimeout {
-        let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-        match Resource::from_value(value).unwrap().spec {
-            Spec::MeshTimeout(mt) => mt,
-            other => panic!("unexpected spec {other:?}"),
-        }
-    }
+    use crate::policies::test_support::{assert_round_trip, decode, decodes, document, v};
 
     fn violations(spec: &str) -> Vec<(String, String)> {
-        decode(spec)
-            .validate()
-            .violations
-            .into_iter()
-            .map(|v| (v.field, v.message))
-            .collect()
-    }
-
-    fn v(field: &str, message: &str) -> (String, String) {
-        (field.to_owned(), message.to_owned())
+        crate::policies::test_support::violations::<MeshTimeout>(spec)
     }
 
     const FULL: &str = "
@@ -408,12 +343,10 @@ to:
             "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n    default:\n      http: {}\n",
             "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n",
         ] {
-            let input = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-            let resource = Resource::from_value(input.clone()).unwrap();
-            assert_eq!(resource.to_value(), input);
+            assert_round_trip(&document::<MeshTimeout>(spec));
         }
         // Durations keep their text.
-        let mt = decode(FULL);
+        let mt: MeshTimeout = decode(FULL);
         let http = mt.to_items()[0].default.as_ref().unwrap().http.as_ref();
         assert_eq!(
             http.unwrap()
@@ -433,8 +366,7 @@ to:
             "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n    default:\n      idleTimeout: 5d\n",
             "targetRef:\n  kind: Mesh\ndefault: {}\n",
         ] {
-            let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-            assert!(Resource::from_value(value).is_err(), "{spec}");
+            assert!(!decodes::<MeshTimeout>(spec), "{spec}");
         }
     }
 

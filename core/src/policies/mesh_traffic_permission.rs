@@ -18,8 +18,9 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
-use crate::validate::{PathBuilder, ValidationError, MUST_BE_DEFINED};
+use super::{validate_items, validate_top_target_ref};
+use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::validate::{ValidationError, MUST_BE_DEFINED};
 
 /// Kinds allowed for the top-level `targetRef` and for `from[].targetRef`.
 const KINDS: &[TargetRefKind] = &[
@@ -34,7 +35,9 @@ const KINDS: &[TargetRefKind] = &[
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MeshTrafficPermission {
-    /// The proxies the policy applies to.
+    /// The proxies the policy applies to. Absent means an empty reference, which validation
+    /// reports (`spec.targetRef.kind: must be defined`), as Kuma does.
+    #[serde(default)]
     pub target_ref: TargetRef,
     /// Client groups and their action. `None` when the field is absent, so an explicit
     /// `from: []` survives a round trip.
@@ -42,16 +45,8 @@ pub struct MeshTrafficPermission {
     pub from: Option<Vec<Item>>,
 }
 
-/// One `from` item: a client group and its configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Item {
-    /// The group of clients.
-    pub target_ref: TargetRef,
-    /// The configuration; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Conf>,
-}
+/// One `from` item: a client group and its action.
+pub type Item = super::Item<Conf>;
 
 /// Configuration for one client group (Kuma's `Conf`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,30 +119,23 @@ impl MeshTrafficPermission {
     /// Kuma 2.7's MeshTrafficPermission validation: every violation, paths rooted at `spec`
     /// (`spec.from[0].default.action`). Empty means valid.
     pub fn validate(&self) -> ValidationError {
-        let mut err = ValidationError::new();
-        let spec = PathBuilder::rooted_at("spec");
-        let opts = TargetRefOpts {
-            supported_kinds: KINDS,
-            ..Default::default()
-        };
-        err.add_at(
-            &spec.field("targetRef"),
-            validate_target_ref(&self.target_ref, &opts),
-        );
+        let (mut err, spec) = validate_top_target_ref(&self.target_ref, KINDS, false);
+        let from = spec.field("from");
         if self.from_items().is_empty() {
-            err.violation(&spec.field("from"), "needs at least one item");
+            err.violation(&from, "needs at least one item");
         }
-        for (i, item) in self.from_items().iter().enumerate() {
-            let path = spec.field("from").index(i);
-            err.add_at(
-                &path.field("targetRef"),
-                validate_target_ref(&item.target_ref, &opts),
-            );
-            let action = item.default.as_ref().and_then(|c| c.action.as_ref());
-            if action.is_none_or(|a| a.as_str().is_empty()) {
-                err.violation(&path.field("default").field("action"), MUST_BE_DEFINED);
-            }
-        }
+        validate_items(
+            &mut err,
+            &from,
+            self.from_items(),
+            KINDS,
+            |err, path, conf| {
+                let action = conf.and_then(|c| c.action.as_ref());
+                if action.is_none_or(|a| a.as_str().is_empty()) {
+                    err.violation(&path.field("action"), MUST_BE_DEFINED);
+                }
+            },
+        );
         err
     }
 
@@ -168,38 +156,14 @@ impl MeshTrafficPermission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode_one, Limits};
-    use crate::resource::{Resource, Spec};
-
-    /// Wrap a spec (YAML) into a MeshTrafficPermission resource.
-    fn resource_yaml(spec: &str) -> String {
-        let body: String = spec
-            .trim_matches('\n')
-            .lines()
-            .map(|l| format!("  {l}\n"))
-            .collect();
-        format!("type: MeshTrafficPermission\nmesh: default\nname: mtp-1\nspec:\n{body}")
-    }
+    use crate::policies::test_support::{assert_round_trip, decodes, document, v};
 
     fn decode(spec: &str) -> MeshTrafficPermission {
-        let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-        match Resource::from_value(value).unwrap().spec {
-            Spec::MeshTrafficPermission(mtp) => mtp,
-            other => panic!("unexpected spec {other:?}"),
-        }
+        crate::policies::test_support::decode(spec)
     }
 
     fn violations(spec: &str) -> Vec<(String, String)> {
-        decode(spec)
-            .validate()
-            .violations
-            .into_iter()
-            .map(|v| (v.field, v.message))
-            .collect()
-    }
-
-    fn v(field: &str, message: &str) -> (String, String) {
-        (field.to_owned(), message.to_owned())
+        crate::policies::test_support::violations::<MeshTrafficPermission>(spec)
     }
 
     const ALL_KINDS: &str = "
@@ -255,9 +219,7 @@ from:
             "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default: {}\n",
             "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default:\n      action: Maybe\n",
         ] {
-            let input = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-            let resource = Resource::from_value(input.clone()).unwrap();
-            assert_eq!(resource.to_value(), input);
+            assert_round_trip(&document::<MeshTrafficPermission>(spec));
         }
         let mtp = decode(ALL_KINDS);
         let actions: Vec<_> = mtp
@@ -282,8 +244,7 @@ from:
             "targetRef:\n  kind: Mesh\nto:\n  - targetRef:\n      kind: Mesh\n",
             "targetRef:\n  kind: Mesh\nfrom:\n  - targetRef:\n      kind: Mesh\n    default:\n      acton: Allow\n",
         ] {
-            let value = decode_one(resource_yaml(spec).as_bytes(), Limits::default()).unwrap();
-            assert!(Resource::from_value(value).is_err(), "{spec}");
+            assert!(!decodes::<MeshTrafficPermission>(spec), "{spec}");
         }
     }
 
