@@ -247,3 +247,13 @@ fn arb_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
         ]
     })
 }
+
+#[test]
+fn missing_item_target_ref_is_a_violation_not_a_decode_error() {
+    let doc = b"type: MeshTimeout\nmesh: default\nname: x\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - default: {idleTimeout: 5s}\n";
+    let r = Resource::from_bytes(doc).expect("decodes");
+    let v = r.validate();
+    assert_eq!(v.violations.len(), 1, "{v}");
+    assert_eq!(v.violations[0].field, "spec.to[0].targetRef.kind");
+    assert_eq!(v.violations[0].message, "must be defined");
+}

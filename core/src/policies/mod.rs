@@ -30,8 +30,11 @@ pub(crate) const FROM_OR_TO_REQUIRED: &str = "at least one of 'from', 'to' has t
 /// configuration `C` (the policy's `Conf`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(bound(deserialize = "C: Deserialize<'de>"))]
 pub struct Item<C> {
-    /// The group of clients (`from`) or destinations (`to`).
+    /// The group of clients (`from`) or destinations (`to`). A missing one decodes as empty and
+    /// validation reports `...targetRef.kind: must be defined`, as Kuma does.
+    #[serde(default)]
     pub target_ref: TargetRef,
     /// The configuration; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
