@@ -43,6 +43,11 @@ pub struct PolicySet {
     pub old: BTreeMap<ResourceType, Vec<Resource>>,
     /// Old types switched off by the old-vs-new rule.
     pub superseded: Vec<ResourceType>,
+    /// The old policies of the superseded types, kept aside: Kuma 2.7 itself still bakes old
+    /// policies into the config and lets each new plugin override field by field (the seed's
+    /// MeshTimeout example shows old values "leaking"); generators that must reproduce that
+    /// read them here. See [`PolicySet::superseded_policies`].
+    pub superseded_old: BTreeMap<ResourceType, Vec<Resource>>,
     /// The view.
     pub view: Option<View>,
 }
@@ -85,6 +90,7 @@ impl PolicySet {
                 .is_some_and(|n| set.new.get(&n).is_some_and(|v| !v.is_empty()));
             if replaced {
                 set.superseded.push(ty);
+                set.superseded_old.insert(ty, list);
             } else {
                 set.old.insert(ty, list);
             }
@@ -108,6 +114,11 @@ impl PolicySet {
     pub fn old_policies(&self, ty: ResourceType) -> &[Resource] {
         self.old.get(&ty).map_or(&[][..], Vec::as_slice)
     }
+
+    /// Old policies of `ty` switched off by the old-vs-new rule in this view (empty otherwise).
+    pub fn superseded_policies(&self, ty: ResourceType) -> &[Resource] {
+        self.superseded_old.get(&ty).map_or(&[][..], Vec::as_slice)
+    }
 }
 
 #[cfg(test)]
@@ -130,6 +141,8 @@ mod tests {
         let shadow = PolicySet::build("default", &all, View::Shadow);
         assert!(shadow.old_policies(ResourceType::Timeout).is_empty());
         assert_eq!(shadow.superseded, [ResourceType::Timeout]);
+        assert_eq!(shadow.superseded_policies(ResourceType::Timeout).len(), 1);
+        assert!(live.superseded_policies(ResourceType::Timeout).is_empty());
         assert_eq!(shadow.new[&ResourceType::MeshTimeout].len(), 1);
     }
 

@@ -4,8 +4,11 @@
 //!
 //! - [`render`]: the Envoy descriptor pool (compiled at build time from the protos `envoy-types`
 //!   ships) and proto3-JSON rendering/parsing of Envoy messages.
+//! - [`snapshot`]: a DPP's typed resources by xDS type, its config document, content-hash
+//!   versions and a static bootstrap for `envoy --mode validate`.
 //! - [`diff`]: config documents (`{ typeUrl: { name: resource } }`) and RFC 6902 diffs between
 //!   them (the shadow diff of the transition seed).
 
 pub mod diff;
 pub mod render;
+pub mod snapshot;
