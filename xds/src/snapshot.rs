@@ -10,6 +10,7 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use prost::{Message, Name};
+
 use serde_json::{json, Map, Value};
 
 use crate::render::{to_json, RenderError};
@@ -42,6 +43,37 @@ pub struct Snapshot {
     pub secrets: BTreeMap<String, Secret>,
 }
 
+/// Compact JSON with object keys sorted, recursively (a canonical form for hashing).
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
 fn render_map<M: Message + Name>(m: &BTreeMap<String, M>) -> Result<Value, RenderError> {
     let mut out = Map::new();
     for (name, msg) in m {
@@ -71,42 +103,24 @@ impl Snapshot {
         Ok(Value::Object(doc))
     }
 
-    /// Content hash of one xDS type's resources (hex SHA-256 over names and encoded bytes): the
-    /// xDS `version_info`. Equal content, equal version.
-    pub fn version(&self, type_url: &str) -> String {
+    /// Content hash of one xDS type's resources (hex SHA-256): the xDS `version_info`. Equal
+    /// content, equal version.
+    ///
+    /// The hash is taken over canonical JSON (object keys sorted), not over prost's encoding:
+    /// envoy-types generates `HashMap`s for proto maps (`Metadata.filter_metadata`,
+    /// `Struct.fields`), so the wire bytes of equal messages can differ in map order.
+    ///
+    /// # Errors
+    /// [`RenderError`] if a resource cannot be rendered.
+    pub fn version(&self, type_url: &str) -> Result<String, RenderError> {
         use sha2::Digest as _;
-        let mut h = sha2::Sha256::new();
-        let mut feed = |name: &str, bytes: Vec<u8>| {
-            h.update((name.len() as u64).to_be_bytes());
-            h.update(name.as_bytes());
-            h.update((bytes.len() as u64).to_be_bytes());
-            h.update(&bytes);
-        };
-        match type_url {
-            CLUSTER_TYPE => self
-                .clusters
-                .iter()
-                .for_each(|(n, m)| feed(n, m.encode_to_vec())),
-            ENDPOINT_TYPE => self
-                .endpoints
-                .iter()
-                .for_each(|(n, m)| feed(n, m.encode_to_vec())),
-            LISTENER_TYPE => self
-                .listeners
-                .iter()
-                .for_each(|(n, m)| feed(n, m.encode_to_vec())),
-            ROUTE_TYPE => self
-                .routes
-                .iter()
-                .for_each(|(n, m)| feed(n, m.encode_to_vec())),
-            SECRET_TYPE => self
-                .secrets
-                .iter()
-                .for_each(|(n, m)| feed(n, m.encode_to_vec())),
-            _ => {}
+        let doc = self.to_document()?;
+        let mut canonical = String::new();
+        if let Some(v) = doc.get(type_url) {
+            write_canonical(v, &mut canonical);
         }
-        let digest = h.finalize();
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        let digest = sha2::Sha256::digest(canonical.as_bytes());
+        Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// A static Envoy bootstrap holding this snapshot, for `envoy --mode validate`: EDS clusters
@@ -148,5 +162,78 @@ impl Snapshot {
             "node": {"id": "umbra-validate", "cluster": "umbra-validate"},
             "staticResources": {"listeners": listeners, "clusters": clusters, "secrets": secrets},
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::core::v3::Metadata;
+    use envoy_types::pb::google::protobuf::{value::Kind, Struct, Value as PbValue};
+
+    fn listener_with_tags(n: usize) -> Listener {
+        let fields = (0..n)
+            .map(|i| {
+                (
+                    format!("tag{i}"),
+                    PbValue {
+                        kind: Some(Kind::StringValue(format!("v{i}"))),
+                    },
+                )
+            })
+            .collect();
+        Listener {
+            name: "inbound:10.0.0.1:80".into(),
+            metadata: Some(Metadata {
+                filter_metadata: [("io.kuma.tags".to_owned(), Struct { fields })]
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn versions_are_content_hashes_independent_of_map_order() {
+        let mut a = Snapshot::default();
+        let mut b = Snapshot::default();
+        a.listeners.insert("l".into(), listener_with_tags(16));
+        b.listeners.insert("l".into(), listener_with_tags(16));
+        assert_eq!(
+            a.version(LISTENER_TYPE).unwrap(),
+            b.version(LISTENER_TYPE).unwrap()
+        );
+        b.listeners.insert("l".into(), listener_with_tags(15));
+        assert_ne!(
+            a.version(LISTENER_TYPE).unwrap(),
+            b.version(LISTENER_TYPE).unwrap()
+        );
+        assert_eq!(
+            a.version(CLUSTER_TYPE).unwrap(),
+            Snapshot::default().version(CLUSTER_TYPE).unwrap()
+        );
+    }
+
+    #[test]
+    fn static_bootstrap_inlines_eds() {
+        use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+            ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
+        };
+        let mut s = Snapshot::default();
+        s.clusters.insert(
+            "backend".into(),
+            Cluster {
+                name: "backend".into(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+                eds_cluster_config: Some(EdsClusterConfig::default()),
+                ..Default::default()
+            },
+        );
+        let b = s.to_static_bootstrap().unwrap();
+        let c = &b["staticResources"]["clusters"][0];
+        assert_eq!(c["type"], "STATIC");
+        assert_eq!(c["loadAssignment"]["clusterName"], "backend");
+        assert!(c.get("edsClusterConfig").is_none());
     }
 }
