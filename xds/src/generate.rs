@@ -131,6 +131,14 @@ pub fn generate(
         add_outbound(&mut snap, outbound, ctx, timeout, &source_tags);
     }
     crate::plugins::mesh_timeout::apply(&mut snap, dp, ctx, policies, &old_timeout_services);
+    crate::plugins::apply_all(
+        &mut snap,
+        &crate::plugins::PluginInput {
+            dataplane: dp,
+            ctx,
+            policies,
+        },
+    )?;
     Ok(snap)
 }
 

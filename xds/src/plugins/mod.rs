@@ -14,7 +14,45 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions
 use crate::generate::{HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, TCP_PROXY_FILTER};
 use crate::util::{any, unpack};
 
+pub mod circuit_breaker;
+pub mod fault_injection;
 pub mod mesh_timeout;
+pub mod proxy_patch;
+pub mod traffic_permission;
+
+use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::view::PolicySet;
+
+use crate::context::MeshContext;
+use crate::generate::GenerateError;
+use crate::snapshot::Snapshot;
+
+/// Everything a plugin may read while editing a snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginInput<'a> {
+    /// The DPP.
+    pub dataplane: &'a DataplaneSpec,
+    /// Mesh-wide facts.
+    pub ctx: &'a MeshContext,
+    /// The policies of the view being generated.
+    pub policies: &'a PolicySet,
+}
+
+/// Apply the policy families after MeshTimeout (which `generate` applies itself), in Kuma's
+/// plugin order: MeshFaultInjection/FaultInjection, MeshTrafficPermission/TrafficPermission,
+/// MeshCircuitBreaker/CircuitBreaker, MeshProxyPatch, then ProxyTemplate modifications last.
+/// Each module bakes in the old policy of its family first, as Kuma's generators do, then
+/// applies the new one.
+///
+/// # Errors
+/// The first [`GenerateError`] a plugin reports.
+pub fn apply_all(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+    fault_injection::apply(snap, input)?;
+    traffic_permission::apply(snap, input)?;
+    circuit_breaker::apply(snap, input)?;
+    proxy_patch::apply(snap, input)?;
+    Ok(())
+}
 
 /// Edit every HTTP connection manager of `listener` in place (all filter chains).
 pub fn edit_hcms(listener: &mut Listener, mut f: impl FnMut(&mut HttpConnectionManager)) {

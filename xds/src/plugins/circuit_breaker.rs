@@ -1,0 +1,13 @@
+//! MeshCircuitBreaker and the old CircuitBreaker (placeholder: not applied yet).
+
+use super::PluginInput;
+use crate::generate::GenerateError;
+use crate::snapshot::Snapshot;
+
+/// Apply MeshCircuitBreaker and the old CircuitBreaker to `snap` (not implemented yet: leaves it unchanged).
+///
+/// # Errors
+/// Never yet.
+pub fn apply(_snap: &mut Snapshot, _input: &PluginInput<'_>) -> Result<(), GenerateError> {
+    Ok(())
+}
