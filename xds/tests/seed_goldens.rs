@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use umbra_core::view::View;
-use umbra_xds::diff::{apply, diff};
+use umbra_xds::diff::{apply, diff, snapshot_diff};
 
 mod common;
 use common::{envoy_validates, golden, load, snapshot};
@@ -51,6 +51,13 @@ fn timeout_to_mesh_timeout_changes_exactly_the_seeds_fields() {
     let (live_doc, shadow_doc) = (live.to_document().unwrap(), shadow.to_document().unwrap());
     let patch = diff(&live_doc, &shadow_doc);
     assert_eq!(apply(&live_doc, &patch).unwrap(), shadow_doc);
+    // The render-only-what-changed diff is equivalent.
+    let fast = snapshot_diff(&live, &shadow).unwrap();
+    assert_eq!(apply(&live_doc, &fast).unwrap(), shadow_doc);
+    assert_eq!(
+        leaf_changes(&serde_json::to_value(&fast).unwrap()),
+        leaf_changes(&serde_json::to_value(&patch).unwrap())
+    );
     let patch_json = serde_json::to_value(&patch).unwrap();
     golden("timeouts.live.json", &live_doc);
     golden("timeouts.shadow-diff.json", &patch_json);
