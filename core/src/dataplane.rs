@@ -40,10 +40,18 @@ pub struct Networking {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub advertised_address: String,
     /// Inbound interfaces, one listener each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::old::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub inbound: Vec<Inbound>,
     /// Outbound interfaces (services this DPP consumes).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::old::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub outbound: Vec<Outbound>,
     /// Present for gateway DPPs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,6 +379,12 @@ mod tests {
         assert_eq!(d.networking.inbound[1].protocol(), "tcp");
         assert_eq!(d.networking.inbound[0].effective_service_port(), 5000);
         assert_eq!(d.proxy_type(), ProxyType::Sidecar);
+    }
+
+    #[test]
+    fn null_lists_are_empty_like_in_go() {
+        let d = dp("networking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: a}\n  outbound:\n");
+        assert!(d.networking.outbound.is_empty());
     }
 
     #[test]
