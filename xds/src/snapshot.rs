@@ -74,6 +74,31 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
+/// Drop `sdsConfig` from every SDS secret reference (`{name, sdsConfig}`) in `v` that names one
+/// of `secrets`: Envoy then takes the static secret of that name.
+fn resolve_static_secrets(v: &mut Value, secrets: &BTreeMap<String, Secret>) {
+    match v {
+        Value::Object(m) => {
+            let named_static = m
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| secrets.contains_key(n));
+            if named_static && m.contains_key("sdsConfig") {
+                m.remove("sdsConfig");
+            }
+            for x in m.values_mut() {
+                resolve_static_secrets(x, secrets);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                resolve_static_secrets(x, secrets);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn render_map<M: Message + Name>(m: &BTreeMap<String, M>) -> Result<Value, RenderError> {
     let mut out = Map::new();
     for (name, msg) in m {
@@ -124,7 +149,11 @@ impl Snapshot {
     }
 
     /// A static Envoy bootstrap holding this snapshot, for `envoy --mode validate`: EDS clusters
-    /// become STATIC with their ClusterLoadAssignment inlined, secrets go to static secrets.
+    /// become STATIC with their ClusterLoadAssignment inlined, secrets go to static secrets, and
+    /// every SDS reference (`{name, sdsConfig}`, e.g. a TLS context's certificate or CA) whose
+    /// name is one of the snapshot's secrets loses its `sdsConfig`, so Envoy resolves it to the
+    /// static secret of that name instead of waiting for ADS. References to secrets the snapshot
+    /// does not hold keep their ADS source (Envoy accepts them without checking the TLS context).
     ///
     /// # Errors
     /// [`RenderError`] if a resource cannot be rendered.
@@ -146,13 +175,18 @@ impl Snapshot {
                     }
                 }));
             }
-            clusters.push(to_json(&c)?);
+            let mut c = to_json(&c)?;
+            resolve_static_secrets(&mut c, &self.secrets);
+            clusters.push(c);
         }
-        let listeners: Vec<Value> = self
+        let mut listeners: Vec<Value> = self
             .listeners
             .values()
             .map(to_json)
             .collect::<Result<_, _>>()?;
+        for l in &mut listeners {
+            resolve_static_secrets(l, &self.secrets);
+        }
         let secrets: Vec<Value> = self
             .secrets
             .values()
@@ -213,6 +247,67 @@ mod tests {
             a.version(CLUSTER_TYPE).unwrap(),
             Snapshot::default().version(CLUSTER_TYPE).unwrap()
         );
+    }
+
+    #[test]
+    fn static_bootstrap_resolves_sds_references_to_snapshot_secrets() {
+        use envoy_types::pb::envoy::config::core::v3::{
+            config_source, AggregatedConfigSource, ConfigSource,
+        };
+        use envoy_types::pb::envoy::config::listener::v3::FilterChain;
+        use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+            CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
+        };
+        let sds = |name: &str| SdsSecretConfig {
+            name: name.into(),
+            sds_config: Some(ConfigSource {
+                config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+                    AggregatedConfigSource {},
+                )),
+                ..Default::default()
+            }),
+        };
+        let tls = DownstreamTlsContext {
+            common_tls_context: Some(CommonTlsContext {
+                tls_certificate_sds_secret_configs: vec![sds("held"), sds("missing")],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut s = Snapshot::default();
+        s.listeners.insert(
+            "l".into(),
+            Listener {
+                name: "l".into(),
+                filter_chains: vec![FilterChain {
+                    transport_socket: Some(
+                        envoy_types::pb::envoy::config::core::v3::TransportSocket {
+                            name: "envoy.transport_sockets.tls".into(),
+                            config_type: Some(
+                                envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
+                                    crate::util::any(&tls),
+                                ),
+                            ),
+                        },
+                    ),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        );
+        s.secrets.insert(
+            "held".into(),
+            Secret {
+                name: "held".into(),
+                ..Default::default()
+            },
+        );
+        let b = s.to_static_bootstrap().unwrap();
+        let refs = &b["staticResources"]["listeners"][0]["filterChains"][0]["transportSocket"]
+            ["typedConfig"]["commonTlsContext"]["tlsCertificateSdsSecretConfigs"];
+        assert_eq!(refs[0], json!({"name": "held"}));
+        assert!(refs[1].get("sdsConfig").is_some());
+        assert_eq!(b["staticResources"]["secrets"][0]["name"], "held");
     }
 
     #[test]

@@ -1,13 +1,449 @@
-//! MeshTrafficPermission and the old TrafficPermission (placeholder: not applied yet).
+//! Traffic permissions: the old TrafficPermission baked in as a network RBAC filter, then the
+//! MeshTrafficPermission plugin taking inbounds over (Kuma 2.7, see
+//! `docs/research/kuma-2.7-policy-plugins.md` §5 and `kuma-2.7-xds-generation.md` §5).
+//!
+//! Nothing happens when the mesh has mTLS off (Kuma adds no RBAC at all then), nor for a builtin
+//! gateway. With mTLS on, on every filter chain of an inbound listener protected by Kuma's TLS
+//! (`transportSocket.name == envoy.transport_sockets.tls`):
+//!
+//! 1. **Old TrafficPermission** (Kuma's `InboundProxyGenerator` + `NetworkRBACConfigurer`): the
+//!    best TrafficPermission per inbound (`SelectInboundConnectionPolicies`, computed whether or
+//!    not MeshTrafficPermission supersedes the type in the view, as Kuma computes old policies
+//!    unconditionally) becomes `envoy.filters.network.rbac`, prepended as `filters[0]`:
+//!    `rules.policies[<TrafficPermission name>]` with `permissions: [{any: true}]` and one
+//!    principal per source selector, `statPrefix` = sanitized listener name plus `.`. An inbound
+//!    no TrafficPermission selects gets `rules: {}`, which denies everything.
+//! 2. **MeshTrafficPermission** (Kuma's `meshtrafficpermission/plugin/v1alpha1` +
+//!    `xds/rbac_configurer.go`): per inbound, the `from` rules of the MeshTrafficPermissions
+//!    selecting it. An inbound without rules is left alone when the DPP has any TrafficPermission
+//!    match, else it gets a deny-all rule. Otherwise the old network RBAC filter is removed and
+//!    the rules become `envoy.filters.http.rbac`, prepended to the HTTP connection manager's
+//!    `httpFilters` (no `statPrefix`), or for TCP a network RBAC prepended as `filters[0]`. The
+//!    policy key is always `MeshTrafficPermission`; `Allow` and `AllowWithShadowDeny` subsets are
+//!    its principals (in rule order, Allow first), `Deny` subsets are left out, and
+//!    `AllowWithShadowDeny` subsets also form `shadowRules` with action `DENY`.
+//!
+//! Principals: `kuma.io/service` → `authenticated.principalName.exact: spiffe://<mesh>/<service>`,
+//! any other tag → `kuma://<tag>/<value>`; a negated tag of a rule subset is wrapped in `notId`;
+//! no tag → `{any: true}`, one → that principal, several → `andIds`.
+//!
+//! One deviation: Kuma builds a TrafficPermission selector's non-service principals in Go map
+//! order (random); Umbra takes them sorted by tag name, so output is deterministic.
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, FilterChain, Listener};
+use envoy_types::pb::envoy::config::rbac::v3::{
+    permission, principal, rbac, Permission, Policy, Principal, Rbac,
+};
+use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    http_filter, HttpConnectionManager, HttpFilter,
+};
+use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac as NetworkRbac;
+use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, StringMatcher};
+use umbra_core::dataplane::{DataplaneSpec, GatewayType, InboundKey};
+use umbra_core::old::Selector;
+use umbra_core::old_matching::{select_inbound_connection_policies, OldPolicyRef};
+use umbra_core::policies::mesh_traffic_permission::{Action, Conf};
+use umbra_core::resource::{Resource, ResourceType, Spec};
+use umbra_core::rules::{Rule, Rules, Subset, Tag};
+use umbra_core::target_ref::SERVICE_TAG;
 
 use super::PluginInput;
-use crate::generate::GenerateError;
-use crate::snapshot::Snapshot;
+use crate::generate::{GenerateError, HCM_FILTER};
+use crate::snapshot::{Snapshot, LISTENER_TYPE};
+use crate::util::{any, sanitize_metric, unpack};
 
-/// Apply MeshTrafficPermission and the old TrafficPermission to `snap` (not implemented yet: leaves it unchanged).
+/// Name of the network RBAC filter (old TrafficPermission; MeshTrafficPermission on TCP).
+pub const NETWORK_RBAC_FILTER: &str = "envoy.filters.network.rbac";
+/// Name of the HTTP RBAC filter (MeshTrafficPermission on HTTP inbounds).
+pub const HTTP_RBAC_FILTER: &str = "envoy.filters.http.rbac";
+/// Name of the TLS transport socket: only chains protected by it get RBAC.
+pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
+/// The RBAC policy key MeshTrafficPermission always uses.
+pub const MESH_TRAFFIC_PERMISSION_POLICY: &str = "MeshTrafficPermission";
+
+/// Apply the old TrafficPermission, then MeshTrafficPermission, to the inbound listeners of
+/// `snap` (no-op when mTLS is off or the DPP is a builtin gateway).
 ///
 /// # Errors
-/// Never yet.
-pub fn apply(_snap: &mut Snapshot, _input: &PluginInput<'_>) -> Result<(), GenerateError> {
+/// [`GenerateError::Policy`] when a MeshTrafficPermission rule's conf does not read as a
+/// MeshTrafficPermission `default`, or an inbound HTTP connection manager cannot be decoded.
+pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+    let dp = input.dataplane;
+    if !input.ctx.mtls || is_builtin_gateway(dp) {
+        return Ok(());
+    }
+    let policies = input.policies;
+    let traffic_permissions: Vec<&Resource> = policies
+        .old_policies(ResourceType::TrafficPermission)
+        .iter()
+        .chain(policies.superseded_policies(ResourceType::TrafficPermission))
+        .collect();
+    let old = select_traffic_permissions(dp, &traffic_permissions);
+
+    // 1. Old TrafficPermission, baked in by the inbound generator.
+    for inbound in &dp.networking.inbound {
+        let key = dp.inbound_key(inbound);
+        let name = inbound_listener_name(&key);
+        let Some(listener) = snap.listeners.get_mut(&name) else {
+            continue;
+        };
+        let rbac = old_network_rbac(&name, old.get(&key).copied());
+        for chain in tls_chains(listener) {
+            chain
+                .filters
+                .insert(0, network_filter(NETWORK_RBAC_FILTER, &rbac));
+        }
+    }
+
+    // 2. MeshTrafficPermission plugin.
+    let matched = policies.matched(ResourceType::MeshTrafficPermission, dp);
+    let deny = deny_rules();
+    for inbound in &dp.networking.inbound {
+        let key = dp.inbound_key(inbound);
+        let rules = match matched.from_rules.get(&key) {
+            Some(rules) => rules,
+            None if old.is_empty() => &deny,
+            None => continue, // the old TrafficPermission stays
+        };
+        let name = inbound_listener_name(&key);
+        let Some(listener) = snap.listeners.get_mut(&name) else {
+            continue;
+        };
+        let built = rbac_rules(rules, &input.ctx.mesh)?;
+        for chain in tls_chains(listener) {
+            configure_chain(chain, &name, &built)?;
+        }
+    }
+    Ok(())
+}
+
+fn is_builtin_gateway(dp: &DataplaneSpec) -> bool {
+    dp.networking
+        .gateway
+        .as_ref()
+        .is_some_and(|g| g.gateway_type == Some(GatewayType::Builtin))
+}
+
+/// Kuma's inbound listener name: `inbound:<ip>:<port>`, IPv6 bracketed.
+fn inbound_listener_name(key: &InboundKey) -> String {
+    if key.address.contains(':') {
+        format!("inbound:[{}]:{}", key.address, key.port)
+    } else {
+        format!("inbound:{}:{}", key.address, key.port)
+    }
+}
+
+/// The filter chains of `listener` protected by Kuma's TLS.
+fn tls_chains(listener: &mut Listener) -> impl Iterator<Item = &mut FilterChain> {
+    listener.filter_chains.iter_mut().filter(|c| {
+        c.transport_socket
+            .as_ref()
+            .is_some_and(|t| t.name == TLS_TRANSPORT_SOCKET)
+    })
+}
+
+/// The TrafficPermission selected per inbound of `dp` (Kuma's `BuildTrafficPermissionMap`).
+/// Resources that are not TrafficPermissions are ignored.
+pub fn select_traffic_permissions<'a>(
+    dp: &DataplaneSpec,
+    traffic_permissions: &[&'a Resource],
+) -> BTreeMap<InboundKey, &'a Resource> {
+    let refs: Vec<OldPolicyRef<'_>> = traffic_permissions
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r.spec, Spec::TrafficPermission(_)))
+        .filter_map(|(i, r)| OldPolicyRef::from_resource(i, r))
+        .collect();
+    select_inbound_connection_policies(dp, &refs)
+        .into_iter()
+        .filter_map(|(key, i)| traffic_permissions.get(i).map(|r| (key, *r)))
+        .collect()
+}
+
+fn network_filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
+    Filter {
+        name: name.to_owned(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(config))),
+    }
+}
+
+fn stat_prefix(listener_name: &str) -> String {
+    // The dot turns "inbound_..._6379rbac.allowed" into "inbound_..._6379.rbac.allowed".
+    format!("{}.", sanitize_metric(listener_name))
+}
+
+fn any_permission() -> Vec<Permission> {
+    vec![Permission {
+        rule: Some(permission::Rule::Any(true)),
+    }]
+}
+
+fn any_principal() -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::Any(true)),
+    }
+}
+
+fn authenticated(exact: String) -> Principal {
+    Principal {
+        identifier: Some(principal::Identifier::Authenticated(
+            principal::Authenticated {
+                principal_name: Some(StringMatcher {
+                    match_pattern: Some(string_matcher::MatchPattern::Exact(exact)),
+                    ..Default::default()
+                }),
+            },
+        )),
+    }
+}
+
+/// `spiffe://<mesh>/<service>`, the identity of a service's DPPs.
+fn service_spiffe_id(mesh: &str, service: &str) -> String {
+    format!("spiffe://{mesh}/{service}")
+}
+
+/// `kuma://<tag>/<value>`, the identity of a tag value.
+fn kuma_id(tag: &str, value: &str) -> String {
+    format!("kuma://{tag}/{value}")
+}
+
+fn combine(mut principals: Vec<Principal>) -> Principal {
+    match principals.len() {
+        0 => any_principal(),
+        1 => principals.remove(0),
+        _ => Principal {
+            identifier: Some(principal::Identifier::AndIds(principal::Set {
+                ids: principals,
+            })),
+        },
+    }
+}
+
+/// Kuma's `principalFromSelector` for one TrafficPermission source: every tag other than
+/// `kuma.io/service` whose value is not `*` becomes `kuma://<tag>/<value>` (sorted by tag name),
+/// then a concrete `kuma.io/service` becomes `spiffe://<mesh>/<service>`; no principal gives
+/// `{any: true}`, one gives itself, several an `andIds`.
+pub fn principal_from_selector(selector: &Selector, mesh: &str) -> Principal {
+    let mut principals: Vec<Principal> = selector
+        .match_tags
+        .iter()
+        .filter(|(k, v)| k.as_str() != SERVICE_TAG && v.as_str() != "*")
+        .map(|(k, v)| authenticated(kuma_id(k, v)))
+        .collect();
+    if let Some(service) = selector.match_tags.get(SERVICE_TAG) {
+        if !service.is_empty() && service != "*" {
+            principals.push(authenticated(service_spiffe_id(mesh, service)));
+        }
+    }
+    combine(principals)
+}
+
+/// Kuma's `NetworkRBACConfigurer` rules for one inbound: `policies[<name>]` of the selected
+/// TrafficPermission (one principal per source, in order), or no policy (deny all) when none
+/// is selected. `listener_name` gives the `statPrefix`.
+pub fn old_network_rbac(listener_name: &str, traffic_permission: Option<&Resource>) -> NetworkRbac {
+    let mut rules = Rbac {
+        action: rbac::Action::Allow as i32,
+        ..Default::default()
+    };
+    if let Some(r) = traffic_permission {
+        if let Spec::TrafficPermission(tp) = &r.spec {
+            let principals = tp
+                .sources
+                .iter()
+                .map(|s| principal_from_selector(s, &r.meta.mesh))
+                .collect();
+            rules.policies.insert(
+                r.meta.name.clone(),
+                Policy {
+                    permissions: any_permission(),
+                    principals,
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    NetworkRbac {
+        rules: Some(rules),
+        stat_prefix: stat_prefix(listener_name),
+        ..Default::default()
+    }
+}
+
+/// Kuma's `RBACConfigurer.principalFromSubset`: each tag of the subset, in order, becomes
+/// `spiffe://<mesh>/<service>` (for `kuma.io/service`) or `kuma://<tag>/<value>`, wrapped in
+/// `notId` when negated; no tag gives `{any: true}`, one gives itself, several an `andIds`.
+pub fn principal_from_subset(subset: &Subset, mesh: &str) -> Principal {
+    let principals = subset
+        .0
+        .iter()
+        .map(|t: &Tag| {
+            let p = if t.key == SERVICE_TAG {
+                authenticated(service_spiffe_id(mesh, &t.value))
+            } else {
+                authenticated(kuma_id(&t.key, &t.value))
+            };
+            if t.not {
+                Principal {
+                    identifier: Some(principal::Identifier::NotId(Box::new(p))),
+                }
+            } else {
+                p
+            }
+        })
+        .collect();
+    combine(principals)
+}
+
+/// The RBAC configuration MeshTrafficPermission rules give.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RbacRules {
+    /// `rules`: action ALLOW, policy `MeshTrafficPermission` with the Allow and
+    /// AllowWithShadowDeny principals; no policy (deny all) when there are none.
+    pub rules: Rbac,
+    /// `shadowRules`: action DENY over the AllowWithShadowDeny principals, when there are any.
+    pub shadow_rules: Option<Rbac>,
+}
+
+fn mtp_policy(principals: Vec<Principal>) -> Policy {
+    Policy {
+        permissions: any_permission(),
+        principals,
+        ..Default::default()
+    }
+}
+
+/// Kuma's `createRules`/`createShadowRules` for MeshTrafficPermission `rules` (in order).
+/// Rules whose action is `Deny` or unknown contribute no principal.
+///
+/// # Errors
+/// [`GenerateError::Policy`] when a rule's conf is not a MeshTrafficPermission `default`.
+pub fn rbac_rules(rules: &Rules, mesh: &str) -> Result<RbacRules, GenerateError> {
+    let mut allow = Vec::new();
+    let mut shadow_deny = Vec::new();
+    for rule in &rules.0 {
+        match rule_action(rule)? {
+            Some(Action::Allow) => allow.push(principal_from_subset(&rule.subset, mesh)),
+            Some(Action::AllowWithShadowDeny) => {
+                shadow_deny.push(principal_from_subset(&rule.subset, mesh));
+            }
+            _ => {}
+        }
+    }
+    let mut out = RbacRules {
+        rules: Rbac {
+            action: rbac::Action::Allow as i32,
+            ..Default::default()
+        },
+        shadow_rules: None,
+    };
+    let mut principals = allow;
+    principals.extend(shadow_deny.iter().cloned());
+    if !principals.is_empty() {
+        out.rules.policies.insert(
+            MESH_TRAFFIC_PERMISSION_POLICY.to_owned(),
+            mtp_policy(principals),
+        );
+    }
+    if !shadow_deny.is_empty() {
+        let mut shadow = Rbac {
+            action: rbac::Action::Deny as i32,
+            ..Default::default()
+        };
+        shadow.policies.insert(
+            MESH_TRAFFIC_PERMISSION_POLICY.to_owned(),
+            mtp_policy(shadow_deny),
+        );
+        out.shadow_rules = Some(shadow);
+    }
+    Ok(out)
+}
+
+fn rule_action(rule: &Rule) -> Result<Option<Action>, GenerateError> {
+    serde_json::from_value::<Conf>(rule.conf.clone())
+        .map(|c| c.action)
+        .map_err(|e| GenerateError::Policy {
+            policy: origin_names(rule),
+            resource: "MeshTrafficPermission rule".to_owned(),
+            reason: format!("invalid conf {}: {e}", rule.conf),
+        })
+}
+
+fn origin_names(rule: &Rule) -> String {
+    let names: Vec<String> = rule
+        .origin
+        .iter()
+        .map(|o| format!("{}/{}", o.type_name, o.meta.name))
+        .collect();
+    if names.is_empty() {
+        "MeshTrafficPermission".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The plugin's default for an inbound no MeshTrafficPermission selects on a DPP without any
+/// TrafficPermission: one `Deny` rule for everyone.
+fn deny_rules() -> Rules {
+    Rules(vec![Rule {
+        subset: Subset::all(),
+        conf: serde_json::json!({ "action": "Deny" }),
+        origin: Vec::new(),
+    }])
+}
+
+/// Kuma's `RBACConfigurer.Configure` on one filter chain: drop the old network RBAC, then
+/// prepend an HTTP RBAC filter to the connection manager or, without one, a network RBAC.
+fn configure_chain(
+    chain: &mut FilterChain,
+    listener_name: &str,
+    built: &RbacRules,
+) -> Result<(), GenerateError> {
+    if let Some(i) = chain
+        .filters
+        .iter()
+        .position(|f| f.name == NETWORK_RBAC_FILTER)
+    {
+        chain.filters.remove(i);
+    }
+    if let Some(hcm_filter) = chain.filters.iter_mut().find(|f| f.name == HCM_FILTER) {
+        let error = |reason: &str| GenerateError::Policy {
+            policy: "MeshTrafficPermission".to_owned(),
+            resource: format!("{LISTENER_TYPE}/{listener_name}"),
+            reason: reason.to_owned(),
+        };
+        let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
+            return Err(error("http_connection_manager has no typed config"));
+        };
+        let mut hcm = unpack::<HttpConnectionManager>(config)
+            .ok_or_else(|| error("http_connection_manager config does not decode"))?;
+        let rbac = HttpRbac {
+            rules: Some(built.rules.clone()),
+            shadow_rules: built.shadow_rules.clone(),
+            ..Default::default()
+        };
+        hcm.http_filters.insert(
+            0,
+            HttpFilter {
+                name: HTTP_RBAC_FILTER.to_owned(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(&rbac))),
+                ..Default::default()
+            },
+        );
+        *config = any(&hcm);
+        return Ok(());
+    }
+    let rbac = NetworkRbac {
+        rules: Some(built.rules.clone()),
+        shadow_rules: built.shadow_rules.clone(),
+        stat_prefix: stat_prefix(listener_name),
+        ..Default::default()
+    };
+    chain
+        .filters
+        .insert(0, network_filter(NETWORK_RBAC_FILTER, &rbac));
     Ok(())
 }
