@@ -272,7 +272,7 @@ fn http_protocol_options(
 
 fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: &MeshContext) {
     let key = dp.inbound_key(inbound);
-    let listener_name = format!("inbound:{}", join_host_port(&key.address, key.port));
+    let listener_name = inbound_listener_name(&key.address, key.port);
     let service_port = inbound.effective_service_port();
     let cluster_name = format!("localhost:{service_port}");
     let stat = sanitize_metric(&cluster_name);
@@ -402,6 +402,16 @@ fn source_tags(dp: &DataplaneSpec) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
+/// Kuma's inbound listener name `inbound:<ip>:<port>` (IPv6 bracketed).
+pub fn inbound_listener_name(address: &str, port: u32) -> String {
+    format!("inbound:{}", join_host_port(address, port))
+}
+
+/// Kuma's outbound listener name `outbound:<ip>:<port>` (IPv6 bracketed).
+pub fn outbound_listener_name(address: &str, port: u32) -> String {
+    format!("outbound:{}", join_host_port(address, port))
+}
+
 fn join_host_port(host: &str, port: u32) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
@@ -419,7 +429,7 @@ fn add_outbound(
 ) {
     let service = outbound.service().to_owned();
     let address = outbound.effective_address().to_owned();
-    let listener_name = format!("outbound:{}", join_host_port(&address, outbound.port));
+    let listener_name = outbound_listener_name(&address, outbound.port);
     let protocol = ctx.service_protocol(&service);
     let stat = sanitize_metric(&service);
     let zero = || secs(0);

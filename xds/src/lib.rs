@@ -5,7 +5,9 @@
 //! - [`render`]: the Envoy descriptor pool (compiled at build time from the protos `envoy-types`
 //!   ships) and proto3-JSON rendering/parsing of Envoy messages.
 //! - [`context`], [`generate`]: mesh-wide facts and the base sidecar generators (Kuma 2.7 shapes);
-//! - [`plugins`]: new-policy plugins editing a snapshot (MeshTimeout so far);
+//! - [`plugins`]: the policy families (MeshTimeout/Timeout, MeshFaultInjection/FaultInjection,
+//!   MeshTrafficPermission/TrafficPermission, MeshCircuitBreaker/CircuitBreaker,
+//!   MeshProxyPatch/ProxyTemplate) editing a snapshot in Kuma's order;
 //! - [`snapshot`]: a DPP's typed resources by xDS type, its config document, content-hash
 //!   versions and a static bootstrap for `envoy --mode validate`.
 //! - [`diff`]: config documents (`{ typeUrl: { name: resource } }`) and RFC 6902 diffs between

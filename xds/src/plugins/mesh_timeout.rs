@@ -58,7 +58,7 @@ pub fn apply(
             Some(rules) => rules.compute_conf::<Conf>(&Element::new()).ok().flatten(),
         };
         let protocol = Protocol::parse(inbound.tags.get(PROTOCOL_TAG).map(String::as_str));
-        let listener = format!("inbound:{}:{}", key.address, key.port);
+        let listener = crate::generate::inbound_listener_name(&key.address, key.port);
         let cluster = format!("localhost:{}", inbound.effective_service_port());
         configure(snap, &listener, &cluster, protocol, conf.as_ref());
     }
@@ -81,11 +81,8 @@ pub fn apply(
         } else {
             Some(Conf::default())
         };
-        let listener = format!(
-            "outbound:{}:{}",
-            outbound.effective_address(),
-            outbound.port
-        );
+        let listener =
+            crate::generate::outbound_listener_name(outbound.effective_address(), outbound.port);
         configure(
             snap,
             &listener,
