@@ -1,0 +1,986 @@
+//! The modification engine shared by MeshProxyPatch (`pkg/plugins/policies/meshproxypatch/plugin/
+//! v1alpha1/*_mod.go`) and the old ProxyTemplate (`pkg/xds/generator/modifications/v3/*.go`):
+//! one modification at a time, applied to the snapshot the way Kuma 2.7 applies it to its
+//! `ResourceSet`.
+//!
+//! Resources are matched by their snapshot key (Kuma's `Resource.Name`) and their origin
+//! (Kuma's `Resource.Origin`). Umbra's snapshot does not record origins, so they are derived
+//! from the names `generate` gives (`inbound:*` listeners and `localhost:*` clusters are
+//! `inbound`, other listeners `outbound:*` and other clusters are `outbound`), and recorded
+//! here for the resources this module adds (`mesh-proxy-patch`,
+//! `proxy-template-modifications`, `proxy-template-raw`).
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, Listener};
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    http_filter, HttpConnectionManager, HttpFilter,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
+use serde_json::Value;
+use umbra_core::codec::{decode_documents, Limits};
+use umbra_core::matching::tags_match;
+use umbra_core::policies::mesh_proxy_patch::{JsonPatchBlock, ModificationKind};
+
+use super::json_patch;
+use super::merge::{merge_anys, merge_typed, type_name_of};
+use crate::generate::{GenerateError, HCM_FILTER};
+use crate::render;
+use crate::snapshot::{
+    Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+};
+use crate::util::any;
+
+/// A modification operation (MeshProxyPatch's `Add`, ProxyTemplate's `add`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    /// Add a resource (clusters, listeners, virtual hosts).
+    Add,
+    /// Remove matching resources.
+    Remove,
+    /// Merge `value` into, or apply `jsonPatches` to, matching resources.
+    Patch,
+    /// Insert a filter first.
+    AddFirst,
+    /// Insert a filter last.
+    AddLast,
+    /// Insert a filter before the one named by `match.name`.
+    AddBefore,
+    /// Insert a filter after the one named by `match.name`.
+    AddAfter,
+}
+
+/// Match conditions; `None` (or an empty tag map) means "any".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Match {
+    /// Origin of the resource (of the listener, for filters and virtual hosts).
+    pub origin: Option<String>,
+    /// Name of the cluster, listener, filter or virtual host.
+    pub name: Option<String>,
+    /// Name of the listener holding the filter.
+    pub listener_name: Option<String>,
+    /// Tag selector on the listener's `io.kuma.tags` metadata.
+    pub listener_tags: BTreeMap<String, String>,
+    /// Name of the route configuration holding the virtual host.
+    pub route_configuration_name: Option<String>,
+}
+
+/// One modification, whichever policy it comes from.
+#[derive(Debug, Clone)]
+pub(super) struct Modification<'a> {
+    /// What it modifies.
+    pub kind: ModificationKind,
+    /// The operation as written (for error messages).
+    pub operation: &'a str,
+    /// The parsed operation (`None` when unknown).
+    pub op: Option<Op>,
+    /// Conditions.
+    pub matcher: Match,
+    /// YAML of the resource (adds) or of the part to merge (`Patch`).
+    pub value: Option<&'a str>,
+    /// RFC 6902 patches (`Patch` only; take precedence over `value` when non-empty).
+    pub json_patches: &'a [JsonPatchBlock],
+}
+
+/// Where a modification comes from, for origins and errors.
+#[derive(Debug, Clone)]
+pub(super) struct Source {
+    /// `MeshProxyPatch/<name>` or `ProxyTemplate/<name>`.
+    pub policy: String,
+    /// Position in the policy (`appendModifications[2]`).
+    pub label: String,
+    /// Origin given to added resources.
+    pub origin: &'static str,
+}
+
+impl Source {
+    fn error(&self, resource: impl Into<String>, reason: impl std::fmt::Display) -> GenerateError {
+        GenerateError::Policy {
+            policy: self.policy.clone(),
+            resource: resource.into(),
+            reason: format!("{}: {reason}", self.label),
+        }
+    }
+}
+
+/// Origin Kuma gives to raw ProxyTemplate resources.
+pub(super) const ORIGIN_RAW: &str = "proxy-template-raw";
+
+/// Applies modifications to one snapshot, remembering the origins of what it adds.
+pub(super) struct Engine<'s> {
+    snap: &'s mut Snapshot,
+    cluster_origins: BTreeMap<String, &'static str>,
+    listener_origins: BTreeMap<String, &'static str>,
+}
+
+/// YAML (or JSON) text as one JSON value; empty text (or `null`) is an empty object, as Kuma's
+/// `FromYAML` reads it. Only the first document counts (`yaml.YAMLToJSON`).
+pub(super) fn yaml_to_json(text: &str) -> Result<Value, String> {
+    let docs = decode_documents(text.as_bytes(), Limits::default()).map_err(|e| e.to_string())?;
+    match docs.into_iter().next() {
+        None | Some(Value::Null) => Ok(Value::Object(serde_json::Map::new())),
+        Some(v) => Ok(v),
+    }
+}
+
+/// The `name` member of a JSON object, if a string.
+fn json_name(v: &Value) -> Option<&str> {
+    v.get("name").and_then(Value::as_str)
+}
+
+fn parse_typed<M: Message + Name + Default>(json: &Value) -> Result<M, String> {
+    render::from_json::<M>(json).map_err(|e| e.to_string())
+}
+
+/// A message patched with `jsonPatches` through its proto3-JSON form (Kuma's
+/// `MergeJsonPatch`: the result replaces the message).
+fn json_patch_typed<M: Message + Name + Default>(
+    msg: &M,
+    patches: &[JsonPatchBlock],
+) -> Result<M, String> {
+    let mut doc = render::to_json(msg).map_err(|e| e.to_string())?;
+    json_patch::apply(&mut doc, patches)?;
+    parse_typed(&doc)
+}
+
+/// An `Any` patched with `jsonPatches` through the proto3-JSON form of its message (Kuma's
+/// `MergeJsonPatchAny`).
+fn json_patch_any(a: &Any, patches: &[JsonPatchBlock]) -> Result<Any, String> {
+    let type_name = type_name_of(&a.type_url);
+    let mut doc = render::encoded_to_json(type_name, &a.value).map_err(|e| e.to_string())?;
+    json_patch::apply(&mut doc, patches)?;
+    let value = render::json_to_encoded(type_name, &doc).map_err(|e| e.to_string())?;
+    Ok(Any {
+        type_url: a.type_url.clone(),
+        value,
+    })
+}
+
+/// Tags of a listener's `io.kuma.tags` metadata (Kuma's `envoy_metadata.ExtractTags`).
+fn listener_tags(l: &Listener) -> BTreeMap<String, String> {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    l.metadata
+        .as_ref()
+        .and_then(|m| m.filter_metadata.get("io.kuma.tags"))
+        .map(|s| {
+            s.fields
+                .iter()
+                .filter_map(|(k, v)| match &v.kind {
+                    Some(Kind::StringValue(s)) => Some((k.clone(), s.clone())),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A network or HTTP filter: what the list operations need.
+trait NamedFilter: Clone {
+    fn filter_name(&self) -> &str;
+    fn typed_config(&self) -> Option<&Any>;
+    fn set_typed_config(&mut self, a: Any);
+}
+
+impl NamedFilter for Filter {
+    fn filter_name(&self) -> &str {
+        &self.name
+    }
+    fn typed_config(&self) -> Option<&Any> {
+        match &self.config_type {
+            Some(filter::ConfigType::TypedConfig(a)) => Some(a),
+            _ => None,
+        }
+    }
+    fn set_typed_config(&mut self, a: Any) {
+        self.config_type = Some(filter::ConfigType::TypedConfig(a));
+    }
+}
+
+impl NamedFilter for HttpFilter {
+    fn filter_name(&self) -> &str {
+        &self.name
+    }
+    fn typed_config(&self) -> Option<&Any> {
+        match &self.config_type {
+            Some(http_filter::ConfigType::TypedConfig(a)) => Some(a),
+            _ => None,
+        }
+    }
+    fn set_typed_config(&mut self, a: Any) {
+        self.config_type = Some(http_filter::ConfigType::TypedConfig(a));
+    }
+}
+
+/// One filter operation on a filter list (a filter chain's filters or an HCM's HTTP filters).
+fn edit_filters<F: NamedFilter>(
+    list: &mut Vec<F>,
+    m: &Modification<'_>,
+    op: Op,
+    value: &F,
+) -> Result<(), String> {
+    let name = m.matcher.name.as_deref();
+    let matches = |f: &F| name.is_none_or(|n| n == f.filter_name());
+    match op {
+        Op::AddFirst => list.insert(0, value.clone()),
+        Op::AddLast => list.push(value.clone()),
+        Op::AddBefore | Op::AddAfter => {
+            // Kuma: the first filter named `match.name`; nothing when there is none.
+            let found = name.and_then(|n| list.iter().position(|f| f.filter_name() == n));
+            if let Some(i) = found {
+                let at = if op == Op::AddBefore { i } else { i + 1 };
+                list.insert(at, value.clone());
+            }
+        }
+        Op::Remove => list.retain(|f| !matches(f)),
+        Op::Patch => {
+            for f in list.iter_mut().filter(|f| matches(f)) {
+                let merged = if m.json_patches.is_empty() {
+                    merge_anys(f.typed_config(), value.typed_config())?
+                } else {
+                    let a = f.typed_config().ok_or_else(|| {
+                        format!("filter {:?} has no typedConfig to patch", f.filter_name())
+                    })?;
+                    Some(json_patch_any(a, m.json_patches)?)
+                };
+                if let Some(a) = merged {
+                    f.set_typed_config(a);
+                }
+            }
+        }
+        Op::Add => return Err("invalid operation for a filter: Add".to_owned()),
+    }
+    Ok(())
+}
+
+/// Decode the HTTP connection manager of a network filter.
+fn hcm_of(f: &Filter) -> Result<HttpConnectionManager, String> {
+    let a = f
+        .typed_config()
+        .ok_or_else(|| format!("{HCM_FILTER} has no typedConfig"))?;
+    if a.type_url != HttpConnectionManager::type_url() {
+        return Err(format!(
+            "{HCM_FILTER} holds {}, not an HttpConnectionManager",
+            a.type_url
+        ));
+    }
+    HttpConnectionManager::decode(a.value.as_slice())
+        .map_err(|e| format!("cannot decode the HttpConnectionManager: {e}"))
+}
+
+/// Apply `f` to every HTTP connection manager of `l` (all filter chains), re-encoding each.
+fn edit_hcms(
+    l: &mut Listener,
+    mut f: impl FnMut(&mut HttpConnectionManager) -> Result<(), String>,
+) -> Result<(), String> {
+    for chain in &mut l.filter_chains {
+        for flt in chain.filters.iter_mut().filter(|x| x.name == HCM_FILTER) {
+            let mut hcm = hcm_of(flt)?;
+            f(&mut hcm)?;
+            flt.set_typed_config(any(&hcm));
+        }
+    }
+    Ok(())
+}
+
+impl<'s> Engine<'s> {
+    /// An engine editing `snap`.
+    pub(super) fn new(snap: &'s mut Snapshot) -> Self {
+        Engine {
+            snap,
+            cluster_origins: BTreeMap::new(),
+            listener_origins: BTreeMap::new(),
+        }
+    }
+
+    fn cluster_origin(&self, name: &str) -> &str {
+        match self.cluster_origins.get(name) {
+            Some(o) => o,
+            None if name.starts_with("localhost:") => "inbound",
+            None => "outbound",
+        }
+    }
+
+    fn listener_origin(&self, name: &str) -> &str {
+        match self.listener_origins.get(name) {
+            Some(o) => o,
+            None if name.starts_with("inbound:") => "inbound",
+            None if name.starts_with("outbound:") => "outbound",
+            None => "",
+        }
+    }
+
+    fn cluster_matches(&self, m: &Match, name: &str) -> bool {
+        m.name.as_deref().is_none_or(|n| n == name)
+            && m.origin
+                .as_deref()
+                .is_none_or(|o| o == self.cluster_origin(name))
+    }
+
+    /// Listener conditions of listener modifications (`name`, `origin`, `tags`) and of filter
+    /// modifications (`listenerName`, `origin`, `listenerTags`).
+    fn listener_matches(
+        &self,
+        name_cond: Option<&str>,
+        m: &Match,
+        l: &Listener,
+        key: &str,
+    ) -> bool {
+        name_cond.is_none_or(|n| n == key)
+            && m.origin
+                .as_deref()
+                .is_none_or(|o| o == self.listener_origin(key))
+            && (m.listener_tags.is_empty() || tags_match(&m.listener_tags, &listener_tags(l)))
+    }
+
+    fn listeners_where(&self, pred: impl Fn(&Listener, &str) -> bool) -> Vec<String> {
+        self.snap
+            .listeners
+            .iter()
+            .filter(|(k, l)| pred(l, k))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Apply one modification.
+    ///
+    /// # Errors
+    /// [`GenerateError::Policy`] naming `src`'s policy and the resource: an invalid operation, a
+    /// `value` that is not the Envoy message, a JSON patch that does not apply or whose result is
+    /// not the Envoy message, filters whose typed configs cannot be merged.
+    pub(super) fn apply(
+        &mut self,
+        m: &Modification<'_>,
+        src: &Source,
+    ) -> Result<(), GenerateError> {
+        match m.kind {
+            ModificationKind::Cluster => self.cluster(m, src),
+            ModificationKind::Listener => self.listener(m, src),
+            ModificationKind::NetworkFilter => self.network_filter(m, src),
+            ModificationKind::HttpFilter => self.http_filter(m, src),
+            ModificationKind::VirtualHost => self.virtual_host(m, src),
+        }
+    }
+
+    /// The operation, if valid for the kind.
+    fn op(m: &Modification<'_>, src: &Source, resource: &str) -> Result<Op, GenerateError> {
+        let filter = matches!(
+            m.kind,
+            ModificationKind::NetworkFilter | ModificationKind::HttpFilter
+        );
+        let valid = match m.op {
+            Some(Op::Add) => !filter,
+            Some(Op::Remove | Op::Patch) => true,
+            Some(Op::AddFirst | Op::AddLast | Op::AddBefore | Op::AddAfter) => filter,
+            None => false,
+        };
+        match m.op {
+            Some(op) if valid => Ok(op),
+            _ => Err(src.error(
+                resource,
+                format!(
+                    "invalid operation {:?} for a {} modification",
+                    m.operation,
+                    m.kind.field_name()
+                ),
+            )),
+        }
+    }
+
+    /// Parse `m.value` as `M`; errors name `resource_type/<name>` with the value's `name` when
+    /// `prefer_value_name`, else `fallback` (or `*`).
+    fn value<M: Message + Name + Default>(
+        m: &Modification<'_>,
+        src: &Source,
+        resource_type: &str,
+        fallback: Option<&str>,
+        prefer_value_name: bool,
+    ) -> Result<M, GenerateError> {
+        let Some(text) = m.value else {
+            return Ok(M::default());
+        };
+        let label = |json: Option<&Value>| {
+            let name = json
+                .filter(|_| prefer_value_name)
+                .and_then(json_name)
+                .or(fallback)
+                .unwrap_or("*");
+            format!("{resource_type}/{name}")
+        };
+        let json = yaml_to_json(text)
+            .map_err(|e| src.error(label(None), format!("value is not YAML: {e}")))?;
+        parse_typed::<M>(&json).map_err(|e| {
+            src.error(
+                label(Some(&json)),
+                format!("value is not a valid {}: {e}", M::full_name()),
+            )
+        })
+    }
+
+    fn cluster(&mut self, m: &Modification<'_>, src: &Source) -> Result<(), GenerateError> {
+        let fallback = m.matcher.name.as_deref();
+        let op = Self::op(
+            m,
+            src,
+            &format!("{CLUSTER_TYPE}/{}", fallback.unwrap_or("*")),
+        )?;
+        let value: Cluster = Self::value(m, src, CLUSTER_TYPE, fallback, op == Op::Add)?;
+        match op {
+            Op::Add => {
+                let name = value.name.clone();
+                if name.is_empty() {
+                    return Err(
+                        src.error(format!("{CLUSTER_TYPE}/"), "an added cluster needs a name")
+                    );
+                }
+                self.snap.clusters.insert(name.clone(), value);
+                self.cluster_origins.insert(name, src.origin);
+            }
+            Op::Remove => {
+                let names: Vec<String> = self
+                    .snap
+                    .clusters
+                    .keys()
+                    .filter(|n| self.cluster_matches(&m.matcher, n))
+                    .cloned()
+                    .collect();
+                for n in names {
+                    self.snap.clusters.remove(&n);
+                    self.cluster_origins.remove(&n);
+                }
+            }
+            _ => {
+                let names: Vec<String> = self
+                    .snap
+                    .clusters
+                    .keys()
+                    .filter(|n| self.cluster_matches(&m.matcher, n))
+                    .cloned()
+                    .collect();
+                for n in names {
+                    let Some(c) = self.snap.clusters.get_mut(&n) else {
+                        continue;
+                    };
+                    let patched = if m.json_patches.is_empty() {
+                        merge_typed(c, &value)
+                    } else {
+                        json_patch_typed(c, m.json_patches)
+                    };
+                    *c = patched.map_err(|e| src.error(format!("{CLUSTER_TYPE}/{n}"), e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn listener(&mut self, m: &Modification<'_>, src: &Source) -> Result<(), GenerateError> {
+        let fallback = m.matcher.name.as_deref();
+        let op = Self::op(
+            m,
+            src,
+            &format!("{LISTENER_TYPE}/{}", fallback.unwrap_or("*")),
+        )?;
+        let value: Listener = Self::value(m, src, LISTENER_TYPE, fallback, op == Op::Add)?;
+        if op == Op::Add {
+            let name = value.name.clone();
+            if name.is_empty() {
+                return Err(src.error(
+                    format!("{LISTENER_TYPE}/"),
+                    "an added listener needs a name",
+                ));
+            }
+            self.snap.listeners.insert(name.clone(), value);
+            self.listener_origins.insert(name, src.origin);
+            return Ok(());
+        }
+        let names = self.listeners_where(|l, k| {
+            self.listener_matches(m.matcher.name.as_deref(), &m.matcher, l, k)
+        });
+        for n in names {
+            if op == Op::Remove {
+                self.snap.listeners.remove(&n);
+                self.listener_origins.remove(&n);
+                continue;
+            }
+            let Some(l) = self.snap.listeners.get_mut(&n) else {
+                continue;
+            };
+            let patched = if m.json_patches.is_empty() {
+                merge_typed(l, &value)
+            } else {
+                json_patch_typed(l, m.json_patches)
+            };
+            *l = patched.map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?;
+        }
+        Ok(())
+    }
+
+    fn filter_listeners(&self, m: &Modification<'_>) -> Vec<String> {
+        self.listeners_where(|l, k| {
+            self.listener_matches(m.matcher.listener_name.as_deref(), &m.matcher, l, k)
+        })
+    }
+
+    fn network_filter(&mut self, m: &Modification<'_>, src: &Source) -> Result<(), GenerateError> {
+        let fallback = m.matcher.listener_name.as_deref();
+        let op = Self::op(
+            m,
+            src,
+            &format!("{LISTENER_TYPE}/{}", fallback.unwrap_or("*")),
+        )?;
+        let value: Filter = Self::value(m, src, LISTENER_TYPE, fallback, false)?;
+        for n in self.filter_listeners(m) {
+            let Some(l) = self.snap.listeners.get_mut(&n) else {
+                continue;
+            };
+            for chain in &mut l.filter_chains {
+                edit_filters(&mut chain.filters, m, op, &value)
+                    .map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn http_filter(&mut self, m: &Modification<'_>, src: &Source) -> Result<(), GenerateError> {
+        let fallback = m.matcher.listener_name.as_deref();
+        let op = Self::op(
+            m,
+            src,
+            &format!("{LISTENER_TYPE}/{}", fallback.unwrap_or("*")),
+        )?;
+        let value: HttpFilter = Self::value(m, src, LISTENER_TYPE, fallback, false)?;
+        for n in self.filter_listeners(m) {
+            let Some(l) = self.snap.listeners.get_mut(&n) else {
+                continue;
+            };
+            edit_hcms(l, |hcm| edit_filters(&mut hcm.http_filters, m, op, &value))
+                .map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?;
+        }
+        Ok(())
+    }
+
+    fn virtual_host(&mut self, m: &Modification<'_>, src: &Source) -> Result<(), GenerateError> {
+        let fallback = m.matcher.route_configuration_name.as_deref();
+        let op = Self::op(m, src, &format!("{ROUTE_TYPE}/{}", fallback.unwrap_or("*")))?;
+        let value: VirtualHost = Self::value(m, src, ROUTE_TYPE, fallback, false)?;
+        let origin = m.matcher.origin.as_deref();
+        let names =
+            self.listeners_where(|_, k| origin.is_none_or(|o| o == self.listener_origin(k)));
+        let rc_name = m.matcher.route_configuration_name.as_deref();
+        let vh_name = m.matcher.name.as_deref();
+        for n in names {
+            let Some(l) = self.snap.listeners.get_mut(&n) else {
+                continue;
+            };
+            edit_hcms(l, |hcm| {
+                // Only route configurations embedded in the HCM; RDS is ignored, as in Kuma.
+                let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier else {
+                    return Ok(());
+                };
+                if rc_name.is_some_and(|r| r != rc.name) {
+                    return Ok(());
+                }
+                edit_virtual_hosts(rc, op, vh_name, &value, m.json_patches)
+            })
+            .map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Add one raw ProxyTemplate resource (`conf.resources[i]`) under `name`: YAML of an `Any`
+    /// (`@type` plus the message's fields). Clusters, listeners, endpoints, route
+    /// configurations and secrets are supported (the types a snapshot holds).
+    ///
+    /// # Errors
+    /// [`GenerateError::Policy`] when the text is not such an `Any`.
+    pub(super) fn add_raw(
+        &mut self,
+        name: &str,
+        text: &str,
+        src: &Source,
+    ) -> Result<(), GenerateError> {
+        let json = yaml_to_json(text);
+        let type_url = json
+            .as_ref()
+            .ok()
+            .and_then(|j| j.get("@type"))
+            .and_then(Value::as_str)
+            .unwrap_or("*")
+            .to_owned();
+        let err = |e: String| src.error(format!("{type_url}/{name}"), e);
+        let json = json.map_err(|e| err(format!("resource is not YAML: {e}")))?;
+        let bytes = render::json_to_encoded("google.protobuf.Any", &json)
+            .map_err(|e| err(format!("resource is not a valid Envoy resource: {e}")))?;
+        let a = Any::decode(bytes.as_slice()).map_err(|e| err(e.to_string()))?;
+        let decode_err = |e: prost::DecodeError| err(e.to_string());
+        let key = name.to_owned();
+        match a.type_url.as_str() {
+            CLUSTER_TYPE => {
+                let c = Cluster::decode(a.value.as_slice()).map_err(decode_err)?;
+                self.snap.clusters.insert(key.clone(), c);
+                self.cluster_origins.insert(key, ORIGIN_RAW);
+            }
+            LISTENER_TYPE => {
+                let l = Listener::decode(a.value.as_slice()).map_err(decode_err)?;
+                self.snap.listeners.insert(key.clone(), l);
+                self.listener_origins.insert(key, ORIGIN_RAW);
+            }
+            ENDPOINT_TYPE => {
+                let e = ClusterLoadAssignment::decode(a.value.as_slice()).map_err(decode_err)?;
+                self.snap.endpoints.insert(key, e);
+            }
+            ROUTE_TYPE => {
+                let r = RouteConfiguration::decode(a.value.as_slice()).map_err(decode_err)?;
+                self.snap.routes.insert(key, r);
+            }
+            SECRET_TYPE => {
+                let s = Secret::decode(a.value.as_slice()).map_err(decode_err)?;
+                self.snap.secrets.insert(key, s);
+            }
+            other => {
+                return Err(err(format!(
+                    "unsupported xDS resource type {other:?} (clusters, listeners, endpoints, route configurations and secrets are)"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One virtual host operation on a route configuration.
+fn edit_virtual_hosts(
+    rc: &mut RouteConfiguration,
+    op: Op,
+    name: Option<&str>,
+    value: &VirtualHost,
+    json_patches: &[JsonPatchBlock],
+) -> Result<(), String> {
+    let matches = |vh: &VirtualHost| name.is_none_or(|n| n == vh.name);
+    match op {
+        Op::Add => rc.virtual_hosts.push(value.clone()),
+        Op::Remove => rc.virtual_hosts.retain(|vh| !matches(vh)),
+        _ => {
+            for vh in rc.virtual_hosts.iter_mut().filter(|vh| matches(vh)) {
+                *vh = if json_patches.is_empty() {
+                    merge_typed(vh, value)?
+                } else {
+                    json_patch_typed(vh, json_patches)?
+                };
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{from_json, to_json};
+    use serde_json::json;
+
+    fn listener(name: &str, filters: &[&str]) -> Listener {
+        let filters: Vec<Value> = filters
+            .iter()
+            .map(|f| {
+                json!({"name": f, "typedConfig": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+                    "statPrefix": f, "cluster": "c"}})
+            })
+            .collect();
+        from_json(&json!({
+            "name": name,
+            "metadata": {"filterMetadata": {"io.kuma.tags": {"kuma.io/service": name}}},
+            "filterChains": [{"filters": filters}, {"filters": [filters[0].clone()]}]
+        }))
+        .unwrap()
+    }
+
+    fn snap() -> Snapshot {
+        let mut s = Snapshot::default();
+        for name in ["localhost:80", "backend"] {
+            s.clusters.insert(
+                name.into(),
+                Cluster {
+                    name: name.into(),
+                    ..Default::default()
+                },
+            );
+        }
+        for (name, filters) in [
+            ("inbound:10.0.0.1:80", &["a", "b"][..]),
+            ("outbound:10.0.0.2:80", &["a"][..]),
+        ] {
+            s.listeners.insert(name.into(), listener(name, filters));
+        }
+        s
+    }
+
+    fn src() -> Source {
+        Source {
+            policy: "MeshProxyPatch/p".into(),
+            label: "appendModifications[0]".into(),
+            origin: "mesh-proxy-patch",
+        }
+    }
+
+    fn modification(
+        kind: ModificationKind,
+        op: Op,
+        matcher: Match,
+        value: Option<&str>,
+    ) -> Modification<'_> {
+        Modification {
+            kind,
+            operation: "op",
+            op: Some(op),
+            matcher,
+            value,
+            json_patches: &[],
+        }
+    }
+
+    fn filter_names(s: &Snapshot, l: &str, chain: usize) -> Vec<String> {
+        s.listeners[l].filter_chains[chain]
+            .filters
+            .iter()
+            .map(|f| f.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn network_filter_operations_apply_to_every_chain() {
+        let mut s = snap();
+        let mut e = Engine::new(&mut s);
+        let inbound = Match {
+            origin: Some("inbound".into()),
+            ..Match::default()
+        };
+        let named = |n: &str| Match {
+            name: Some(n.into()),
+            listener_tags: [(
+                "kuma.io/service".to_owned(),
+                "inbound:10.0.0.1:80".to_owned(),
+            )]
+            .into(),
+            ..Match::default()
+        };
+        for (op, matcher) in [
+            (Op::AddFirst, inbound.clone()),
+            (Op::AddLast, inbound.clone()),
+            (Op::AddAfter, named("a")),
+            (Op::AddBefore, named("missing")),
+        ] {
+            e.apply(
+                &modification(
+                    ModificationKind::NetworkFilter,
+                    op,
+                    matcher,
+                    Some("name: x"),
+                ),
+                &src(),
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            filter_names(&s, "inbound:10.0.0.1:80", 0),
+            ["x", "a", "x", "b", "x"]
+        );
+        assert_eq!(
+            filter_names(&s, "inbound:10.0.0.1:80", 1),
+            ["x", "a", "x", "x"]
+        );
+        assert_eq!(filter_names(&s, "outbound:10.0.0.2:80", 0), ["a"]);
+        let mut e = Engine::new(&mut s);
+        e.apply(
+            &modification(
+                ModificationKind::NetworkFilter,
+                Op::Remove,
+                named("x"),
+                None,
+            ),
+            &src(),
+        )
+        .unwrap();
+        assert_eq!(filter_names(&s, "inbound:10.0.0.1:80", 0), ["a", "b"]);
+        // A filter patch merges the typed config.
+        let mut e = Engine::new(&mut s);
+        e.apply(
+            &modification(
+                ModificationKind::NetworkFilter,
+                Op::Patch,
+                named("b"),
+                Some("name: b\ntypedConfig:\n  '@type': type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy\n  idleTimeout: 3s\n"),
+            ),
+            &src(),
+        )
+        .unwrap();
+        let l = to_json(&s.listeners["inbound:10.0.0.1:80"]).unwrap();
+        assert_eq!(
+            l["filterChains"][0]["filters"][1]["typedConfig"],
+            json!({"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+                   "statPrefix": "b", "cluster": "c", "idleTimeout": "3s"})
+        );
+    }
+
+    #[test]
+    fn origins_are_derived_and_remembered() {
+        let mut s = snap();
+        let mut e = Engine::new(&mut s);
+        e.apply(
+            &modification(
+                ModificationKind::Cluster,
+                Op::Add,
+                Match::default(),
+                Some("name: added"),
+            ),
+            &src(),
+        )
+        .unwrap();
+        e.apply(
+            &modification(
+                ModificationKind::Listener,
+                Op::Add,
+                Match::default(),
+                Some("name: extra"),
+            ),
+            &src(),
+        )
+        .unwrap();
+        let origin = |o: &str| Match {
+            origin: Some(o.into()),
+            ..Match::default()
+        };
+        e.apply(
+            &modification(
+                ModificationKind::Cluster,
+                Op::Remove,
+                origin("outbound"),
+                None,
+            ),
+            &src(),
+        )
+        .unwrap();
+        e.apply(
+            &modification(
+                ModificationKind::Listener,
+                Op::Remove,
+                origin("inbound"),
+                None,
+            ),
+            &src(),
+        )
+        .unwrap();
+        assert_eq!(
+            s.clusters.keys().collect::<Vec<_>>(),
+            ["added", "localhost:80"]
+        );
+        assert_eq!(
+            s.listeners.keys().collect::<Vec<_>>(),
+            ["extra", "outbound:10.0.0.2:80"]
+        );
+        let mut e = Engine::new(&mut s);
+        // A fresh engine no longer knows "added" was added: it derives `outbound`.
+        e.apply(
+            &modification(
+                ModificationKind::Cluster,
+                Op::Remove,
+                origin("outbound"),
+                None,
+            ),
+            &src(),
+        )
+        .unwrap();
+        assert_eq!(s.clusters.keys().collect::<Vec<_>>(), ["localhost:80"]);
+    }
+
+    #[test]
+    fn invalid_operations_values_and_raw_resources_are_errors() {
+        let mut s = snap();
+        let mut e = Engine::new(&mut s);
+        let err = e
+            .apply(
+                &modification(
+                    ModificationKind::HttpFilter,
+                    Op::Add,
+                    Match::default(),
+                    None,
+                ),
+                &src(),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("invalid operation"), "{err}");
+        let mut unknown = modification(ModificationKind::Cluster, Op::Add, Match::default(), None);
+        unknown.op = None;
+        assert!(e.apply(&unknown, &src()).is_err());
+        let err = e
+            .apply(
+                &modification(
+                    ModificationKind::Cluster,
+                    Op::Add,
+                    Match::default(),
+                    Some("connectTimeout: 1s"),
+                ),
+                &src(),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("needs a name"), "{err}");
+        let err = e
+            .apply(
+                &modification(
+                    ModificationKind::Listener,
+                    Op::Patch,
+                    Match::default(),
+                    Some("{"),
+                ),
+                &src(),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("not YAML"), "{err}");
+        // HTTP filter modifications need decodable HTTP connection managers.
+        for l in s.listeners.values_mut() {
+            for f in &mut l.filter_chains[0].filters {
+                f.name = HCM_FILTER.into();
+            }
+        }
+        let mut e = Engine::new(&mut s);
+        let err = e
+            .apply(
+                &modification(
+                    ModificationKind::HttpFilter,
+                    Op::Remove,
+                    Match::default(),
+                    None,
+                ),
+                &src(),
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not an HttpConnectionManager"),
+            "{err}"
+        );
+        let err = e
+            .add_raw(
+                "x",
+                "'@type': type.googleapis.com/envoy.config.route.v3.VirtualHost\nname: x",
+                &src(),
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("unsupported xDS resource type"),
+            "{err}"
+        );
+        assert!(e.add_raw("x", "name: x", &src()).is_err());
+        e.add_raw(
+            "raw-secret",
+            "'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\nname: s",
+            &src(),
+        )
+        .unwrap();
+        assert!(s.secrets.contains_key("raw-secret"));
+    }
+}

@@ -1,0 +1,228 @@
+//! Kuma's `util_proto.Merge` (`pkg/util/proto/google_proto.go`) on prost-reflect messages, and
+//! `util_proto.MergeAnys` (`pkg/util/proto/any.go`).
+//!
+//! `Merge` is protobuf's merge with one exception:
+//! - only fields set in the source are applied (a proto3 scalar at its zero value, `false` or
+//!   `""` cannot override; a oneof member or a field with presence can, even at zero);
+//! - repeated fields are appended to;
+//! - map entries are replaced key by key (values are not merged);
+//! - singular messages are merged recursively, except `google.protobuf.Duration`, replaced
+//!   whole (Kuma's custom merge function);
+//! - `google.protobuf.Any` is a message of a type URL and bytes, so its bytes are replaced: typed
+//!   configs nested in a patched resource are not merged. Only filter patches merge the
+//!   top-level `typedConfig` ([`merge_anys`]).
+//!
+//! Setting a oneof member clears the other members, as in Go.
+
+use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
+use prost_reflect::{DynamicMessage, Kind, MessageDescriptor, ReflectMessage, Value};
+
+use crate::render::pool;
+
+const DURATION: &str = "google.protobuf.Duration";
+
+fn descriptor(type_name: &str) -> Result<MessageDescriptor, String> {
+    pool()
+        .get_message_by_name(type_name)
+        .ok_or_else(|| format!("unknown Envoy message type {type_name:?}"))
+}
+
+/// Decode `bytes` as a dynamic message of `type_name`.
+pub(super) fn dynamic(type_name: &str, bytes: &[u8]) -> Result<DynamicMessage, String> {
+    DynamicMessage::decode(descriptor(type_name)?, bytes)
+        .map_err(|e| format!("cannot decode {type_name}: {e}"))
+}
+
+/// Merge `src` into `dst` (both of the same message type) with Kuma's `Merge` rules.
+///
+/// # Errors
+/// Only if the messages' shapes disagree (different types): a message, never a panic.
+pub(super) fn merge_message(dst: &mut DynamicMessage, src: &DynamicMessage) -> Result<(), String> {
+    if dst.descriptor() != src.descriptor() {
+        return Err(format!(
+            "cannot merge {} into {}",
+            src.descriptor().full_name(),
+            dst.descriptor().full_name()
+        ));
+    }
+    for (field, value) in src.fields() {
+        if field.is_list() {
+            if let (Value::List(d), Value::List(s)) = (dst.get_field_mut(&field), value) {
+                d.extend(s.iter().cloned());
+            }
+        } else if field.is_map() {
+            if let (Value::Map(d), Value::Map(s)) = (dst.get_field_mut(&field), value) {
+                for (k, v) in s {
+                    d.insert(k.clone(), v.clone());
+                }
+            }
+        } else if let Kind::Message(m) = field.kind() {
+            if m.full_name() == DURATION {
+                set(dst, &field, value.clone())?;
+            } else if let (Value::Message(d), Value::Message(s)) =
+                (dst.get_field_mut(&field), value)
+            {
+                merge_message(d, s)?;
+            }
+        } else {
+            set(dst, &field, value.clone())?;
+        }
+    }
+    Ok(())
+}
+
+fn set(
+    dst: &mut DynamicMessage,
+    field: &prost_reflect::FieldDescriptor,
+    value: Value,
+) -> Result<(), String> {
+    dst.try_set_field(field, value)
+        .map_err(|e| format!("cannot set {}: {e}", field.full_name()))
+}
+
+/// `dst` merged with `src` (Kuma's `util_proto.Merge(dst, src)`), for a generated message type.
+///
+/// # Errors
+/// When the type is missing from the descriptor pool or the result does not decode.
+pub(super) fn merge_typed<M: Message + Name + Default>(dst: &M, src: &M) -> Result<M, String> {
+    let type_name = M::full_name();
+    let mut d = dynamic(&type_name, &dst.encode_to_vec())?;
+    let s = dynamic(&type_name, &src.encode_to_vec())?;
+    merge_message(&mut d, &s)?;
+    M::decode(d.encode_to_vec().as_slice()).map_err(|e| format!("cannot decode {type_name}: {e}"))
+}
+
+/// The message type name of a type URL (`type.googleapis.com/envoy.x.y` → `envoy.x.y`).
+pub(super) fn type_name_of(type_url: &str) -> &str {
+    type_url.rsplit_once('/').map_or(type_url, |(_, n)| n)
+}
+
+/// Kuma's `MergeAnys`: `src` absent keeps `dst`, `dst` absent takes `src`, otherwise both must
+/// have the same type URL and their decoded messages are merged with [`merge_message`].
+///
+/// # Errors
+/// Different type URLs, an unknown type or undecodable bytes.
+pub(super) fn merge_anys(dst: Option<&Any>, src: Option<&Any>) -> Result<Option<Any>, String> {
+    let (dst, src) = match (dst, src) {
+        (d, None) => return Ok(d.cloned()),
+        (None, s) => return Ok(s.cloned()),
+        (Some(d), Some(s)) => (d, s),
+    };
+    if dst.type_url != src.type_url {
+        return Err(format!(
+            "type URL of dst {:?} is different than src {:?}",
+            dst.type_url, src.type_url
+        ));
+    }
+    let type_name = type_name_of(&dst.type_url);
+    let mut d = dynamic(type_name, &dst.value)?;
+    let s = dynamic(type_name, &src.value)?;
+    merge_message(&mut d, &s)?;
+    Ok(Some(Any {
+        type_url: dst.type_url.clone(),
+        value: d.encode_to_vec(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::{from_json, to_json};
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use serde_json::json;
+
+    fn cluster(v: serde_json::Value) -> Cluster {
+        from_json(&v).unwrap()
+    }
+
+    #[test]
+    fn merge_follows_kuma_util_proto_merge() {
+        let dst = cluster(json!({
+            "name": "backend",
+            "type": "EDS",
+            "connectTimeout": "5.500s",
+            "perConnectionBufferLimitBytes": 1024,
+            "circuitBreakers": {"thresholds": [{"maxConnections": 10}]},
+            "typedExtensionProtocolOptions": {
+                "a": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                      "commonHttpProtocolOptions": {"idleTimeout": "1s"}},
+                "b": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"}
+            },
+            "commonLbConfig": {"healthyPanicThreshold": {"value": 50}, "ignoreNewHostsUntilFirstHc": true}
+        }));
+        let src = cluster(json!({
+            "connectTimeout": "7s",
+            "perConnectionBufferLimitBytes": 0,
+            "circuitBreakers": {"thresholds": [{"maxConnections": 20}]},
+            "typedExtensionProtocolOptions": {
+                "a": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                      "commonHttpProtocolOptions": {"maxStreamDuration": "2s"}}
+            },
+            "commonLbConfig": {"closeConnectionsOnHostSetChange": true},
+            "type": "STATIC"
+        }));
+        let merged = to_json(&merge_typed(&dst, &src).unwrap()).unwrap();
+        assert_eq!(
+            merged,
+            json!({
+                "name": "backend",
+                // a oneof member at its zero value is set, and overrides
+                "type": "STATIC",
+                // durations are replaced whole (the 500ms do not survive)
+                "connectTimeout": "7s",
+                // wrappers are messages: {value: 0} does not override
+                "perConnectionBufferLimitBytes": 1024,
+                // repeated fields append
+                "circuitBreakers": {"thresholds": [{"maxConnections": 10}, {"maxConnections": 20}]},
+                // map entries are replaced, not merged; other keys stay
+                "typedExtensionProtocolOptions": {
+                    "a": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                          "commonHttpProtocolOptions": {"maxStreamDuration": "2s"}},
+                    "b": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"}
+                },
+                // messages merge field by field
+                "commonLbConfig": {
+                    "healthyPanicThreshold": {"value": 50.0},
+                    "ignoreNewHostsUntilFirstHc": true,
+                    "closeConnectionsOnHostSetChange": true
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn oneof_members_replace_each_other() {
+        let dst = cluster(json!({"name": "c", "type": "EDS"}));
+        let src = cluster(json!({"clusterType": {"name": "envoy.clusters.aggregate"}}));
+        let merged = to_json(&merge_typed(&dst, &src).unwrap()).unwrap();
+        assert_eq!(
+            merged,
+            json!({"name": "c", "clusterType": {"name": "envoy.clusters.aggregate"}})
+        );
+    }
+
+    #[test]
+    fn anys_merge_by_type() {
+        use crate::util::any;
+        use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+        let a = any(&TcpProxy {
+            stat_prefix: "a".into(),
+            ..Default::default()
+        });
+        let b = any(&TcpProxy {
+            idle_timeout: Some(crate::util::secs(3)),
+            ..Default::default()
+        });
+        let merged = merge_anys(Some(&a), Some(&b)).unwrap().unwrap();
+        let t: TcpProxy = crate::util::unpack(&merged).unwrap();
+        assert_eq!(t.stat_prefix, "a");
+        assert_eq!(t.idle_timeout, Some(crate::util::secs(3)));
+        assert_eq!(merge_anys(Some(&a), None).unwrap(), Some(a.clone()));
+        assert_eq!(merge_anys(None, Some(&b)).unwrap(), Some(b.clone()));
+        let other = any(&Cluster::default());
+        assert!(merge_anys(Some(&a), Some(&other))
+            .unwrap_err()
+            .contains("different"));
+    }
+}
