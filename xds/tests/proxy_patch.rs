@@ -4,52 +4,17 @@
 
 use serde_json::{json, Value};
 use umbra_core::resource::{Resource, ResourceType};
-use umbra_core::view::{PolicySet, View};
-use umbra_xds::context::MeshContext;
+use umbra_core::view::View;
 use umbra_xds::diff::{apply, diff};
-use umbra_xds::generate::{generate, GenerateError, Proxy};
+use umbra_xds::generate::GenerateError;
 use umbra_xds::snapshot::Snapshot;
 
 mod common;
-use common::{envoy_validates, golden, load, snapshot};
+use common::{envoy_validates, golden, load, snapshot, try_snapshot};
 
 const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-
-/// Generate like `common::snapshot`, returning the error instead of panicking.
-fn try_snapshot(
-    resources: &[Resource],
-    dp_name: &str,
-    view: View,
-) -> Result<Snapshot, GenerateError> {
-    let mesh_spec = resources
-        .iter()
-        .find_map(|r| match &r.spec {
-            umbra_core::resource::Spec::Mesh(m) => Some(m.clone()),
-            _ => None,
-        })
-        .expect("a Mesh resource");
-    let dps = resources
-        .iter()
-        .filter(|r| r.ty() == ResourceType::Dataplane)
-        .filter_map(Resource::as_dataplane);
-    let ctx = MeshContext::build("default", &mesh_spec, dps);
-    let dp = resources
-        .iter()
-        .find(|r| r.ty() == ResourceType::Dataplane && r.meta.name == dp_name)
-        .and_then(Resource::as_dataplane)
-        .expect("dataplane");
-    let policies = PolicySet::build("default", resources, view);
-    generate(
-        Proxy {
-            name: dp_name,
-            dataplane: dp,
-        },
-        &ctx,
-        &policies,
-    )
-}
 
 /// The kuma-demo Mesh and Dataplanes (from `proxy-patch.yaml`) plus `policies` (YAML).
 fn topology_with(policies: &str) -> Vec<Resource> {

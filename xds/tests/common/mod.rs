@@ -9,7 +9,7 @@ use std::process::Command;
 use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::MeshContext;
-use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::generate::{ca_secret_name, generate, identity_secret_name, GenerateError, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
 /// Load `tests/data/<name>` (multi-document YAML).
@@ -21,8 +21,12 @@ pub fn load(name: &str) -> Vec<Resource> {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Generate the snapshot of DPP `dp_name` in `view`.
-pub fn snapshot(resources: &[Resource], dp_name: &str, view: View) -> Snapshot {
+/// Generate the snapshot of DPP `dp_name` in `view`, or the generation error.
+pub fn try_snapshot(
+    resources: &[Resource],
+    dp_name: &str,
+    view: View,
+) -> Result<Snapshot, GenerateError> {
     let mesh = resources.iter().find_map(|r| match &r.spec {
         umbra_core::resource::Spec::Mesh(m) => Some((r.meta.name.clone(), m.clone())),
         _ => None,
@@ -47,7 +51,11 @@ pub fn snapshot(resources: &[Resource], dp_name: &str, view: View) -> Snapshot {
         &ctx,
         &policies,
     )
-    .unwrap()
+}
+
+/// Generate the snapshot of DPP `dp_name` in `view` (panics on a generation error).
+pub fn snapshot(resources: &[Resource], dp_name: &str, view: View) -> Snapshot {
+    try_snapshot(resources, dp_name, view).unwrap()
 }
 
 /// Compare `actual` with `tests/golden/<name>`; `UMBRA_UPDATE_GOLDEN=1` rewrites the file.
@@ -72,12 +80,76 @@ pub fn golden(name: &str, actual: &serde_json::Value) {
 }
 
 /// Validate `snap` as a static bootstrap with the real Envoy (skipped locally when no Envoy).
+/// When the snapshot uses mTLS, the mesh's SDS secrets are filled with the committed test
+/// certificates first, so Envoy really builds every TLS context.
 pub fn envoy_validates(snap: &Snapshot) {
     let Some(envoy) = envoy() else {
         eprintln!("skipping envoy validation: envoy not installed");
         return;
     };
-    validate(&envoy, &snap.to_static_bootstrap().unwrap()).unwrap();
+    let snap = with_test_secrets(snap);
+    let bootstrap = snap.to_static_bootstrap().unwrap();
+    assert!(
+        !bootstrap.to_string().contains("sdsConfig"),
+        "every SDS reference resolves to a static secret"
+    );
+    validate(&envoy, &bootstrap).unwrap();
+}
+
+fn data_file(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `snap` plus, for every mesh whose identity secret it references, that mesh's two SDS secrets
+/// (as Kuma's secrets generator serves them) filled with the committed test CA and identity.
+pub fn with_test_secrets(snap: &Snapshot) -> Snapshot {
+    use envoy_types::pb::envoy::config::core::v3::{data_source, DataSource};
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        secret, CertificateValidationContext, Secret, TlsCertificate,
+    };
+    let inline = |bytes: Vec<u8>| {
+        Some(DataSource {
+            specifier: Some(data_source::Specifier::InlineBytes(bytes)),
+            ..Default::default()
+        })
+    };
+    let text = snap.to_document().unwrap().to_string();
+    let meshes: std::collections::BTreeSet<String> = text
+        .split("identity_cert:secret:")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next().map(str::to_owned))
+        .collect();
+    let mut snap = snap.clone();
+    for mesh in meshes {
+        let (identity, ca) = (identity_secret_name(&mesh), ca_secret_name(&mesh));
+        snap.secrets.insert(
+            identity.clone(),
+            Secret {
+                name: identity,
+                r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+                    certificate_chain: inline(data_file("mtls-test-identity.pem")),
+                    private_key: inline(data_file("mtls-test-identity-key.pem")),
+                    ..Default::default()
+                })),
+            },
+        );
+        snap.secrets.insert(
+            ca.clone(),
+            Secret {
+                name: ca,
+                r#type: Some(secret::Type::ValidationContext(
+                    CertificateValidationContext {
+                        trusted_ca: inline(data_file("mtls-test-ca.pem")),
+                        ..Default::default()
+                    },
+                )),
+            },
+        );
+    }
+    snap
 }
 
 pub fn envoy() -> Option<String> {
