@@ -115,6 +115,18 @@ impl PolicySet {
         self.old.get(&ty).map_or(&[][..], Vec::as_slice)
     }
 
+    /// Old policies of `ty` in effect *or* superseded in this view: what Kuma 2.7 bakes into
+    /// the config before the new plugins override it field by field (see
+    /// [`PolicySet::superseded_old`]).
+    pub fn old_policies_with_superseded(
+        &self,
+        ty: ResourceType,
+    ) -> impl Iterator<Item = &Resource> {
+        self.old_policies(ty)
+            .iter()
+            .chain(self.superseded_policies(ty))
+    }
+
     /// Old policies of `ty` switched off by the old-vs-new rule in this view (empty otherwise).
     pub fn superseded_policies(&self, ty: ResourceType) -> &[Resource] {
         self.superseded_old.get(&ty).map_or(&[][..], Vec::as_slice)

@@ -35,6 +35,18 @@ impl Protocol {
         }
     }
 
+    /// Kuma's protocol stack: the protocols this one can be treated as, most specific first
+    /// (`grpc` → grpc, http2, tcp; `http2` → http2, tcp; `http` → http, tcp).
+    pub fn stack(self) -> &'static [Protocol] {
+        match self {
+            Protocol::Grpc => &[Protocol::Grpc, Protocol::Http2, Protocol::Tcp],
+            Protocol::Http2 => &[Protocol::Http2, Protocol::Tcp],
+            Protocol::Http => &[Protocol::Http, Protocol::Tcp],
+            Protocol::Kafka => &[Protocol::Kafka, Protocol::Tcp],
+            Protocol::Tcp => &[Protocol::Tcp],
+        }
+    }
+
     /// `true` for protocols served by an HTTP connection manager.
     pub fn is_http(self) -> bool {
         matches!(self, Protocol::Http | Protocol::Http2 | Protocol::Grpc)
@@ -61,9 +73,25 @@ pub struct MeshContext {
     pub mtls: bool,
     /// Endpoints per `kuma.io/service`, sorted by address then port.
     pub endpoints: BTreeMap<String, Vec<Endpoint>>,
-    /// Protocol per service: the common protocol of its endpoints, TCP when they disagree or
-    /// there are none (Kuma's `GetServiceProtocol`).
+    /// Protocol per service: the common protocol of its endpoints ([`common_protocol`], Kuma's
+    /// `GetServiceProtocol`), TCP when there are none.
     pub protocols: BTreeMap<String, Protocol>,
+}
+
+/// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
+/// http2 → http2, http + http2 → tcp); TCP for no endpoints.
+pub fn common_protocol(ps: &BTreeSet<Protocol>) -> Protocol {
+    let mut iter = ps.iter();
+    let Some(first) = iter.next() else {
+        return Protocol::Tcp;
+    };
+    let rest: Vec<&Protocol> = iter.collect();
+    first
+        .stack()
+        .iter()
+        .copied()
+        .find(|p| rest.iter().all(|o| o.stack().contains(p)))
+        .unwrap_or(Protocol::Tcp)
 }
 
 impl MeshContext {
@@ -110,11 +138,7 @@ impl MeshContext {
                 .iter()
                 .map(|e| Protocol::parse(e.tags.get(PROTOCOL_TAG).map(String::as_str)))
                 .collect();
-            let p = if ps.len() == 1 {
-                ps.into_iter().next().unwrap_or(Protocol::Tcp)
-            } else {
-                Protocol::Tcp
-            };
+            let p = common_protocol(&ps);
             protocols.insert(service.clone(), p);
         }
         MeshContext {
@@ -131,5 +155,29 @@ impl MeshContext {
             .get(service)
             .copied()
             .unwrap_or(Protocol::Tcp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_protocol_follows_kuma_stacks() {
+        let set = |ps: &[Protocol]| ps.iter().copied().collect::<BTreeSet<_>>();
+        assert_eq!(
+            common_protocol(&set(&[Protocol::Grpc, Protocol::Http2])),
+            Protocol::Http2
+        );
+        assert_eq!(
+            common_protocol(&set(&[Protocol::Http, Protocol::Http2])),
+            Protocol::Tcp
+        );
+        assert_eq!(common_protocol(&set(&[Protocol::Grpc])), Protocol::Grpc);
+        assert_eq!(
+            common_protocol(&set(&[Protocol::Http, Protocol::Grpc])),
+            Protocol::Tcp
+        );
+        assert_eq!(common_protocol(&set(&[])), Protocol::Tcp);
     }
 }

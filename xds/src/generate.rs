@@ -103,9 +103,7 @@ pub fn generate(
     // Old Timeouts are baked into outbounds, superseded or not: Kuma 2.7 computes them
     // unconditionally and MeshTimeout overrides field by field (seed 000's "leaking" values).
     let timeouts: Vec<&Resource> = policies
-        .old_policies(ResourceType::Timeout)
-        .iter()
-        .chain(policies.superseded_policies(ResourceType::Timeout))
+        .old_policies_with_superseded(ResourceType::Timeout)
         .collect();
     let refs: Vec<OldPolicyRef<'_>> = timeouts
         .iter()
@@ -130,7 +128,7 @@ pub fn generate(
         }
         add_outbound(&mut snap, outbound, ctx, timeout, &source_tags);
     }
-    crate::plugins::mesh_timeout::apply(&mut snap, dp, ctx, policies, &old_timeout_services);
+    crate::plugins::mesh_timeout::apply(&mut snap, dp, ctx, policies, &old_timeout_services)?;
     crate::plugins::apply_all(
         &mut snap,
         &crate::plugins::PluginInput {

@@ -77,12 +77,33 @@ pub fn encoded_to_json(type_name: &str, bytes: &[u8]) -> Result<Value, RenderErr
         type_name: type_name.to_owned(),
         reason: e.to_string(),
     })?;
-    dynamic
+    let mut value = dynamic
         .serialize_with_options(serde_json::value::Serializer, &options())
         .map_err(|e| RenderError::Decode {
             type_name: type_name.to_owned(),
             reason: e.to_string(),
-        })
+        })?;
+    sort_keys(&mut value);
+    Ok(value)
+}
+
+/// Sort every object's keys, recursively. Proto maps (`filterMetadata`, `Struct.fields`, RBAC
+/// `policies`, ...) are `HashMap`s in envoy-types, so prost-reflect emits them in random order;
+/// sorted keys make the rendered document, and the order of diff operations, deterministic
+/// (and match the sorted-key style of Kuma's printed configs).
+fn sort_keys(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut x) in entries {
+                sort_keys(&mut x);
+                m.insert(k, x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
 }
 
 /// Parse proto3 JSON into a typed message. Unknown fields are errors.
@@ -172,6 +193,37 @@ mod tests {
         assert_eq!(back, cluster);
         let err = from_json::<Cluster>(&json!({"nmae": "x"})).unwrap_err();
         assert!(matches!(err, RenderError::Json { .. }), "{err}");
+    }
+
+    #[test]
+    fn rendering_is_byte_stable_across_map_orders() {
+        use envoy_types::pb::envoy::config::core::v3::Metadata;
+        use envoy_types::pb::google::protobuf::{value::Kind, Struct, Value as PbValue};
+        let make = || Metadata {
+            filter_metadata: (0..12)
+                .map(|i| {
+                    let fields = (0..12)
+                        .map(|j| {
+                            (
+                                format!("k{j}"),
+                                PbValue {
+                                    kind: Some(Kind::StringValue(format!("v{j}"))),
+                                },
+                            )
+                        })
+                        .collect();
+                    (format!("f{i}"), Struct { fields })
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let a = serde_json::to_string(&to_json(&make()).unwrap()).unwrap();
+        for _ in 0..8 {
+            assert_eq!(
+                serde_json::to_string(&to_json(&make()).unwrap()).unwrap(),
+                a
+            );
+        }
     }
 
     #[test]

@@ -139,10 +139,18 @@ impl Snapshot {
     /// [`RenderError`] if a resource cannot be rendered.
     pub fn version(&self, type_url: &str) -> Result<String, RenderError> {
         use sha2::Digest as _;
-        let doc = self.to_document()?;
+        // Render only the asked type (empty for a type without resources, as before).
+        let rendered = match type_url {
+            CLUSTER_TYPE => render_map(&self.clusters)?,
+            ENDPOINT_TYPE => render_map(&self.endpoints)?,
+            LISTENER_TYPE => render_map(&self.listeners)?,
+            ROUTE_TYPE => render_map(&self.routes)?,
+            SECRET_TYPE => render_map(&self.secrets)?,
+            _ => Value::Object(Map::new()),
+        };
         let mut canonical = String::new();
-        if let Some(v) = doc.get(type_url) {
-            write_canonical(v, &mut canonical);
+        if rendered.as_object().is_some_and(|o| !o.is_empty()) {
+            write_canonical(&rendered, &mut canonical);
         }
         let digest = sha2::Sha256::digest(canonical.as_bytes());
         Ok(digest.iter().map(|b| format!("{b:02x}")).collect())

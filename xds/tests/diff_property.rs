@@ -1,4 +1,5 @@
-//! Property (issue 3, deliverable 5): over generated meshes and policies, applying the Live →
+//! Property (issue 3, deliverable 5): over generated meshes and policies (every policy family,
+//! old and new, shadow or not, mTLS on or off), applying the Live →
 //! Shadow diff to the live document yields the shadow document exactly, for both the full-document
 //! diff and [`snapshot_diff`]; `shadow=false` (Live vs Live) gives `[]`.
 
@@ -50,7 +51,11 @@ fn mesh_yaml(protocols: &[bool], outbounds: &[usize], policies: &[Policy], mtls:
             |t| format!("{{kind: MeshService, name: svc-{t}}}"),
         );
         let s = p.seconds;
-        let body = match p.kind % 4 {
+        let body = match p.kind % 8 {
+            4 => format!("type: MeshFaultInjection\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh, proxyTypes: [Sidecar]}}\n  from:\n  - targetRef: {to}\n    default: {{http: [{{abort: {{httpStatus: 503, percentage: {}}}}}]}}\n", s % 100),
+            5 => format!("type: MeshTrafficPermission\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  from:\n  - targetRef: {to}\n    default: {{action: {}}}\n", if s % 2 == 0 {{ "Allow" }} else {{ "Deny" }}),
+            6 => format!("type: MeshProxyPatch\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Add\n        value: '{{name: extra-{n}, connectTimeout: {s}s, type: STATIC}}'\n"),
+            7 => format!("type: TrafficPermission\nmesh: m\nname: p{n}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: '*'}}\n"),
             0 => format!("type: MeshTimeout\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {to}\n    default: {{connectionTimeout: {s}s, idleTimeout: {}s, http: {{requestTimeout: {}s}}}}\n  from:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {}s}}\n", s + 1, s + 2, s + 3),
             1 => format!("type: MeshCircuitBreaker\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {to}\n    default: {{connectionLimits: {{maxConnections: {}}}}}\n", s + 1),
             2 => format!("type: Timeout\nmesh: m\nname: p{n}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: '*'}}\nconf:\n  connectTimeout: {}s\n  http: {{requestTimeout: {s}s, idleTimeout: {s}s}}\n  tcp: {{idleTimeout: {s}s}}\n", s + 1),

@@ -74,13 +74,7 @@ pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), Generat
 fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) {
     let policies: Vec<&Resource> = input
         .policies
-        .old_policies(ResourceType::CircuitBreaker)
-        .iter()
-        .chain(
-            input
-                .policies
-                .superseded_policies(ResourceType::CircuitBreaker),
-        )
+        .old_policies_with_superseded(ResourceType::CircuitBreaker)
         .collect();
     if policies.is_empty() {
         return;

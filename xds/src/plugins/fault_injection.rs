@@ -351,11 +351,7 @@ fn fault_filter(fault: &HttpFault) -> HttpFilter {
 }
 
 fn inbound_listener_name(key: &InboundKey) -> String {
-    if key.address.contains(':') {
-        format!("inbound:[{}]:{}", key.address, key.port)
-    } else {
-        format!("inbound:{}:{}", key.address, key.port)
-    }
+    crate::generate::inbound_listener_name(&key.address, key.port)
 }
 
 fn inbound_protocol(dp: &DataplaneSpec, key: &InboundKey) -> Protocol {

@@ -10,8 +10,9 @@
 //!   defaults.
 //!
 //! Inbounds use the `from` rules of their listener (an inbound no policy selected gets all
-//! defaults, as Kuma does), outbounds the `to` rules for `kuma.io/service`. With no MeshTimeout
-//! at all, outbounds that no old Timeout covers get the defaults: Kuma's built-in behaviour.
+//! defaults, as Kuma does), outbounds the `to` rules for `kuma.io/service`. An outbound that no
+//! timeout policy of either kind covers gets the defaults in every view (Kuma's built-in
+//! behaviour, i.e. its default `mesh-timeout-all` policy), so it never shows up in a shadow diff.
 
 use std::collections::BTreeSet;
 
@@ -27,6 +28,7 @@ use umbra_core::view::PolicySet;
 
 use super::{edit_hcms, edit_http_protocol_options, edit_tcp_proxies};
 use crate::context::{MeshContext, Protocol};
+use crate::generate::GenerateError;
 use crate::snapshot::Snapshot;
 use crate::util::{duration, secs};
 
@@ -45,7 +47,7 @@ pub fn apply(
     ctx: &MeshContext,
     policies: &PolicySet,
     old_timeout_services: &BTreeSet<String>,
-) {
+) -> Result<(), GenerateError> {
     let matched = policies.matched(ResourceType::MeshTimeout, dp);
     let any_policy = !matched.to_rules.is_empty() || !matched.from_rules.is_empty();
     for inbound in &dp.networking.inbound {
@@ -53,12 +55,12 @@ pub fn apply(
             break;
         }
         let key = dp.inbound_key(inbound);
+        let listener = crate::generate::inbound_listener_name(&key.address, key.port);
         let conf = match matched.from_rules.get(&key) {
             None => Some(Conf::default()),
-            Some(rules) => rules.compute_conf::<Conf>(&Element::new()).ok().flatten(),
+            Some(rules) => compute(rules, &Element::new(), &listener)?,
         };
         let protocol = Protocol::parse(inbound.tags.get(PROTOCOL_TAG).map(String::as_str));
-        let listener = crate::generate::inbound_listener_name(&key.address, key.port);
         let cluster = format!("localhost:{}", inbound.effective_service_port());
         configure(snap, &listener, &cluster, protocol, conf.as_ref());
     }
@@ -67,22 +69,29 @@ pub fn apply(
             continue;
         }
         let service = outbound.service();
-        let conf = if any_policy {
-            let element = Element::from([(SERVICE_TAG.to_owned(), service.to_owned())]);
-            matched
-                .to_rules
-                .compute_conf::<Conf>(&element)
-                .ok()
-                .flatten()
-        } else if old_timeout_services.contains(service) {
-            // No MeshTimeout in this view: the plugin does not run (Kuma returns early) and the
-            // old Timeout's values stand.
-            continue;
-        } else {
-            Some(Conf::default())
-        };
         let listener =
             crate::generate::outbound_listener_name(outbound.effective_address(), outbound.port);
+        let computed = if any_policy {
+            compute(
+                &matched.to_rules,
+                &Element::from([(SERVICE_TAG.to_owned(), service.to_owned())]),
+                &listener,
+            )?
+        } else {
+            None
+        };
+        let conf = match computed {
+            Some(c) => Some(c),
+            // No timeout policy of either kind covers this outbound: Kuma's built-in defaults
+            // (the values of its default MeshTimeout), the same in every view, so a shadow
+            // MeshTimeout that does not cover it shows no change.
+            None if !old_timeout_services.contains(service) => Some(Conf::default()),
+            // An old Timeout covers it and no MeshTimeout is in this view: Kuma's plugin does
+            // not run and the old values stand.
+            None if !any_policy => continue,
+            // Kuma: rules exist but none matches: only the unconditional HCM idle reset.
+            None => None,
+        };
         configure(
             snap,
             &listener,
@@ -91,6 +100,31 @@ pub fn apply(
             conf.as_ref(),
         );
     }
+    Ok(())
+}
+
+/// The conf of the first rule containing `element`; a conf that does not fit the MeshTimeout
+/// model is an error naming the policies that gave it and the listener.
+fn compute(
+    rules: &umbra_core::rules::Rules,
+    element: &Element,
+    listener: &str,
+) -> Result<Option<Conf>, GenerateError> {
+    let Some(rule) = rules.compute(element) else {
+        return Ok(None);
+    };
+    serde_json::from_value(rule.conf.clone())
+        .map(Some)
+        .map_err(|e| GenerateError::Policy {
+            policy: rule
+                .origin
+                .iter()
+                .map(|o| format!("MeshTimeout/{}", o.meta.name))
+                .collect::<Vec<_>>()
+                .join(", "),
+            resource: format!("{}/{listener}", crate::snapshot::LISTENER_TYPE),
+            reason: format!("merged conf does not fit MeshTimeout: {e}"),
+        })
 }
 
 fn configure(

@@ -225,13 +225,7 @@ fn apply_proxy_template(
 ) -> Result<(), GenerateError> {
     let templates: Vec<&Resource> = input
         .policies
-        .old_policies(ResourceType::ProxyTemplate)
-        .iter()
-        .chain(
-            input
-                .policies
-                .superseded_policies(ResourceType::ProxyTemplate),
-        )
+        .old_policies_with_superseded(ResourceType::ProxyTemplate)
         .collect();
     let refs: Vec<OldPolicyRef<'_>> = templates
         .iter()

@@ -77,9 +77,7 @@ pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), Generat
     }
     let policies = input.policies;
     let traffic_permissions: Vec<&Resource> = policies
-        .old_policies(ResourceType::TrafficPermission)
-        .iter()
-        .chain(policies.superseded_policies(ResourceType::TrafficPermission))
+        .old_policies_with_superseded(ResourceType::TrafficPermission)
         .collect();
     let old = select_traffic_permissions(dp, &traffic_permissions);
 
@@ -127,13 +125,8 @@ fn is_builtin_gateway(dp: &DataplaneSpec) -> bool {
         .is_some_and(|g| g.gateway_type == Some(GatewayType::Builtin))
 }
 
-/// Kuma's inbound listener name: `inbound:<ip>:<port>`, IPv6 bracketed.
 fn inbound_listener_name(key: &InboundKey) -> String {
-    if key.address.contains(':') {
-        format!("inbound:[{}]:{}", key.address, key.port)
-    } else {
-        format!("inbound:{}:{}", key.address, key.port)
-    }
+    crate::generate::inbound_listener_name(&key.address, key.port)
 }
 
 /// The filter chains of `listener` protected by Kuma's TLS.

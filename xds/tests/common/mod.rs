@@ -70,13 +70,26 @@ pub fn golden(name: &str, actual: &serde_json::Value) {
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (UMBRA_UPDATE_GOLDEN=1 creates it)", path.display()));
-    let expected: serde_json::Value = serde_json::from_str(&expected).unwrap();
-    assert_eq!(
-        &expected,
-        actual,
-        "{} differs (UMBRA_UPDATE_GOLDEN=1 rewrites it)",
-        path.display()
+    // Byte-exact: rendering sorts map keys, so any difference (order included) is a change.
+    assert!(
+        expected == text,
+        "{} differs (UMBRA_UPDATE_GOLDEN=1 rewrites it):\n{}",
+        path.display(),
+        first_difference(&expected, &text)
     );
+}
+
+fn first_difference(expected: &str, actual: &str) -> String {
+    for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
+        if e != a {
+            return format!("line {}:\n  expected: {e}\n  actual:   {a}", i + 1);
+        }
+    }
+    format!(
+        "lengths differ: {} vs {} lines",
+        expected.lines().count(),
+        actual.lines().count()
+    )
 }
 
 /// Validate `snap` as a static bootstrap with the real Envoy (skipped locally when no Envoy).
