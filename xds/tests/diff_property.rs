@@ -53,7 +53,7 @@ fn mesh_yaml(protocols: &[bool], outbounds: &[usize], policies: &[Policy], mtls:
         let s = p.seconds;
         let body = match p.kind % 8 {
             4 => format!("type: MeshFaultInjection\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh, proxyTypes: [Sidecar]}}\n  from:\n  - targetRef: {to}\n    default: {{http: [{{abort: {{httpStatus: 503, percentage: {}}}}}]}}\n", s % 100),
-            5 => format!("type: MeshTrafficPermission\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  from:\n  - targetRef: {to}\n    default: {{action: {}}}\n", if s % 2 == 0 {{ "Allow" }} else {{ "Deny" }}),
+            5 => format!("type: MeshTrafficPermission\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  from:\n  - targetRef: {to}\n    default: {{action: {}}}\n", if s % 2 == 0 { "Allow" } else { "Deny" }),
             6 => format!("type: MeshProxyPatch\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Add\n        value: '{{name: extra-{n}, connectTimeout: {s}s, type: STATIC}}'\n"),
             7 => format!("type: TrafficPermission\nmesh: m\nname: p{n}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: '*'}}\n"),
             0 => format!("type: MeshTimeout\nmesh: m\nname: p{n}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {to}\n    default: {{connectionTimeout: {s}s, idleTimeout: {}s, http: {{requestTimeout: {}s}}}}\n  from:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {}s}}\n", s + 1, s + 2, s + 3),
