@@ -120,13 +120,27 @@ fn main() {
     let live = generate(proxy, &ctx, &live_set).expect("live");
     let shadow = generate(proxy, &ctx, &shadow_set).expect("shadow");
 
-    let iters = 200;
+    let iters: u32 = std::env::var("UMBRA_BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let t_generate = time(iters, || generate(proxy, &ctx, &live_set).expect("live"));
     let t_encode = time(iters, || encode(&live));
     let t_render_diff = time(iters, || {
         let a = live.to_document().expect("render");
         let b = shadow.to_document().expect("render");
         diff(&a, &b)
+    });
+    let t_matching = time(iters, || {
+        use umbra_core::resource::ResourceType::*;
+        [
+            MeshTimeout,
+            MeshCircuitBreaker,
+            MeshFaultInjection,
+            MeshTrafficPermission,
+            MeshProxyPatch,
+        ]
+        .map(|t| live_set.matched(t, client).to_rules.0.len())
     });
     let t_fast_diff = time(iters, || snapshot_diff(&live, &shadow).expect("diff"));
     let t_mesh_ctx = time(20, || {
@@ -149,6 +163,10 @@ fn main() {
     println!("| measurement | value | target |");
     println!("|---|---|---|");
     println!("| generate one Live snapshot (1 inbound, {OUTBOUNDS} outbounds, 20 policies, {SERVICES} services) | {:.1} µs | |", t_generate.as_secs_f64() * 1e6);
+    println!(
+        "| of which: matching + rule building, 5 new policy types | {:.1} µs | |",
+        t_matching.as_secs_f64() * 1e6
+    );
     println!(
         "| prost encode of that snapshot ({} bytes) | {:.1} µs | |",
         encode(&live),

@@ -94,12 +94,8 @@ pub fn encoded_to_json(type_name: &str, bytes: &[u8]) -> Result<Value, RenderErr
 fn sort_keys(v: &mut Value) {
     match v {
         Value::Object(m) => {
-            let mut entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            for (k, mut x) in entries {
-                sort_keys(&mut x);
-                m.insert(k, x);
-            }
+            m.sort_keys();
+            m.values_mut().for_each(sort_keys);
         }
         Value::Array(a) => a.iter_mut().for_each(sort_keys),
         _ => {}

@@ -20,6 +20,7 @@ use envoy_types::pb::envoy::config::core::v3::HttpProtocolOptions as CoreHttpPro
 use envoy_types::pb::envoy::config::route::v3::route;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
 use umbra_core::dataplane::DataplaneSpec;
+use serde::Deserialize;
 use umbra_core::policies::mesh_timeout::Conf;
 use umbra_core::resource::ResourceType;
 use umbra_core::rules::Element;
@@ -58,12 +59,13 @@ pub fn apply(
         let listener = crate::generate::inbound_listener_name(&key.address, key.port);
         let conf = match matched.from_rules.get(&key) {
             None => Some(Conf::default()),
-            Some(rules) => compute(rules, &Element::new(), &listener)?,
+            Some(rules) => Confs::new(rules).compute(&Element::new(), &listener)?,
         };
         let protocol = Protocol::parse(inbound.tags.get(PROTOCOL_TAG).map(String::as_str));
         let cluster = format!("localhost:{}", inbound.effective_service_port());
         configure(snap, &listener, &cluster, protocol, conf.as_ref());
     }
+    let mut to_confs = Confs::new(&matched.to_rules);
     for outbound in &dp.networking.outbound {
         if outbound.backend_ref.is_some() {
             continue;
@@ -72,8 +74,7 @@ pub fn apply(
         let listener =
             crate::generate::outbound_listener_name(outbound.effective_address(), outbound.port);
         let computed = if any_policy {
-            compute(
-                &matched.to_rules,
+            to_confs.compute(
                 &Element::from([(SERVICE_TAG.to_owned(), service.to_owned())]),
                 &listener,
             )?
@@ -103,28 +104,51 @@ pub fn apply(
     Ok(())
 }
 
-/// The conf of the first rule containing `element`; a conf that does not fit the MeshTimeout
-/// model is an error naming the policies that gave it and the listener.
-fn compute(
-    rules: &umbra_core::rules::Rules,
-    element: &Element,
-    listener: &str,
-) -> Result<Option<Conf>, GenerateError> {
-    let Some(rule) = rules.compute(element) else {
-        return Ok(None);
-    };
-    serde_json::from_value(rule.conf.clone())
-        .map(Some)
-        .map_err(|e| GenerateError::Policy {
-            policy: rule
-                .origin
-                .iter()
-                .map(|o| format!("MeshTimeout/{}", o.meta.name))
-                .collect::<Vec<_>>()
-                .join(", "),
-            resource: format!("{}/{listener}", crate::snapshot::LISTENER_TYPE),
-            reason: format!("merged conf does not fit MeshTimeout: {e}"),
-        })
+/// Typed confs of a rule list, deserialized once per rule (many outbounds share a rule).
+struct Confs<'a> {
+    rules: &'a umbra_core::rules::Rules,
+    typed: Vec<Option<Conf>>,
+}
+
+impl<'a> Confs<'a> {
+    fn new(rules: &'a umbra_core::rules::Rules) -> Self {
+        Self {
+            rules,
+            typed: vec![None; rules.0.len()],
+        }
+    }
+
+    /// The conf of the first rule containing `element`; a conf that does not fit the
+    /// MeshTimeout model is an error naming the policies that gave it and the listener.
+    fn compute(
+        &mut self,
+        element: &Element,
+        listener: &str,
+    ) -> Result<Option<Conf>, GenerateError> {
+        let Some(i) = self
+            .rules
+            .0
+            .iter()
+            .position(|r| r.subset.contains_element(element))
+        else {
+            return Ok(None);
+        };
+        if self.typed[i].is_none() {
+            let rule = &self.rules.0[i];
+            let conf = Conf::deserialize(&rule.conf).map_err(|e| GenerateError::Policy {
+                policy: rule
+                    .origin
+                    .iter()
+                    .map(|o| format!("MeshTimeout/{}", o.meta.name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                resource: format!("{}/{listener}", crate::snapshot::LISTENER_TYPE),
+                reason: format!("merged conf does not fit MeshTimeout: {e}"),
+            })?;
+            self.typed[i] = Some(conf);
+        }
+        Ok(self.typed[i].clone())
+    }
 }
 
 fn configure(
