@@ -104,20 +104,46 @@ fn proto_root() -> PathBuf {
         .current_dir(&manifest_dir)
         .output()
         .expect("run cargo metadata");
-    assert!(
-        output.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let meta: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata JSON");
-    let manifest = meta["packages"]
-        .as_array()
-        .and_then(|ps| ps.iter().find(|p| p["name"] == "envoy-types"))
-        .and_then(|p| p["manifest_path"].as_str())
-        .expect("envoy-types in cargo metadata");
-    Path::new(manifest)
-        .parent()
-        .expect("manifest dir")
-        .join("proto")
+    if output.status.success() {
+        let meta: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("cargo metadata JSON");
+        let manifest = meta["packages"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "envoy-types"))
+            .and_then(|p| p["manifest_path"].as_str())
+            .expect("envoy-types in cargo metadata");
+        return Path::new(manifest)
+            .parent()
+            .expect("manifest dir")
+            .join("proto");
+    }
+    // Fallback: the unpacked crate in Cargo's registry cache.
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .expect("CARGO_HOME or HOME");
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(cargo_home.join("registry/src"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|index| {
+            std::fs::read_dir(index.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("envoy-types-0.7."))
+        })
+        .collect();
+    candidates.sort();
+    candidates.pop().map(|p| p.join("proto")).unwrap_or_else(|| {
+        panic!(
+            "cannot find envoy-types' proto files: cargo metadata failed ({}) and no envoy-types-0.7.* in the registry; set UMBRA_ENVOY_PROTO_DIR",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
 }
