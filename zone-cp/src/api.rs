@@ -1,0 +1,330 @@
+//! The zone's HTTP API (axum), Kuma's resource paths:
+//! - `GET /meshes`, `GET|PUT|DELETE /meshes/{name}`;
+//! - `GET /meshes/{mesh}/{plural}` (paged: `size`, `offset`; `{total, items, next}`),
+//!   `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
+//! - inspect: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules` ([`crate::inspect`]).
+//!
+//! Bodies are YAML or JSON in Kuma's universal format; invalid resources get a 400 with every
+//! `{field, message}` and nothing is stored. In a federated zone (a Global is configured),
+//! policies are read-only here: they come from the Global.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind};
+
+use crate::error::ApiError;
+use crate::inspect::{self, InspectQuery};
+use crate::store::{Store, StoreError, Stored};
+
+/// Largest accepted request body (bytes).
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+/// Largest page of a list.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// Shared state of the API.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The zone store.
+    pub store: Store,
+    /// `true` when a Global CP is configured: policies are read-only on the zone.
+    pub federated: bool,
+}
+
+/// The API router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/meshes", get(list_meshes))
+        .route(
+            "/meshes/{name}",
+            get(get_mesh).put(put_mesh).delete(delete_mesh),
+        )
+        .route("/meshes/{mesh}/{plural}", get(list_resources))
+        .route(
+            "/meshes/{mesh}/{plural}/{name}",
+            get(get_resource).put(put_resource).delete(delete_resource),
+        )
+        .route(
+            "/meshes/{mesh}/dataplanes/{name}/_config",
+            get(inspect_config),
+        )
+        .route(
+            "/meshes/{mesh}/dataplanes/{name}/_rules",
+            get(inspect_rules),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+fn store_err(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
+        StoreError::Conflict { .. } => ApiError::status(StatusCode::CONFLICT, e.to_string()),
+        StoreError::NoMesh(m) => ApiError::status(
+            StatusCode::BAD_REQUEST,
+            format!("mesh {m:?} does not exist"),
+        ),
+    }
+}
+
+fn stored_json(s: &Stored) -> Value {
+    s.resource.to_value()
+}
+
+fn resource_type(plural: &str) -> Result<ResourceType, ApiError> {
+    ResourceType::from_plural(plural)
+        .filter(|t| *t != ResourceType::Mesh)
+        .ok_or_else(|| ApiError::not_found(format!("unknown resource type {plural:?}")))
+}
+
+async fn list_meshes(
+    State(st): State<AppState>,
+    Query(page): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    paged(st.store.list(ResourceType::Mesh, ""), &page, "/meshes")
+}
+
+async fn get_mesh(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let key = ResourceKey {
+        ty: ResourceType::Mesh,
+        mesh: String::new(),
+        name: name.clone(),
+    };
+    st.store
+        .get(&key)
+        .map(|s| Json(stored_json(&s)))
+        .ok_or_else(|| ApiError::not_found(format!("mesh {name:?} not found")))
+}
+
+async fn put_mesh(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if st.federated {
+        return Err(read_only("Mesh"));
+    }
+    put(&st, ResourceType::Mesh, "", &name, &body)
+}
+
+async fn delete_mesh(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if st.federated {
+        return Err(read_only("Mesh"));
+    }
+    let key = ResourceKey {
+        ty: ResourceType::Mesh,
+        mesh: String::new(),
+        name,
+    };
+    st.store.delete(&key).map_err(store_err)?;
+    Ok(Json(json!({})))
+}
+
+async fn list_resources(
+    State(st): State<AppState>,
+    Path((mesh, plural)): Path<(String, String)>,
+    Query(page): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    mesh_exists(&st.store, &mesh)?;
+    paged(
+        st.store.list(ty, &mesh),
+        &page,
+        &format!("/meshes/{mesh}/{plural}"),
+    )
+}
+
+async fn get_resource(
+    State(st): State<AppState>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    let key = ResourceKey { ty, mesh, name };
+    st.store
+        .get(&key)
+        .map(|s| Json(stored_json(&s)))
+        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))
+}
+
+async fn put_resource(
+    State(st): State<AppState>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ty = resource_type(&plural)?;
+    if st.federated && ty.kind() != TypeKind::Infra {
+        return Err(read_only(ty.name()));
+    }
+    put(&st, ty, &mesh, &name, &body)
+}
+
+async fn delete_resource(
+    State(st): State<AppState>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    if st.federated && ty.kind() != TypeKind::Infra {
+        return Err(read_only(ty.name()));
+    }
+    st.store
+        .delete(&ResourceKey { ty, mesh, name })
+        .map_err(store_err)?;
+    Ok(Json(json!({})))
+}
+
+fn read_only(ty: &str) -> ApiError {
+    ApiError::status(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{ty} resources are managed by the Global CP in a federated zone; apply them on the Global"),
+    )
+}
+
+fn mesh_exists(store: &Store, mesh: &str) -> Result<(), ApiError> {
+    let key = ResourceKey {
+        ty: ResourceType::Mesh,
+        mesh: String::new(),
+        name: mesh.to_owned(),
+    };
+    store
+        .get(&key)
+        .map(|_| ())
+        .ok_or_else(|| ApiError::not_found(format!("mesh {mesh:?} not found")))
+}
+
+/// Decode, check against the path, validate, store. 201 on create, 200 on update.
+fn put(
+    st: &AppState,
+    ty: ResourceType,
+    mesh: &str,
+    name: &str,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let resource = Resource::from_bytes(body)
+        .map_err(|e| ApiError::invalid("the resource cannot be decoded", e.violations()))?;
+    let mut path_errors = Vec::new();
+    let mismatch = |field: &str, want: &str, got: &str| umbra_core::validate::Violation {
+        field: field.to_owned(),
+        message: format!("must be {want:?} to match the path, got {got:?}"),
+    };
+    if resource.ty() != ty {
+        path_errors.push(mismatch("type", ty.name(), resource.ty().name()));
+    }
+    if resource.meta.name != name {
+        path_errors.push(mismatch("name", name, &resource.meta.name));
+    }
+    if ty.is_mesh_scoped() && resource.meta.mesh != mesh {
+        path_errors.push(mismatch("mesh", mesh, &resource.meta.mesh));
+    }
+    if !path_errors.is_empty() {
+        return Err(ApiError::invalid(
+            "the resource does not match the path",
+            path_errors,
+        ));
+    }
+    let violations = resource.validate();
+    if violations.has_violations() {
+        return Err(ApiError::invalid(
+            violations.to_string(),
+            violations.violations,
+        ));
+    }
+    let (stored, created) = st.store.put(resource, None).map_err(store_err)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(stored_json(&stored))).into_response())
+}
+
+fn paged(
+    items: Vec<Stored>,
+    query: &[(String, String)],
+    path: &str,
+) -> Result<Json<Value>, ApiError> {
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let size = match param("size") {
+        None => 100,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE_SIZE).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_parameter(
+                    "size",
+                    format!("must be an integer in [1, {MAX_PAGE_SIZE}]"),
+                )
+            })?,
+    };
+    let offset = match param("offset") {
+        None => 0,
+        Some(v) => v
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_parameter("offset", "must be a non-negative integer"))?,
+    };
+    let total = items.len();
+    let page: Vec<Value> = items
+        .iter()
+        .skip(offset)
+        .take(size)
+        .map(stored_json)
+        .collect();
+    let next =
+        (offset + size < total).then(|| format!("{path}?offset={}&size={size}", offset + size));
+    Ok(Json(json!({"total": total, "items": page, "next": next})))
+}
+
+async fn inspect_config(
+    State(st): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let q = InspectQuery::parse(&q)?;
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || {
+        inspect::config(&store.mesh_resources(&mesh), &mesh, &name, q)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("inspect task failed: {e}"),
+        )
+    })?
+    .map(Json)
+}
+
+async fn inspect_rules(
+    State(st): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let q = InspectQuery::parse(&q)?;
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || {
+        inspect::rules(&store.mesh_resources(&mesh), &mesh, &name, q)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("inspect task failed: {e}"),
+        )
+    })?
+    .map(Json)
+}

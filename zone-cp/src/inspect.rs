@@ -1,0 +1,259 @@
+//! Inspect: what a DPP gets, and what it would get if the shadow policies went live
+//! (transition seed 000, "Changes in the Inspect API").
+//!
+//! - `GET /meshes/{mesh}/dataplanes/{name}/_config?shadow=&include=diff`: `{xds, diff?}` where
+//!   `xds` is the config document of the requested view and `diff` the RFC 6902 patch from the
+//!   Live document to it, so `xds` always equals the live document with `diff` applied
+//!   (`shadow=false&include=diff` gives `diff: []`).
+//! - `GET .../_rules?shadow=&include=diff`: the matched rules per policy type (to rules, from
+//!   rules per inbound, single-item rules, with origins) and, with `include=diff`, the RFC 6902
+//!   diff between the live and shadow rules at the root. Kuma never implemented shadow for
+//!   `_rules`; Umbra does.
+//!
+//! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
+
+use serde_json::{json, Value};
+use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::resource::{Resource, ResourceType, TypeKind};
+use umbra_core::rules::{Rule, Rules};
+use umbra_core::view::{PolicySet, View};
+use umbra_xds::context::MeshContext;
+use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::snapshot::Snapshot;
+
+use crate::error::ApiError;
+
+/// Parsed `shadow` and `include` query parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InspectQuery {
+    /// `shadow=true`.
+    pub shadow: bool,
+    /// `include=diff`.
+    pub diff: bool,
+}
+
+impl InspectQuery {
+    /// Parse the query pairs: `shadow` must be `true`/`false`; `include` (repeatable or
+    /// comma-separated) may only hold `diff`.
+    ///
+    /// # Errors
+    /// A 400 naming the parameter.
+    pub fn parse(pairs: &[(String, String)]) -> Result<Self, ApiError> {
+        let mut q = Self::default();
+        for (k, v) in pairs {
+            match k.as_str() {
+                "shadow" => {
+                    q.shadow = match v.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => {
+                            return Err(ApiError::bad_parameter(
+                                "shadow",
+                                format!("must be true or false, got {other:?}"),
+                            ))
+                        }
+                    }
+                }
+                "include" => {
+                    for part in v.split(',').filter(|p| !p.is_empty()) {
+                        if part != "diff" {
+                            return Err(ApiError::bad_parameter(
+                                "include",
+                                format!("unsupported value {part:?}; allowed: diff"),
+                            ));
+                        }
+                        q.diff = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// The DPP and its mesh's resources, or a 404.
+fn find<'a>(
+    resources: &'a [Resource],
+    mesh: &str,
+    name: &str,
+) -> Result<&'a DataplaneSpec, ApiError> {
+    if !resources
+        .iter()
+        .any(|r| r.ty() == ResourceType::Mesh && r.meta.name == mesh)
+    {
+        return Err(ApiError::not_found(format!("mesh {mesh:?} not found")));
+    }
+    resources
+        .iter()
+        .find(|r| r.ty() == ResourceType::Dataplane && r.meta.name == name)
+        .and_then(Resource::as_dataplane)
+        .ok_or_else(|| {
+            ApiError::not_found(format!("dataplane {name:?} not found in mesh {mesh:?}"))
+        })
+}
+
+fn snapshot(
+    resources: &[Resource],
+    mesh: &str,
+    name: &str,
+    dp: &DataplaneSpec,
+    view: View,
+) -> Result<Snapshot, ApiError> {
+    let mesh_spec = resources
+        .iter()
+        .find_map(|r| match &r.spec {
+            umbra_core::resource::Spec::Mesh(m) if r.meta.name == mesh => Some(m.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let ctx = MeshContext::build(
+        mesh,
+        &mesh_spec,
+        resources.iter().filter_map(Resource::as_dataplane),
+    );
+    let policies = PolicySet::build(mesh, resources, view);
+    generate(
+        Proxy {
+            name,
+            dataplane: dp,
+        },
+        &ctx,
+        &policies,
+    )
+    .map_err(|e| ApiError::status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+}
+
+fn render_err(e: umbra_xds::render::RenderError) -> ApiError {
+    ApiError::status(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        format!("rendering failed: {e}"),
+    )
+}
+
+/// The `_config` response body.
+///
+/// # Errors
+/// 404 for an unknown mesh/dataplane, 422 when a policy cannot be applied (the detail names it).
+pub fn config(
+    resources: &[Resource],
+    mesh: &str,
+    name: &str,
+    q: InspectQuery,
+) -> Result<Value, ApiError> {
+    let dp = find(resources, mesh, name)?;
+    let live = snapshot(resources, mesh, name, dp, View::Live)?;
+    let live_doc = live.to_document().map_err(render_err)?;
+    if !q.shadow {
+        let mut body = json!({ "xds": live_doc });
+        if q.diff {
+            body["diff"] = json!([]);
+        }
+        return Ok(body);
+    }
+    let shadow = snapshot(resources, mesh, name, dp, View::Shadow)?;
+    let shadow_doc = shadow.to_document().map_err(render_err)?;
+    let mut body = json!({ "xds": shadow_doc });
+    if q.diff {
+        let patch = umbra_xds::diff::snapshot_diff(&live, &shadow).map_err(render_err)?;
+        body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
+    }
+    Ok(body)
+}
+
+fn rule_json(r: &Rule) -> Value {
+    json!({
+        "matchers": r.subset.0.iter().map(|t| json!({"key": t.key, "value": t.value, "not": t.not})).collect::<Vec<_>>(),
+        "conf": r.conf,
+        "origin": r.origin.iter().map(|o| json!({"type": o.type_name, "mesh": o.meta.mesh, "name": o.meta.name})).collect::<Vec<_>>(),
+    })
+}
+
+fn rules_json(rules: &Rules) -> Value {
+    Value::Array(rules.0.iter().map(rule_json).collect())
+}
+
+fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View) -> Value {
+    let set = PolicySet::build(mesh, resources, view);
+    let mut rules = Vec::new();
+    for ty in ResourceType::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.kind() == TypeKind::NewPolicy && *t != ResourceType::MeshHTTPRoute)
+    {
+        let m = set.matched(ty, dp);
+        if m.dataplane_policies.is_empty() {
+            continue;
+        }
+        let from: Vec<Value> = m
+            .from_rules
+            .iter()
+            .map(|(k, r)| json!({"inbound": {"address": k.address, "port": k.port}, "rules": rules_json(r)}))
+            .collect();
+        rules.push(json!({
+            "type": ty.name(),
+            "toRules": rules_json(&m.to_rules),
+            "fromRules": from,
+            "proxyRules": rules_json(&m.single_item_rules),
+            "warnings": m.warnings,
+        }));
+    }
+    Value::Array(rules)
+}
+
+/// The `_rules` response body (Kuma's InspectRules shape plus `diff` at the root).
+///
+/// # Errors
+/// 404 for an unknown mesh/dataplane.
+pub fn rules(
+    resources: &[Resource],
+    mesh: &str,
+    name: &str,
+    q: InspectQuery,
+) -> Result<Value, ApiError> {
+    let dp = find(resources, mesh, name)?;
+    let live = rules_doc(resources, mesh, dp, View::Live);
+    let view_doc = if q.shadow {
+        rules_doc(resources, mesh, dp, View::Shadow)
+    } else {
+        live.clone()
+    };
+    let mut body = json!({
+        "resource": {"type": "Dataplane", "mesh": mesh, "name": name},
+        "rules": view_doc,
+        "httpMatches": [],
+    });
+    if q.diff {
+        body["diff"] = serde_json::to_value(json_patch::diff(&live, &body["rules"]))
+            .unwrap_or_else(|_| json!([]));
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn query_parsing() {
+        assert_eq!(
+            InspectQuery::parse(&pairs(&[])).unwrap(),
+            InspectQuery::default()
+        );
+        assert_eq!(
+            InspectQuery::parse(&pairs(&[("shadow", "true"), ("include", "diff")])).unwrap(),
+            InspectQuery {
+                shadow: true,
+                diff: true
+            }
+        );
+        assert!(InspectQuery::parse(&pairs(&[("shadow", "yes")])).is_err());
+        assert!(InspectQuery::parse(&pairs(&[("include", "diff,xds")])).is_err());
+    }
+}

@@ -1,0 +1,278 @@
+//! The zone's resource store: every resource of the zone (Meshes, Dataplanes, policies) in
+//! memory, keyed by [`ResourceKey`], with an integer version per resource for compare-and-swap
+//! and a store-wide revision that bumps on every change (the reconciler's wake-up).
+//!
+//! All operations are atomic under one lock; readers get consistent snapshots.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+
+/// A stored resource: the resource (with creation/modification times filled) and its version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The resource.
+    pub resource: Resource,
+    /// Version, 1 on creation, +1 on every update.
+    pub version: u64,
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The resource does not exist.
+    #[error("{0} not found")]
+    NotFound(ResourceKey),
+    /// A version precondition failed (stale write).
+    #[error("{key} is at version {current}, not {expected}")]
+    Conflict {
+        /// The resource.
+        key: ResourceKey,
+        /// The version the writer expected.
+        expected: u64,
+        /// The version stored.
+        current: u64,
+    },
+    /// The mesh a resource belongs to does not exist.
+    #[error("mesh {0:?} does not exist")]
+    NoMesh(String),
+}
+
+/// The in-memory zone store. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<RwLock<BTreeMap<ResourceKey, Stored>>>,
+    revision: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now_rfc3339() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // civil from days (Howard Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = if month <= 2 { y + 1 } else { y };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+impl Store {
+    /// An empty store at revision 0.
+    pub fn new() -> Self {
+        let (tx, _) = watch::channel(0);
+        Self {
+            inner: Arc::new(RwLock::new(BTreeMap::new())),
+            revision: Arc::new(tx),
+        }
+    }
+
+    /// Subscribe to revision changes (a wake-up; read the store for the state).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.revision.subscribe()
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> u64 {
+        *self.revision.borrow()
+    }
+
+    fn bump(&self) {
+        self.revision.send_modify(|r| *r += 1);
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ResourceKey, Stored>> {
+        self.inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<ResourceKey, Stored>> {
+        self.inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Create or replace `resource`. With `expected_version`, the write only happens when the
+    /// stored version matches (0 = must not exist). Returns the stored resource and whether it
+    /// was created.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] on a stale version, [`StoreError::NoMesh`] when the mesh is missing.
+    pub fn put(
+        &self,
+        mut resource: Resource,
+        expected_version: Option<u64>,
+    ) -> Result<(Stored, bool), StoreError> {
+        let key = resource.key();
+        let mut map = self.write();
+        if key.ty.is_mesh_scoped() {
+            let mesh_key = ResourceKey {
+                ty: ResourceType::Mesh,
+                mesh: String::new(),
+                name: key.mesh.clone(),
+            };
+            if !map.contains_key(&mesh_key) {
+                return Err(StoreError::NoMesh(key.mesh));
+            }
+        }
+        let existing = map.get(&key);
+        let current = existing.map_or(0, |s| s.version);
+        if let Some(expected) = expected_version {
+            if expected != current {
+                return Err(StoreError::Conflict {
+                    key,
+                    expected,
+                    current,
+                });
+            }
+        }
+        let now = now_rfc3339();
+        resource.meta.creation_time = existing
+            .and_then(|s| s.resource.meta.creation_time.clone())
+            .or_else(|| Some(now.clone()));
+        resource.meta.modification_time = Some(now);
+        if existing.is_some_and(|s| {
+            s.resource.spec == resource.spec && s.resource.meta.labels == resource.meta.labels
+        }) {
+            // No change: keep the version and revision (no reconciliation needed).
+            return Ok((
+                existing.cloned().unwrap_or_else(|| Stored {
+                    resource,
+                    version: current,
+                }),
+                false,
+            ));
+        }
+        let stored = Stored {
+            resource,
+            version: current + 1,
+        };
+        map.insert(key, stored.clone());
+        drop(map);
+        self.bump();
+        Ok((stored, current == 0))
+    }
+
+    /// Delete a resource; deleting a Mesh deletes everything it owns.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] when it does not exist.
+    pub fn delete(&self, key: &ResourceKey) -> Result<(), StoreError> {
+        let mut map = self.write();
+        if map.remove(key).is_none() {
+            return Err(StoreError::NotFound(key.clone()));
+        }
+        if key.ty == ResourceType::Mesh {
+            map.retain(|k, _| k.mesh != key.name);
+        }
+        drop(map);
+        self.bump();
+        Ok(())
+    }
+
+    /// One resource.
+    pub fn get(&self, key: &ResourceKey) -> Option<Stored> {
+        self.read().get(key).cloned()
+    }
+
+    /// Resources of `ty` in `mesh` (all meshes for Mesh), by name.
+    pub fn list(&self, ty: ResourceType, mesh: &str) -> Vec<Stored> {
+        self.read()
+            .values()
+            .filter(|s| {
+                s.resource.ty() == ty && (ty == ResourceType::Mesh || s.resource.meta.mesh == mesh)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Every resource of `mesh` (Mesh included), for generation.
+    pub fn mesh_resources(&self, mesh: &str) -> Vec<Resource> {
+        self.read()
+            .values()
+            .filter(|s| {
+                s.resource.meta.mesh == mesh
+                    || (s.resource.ty() == ResourceType::Mesh && s.resource.meta.name == mesh)
+            })
+            .map(|s| s.resource.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(y: &str) -> Resource {
+        Resource::from_bytes(y.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn cas_versions_and_mesh_cascade() {
+        let s = Store::new();
+        assert_eq!(
+            s.put(
+                res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}}\n"),
+                None
+            ),
+            Err(StoreError::NoMesh("m".into()))
+        );
+        let (m, created) = s.put(res("type: Mesh\nname: m\n"), Some(0)).unwrap();
+        assert!(created);
+        assert_eq!(m.version, 1);
+        let t = res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}, to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]}\n");
+        assert_eq!(s.put(t.clone(), None).unwrap().0.version, 1);
+        let r0 = s.revision();
+        assert_eq!(
+            s.put(t.clone(), None).unwrap().0.version,
+            1,
+            "an identical write is a no-op"
+        );
+        assert_eq!(s.revision(), r0);
+        let t2 = res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}, to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 2s}}]}\n");
+        assert!(matches!(
+            s.put(t2.clone(), Some(5)),
+            Err(StoreError::Conflict { current: 1, .. })
+        ));
+        let (stored, _) = s.put(t2, Some(1)).unwrap();
+        assert_eq!(stored.version, 2);
+        assert!(stored
+            .resource
+            .meta
+            .creation_time
+            .as_deref()
+            .is_some_and(|t| t.ends_with('Z')));
+        s.delete(&ResourceKey {
+            ty: ResourceType::Mesh,
+            mesh: String::new(),
+            name: "m".into(),
+        })
+        .unwrap();
+        assert!(s.list(ResourceType::MeshTimeout, "m").is_empty());
+        assert!(s.revision() > r0);
+    }
+}

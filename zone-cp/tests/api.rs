@@ -1,0 +1,305 @@
+//! The zone API through the router (no sockets): resource CRUD with validation, paging, the
+//! federated read-only rule, and inspect (`_config`, `_rules`) with `shadow` and `include=diff`
+//! on the transition seed's Timeout -> MeshTimeout scenario.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt as _;
+use serde_json::{json, Value};
+use tower::ServiceExt as _;
+use umbra_core::resource::Resource;
+use umbra_zone_cp::api::{router, AppState};
+use umbra_zone_cp::store::Store;
+
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(body.map_or_else(Body::empty, Body::from))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let v = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    (status, v)
+}
+
+/// A zone loaded with the seed's kuma-demo scenario (old Timeouts live, MeshTimeouts shadow).
+async fn loaded() -> axum::Router {
+    let app = router(AppState {
+        store: Store::new(),
+        federated: false,
+    });
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../xds/tests/data/timeouts.yaml"
+    ))
+    .unwrap();
+    for r in Resource::all_from_bytes(yaml.as_bytes()).unwrap() {
+        let uri = if r.ty() == umbra_core::resource::ResourceType::Mesh {
+            format!("/meshes/{}", r.meta.name)
+        } else {
+            format!(
+                "/meshes/{}/{}/{}",
+                r.meta.mesh,
+                r.ty().plural(),
+                r.meta.name
+            )
+        };
+        let (status, body) = call(&app, "PUT", &uri, Some(r.to_value().to_string())).await;
+        assert_eq!(status, StatusCode::CREATED, "{uri}: {body}");
+    }
+    app
+}
+
+#[tokio::test]
+async fn config_shadow_diff_applies_to_live() {
+    let app = loaded().await;
+    let (s, live) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/frontend/_config",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(live.get("diff").is_none());
+    let (s, shadow) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/frontend/_config?shadow=true&include=diff",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let patch: json_patch::Patch = serde_json::from_value(shadow["diff"].clone()).unwrap();
+    let mut doc = live["xds"].clone();
+    json_patch::patch(&mut doc, &patch).unwrap();
+    assert_eq!(
+        doc, shadow["xds"],
+        "xds is the live document with diff applied"
+    );
+    assert_eq!(
+        patch.0.len(),
+        13,
+        "the seed's 12 changes (one object replace comes out as two adds)"
+    );
+    let (s, no_shadow) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/frontend/_config?shadow=false&include=diff",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(no_shadow["diff"], json!([]));
+    assert_eq!(no_shadow["xds"], live["xds"]);
+}
+
+#[tokio::test]
+async fn inspect_rejects_bad_parameters_and_unknown_names() {
+    let app = loaded().await;
+    for (uri, want) in [
+        (
+            "/meshes/default/dataplanes/frontend/_config?shadow=yes",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "/meshes/default/dataplanes/frontend/_config?include=xds",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "/meshes/default/dataplanes/frontend/_rules?include=diff,nope",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "/meshes/default/dataplanes/nope/_config",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/meshes/nope/dataplanes/frontend/_config",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/meshes/nope/dataplanes/frontend/_rules",
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let (s, body) = call(&app, "GET", uri, None).await;
+        assert_eq!(s, want, "{uri}: {body}");
+        assert_eq!(body["status"], want.as_u16());
+    }
+}
+
+#[tokio::test]
+async fn rules_show_shadow_policies_and_their_diff() {
+    let app = loaded().await;
+    let (s, live) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/frontend/_rules",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        live["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["type"] != "MeshTimeout"),
+        "shadow MeshTimeouts are not live"
+    );
+    let (s, shadow) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/frontend/_rules?shadow=true&include=diff",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let mt = shadow["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "MeshTimeout")
+        .expect("MeshTimeout rules in the shadow view");
+    assert_eq!(
+        mt["fromRules"][0]["inbound"],
+        json!({"address": "10.42.0.29", "port": 8080})
+    );
+    assert!(!shadow["diff"].as_array().unwrap().is_empty());
+    let patch: json_patch::Patch = serde_json::from_value(shadow["diff"].clone()).unwrap();
+    let mut doc = live["rules"].clone();
+    json_patch::patch(&mut doc, &patch).unwrap();
+    assert_eq!(doc, shadow["rules"]);
+    assert_eq!(
+        shadow["resource"],
+        json!({"type": "Dataplane", "mesh": "default", "name": "frontend"})
+    );
+}
+
+#[tokio::test]
+async fn invalid_resources_get_every_violation_and_are_not_stored() {
+    let app = loaded().await;
+    let bad = json!({"type": "MeshTimeout", "mesh": "default", "name": "bad", "spec": {
+        "targetRef": {"kind": "Mesh"},
+        "to": [{"targetRef": {"kind": "MeshService"}, "default": {"idleTimeout": "-1s"}}]
+    }});
+    let (s, body) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/bad",
+        Some(bad.to_string()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let fields: Vec<&str> = body["invalidParameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.to[0].targetRef.name",
+            "spec.to[0].default.idleTimeout"
+        ]
+    );
+    let (s, _) = call(&app, "GET", "/meshes/default/meshtimeouts/bad", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, body) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/other",
+        Some(
+            "type: MeshTimeout\nmesh: default\nname: bad\nspec: {targetRef: {kind: Mesh}}\n".into(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(body["invalidParameters"][0]["field"], "name");
+    let (s, body) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/x",
+        Some("{not yaml: [".into()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let (s, _) = call(&app, "PUT", "/meshes/default/nopes/x", Some("{}".into())).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn lists_are_paged() {
+    let app = loaded().await;
+    let (s, page) = call(&app, "GET", "/meshes/default/dataplanes?size=2", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page["next"], "/meshes/default/dataplanes?offset=2&size=2");
+    let (_, last) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes?offset=2&size=2",
+        None,
+    )
+    .await;
+    assert_eq!(last["items"].as_array().unwrap().len(), 1);
+    assert!(last["next"].is_null());
+    let (s, _) = call(&app, "GET", "/meshes/default/dataplanes?size=0", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn federated_zones_refuse_policy_writes_but_accept_dataplanes() {
+    let store = Store::new();
+    store
+        .put(
+            Resource::from_bytes(b"type: Mesh\nname: default\n").unwrap(),
+            None,
+        )
+        .unwrap();
+    let app = router(AppState {
+        store,
+        federated: true,
+    });
+    let (s, body) = call(
+        &app,
+        "PUT",
+        "/meshes/default",
+        Some("type: Mesh\nname: default\n".into()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("Global"));
+    let dp = "type: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n";
+    let (s, body) = call(
+        &app,
+        "PUT",
+        "/meshes/default/dataplanes/web",
+        Some(dp.into()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        Some("type: MeshTimeout\nmesh: default\nname: t\nspec: {targetRef: {kind: Mesh}}\n".into()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+}
