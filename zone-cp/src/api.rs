@@ -33,6 +33,8 @@ pub struct AppState {
     pub store: Store,
     /// `true` when a Global CP is configured: policies are read-only on the zone.
     pub federated: bool,
+    /// xDS connection insights (connected, ACKed versions, NACKs).
+    pub insights: std::sync::Arc<crate::ads::Insights>,
 }
 
 /// The API router.
@@ -55,6 +57,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/meshes/{mesh}/dataplanes/{name}/_rules",
             get(inspect_rules),
+        )
+        .route(
+            "/meshes/{mesh}/dataplanes+insights/{name}",
+            get(dataplane_insight),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -327,4 +333,25 @@ async fn inspect_rules(
         )
     })?
     .map(Json)
+}
+
+/// Kuma's `dataplanes+insights`: the Dataplane and its xDS connection state (connected, last
+/// ACKed version per type, last NACK with Envoy's error text).
+async fn dataplane_insight(
+    State(st): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let key = ResourceKey {
+        ty: ResourceType::Dataplane,
+        mesh: mesh.clone(),
+        name: name.clone(),
+    };
+    let dp = st
+        .store
+        .get(&key)
+        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
+    let insight = st.insights.get(&mesh, &name).unwrap_or_default();
+    Ok(Json(
+        json!({"dataplane": stored_json(&dp), "dataplaneInsight": insight}),
+    ))
 }

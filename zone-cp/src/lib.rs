@@ -7,9 +7,11 @@
 //! The binary (`zone-cp`) parses [`Args`] (every flag also an `UMBRA_*` env var) and calls
 //! [`run`] with a shutdown future.
 
+pub mod ads;
 pub mod api;
 pub mod error;
 pub mod inspect;
+pub mod reconciler;
 pub mod store;
 
 use std::future::Future;
@@ -33,22 +35,47 @@ pub struct Args {
     pub ads_addr: SocketAddr,
 }
 
-/// Serve the API until `shutdown` resolves, then drain.
+/// Serve the API and ADS until `shutdown` resolves, then drain both.
 ///
 /// # Errors
-/// When the API address cannot be bound.
+/// When an address cannot be bound or a server fails.
 pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let store = store::Store::new();
+    let insights = std::sync::Arc::new(ads::Insights::default());
+    let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
     let state = api::AppState {
-        store: store::Store::new(),
+        store,
         federated: args.global_kds_address.is_some(),
+        insights: insights.clone(),
     };
-    let listener = tokio::net::TcpListener::bind(args.api_addr).await?;
-    tracing::info!(zone = %args.zone, api = %listener.local_addr()?, "zone-cp API listening");
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let api_listener = tokio::net::TcpListener::bind(args.api_addr).await?;
+    let ads_listener = tokio::net::TcpListener::bind(args.ads_addr).await?;
+    tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
+    let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
+    let mut api_stop = stop_rx.clone();
+    let api = axum::serve(api_listener, api::router(state)).with_graceful_shutdown(async move {
+        let _ = api_stop.wait_for(|s| *s).await;
+    });
+    let mut ads_stop = stop_rx.clone();
+    let ads = tonic::transport::Server::builder()
+        .add_service(ads::Ads::new(reconciler, insights).into_server())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(ads_listener),
+            async move {
+                let _ = ads_stop.wait_for(|s| *s).await;
+            },
+        );
+    let (a, b) = tokio::join!(api, ads);
+    a?;
+    b?;
+    let _ = rec_task.await;
     Ok(())
 }

@@ -39,6 +39,7 @@ async fn loaded() -> axum::Router {
     let app = router(AppState {
         store: Store::new(),
         federated: false,
+        insights: Default::default(),
     });
     let yaml = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -275,6 +276,7 @@ async fn federated_zones_refuse_policy_writes_but_accept_dataplanes() {
     let app = router(AppState {
         store,
         federated: true,
+        insights: Default::default(),
     });
     let (s, body) = call(
         &app,
