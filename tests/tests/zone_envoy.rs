@@ -152,3 +152,198 @@ async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()
     drop(backend);
     zone.stop().await
 }
+
+/// Start a zone with backend (app answering after `delay`) and frontend sidecars; returns the
+/// zone, both Envoys and the frontend's outbound address once traffic flows.
+async fn topology(
+    envoy: &str,
+    delay: Duration,
+) -> anyhow::Result<(
+    Zone,
+    Envoy,
+    Envoy,
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<()>,
+)> {
+    let zone = Zone::start("zone-1").await?;
+    let (backend_app, backend_in, frontend_app, frontend_in, outbound) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let app = http_app(backend_app, "hello from backend", delay).await?;
+    zone.apply("/meshes/default", MESH).await?;
+    zone.apply(
+        "/meshes/default/dataplanes/backend",
+        &dataplane("backend", "backend", backend_in, backend_app, None),
+    )
+    .await?;
+    zone.apply(
+        "/meshes/default/dataplanes/frontend",
+        &dataplane(
+            "frontend",
+            "frontend",
+            frontend_in,
+            frontend_app,
+            Some((outbound, "backend")),
+        ),
+    )
+    .await?;
+    let backend = Envoy::start(envoy, "default", "backend", zone.ads)?;
+    let frontend = Envoy::start(envoy, "default", "frontend", zone.ads)?;
+    let ready = wait_until(Duration::from_secs(20), || async {
+        acked(&zone, "backend").await && acked(&zone, "frontend").await
+    })
+    .await;
+    assert!(
+        ready.is_ok(),
+        "Envoys did not ACK.\nbackend:\n{}\nfrontend:\n{}",
+        backend.log_tail(),
+        frontend.log_tail()
+    );
+    let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
+    let ok = wait_until(Duration::from_secs(10), || async {
+        http(out, "GET", "/", None)
+            .await
+            .is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    assert!(
+        ok.is_ok(),
+        "no 200 through the sidecars.\nfrontend:\n{}",
+        frontend.log_tail()
+    );
+    Ok((zone, backend, frontend, out, app))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_timeout_request_timeout_gives_504() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::from_secs(3)).await?;
+    zone.apply(
+        "/meshes/default/meshtimeouts/one-second",
+        "type: MeshTimeout\nmesh: default\nname: one-second\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1s}}\n",
+    )
+    .await?;
+    let timed_out = wait_until(Duration::from_secs(15), || async {
+        http(out, "GET", "/", None)
+            .await
+            .is_ok_and(|(s, _)| s == 504)
+    })
+    .await;
+    assert!(
+        timed_out.is_ok(),
+        "no 504.\nfrontend:\n{}",
+        frontend.log_tail()
+    );
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nack_keeps_last_good_config_and_recovers() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::ZERO).await?;
+    // Envoy rejects a negative connect timeout (proto validation); Umbra's generation does not.
+    zone.apply(
+        "/meshes/default/meshproxypatches/bad-timeout",
+        "type: MeshProxyPatch\nmesh: default\nname: bad-timeout\nspec:\n  targetRef: {kind: MeshService, name: frontend}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Patch\n        match: {name: backend}\n        value: 'connectTimeout: -1s'\n",
+    )
+    .await?;
+    let nacked = wait_until(Duration::from_secs(10), || async {
+        let Ok((200, v)) = zone
+            .call("GET", "/meshes/default/dataplanes+insights/frontend", None)
+            .await
+        else {
+            return false;
+        };
+        v["dataplaneInsight"]["nacked"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty())
+    })
+    .await;
+    assert!(
+        nacked.is_ok(),
+        "no NACK recorded.\nfrontend:\n{}",
+        frontend.log_tail()
+    );
+    let (_, v) = zone
+        .call("GET", "/meshes/default/dataplanes+insights/frontend", None)
+        .await?;
+    let error = v["dataplaneInsight"]["nacked"].to_string();
+    assert!(error.contains("duration"), "Envoy's error text: {error}");
+    assert_eq!(
+        http(out, "GET", "/", None).await?.0,
+        200,
+        "traffic keeps flowing on the previous config"
+    );
+    let (_, b) = zone
+        .call("GET", "/meshes/default/dataplanes+insights/backend", None)
+        .await?;
+    assert!(
+        b["dataplaneInsight"]["nacked"]
+            .as_object()
+            .is_none_or(|m| m.is_empty()),
+        "other dataplanes unaffected: {b}"
+    );
+    // Deleting the policy recovers.
+    zone.call(
+        "DELETE",
+        "/meshes/default/meshproxypatches/bad-timeout",
+        None,
+    )
+    .await?;
+    let recovered = wait_until(Duration::from_secs(10), || async {
+        let Ok((200, v)) = zone
+            .call("GET", "/meshes/default/dataplanes+insights/frontend", None)
+            .await
+        else {
+            return false;
+        };
+        v["dataplaneInsight"]["nacked"]
+            .as_object()
+            .is_some_and(|m| m.is_empty())
+    })
+    .await;
+    assert!(
+        recovered.is_ok(),
+        "NACK not cleared after deleting the policy"
+    );
+    assert_eq!(http(out, "GET", "/", None).await?.0, 200);
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_envoy_gets_its_full_config_again() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::ZERO).await?;
+    drop(frontend);
+    let down = wait_until(Duration::from_secs(5), || async {
+        http(out, "GET", "/", None).await.is_err()
+    })
+    .await;
+    assert!(down.is_ok(), "the old Envoy is gone");
+    let frontend = Envoy::start(&envoy, "default", "frontend", zone.ads)?;
+    let back = wait_until(Duration::from_secs(20), || async {
+        http(out, "GET", "/", None)
+            .await
+            .is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    assert!(
+        back.is_ok(),
+        "restarted Envoy did not get its config.\n{}",
+        frontend.log_tail()
+    );
+    zone.stop().await
+}

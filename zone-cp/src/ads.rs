@@ -92,14 +92,21 @@ impl Insights {
 pub struct Ads {
     reconciler: Arc<Reconciler>,
     insights: Arc<Insights>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Ads {
-    /// A service serving `reconciler`'s snapshots and recording into `insights`.
-    pub fn new(reconciler: Arc<Reconciler>, insights: Arc<Insights>) -> Self {
+    /// A service serving `reconciler`'s snapshots and recording into `insights`; every stream
+    /// ends when `shutdown` turns `true` (so the server can drain).
+    pub fn new(
+        reconciler: Arc<Reconciler>,
+        insights: Arc<Insights>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
         Self {
             reconciler,
             insights,
+            shutdown,
         }
     }
 
@@ -197,6 +204,15 @@ impl StreamCtx {
         let Some(version) = dp.versions.get(type_url).cloned() else {
             return true;
         };
+        if state.nacked_version.is_some() && state.sent_version.as_deref() == Some(version.as_str())
+        {
+            // The config went back to what Envoy accepted last (e.g. the offending policy was
+            // deleted): Envoy is already running it, so the NACK is over.
+            state.nacked_version = None;
+            insights.update(&self.key, |i| {
+                i.nacked.remove(type_url);
+            });
+        }
         if state.sent_version.as_deref() == Some(version.as_str())
             || state.nacked_version.as_deref() == Some(version.as_str())
         {
@@ -234,6 +250,7 @@ impl AggregatedDiscoveryService for Ads {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let rec = self.reconciler.clone();
         let insights = self.insights.clone();
+        let mut shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let mut ctx: Option<StreamCtx> = None;
             let mut changes = rec.subscribe();
@@ -281,6 +298,7 @@ impl AggregatedDiscoveryService for Ads {
                         state.sent_version = None;
                         if !c.maybe_send(&req.type_url, &rec, &insights, &tx).await { break }
                     }
+                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
                     changed = changes.changed() => {
                         if changed.is_err() { break }
                         let Some(c) = ctx.as_mut() else { continue };

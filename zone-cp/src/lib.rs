@@ -66,7 +66,7 @@ pub async fn run(
     });
     let mut ads_stop = stop_rx.clone();
     let ads = tonic::transport::Server::builder()
-        .add_service(ads::Ads::new(reconciler, insights).into_server())
+        .add_service(ads::Ads::new(reconciler, insights, stop_rx.clone()).into_server())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(ads_listener),
             async move {
