@@ -119,6 +119,18 @@ pub struct Envoy {
 impl Envoy {
     /// Start Envoy for DPP `mesh.name` against `ads`.
     pub fn start(binary: &str, mesh: &str, name: &str, ads: SocketAddr) -> anyhow::Result<Envoy> {
+        Self::start_with_dataplane(binary, mesh, name, ads, None)
+    }
+
+    /// Like [`Envoy::start`], carrying the Dataplane resource in the node metadata
+    /// (`dataplane.resource`), as Kuma's kuma-dp does, so the zone registers it.
+    pub fn start_with_dataplane(
+        binary: &str,
+        mesh: &str,
+        name: &str,
+        ads: SocketAddr,
+        dataplane: Option<&str>,
+    ) -> anyhow::Result<Envoy> {
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
         let dir = std::env::temp_dir().join(format!(
             "umbra-e2e-{}-{name}-{}",
@@ -126,8 +138,12 @@ impl Envoy {
             admin.port()
         ));
         std::fs::create_dir_all(&dir)?;
+        let mut node = serde_json::json!({"id": format!("{mesh}.{name}"), "cluster": name});
+        if let Some(dp) = dataplane {
+            node["metadata"] = serde_json::json!({ "dataplane.resource": dp });
+        }
         let bootstrap = serde_json::json!({
-            "node": {"id": format!("{mesh}.{name}"), "cluster": name},
+            "node": node,
             "admin": {"address": {"socketAddress": {"address": "127.0.0.1", "portValue": admin.port()}}},
             "dynamicResources": {
                 "adsConfig": {"apiType": "GRPC", "transportApiVersion": "V3", "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}]},

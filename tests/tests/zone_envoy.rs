@@ -347,3 +347,81 @@ async fn restarted_envoy_gets_its_full_config_again() -> anyhow::Result<()> {
     );
     zone.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    let (backend_app, backend_in, frontend_app, frontend_in, outbound) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let _app = http_app(backend_app, "hello from backend", Duration::ZERO).await?;
+    zone.apply("/meshes/default", MESH).await?;
+    // Neither Dataplane is PUT: both come from the Envoys' node metadata.
+    let backend = Envoy::start_with_dataplane(
+        &envoy,
+        "default",
+        "backend",
+        zone.ads,
+        Some(&dataplane(
+            "backend",
+            "backend",
+            backend_in,
+            backend_app,
+            None,
+        )),
+    )?;
+    let frontend = Envoy::start_with_dataplane(
+        &envoy,
+        "default",
+        "frontend",
+        zone.ads,
+        Some(&dataplane(
+            "frontend",
+            "frontend",
+            frontend_in,
+            frontend_app,
+            Some((outbound, "backend")),
+        )),
+    )?;
+    let registered = wait_until(Duration::from_secs(20), || async {
+        matches!(
+            zone.call("GET", "/meshes/default/dataplanes/frontend", None)
+                .await,
+            Ok((200, _))
+        ) && matches!(
+            zone.call("GET", "/meshes/default/dataplanes/backend", None)
+                .await,
+            Ok((200, _))
+        )
+    })
+    .await;
+    assert!(
+        registered.is_ok(),
+        "not registered.\n{}",
+        frontend.log_tail()
+    );
+    let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
+    let ok = wait_until(Duration::from_secs(20), || async {
+        http(out, "GET", "/", None)
+            .await
+            .is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    assert!(
+        ok.is_ok(),
+        "no traffic.\nbackend:\n{}\nfrontend:\n{}",
+        backend.log_tail(),
+        frontend.log_tail()
+    );
+    drop(frontend);
+    drop(backend);
+    zone.stop().await
+}

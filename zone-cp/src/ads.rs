@@ -90,6 +90,7 @@ impl Insights {
 /// The ADS service.
 #[derive(Debug, Clone)]
 pub struct Ads {
+    store: crate::store::Store,
     reconciler: Arc<Reconciler>,
     insights: Arc<Insights>,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -99,11 +100,13 @@ impl Ads {
     /// A service serving `reconciler`'s snapshots and recording into `insights`; every stream
     /// ends when `shutdown` turns `true` (so the server can drain).
     pub fn new(
+        store: crate::store::Store,
         reconciler: Arc<Reconciler>,
         insights: Arc<Insights>,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         Self {
+            store,
             reconciler,
             insights,
             shutdown,
@@ -168,6 +171,55 @@ fn resources(snap: &Snapshot, type_url: &str, names: &[String]) -> Vec<Any> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// Node metadata key carrying the Dataplane resource inline (as Kuma's kuma-dp sends it).
+pub const DATAPLANE_METADATA_KEY: &str = "dataplane.resource";
+
+/// Register the Dataplane an Envoy carries in its node metadata (`dataplane.resource`, YAML or
+/// JSON in universal format). It must be a valid Dataplane whose mesh and name match the node
+/// id. Nothing to do when the metadata is absent.
+///
+/// # Errors
+/// An `INVALID_ARGUMENT` status listing every problem.
+pub fn register_from_metadata(
+    store: &crate::store::Store,
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<(), Status> {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    let Some(text) = node
+        .and_then(|n| n.metadata.as_ref())
+        .and_then(|m| m.fields.get(DATAPLANE_METADATA_KEY))
+        .and_then(|v| match &v.kind {
+            Some(Kind::StringValue(s)) => Some(s.clone()),
+            _ => None,
+        })
+    else {
+        return Ok(());
+    };
+    let resource = umbra_core::resource::Resource::from_bytes(text.as_bytes()).map_err(|e| {
+        Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
+    })?;
+    if resource.ty() != umbra_core::resource::ResourceType::Dataplane
+        || resource.meta.mesh != key.0
+        || resource.meta.name != key.1
+    {
+        return Err(Status::invalid_argument(format!(
+            "node metadata {DATAPLANE_METADATA_KEY} must be the Dataplane {}/{} named by the node id",
+            key.0, key.1
+        )));
+    }
+    let violations = resource.validate();
+    if violations.has_violations() {
+        return Err(Status::invalid_argument(format!(
+            "node metadata {DATAPLANE_METADATA_KEY}: {violations}"
+        )));
+    }
+    store
+        .put(resource, None)
+        .map(|_| ())
+        .map_err(|e| Status::failed_precondition(e.to_string()))
 }
 
 /// Parse Kuma's node id `<mesh>.<name>`.
@@ -250,63 +302,68 @@ impl AggregatedDiscoveryService for Ads {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let rec = self.reconciler.clone();
         let insights = self.insights.clone();
+        let store = self.store.clone();
         let mut shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let mut ctx: Option<StreamCtx> = None;
             let mut changes = rec.subscribe();
             loop {
                 tokio::select! {
-                    req = requests.next() => {
-                        let req = match req {
-                            Some(Ok(r)) => r,
-                            Some(Err(e)) => { tracing::debug!(error = %e, "ADS stream error"); break }
-                            None => break,
-                        };
-                        if ctx.is_none() {
-                            let id = req.node.as_ref().map(|n| n.id.clone()).unwrap_or_default();
-                            let Some(key) = parse_node_id(&id) else {
-                                let _ = tx.send(Err(Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>")))).await;
-                                break;
-                            };
-                            insights.update(&key, |i| { i.connected = true; i.responses_sent = 0; });
-                            tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy connected");
-                            ctx = Some(StreamCtx { key, types: HashMap::new(), nonce: 0 });
-                        }
-                        let Some(c) = ctx.as_mut() else { break };
-                        let state = c.types.entry(req.type_url.clone()).or_default();
-                        if !req.response_nonce.is_empty() && req.response_nonce != state.sent_nonce {
-                            continue; // stale: answers an older response
-                        }
-                        state.subscribed = true;
-                        state.names = req.resource_names.clone();
-                        if let Some(err) = &req.error_detail {
-                            let rejected = state.sent_version.clone().unwrap_or_default();
-                            state.nacked_version = Some(rejected.clone());
-                            let message = err.message.clone();
-                            tracing::warn!(mesh = %c.key.0, dataplane = %c.key.1, type_url = %req.type_url, error = %message, "NACK");
-                            insights.update(&c.key, |i| { i.nacked.insert(req.type_url.clone(), Nack { version: rejected, error: message }); });
-                            // Envoy keeps its last good config; the ACKed version stays as it was.
-                            if let Some(s) = c.types.get_mut(&req.type_url) { s.sent_version = Some(req.version_info.clone()); }
-                            continue;
-                        }
-                        if !req.response_nonce.is_empty() {
-                            let acked = req.version_info.clone();
-                            insights.update(&c.key, |i| { i.acked.insert(req.type_url.clone(), acked); i.nacked.remove(&req.type_url); });
-                            continue;
-                        }
-                        // A new subscription (or a re-request after reconnect): answer it.
-                        state.sent_version = None;
-                        if !c.maybe_send(&req.type_url, &rec, &insights, &tx).await { break }
-                    }
-                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
-                    changed = changes.changed() => {
-                        if changed.is_err() { break }
-                        let Some(c) = ctx.as_mut() else { continue };
-                        for t in TYPE_ORDER {
-                            if !c.maybe_send(t, &rec, &insights, &tx).await { return }
-                        }
-                    }
-                }
+                                    req = requests.next() => {
+                                        let req = match req {
+                                            Some(Ok(r)) => r,
+                                            Some(Err(e)) => { tracing::debug!(error = %e, "ADS stream error"); break }
+                                            None => break,
+                                        };
+                                        if ctx.is_none() {
+                                            let id = req.node.as_ref().map(|n| n.id.clone()).unwrap_or_default();
+                                            let Some(key) = parse_node_id(&id) else {
+                                                let _ = tx.send(Err(Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>")))).await;
+                                                break;
+                                            };
+                if let Err(status) = register_from_metadata(&store, &key, req.node.as_ref()) {
+                                                let _ = tx.send(Err(status)).await;
+                                                break;
+                                            }
+                                                                        insights.update(&key, |i| { i.connected = true; i.responses_sent = 0; });
+                                            tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy connected");
+                                            ctx = Some(StreamCtx { key, types: HashMap::new(), nonce: 0 });
+                                        }
+                                        let Some(c) = ctx.as_mut() else { break };
+                                        let state = c.types.entry(req.type_url.clone()).or_default();
+                                        if !req.response_nonce.is_empty() && req.response_nonce != state.sent_nonce {
+                                            continue; // stale: answers an older response
+                                        }
+                                        state.subscribed = true;
+                                        state.names = req.resource_names.clone();
+                                        if let Some(err) = &req.error_detail {
+                                            let rejected = state.sent_version.clone().unwrap_or_default();
+                                            state.nacked_version = Some(rejected.clone());
+                                            let message = err.message.clone();
+                                            tracing::warn!(mesh = %c.key.0, dataplane = %c.key.1, type_url = %req.type_url, error = %message, "NACK");
+                                            insights.update(&c.key, |i| { i.nacked.insert(req.type_url.clone(), Nack { version: rejected, error: message }); });
+                                            // Envoy keeps its last good config; the ACKed version stays as it was.
+                                            if let Some(s) = c.types.get_mut(&req.type_url) { s.sent_version = Some(req.version_info.clone()); }
+                                            continue;
+                                        }
+                                        if !req.response_nonce.is_empty() {
+                                            let acked = req.version_info.clone();
+                                            insights.update(&c.key, |i| { i.acked.insert(req.type_url.clone(), acked); i.nacked.remove(&req.type_url); });
+                                            continue;
+                                        }
+                                        // A new subscription (or a re-request after reconnect): answer it.
+                                        state.sent_version = None;
+                                        if !c.maybe_send(&req.type_url, &rec, &insights, &tx).await { break }
+                                    }
+                                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+                                    changed = changes.changed() => {
+                                        if changed.is_err() { break }
+                                        let Some(c) = ctx.as_mut() else { continue };
+                                        for t in TYPE_ORDER {
+                                            if !c.maybe_send(t, &rec, &insights, &tx).await { return }
+                                        }
+                                    }
+                                }
             }
             if let Some(c) = ctx {
                 insights.update(&c.key, |i| i.connected = false);

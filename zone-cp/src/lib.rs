@@ -47,7 +47,7 @@ pub async fn run(
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
     let state = api::AppState {
-        store,
+        store: store.clone(),
         federated: args.global_kds_address.is_some(),
         insights: insights.clone(),
     };
@@ -66,7 +66,7 @@ pub async fn run(
     });
     let mut ads_stop = stop_rx.clone();
     let ads = tonic::transport::Server::builder()
-        .add_service(ads::Ads::new(reconciler, insights, stop_rx.clone()).into_server())
+        .add_service(ads::Ads::new(store, reconciler, insights, stop_rx.clone()).into_server())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(ads_listener),
             async move {
