@@ -21,6 +21,22 @@ use crate::error::ApiError;
 use crate::inspect::{self, InspectQuery};
 use crate::store::{Store, StoreError, Stored};
 
+/// The OpenAPI 3 document of this API, served at `/openapi.yaml` (checked against the router
+/// by `tests/openapi.rs`).
+pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
+
+/// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
+pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/openapi.yaml", &["get"]),
+    ("/meshes", &["get"]),
+    ("/meshes/{name}", &["get", "put", "delete"]),
+    ("/meshes/{mesh}/{plural}", &["get"]),
+    ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
+    ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
+];
+
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// Largest page of a list.
@@ -40,6 +56,7 @@ pub struct AppState {
 /// The API router.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/openapi.yaml", get(openapi))
         .route("/meshes", get(list_meshes))
         .route(
             "/meshes/{name}",
@@ -354,4 +371,11 @@ async fn dataplane_insight(
     Ok(Json(
         json!({"dataplane": stored_json(&dp), "dataplaneInsight": insight}),
     ))
+}
+
+async fn openapi() -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/yaml")],
+        OPENAPI_YAML,
+    )
 }
