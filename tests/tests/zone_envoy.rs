@@ -49,58 +49,7 @@ async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let zone = Zone::start("zone-1").await?;
-    let (backend_app, backend_in, frontend_app, frontend_in, outbound) = (
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-    );
-    let _app = http_app(backend_app, "hello from backend", Duration::ZERO).await?;
-    zone.apply("/meshes/default", MESH).await?;
-    zone.apply(
-        "/meshes/default/dataplanes/backend",
-        &dataplane("backend", "backend", backend_in, backend_app, None),
-    )
-    .await?;
-    zone.apply(
-        "/meshes/default/dataplanes/frontend",
-        &dataplane(
-            "frontend",
-            "frontend",
-            frontend_in,
-            frontend_app,
-            Some((outbound, "backend")),
-        ),
-    )
-    .await?;
-
-    let backend = Envoy::start(&envoy, "default", "backend", zone.ads)?;
-    let frontend = Envoy::start(&envoy, "default", "frontend", zone.ads)?;
-    let ready = wait_until(Duration::from_secs(20), || async {
-        acked(&zone, "backend").await && acked(&zone, "frontend").await
-    })
-    .await;
-    assert!(
-        ready.is_ok(),
-        "Envoys did not ACK.\nbackend:\n{}\nfrontend:\n{}",
-        backend.log_tail(),
-        frontend.log_tail()
-    );
-
-    let out = format!("127.0.0.1:{outbound}").parse()?;
-    let ok = wait_until(Duration::from_secs(10), || async {
-        http(out, "GET", "/", None)
-            .await
-            .is_ok_and(|(s, _)| s == 200)
-    })
-    .await;
-    assert!(
-        ok.is_ok(),
-        "no 200 through the sidecars.\nfrontend:\n{}",
-        frontend.log_tail()
-    );
+    let (zone, backend, frontend, out, _app) = topology(&envoy, Duration::ZERO).await?;
     let (_, body) = http(out, "GET", "/", None).await?;
     assert_eq!(body, "hello from backend");
 

@@ -317,19 +317,7 @@ async fn inspect_config(
     Path((mesh, name)): Path<(String, String)>,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let q = InspectQuery::parse(&q)?;
-    let store = st.store.clone();
-    tokio::task::spawn_blocking(move || {
-        inspect::config(&store.mesh_resources(&mesh), &mesh, &name, q)
-    })
-    .await
-    .map_err(|e| {
-        ApiError::status(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("inspect task failed: {e}"),
-        )
-    })?
-    .map(Json)
+    inspect_with(st, mesh, name, &q, inspect::config).await
 }
 
 async fn inspect_rules(
@@ -337,19 +325,29 @@ async fn inspect_rules(
     Path((mesh, name)): Path<(String, String)>,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    let q = InspectQuery::parse(&q)?;
+    inspect_with(st, mesh, name, &q, inspect::rules).await
+}
+
+/// Parse the inspect query and run `f` over the mesh's resources off the async runtime
+/// (generation is CPU work).
+async fn inspect_with(
+    st: AppState,
+    mesh: String,
+    name: String,
+    q: &[(String, String)],
+    f: fn(&[Resource], &str, &str, InspectQuery) -> Result<Value, ApiError>,
+) -> Result<Json<Value>, ApiError> {
+    let q = InspectQuery::parse(q)?;
     let store = st.store.clone();
-    tokio::task::spawn_blocking(move || {
-        inspect::rules(&store.mesh_resources(&mesh), &mesh, &name, q)
-    })
-    .await
-    .map_err(|e| {
-        ApiError::status(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("inspect task failed: {e}"),
-        )
-    })?
-    .map(Json)
+    tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &mesh, &name, q))
+        .await
+        .map_err(|e| {
+            ApiError::status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("inspect task failed: {e}"),
+            )
+        })?
+        .map(Json)
 }
 
 /// Kuma's `dataplanes+insights`: the Dataplane and its xDS connection state (connected, last
