@@ -289,6 +289,20 @@ fn dechunk(s: &str) -> String {
     out
 }
 
+/// Poll `GET /` on `addr` until it answers `status` or `timeout` passes.
+pub async fn wait_for_status(
+    addr: SocketAddr,
+    status: u16,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    wait_until(timeout, || async {
+        http(addr, "GET", "/", None)
+            .await
+            .is_ok_and(|(s, _)| s == status)
+    })
+    .await
+}
+
 /// Poll `check` every 100 ms until it holds or `timeout` passes.
 pub async fn wait_until<F, Fut>(timeout: Duration, mut check: F) -> anyhow::Result<()>
 where

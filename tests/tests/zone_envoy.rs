@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use umbra_e2e::{envoy_binary, free_port, http, http_app, wait_until, Envoy, Zone};
+use umbra_e2e::{
+    envoy_binary, free_port, http, http_app, wait_for_status, wait_until, Envoy, Zone,
+};
 
 const MESH: &str = "type: Mesh\nname: default\n";
 
@@ -85,12 +87,7 @@ async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()
     // Live: requests fail with 503.
     zone.apply("/meshes/default/meshfaultinjections/abort-all", &fault(""))
         .await?;
-    let aborted = wait_until(Duration::from_secs(10), || async {
-        http(out, "GET", "/", None)
-            .await
-            .is_ok_and(|(s, _)| s == 503)
-    })
-    .await;
+    let aborted = wait_for_status(out, 503, Duration::from_secs(10)).await;
     assert!(
         aborted.is_ok(),
         "fault injection did not abort.\nbackend:\n{}",
@@ -153,12 +150,7 @@ async fn topology(
         frontend.log_tail()
     );
     let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
-    let ok = wait_until(Duration::from_secs(10), || async {
-        http(out, "GET", "/", None)
-            .await
-            .is_ok_and(|(s, _)| s == 200)
-    })
-    .await;
+    let ok = wait_for_status(out, 200, Duration::from_secs(10)).await;
     assert!(
         ok.is_ok(),
         "no 200 through the sidecars.\nfrontend:\n{}",
@@ -179,12 +171,7 @@ async fn mesh_timeout_request_timeout_gives_504() -> anyhow::Result<()> {
         "type: MeshTimeout\nmesh: default\nname: one-second\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1s}}\n",
     )
     .await?;
-    let timed_out = wait_until(Duration::from_secs(15), || async {
-        http(out, "GET", "/", None)
-            .await
-            .is_ok_and(|(s, _)| s == 504)
-    })
-    .await;
+    let timed_out = wait_for_status(out, 504, Duration::from_secs(15)).await;
     assert!(
         timed_out.is_ok(),
         "no 504.\nfrontend:\n{}",
@@ -283,12 +270,7 @@ async fn restarted_envoy_gets_its_full_config_again() -> anyhow::Result<()> {
     .await;
     assert!(down.is_ok(), "the old Envoy is gone");
     let frontend = Envoy::start(&envoy, "default", "frontend", zone.ads)?;
-    let back = wait_until(Duration::from_secs(20), || async {
-        http(out, "GET", "/", None)
-            .await
-            .is_ok_and(|(s, _)| s == 200)
-    })
-    .await;
+    let back = wait_for_status(out, 200, Duration::from_secs(20)).await;
     assert!(
         back.is_ok(),
         "restarted Envoy did not get its config.\n{}",
@@ -358,12 +340,7 @@ async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()>
         frontend.log_tail()
     );
     let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
-    let ok = wait_until(Duration::from_secs(20), || async {
-        http(out, "GET", "/", None)
-            .await
-            .is_ok_and(|(s, _)| s == 200)
-    })
-    .await;
+    let ok = wait_for_status(out, 200, Duration::from_secs(20)).await;
     assert!(
         ok.is_ok(),
         "no traffic.\nbackend:\n{}\nfrontend:\n{}",

@@ -140,6 +140,20 @@ fn parse_typed<M: Message + Name + Default>(json: &Value) -> Result<M, String> {
 
 /// A message patched with `jsonPatches` through its proto3-JSON form (Kuma's
 /// `MergeJsonPatch`: the result replaces the message).
+/// Patch `msg` with a modification's `value` (Kuma's proto merge) or, when it has
+/// `jsonPatches`, with those (RFC 6902 on the JSON form).
+fn patch_typed<M: Message + Name + Default>(
+    msg: &M,
+    value: &M,
+    patches: &[JsonPatchBlock],
+) -> Result<M, String> {
+    if patches.is_empty() {
+        merge_typed(msg, value)
+    } else {
+        json_patch_typed(msg, patches)
+    }
+}
+
 fn json_patch_typed<M: Message + Name + Default>(
     msg: &M,
     patches: &[JsonPatchBlock],
@@ -466,11 +480,7 @@ impl<'s> Engine<'s> {
                     let Some(c) = self.snap.clusters.get_mut(&n) else {
                         continue;
                     };
-                    let patched = if m.json_patches.is_empty() {
-                        merge_typed(c, &value)
-                    } else {
-                        json_patch_typed(c, m.json_patches)
-                    };
+                    let patched = patch_typed(c, &value, m.json_patches);
                     *c = patched.map_err(|e| src.error(format!("{CLUSTER_TYPE}/{n}"), e))?;
                 }
             }
@@ -510,11 +520,7 @@ impl<'s> Engine<'s> {
             let Some(l) = self.snap.listeners.get_mut(&n) else {
                 continue;
             };
-            let patched = if m.json_patches.is_empty() {
-                merge_typed(l, &value)
-            } else {
-                json_patch_typed(l, m.json_patches)
-            };
+            let patched = patch_typed(l, &value, m.json_patches);
             *l = patched.map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?;
         }
         Ok(())
@@ -666,11 +672,7 @@ fn edit_virtual_hosts(
         Op::Remove => rc.virtual_hosts.retain(|vh| !matches(vh)),
         _ => {
             for vh in rc.virtual_hosts.iter_mut().filter(|vh| matches(vh)) {
-                *vh = if json_patches.is_empty() {
-                    merge_typed(vh, value)?
-                } else {
-                    json_patch_typed(vh, json_patches)?
-                };
+                *vh = patch_typed(vh, value, json_patches)?;
             }
         }
     }
