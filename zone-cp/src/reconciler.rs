@@ -120,6 +120,16 @@ impl Reconciler {
                     &ctx,
                     &policies,
                 ) {
+                    // Equal typed messages mean equal content: skip rendering for versions. (Not
+                    // equal can still be equal content, as `Any` bytes may differ in map order;
+                    // the content-hash comparison below settles those.)
+                    Ok(snapshot)
+                        if old
+                            .as_ref()
+                            .is_some_and(|o| o.error.is_none() && *o.snapshot == snapshot) =>
+                    {
+                        old.clone().unwrap_or_default()
+                    }
                     Ok(snapshot) => {
                         let versions = TYPE_ORDER
                             .iter()
