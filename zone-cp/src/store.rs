@@ -18,6 +18,10 @@ pub struct Stored {
     pub resource: Resource,
     /// Version, 1 on creation, +1 on every update.
     pub version: u64,
+    /// The store revision of the write that stored this content. Unique across the store's
+    /// life (unlike `version`, which restarts at 1 when a resource is deleted and created
+    /// again), so equal revisions mean identical content: the reconciler's change detection.
+    pub revision: u64,
 }
 
 /// Why a write was refused.
@@ -100,8 +104,14 @@ impl Store {
         *self.revision.borrow()
     }
 
-    fn bump(&self) {
-        self.revision.send_modify(|r| *r += 1);
+    /// Bump the revision (call with the map's write lock held, so revisions order writes).
+    fn bump(&self) -> u64 {
+        let mut next = 0;
+        self.revision.send_modify(|r| {
+            *r += 1;
+            next = *r;
+        });
+        next
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ResourceKey, Stored>> {
@@ -163,6 +173,7 @@ impl Store {
                 existing.cloned().unwrap_or_else(|| Stored {
                     resource,
                     version: current,
+                    revision: self.revision(),
                 }),
                 false,
             ));
@@ -170,10 +181,10 @@ impl Store {
         let stored = Stored {
             resource,
             version: current + 1,
+            revision: self.bump(),
         };
         map.insert(key, stored.clone());
         drop(map);
-        self.bump();
         Ok((stored, current == 0))
     }
 
@@ -189,8 +200,8 @@ impl Store {
         if key.ty == ResourceType::Mesh {
             map.retain(|k, _| k.mesh != key.name);
         }
-        drop(map);
         self.bump();
+        drop(map);
         Ok(())
     }
 
@@ -212,13 +223,22 @@ impl Store {
 
     /// Every resource of `mesh` (Mesh included), for generation.
     pub fn mesh_resources(&self, mesh: &str) -> Vec<Resource> {
+        self.mesh_stored(mesh)
+            .into_iter()
+            .map(|s| s.resource)
+            .collect()
+    }
+
+    /// Every resource of `mesh` (Mesh included) with its version and revision, read under one
+    /// lock (a consistent view).
+    pub fn mesh_stored(&self, mesh: &str) -> Vec<Stored> {
         self.read()
             .values()
             .filter(|s| {
                 s.resource.meta.mesh == mesh
                     || (s.resource.ty() == ResourceType::Mesh && s.resource.meta.name == mesh)
             })
-            .map(|s| s.resource.clone())
+            .cloned()
             .collect()
     }
 }

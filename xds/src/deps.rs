@@ -1,0 +1,209 @@
+//! What a DPP's generated config depends on, so a control plane regenerates only the DPPs a
+//! change can affect.
+//!
+//! [`generate`](crate::generate::generate) is a pure function of the Dataplane, the
+//! [`MeshContext`](crate::context::MeshContext) and the [`PolicySet`]. Of those, a given DPP only
+//! reads:
+//! - the Mesh (mTLS, name) and its own Dataplane resource;
+//! - the new (targetRef) policies whose top-level `targetRef` selects it (Kuma's
+//!   `dppSelectedByPolicy`, shadow ones only in the Shadow view), plus every MeshHTTPRoute of the
+//!   mesh (references resolve through them);
+//! - the old policies with a selector matching one of its inbounds or its gateway (Kuma's
+//!   `Dataplane.Matches`) on the side that selects the DPP: `sources` for the outbound
+//!   connection policies (Timeout, CircuitBreaker, which match the client), `destinations` for
+//!   the inbound ones (TrafficPermission, FaultInjection), `selectors` for ProxyTemplate. This
+//!   is a superset of Kuma's old-policy selection, which adds destination or source
+//!   requirements on top;
+//! - for each of those old policies, whether its type is superseded in the view (the
+//!   old-vs-new rule of seed 000): plugins read old policies either in effect only or in effect
+//!   and superseded, nothing else about the rule;
+//! - the endpoints and protocol of the services its outbounds name.
+//!
+//! [`dependencies`] lists those; the caller turns them into a fingerprint with its own notion
+//! of resource identity (the zone store's write revisions).
+
+use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::matching::select;
+use umbra_core::old_matching::{dataplane_matches, OldPolicyRef};
+use umbra_core::resource::ResourceType;
+use umbra_core::view::PolicySet;
+
+/// One policy a DPP's generation may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyDependency<'a> {
+    /// Its type.
+    pub ty: ResourceType,
+    /// Its name (in the DPP's mesh).
+    pub name: &'a str,
+    /// An old policy whose type the old-vs-new rule switched off in this view.
+    pub superseded: bool,
+}
+
+/// The policies and services one DPP's config depends on (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dependencies<'a> {
+    /// Every policy (new, old or MeshHTTPRoute) the DPP's generation may read, in the set's
+    /// order.
+    pub policies: Vec<PolicyDependency<'a>>,
+    /// `kuma.io/service` of each outbound (in the Dataplane's order, duplicates kept).
+    pub services: Vec<&'a str>,
+}
+
+/// The dependencies of `dp` (a Dataplane of `policies`' mesh) under `policies`' view.
+///
+/// A new policy whose `targetRef` cannot be resolved (an unknown MeshHTTPRoute) counts as a
+/// dependency: matching reports it as a warning, which is part of what the DPP sees.
+pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependencies<'a> {
+    let include_shadow = policies.view == Some(umbra_core::view::View::Shadow);
+    let routes: Vec<&umbra_core::policy::TargetRefPolicy> = policies.routes.iter().collect();
+    let mut deps = Dependencies {
+        services: dp
+            .networking
+            .outbound
+            .iter()
+            .map(umbra_core::dataplane::Outbound::service)
+            .collect(),
+        ..Dependencies::default()
+    };
+    let mut push = |ty, name, superseded| {
+        deps.policies.push(PolicyDependency {
+            ty,
+            name,
+            superseded,
+        });
+    };
+    for route in &policies.routes {
+        push(
+            ResourceType::MeshHTTPRoute,
+            route.meta().name.as_str(),
+            false,
+        );
+    }
+    for (ty, list) in &policies.new {
+        for p in list {
+            if !include_shadow && p.meta().is_shadow() {
+                continue;
+            }
+            let selected =
+                select(&p.meta().mesh, &p.target_ref, dp, &routes).map_or(true, |s| s.any());
+            if selected {
+                push(*ty, p.meta().name.as_str(), false);
+            }
+        }
+    }
+    let old = (policies.old.iter().map(|e| (e, false)))
+        .chain(policies.superseded_old.iter().map(|e| (e, true)));
+    for ((ty, list), superseded) in old {
+        for (i, r) in list.iter().enumerate() {
+            let Some(p) = OldPolicyRef::from_resource(i, r) else {
+                continue;
+            };
+            let matches = |side: &[umbra_core::old::selectors::Selector]| {
+                side.iter().any(|s| dataplane_matches(dp, &s.match_tags))
+            };
+            let selected = match ty {
+                ResourceType::Timeout
+                | ResourceType::CircuitBreaker
+                | ResourceType::ProxyTemplate => matches(p.sources),
+                ResourceType::TrafficPermission | ResourceType::FaultInjection => {
+                    matches(p.destinations)
+                }
+                // A type this list does not know: either side may select.
+                _ => matches(p.sources) || matches(p.destinations),
+            };
+            if selected {
+                push(*ty, r.meta.name.as_str(), superseded);
+            }
+        }
+    }
+    deps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use umbra_core::resource::Resource;
+    use umbra_core::view::View;
+
+    fn set(yaml: &str, view: View) -> (Vec<Resource>, PolicySet) {
+        let rs = Resource::all_from_bytes(yaml.as_bytes()).unwrap();
+        let set = PolicySet::build("m", &rs, view);
+        (rs, set)
+    }
+
+    const RESOURCES: &str = r"
+type: Dataplane
+mesh: m
+name: web
+networking:
+  address: 10.0.0.1
+  inbound:
+  - port: 80
+    tags: {kuma.io/service: web, kuma.io/protocol: http}
+  outbound:
+  - port: 9000
+    tags: {kuma.io/service: backend}
+---
+type: MeshTimeout
+mesh: m
+name: all
+spec:
+  targetRef: {kind: Mesh}
+  to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]
+---
+type: MeshTimeout
+mesh: m
+name: other-service
+spec:
+  targetRef: {kind: MeshService, name: other}
+  to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]
+---
+type: MeshTimeout
+mesh: m
+name: shadowed
+labels: {kuma.io/effect: shadow}
+spec:
+  targetRef: {kind: MeshService, name: web}
+  to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]
+---
+type: Timeout
+mesh: m
+name: web-to-any
+sources: [{match: {kuma.io/service: web}}]
+destinations: [{match: {kuma.io/service: '*'}}]
+conf: {connectTimeout: 1s}
+---
+type: Timeout
+mesh: m
+name: other-to-backend
+sources: [{match: {kuma.io/service: other}}]
+destinations: [{match: {kuma.io/service: backend}}]
+conf: {connectTimeout: 1s}
+";
+
+    #[test]
+    fn selected_policies_only_and_shadow_per_view() {
+        let (rs, live) = set(RESOURCES, View::Live);
+        let dp = rs[0].as_dataplane().unwrap();
+        let deps = dependencies(dp, &live);
+        let found: Vec<_> = deps
+            .policies
+            .iter()
+            .map(|d| (d.ty, d.name, d.superseded))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (ResourceType::MeshTimeout, "all", false),
+                (ResourceType::Timeout, "web-to-any", true)
+            ]
+        );
+        assert_eq!(deps.services, vec!["backend"]);
+        let (rs, shadow) = set(RESOURCES, View::Shadow);
+        let deps = dependencies(rs[0].as_dataplane().unwrap(), &shadow);
+        assert!(deps
+            .policies
+            .iter()
+            .any(|d| (d.ty, d.name) == (ResourceType::MeshTimeout, "shadowed")));
+    }
+}
