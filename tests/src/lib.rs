@@ -107,6 +107,15 @@ impl Zone {
     }
 }
 
+/// Which ADS flavour an Envoy's bootstrap asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdsApi {
+    /// State of the world (`apiType: GRPC`).
+    Sotw,
+    /// Incremental (`apiType: DELTA_GRPC`).
+    Delta,
+}
+
 /// A real Envoy sidecar bootstrapped to a zone's ADS with node id `<mesh>.<name>`; killed on drop.
 pub struct Envoy {
     child: Child,
@@ -119,7 +128,7 @@ pub struct Envoy {
 impl Envoy {
     /// Start Envoy for DPP `mesh.name` against `ads`.
     pub fn start(binary: &str, mesh: &str, name: &str, ads: SocketAddr) -> anyhow::Result<Envoy> {
-        Self::start_with_dataplane(binary, mesh, name, ads, None)
+        Self::start_with(binary, mesh, name, ads, None, AdsApi::Sotw)
     }
 
     /// Like [`Envoy::start`], carrying the Dataplane resource in the node metadata
@@ -131,6 +140,23 @@ impl Envoy {
         ads: SocketAddr,
         dataplane: Option<&str>,
     ) -> anyhow::Result<Envoy> {
+        Self::start_with(binary, mesh, name, ads, dataplane, AdsApi::Sotw)
+    }
+
+    /// Start Envoy for DPP `mesh.name` against `ads` with the given ADS flavour, optionally
+    /// carrying a Dataplane in its node metadata.
+    pub fn start_with(
+        binary: &str,
+        mesh: &str,
+        name: &str,
+        ads: SocketAddr,
+        dataplane: Option<&str>,
+        api: AdsApi,
+    ) -> anyhow::Result<Envoy> {
+        let api_type = match api {
+            AdsApi::Sotw => "GRPC",
+            AdsApi::Delta => "DELTA_GRPC",
+        };
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
         let dir = std::env::temp_dir().join(format!(
             "umbra-e2e-{}-{name}-{}",
@@ -146,7 +172,7 @@ impl Envoy {
             "node": node,
             "admin": {"address": {"socketAddress": {"address": "127.0.0.1", "portValue": admin.port()}}},
             "dynamicResources": {
-                "adsConfig": {"apiType": "GRPC", "transportApiVersion": "V3", "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}]},
+                "adsConfig": {"apiType": api_type, "transportApiVersion": "V3", "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}]},
                 "cdsConfig": {"ads": {}, "resourceApiVersion": "V3"},
                 "ldsConfig": {"ads": {}, "resourceApiVersion": "V3"}
             },

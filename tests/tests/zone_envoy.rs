@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use umbra_e2e::{
-    envoy_binary, free_port, http, http_app, wait_for_status, wait_until, Envoy, Zone,
+    envoy_binary, free_port, http, http_app, wait_for_status, wait_until, AdsApi, Envoy, Zone,
 };
 
 const MESH: &str = "type: Mesh\nname: default\n";
@@ -47,11 +47,20 @@ async fn acked(zone: &Zone, name: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()> {
+    fault_injection_live_vs_shadow(AdsApi::Sotw).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_xds_traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()> {
+    fault_injection_live_vs_shadow(AdsApi::Delta).await
+}
+
+async fn fault_injection_live_vs_shadow(api: AdsApi) -> anyhow::Result<()> {
     let Some(envoy) = envoy_binary() else {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let (zone, backend, frontend, out, _app) = topology(&envoy, Duration::ZERO).await?;
+    let (zone, backend, frontend, out, _app) = topology(&envoy, Duration::ZERO, api).await?;
     let (_, body) = http(out, "GET", "/", None).await?;
     assert_eq!(body, "hello from backend");
 
@@ -104,6 +113,7 @@ async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()
 async fn topology(
     envoy: &str,
     delay: Duration,
+    api: AdsApi,
 ) -> anyhow::Result<(
     Zone,
     Envoy,
@@ -137,8 +147,8 @@ async fn topology(
         ),
     )
     .await?;
-    let backend = Envoy::start(envoy, "default", "backend", zone.ads)?;
-    let frontend = Envoy::start(envoy, "default", "frontend", zone.ads)?;
+    let backend = Envoy::start_with(envoy, "default", "backend", zone.ads, None, api)?;
+    let frontend = Envoy::start_with(envoy, "default", "frontend", zone.ads, None, api)?;
     let ready = wait_until(Duration::from_secs(20), || async {
         acked(&zone, "backend").await && acked(&zone, "frontend").await
     })
@@ -165,7 +175,8 @@ async fn mesh_timeout_request_timeout_gives_504() -> anyhow::Result<()> {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::from_secs(3)).await?;
+    let (zone, _backend, frontend, out, _app) =
+        topology(&envoy, Duration::from_secs(3), AdsApi::Sotw).await?;
     zone.apply(
         "/meshes/default/meshtimeouts/one-second",
         "type: MeshTimeout\nmesh: default\nname: one-second\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1s}}\n",
@@ -182,11 +193,20 @@ async fn mesh_timeout_request_timeout_gives_504() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nack_keeps_last_good_config_and_recovers() -> anyhow::Result<()> {
+    nack_scenario(AdsApi::Sotw).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_xds_nack_keeps_last_good_config_and_recovers() -> anyhow::Result<()> {
+    nack_scenario(AdsApi::Delta).await
+}
+
+async fn nack_scenario(api: AdsApi) -> anyhow::Result<()> {
     let Some(envoy) = envoy_binary() else {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::ZERO).await?;
+    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::ZERO, api).await?;
     // Envoy rejects a negative connect timeout (proto validation); Umbra's generation does not.
     zone.apply(
         "/meshes/default/meshproxypatches/bad-timeout",
@@ -262,7 +282,8 @@ async fn restarted_envoy_gets_its_full_config_again() -> anyhow::Result<()> {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::ZERO).await?;
+    let (zone, _backend, frontend, out, _app) =
+        topology(&envoy, Duration::ZERO, AdsApi::Sotw).await?;
     drop(frontend);
     let down = wait_until(Duration::from_secs(5), || async {
         http(out, "GET", "/", None).await.is_err()

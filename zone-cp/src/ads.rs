@@ -1,4 +1,5 @@
-//! The ADS server (state of the world) for real Envoy sidecars.
+//! The ADS server for real Envoy sidecars: state of the world (`StreamAggregatedResources`)
+//! and incremental (`DeltaAggregatedResources`).
 //!
 //! An Envoy whose node id is `<mesh>.<dataplane name>` (Kuma's convention) is served that
 //! Dataplane's Live snapshot. Per stream and per type URL it tracks the subscribed names, the
@@ -10,8 +11,14 @@
 //! - changes are pushed in the order CDS, EDS, LDS, RDS, SDS so clusters warm before listeners;
 //! - unchanged types are never re-sent (versions are content hashes).
 //!
-//! Delta xDS is not served yet (the stream is refused with `UNIMPLEMENTED`, so Envoy falls back
-//! to a configuration error rather than silently getting nothing).
+//! Delta xDS (xDS protocol doc, "Incremental xDS") follows the same rules per resource: the
+//! zone tracks, per stream and type, the subscription (wildcard for CDS and LDS when the first
+//! request names nothing, or `*`; explicit names otherwise), the resource versions Envoy holds
+//! (from `initial_resource_versions`, then from ACKs) and at most one response in flight.
+//! A response carries only resources whose version differs from what Envoy holds, and
+//! `removed_resources` for those it holds that no longer exist (or explicitly subscribed names
+//! that do not exist). A NACK records Envoy's error and the rejected resource versions, which
+//! are not sent again; the other changes still go out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -22,6 +29,7 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 };
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    Resource as DeltaResource,
 };
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
@@ -31,9 +39,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 use umbra_xds::snapshot::{
-    Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+    type_version, ResourceVersions, Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE,
+    ROUTE_TYPE, SECRET_TYPE,
 };
 
+use crate::delta::{DeltaType, Reply};
 use crate::reconciler::{DpKey, Reconciler, TYPE_ORDER};
 
 /// Responses queued per stream before the writer applies back-pressure.
@@ -117,6 +127,31 @@ impl Ads {
     pub fn into_server(self) -> AggregatedDiscoveryServiceServer<Self> {
         AggregatedDiscoveryServiceServer::new(self)
     }
+
+    /// A stream's first request: the DPP named by the node id, registered from the node
+    /// metadata if it carries a Dataplane, marked connected.
+    fn open(
+        &self,
+        node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+    ) -> Result<DpKey, Status> {
+        let id = node.map(|n| n.id.clone()).unwrap_or_default();
+        let key = parse_node_id(&id).ok_or_else(|| {
+            Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
+        })?;
+        register_from_metadata(&self.store, &key, node)?;
+        self.insights.update(&key, |i| {
+            i.connected = true;
+            i.responses_sent = 0;
+        });
+        tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy connected");
+        Ok(key)
+    }
+
+    /// A stream ended.
+    fn close(&self, key: &DpKey) {
+        self.insights.update(key, |i| i.connected = false);
+        tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy disconnected");
+    }
 }
 
 /// Per stream and type URL.
@@ -170,6 +205,18 @@ fn resources(snap: &Snapshot, type_url: &str, names: &[String]) -> Vec<Any> {
             .map(|(_, m)| pack(m))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// One resource of `snap`, packed.
+fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
+    match type_url {
+        CLUSTER_TYPE => snap.clusters.get(name).map(pack),
+        ENDPOINT_TYPE => snap.endpoints.get(name).map(pack),
+        LISTENER_TYPE => snap.listeners.get(name).map(pack),
+        ROUTE_TYPE => snap.routes.get(name).map(pack),
+        SECRET_TYPE => snap.secrets.get(name).map(pack),
+        _ => None,
     }
 }
 
@@ -235,6 +282,46 @@ struct StreamCtx {
 }
 
 impl StreamCtx {
+    /// Apply a SotW request: stale ones are ignored, ACKs and NACKs recorded. `true` when the
+    /// request opens (or reopens) a subscription that must be answered now.
+    fn on_request(&mut self, req: &DiscoveryRequest, insights: &Insights) -> bool {
+        let state = self.types.entry(req.type_url.clone()).or_default();
+        if !req.response_nonce.is_empty() && req.response_nonce != state.sent_nonce {
+            return false; // stale: answers an older response
+        }
+        state.subscribed = true;
+        state.names.clone_from(&req.resource_names);
+        if let Some(err) = &req.error_detail {
+            let rejected = state.sent_version.clone().unwrap_or_default();
+            state.nacked_version = Some(rejected.clone());
+            // Envoy keeps its last good config; what it runs is the version it reports.
+            state.sent_version = Some(req.version_info.clone());
+            let message = err.message.clone();
+            tracing::warn!(mesh = %self.key.0, dataplane = %self.key.1, type_url = %req.type_url, error = %message, "NACK");
+            insights.update(&self.key, |i| {
+                i.nacked.insert(
+                    req.type_url.clone(),
+                    Nack {
+                        version: rejected,
+                        error: message,
+                    },
+                );
+            });
+            return false;
+        }
+        if !req.response_nonce.is_empty() {
+            let acked = req.version_info.clone();
+            insights.update(&self.key, |i| {
+                i.acked.insert(req.type_url.clone(), acked);
+                i.nacked.remove(&req.type_url);
+            });
+            return false;
+        }
+        // A new subscription (or a re-request after reconnect): answer it.
+        state.sent_version = None;
+        true
+    }
+
     /// Send `type_url` if subscribed and the current version differs from what was sent (and
     /// is not the NACKed one).
     async fn maybe_send(
@@ -300,74 +387,44 @@ impl AggregatedDiscoveryService for Ads {
     ) -> Result<Response<ResponseStream>, Status> {
         let mut requests = request.into_inner();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        let rec = self.reconciler.clone();
-        let insights = self.insights.clone();
-        let store = self.store.clone();
-        let mut shutdown = self.shutdown.clone();
+        let ads = self.clone();
         tokio::spawn(async move {
-            let mut ctx: Option<StreamCtx> = None;
-            let mut changes = rec.subscribe();
+            let mut stream: Option<StreamCtx> = None;
+            let mut changes = ads.reconciler.subscribe();
+            let mut shutdown = ads.shutdown.clone();
             loop {
                 tokio::select! {
-                                    req = requests.next() => {
-                                        let req = match req {
-                                            Some(Ok(r)) => r,
-                                            Some(Err(e)) => { tracing::debug!(error = %e, "ADS stream error"); break }
-                                            None => break,
-                                        };
-                                        if ctx.is_none() {
-                                            let id = req.node.as_ref().map(|n| n.id.clone()).unwrap_or_default();
-                                            let Some(key) = parse_node_id(&id) else {
-                                                let _ = tx.send(Err(Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>")))).await;
-                                                break;
-                                            };
-                if let Err(status) = register_from_metadata(&store, &key, req.node.as_ref()) {
-                                                let _ = tx.send(Err(status)).await;
-                                                break;
-                                            }
-                                                                        insights.update(&key, |i| { i.connected = true; i.responses_sent = 0; });
-                                            tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy connected");
-                                            ctx = Some(StreamCtx { key, types: HashMap::new(), nonce: 0 });
-                                        }
-                                        let Some(c) = ctx.as_mut() else { break };
-                                        let state = c.types.entry(req.type_url.clone()).or_default();
-                                        if !req.response_nonce.is_empty() && req.response_nonce != state.sent_nonce {
-                                            continue; // stale: answers an older response
-                                        }
-                                        state.subscribed = true;
-                                        state.names = req.resource_names.clone();
-                                        if let Some(err) = &req.error_detail {
-                                            let rejected = state.sent_version.clone().unwrap_or_default();
-                                            state.nacked_version = Some(rejected.clone());
-                                            let message = err.message.clone();
-                                            tracing::warn!(mesh = %c.key.0, dataplane = %c.key.1, type_url = %req.type_url, error = %message, "NACK");
-                                            insights.update(&c.key, |i| { i.nacked.insert(req.type_url.clone(), Nack { version: rejected, error: message }); });
-                                            // Envoy keeps its last good config; the ACKed version stays as it was.
-                                            if let Some(s) = c.types.get_mut(&req.type_url) { s.sent_version = Some(req.version_info.clone()); }
-                                            continue;
-                                        }
-                                        if !req.response_nonce.is_empty() {
-                                            let acked = req.version_info.clone();
-                                            insights.update(&c.key, |i| { i.acked.insert(req.type_url.clone(), acked); i.nacked.remove(&req.type_url); });
-                                            continue;
-                                        }
-                                        // A new subscription (or a re-request after reconnect): answer it.
-                                        state.sent_version = None;
-                                        if !c.maybe_send(&req.type_url, &rec, &insights, &tx).await { break }
-                                    }
-                                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
-                                    changed = changes.changed() => {
-                                        if changed.is_err() { break }
-                                        let Some(c) = ctx.as_mut() else { continue };
-                                        for t in TYPE_ORDER {
-                                            if !c.maybe_send(t, &rec, &insights, &tx).await { return }
-                                        }
-                                    }
-                                }
+                    req = requests.next() => {
+                        let req = match req {
+                            Some(Ok(r)) => r,
+                            Some(Err(e)) => { tracing::debug!(error = %e, "ADS stream error"); break }
+                            None => break,
+                        };
+                        if stream.is_none() {
+                            match ads.open(req.node.as_ref()) {
+                                Ok(key) => stream = Some(StreamCtx { key, types: HashMap::new(), nonce: 0 }),
+                                Err(status) => { let _ = tx.send(Err(status)).await; break }
+                            }
+                        }
+                        let Some(c) = stream.as_mut() else { break };
+                        if c.on_request(&req, &ads.insights)
+                            && !c.maybe_send(&req.type_url, &ads.reconciler, &ads.insights, &tx).await
+                        {
+                            break;
+                        }
+                    }
+                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+                    changed = changes.changed() => {
+                        if changed.is_err() { break }
+                        let Some(c) = stream.as_mut() else { continue };
+                        for t in TYPE_ORDER {
+                            if !c.maybe_send(t, &ads.reconciler, &ads.insights, &tx).await { return }
+                        }
+                    }
+                }
             }
-            if let Some(c) = ctx {
-                insights.update(&c.key, |i| i.connected = false);
-                tracing::info!(mesh = %c.key.0, dataplane = %c.key.1, "Envoy disconnected");
+            if let Some(c) = stream {
+                ads.close(&c.key);
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -375,11 +432,149 @@ impl AggregatedDiscoveryService for Ads {
 
     async fn delta_aggregated_resources(
         &self,
-        _request: Request<Streaming<DeltaDiscoveryRequest>>,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<DeltaStream>, Status> {
-        Err(Status::unimplemented(
-            "delta xDS is not served yet; configure Envoy with state-of-the-world ADS (GRPC)",
-        ))
+        let mut requests = request.into_inner();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let ads = self.clone();
+        tokio::spawn(async move {
+            let mut stream: Option<DeltaCtx> = None;
+            let mut changes = ads.reconciler.subscribe();
+            let mut shutdown = ads.shutdown.clone();
+            loop {
+                tokio::select! {
+                    req = requests.next() => {
+                        let req = match req {
+                            Some(Ok(r)) => r,
+                            Some(Err(e)) => { tracing::debug!(error = %e, "delta ADS stream error"); break }
+                            None => break,
+                        };
+                        if stream.is_none() {
+                            match ads.open(req.node.as_ref()) {
+                                Ok(key) => stream = Some(DeltaCtx { key, types: HashMap::new(), nonce: 0 }),
+                                Err(status) => { let _ = tx.send(Err(status)).await; break }
+                            }
+                        }
+                        let Some(c) = stream.as_mut() else { break };
+                        if !c.on_request(&req, &ads.insights) { continue }
+                        if !c.push(&req.type_url, &ads.reconciler, &ads.insights, &tx).await { break }
+                    }
+                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+                    changed = changes.changed() => {
+                        if changed.is_err() { break }
+                        let Some(c) = stream.as_mut() else { continue };
+                        for t in TYPE_ORDER {
+                            if !c.push(t, &ads.reconciler, &ads.insights, &tx).await { return }
+                        }
+                    }
+                }
+            }
+            if let Some(c) = stream {
+                ads.close(&c.key);
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// A delta stream: its DPP and per-type state.
+struct DeltaCtx {
+    key: DpKey,
+    types: HashMap<String, DeltaType>,
+    nonce: u64,
+}
+
+impl DeltaCtx {
+    /// Apply a request; `true` when the type may have something to send now.
+    fn on_request(&mut self, req: &DeltaDiscoveryRequest, insights: &Insights) -> bool {
+        let state = self.types.entry(req.type_url.clone()).or_default();
+        match state.on_request(&req.type_url, req) {
+            Reply::Subscription => true,
+            Reply::Stale => false,
+            Reply::Ack => {
+                let held = type_version(&state.held);
+                let rejected = !state.rejected.is_empty();
+                insights.update(&self.key, |i| {
+                    i.acked.insert(req.type_url.clone(), held);
+                    if !rejected {
+                        i.nacked.remove(&req.type_url);
+                    }
+                });
+                true
+            }
+            Reply::Nack(message) => {
+                let version = state
+                    .rejected
+                    .values()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",");
+                tracing::warn!(mesh = %self.key.0, dataplane = %self.key.1, type_url = %req.type_url, error = %message, "NACK (delta)");
+                insights.update(&self.key, |i| {
+                    i.nacked.insert(
+                        req.type_url.clone(),
+                        Nack {
+                            version,
+                            error: message,
+                        },
+                    );
+                });
+                true
+            }
+        }
+    }
+
+    /// Send what `type_url` needs, if anything; `false` when the stream is gone.
+    async fn push(
+        &mut self,
+        type_url: &str,
+        rec: &Reconciler,
+        insights: &Insights,
+        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> bool {
+        let Some(dp) = rec.get(&self.key.0, &self.key.1) else {
+            return true;
+        };
+        let Some(state) = self.types.get_mut(type_url) else {
+            return true;
+        };
+        let empty = ResourceVersions::new();
+        let current = dp.resources.get(type_url).unwrap_or(&empty);
+        let nonce = (self.nonce + 1).to_string();
+        let had_rejections = !state.rejected.is_empty();
+        let update = state.next(current, &nonce);
+        if had_rejections && state.rejected.is_empty() {
+            // The rejected resources moved on or went back to what Envoy holds.
+            insights.update(&self.key, |i| {
+                i.nacked.remove(type_url);
+            });
+        }
+        let Some(update) = update else {
+            return true;
+        };
+        self.nonce += 1;
+        let resources = update
+            .send
+            .iter()
+            .filter_map(|name| {
+                Some(DeltaResource {
+                    name: name.clone(),
+                    version: current.get(name)?.clone(),
+                    resource: resource(&dp.snapshot, type_url, name),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let response = DeltaDiscoveryResponse {
+            system_version_info: dp.versions.get(type_url).cloned().unwrap_or_default(),
+            resources,
+            type_url: type_url.to_owned(),
+            removed_resources: update.removed,
+            nonce,
+            ..Default::default()
+        };
+        insights.update(&self.key, |i| i.responses_sent += 1);
+        tx.send(Ok(response)).await.is_ok()
     }
 }
 

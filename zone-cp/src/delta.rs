@@ -1,0 +1,303 @@
+//! Incremental (delta) xDS: the per-stream, per-type state machine, free of I/O.
+//!
+//! Protocol rules (xDS protocol doc, "Incremental xDS"; Envoy's `DeltaDiscoveryRequest` docs):
+//! - the first request of a type opens the subscription. CDS and LDS are wildcard when it
+//!   names nothing (the legacy wildcard) or names `*`; other types subscribe by name.
+//!   `initial_resource_versions` says what Envoy already holds (after a reconnect);
+//! - later requests add and remove names (`*` toggles wildcard); an unsubscribed resource is
+//!   dropped by Envoy, so it is forgotten here too;
+//! - a response carries the resources whose version differs from what Envoy holds, and
+//!   `removed_resources` for names Envoy holds that no longer exist, or names it subscribed to
+//!   that do not exist (said once);
+//! - a request whose `response_nonce` is the nonce of the response in flight answers it: an
+//!   ACK (no `error_detail`) makes its changes what Envoy holds, a NACK keeps what Envoy held
+//!   and marks the rejected resource versions, never sent again (a later, different version
+//!   is). Requests naming older nonces are stale: their subscription changes apply, nothing
+//!   else. At most one response per type is in flight, so what Envoy holds is always known.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use umbra_xds::snapshot::{ResourceVersions, CLUSTER_TYPE, LISTENER_TYPE};
+
+/// What a request answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A subscription request (no `response_nonce`).
+    Subscription,
+    /// It names a nonce other than the one in flight.
+    Stale,
+    /// The response in flight was accepted.
+    Ack,
+    /// The response in flight was rejected with Envoy's message.
+    Nack(String),
+}
+
+/// The response in flight: its nonce and, per resource name, the version sent (`None`: removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// Nonce of the response.
+    pub nonce: String,
+    /// Name → version sent, or `None` for a removal.
+    pub updates: BTreeMap<String, Option<String>>,
+}
+
+/// What to send next: resources to (re)send and names to remove.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Update {
+    /// Names of resources to send (their current versions are in the snapshot).
+    pub send: Vec<String>,
+    /// Names for `removed_resources`.
+    pub removed: Vec<String>,
+}
+
+/// Delta state of one type URL on one stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeltaType {
+    started: bool,
+    /// Subscribed to every resource of the type.
+    pub wildcard: bool,
+    /// Names subscribed explicitly.
+    pub names: BTreeSet<String>,
+    /// Name → version Envoy holds.
+    pub held: BTreeMap<String, String>,
+    /// Name → version Envoy rejected (not sent again).
+    pub rejected: BTreeMap<String, String>,
+    /// Subscribed names already reported as not existing.
+    told_absent: BTreeSet<String>,
+    /// The response in flight.
+    pub pending: Option<Pending>,
+}
+
+/// Types with a legacy wildcard subscription (xDS protocol doc: LDS and CDS).
+pub fn supports_wildcard(type_url: &str) -> bool {
+    type_url == CLUSTER_TYPE || type_url == LISTENER_TYPE
+}
+
+impl DeltaType {
+    /// Apply `req` (for `type_url`): subscription changes first, then its answer, if any.
+    pub fn on_request(&mut self, type_url: &str, req: &DeltaDiscoveryRequest) -> Reply {
+        if !self.started {
+            self.started = true;
+            self.held = req
+                .initial_resource_versions
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            self.wildcard = supports_wildcard(type_url) && req.resource_names_subscribe.is_empty();
+        }
+        for name in &req.resource_names_subscribe {
+            if name == "*" {
+                self.wildcard = true;
+            } else {
+                self.names.insert(name.clone());
+            }
+        }
+        for name in &req.resource_names_unsubscribe {
+            if name == "*" {
+                self.wildcard = false;
+            } else {
+                self.names.remove(name);
+                self.held.remove(name);
+                self.told_absent.remove(name);
+            }
+        }
+        if req.response_nonce.is_empty() {
+            return Reply::Subscription;
+        }
+        if self
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.nonce != req.response_nonce)
+        {
+            return Reply::Stale;
+        }
+        let Some(pending) = self.pending.take() else {
+            return Reply::Stale;
+        };
+        if let Some(error) = &req.error_detail {
+            for (name, version) in pending.updates {
+                if let Some(version) = version {
+                    self.rejected.insert(name, version);
+                }
+            }
+            return Reply::Nack(error.message.clone());
+        }
+        for (name, version) in pending.updates {
+            match version {
+                Some(version) => {
+                    self.rejected.remove(&name);
+                    self.held.insert(name, version);
+                }
+                None => {
+                    self.held.remove(&name);
+                }
+            }
+        }
+        Reply::Ack
+    }
+
+    /// What to send given the `current` versions of the type, if anything, and records it as
+    /// in flight under `nonce`. Nothing before the first request or while a response is in
+    /// flight.
+    pub fn next(&mut self, current: &ResourceVersions, nonce: &str) -> Option<Update> {
+        if !self.started || self.pending.is_some() {
+            return None;
+        }
+        // A rejection ends when the resource moves to another version or goes away.
+        self.rejected.retain(|n, v| current.get(n) == Some(v));
+        self.told_absent.retain(|n| !current.contains_key(n));
+        let mut update = Update::default();
+        for (name, version) in current {
+            let wanted = self.wildcard || self.names.contains(name);
+            if wanted
+                && self.held.get(name) != Some(version)
+                && self.rejected.get(name) != Some(version)
+            {
+                update.send.push(name.clone());
+            }
+        }
+        for name in self.held.keys() {
+            if !current.contains_key(name) {
+                update.removed.push(name.clone());
+            }
+        }
+        for name in &self.names {
+            if !current.contains_key(name)
+                && !self.held.contains_key(name)
+                && self.told_absent.insert(name.clone())
+            {
+                update.removed.push(name.clone());
+            }
+        }
+        if update.send.is_empty() && update.removed.is_empty() {
+            return None;
+        }
+        let updates = update
+            .send
+            .iter()
+            .map(|n| (n.clone(), current.get(n).cloned()))
+            .chain(update.removed.iter().map(|n| (n.clone(), None)))
+            .collect();
+        self.pending = Some(Pending {
+            nonce: nonce.to_owned(),
+            updates,
+        });
+        Some(update)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::google::rpc::Status as RpcStatus;
+    use umbra_xds::snapshot::ENDPOINT_TYPE;
+
+    fn versions(pairs: &[(&str, &str)]) -> ResourceVersions {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn req(subscribe: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
+        DeltaDiscoveryRequest {
+            resource_names_subscribe: subscribe.iter().map(|s| (*s).to_owned()).collect(),
+            response_nonce: nonce.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    fn nack(nonce: &str) -> DeltaDiscoveryRequest {
+        DeltaDiscoveryRequest {
+            response_nonce: nonce.to_owned(),
+            error_detail: Some(RpcStatus {
+                code: 3,
+                message: "bad".into(),
+                details: vec![],
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn wildcard_sends_changes_only_and_removals() {
+        let mut t = DeltaType::default();
+        assert_eq!(
+            t.next(&versions(&[("a", "1")]), "0"),
+            None,
+            "not subscribed"
+        );
+        assert_eq!(
+            t.on_request(CLUSTER_TYPE, &req(&[], "")),
+            Reply::Subscription
+        );
+        let v1 = versions(&[("a", "1"), ("b", "1")]);
+        let u = t.next(&v1, "1").unwrap();
+        assert_eq!(u.send, ["a", "b"]);
+        assert_eq!(t.next(&v1, "2"), None, "one response in flight");
+        assert_eq!(t.on_request(CLUSTER_TYPE, &req(&[], "1")), Reply::Ack);
+        assert_eq!(t.next(&v1, "2"), None, "Envoy holds everything");
+        let v2 = versions(&[("a", "2")]);
+        let u = t.next(&v2, "2").unwrap();
+        assert_eq!((u.send, u.removed), (vec!["a".into()], vec!["b".into()]));
+        assert_eq!(t.on_request(CLUSTER_TYPE, &req(&[], "2")), Reply::Ack);
+        assert_eq!(t.held, versions(&[("a", "2")]));
+    }
+
+    #[test]
+    fn nacked_versions_are_not_resent_and_others_still_go() {
+        let mut t = DeltaType::default();
+        t.on_request(LISTENER_TYPE, &req(&[], ""));
+        t.next(&versions(&[("a", "1"), ("b", "1")]), "1");
+        t.on_request(LISTENER_TYPE, &req(&[], "1"));
+        let bad = versions(&[("a", "2"), ("b", "2")]);
+        t.next(&bad, "2").unwrap();
+        assert_eq!(
+            t.on_request(LISTENER_TYPE, &nack("2")),
+            Reply::Nack("bad".into())
+        );
+        assert_eq!(
+            t.held,
+            versions(&[("a", "1"), ("b", "1")]),
+            "Envoy kept its config"
+        );
+        assert_eq!(t.next(&bad, "3"), None, "rejected versions are not re-sent");
+        // b moves on: it is sent, a (still rejected) is not.
+        let next = versions(&[("a", "2"), ("b", "3")]);
+        assert_eq!(t.next(&next, "3").unwrap().send, ["b"]);
+        t.on_request(LISTENER_TYPE, &req(&[], "3"));
+        // a goes back to what Envoy holds: the rejection is over, nothing to send.
+        assert_eq!(t.next(&versions(&[("a", "1"), ("b", "3")]), "4"), None);
+        assert!(t.rejected.is_empty());
+    }
+
+    #[test]
+    fn explicit_subscriptions_reconnect_and_stale_nonces() {
+        let mut t = DeltaType::default();
+        let mut first = req(&["c1", "missing"], "");
+        first.initial_resource_versions = [("c1".to_owned(), "1".to_owned())].into();
+        assert_eq!(t.on_request(ENDPOINT_TYPE, &first), Reply::Subscription);
+        assert!(!t.wildcard);
+        let current = versions(&[("c1", "1"), ("c2", "1")]);
+        let u = t.next(&current, "1").unwrap();
+        assert!(
+            u.send.is_empty(),
+            "Envoy already holds c1 at 1; c2 not subscribed"
+        );
+        assert_eq!(u.removed, ["missing"]);
+        assert_eq!(
+            t.on_request(ENDPOINT_TYPE, &req(&["c2"], "0")),
+            Reply::Stale
+        );
+        assert!(
+            t.names.contains("c2"),
+            "stale requests still change subscriptions"
+        );
+        assert_eq!(t.on_request(ENDPOINT_TYPE, &req(&[], "1")), Reply::Ack);
+        assert_eq!(t.next(&current, "2").unwrap().send, ["c2"]);
+        assert_eq!(t.next(&current, "3"), None);
+        assert_eq!(t.on_request(ENDPOINT_TYPE, &req(&[], "2")), Reply::Ack);
+        assert_eq!(t.next(&current, "3"), None, "missing is said once");
+    }
+}
