@@ -1,0 +1,330 @@
+//! Zone CP benchmarks (issue 4), printed as a table:
+//!
+//! 1. **RSS per DPP**: a zone with `UMBRA_BENCH_DPPS` (default 10,000) registered Dataplanes,
+//!    each with its Live snapshot generated; (RSS after − RSS before) / DPPs.
+//! 2. **Change propagation**: `UMBRA_BENCH_STREAMS` (default 1,000) simulated SotW ADS clients
+//!    (one TCP connection each, subscribing to CDS, EDS and LDS, ACKing every response at
+//!    once), then one mesh-wide MeshTimeout PUT; per stream, the time from the PUT to its ACK of
+//!    the new listeners (the last type of the push); p50, p99, max.
+//! 3. **Idle CPU**: process CPU time over 5 s with every stream connected and nothing changing.
+//!
+//! Run: `cargo bench -p umbra-e2e --bench zone`. Linux only (reads `/proc/self`).
+//! Everything (zone and clients) shares this machine's cores, as a zone and its Envoys would not.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use tokio_stream::wrappers::ReceiverStream;
+use umbra_e2e::{http, Zone};
+
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// VmRSS of this process, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User + system CPU time of this process, in clock ticks (1/100 s on Linux).
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses): state is field 3; utime 14,
+    // stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+/// Wait until the process has used less than 5% of one core over 500 ms (the zone settled).
+async fn settle() {
+    loop {
+        let before = cpu_ticks();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if cpu_ticks() - before <= 2 {
+            return;
+        }
+    }
+}
+
+/// Dataplane `i` of a mesh with `services` services: service `svc-(i % services)`, outbounds to
+/// the next two services.
+fn dataplane(i: usize, services: usize) -> String {
+    let (a, b, c) = (10 + i / 65_536, (i / 256) % 256, i % 256);
+    let s = i % services;
+    let o1 = (s + 1) % services;
+    let o2 = (s + 2) % services;
+    format!(
+        "type: Dataplane\nmesh: default\nname: dp-{i}\nnetworking:\n  address: {a}.{b}.{c}.1\n  inbound:\n  - port: 8080\n    servicePort: 80\n    tags: {{kuma.io/service: svc-{s}, kuma.io/protocol: http, version: v{}}}\n  outbound:\n  - port: {}\n    address: 240.0.{}.{}\n    tags: {{kuma.io/service: svc-{o1}}}\n  - port: {}\n    address: 240.0.{}.{}\n    tags: {{kuma.io/service: svc-{o2}}}\n",
+        i % 3,
+        10_000 + o1,
+        o1 / 256,
+        o1 % 256,
+        10_000 + o2,
+        o2 / 256,
+        o2 % 256
+    )
+}
+
+/// Register DPPs `0..n` through the API, `parallel` requests at a time.
+async fn register(zone: &Zone, n: usize, services: usize) -> anyhow::Result<()> {
+    let api = zone.api;
+    let mut tasks = tokio::task::JoinSet::new();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..16 {
+        let next = next.clone();
+        tasks.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    return anyhow::Ok(());
+                }
+                let (status, body) = http(
+                    api,
+                    "PUT",
+                    &format!("/meshes/default/dataplanes/dp-{i}"),
+                    Some(&dataplane(i, services)),
+                )
+                .await?;
+                anyhow::ensure!((200..300).contains(&status), "{status} {body}");
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    Ok(())
+}
+
+/// ACK events of all streams: (stream, type URL, when).
+type Events = Arc<Mutex<Vec<(usize, &'static str, Instant)>>>;
+
+/// One simulated Envoy: SotW ADS for `default.dp-{i}`, ACKing every response.
+async fn client(ads: SocketAddr, i: usize, events: Events) -> anyhow::Result<()> {
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{ads}")).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let node = Node {
+        id: format!("default.dp-{i}"),
+        ..Default::default()
+    };
+    for (n, t) in [CDS, EDS, LDS].iter().enumerate() {
+        tx.send(DiscoveryRequest {
+            node: (n == 0).then(|| node.clone()),
+            type_url: (*t).to_owned(),
+            ..Default::default()
+        })
+        .await?;
+    }
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    while let Some(resp) = responses.message().await? {
+        let t = [CDS, EDS, LDS]
+            .into_iter()
+            .find(|t| *t == resp.type_url)
+            .unwrap_or("other");
+        tx.send(DiscoveryRequest {
+            type_url: resp.type_url.clone(),
+            version_info: resp.version_info.clone(),
+            response_nonce: resp.nonce.clone(),
+            ..Default::default()
+        })
+        .await?;
+        events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((i, t, Instant::now()));
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let dpps = env_usize("UMBRA_BENCH_DPPS", 10_000);
+    let streams = env_usize("UMBRA_BENCH_STREAMS", 1_000);
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+
+    // 1. RSS per registered DPP.
+    {
+        let zone = Zone::start("bench-rss").await?;
+        http(
+            zone.api,
+            "PUT",
+            "/meshes/default",
+            Some("type: Mesh\nname: default\n"),
+        )
+        .await?;
+        settle().await;
+        let before = rss_kib();
+        let start = Instant::now();
+        register(&zone, dpps, (dpps / 10).max(3)).await?;
+        settle().await;
+        let took = start.elapsed();
+        let after = rss_kib();
+        let per = (after.saturating_sub(before)) as f64 / dpps as f64;
+        rows.push((
+            format!("RSS per registered DPP ({dpps} DPPs)"),
+            format!(
+                "{per:.1} KiB (RSS {} → {} MiB)",
+                before / 1024,
+                after / 1024
+            ),
+            "≤ 200 KB".into(),
+        ));
+        rows.push((
+            format!("register {dpps} DPPs through the API and generate"),
+            format!("{:.1} s", took.as_secs_f64()),
+            "-".into(),
+        ));
+        zone.stop().await?;
+    }
+
+    // 2. One mesh-wide change, `streams` ADS clients.
+    let zone = Zone::start("bench-ads").await?;
+    http(
+        zone.api,
+        "PUT",
+        "/meshes/default",
+        Some("type: Mesh\nname: default\n"),
+    )
+    .await?;
+    register(&zone, streams, (streams / 10).max(3)).await?;
+    settle().await;
+    let events: Events = Arc::default();
+    let mut clients = tokio::task::JoinSet::new();
+    let connect = Instant::now();
+    for i in 0..streams {
+        clients.spawn(client(zone.ads, i, events.clone()));
+    }
+    let ready = |events: &Events| {
+        let e = events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut per: HashMap<usize, u8> = HashMap::new();
+        for (i, t, _) in e.iter() {
+            *per.entry(*i).or_default() |= match *t {
+                CDS => 1,
+                EDS => 2,
+                LDS => 4,
+                _ => 0,
+            };
+        }
+        per.values().filter(|m| **m == 7).count()
+    };
+    while ready(&events) < streams {
+        anyhow::ensure!(
+            connect.elapsed() < Duration::from_secs(120),
+            "only {} of {streams} streams got their config",
+            ready(&events)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rows.push((
+        format!("{streams} streams connect and ACK CDS+EDS+LDS"),
+        format!("{:.2} s", connect.elapsed().as_secs_f64()),
+        "-".into(),
+    ));
+    settle().await;
+
+    // 3. Idle CPU with every stream open.
+    let (t0, c0) = (Instant::now(), cpu_ticks());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle = (cpu_ticks() - c0) as f64 / 100.0 / t0.elapsed().as_secs_f64() * 100.0;
+    rows.push((
+        format!("idle CPU, {streams} streams open, nothing changing (5 s)"),
+        format!("{idle:.2} % of one core"),
+        "~0".into(),
+    ));
+
+    let mark = events
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .len();
+    let t0 = Instant::now();
+    let (status, body) = http(
+        zone.api,
+        "PUT",
+        "/meshes/default/meshtimeouts/mesh-wide",
+        Some("type: MeshTimeout\nmesh: default\nname: mesh-wide\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 42s, http: {requestTimeout: 7s}}\n"),
+    )
+    .await?;
+    anyhow::ensure!(status == 201 || status == 200, "{status} {body}");
+    let done = |events: &Events| {
+        let e = events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut firsts: HashMap<usize, Instant> = HashMap::new();
+        for (i, t, at) in e[mark..].iter() {
+            if *t == LDS {
+                firsts.entry(*i).or_insert(*at);
+            }
+        }
+        firsts
+    };
+    while done(&events).len() < streams {
+        anyhow::ensure!(
+            t0.elapsed() < Duration::from_secs(60),
+            "only {} of {streams} streams ACKed the change",
+            done(&events).len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut latencies: Vec<Duration> = done(&events).values().map(|at| *at - t0).collect();
+    latencies.sort();
+    rows.push((
+        format!("mesh-wide MeshTimeout → new LDS ACKed, {streams} streams: p50"),
+        format!("{:.0} ms", percentile(&latencies, 50.0).as_secs_f64() * 1e3),
+        "-".into(),
+    ));
+    rows.push((
+        format!("mesh-wide MeshTimeout → new LDS ACKed, {streams} streams: p99"),
+        format!("{:.0} ms", percentile(&latencies, 99.0).as_secs_f64() * 1e3),
+        "≤ 1 s".into(),
+    ));
+    rows.push((
+        format!("mesh-wide MeshTimeout → new LDS ACKed, {streams} streams: max"),
+        format!(
+            "{:.0} ms",
+            percentile(&latencies, 100.0).as_secs_f64() * 1e3
+        ),
+        "-".into(),
+    ));
+    clients.abort_all();
+    zone.stop().await?;
+
+    let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(10);
+    let w2 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(10);
+    println!("| {:w$} | {:w2$} | target |", "measure", "measured");
+    println!("|{}|{}|--------|", "-".repeat(w + 2), "-".repeat(w2 + 2));
+    for (m, v, t) in rows {
+        println!("| {m:w$} | {v:w2$} | {t} |");
+    }
+    Ok(())
+}
