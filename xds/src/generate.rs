@@ -177,6 +177,46 @@ pub fn ca_secret_name(mesh: &str) -> String {
     format!("mesh_ca:secret:{mesh}")
 }
 
+/// The two SDS secrets of `mesh` as Kuma's secrets generator serves them:
+/// [`identity_secret_name`] holding the DPP's certificate chain and private key (PEM, inline),
+/// and [`ca_secret_name`] holding the mesh CA bundle as a validation context.
+pub fn mesh_secrets(
+    mesh: &str,
+    certificate_chain_pem: &[u8],
+    private_key_pem: &[u8],
+    ca_pem: &[u8],
+) -> [envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret; 2] {
+    use envoy_types::pb::envoy::config::core::v3::{data_source, DataSource};
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        secret, CertificateValidationContext, Secret, TlsCertificate,
+    };
+    let inline = |bytes: &[u8]| {
+        Some(DataSource {
+            specifier: Some(data_source::Specifier::InlineBytes(bytes.to_vec())),
+            ..Default::default()
+        })
+    };
+    [
+        Secret {
+            name: identity_secret_name(mesh),
+            r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+                certificate_chain: inline(certificate_chain_pem),
+                private_key: inline(private_key_pem),
+                ..Default::default()
+            })),
+        },
+        Secret {
+            name: ca_secret_name(mesh),
+            r#type: Some(secret::Type::ValidationContext(
+                CertificateValidationContext {
+                    trusted_ca: inline(ca_pem),
+                    ..Default::default()
+                },
+            )),
+        },
+    ]
+}
+
 fn common_tls(mesh: &str, san: StringMatcher, alpn: bool) -> CommonTlsContext {
     CommonTlsContext {
         alpn_protocols: if alpn { vec!["kuma".to_owned()] } else { Vec::new() },

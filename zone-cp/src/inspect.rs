@@ -11,6 +11,11 @@
 //!   `_rules`; Umbra does.
 //!
 //! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
+//!
+//! Both views are generated from the store as the reconciler generates the Live one. The SDS
+//! secrets (identity certificates and their private keys, see [`crate::ca`]) are not part of
+//! the document: listeners and clusters still name them, but key material never leaves the
+//! zone through the API (Envoy's own config dump redacts it too), and policies cannot change it.
 
 use serde_json::{json, Value};
 use umbra_core::dataplane::DataplaneSpec;

@@ -9,6 +9,7 @@
 
 pub mod ads;
 pub mod api;
+pub mod ca;
 pub mod delta;
 pub mod error;
 pub mod inspect;

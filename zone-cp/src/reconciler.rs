@@ -19,12 +19,13 @@ use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::MeshContext;
 use umbra_xds::deps::dependencies;
-use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::generate::{generate, mesh_secrets, Proxy};
 use umbra_xds::snapshot::{
     type_version, Snapshot, TypeVersions, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE,
     SECRET_TYPE,
 };
 
+use crate::ca::{Authority, Identity};
 use crate::store::{Store, Stored};
 
 /// The xDS types served, in the order changes are pushed (clusters and endpoints warm before
@@ -78,6 +79,7 @@ pub struct Reconciler {
     store: Store,
     state: RwLock<HashMap<DpKey, Arc<DpSnapshot>>>,
     changed: watch::Sender<u64>,
+    ca: Authority,
 }
 
 /// Feeds values into a fingerprint without ambiguity (lengths prefix strings).
@@ -125,6 +127,7 @@ impl Reconciler {
             store,
             state: RwLock::new(HashMap::new()),
             changed,
+            ca: Authority::new(),
         }
     }
 
@@ -175,6 +178,19 @@ impl Reconciler {
             let policies =
                 PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
             let services = service_digests(&dataplanes);
+            // mTLS: the enabled backend, whose CA issues every DPP's identity (SDS).
+            let backend = spec.mtls.as_ref().filter(|_| spec.mtls_enabled()).map(|m| {
+                m.backends
+                    .iter()
+                    .find(|b| b.name == m.enabled_backend)
+                    .ok_or_else(|| {
+                        format!(
+                            "mesh {mesh_name}: mtls.enabledBackend {:?} is not one of mtls.backends",
+                            m.enabled_backend
+                        )
+                    })
+            });
+            let now = std::time::SystemTime::now();
             let results: Vec<(DpKey, Arc<DpSnapshot>, bool, bool)> = dataplanes
                 .par_iter()
                 .filter_map(|s| {
@@ -183,9 +199,21 @@ impl Reconciler {
                     let key = (mesh_name.to_owned(), name.to_owned());
                     let old = previous.get(&key);
                     let deps = dependencies(dp, &policies);
+                    let identity: Option<Result<Arc<Identity>, String>> =
+                        backend.as_ref().map(|b| {
+                            let b = b.as_ref().map_err(Clone::clone)?;
+                            self.ca
+                                .identity(mesh_name, name, b, dp, now)
+                                .map_err(|e| e.to_string())
+                        });
                     let mut fp = Fp(Sha256::new());
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
+                    match &identity {
+                        None => fp.u64(0),
+                        Some(Ok(id)) => fp.u64(id.serial),
+                        Some(Err(e)) => fp.str(e),
+                    }
                     for d in &deps.policies {
                         fp.str(d.ty.name());
                         fp.str(d.name);
@@ -201,7 +229,8 @@ impl Reconciler {
                     if let Some(old) = old.filter(|o| o.inputs == inputs) {
                         return Some((key, old.clone(), false, false));
                     }
-                    let (entry, changed) = Self::regenerate(&key, dp, &ctx, &policies, old, inputs);
+                    let (entry, changed) =
+                        Self::regenerate(&key, dp, &ctx, &policies, identity, old, inputs);
                     Some((key, entry, true, changed))
                 })
                 .collect();
@@ -211,6 +240,14 @@ impl Reconciler {
                 next.insert(key, entry);
             }
         }
+        // Identities of DPPs that are gone or no longer in an mTLS mesh are dropped.
+        self.ca.retain(
+            |m, n| {
+                next.get(&(m.to_owned(), n.to_owned()))
+                    .is_some_and(|e| !e.snapshot.secrets.is_empty() || e.error.is_some())
+            },
+            |m| next.keys().any(|(mesh, _)| mesh == m),
+        );
         // Dataplanes that disappeared count as changes too (their streams must notice).
         outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
         *self
@@ -230,17 +267,34 @@ impl Reconciler {
         dp: &umbra_core::dataplane::DataplaneSpec,
         ctx: &MeshContext,
         policies: &PolicySet,
+        identity: Option<Result<Arc<Identity>, String>>,
         old: Option<&Arc<DpSnapshot>>,
         inputs: Fingerprint,
     ) -> (Arc<DpSnapshot>, bool) {
-        match generate(
+        let generated = generate(
             Proxy {
                 name: &key.1,
                 dataplane: dp,
             },
             ctx,
             policies,
-        ) {
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|mut snapshot| {
+            if let Some(identity) = identity {
+                let id = identity?;
+                for secret in mesh_secrets(
+                    &key.0,
+                    id.cert_pem.as_bytes(),
+                    id.key_pem.as_bytes(),
+                    id.ca_pem.as_bytes(),
+                ) {
+                    snapshot.secrets.insert(secret.name.clone(), secret);
+                }
+            }
+            Ok(snapshot)
+        });
+        match generated {
             Ok(snapshot) => {
                 let previous = old.map(|o| (&*o.snapshot, &o.resources));
                 let resources = snapshot.resource_versions(previous);
@@ -271,7 +325,7 @@ impl Reconciler {
             Err(e) => {
                 tracing::warn!(mesh = %key.0, dataplane = %key.1, error = %e, "generation failed; keeping the last good snapshot");
                 let mut kept = old.map(|o| (**o).clone()).unwrap_or_default();
-                let message = e.to_string();
+                let message = e;
                 let changed = kept.error.as_deref() != Some(message.as_str());
                 kept.error = Some(message);
                 kept.inputs = inputs;
@@ -281,15 +335,26 @@ impl Reconciler {
     }
 
     /// Reconcile on every store change until `shutdown` flips to `true`; bursts of changes
-    /// within [`COALESCE`] are handled once.
+    /// within [`COALESCE`] are handled once. Also wakes when an identity certificate is due for
+    /// rotation ([`Authority::next_rotation`]); nothing else runs while nothing changes.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.store.subscribe();
         let this = self.clone();
         let _ = tokio::task::spawn_blocking(move || this.reconcile_once()).await;
         loop {
+            let rotation = self.ca.next_rotation().map(|at| {
+                at.duration_since(std::time::SystemTime::now())
+                    .unwrap_or_default()
+            });
             tokio::select! {
                 r = revisions.changed() => if r.is_err() { return },
                 _ = shutdown.changed() => return,
+                () = async {
+                    match rotation {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
             }
             tokio::time::sleep(COALESCE).await;
             revisions.borrow_and_update();
@@ -473,15 +538,22 @@ mod tests {
                 for (key, full_entry) in &b {
                     let inc = &a[key];
                     prop_assert_eq!(&inc.error, &full_entry.error, "{:?} after {:?}", key, op);
-                    prop_assert_eq!(inc.inputs, full_entry.inputs);
                     if full_entry.error.is_some() {
                         // The incremental side keeps its last good snapshot, which a reconciler
                         // started from scratch never had.
                         continue;
                     }
+                    // Identities are issued per reconciler (fresh keys): compare which secrets
+                    // exist, and everything else in full.
+                    let without_secrets = |s: &Snapshot| {
+                        let mut s = s.clone();
+                        let names: Vec<String> = s.secrets.keys().cloned().collect();
+                        s.secrets.clear();
+                        (s.to_document().unwrap(), names)
+                    };
                     prop_assert_eq!(
-                        inc.snapshot.to_document().unwrap(),
-                        full_entry.snapshot.to_document().unwrap(),
+                        without_secrets(&inc.snapshot),
+                        without_secrets(&full_entry.snapshot),
                         "{:?} after {:?}", key, op
                     );
                 }

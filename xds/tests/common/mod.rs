@@ -9,7 +9,7 @@ use std::process::Command;
 use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::MeshContext;
-use umbra_xds::generate::{ca_secret_name, generate, identity_secret_name, GenerateError, Proxy};
+use umbra_xds::generate::{generate, mesh_secrets, GenerateError, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
 /// Load `tests/data/<name>` (multi-document YAML).
@@ -119,16 +119,6 @@ fn data_file(name: &str) -> Vec<u8> {
 /// `snap` plus, for every mesh whose identity secret it references, that mesh's two SDS secrets
 /// (as Kuma's secrets generator serves them) filled with the committed test CA and identity.
 pub fn with_test_secrets(snap: &Snapshot) -> Snapshot {
-    use envoy_types::pb::envoy::config::core::v3::{data_source, DataSource};
-    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-        secret, CertificateValidationContext, Secret, TlsCertificate,
-    };
-    let inline = |bytes: Vec<u8>| {
-        Some(DataSource {
-            specifier: Some(data_source::Specifier::InlineBytes(bytes)),
-            ..Default::default()
-        })
-    };
     let text = snap.to_document().unwrap().to_string();
     let meshes: std::collections::BTreeSet<String> = text
         .split("identity_cert:secret:")
@@ -137,30 +127,14 @@ pub fn with_test_secrets(snap: &Snapshot) -> Snapshot {
         .collect();
     let mut snap = snap.clone();
     for mesh in meshes {
-        let (identity, ca) = (identity_secret_name(&mesh), ca_secret_name(&mesh));
-        snap.secrets.insert(
-            identity.clone(),
-            Secret {
-                name: identity,
-                r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
-                    certificate_chain: inline(data_file("mtls-test-identity.pem")),
-                    private_key: inline(data_file("mtls-test-identity-key.pem")),
-                    ..Default::default()
-                })),
-            },
-        );
-        snap.secrets.insert(
-            ca.clone(),
-            Secret {
-                name: ca,
-                r#type: Some(secret::Type::ValidationContext(
-                    CertificateValidationContext {
-                        trusted_ca: inline(data_file("mtls-test-ca.pem")),
-                        ..Default::default()
-                    },
-                )),
-            },
-        );
+        for secret in mesh_secrets(
+            &mesh,
+            &data_file("mtls-test-identity.pem"),
+            &data_file("mtls-test-identity-key.pem"),
+            &data_file("mtls-test-ca.pem"),
+        ) {
+            snap.secrets.insert(secret.name.clone(), secret);
+        }
     }
     snap
 }
