@@ -98,8 +98,10 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             let Some(p) = OldPolicyRef::from_resource(i, r) else {
                 continue;
             };
+            // An empty side selects everything (ProxyTemplate without selectors applies to every
+            // DPP); treat it as selecting, whatever the type.
             let matches = |side: &[umbra_core::old::selectors::Selector]| {
-                side.iter().any(|s| dataplane_matches(dp, &s.match_tags))
+                side.is_empty() || side.iter().any(|s| dataplane_matches(dp, &s.match_tags))
             };
             let selected = match ty {
                 ResourceType::Timeout

@@ -489,8 +489,9 @@ impl DeltaCtx {
     fn on_request(&mut self, req: &DeltaDiscoveryRequest, insights: &Insights) -> bool {
         let state = self.types.entry(req.type_url.clone()).or_default();
         match state.on_request(&req.type_url, req) {
-            Reply::Subscription => true,
-            Reply::Stale => false,
+            // A stale request can still change subscriptions; `next` sends nothing while a
+            // response is in flight, so re-evaluating is always safe.
+            Reply::Subscription | Reply::Stale => true,
             Reply::Ack => {
                 let held = type_version(&state.held);
                 let rejected = !state.rejected.is_empty();

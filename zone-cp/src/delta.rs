@@ -12,8 +12,12 @@
 //! - a request whose `response_nonce` is the nonce of the response in flight answers it: an
 //!   ACK (no `error_detail`) makes its changes what Envoy holds, a NACK keeps what Envoy held
 //!   and marks the rejected resource versions, never sent again (a later, different version
-//!   is). Requests naming older nonces are stale: their subscription changes apply, nothing
-//!   else. At most one response per type is in flight, so what Envoy holds is always known.
+//!   is). When the rejected response carried several resources, Envoy's error does not say
+//!   which one was bad: the type switches to one resource per response until what was pending
+//!   has been retried, so only the bad resource ends up rejected. A NACKed removal is not
+//!   retried. Requests naming older nonces are stale: their subscription changes apply,
+//!   nothing else. At most one response per type is in flight, so what Envoy holds is always
+//!   known.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -65,6 +69,8 @@ pub struct DeltaType {
     pub rejected: BTreeMap<String, String>,
     /// Subscribed names already reported as not existing.
     told_absent: BTreeSet<String>,
+    /// Resources of a rejected multi-resource response, retried one per response.
+    isolating: BTreeSet<String>,
     /// The response in flight.
     pub pending: Option<Pending>,
 }
@@ -100,6 +106,10 @@ impl DeltaType {
                 self.names.remove(name);
                 self.held.remove(name);
                 self.told_absent.remove(name);
+                // Envoy drops it whatever the response in flight says.
+                if let Some(p) = self.pending.as_mut() {
+                    p.updates.remove(name);
+                }
             }
         }
         if req.response_nonce.is_empty() {
@@ -116,19 +126,31 @@ impl DeltaType {
             return Reply::Stale;
         };
         if let Some(error) = &req.error_detail {
-            for (name, version) in pending.updates {
-                if let Some(version) = version {
-                    self.rejected.insert(name, version);
+            let sent: Vec<(String, String)> = pending
+                .updates
+                .iter()
+                .filter_map(|(n, v)| Some((n.clone(), v.clone()?)))
+                .collect();
+            if sent.len() == 1 {
+                self.rejected.extend(sent);
+            } else {
+                self.isolating.extend(sent.into_iter().map(|(n, _)| n));
+            }
+            // A rejected removal is not retried (Envoy keeps the resource; nothing else to do).
+            for (name, version) in &pending.updates {
+                if version.is_none() {
+                    self.held.remove(name);
                 }
             }
             return Reply::Nack(error.message.clone());
         }
         for (name, version) in pending.updates {
             match version {
-                Some(version) => {
+                Some(version) if self.wildcard || self.names.contains(&name) => {
                     self.rejected.remove(&name);
                     self.held.insert(name, version);
                 }
+                Some(_) => {}
                 None => {
                     self.held.remove(&name);
                 }
@@ -148,26 +170,38 @@ impl DeltaType {
         self.rejected.retain(|n, v| current.get(n) == Some(v));
         self.told_absent.retain(|n| !current.contains_key(n));
         let mut update = Update::default();
-        for (name, version) in current {
-            let wanted = self.wildcard || self.names.contains(name);
-            if wanted
-                && self.held.get(name) != Some(version)
-                && self.rejected.get(name) != Some(version)
-            {
-                update.send.push(name.clone());
+        let wanted = |n: &String| self.wildcard || self.names.contains(n);
+        self.isolating
+            .retain(|n| current.contains_key(n) && wanted(n));
+        // Retry the resources of a rejected response one at a time (skipping those that
+        // meanwhile went back to what Envoy holds), nothing else until that is done.
+        while let Some(name) = self.isolating.pop_first() {
+            if self.held.get(&name) != current.get(&name) {
+                update.send.push(name);
+                break;
             }
         }
-        for name in self.held.keys() {
-            if !current.contains_key(name) {
-                update.removed.push(name.clone());
+        if update.send.is_empty() {
+            for (name, version) in current {
+                if wanted(name)
+                    && self.held.get(name) != Some(version)
+                    && self.rejected.get(name) != Some(version)
+                {
+                    update.send.push(name.clone());
+                }
             }
-        }
-        for name in &self.names {
-            if !current.contains_key(name)
-                && !self.held.contains_key(name)
-                && self.told_absent.insert(name.clone())
-            {
-                update.removed.push(name.clone());
+            for name in self.held.keys() {
+                if !current.contains_key(name) {
+                    update.removed.push(name.clone());
+                }
+            }
+            for name in &self.names {
+                if !current.contains_key(name)
+                    && !self.held.contains_key(name)
+                    && self.told_absent.insert(name.clone())
+                {
+                    update.removed.push(name.clone());
+                }
             }
         }
         if update.send.is_empty() && update.removed.is_empty() {
@@ -246,13 +280,13 @@ mod tests {
     }
 
     #[test]
-    fn nacked_versions_are_not_resent_and_others_still_go() {
+    fn a_nacked_response_is_retried_one_resource_at_a_time() {
         let mut t = DeltaType::default();
         t.on_request(LISTENER_TYPE, &req(&[], ""));
         t.next(&versions(&[("a", "1"), ("b", "1")]), "1");
         t.on_request(LISTENER_TYPE, &req(&[], "1"));
         let bad = versions(&[("a", "2"), ("b", "2")]);
-        t.next(&bad, "2").unwrap();
+        assert_eq!(t.next(&bad, "2").unwrap().send, ["a", "b"]);
         assert_eq!(
             t.on_request(LISTENER_TYPE, &nack("2")),
             Reply::Nack("bad".into())
@@ -262,14 +296,42 @@ mod tests {
             versions(&[("a", "1"), ("b", "1")]),
             "Envoy kept its config"
         );
-        assert_eq!(t.next(&bad, "3"), None, "rejected versions are not re-sent");
-        // b moves on: it is sent, a (still rejected) is not.
-        let next = versions(&[("a", "2"), ("b", "3")]);
-        assert_eq!(t.next(&next, "3").unwrap().send, ["b"]);
-        t.on_request(LISTENER_TYPE, &req(&[], "3"));
-        // a goes back to what Envoy holds: the rejection is over, nothing to send.
-        assert_eq!(t.next(&versions(&[("a", "1"), ("b", "3")]), "4"), None);
+        // Which one was bad? Each is retried alone: a is rejected again, b is accepted.
+        assert_eq!(t.next(&bad, "3").unwrap().send, ["a"]);
+        t.on_request(LISTENER_TYPE, &nack("3"));
+        assert_eq!(t.next(&bad, "4").unwrap().send, ["b"]);
+        assert_eq!(t.on_request(LISTENER_TYPE, &req(&[], "4")), Reply::Ack);
+        assert_eq!(
+            t.next(&bad, "5"),
+            None,
+            "the rejected version is not re-sent"
+        );
+        assert_eq!(t.rejected, versions(&[("a", "2")]));
+        // a moves on: sent again.
+        let next = versions(&[("a", "3"), ("b", "2")]);
+        assert_eq!(t.next(&next, "5").unwrap().send, ["a"]);
+        t.on_request(LISTENER_TYPE, &req(&[], "5"));
         assert!(t.rejected.is_empty());
+        // A rejected version that goes back to what Envoy holds ends the rejection.
+        t.next(&versions(&[("a", "4"), ("b", "2")]), "6");
+        t.on_request(LISTENER_TYPE, &nack("6"));
+        assert_eq!(t.next(&versions(&[("a", "3"), ("b", "2")]), "7"), None);
+        assert!(t.rejected.is_empty());
+    }
+
+    #[test]
+    fn unsubscribed_while_in_flight_then_resubscribed_is_sent_again() {
+        let mut t = DeltaType::default();
+        t.on_request(ENDPOINT_TYPE, &req(&["c1"], ""));
+        let current = versions(&[("c1", "1")]);
+        assert_eq!(t.next(&current, "1").unwrap().send, ["c1"]);
+        let mut unsub = req(&[], "");
+        unsub.resource_names_unsubscribe = vec!["c1".into()];
+        t.on_request(ENDPOINT_TYPE, &unsub);
+        assert_eq!(t.on_request(ENDPOINT_TYPE, &req(&[], "1")), Reply::Ack);
+        assert!(t.held.is_empty(), "Envoy dropped c1");
+        t.on_request(ENDPOINT_TYPE, &req(&["c1"], ""));
+        assert_eq!(t.next(&current, "2").unwrap().send, ["c1"]);
     }
 
     #[test]

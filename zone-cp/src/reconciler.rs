@@ -156,6 +156,9 @@ impl Reconciler {
             .clone();
         let mut next: HashMap<DpKey, Arc<DpSnapshot>> = HashMap::with_capacity(previous.len());
         let mut outcome = Outcome::default();
+        // DPPs that hold a current identity after this pass; every other identity is dropped
+        // (so a stale one never schedules rotations).
+        let mut with_identity: std::collections::HashSet<DpKey> = std::collections::HashSet::new();
         for mesh in meshes {
             let Spec::Mesh(spec) = &mesh.resource.spec else {
                 continue;
@@ -191,7 +194,7 @@ impl Reconciler {
                     })
             });
             let now = std::time::SystemTime::now();
-            let results: Vec<(DpKey, Arc<DpSnapshot>, bool, bool)> = dataplanes
+            let results: Vec<(DpKey, Arc<DpSnapshot>, bool, bool, bool)> = dataplanes
                 .par_iter()
                 .filter_map(|s| {
                     let dp = s.resource.as_dataplane()?;
@@ -226,27 +229,29 @@ impl Reconciler {
                         fp.0.update(services.get(*service).copied().unwrap_or_default());
                     }
                     let inputs: Fingerprint = fp.0.finalize().into();
+                    let has_identity = matches!(identity, Some(Ok(_)));
                     if let Some(old) = old.filter(|o| o.inputs == inputs) {
-                        return Some((key, old.clone(), false, false));
+                        return Some((key, old.clone(), false, false, has_identity));
                     }
                     let (entry, changed) =
                         Self::regenerate(&key, dp, &ctx, &policies, identity, old, inputs);
-                    Some((key, entry, true, changed))
+                    Some((key, entry, true, changed, has_identity))
                 })
                 .collect();
-            for (key, entry, regenerated, changed) in results {
+            for (key, entry, regenerated, changed, has_identity) in results {
                 outcome.regenerated += usize::from(regenerated);
                 outcome.changed += usize::from(changed);
+                if has_identity {
+                    with_identity.insert(key.clone());
+                }
                 next.insert(key, entry);
             }
         }
-        // Identities of DPPs that are gone or no longer in an mTLS mesh are dropped.
+        // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
+        // are dropped; so are the roots of meshes without any.
         self.ca.retain(
-            |m, n| {
-                next.get(&(m.to_owned(), n.to_owned()))
-                    .is_some_and(|e| !e.snapshot.secrets.is_empty() || e.error.is_some())
-            },
-            |m| next.keys().any(|(mesh, _)| mesh == m),
+            |m, n| with_identity.contains(&(m.to_owned(), n.to_owned())),
+            |m| with_identity.iter().any(|(mesh, _)| mesh == m),
         );
         // Dataplanes that disappeared count as changes too (their streams must notice).
         outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
@@ -342,9 +347,11 @@ impl Reconciler {
         let this = self.clone();
         let _ = tokio::task::spawn_blocking(move || this.reconcile_once()).await;
         loop {
+            // At least a second apart, whatever the clock says.
             let rotation = self.ca.next_rotation().map(|at| {
                 at.duration_since(std::time::SystemTime::now())
                     .unwrap_or_default()
+                    .max(Duration::from_secs(1))
             });
             tokio::select! {
                 r = revisions.changed() => if r.is_err() { return },
@@ -478,6 +485,7 @@ mod tests {
         ],
         &[
             "type: ProxyTemplate\nmesh: m\nname: pt\nselectors: [{match: {kuma.io/service: db}}]\nconf:\n  imports: [default-proxy]\n  modifications:\n  - cluster: {operation: add, value: \"name: extra\\nconnectTimeout: 1s\\ntype: STATIC\"}\n",
+            "type: ProxyTemplate\nmesh: m\nname: pt\nselectors: []\nconf:\n  imports: [default-proxy]\n  modifications:\n  - cluster: {operation: add, value: \"name: everyone\\nconnectTimeout: 2s\\ntype: STATIC\"}\n",
             "type: MeshProxyPatch\nmesh: m\nname: pt\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Patch\n        match: {name: 'localhost:80'}\n        jsonPatches: [{op: replace, path: /no/such/path, value: 1}]\n",
         ],
     ];
