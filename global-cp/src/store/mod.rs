@@ -1,0 +1,257 @@
+//! The Global CP's system of record: one [`Store`] trait, two implementations ([`memory`] for
+//! trying Umbra, [`postgres`] for production) that pass the same test suite (`tests/store.rs`).
+//!
+//! Semantics (DESIGN.md, "Global CP"):
+//! - resources are keyed `(type, mesh, name)` (a Mesh has an empty mesh) and carry an integer
+//!   `version`, 1 on creation and +1 per change. A write may name the version it expects
+//!   (`0` = must not exist): a mismatch is [`StoreError::Conflict`], never a lost update;
+//! - writing identical content (spec and labels) changes nothing: no new version, no change;
+//! - every change appends to a change log under a store-wide `revision` that increases by one
+//!   per change, in commit order, so a consumer that saw revision `r` resumes with
+//!   [`Store::changes_since`]`(r)` after any gap and misses nothing. [`Store::subscribe`] is
+//!   only a wake-up (PostgreSQL's LISTEN/NOTIFY behind it), never the source of truth;
+//! - a mesh-scoped resource needs its Mesh; deleting a Mesh deletes what it owns (each
+//!   deletion is logged);
+//! - each resource records the zone that owns it (`None` for resources created on the Global).
+
+pub mod memory;
+pub mod postgres;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+
+/// A stored resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The resource, with `creation_time` and `modification_time` (RFC 3339) filled.
+    pub resource: Resource,
+    /// Version for compare-and-swap: 1 on creation, +1 per change.
+    pub version: u64,
+    /// The zone that owns it (`None`: created on the Global).
+    pub zone: Option<String>,
+    /// The revision of the change that wrote this content.
+    pub revision: u64,
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Created or updated.
+    Put,
+    /// Deleted.
+    Delete,
+}
+
+/// One change-log entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Its revision (consecutive, starting at 1).
+    pub revision: u64,
+    /// The resource.
+    pub key: ResourceKey,
+    /// What happened.
+    pub op: Op,
+    /// The resource version written (for a delete: the version deleted).
+    pub version: u64,
+}
+
+/// A paged list query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Type to list.
+    pub ty: ResourceType,
+    /// Mesh (ignored for Mesh; `None` lists every mesh).
+    pub mesh: Option<String>,
+    /// Every label given must be present with this value.
+    pub labels: BTreeMap<String, String>,
+    /// Items to skip (ordered by mesh, then name).
+    pub offset: u64,
+    /// Page size (at most [`MAX_PAGE`]).
+    pub size: u64,
+}
+
+/// The largest page a list returns.
+pub const MAX_PAGE: u64 = 1000;
+
+/// A page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The items, by mesh then name.
+    pub items: Vec<Stored>,
+    /// Items matching the query in total.
+    pub total: u64,
+    /// Offset of the next page, if any.
+    pub next_offset: Option<u64>,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The resource does not exist.
+    #[error("{0} not found")]
+    NotFound(ResourceKey),
+    /// A version precondition failed.
+    #[error("{key} is at version {current}, not {expected}")]
+    Conflict {
+        /// The resource.
+        key: ResourceKey,
+        /// The version the writer expected (0: must not exist).
+        expected: u64,
+        /// The version stored (0: absent).
+        current: u64,
+    },
+    /// The mesh a resource belongs to does not exist.
+    #[error("mesh {0:?} does not exist")]
+    NoMesh(String),
+    /// The backing database cannot be reached or failed; nothing was written.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// A stored row cannot be decoded (written by an incompatible version?).
+    #[error("stored {key} cannot be decoded: {reason}")]
+    Corrupt {
+        /// The resource.
+        key: ResourceKey,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The store. Implementations are cheap to share (`Arc<dyn Store>`).
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Create or replace `resource` (owned by `zone`), optionally only at `expected` version
+    /// (0: must not exist). Returns what is stored and whether it was created.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`], [`StoreError::NoMesh`], [`StoreError::Unavailable`].
+    async fn put(
+        &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+    ) -> Result<(Stored, bool), StoreError>;
+
+    /// Delete a resource (a Mesh with everything it owns), optionally only at `expected`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`], [`StoreError::Conflict`], [`StoreError::Unavailable`].
+    async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError>;
+
+    /// One resource.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError>;
+
+    /// A page of resources.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError>;
+
+    /// Up to `limit` changes with revision greater than `revision`, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError>;
+
+    /// The latest revision (0 before any change).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn revision(&self) -> Result<u64, StoreError>;
+
+    /// Wake-ups carrying the latest revision the store has seen. A wake-up may be late or
+    /// coalesced; read [`Store::changes_since`] for the truth.
+    fn subscribe(&self) -> watch::Receiver<u64>;
+}
+
+/// The body of a resource without its identity and metadata (what the `spec` column holds):
+/// Kuma's universal document minus `type`, `mesh`, `name`, `labels` and the times.
+pub fn spec_of(resource: &Resource) -> Value {
+    let mut v = resource.to_value();
+    if let Some(o) = v.as_object_mut() {
+        for k in [
+            "type",
+            "mesh",
+            "name",
+            "labels",
+            "creationTime",
+            "modificationTime",
+        ] {
+            o.remove(k);
+        }
+    }
+    v
+}
+
+/// Rebuild a resource from its stored parts.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when the parts do not decode.
+pub fn resource_from_parts(
+    key: &ResourceKey,
+    spec: Value,
+    labels: &BTreeMap<String, String>,
+    creation_time: String,
+    modification_time: String,
+) -> Result<Resource, StoreError> {
+    let mut doc = match spec {
+        Value::Object(o) => o,
+        _ => Map::new(),
+    };
+    doc.insert("type".into(), Value::String(key.ty.name().into()));
+    if key.ty.is_mesh_scoped() {
+        doc.insert("mesh".into(), Value::String(key.mesh.clone()));
+    }
+    doc.insert("name".into(), Value::String(key.name.clone()));
+    if !labels.is_empty() {
+        doc.insert(
+            "labels".into(),
+            serde_json::to_value(labels).unwrap_or_default(),
+        );
+    }
+    let mut r = Resource::from_value(Value::Object(doc)).map_err(|e| StoreError::Corrupt {
+        key: key.clone(),
+        reason: e.to_string(),
+    })?;
+    r.meta.creation_time = Some(creation_time);
+    r.meta.modification_time = Some(modification_time);
+    Ok(r)
+}
+
+/// Now as RFC 3339 with milliseconds (UTC).
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let now = now
+        .replace_nanosecond(now.millisecond() as u32 * 1_000_000)
+        .unwrap_or(now);
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// The key of the Mesh a mesh-scoped key belongs to.
+pub fn mesh_key(mesh: &str) -> ResourceKey {
+    ResourceKey {
+        ty: ResourceType::Mesh,
+        mesh: String::new(),
+        name: mesh.to_owned(),
+    }
+}
+
+/// `true` when `labels` holds every `(k, v)` of `filter`.
+pub fn labels_match(filter: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    filter.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The normalized key a query lists (`mesh` is empty for Mesh).
+fn query_mesh(query: &ListQuery) -> Option<String> {
+    if query.ty == ResourceType::Mesh {
+        Some(String::new())
+    } else {
+        query.mesh.clone()
+    }
+}

@@ -1,0 +1,550 @@
+//! The PostgreSQL [`Store`] (sqlx). Schema: `migrations/` at the workspace root, applied by
+//! [`PostgresStore::connect`]; a database migrated by a newer Umbra is refused.
+//!
+//! Every write runs in one transaction that first locks the single `log_head` row, so change
+//! revisions are consecutive and in commit order (no reader can see revision `r + 1` and later
+//! find `r`). A write either commits whole (resource row, change-log rows, `log_head`) or not
+//! at all. After commit, `pg_notify('umbra_changes', revision)` wakes listeners; a background
+//! task LISTENs (reconnecting with backoff) and feeds [`Store::subscribe`], and also polls
+//! the head every [`POLL`] so a lost notification only delays a wake-up.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Row, Transaction};
+use tokio::sync::watch;
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+
+use super::{
+    mesh_key, now_rfc3339, query_mesh, resource_from_parts, spec_of, Change, ListQuery, Op, Page,
+    Store, StoreError, Stored, MAX_PAGE,
+};
+
+/// The migrations this build knows (embedded at compile time).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// NOTIFY channel for change wake-ups.
+pub const CHANNEL: &str = "umbra_changes";
+
+/// Fallback poll of the change-log head while LISTEN is down or a notification is lost.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// Why the store cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The database cannot be reached.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(String),
+    /// The database holds migrations this build does not know.
+    #[error("the database schema is at migration {found}, newer than this global-cp knows (up to {known}); run a global-cp at least as new as the one that migrated it")]
+    TooNew {
+        /// Newest migration applied in the database.
+        found: i64,
+        /// Newest migration this build has.
+        known: i64,
+    },
+    /// Applying migrations failed.
+    #[error("migrating the database failed: {0}")]
+    Migrate(String),
+}
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    wake: watch::Sender<u64>,
+}
+
+fn unavailable(e: sqlx::Error) -> StoreError {
+    StoreError::Unavailable(match &e {
+        sqlx::Error::PoolTimedOut => "timed out waiting for a database connection".to_owned(),
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => {
+            "the database cannot be reached".to_owned()
+        }
+        // Never leak SQL to clients: the detail goes to the log.
+        _ => {
+            tracing::warn!(error = %e, "database error");
+            "database error".to_owned()
+        }
+    })
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn parse_time(s: Option<&str>) -> time::OffsetDateTime {
+    s.and_then(|s| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+    })
+    .unwrap_or_else(time::OffsetDateTime::now_utc)
+}
+
+impl PostgresStore {
+    /// Connect (pool of `max_connections`), check the schema version and apply pending
+    /// migrations, and start the change listener.
+    ///
+    /// # Errors
+    /// [`ConnectError`]: unreachable database, schema newer than this build, failed migration.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, ConnectError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await
+            .map_err(|e| ConnectError::Connect(e.to_string()))?;
+        Self::check_not_newer(&pool).await?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| ConnectError::Migrate(e.to_string()))?;
+        let store = Self {
+            pool,
+            wake: watch::channel(0).0,
+        };
+        if let Ok(r) = store.revision().await {
+            store.wake.send_replace(r);
+        }
+        tokio::spawn(listen(
+            store.pool.clone(),
+            url.to_owned(),
+            store.wake.clone(),
+        ));
+        Ok(store)
+    }
+
+    async fn check_not_newer(pool: &PgPool) -> Result<(), ConnectError> {
+        let known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| ConnectError::Connect(e.to_string()))?;
+        if !exists {
+            return Ok(());
+        }
+        let found: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| ConnectError::Connect(e.to_string()))?;
+        match found {
+            Some(found) if found > known => Err(ConnectError::TooNew { found, known }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The connection pool (for tests and health checks).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn row_to_stored(row: &sqlx::postgres::PgRow) -> Result<Stored, StoreError> {
+        let ty_name: String = row.try_get("type").map_err(unavailable)?;
+        let mesh: String = row.try_get("mesh").map_err(unavailable)?;
+        let name: String = row.try_get("name").map_err(unavailable)?;
+        let corrupt = |reason: String| StoreError::Corrupt {
+            key: ResourceKey {
+                ty: ResourceType::Mesh,
+                mesh: mesh.clone(),
+                name: name.clone(),
+            },
+            reason,
+        };
+        let ty = ResourceType::from_name(&ty_name)
+            .ok_or_else(|| corrupt(format!("unknown type {ty_name:?}")))?;
+        let key = ResourceKey { ty, mesh, name };
+        let spec: Value = row.try_get("spec").map_err(unavailable)?;
+        let labels: Value = row.try_get("labels").map_err(unavailable)?;
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(labels).map_err(|e| StoreError::Corrupt {
+                key: key.clone(),
+                reason: format!("labels: {e}"),
+            })?;
+        let created: time::OffsetDateTime = row.try_get("creation_time").map_err(unavailable)?;
+        let modified: time::OffsetDateTime =
+            row.try_get("modification_time").map_err(unavailable)?;
+        let resource =
+            resource_from_parts(&key, spec, &labels, rfc3339(created), rfc3339(modified))?;
+        Ok(Stored {
+            resource,
+            version: to_u64(row.try_get("version").map_err(unavailable)?),
+            zone: row.try_get("zone").map_err(unavailable)?,
+            revision: to_u64(row.try_get("revision").map_err(unavailable)?),
+        })
+    }
+
+    /// Lock the log head; returns the current revision.
+    async fn lock_head(tx: &mut Transaction<'_, Postgres>) -> Result<i64, StoreError> {
+        sqlx::query_scalar("SELECT revision FROM log_head FOR UPDATE")
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn log(
+        tx: &mut Transaction<'_, Postgres>,
+        revision: i64,
+        key: &ResourceKey,
+        op: Op,
+        version: u64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO changes (revision, type, mesh, name, op, version) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(revision)
+        .bind(key.ty.name())
+        .bind(&key.mesh)
+        .bind(&key.name)
+        .bind(match op {
+            Op::Put => "put",
+            Op::Delete => "delete",
+        })
+        .bind(to_i64(version))
+        .execute(&mut **tx)
+        .await
+        .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn finish(
+        mut tx: Transaction<'_, Postgres>,
+        head: i64,
+        wake: &watch::Sender<u64>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE log_head SET revision = $1")
+            .bind(head)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(head.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        wake.send_if_modified(|r| {
+            let head = to_u64(head);
+            (head > *r).then(|| *r = head).is_some()
+        });
+        Ok(())
+    }
+}
+
+/// LISTEN for change notifications (and poll as a fallback), feeding `wake` with the newest
+/// revision. Ends when the pool is closed.
+async fn listen(pool: PgPool, url: String, wake: watch::Sender<u64>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if pool.is_closed() {
+            return;
+        }
+        let mut listener = match PgListener::connect(&url).await {
+            Ok(mut l) => match l.listen(CHANNEL).await {
+                Ok(()) => {
+                    backoff = Duration::from_millis(100);
+                    Some(l)
+                }
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        loop {
+            if pool.is_closed() {
+                return;
+            }
+            let notified = match listener.as_mut() {
+                Some(l) => match tokio::time::timeout(POLL, l.recv()).await {
+                    Ok(Ok(n)) => n.payload().parse::<u64>().ok(),
+                    Ok(Err(_)) => {
+                        listener = None;
+                        None
+                    }
+                    Err(_) => None,
+                },
+                None => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    None
+                }
+            };
+            let head = match notified {
+                Some(r) => Some(r),
+                None => sqlx::query_scalar::<_, i64>("SELECT revision FROM log_head")
+                    .fetch_one(&pool)
+                    .await
+                    .ok()
+                    .map(to_u64),
+            };
+            if let Some(head) = head {
+                wake.send_if_modified(|r| (head > *r).then(|| *r = head).is_some());
+            }
+            if listener.is_none() {
+                break; // reconnect the listener
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PostgresStore {
+    async fn put(
+        &self,
+        mut resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+    ) -> Result<(Stored, bool), StoreError> {
+        let key = resource.key();
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let head = Self::lock_head(&mut tx).await?;
+        if key.ty.is_mesh_scoped() {
+            let mk = mesh_key(&key.mesh);
+            let exists: Option<i64> = sqlx::query_scalar(
+                "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
+            )
+            .bind(mk.ty.name())
+            .bind(&mk.mesh)
+            .bind(&mk.name)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+            if exists.is_none() {
+                return Err(StoreError::NoMesh(key.mesh));
+            }
+        }
+        let existing =
+            sqlx::query("SELECT * FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
+                .bind(key.ty.name())
+                .bind(&key.mesh)
+                .bind(&key.name)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?
+                .map(|row| Self::row_to_stored(&row))
+                .transpose()?;
+        let current = existing.as_ref().map_or(0, |s| s.version);
+        if let Some(expected) = expected {
+            if expected != current {
+                return Err(StoreError::Conflict {
+                    key,
+                    expected,
+                    current,
+                });
+            }
+        }
+        if let Some(e) = &existing {
+            if e.resource.spec == resource.spec
+                && e.resource.meta.labels == resource.meta.labels
+                && e.zone.as_deref() == zone
+            {
+                return Ok((e.clone(), false));
+            }
+        }
+        let now = now_rfc3339();
+        resource.meta.creation_time = existing
+            .as_ref()
+            .and_then(|s| s.resource.meta.creation_time.clone())
+            .or_else(|| Some(now.clone()));
+        resource.meta.modification_time = Some(now);
+        let version = current + 1;
+        let revision = head + 1;
+        let labels = serde_json::to_value(&resource.meta.labels).unwrap_or_default();
+        sqlx::query(
+            "INSERT INTO resources (type, mesh, name, version, spec, labels, zone, creation_time, modification_time, revision)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (type, mesh, name) DO UPDATE SET version = EXCLUDED.version, spec = EXCLUDED.spec,
+               labels = EXCLUDED.labels, zone = EXCLUDED.zone, modification_time = EXCLUDED.modification_time,
+               revision = EXCLUDED.revision",
+        )
+        .bind(key.ty.name())
+        .bind(&key.mesh)
+        .bind(&key.name)
+        .bind(to_i64(version))
+        .bind(spec_of(&resource))
+        .bind(labels)
+        .bind(zone)
+        .bind(parse_time(resource.meta.creation_time.as_deref()))
+        .bind(parse_time(resource.meta.modification_time.as_deref()))
+        .bind(revision)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        Self::log(&mut tx, revision, &key, Op::Put, version).await?;
+        Self::finish(tx, revision, &self.wake).await?;
+        Ok((
+            Stored {
+                resource,
+                version,
+                zone: zone.map(str::to_owned),
+                revision: to_u64(revision),
+            },
+            current == 0,
+        ))
+    }
+
+    async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut head = Self::lock_head(&mut tx).await?;
+        let current: Option<i64> = sqlx::query_scalar(
+            "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
+        )
+        .bind(key.ty.name())
+        .bind(&key.mesh)
+        .bind(&key.name)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        let Some(current) = current.map(to_u64) else {
+            return Err(StoreError::NotFound(key.clone()));
+        };
+        if let Some(expected) = expected {
+            if expected != current {
+                return Err(StoreError::Conflict {
+                    key: key.clone(),
+                    expected,
+                    current,
+                });
+            }
+        }
+        if key.ty == ResourceType::Mesh {
+            let owned = sqlx::query(
+                "DELETE FROM resources WHERE mesh = $1 AND type <> 'Mesh' RETURNING type, mesh, name, version",
+            )
+            .bind(&key.name)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+            let mut owned: Vec<(ResourceKey, u64)> = owned
+                .iter()
+                .filter_map(|row| {
+                    let ty =
+                        ResourceType::from_name(row.try_get::<String, _>("type").ok()?.as_str())?;
+                    Some((
+                        ResourceKey {
+                            ty,
+                            mesh: row.try_get("mesh").ok()?,
+                            name: row.try_get("name").ok()?,
+                        },
+                        to_u64(row.try_get("version").ok()?),
+                    ))
+                })
+                .collect();
+            owned.sort();
+            for (k, v) in owned {
+                head += 1;
+                Self::log(&mut tx, head, &k, Op::Delete, v).await?;
+            }
+        }
+        sqlx::query("DELETE FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
+            .bind(key.ty.name())
+            .bind(&key.mesh)
+            .bind(&key.name)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        head += 1;
+        Self::log(&mut tx, head, key, Op::Delete, current).await?;
+        Self::finish(tx, head, &self.wake).await
+    }
+
+    async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError> {
+        sqlx::query("SELECT * FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
+            .bind(key.ty.name())
+            .bind(&key.mesh)
+            .bind(&key.name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?
+            .map(|row| Self::row_to_stored(&row))
+            .transpose()
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let mesh = query_mesh(query);
+        let labels = serde_json::to_value(&query.labels).unwrap_or_default();
+        let size = query.size.clamp(1, MAX_PAGE);
+        let total: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3",
+        )
+        .bind(query.ty.name())
+        .bind(&mesh)
+        .bind(&labels)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        let rows = sqlx::query(
+            "SELECT * FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
+             ORDER BY mesh, name LIMIT $4 OFFSET $5",
+        )
+        .bind(query.ty.name())
+        .bind(&mesh)
+        .bind(&labels)
+        .bind(to_i64(size))
+        .bind(to_i64(query.offset))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        let items = rows
+            .iter()
+            .map(Self::row_to_stored)
+            .collect::<Result<Vec<_>, _>>()?;
+        let total = to_u64(total);
+        let end = query.offset.saturating_add(items.len() as u64);
+        Ok(Page {
+            items,
+            total,
+            next_offset: (end < total).then_some(end),
+        })
+    }
+
+    async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT revision, type, mesh, name, op, version FROM changes WHERE revision > $1 ORDER BY revision LIMIT $2",
+        )
+        .bind(to_i64(revision))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        rows.iter()
+            .map(|row| {
+                let ty: String = row.try_get("type").map_err(unavailable)?;
+                let mesh: String = row.try_get("mesh").map_err(unavailable)?;
+                let name: String = row.try_get("name").map_err(unavailable)?;
+                let ty = ResourceType::from_name(&ty).ok_or_else(|| StoreError::Corrupt {
+                    key: mesh_key(&mesh),
+                    reason: format!("change log names unknown type {ty:?}"),
+                })?;
+                let op: String = row.try_get("op").map_err(unavailable)?;
+                Ok(Change {
+                    revision: to_u64(row.try_get("revision").map_err(unavailable)?),
+                    key: ResourceKey { ty, mesh, name },
+                    op: if op == "delete" { Op::Delete } else { Op::Put },
+                    version: to_u64(row.try_get("version").map_err(unavailable)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn revision(&self) -> Result<u64, StoreError> {
+        sqlx::query_scalar::<_, i64>("SELECT revision FROM log_head")
+            .fetch_one(&self.pool)
+            .await
+            .map(to_u64)
+            .map_err(unavailable)
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.wake.subscribe()
+    }
+}

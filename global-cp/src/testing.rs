@@ -1,0 +1,257 @@
+//! Test support: a throwaway PostgreSQL server on a free loopback port, as `#[sqlx::test]`
+//! would use but started by the harness itself (Debian's `postgresql` package: `initdb` and
+//! `pg_ctl` on `PATH` or under `/usr/lib/postgresql/<version>/bin`).
+//!
+//! The cluster lives in a temporary directory, uses trust authentication for the `umbra` user
+//! on 127.0.0.1 only, runs with `fsync=off` (tests, not durability), and is stopped (`pg_ctl
+//! stop -m immediate`) and removed on drop. When the process runs as root, `initdb` and
+//! `pg_ctl` run as the `postgres` system user, since PostgreSQL refuses to run as root.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// A running throwaway PostgreSQL server.
+#[derive(Debug)]
+pub struct TempPostgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+/// Why the server cannot be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TempPostgresError {
+    /// `initdb`/`pg_ctl` are not installed.
+    #[error("PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or under /usr/lib/postgresql/*/bin; install Debian's `postgresql` package")]
+    NotInstalled,
+    /// A command failed.
+    #[error("{command} failed: {output}")]
+    Command {
+        /// What ran.
+        command: String,
+        /// Its output.
+        output: String,
+    },
+    /// Filesystem trouble.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Directory holding `initdb` and `pg_ctl`, if any.
+pub fn find_bin_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("UMBRA_PG_BIN") {
+        return Some(PathBuf::from(dir));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    });
+    if on_path.is_some() {
+        return on_path;
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|d| d.join("initdb").is_file())
+        .collect();
+    versions.sort();
+    versions.pop()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+impl TempPostgres {
+    /// Create and start a cluster.
+    ///
+    /// # Errors
+    /// [`TempPostgresError`] when PostgreSQL is missing or does not start.
+    pub fn start() -> Result<TempPostgres, TempPostgresError> {
+        let bin = find_bin_dir().ok_or(TempPostgresError::NotInstalled)?;
+        let dir =
+            std::env::temp_dir().join(format!("umbra-pg-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir)?;
+        let as_postgres = is_root();
+        if as_postgres {
+            let status = Command::new("chown").arg("postgres:").arg(&dir).status()?;
+            if !status.success() {
+                return Err(TempPostgresError::Command {
+                    command: "chown postgres".into(),
+                    output: status.to_string(),
+                });
+            }
+        }
+        let pg = TempPostgres {
+            dir,
+            bin,
+            port: free_port(),
+            as_postgres,
+        };
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                &pg.data().to_string_lossy(),
+                "-U",
+                "umbra",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        )?;
+        pg.start_server()?;
+        Ok(pg)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> Result<(), TempPostgresError> {
+        let exe = self.bin.join(tool);
+        let mut cmd = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = cmd.args(args).current_dir(&self.dir).output()?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(TempPostgresError::Command {
+            command: format!("{} {}", exe.display(), args.join(" ")),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        })
+    }
+
+    fn start_server(&self) -> Result<(), TempPostgresError> {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200",
+            self.port,
+            self.dir.display()
+        );
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data().to_string_lossy(),
+                "-o",
+                &options,
+                "-l",
+                &self.dir.join("server.log").to_string_lossy(),
+                "-w",
+                "-t",
+                "30",
+                "start",
+            ],
+        )
+    }
+
+    /// Stop the server (`-m fast`: sessions end, committed data stays).
+    ///
+    /// # Errors
+    /// When `pg_ctl stop` fails.
+    pub fn stop(&self) -> Result<(), TempPostgresError> {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data().to_string_lossy(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        )
+    }
+
+    /// Start the server again after [`TempPostgres::stop`] (same port and data).
+    ///
+    /// # Errors
+    /// When `pg_ctl start` fails.
+    pub fn restart(&self) -> Result<(), TempPostgresError> {
+        self.start_server()
+    }
+
+    /// URL of database `db` (`postgres` always exists).
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://umbra@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Create a fresh database and return its URL.
+    ///
+    /// # Errors
+    /// When the server refuses (the name must be a plain identifier).
+    pub async fn create_database(&self, db: &str) -> Result<String, TempPostgresError> {
+        use sqlx::Connection as _;
+        if !db.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(TempPostgresError::Command {
+                command: format!("CREATE DATABASE {db}"),
+                output: "database names here are [A-Za-z0-9_]+".into(),
+            });
+        }
+        let failed = |e: sqlx::Error| TempPostgresError::Command {
+            command: format!("CREATE DATABASE {db}"),
+            output: e.to_string(),
+        };
+        let mut conn = sqlx::PgConnection::connect(&self.url("postgres"))
+            .await
+            .map_err(failed)?;
+        sqlx::query(&format!("CREATE DATABASE {db}"))
+            .execute(&mut conn)
+            .await
+            .map_err(failed)?;
+        Ok(self.url(db))
+    }
+
+    /// The server log's tail (for failure messages).
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Where the cluster lives.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        let _ = self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data().to_string_lossy(),
+                "-m",
+                "immediate",
+                "-w",
+                "-t",
+                "10",
+                "stop",
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

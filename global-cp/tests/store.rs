@@ -1,0 +1,408 @@
+//! The store suite, run on both implementations: the memory store and the PostgreSQL store on
+//! a real PostgreSQL server started by the harness ([`umbra_global_cp::testing`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+use umbra_global_cp::store::memory::MemoryStore;
+use umbra_global_cp::store::postgres::{ConnectError, PostgresStore};
+use umbra_global_cp::store::{ListQuery, Op, Store, StoreError};
+use umbra_global_cp::testing::TempPostgres;
+
+fn res(yaml: &str) -> Resource {
+    Resource::from_bytes(yaml.as_bytes()).unwrap()
+}
+
+fn timeout(mesh: &str, name: &str, idle: &str, labels: &str) -> Resource {
+    res(&format!(
+        "type: MeshTimeout\nmesh: {mesh}\nname: {name}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {idle}}}\n"
+    ))
+}
+
+fn key(ty: ResourceType, mesh: &str, name: &str) -> ResourceKey {
+    ResourceKey {
+        ty,
+        mesh: mesh.into(),
+        name: name.into(),
+    }
+}
+
+fn query(ty: ResourceType, mesh: &str, offset: u64, size: u64) -> ListQuery {
+    ListQuery {
+        ty,
+        mesh: Some(mesh.into()),
+        labels: BTreeMap::new(),
+        offset,
+        size,
+    }
+}
+
+/// Every behaviour the trait promises, on a fresh store.
+async fn suite(store: Arc<dyn Store>) {
+    // Mesh-scoped resources need their Mesh.
+    assert_eq!(
+        store.put(timeout("m", "t", "1s", ""), None, None).await,
+        Err(StoreError::NoMesh("m".into()))
+    );
+    let (mesh, created) = store
+        .put(res("type: Mesh\nname: m\n"), Some(0), None)
+        .await
+        .unwrap();
+    assert!(created);
+    assert_eq!((mesh.version, mesh.revision), (1, 1));
+    assert!(mesh.resource.meta.creation_time.is_some());
+
+    // CAS: create-only, stale update, update at the right version.
+    let (t, _) = store
+        .put(timeout("m", "t", "1s", ""), Some(0), None)
+        .await
+        .unwrap();
+    assert_eq!(t.version, 1);
+    assert!(matches!(
+        store.put(timeout("m", "t", "2s", ""), Some(0), None).await,
+        Err(StoreError::Conflict {
+            expected: 0,
+            current: 1,
+            ..
+        })
+    ));
+    let (t2, created) = store
+        .put(timeout("m", "t", "2s", ""), Some(1), None)
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(t2.version, 2);
+    assert_eq!(
+        t2.resource.meta.creation_time, t.resource.meta.creation_time,
+        "creation time survives updates"
+    );
+    let got = store
+        .get(&key(ResourceType::MeshTimeout, "m", "t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        got.resource.spec, t2.resource.spec,
+        "round trip through the store"
+    );
+    assert_eq!(got.version, 2);
+
+    // Identical content: nothing changes.
+    let rev = store.revision().await.unwrap();
+    let (same, _) = store
+        .put(timeout("m", "t", "2s", ""), None, None)
+        .await
+        .unwrap();
+    assert_eq!(same.version, 2);
+    assert_eq!(store.revision().await.unwrap(), rev);
+
+    // Delete with a stale version is a conflict; unknown is not found.
+    let tk = key(ResourceType::MeshTimeout, "m", "t");
+    assert!(matches!(
+        store.delete(&tk, Some(1)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    store.delete(&tk, Some(2)).await.unwrap();
+    assert_eq!(
+        store.delete(&tk, None).await,
+        Err(StoreError::NotFound(tk.clone()))
+    );
+    assert_eq!(store.get(&tk).await.unwrap(), None);
+
+    // Paging and label filters.
+    for i in 0..25 {
+        let labels = if i % 5 == 0 {
+            "labels: {kuma.io/effect: shadow, team: a}\n"
+        } else {
+            "labels: {team: b}\n"
+        };
+        store
+            .put(
+                timeout("m", &format!("p{i:02}"), "1s", labels),
+                None,
+                Some("zone-1"),
+            )
+            .await
+            .unwrap();
+    }
+    let page = store
+        .list(&query(ResourceType::MeshTimeout, "m", 0, 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        (page.items.len(), page.total, page.next_offset),
+        (10, 25, Some(10))
+    );
+    assert_eq!(page.items[0].resource.meta.name, "p00");
+    assert_eq!(page.items[0].zone.as_deref(), Some("zone-1"));
+    let last = store
+        .list(&query(ResourceType::MeshTimeout, "m", 20, 10))
+        .await
+        .unwrap();
+    assert_eq!((last.items.len(), last.next_offset), (5, None));
+    assert_eq!(last.items[4].resource.meta.name, "p24");
+    let mut shadow = query(ResourceType::MeshTimeout, "m", 0, 100);
+    shadow.labels = BTreeMap::from([("kuma.io/effect".into(), "shadow".into())]);
+    let shadow = store.list(&shadow).await.unwrap();
+    assert_eq!(shadow.total, 5);
+    assert!(shadow.items.iter().all(|s| s.resource.meta.is_shadow()));
+    let meshes = store
+        .list(&query(ResourceType::Mesh, "ignored", 0, 10))
+        .await
+        .unwrap();
+    assert_eq!(meshes.total, 1);
+
+    // The change log: consecutive revisions; resume after a gap sees exactly the rest.
+    let all = store.changes_since(0, 10_000).await.unwrap();
+    let revisions: Vec<u64> = all.iter().map(|c| c.revision).collect();
+    assert_eq!(revisions, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.len() as u64, store.revision().await.unwrap());
+    let seen = all.len() as u64;
+    store
+        .put(timeout("m", "late-1", "1s", ""), None, None)
+        .await
+        .unwrap();
+    store
+        .put(timeout("m", "late-2", "1s", ""), None, None)
+        .await
+        .unwrap();
+    let rest = store.changes_since(seen, 10_000).await.unwrap();
+    let names: Vec<&str> = rest.iter().map(|c| c.key.name.as_str()).collect();
+    assert_eq!(names, ["late-1", "late-2"]);
+    assert_eq!(rest[0].revision, seen + 1);
+    assert_eq!(
+        store.changes_since(seen, 1).await.unwrap().len(),
+        1,
+        "limit"
+    );
+
+    // Deleting a Mesh deletes what it owns, each deletion logged.
+    let before = store.revision().await.unwrap();
+    store
+        .delete(&key(ResourceType::Mesh, "", "m"), None)
+        .await
+        .unwrap();
+    let deleted = store.changes_since(before, 10_000).await.unwrap();
+    assert_eq!(deleted.len(), 28, "25 paged + 2 late + the mesh");
+    assert!(deleted.iter().all(|c| c.op == Op::Delete));
+    assert_eq!(deleted.last().unwrap().key.ty, ResourceType::Mesh);
+    assert_eq!(
+        store
+            .list(&query(ResourceType::MeshTimeout, "m", 0, 10))
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+
+    // Concurrent compare-and-swap: no lost update, no gap in the log.
+    store
+        .put(res("type: Mesh\nname: c\n"), None, None)
+        .await
+        .unwrap();
+    store
+        .put(timeout("c", "counter", "1s", ""), None, None)
+        .await
+        .unwrap();
+    let start = store.revision().await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..6u32 {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let mut wins = 0u32;
+            for i in 0..15u32 {
+                // Read-modify-write of one shared resource, retried on conflict.
+                loop {
+                    let k = key(ResourceType::MeshTimeout, "c", "counter");
+                    let cur = store.get(&k).await.unwrap().unwrap();
+                    let next = timeout("c", "counter", &format!("{}s", cur.version + 1), "");
+                    match store.put(next, Some(cur.version), None).await {
+                        Ok(_) => {
+                            wins += 1;
+                            break;
+                        }
+                        Err(StoreError::Conflict { .. }) => continue,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                // And writes of its own.
+                store
+                    .put(timeout("c", &format!("w{w}-{i}"), "1s", ""), None, None)
+                    .await
+                    .unwrap();
+            }
+            wins
+        });
+    }
+    let mut wins = 0;
+    while let Some(w) = tasks.join_next().await {
+        wins += w.unwrap();
+    }
+    assert_eq!(wins, 90);
+    let counter = store
+        .get(&key(ResourceType::MeshTimeout, "c", "counter"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(counter.version, 91, "every successful CAS counted once");
+    let log = store.changes_since(start, 10_000).await.unwrap();
+    assert_eq!(log.len(), 180);
+    assert!(log.iter().zip(start + 1..).all(|(c, r)| c.revision == r));
+
+    // Wake-ups follow the head.
+    let mut rx = store.subscribe();
+    store
+        .put(timeout("c", "wake", "1s", ""), None, None)
+        .await
+        .unwrap();
+    let head = store.revision().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|r| *r >= head))
+        .await
+        .expect("woken")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn memory_store_suite() {
+    suite(Arc::new(MemoryStore::new())).await;
+}
+
+/// One PostgreSQL server for the PostgreSQL tests of this binary is too much sharing; each test
+/// starts its own (about a second).
+fn postgres() -> Option<TempPostgres> {
+    match TempPostgres::start() {
+        Ok(pg) => Some(pg),
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipping: {e}");
+            None
+        }
+        Err(e) => panic!("PostgreSQL is required under CI: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_suite() {
+    let Some(pg) = postgres() else { return };
+    let url = pg.create_database("suite").await.unwrap();
+    let store = PostgresStore::connect(&url, 8).await.unwrap();
+    suite(Arc::new(store.clone())).await;
+    // Data survives a new connection (and migrations are idempotent).
+    let again = PostgresStore::connect(&url, 2).await.unwrap();
+    assert!(again
+        .get(&key(ResourceType::MeshTimeout, "c", "counter"))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_refuses_a_schema_newer_than_the_code() {
+    let Some(pg) = postgres() else { return };
+    let url = pg.create_database("newer").await.unwrap();
+    let store = PostgresStore::connect(&url, 2).await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (99991231000000, 'from the future', true, '\\x00', 0)",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let err = PostgresStore::connect(&url, 2).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConnectError::TooNew {
+                found: 99991231000000,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("newer than this global-cp"),
+        "{err}"
+    );
+}
+
+/// Writers keep writing while PostgreSQL restarts: writes fail with `Unavailable` during the
+/// outage, the same store recovers without a restart, and every acknowledged write is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restart_under_load_loses_no_acknowledged_write() {
+    let Some(pg) = postgres() else { return };
+    let url = pg.create_database("restart").await.unwrap();
+    let store = Arc::new(PostgresStore::connect(&url, 8).await.unwrap());
+    store
+        .put(res("type: Mesh\nname: m\n"), None, None)
+        .await
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..4u32 {
+        let (store, stop) = (store.clone(), stop.clone());
+        writers.spawn(async move {
+            let mut acked: Vec<(String, u64)> = Vec::new();
+            let mut unavailable = 0u32;
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("w{w}-{i}");
+                match store.put(timeout("m", &name, "1s", ""), None, None).await {
+                    Ok((s, _)) => {
+                        acked.push((name, s.version));
+                        i += 1;
+                    }
+                    Err(StoreError::Unavailable(_)) => {
+                        unavailable += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            (acked, unavailable)
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    pg.stop().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pg.restart().unwrap();
+    // Give the writers time to get through again.
+    let recovered = async {
+        loop {
+            if store.revision().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), recovered)
+        .await
+        .expect("the store recovers without a restart");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut acked, mut unavailable) = (Vec::new(), 0);
+    while let Some(r) = writers.join_next().await {
+        let (a, u) = r.unwrap();
+        acked.extend(a);
+        unavailable += u;
+    }
+    assert!(unavailable > 0, "the outage was seen by writers");
+    assert!(acked.len() > 10, "writes went through before and after");
+    for (name, version) in &acked {
+        let got = store
+            .get(&key(ResourceType::MeshTimeout, "m", name))
+            .await
+            .unwrap();
+        assert_eq!(
+            got.map(|s| s.version),
+            Some(*version),
+            "{name} was acknowledged"
+        );
+    }
+    // A write whose commit reached the server just as it stopped may be in without having
+    // been acknowledged; never the other way round.
+    let log = store.changes_since(0, 1_000_000).await.unwrap();
+    assert!(
+        log.len() > acked.len(),
+        "every acknowledged write is in the change log"
+    );
+}
