@@ -385,11 +385,51 @@ impl AggregatedDiscoveryService for Ads {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
-        let mut requests = request.into_inner();
+        Ok(Response::new(self.serve::<StreamCtx>(request.into_inner())))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<DeltaStream>, Status> {
+        Ok(Response::new(self.serve::<DeltaCtx>(request.into_inner())))
+    }
+}
+
+/// One ADS flavour's per-stream state (SotW: [`StreamCtx`], delta: [`DeltaCtx`]), driven by
+/// [`Ads::serve`].
+trait Flavour: Send + Sized + 'static {
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: Send + 'static;
+    /// Stream state for the DPP a stream's first request named.
+    fn new(key: DpKey) -> Self;
+    fn key(&self) -> &DpKey;
+    fn node(req: &Self::Request) -> Option<&envoy_types::pb::envoy::config::core::v3::Node>;
+    fn type_url(req: &Self::Request) -> &str;
+    /// Apply a request; `true` when its type may have something to send now.
+    fn on_request(&mut self, req: &Self::Request, insights: &Insights) -> bool;
+    /// Send what `type_url` needs, if anything; `false` when the stream is gone.
+    fn push(
+        &mut self,
+        type_url: &str,
+        rec: &Reconciler,
+        insights: &Insights,
+        tx: &mpsc::Sender<Result<Self::Response, Status>>,
+    ) -> impl std::future::Future<Output = bool> + Send;
+}
+
+impl Ads {
+    /// Drive one ADS stream: its requests (the first names the DPP) and the reconciler's
+    /// wake-ups, until the client goes away or the zone shuts down. Responses go through a
+    /// queue of [`STREAM_QUEUE`].
+    fn serve<F: Flavour>(
+        &self,
+        mut requests: Streaming<F::Request>,
+    ) -> Pin<Box<dyn Stream<Item = Result<F::Response, Status>> + Send>> {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let ads = self.clone();
         tokio::spawn(async move {
-            let mut stream: Option<StreamCtx> = None;
+            let mut stream: Option<F> = None;
             let mut changes = ads.reconciler.subscribe();
             let mut shutdown = ads.shutdown.clone();
             loop {
@@ -401,63 +441,17 @@ impl AggregatedDiscoveryService for Ads {
                             None => break,
                         };
                         if stream.is_none() {
-                            match ads.open(req.node.as_ref()) {
-                                Ok(key) => stream = Some(StreamCtx { key, types: HashMap::new(), nonce: 0 }),
+                            match ads.open(F::node(&req)) {
+                                Ok(key) => stream = Some(F::new(key)),
                                 Err(status) => { let _ = tx.send(Err(status)).await; break }
                             }
                         }
                         let Some(c) = stream.as_mut() else { break };
                         if c.on_request(&req, &ads.insights)
-                            && !c.maybe_send(&req.type_url, &ads.reconciler, &ads.insights, &tx).await
+                            && !c.push(F::type_url(&req), &ads.reconciler, &ads.insights, &tx).await
                         {
                             break;
                         }
-                    }
-                    () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
-                    changed = changes.changed() => {
-                        if changed.is_err() { break }
-                        let Some(c) = stream.as_mut() else { continue };
-                        for t in TYPE_ORDER {
-                            if !c.maybe_send(t, &ads.reconciler, &ads.insights, &tx).await { return }
-                        }
-                    }
-                }
-            }
-            if let Some(c) = stream {
-                ads.close(&c.key);
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-
-    async fn delta_aggregated_resources(
-        &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<DeltaStream>, Status> {
-        let mut requests = request.into_inner();
-        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        let ads = self.clone();
-        tokio::spawn(async move {
-            let mut stream: Option<DeltaCtx> = None;
-            let mut changes = ads.reconciler.subscribe();
-            let mut shutdown = ads.shutdown.clone();
-            loop {
-                tokio::select! {
-                    req = requests.next() => {
-                        let req = match req {
-                            Some(Ok(r)) => r,
-                            Some(Err(e)) => { tracing::debug!(error = %e, "delta ADS stream error"); break }
-                            None => break,
-                        };
-                        if stream.is_none() {
-                            match ads.open(req.node.as_ref()) {
-                                Ok(key) => stream = Some(DeltaCtx { key, types: HashMap::new(), nonce: 0 }),
-                                Err(status) => { let _ = tx.send(Err(status)).await; break }
-                            }
-                        }
-                        let Some(c) = stream.as_mut() else { break };
-                        if !c.on_request(&req, &ads.insights) { continue }
-                        if !c.push(&req.type_url, &ads.reconciler, &ads.insights, &tx).await { break }
                     }
                     () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
                     changed = changes.changed() => {
@@ -470,10 +464,78 @@ impl AggregatedDiscoveryService for Ads {
                 }
             }
             if let Some(c) = stream {
-                ads.close(&c.key);
+                ads.close(c.key());
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Box::pin(ReceiverStream::new(rx))
+    }
+}
+
+impl Flavour for StreamCtx {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    fn new(key: DpKey) -> Self {
+        StreamCtx {
+            key,
+            types: HashMap::new(),
+            nonce: 0,
+        }
+    }
+    fn key(&self) -> &DpKey {
+        &self.key
+    }
+    fn node(req: &DiscoveryRequest) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        req.node.as_ref()
+    }
+    fn type_url(req: &DiscoveryRequest) -> &str {
+        &req.type_url
+    }
+    fn on_request(&mut self, req: &DiscoveryRequest, insights: &Insights) -> bool {
+        StreamCtx::on_request(self, req, insights)
+    }
+    async fn push(
+        &mut self,
+        type_url: &str,
+        rec: &Reconciler,
+        insights: &Insights,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> bool {
+        self.maybe_send(type_url, rec, insights, tx).await
+    }
+}
+
+impl Flavour for DeltaCtx {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    fn new(key: DpKey) -> Self {
+        DeltaCtx {
+            key,
+            types: HashMap::new(),
+            nonce: 0,
+        }
+    }
+    fn key(&self) -> &DpKey {
+        &self.key
+    }
+    fn node(
+        req: &DeltaDiscoveryRequest,
+    ) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        req.node.as_ref()
+    }
+    fn type_url(req: &DeltaDiscoveryRequest) -> &str {
+        &req.type_url
+    }
+    fn on_request(&mut self, req: &DeltaDiscoveryRequest, insights: &Insights) -> bool {
+        DeltaCtx::on_request(self, req, insights)
+    }
+    async fn push(
+        &mut self,
+        type_url: &str,
+        rec: &Reconciler,
+        insights: &Insights,
+        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> bool {
+        DeltaCtx::push(self, type_url, rec, insights, tx).await
     }
 }
 

@@ -8,8 +8,8 @@ use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
-    labels_match, mesh_key, now_rfc3339, query_mesh, Change, ListQuery, Op, Page, Store,
-    StoreError, Stored, MAX_PAGE,
+    check_expected, labels_match, mesh_key, query_mesh, stamp_times, unchanged, Change, ListQuery,
+    Op, Page, Store, StoreError, Stored, MAX_PAGE,
 };
 
 #[derive(Debug, Default)]
@@ -79,28 +79,11 @@ impl Store for MemoryStore {
         }
         let existing = state.resources.get(&key);
         let current = existing.map_or(0, |s| s.version);
-        if let Some(expected) = expected {
-            if expected != current {
-                return Err(StoreError::Conflict {
-                    key,
-                    expected,
-                    current,
-                });
-            }
+        check_expected(&key, expected, current)?;
+        if let Some(e) = existing.filter(|e| unchanged(e, &resource, zone)) {
+            return Ok((e.clone(), false));
         }
-        if let Some(e) = existing {
-            if e.resource.spec == resource.spec
-                && e.resource.meta.labels == resource.meta.labels
-                && e.zone.as_deref() == zone
-            {
-                return Ok((e.clone(), false));
-            }
-        }
-        let now = now_rfc3339();
-        resource.meta.creation_time = existing
-            .and_then(|s| s.resource.meta.creation_time.clone())
-            .or_else(|| Some(now.clone()));
-        resource.meta.modification_time = Some(now);
+        stamp_times(&mut resource, existing);
         let version = current + 1;
         let revision = state.log(key.clone(), Op::Put, version);
         let stored = Stored {
@@ -120,15 +103,7 @@ impl Store for MemoryStore {
         let Some(current) = state.resources.get(key).map(|s| s.version) else {
             return Err(StoreError::NotFound(key.clone()));
         };
-        if let Some(expected) = expected {
-            if expected != current {
-                return Err(StoreError::Conflict {
-                    key: key.clone(),
-                    expected,
-                    current,
-                });
-            }
-        }
+        check_expected(key, expected, current)?;
         if key.ty == ResourceType::Mesh {
             let owned: Vec<(ResourceKey, u64)> = state
                 .resources

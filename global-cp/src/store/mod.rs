@@ -233,6 +233,43 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
+/// The compare-and-swap precondition: `expected` (when given) must be the `current` version
+/// (0: absent).
+///
+/// # Errors
+/// [`StoreError::Conflict`] on a mismatch.
+pub fn check_expected(
+    key: &ResourceKey,
+    expected: Option<u64>,
+    current: u64,
+) -> Result<(), StoreError> {
+    match expected {
+        Some(expected) if expected != current => Err(StoreError::Conflict {
+            key: key.clone(),
+            expected,
+            current,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `true` when writing `resource` (owned by `zone`) over `existing` would change nothing
+/// (same spec, labels and owner): such a write is not a change.
+pub fn unchanged(existing: &Stored, resource: &Resource, zone: Option<&str>) -> bool {
+    existing.resource.spec == resource.spec
+        && existing.resource.meta.labels == resource.meta.labels
+        && existing.zone.as_deref() == zone
+}
+
+/// Stamp the times of a write: creation time kept from `existing`, modification time now.
+pub fn stamp_times(resource: &mut Resource, existing: Option<&Stored>) {
+    let now = now_rfc3339();
+    resource.meta.creation_time = existing
+        .and_then(|s| s.resource.meta.creation_time.clone())
+        .or_else(|| Some(now.clone()));
+    resource.meta.modification_time = Some(now);
+}
+
 /// The key of the Mesh a mesh-scoped key belongs to.
 pub fn mesh_key(mesh: &str) -> ResourceKey {
     ResourceKey {

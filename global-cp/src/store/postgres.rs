@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
-    mesh_key, now_rfc3339, query_mesh, resource_from_parts, spec_of, Change, ListQuery, Op, Page,
-    Store, StoreError, Stored, MAX_PAGE,
+    check_expected, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times, unchanged,
+    Change, ListQuery, Op, Page, Store, StoreError, Stored, MAX_PAGE,
 };
 
 /// The migrations this build knows (embedded at compile time).
@@ -333,29 +333,11 @@ impl Store for PostgresStore {
                 .map(|row| Self::row_to_stored(&row))
                 .transpose()?;
         let current = existing.as_ref().map_or(0, |s| s.version);
-        if let Some(expected) = expected {
-            if expected != current {
-                return Err(StoreError::Conflict {
-                    key,
-                    expected,
-                    current,
-                });
-            }
+        check_expected(&key, expected, current)?;
+        if let Some(e) = existing.as_ref().filter(|e| unchanged(e, &resource, zone)) {
+            return Ok((e.clone(), false));
         }
-        if let Some(e) = &existing {
-            if e.resource.spec == resource.spec
-                && e.resource.meta.labels == resource.meta.labels
-                && e.zone.as_deref() == zone
-            {
-                return Ok((e.clone(), false));
-            }
-        }
-        let now = now_rfc3339();
-        resource.meta.creation_time = existing
-            .as_ref()
-            .and_then(|s| s.resource.meta.creation_time.clone())
-            .or_else(|| Some(now.clone()));
-        resource.meta.modification_time = Some(now);
+        stamp_times(&mut resource, existing.as_ref());
         let version = current + 1;
         let revision = head + 1;
         let labels = serde_json::to_value(&resource.meta.labels).unwrap_or_default();
@@ -407,15 +389,7 @@ impl Store for PostgresStore {
         let Some(current) = current.map(to_u64) else {
             return Err(StoreError::NotFound(key.clone()));
         };
-        if let Some(expected) = expected {
-            if expected != current {
-                return Err(StoreError::Conflict {
-                    key: key.clone(),
-                    expected,
-                    current,
-                });
-            }
-        }
+        check_expected(key, expected, current)?;
         if key.ty == ResourceType::Mesh {
             let owned = sqlx::query(
                 "DELETE FROM resources WHERE mesh = $1 AND type <> 'Mesh' RETURNING type, mesh, name, version",
