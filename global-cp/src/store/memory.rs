@@ -148,12 +148,7 @@ impl Store for MemoryStore {
             .take(usize::try_from(size).unwrap_or(usize::MAX))
             .cloned()
             .collect();
-        let end = query.offset.saturating_add(items.len() as u64);
-        Ok(Page {
-            items,
-            total,
-            next_offset: (end < total).then_some(end),
-        })
+        Ok(Page::new(items, query.offset, total))
     }
 
     async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {

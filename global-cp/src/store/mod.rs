@@ -87,6 +87,18 @@ pub struct Page {
     pub next_offset: Option<u64>,
 }
 
+impl Page {
+    /// The page of `items` starting at `offset` out of `total`.
+    pub fn new(items: Vec<Stored>, offset: u64, total: u64) -> Page {
+        let end = offset.saturating_add(items.len() as u64);
+        Page {
+            items,
+            total,
+            next_offset: (end < total).then_some(end),
+        }
+    }
+}
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {

@@ -473,12 +473,7 @@ impl Store for PostgresStore {
             .map(Self::row_to_stored)
             .collect::<Result<Vec<_>, _>>()?;
         let total = to_u64(total);
-        let end = query.offset.saturating_add(items.len() as u64);
-        Ok(Page {
-            items,
-            total,
-            next_offset: (end < total).then_some(end),
-        })
+        Ok(Page::new(items, query.offset, total))
     }
 
     async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
