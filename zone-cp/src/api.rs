@@ -17,9 +17,11 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind};
 
-use crate::error::ApiError;
 use crate::inspect::{self, InspectQuery};
 use crate::store::{Store, StoreError, Stored};
+use umbra_api::error::ApiError;
+use umbra_api::paging::PageParams;
+use umbra_api::resource::{decode_for_path, resource_type};
 
 /// The OpenAPI 3 document of this API, served at `/openapi.yaml` (checked against the router
 /// by `tests/openapi.rs`).
@@ -40,7 +42,7 @@ pub const ROUTES: &[(&str, &[&str])] = &[
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// Largest page of a list.
-pub const MAX_PAGE_SIZE: usize = 1000;
+pub const MAX_PAGE_SIZE: usize = umbra_api::paging::MAX_PAGE_SIZE;
 
 /// Shared state of the API.
 #[derive(Debug, Clone)]
@@ -96,12 +98,6 @@ fn store_err(e: StoreError) -> ApiError {
 
 fn stored_json(s: &Stored) -> Value {
     s.resource.to_value()
-}
-
-fn resource_type(plural: &str) -> Result<ResourceType, ApiError> {
-    ResourceType::from_plural(plural)
-        .filter(|t| *t != ResourceType::Mesh)
-        .ok_or_else(|| ApiError::not_found(format!("unknown resource type {plural:?}")))
 }
 
 async fn list_meshes(
@@ -232,35 +228,7 @@ fn put(
     name: &str,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let resource = Resource::from_bytes(body)
-        .map_err(|e| ApiError::invalid("the resource cannot be decoded", e.violations()))?;
-    let mut path_errors = Vec::new();
-    let mismatch = |field: &str, want: &str, got: &str| umbra_core::validate::Violation {
-        field: field.to_owned(),
-        message: format!("must be {want:?} to match the path, got {got:?}"),
-    };
-    if resource.ty() != ty {
-        path_errors.push(mismatch("type", ty.name(), resource.ty().name()));
-    }
-    if resource.meta.name != name {
-        path_errors.push(mismatch("name", name, &resource.meta.name));
-    }
-    if ty.is_mesh_scoped() && resource.meta.mesh != mesh {
-        path_errors.push(mismatch("mesh", mesh, &resource.meta.mesh));
-    }
-    if !path_errors.is_empty() {
-        return Err(ApiError::invalid(
-            "the resource does not match the path",
-            path_errors,
-        ));
-    }
-    let violations = resource.validate();
-    if violations.has_violations() {
-        return Err(ApiError::invalid(
-            violations.to_string(),
-            violations.violations,
-        ));
-    }
+    let resource = decode_for_path(ty, mesh, name, body)?;
     let (stored, created) = st.store.put(resource, None).map_err(store_err)?;
     let status = if created {
         StatusCode::CREATED
@@ -275,41 +243,15 @@ fn paged(
     query: &[(String, String)],
     path: &str,
 ) -> Result<Json<Value>, ApiError> {
-    let param = |name: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let size = match param("size") {
-        None => 100,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE_SIZE).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_parameter(
-                    "size",
-                    format!("must be an integer in [1, {MAX_PAGE_SIZE}]"),
-                )
-            })?,
-    };
-    let offset = match param("offset") {
-        None => 0,
-        Some(v) => v
-            .parse::<usize>()
-            .map_err(|_| ApiError::bad_parameter("offset", "must be a non-negative integer"))?,
-    };
+    let page = PageParams::parse(query)?;
     let total = items.len();
-    let page: Vec<Value> = items
+    let items: Vec<Value> = items
         .iter()
-        .skip(offset)
-        .take(size)
+        .skip(page.offset)
+        .take(page.size)
         .map(stored_json)
         .collect();
-    let next =
-        (offset + size < total).then(|| format!("{path}?offset={}&size={size}", offset + size));
-    Ok(Json(json!({"total": total, "items": page, "next": next})))
+    Ok(Json(page.body(items, total, path)))
 }
 
 async fn inspect_config(

@@ -11,7 +11,8 @@ pub mod ads;
 pub mod api;
 pub mod ca;
 pub mod delta;
-pub mod error;
+/// The one API error type (shared with the Global CP).
+pub use umbra_api::error;
 pub mod inspect;
 pub mod reconciler;
 pub mod store;

@@ -1,0 +1,8 @@
+//! HTTP API pieces shared by the Global CP and the Zone CP, so both speak Kuma's resource API
+//! the same way: the one [`error::ApiError`] (Kuma's `{title, status, detail,
+//! invalidParameters}`), decoding a resource body against its path ([`resource`]) and paging
+//! ([`paging`]).
+
+pub mod error;
+pub mod paging;
+pub mod resource;
