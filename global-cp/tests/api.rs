@@ -1,0 +1,300 @@
+//! The Global's REST API through the router (no sockets): CRUD with validation, `If-Match`
+//! compare-and-swap, paging, label filters, read-only Dataplanes; and on PostgreSQL, a 503
+//! during a database outage and recovery without a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+use tower::ServiceExt as _;
+use umbra_global_cp::api::router;
+use umbra_global_cp::store::memory::MemoryStore;
+use umbra_global_cp::store::postgres::PostgresStore;
+use umbra_global_cp::store::Store;
+use umbra_global_cp::testing::TempPostgres;
+
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (StatusCode, Value, Option<String>) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let etag = resp
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, v, etag)
+}
+
+const MESH: &str = "type: Mesh\nname: default\n";
+
+fn timeout(name: &str, idle: &str, labels: &str) -> String {
+    format!("type: MeshTimeout\nmesh: default\nname: {name}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {idle}}}\n")
+}
+
+#[tokio::test]
+async fn crud_validation_cas_paging_and_read_only_dataplanes() {
+    let app = router(Arc::new(MemoryStore::new()));
+    let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Invalid: every violation, nothing stored.
+    let bad = "type: MeshTimeout\nmesh: default\nname: bad\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: -1s, connectionTimeout: nope}\n";
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/bad",
+        &[],
+        Some(bad),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["invalidParameters"]
+            .as_array()
+            .is_some_and(|v| !v.is_empty()),
+        "{body}"
+    );
+    let (s, _, _) = call(&app, "GET", "/meshes/default/meshtimeouts/bad", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Path mismatch.
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/other",
+        &[],
+        Some(&timeout("t", "1s", "")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(body["invalidParameters"][0]["field"], "name");
+
+    // Create-only, then compare-and-swap updates by version.
+    let t = timeout("t", "1s", "");
+    let (s, _, etag) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "0")],
+        Some(&t),
+    )
+    .await;
+    assert_eq!((s, etag.as_deref()), (StatusCode::CREATED, Some("\"1\"")));
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "0")],
+        Some(&t),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{body}");
+    let t2 = timeout("t", "2s", "");
+    let (s, _, etag) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "\"1\"")],
+        Some(&t2),
+    )
+    .await;
+    assert_eq!((s, etag.as_deref()), (StatusCode::OK, Some("\"2\"")));
+    let (s, _, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "1")],
+        Some(&t),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "a stale write is refused, not lost"
+    );
+    let (s, body, _) = call(&app, "GET", "/meshes/default/meshtimeouts/t", &[], None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(body["spec"]["to"][0]["default"]["idleTimeout"], "2s");
+    let (s, _, _) = call(
+        &app,
+        "DELETE",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "1")],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, _, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "x")],
+        Some(&t),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _, _) = call(
+        &app,
+        "DELETE",
+        "/meshes/default/meshtimeouts/t",
+        &[("if-match", "2")],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Paging and label filters.
+    for i in 0..7 {
+        let labels = if i % 2 == 0 {
+            "labels: {kuma.io/effect: shadow}\n"
+        } else {
+            ""
+        };
+        let (s, _, _) = call(
+            &app,
+            "PUT",
+            &format!("/meshes/default/meshtimeouts/p{i}"),
+            &[],
+            Some(&timeout(&format!("p{i}"), "1s", labels)),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (_, page, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?size=3",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(page["total"], 7);
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(3));
+    assert_eq!(page["next"], "/meshes/default/meshtimeouts?offset=3&size=3");
+    let (_, last, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?size=3&offset=6",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(last["next"], Value::Null);
+    let (_, shadow, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?label=kuma.io/effect:shadow",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(shadow["total"], 4);
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?label=nocolon",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?size=0",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _, _) = call(&app, "GET", "/meshes/default/nosuchthings", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // Dataplanes come from zones.
+    let dp = "type: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n";
+    let (s, _, _) = call(&app, "PUT", "/meshes/default/dataplanes/web", &[], Some(dp)).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+
+    // Deleting the mesh deletes its policies.
+    let (s, _, _) = call(&app, "DELETE", "/meshes/default", &[], None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, meshes, _) = call(&app, "GET", "/meshes", &[], None).await;
+    assert_eq!(meshes["total"], 0);
+    let (s, _, _) = call(&app, "PUT", "/meshes/default/meshtimeouts/t", &[], Some(&t)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "no mesh");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_outage_is_a_503_and_the_api_recovers_without_a_restart() {
+    let pg = match TempPostgres::start() {
+        Ok(pg) => pg,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("PostgreSQL is required under CI: {e}"),
+    };
+    let url = pg.create_database("api").await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 4).await.unwrap());
+    let app = router(store);
+    let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    pg.stop().unwrap();
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[],
+        Some(&timeout("t", "1s", "")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("unavailable")),
+        "{body}"
+    );
+    assert!(!body.to_string().contains("SELECT"), "no SQL leaks: {body}");
+    pg.restart().unwrap();
+    let mut status = StatusCode::SERVICE_UNAVAILABLE;
+    for _ in 0..50 {
+        status = call(
+            &app,
+            "PUT",
+            "/meshes/default/meshtimeouts/t",
+            &[],
+            Some(&timeout("t", "1s", "")),
+        )
+        .await
+        .0;
+        if status == StatusCode::CREATED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "served again once PostgreSQL is back"
+    );
+    let (_, body, _) = call(&app, "GET", "/meshes/default/meshtimeouts/t", &[], None).await;
+    assert_eq!(body["name"], "t");
+}
