@@ -171,41 +171,16 @@ fn pack<M: Message + Name>(m: &M) -> Any {
     }
 }
 
-fn resources(snap: &Snapshot, type_url: &str, names: &[String]) -> Vec<Any> {
-    let want = |n: &String| names.is_empty() || names.contains(n);
-    match type_url {
-        CLUSTER_TYPE => snap
-            .clusters
-            .iter()
-            .filter(|(n, _)| want(n))
-            .map(|(_, m)| pack(m))
-            .collect(),
-        ENDPOINT_TYPE => snap
-            .endpoints
-            .iter()
-            .filter(|(n, _)| want(n))
-            .map(|(_, m)| pack(m))
-            .collect(),
-        LISTENER_TYPE => snap
-            .listeners
-            .iter()
-            .filter(|(n, _)| want(n))
-            .map(|(_, m)| pack(m))
-            .collect(),
-        ROUTE_TYPE => snap
-            .routes
-            .iter()
-            .filter(|(n, _)| want(n))
-            .map(|(_, m)| pack(m))
-            .collect(),
-        SECRET_TYPE => snap
-            .secrets
-            .iter()
-            .filter(|(n, _)| want(n))
-            .map(|(_, m)| pack(m))
-            .collect(),
-        _ => Vec::new(),
-    }
+/// The resources of `type_url` in `dp`'s snapshot that a SotW subscription to `names` (empty:
+/// all) gets, packed, in name order.
+fn resources(dp: &crate::reconciler::DpSnapshot, type_url: &str, names: &[String]) -> Vec<Any> {
+    dp.resources
+        .get(type_url)
+        .into_iter()
+        .flat_map(|versions| versions.keys())
+        .filter(|n| names.is_empty() || names.contains(n))
+        .filter_map(|n| resource(&dp.snapshot, type_url, n))
+        .collect()
 }
 
 /// One resource of `snap`, packed.
@@ -361,7 +336,7 @@ impl StreamCtx {
         let nonce = self.nonce.to_string();
         let response = DiscoveryResponse {
             version_info: version.clone(),
-            resources: resources(&dp.snapshot, type_url, &state.names),
+            resources: resources(&dp, type_url, &state.names),
             type_url: type_url.to_owned(),
             nonce: nonce.clone(),
             ..Default::default()

@@ -239,7 +239,7 @@ pub fn resource_from_parts(
 pub fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
     let now = now
-        .replace_nanosecond(now.millisecond() as u32 * 1_000_000)
+        .replace_nanosecond(u32::from(now.millisecond()) * 1_000_000)
         .unwrap_or(now);
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
