@@ -25,6 +25,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=UMBRA_ENVOY_PROTO_DIR");
     let root = proto_root();
+    println!("cargo::metadata=proto_root={}", root.display());
     let includes: Vec<PathBuf> = INCLUDES
         .iter()
         .map(|d| root.join(d))

@@ -14,6 +14,7 @@
 //!   them (the shadow diff of the transition seed).
 
 pub mod context;
+pub mod delta;
 pub mod deps;
 pub mod diff;
 pub mod generate;

@@ -43,8 +43,8 @@ use umbra_xds::snapshot::{
     ROUTE_TYPE, SECRET_TYPE,
 };
 
-use crate::delta::{DeltaType, Reply};
 use crate::reconciler::{DpKey, Reconciler, TYPE_ORDER};
+use umbra_xds::delta::{supports_wildcard, DeltaType, Limit, Reply};
 
 /// Responses queued per stream before the writer applies back-pressure.
 pub const STREAM_QUEUE: usize = 16;
@@ -525,7 +525,7 @@ impl DeltaCtx {
     /// Apply a request; `true` when the type may have something to send now.
     fn on_request(&mut self, req: &DeltaDiscoveryRequest, insights: &Insights) -> bool {
         let state = self.types.entry(req.type_url.clone()).or_default();
-        match state.on_request(&req.type_url, req) {
+        match state.on_request(supports_wildcard(&req.type_url), req) {
             // A stale request can still change subscriptions; `next` sends nothing while a
             // response is in flight, so re-evaluating is always safe.
             Reply::Subscription | Reply::Stale => true,
@@ -580,7 +580,7 @@ impl DeltaCtx {
         let current = dp.resources.get(type_url).unwrap_or(&empty);
         let nonce = (self.nonce + 1).to_string();
         let had_rejections = !state.rejected.is_empty();
-        let update = state.next(current, &nonce);
+        let update = state.next(current, &nonce, Limit::NONE, &|_| 0);
         if had_rejections && state.rejected.is_empty() {
             // The rejected resources moved on or went back to what Envoy holds.
             insights.update(&self.key, |i| {

@@ -10,7 +10,6 @@
 pub mod ads;
 pub mod api;
 pub mod ca;
-pub mod delta;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
 pub mod inspect;

@@ -1,4 +1,6 @@
-//! Incremental (delta) xDS: the per-stream, per-type state machine, free of I/O.
+//! Incremental (delta) xDS: the per-stream, per-type state machine of the responding side,
+//! free of I/O. Used by the Zone CP's ADS server (Envoy subscribes) and by both ends of KDS
+//! (the Global serves policies to zones; zones serve Dataplanes to the Global).
 //!
 //! Protocol rules (xDS protocol doc, "Incremental xDS"; Envoy's `DeltaDiscoveryRequest` docs):
 //! - the first request of a type opens the subscription. CDS and LDS are wildcard when it
@@ -17,12 +19,15 @@
 //!   has been retried, so only the bad resource ends up rejected. A NACKed removal is not
 //!   retried. Requests naming older nonces are stale: their subscription changes apply,
 //!   nothing else. At most one response per type is in flight, so what Envoy holds is always
-//!   known.
+//!   known;
+//! - a response may be bounded ([`Limit`]): the rest follows, after the ACK, in the next
+//!   response (KDS chunking of large types).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-use umbra_xds::snapshot::{ResourceVersions, CLUSTER_TYPE, LISTENER_TYPE};
+
+use crate::snapshot::{ResourceVersions, CLUSTER_TYPE, LISTENER_TYPE};
 
 /// What a request answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,14 +80,34 @@ pub struct DeltaType {
     pub pending: Option<Pending>,
 }
 
-/// Types with a legacy wildcard subscription (xDS protocol doc: LDS and CDS).
+/// Envoy types with a legacy wildcard subscription (xDS protocol doc: LDS and CDS).
 pub fn supports_wildcard(type_url: &str) -> bool {
     type_url == CLUSTER_TYPE || type_url == LISTENER_TYPE
 }
 
+/// A bound on one response: at most `resources` resources and, past the first resource,
+/// at most `bytes` of resource bodies (as measured by the caller's size function).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Most resources per response (at least 1 is always sent).
+    pub resources: usize,
+    /// Most body bytes per response (a single larger resource still goes alone).
+    pub bytes: usize,
+}
+
+impl Limit {
+    /// No bound (Envoy's ADS: one response per type carries every change).
+    pub const NONE: Limit = Limit {
+        resources: usize::MAX,
+        bytes: usize::MAX,
+    };
+}
+
 impl DeltaType {
-    /// Apply `req` (for `type_url`): subscription changes first, then its answer, if any.
-    pub fn on_request(&mut self, type_url: &str, req: &DeltaDiscoveryRequest) -> Reply {
+    /// Apply `req`: subscription changes first, then its answer, if any. `legacy_wildcard`:
+    /// a first request naming nothing subscribes to everything ([`supports_wildcard`] for
+    /// Envoy types; every KDS type).
+    pub fn on_request(&mut self, legacy_wildcard: bool, req: &DeltaDiscoveryRequest) -> Reply {
         if !self.started {
             self.started = true;
             self.held = req
@@ -90,7 +115,7 @@ impl DeltaType {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            self.wildcard = supports_wildcard(type_url) && req.resource_names_subscribe.is_empty();
+            self.wildcard = legacy_wildcard && req.resource_names_subscribe.is_empty();
         }
         for name in &req.resource_names_subscribe {
             if name == "*" {
@@ -161,8 +186,15 @@ impl DeltaType {
 
     /// What to send given the `current` versions of the type, if anything, and records it as
     /// in flight under `nonce`. Nothing before the first request or while a response is in
-    /// flight.
-    pub fn next(&mut self, current: &ResourceVersions, nonce: &str) -> Option<Update> {
+    /// flight. With a [`Limit`], resources past it wait for the next response (`size` gives a
+    /// resource's body size in bytes); removals are names only and always go.
+    pub fn next(
+        &mut self,
+        current: &ResourceVersions,
+        nonce: &str,
+        limit: Limit,
+        size: &dyn Fn(&str) -> usize,
+    ) -> Option<Update> {
         if !self.started || self.pending.is_some() {
             return None;
         }
@@ -182,11 +214,20 @@ impl DeltaType {
             }
         }
         if update.send.is_empty() {
+            let mut bytes = 0usize;
             for (name, version) in current {
                 if wanted(name)
                     && self.held.get(name) != Some(version)
                     && self.rejected.get(name) != Some(version)
                 {
+                    let len = size(name);
+                    if !update.send.is_empty()
+                        && (update.send.len() >= limit.resources
+                            || bytes.saturating_add(len) > limit.bytes)
+                    {
+                        break;
+                    }
+                    bytes = bytes.saturating_add(len);
                     update.send.push(name.clone());
                 }
             }
@@ -224,8 +265,14 @@ impl DeltaType {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::ENDPOINT_TYPE;
     use envoy_types::pb::google::rpc::Status as RpcStatus;
-    use umbra_xds::snapshot::ENDPOINT_TYPE;
+
+    impl DeltaType {
+        fn next_all(&mut self, current: &ResourceVersions, nonce: &str) -> Option<Update> {
+            self.next(current, nonce, Limit::NONE, &|_| 0)
+        }
+    }
 
     fn versions(pairs: &[(&str, &str)]) -> ResourceVersions {
         pairs
@@ -258,37 +305,43 @@ mod tests {
     fn wildcard_sends_changes_only_and_removals() {
         let mut t = DeltaType::default();
         assert_eq!(
-            t.next(&versions(&[("a", "1")]), "0"),
+            t.next_all(&versions(&[("a", "1")]), "0"),
             None,
             "not subscribed"
         );
         assert_eq!(
-            t.on_request(CLUSTER_TYPE, &req(&[], "")),
+            t.on_request(supports_wildcard(CLUSTER_TYPE), &req(&[], "")),
             Reply::Subscription
         );
         let v1 = versions(&[("a", "1"), ("b", "1")]);
-        let u = t.next(&v1, "1").unwrap();
+        let u = t.next_all(&v1, "1").unwrap();
         assert_eq!(u.send, ["a", "b"]);
-        assert_eq!(t.next(&v1, "2"), None, "one response in flight");
-        assert_eq!(t.on_request(CLUSTER_TYPE, &req(&[], "1")), Reply::Ack);
-        assert_eq!(t.next(&v1, "2"), None, "Envoy holds everything");
+        assert_eq!(t.next_all(&v1, "2"), None, "one response in flight");
+        assert_eq!(
+            t.on_request(supports_wildcard(CLUSTER_TYPE), &req(&[], "1")),
+            Reply::Ack
+        );
+        assert_eq!(t.next_all(&v1, "2"), None, "Envoy holds everything");
         let v2 = versions(&[("a", "2")]);
-        let u = t.next(&v2, "2").unwrap();
+        let u = t.next_all(&v2, "2").unwrap();
         assert_eq!((u.send, u.removed), (vec!["a".into()], vec!["b".into()]));
-        assert_eq!(t.on_request(CLUSTER_TYPE, &req(&[], "2")), Reply::Ack);
+        assert_eq!(
+            t.on_request(supports_wildcard(CLUSTER_TYPE), &req(&[], "2")),
+            Reply::Ack
+        );
         assert_eq!(t.held, versions(&[("a", "2")]));
     }
 
     #[test]
     fn a_nacked_response_is_retried_one_resource_at_a_time() {
         let mut t = DeltaType::default();
-        t.on_request(LISTENER_TYPE, &req(&[], ""));
-        t.next(&versions(&[("a", "1"), ("b", "1")]), "1");
-        t.on_request(LISTENER_TYPE, &req(&[], "1"));
+        t.on_request(supports_wildcard(LISTENER_TYPE), &req(&[], ""));
+        t.next_all(&versions(&[("a", "1"), ("b", "1")]), "1");
+        t.on_request(supports_wildcard(LISTENER_TYPE), &req(&[], "1"));
         let bad = versions(&[("a", "2"), ("b", "2")]);
-        assert_eq!(t.next(&bad, "2").unwrap().send, ["a", "b"]);
+        assert_eq!(t.next_all(&bad, "2").unwrap().send, ["a", "b"]);
         assert_eq!(
-            t.on_request(LISTENER_TYPE, &nack("2")),
+            t.on_request(supports_wildcard(LISTENER_TYPE), &nack("2")),
             Reply::Nack("bad".into())
         );
         assert_eq!(
@@ -297,41 +350,47 @@ mod tests {
             "Envoy kept its config"
         );
         // Which one was bad? Each is retried alone: a is rejected again, b is accepted.
-        assert_eq!(t.next(&bad, "3").unwrap().send, ["a"]);
-        t.on_request(LISTENER_TYPE, &nack("3"));
-        assert_eq!(t.next(&bad, "4").unwrap().send, ["b"]);
-        assert_eq!(t.on_request(LISTENER_TYPE, &req(&[], "4")), Reply::Ack);
+        assert_eq!(t.next_all(&bad, "3").unwrap().send, ["a"]);
+        t.on_request(supports_wildcard(LISTENER_TYPE), &nack("3"));
+        assert_eq!(t.next_all(&bad, "4").unwrap().send, ["b"]);
         assert_eq!(
-            t.next(&bad, "5"),
+            t.on_request(supports_wildcard(LISTENER_TYPE), &req(&[], "4")),
+            Reply::Ack
+        );
+        assert_eq!(
+            t.next_all(&bad, "5"),
             None,
             "the rejected version is not re-sent"
         );
         assert_eq!(t.rejected, versions(&[("a", "2")]));
         // a moves on: sent again.
         let next = versions(&[("a", "3"), ("b", "2")]);
-        assert_eq!(t.next(&next, "5").unwrap().send, ["a"]);
-        t.on_request(LISTENER_TYPE, &req(&[], "5"));
+        assert_eq!(t.next_all(&next, "5").unwrap().send, ["a"]);
+        t.on_request(supports_wildcard(LISTENER_TYPE), &req(&[], "5"));
         assert!(t.rejected.is_empty());
         // A rejected version that goes back to what Envoy holds ends the rejection.
-        t.next(&versions(&[("a", "4"), ("b", "2")]), "6");
-        t.on_request(LISTENER_TYPE, &nack("6"));
-        assert_eq!(t.next(&versions(&[("a", "3"), ("b", "2")]), "7"), None);
+        t.next_all(&versions(&[("a", "4"), ("b", "2")]), "6");
+        t.on_request(supports_wildcard(LISTENER_TYPE), &nack("6"));
+        assert_eq!(t.next_all(&versions(&[("a", "3"), ("b", "2")]), "7"), None);
         assert!(t.rejected.is_empty());
     }
 
     #[test]
     fn unsubscribed_while_in_flight_then_resubscribed_is_sent_again() {
         let mut t = DeltaType::default();
-        t.on_request(ENDPOINT_TYPE, &req(&["c1"], ""));
+        t.on_request(supports_wildcard(ENDPOINT_TYPE), &req(&["c1"], ""));
         let current = versions(&[("c1", "1")]);
-        assert_eq!(t.next(&current, "1").unwrap().send, ["c1"]);
+        assert_eq!(t.next_all(&current, "1").unwrap().send, ["c1"]);
         let mut unsub = req(&[], "");
         unsub.resource_names_unsubscribe = vec!["c1".into()];
-        t.on_request(ENDPOINT_TYPE, &unsub);
-        assert_eq!(t.on_request(ENDPOINT_TYPE, &req(&[], "1")), Reply::Ack);
+        t.on_request(supports_wildcard(ENDPOINT_TYPE), &unsub);
+        assert_eq!(
+            t.on_request(supports_wildcard(ENDPOINT_TYPE), &req(&[], "1")),
+            Reply::Ack
+        );
         assert!(t.held.is_empty(), "Envoy dropped c1");
-        t.on_request(ENDPOINT_TYPE, &req(&["c1"], ""));
-        assert_eq!(t.next(&current, "2").unwrap().send, ["c1"]);
+        t.on_request(supports_wildcard(ENDPOINT_TYPE), &req(&["c1"], ""));
+        assert_eq!(t.next_all(&current, "2").unwrap().send, ["c1"]);
     }
 
     #[test]
@@ -339,27 +398,70 @@ mod tests {
         let mut t = DeltaType::default();
         let mut first = req(&["c1", "missing"], "");
         first.initial_resource_versions = [("c1".to_owned(), "1".to_owned())].into();
-        assert_eq!(t.on_request(ENDPOINT_TYPE, &first), Reply::Subscription);
+        assert_eq!(
+            t.on_request(supports_wildcard(ENDPOINT_TYPE), &first),
+            Reply::Subscription
+        );
         assert!(!t.wildcard);
         let current = versions(&[("c1", "1"), ("c2", "1")]);
-        let u = t.next(&current, "1").unwrap();
+        let u = t.next_all(&current, "1").unwrap();
         assert!(
             u.send.is_empty(),
             "Envoy already holds c1 at 1; c2 not subscribed"
         );
         assert_eq!(u.removed, ["missing"]);
         assert_eq!(
-            t.on_request(ENDPOINT_TYPE, &req(&["c2"], "0")),
+            t.on_request(supports_wildcard(ENDPOINT_TYPE), &req(&["c2"], "0")),
             Reply::Stale
         );
         assert!(
             t.names.contains("c2"),
             "stale requests still change subscriptions"
         );
-        assert_eq!(t.on_request(ENDPOINT_TYPE, &req(&[], "1")), Reply::Ack);
-        assert_eq!(t.next(&current, "2").unwrap().send, ["c2"]);
-        assert_eq!(t.next(&current, "3"), None);
-        assert_eq!(t.on_request(ENDPOINT_TYPE, &req(&[], "2")), Reply::Ack);
-        assert_eq!(t.next(&current, "3"), None, "missing is said once");
+        assert_eq!(
+            t.on_request(supports_wildcard(ENDPOINT_TYPE), &req(&[], "1")),
+            Reply::Ack
+        );
+        assert_eq!(t.next_all(&current, "2").unwrap().send, ["c2"]);
+        assert_eq!(t.next_all(&current, "3"), None);
+        assert_eq!(
+            t.on_request(supports_wildcard(ENDPOINT_TYPE), &req(&[], "2")),
+            Reply::Ack
+        );
+        assert_eq!(t.next_all(&current, "3"), None, "missing is said once");
+    }
+
+    #[test]
+    fn bounded_responses_send_the_rest_after_the_ack() {
+        let mut t = DeltaType::default();
+        t.on_request(true, &req(&[], ""));
+        let current = versions(&[("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), ("e", "1")]);
+        let by_count = Limit {
+            resources: 2,
+            bytes: usize::MAX,
+        };
+        assert_eq!(
+            t.next(&current, "1", by_count, &|_| 10).unwrap().send,
+            ["a", "b"]
+        );
+        assert_eq!(t.on_request(true, &req(&[], "1")), Reply::Ack);
+        // 25 bytes fit two 10-byte bodies.
+        let by_bytes = Limit {
+            resources: usize::MAX,
+            bytes: 25,
+        };
+        assert_eq!(
+            t.next(&current, "2", by_bytes, &|_| 10).unwrap().send,
+            ["c", "d"]
+        );
+        assert_eq!(t.on_request(true, &req(&[], "2")), Reply::Ack);
+        // A body over the byte bound still goes, alone.
+        assert_eq!(
+            t.next(&current, "3", by_bytes, &|_| 100).unwrap().send,
+            ["e"]
+        );
+        assert_eq!(t.on_request(true, &req(&[], "3")), Reply::Ack);
+        assert_eq!(t.next(&current, "4", by_count, &|_| 10), None);
+        assert_eq!(t.held.len(), 5);
     }
 }

@@ -1,0 +1,256 @@
+//! KDS resource conventions both ends share: type URLs (Kuma's type names), resource names
+//! (`<mesh>/<name>`, `<name>` for a Mesh), content versions, the `Any`-wrapped body, and how a
+//! zone's Dataplane is named and labelled on the Global.
+//!
+//! A version is a digest of the content (canonical JSON, keys sorted, without
+//! `creationTime`/`modificationTime`), so it is the same on the Global and in a zone for the
+//! same content, survives restarts of either side and does not depend on the store behind it
+//! (PostgreSQL's JSONB reorders keys): that is what lets a reconnecting peer send
+//! `initial_resource_versions` and receive only the difference.
+
+use envoy_types::pb::envoy::service::discovery::v3::Resource as XdsResource;
+use envoy_types::pb::google::protobuf::Any;
+use prost::Message as _;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use umbra_core::resource::{Resource, ResourceType};
+
+use crate::kds::KdsResource;
+use crate::KDS_RESOURCE_TYPE_URL;
+
+/// Type URL of Dataplane insights (zone → Global; not a stored resource type).
+pub const DATAPLANE_INSIGHT_TYPE: &str = "DataplaneInsight";
+
+/// Label naming the zone a resource comes from (Kuma's `kuma.io/zone`).
+pub const ZONE_LABEL: &str = "kuma.io/zone";
+
+/// Label holding a synced resource's name in its zone (Kuma's `kuma.io/display-name`).
+pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
+
+/// Types the Global sends to zones, in the order a zone applies them (Mesh first, so a policy
+/// always finds its Mesh).
+pub fn global_to_zone_types() -> Vec<String> {
+    let mut out = vec![ResourceType::Mesh.name().to_owned()];
+    out.extend(
+        ResourceType::ALL
+            .iter()
+            .filter(|t| !matches!(t, ResourceType::Mesh | ResourceType::Dataplane))
+            .map(|t| t.name().to_owned()),
+    );
+    out
+}
+
+/// Types zones send to the Global.
+pub fn zone_to_global_types() -> Vec<String> {
+    vec![
+        ResourceType::Dataplane.name().to_owned(),
+        DATAPLANE_INSIGHT_TYPE.to_owned(),
+    ]
+}
+
+/// The KDS name of a resource: `<mesh>/<name>`, or `<name>` when `mesh` is empty (a Mesh).
+pub fn kds_name(mesh: &str, name: &str) -> String {
+    if mesh.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{mesh}/{name}")
+    }
+}
+
+/// Split a KDS name into `(mesh, name)` (mesh empty for a bare name).
+pub fn split_kds_name(kds: &str) -> (String, String) {
+    match kds.split_once('/') {
+        Some((mesh, name)) => (mesh.to_owned(), name.to_owned()),
+        None => (String::new(), kds.to_owned()),
+    }
+}
+
+/// One resource as KDS carries it: its content version and its JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// [`content_version`] of the body.
+    pub version: String,
+    /// The JSON document (Kuma's universal format for resources).
+    pub body: Vec<u8>,
+}
+
+impl Item {
+    /// The item for a JSON document.
+    pub fn from_doc(doc: &Value) -> Item {
+        Item {
+            version: content_version(doc),
+            body: serde_json::to_vec(doc).unwrap_or_default(),
+        }
+    }
+
+    /// The item for a resource.
+    pub fn from_resource(resource: &Resource) -> Item {
+        Item::from_doc(&resource.to_value())
+    }
+
+    /// As an xDS `Resource` named `name`.
+    pub fn to_xds(&self, name: &str) -> XdsResource {
+        XdsResource {
+            name: name.to_owned(),
+            version: self.version.clone(),
+            resource: Some(Any {
+                type_url: KDS_RESOURCE_TYPE_URL.to_owned(),
+                value: KdsResource {
+                    json: self.body.clone(),
+                }
+                .encode_to_vec(),
+            }),
+            ..XdsResource::default()
+        }
+    }
+}
+
+/// The JSON body of an xDS `Resource` carrying a [`KdsResource`].
+///
+/// # Errors
+/// A message saying what is wrong: no body, another type URL, undecodable bytes.
+pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, String> {
+    let any = resource
+        .resource
+        .as_ref()
+        .ok_or_else(|| "resource has no body".to_owned())?;
+    if any.type_url != KDS_RESOURCE_TYPE_URL {
+        return Err(format!(
+            "body type {:?} is not {KDS_RESOURCE_TYPE_URL}",
+            any.type_url
+        ));
+    }
+    KdsResource::decode(any.value.as_slice())
+        .map(|r| r.json)
+        .map_err(|e| format!("undecodable body: {e}"))
+}
+
+/// The content version of a document: the first 16 bytes (hex) of SHA-256 over its canonical
+/// JSON (object keys sorted, `creationTime` and `modificationTime` left out at the top level).
+pub fn content_version(doc: &Value) -> String {
+    let mut hasher = Sha256::new();
+    let mut canonical = String::new();
+    write_canonical(doc, true, &mut canonical);
+    hasher.update(canonical.as_bytes());
+    let digest = hasher.finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn write_canonical(v: &Value, top: bool, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map
+                .keys()
+                .filter(|k| !(top && (*k == "creationTime" || *k == "modificationTime")))
+                .collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], false, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, false, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// How a zone sends one of its Dataplanes up: `kuma.io/zone` set to the zone and
+/// `kuma.io/display-name` to its name (whatever the labels said), the rest unchanged.
+pub fn zone_dataplane_upstream(resource: &Resource, zone: &str) -> Resource {
+    let mut r = resource.clone();
+    r.meta.labels.insert(ZONE_LABEL.into(), zone.into());
+    r.meta
+        .labels
+        .insert(DISPLAY_NAME_LABEL.into(), r.meta.name.clone());
+    r
+}
+
+/// The name the Global stores a zone's resource under: `<name>-<hash>`, the hash over mesh,
+/// name and zone (Kuma 2.7's `hash.HashedName`), so equal names in different zones never meet.
+pub fn global_name(mesh: &str, name: &str, zone: &str) -> String {
+    let mut hasher = Sha256::new();
+    for part in [mesh, name, zone] {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    let digest = hasher.finalize();
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{hash}")
+}
+
+/// The zone form of a Dataplane stored on the Global (the inverse of storing an upstream
+/// Dataplane under [`global_name`]): named by its `kuma.io/display-name` label.
+pub fn zone_form(stored: &Resource) -> Option<Resource> {
+    let display = stored.meta.labels.get(DISPLAY_NAME_LABEL)?.clone();
+    let mut r = stored.clone();
+    r.meta.name = display;
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_ignore_key_order_and_times() {
+        let a: Value = serde_json::from_str(
+            r#"{"type":"Mesh","name":"m","creationTime":"x","spec":{"b":1,"a":[{"y":1,"x":2}]}}"#,
+        )
+        .unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"spec":{"a":[{"x":2,"y":1}],"b":1},"name":"m","type":"Mesh","modificationTime":"z"}"#)
+                .unwrap();
+        assert_eq!(content_version(&a), content_version(&b));
+        let c: Value =
+            serde_json::from_str(r#"{"type":"Mesh","name":"m","spec":{"b":2}}"#).unwrap();
+        assert_ne!(content_version(&a), content_version(&c));
+        assert_eq!(content_version(&a).len(), 32);
+    }
+
+    #[test]
+    fn names_and_bodies_round_trip() {
+        assert_eq!(kds_name("", "default"), "default");
+        assert_eq!(split_kds_name("m/a/b"), ("m".into(), "a/b".into()));
+        assert_eq!(split_kds_name("default"), (String::new(), "default".into()));
+        let item = Item::from_doc(&serde_json::json!({"type": "Mesh", "name": "m"}));
+        let x = item.to_xds("m");
+        assert_eq!(body_of(&x).unwrap(), item.body);
+        let mut bad = x.clone();
+        bad.resource.as_mut().unwrap().type_url = "other".into();
+        assert!(body_of(&bad).unwrap_err().contains("is not"));
+        assert_ne!(global_name("m", "dp", "z1"), global_name("m", "dp", "z2"));
+        assert!(global_name("m", "dp", "z1").starts_with("dp-"));
+    }
+
+    #[test]
+    fn upstream_dataplanes_round_trip_through_the_global_name() {
+        let dp = Resource::from_bytes(
+            b"type: Dataplane\nmesh: m\nname: web-1\nlabels: {kuma.io/zone: other, app: web}\nnetworking: {address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web}}]}\n",
+        )
+        .unwrap();
+        let up = zone_dataplane_upstream(&dp, "z1");
+        assert_eq!(up.meta.labels[ZONE_LABEL], "z1");
+        let mut stored = up.clone();
+        stored.meta.name = global_name("m", "web-1", "z1");
+        let back = zone_form(&stored).unwrap();
+        assert_eq!(
+            content_version(&back.to_value()),
+            content_version(&up.to_value())
+        );
+    }
+}

@@ -1,0 +1,501 @@
+//! The two halves of a KDS stream, free of gRPC: the responding side ([`respond`], which owns
+//! the resources and sends `DeltaDiscoveryResponse`s) and the requesting side ([`request`],
+//! which subscribes, applies what arrives through a [`Sink`] and ACKs or NACKs each response).
+//! Each direction of KDS runs one of each: the Global responds on GlobalToZoneSync and
+//! requests on ZoneToGlobalSync; a zone does the opposite.
+//!
+//! Both take bounded channels: a reader task feeds incoming messages in, the transport drains
+//! outgoing ones, so a slow peer applies back-pressure instead of growing a queue. Per type at
+//! most one response is in flight ([`umbra_xds::delta::DeltaType`]); a response must be
+//! answered within [`RespondConfig::ack_timeout`] or the stream ends (its liveness check), and
+//! the peer reconnects and resumes from the versions it holds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use umbra_xds::delta::{DeltaType, Limit, Reply};
+use umbra_xds::snapshot::ResourceVersions;
+
+use crate::resource::{body_of, Item};
+
+/// Messages buffered per direction of a stream.
+pub const STREAM_QUEUE: usize = 16;
+
+/// gRPC `INVALID_ARGUMENT`, the code of a NACK's `error_detail`.
+const INVALID_ARGUMENT: i32 = 3;
+
+/// The resources of one type: name → item, with the versions map the delta state machine reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeItems {
+    /// Name → version.
+    pub versions: ResourceVersions,
+    /// Name → item.
+    pub items: BTreeMap<String, Item>,
+}
+
+impl TypeItems {
+    /// Add or replace `name`.
+    pub fn insert(&mut self, name: String, item: Item) {
+        self.versions.insert(name.clone(), item.version.clone());
+        self.items.insert(name, item);
+    }
+
+    /// Remove `name`.
+    pub fn remove(&mut self, name: &str) {
+        self.versions.remove(name);
+        self.items.remove(name);
+    }
+}
+
+/// Everything the responding side offers, per type URL.
+pub type Offer = BTreeMap<String, Arc<TypeItems>>;
+
+/// How the responding side behaves.
+#[derive(Debug, Clone)]
+pub struct RespondConfig {
+    /// Type URLs served, in the order responses go out when several are due.
+    pub types: Vec<String>,
+    /// Bound on one response (chunking).
+    pub limit: Limit,
+    /// How long a response may stay unanswered before the stream is declared dead.
+    pub ack_timeout: Duration,
+}
+
+impl RespondConfig {
+    /// `types` with KDS's defaults: 1,000 resources or 1 MiB per response, 30 s to answer.
+    pub fn new(types: Vec<String>) -> Self {
+        RespondConfig {
+            types,
+            limit: Limit {
+                resources: 1000,
+                bytes: 1 << 20,
+            },
+            ack_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What happened on a stream, for status reporting (`/zones`, logs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A response went out.
+    Sent {
+        /// Its type URL.
+        type_url: String,
+        /// Resources in it.
+        resources: usize,
+        /// Removals in it.
+        removed: usize,
+    },
+    /// The peer accepted a response; it now holds `held` resources of the type.
+    Ack {
+        /// Its type URL.
+        type_url: String,
+        /// Resources of the type the peer holds.
+        held: usize,
+    },
+    /// The peer rejected a response.
+    Nack {
+        /// Its type URL.
+        type_url: String,
+        /// The peer's reason.
+        error: String,
+    },
+    /// A response arrived and was applied (requesting side).
+    Applied {
+        /// Its type URL.
+        type_url: String,
+        /// Resources applied.
+        resources: usize,
+        /// Removals applied.
+        removed: usize,
+        /// Per-resource rejections (name, reason); a NACK went back when not empty.
+        rejected: Vec<(String, String)>,
+    },
+}
+
+/// Why a stream ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncError {
+    /// The peer asked for a type this side does not serve.
+    #[error("unknown type URL {0:?}")]
+    UnknownType(String),
+    /// A response stayed unanswered past the deadline.
+    #[error("no ACK or NACK for {type_url} within {timeout:?}")]
+    AckTimeout {
+        /// The type URL.
+        type_url: String,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The peer sent something that breaks the protocol.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// The sink cannot apply anything now (e.g. the store is down); resume later.
+    #[error("cannot apply: {0}")]
+    Sink(String),
+    /// The outgoing channel closed (the transport is gone).
+    #[error("stream closed")]
+    Closed,
+}
+
+/// The responding side of a stream: serves `offer` to the peer whose requests arrive on
+/// `requests`, until the peer closes (`Ok`) or the protocol breaks (`Err`).
+///
+/// # Errors
+/// [`SyncError::UnknownType`], [`SyncError::AckTimeout`], [`SyncError::Closed`].
+pub async fn respond(
+    mut requests: mpsc::Receiver<DeltaDiscoveryRequest>,
+    responses: mpsc::Sender<DeltaDiscoveryResponse>,
+    mut offer: watch::Receiver<Arc<Offer>>,
+    config: &RespondConfig,
+    observe: &(dyn Fn(Event) + Send + Sync),
+) -> Result<(), SyncError> {
+    let mut states: HashMap<String, DeltaType> = HashMap::new();
+    let mut sent_at: HashMap<String, Instant> = HashMap::new();
+    let mut current = offer.borrow_and_update().clone();
+    let mut nonce = 0u64;
+    let empty = Arc::new(TypeItems::default());
+    loop {
+        for type_url in &config.types {
+            let Some(state) = states.get_mut(type_url) else {
+                continue;
+            };
+            let items = current.get(type_url).unwrap_or(&empty);
+            let next_nonce = (nonce + 1).to_string();
+            let size = |n: &str| items.items.get(n).map_or(0, |i| i.body.len());
+            let Some(update) = state.next(&items.versions, &next_nonce, config.limit, &size) else {
+                continue;
+            };
+            nonce += 1;
+            let resources: Vec<_> = update
+                .send
+                .iter()
+                .filter_map(|n| items.items.get(n).map(|i| i.to_xds(n)))
+                .collect();
+            observe(Event::Sent {
+                type_url: type_url.clone(),
+                resources: resources.len(),
+                removed: update.removed.len(),
+            });
+            let response = DeltaDiscoveryResponse {
+                type_url: type_url.clone(),
+                system_version_info: String::new(),
+                resources,
+                removed_resources: update.removed,
+                nonce: next_nonce,
+                ..DeltaDiscoveryResponse::default()
+            };
+            responses
+                .send(response)
+                .await
+                .map_err(|_| SyncError::Closed)?;
+            sent_at.insert(type_url.clone(), Instant::now());
+        }
+        let deadline = sent_at
+            .iter()
+            .filter(|(t, _)| states.get(*t).is_some_and(|s| s.pending.is_some()))
+            .min_by_key(|(_, at)| **at)
+            .map(|(t, at)| (t.clone(), *at + config.ack_timeout));
+        tokio::select! {
+            req = requests.recv() => {
+                let Some(req) = req else { return Ok(()) };
+                if !config.types.contains(&req.type_url) {
+                    return Err(SyncError::UnknownType(req.type_url));
+                }
+                let state = states.entry(req.type_url.clone()).or_default();
+                match state.on_request(true, &req) {
+                    Reply::Ack => observe(Event::Ack {
+                        type_url: req.type_url.clone(),
+                        held: state.held.len(),
+                    }),
+                    Reply::Nack(error) => observe(Event::Nack {
+                        type_url: req.type_url.clone(),
+                        error,
+                    }),
+                    Reply::Subscription | Reply::Stale => {}
+                }
+            }
+            changed = offer.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+                current = offer.borrow_and_update().clone();
+            }
+            () = async {
+                match &deadline {
+                    Some((_, at)) => tokio::time::sleep_until(*at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let type_url = deadline.map(|(t, _)| t).unwrap_or_default();
+                return Err(SyncError::AckTimeout { type_url, timeout: config.ack_timeout });
+            }
+        }
+    }
+}
+
+/// Where the requesting side puts what arrives.
+#[async_trait::async_trait]
+pub trait Sink: Send {
+    /// Apply one response of `type_url`: `upserts` as (name, version, JSON body), and
+    /// `removed` names. Returns the resources refused, as (name, reason): they are NACKed,
+    /// everything else is applied.
+    ///
+    /// # Errors
+    /// When nothing can be applied now (the stream ends; the peer resumes later).
+    async fn apply(
+        &mut self,
+        type_url: &str,
+        upserts: Vec<(String, String, Vec<u8>)>,
+        removed: Vec<String>,
+    ) -> Result<Vec<(String, String)>, String>;
+}
+
+/// The requesting side of a stream: subscribes (wildcard) to `types`, saying it holds
+/// `initial` (type URL → name → version), applies each response through `sink` and answers it
+/// with an ACK, or a NACK naming every refused resource. Runs until the peer closes (`Ok`).
+///
+/// # Errors
+/// [`SyncError::Protocol`] for a response of a type not asked for, [`SyncError::Sink`],
+/// [`SyncError::Closed`].
+pub async fn request(
+    types: &[String],
+    mut initial: BTreeMap<String, ResourceVersions>,
+    mut responses: mpsc::Receiver<DeltaDiscoveryResponse>,
+    requests: mpsc::Sender<DeltaDiscoveryRequest>,
+    sink: &mut dyn Sink,
+    observe: &(dyn Fn(Event) + Send + Sync),
+) -> Result<(), SyncError> {
+    for type_url in types {
+        let subscribe = DeltaDiscoveryRequest {
+            type_url: type_url.clone(),
+            initial_resource_versions: initial
+                .remove(type_url)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+            ..DeltaDiscoveryRequest::default()
+        };
+        requests
+            .send(subscribe)
+            .await
+            .map_err(|_| SyncError::Closed)?;
+    }
+    while let Some(response) = responses.recv().await {
+        if !types.contains(&response.type_url) {
+            return Err(SyncError::Protocol(format!(
+                "response for {:?}, which was not requested",
+                response.type_url
+            )));
+        }
+        let mut rejected = Vec::new();
+        let mut upserts = Vec::with_capacity(response.resources.len());
+        for r in &response.resources {
+            match body_of(r) {
+                Ok(body) => upserts.push((r.name.clone(), r.version.clone(), body)),
+                Err(e) => rejected.push((r.name.clone(), e)),
+            }
+        }
+        let (resources, removed) = (upserts.len(), response.removed_resources.len());
+        rejected.extend(
+            sink.apply(&response.type_url, upserts, response.removed_resources)
+                .await
+                .map_err(SyncError::Sink)?,
+        );
+        let error_detail = (!rejected.is_empty()).then(|| RpcStatus {
+            code: INVALID_ARGUMENT,
+            message: rejected
+                .iter()
+                .map(|(n, e)| format!("{n}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            details: Vec::new(),
+        });
+        observe(Event::Applied {
+            type_url: response.type_url.clone(),
+            resources,
+            removed,
+            rejected,
+        });
+        let answer = DeltaDiscoveryRequest {
+            type_url: response.type_url,
+            response_nonce: response.nonce,
+            error_detail,
+            ..DeltaDiscoveryRequest::default()
+        };
+        requests.send(answer).await.map_err(|_| SyncError::Closed)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A sink that refuses names starting with "bad" and records what it applied.
+    #[derive(Default)]
+    struct Recorder {
+        applied: Arc<Mutex<BTreeMap<String, String>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Sink for Recorder {
+        async fn apply(
+            &mut self,
+            _type_url: &str,
+            upserts: Vec<(String, String, Vec<u8>)>,
+            removed: Vec<String>,
+        ) -> Result<Vec<(String, String)>, String> {
+            let mut map = self.applied.lock().unwrap();
+            let mut refused = Vec::new();
+            for (name, version, _) in upserts {
+                if name.starts_with("bad") {
+                    refused.push((name, "refused".into()));
+                } else {
+                    map.insert(name, version);
+                }
+            }
+            for name in removed {
+                map.remove(&name);
+            }
+            Ok(refused)
+        }
+    }
+
+    fn offer(names: &[(&str, &str)]) -> Arc<Offer> {
+        let mut items = TypeItems::default();
+        for (n, body) in names {
+            items.insert(
+                (*n).to_owned(),
+                Item::from_doc(&serde_json::json!({ "name": n, "body": body })),
+            );
+        }
+        Arc::new(BTreeMap::from([("T".to_owned(), Arc::new(items))]))
+    }
+
+    /// Both halves wired back to back in memory; returns what the requester holds once quiet.
+    async fn sync(
+        offer_rx: watch::Receiver<Arc<Offer>>,
+        initial: BTreeMap<String, ResourceVersions>,
+        applied: Arc<Mutex<BTreeMap<String, String>>>,
+        limit: Limit,
+    ) -> (tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>) {
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let mut config = RespondConfig::new(vec!["T".into()]);
+        config.limit = limit;
+        let responder = tokio::spawn(async move {
+            let _ = respond(req_rx, resp_tx, offer_rx, &config, &|_| {}).await;
+        });
+        let requester = tokio::spawn(async move {
+            let mut sink = Recorder { applied };
+            let _ = request(&["T".into()], initial, resp_rx, req_tx, &mut sink, &|_| {}).await;
+        });
+        (responder, requester)
+    }
+
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn chunks_resume_and_isolate_a_bad_resource() {
+        let (tx, rx) = watch::channel(offer(&[("a", "1"), ("b", "1"), ("bad", "1"), ("c", "1")]));
+        let applied = Arc::new(Mutex::new(BTreeMap::new()));
+        let limit = Limit {
+            resources: 2,
+            bytes: usize::MAX,
+        };
+        let (r1, r2) = sync(rx, BTreeMap::new(), applied.clone(), limit).await;
+        settle().await;
+        let held = applied.lock().unwrap().clone();
+        assert_eq!(
+            held.keys().collect::<Vec<_>>(),
+            ["a", "b", "c"],
+            "the bad resource alone is refused, the rest arrives in chunks"
+        );
+        // An update flows; a removal flows.
+        tx.send(offer(&[("a", "2"), ("b", "1"), ("bad", "1")]))
+            .unwrap();
+        settle().await;
+        let now = applied.lock().unwrap().clone();
+        assert_eq!(now.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_ne!(now["a"], held["a"]);
+        r1.abort();
+        r2.abort();
+
+        // Reconnect holding an old "a" and a stale "x": only the difference is sent.
+        let (_tx2, rx2) = watch::channel(offer(&[("a", "2"), ("b", "1")]));
+        let mut initial = now.clone();
+        initial.insert("x".into(), "old".into());
+        initial.insert("a".into(), "old".into());
+        let sent = Arc::new(Mutex::new(initial.clone()));
+        let (r1, r2) = sync(
+            rx2,
+            BTreeMap::from([("T".to_owned(), initial)]),
+            sent.clone(),
+            Limit::NONE,
+        )
+        .await;
+        settle().await;
+        assert_eq!(
+            *sent.lock().unwrap(),
+            now,
+            "x removed, a updated, b untouched"
+        );
+        r1.abort();
+        r2.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_response_ends_the_stream() {
+        let (_tx, rx) = watch::channel(offer(&[("a", "1")]));
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, mut resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let config = RespondConfig::new(vec!["T".into()]);
+        req_tx
+            .send(DeltaDiscoveryRequest {
+                type_url: "T".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let task =
+            tokio::spawn(async move { respond(req_rx, resp_tx, rx, &config, &|_| {}).await });
+        assert_eq!(resp_rx.recv().await.unwrap().resources.len(), 1);
+        let err = task.await.unwrap().unwrap_err();
+        assert!(matches!(err, SyncError::AckTimeout { .. }), "{err}");
+        drop(req_tx);
+    }
+
+    #[tokio::test]
+    async fn unknown_types_end_the_stream() {
+        let (_tx, rx) = watch::channel(offer(&[]));
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, _resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let config = RespondConfig::new(vec!["T".into()]);
+        req_tx
+            .send(DeltaDiscoveryRequest {
+                type_url: "Secret".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let err = respond(req_rx, resp_tx, rx, &config, &|_| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err, SyncError::UnknownType("Secret".into()));
+    }
+}
