@@ -7,7 +7,12 @@
 //! JSON in Kuma's universal format; an invalid resource gets a 400 with every
 //! `{field, message}` and nothing is stored. A PUT or DELETE may carry `If-Match: <version>`
 //! (`0`: must not exist); a stale version is a 409. Responses carry the stored version in
-//! `ETag`. Dataplanes come from zones over KDS and are read-only here (405). A store outage is a
+//! `ETag`. Dataplanes come from zones over KDS and are read-only here (405).
+//!
+//! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]);
+//! `POST /tokens/zone` with `{"zone": "z1", "validFor": "24h"}` issues a zone token (Kuma's
+//! endpoint; the API listens on loopback by default and has no user authentication yet, so
+//! expose it only where token issuance is meant to be open). A store outage is a
 //! 503 with a clear body; the same process serves again once the database is back. Bodies are
 //! limited to [`MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
 
@@ -16,10 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use umbra_api::error::ApiError;
@@ -28,6 +33,8 @@ use umbra_api::resource::{decode_for_path, resource_type};
 use umbra_core::resource::{ResourceKey, ResourceType};
 
 use crate::store::{ListQuery, Store, StoreError, Stored};
+use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
+use crate::zones::ZoneRegistry;
 
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -35,9 +42,29 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// Longest a request may take before it is answered with a 503.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The API router over `store`.
-pub fn router(store: Arc<dyn Store>) -> Router {
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// Zones and their insights.
+    pub zones: Arc<ZoneRegistry>,
+    /// Zone token issuer.
+    pub tokens: ZoneTokens,
+}
+
+impl FromRef<AppState> for Arc<dyn Store> {
+    fn from_ref(state: &AppState) -> Self {
+        state.store.clone()
+    }
+}
+
+/// The API router over `state`.
+pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/zones", get(list_zones))
+        .route("/zones/{name}", get(get_zone))
+        .route("/tokens/zone", post(zone_token))
         .route("/meshes", get(list_meshes))
         .route(
             "/meshes/{name}",
@@ -64,7 +91,7 @@ pub fn router(store: Arc<dyn Store>) -> Router {
                 ))
                 .timeout(REQUEST_TIMEOUT),
         )
-        .with_state(store)
+        .with_state(state)
 }
 
 fn store_err(e: StoreError) -> ApiError {
@@ -271,4 +298,68 @@ async fn delete_resource(
     let ty = resource_type(&plural)?;
     zone_owned(ty)?;
     delete(&*store, &ResourceKey { ty, mesh, name }, &headers).await
+}
+
+async fn list_zones(State(state): State<AppState>) -> Json<Value> {
+    let items: Vec<Value> = state
+        .zones
+        .list()
+        .iter()
+        .map(|z| serde_json::to_value(z).unwrap_or_default())
+        .collect();
+    Json(json!({ "total": items.len(), "items": items, "next": null }))
+}
+
+async fn get_zone(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let zone = state
+        .zones
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("zone {name:?} has never connected")))?;
+    Ok(Json(serde_json::to_value(zone).unwrap_or_default()))
+}
+
+/// Body of `POST /tokens/zone`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ZoneTokenRequest {
+    zone: String,
+    #[serde(default)]
+    valid_for: Option<String>,
+    /// Kuma's scopes; every Umbra zone token has the one scope KDS needs.
+    #[serde(default)]
+    #[allow(dead_code)]
+    scope: Vec<String>,
+}
+
+async fn zone_token(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let req: ZoneTokenRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_parameter(
+            "body",
+            format!("expected {{\"zone\": ..., \"validFor\": ...}}: {e}"),
+        )
+    })?;
+    let valid_for = match &req.valid_for {
+        None => DEFAULT_VALIDITY,
+        Some(d) => {
+            let d = umbra_core::duration::Duration::parse(d)
+                .map_err(|e| ApiError::bad_parameter("validFor", e.to_string()))?;
+            if d.is_negative() || d.is_zero() {
+                return Err(ApiError::bad_parameter("validFor", "must be positive"));
+            }
+            std::time::Duration::from_nanos(d.as_nanos().unsigned_abs())
+        }
+    };
+    let token = state
+        .tokens
+        .issue(&req.zone, valid_for)
+        .map_err(|e| match e {
+            TokenError::BadZone(_) => ApiError::bad_parameter("zone", e.to_string()),
+            TokenError::Invalid(_) => {
+                ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            }
+        })?;
+    Ok(([(header::CONTENT_TYPE, "text/plain")], token).into_response())
 }

@@ -2,15 +2,20 @@
 //!
 //! - [`store`]: one trait; PostgreSQL via sqlx (migrations in `migrations/`) or memory, with a
 //!   commit-ordered change log;
-//! - [`api`]: Kuma's resource REST API over the store;
-//! - [`run`]: the `global-cp` process (store + API, graceful shutdown);
+//! - [`api`]: Kuma's resource REST API over the store, `/zones` and zone tokens;
+//! - [`kds`]: the KDS server zones dial (policies down, Dataplanes and insights up);
+//! - [`tokens`]: zone tokens; [`zones`]: what the Global knows of each zone;
+//! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
 //! - [`testing`]: a throwaway PostgreSQL server for tests.
 //!
-//! KDS (syncing zones) and inspect fan-out (issues 5 and 6) are still to come.
+//! Inspect fan-out (issue 6) is still to come.
 
 pub mod api;
+pub mod kds;
 pub mod store;
 pub mod testing;
+pub mod tokens;
+pub mod zones;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -41,6 +46,15 @@ pub struct Args {
     /// Address of the REST API.
     #[arg(long, env = "UMBRA_API_ADDR", default_value = "127.0.0.1:5681")]
     pub api_addr: SocketAddr,
+    /// Address of the KDS server (zones dial it).
+    #[arg(long, env = "UMBRA_KDS_ADDR", default_value = "127.0.0.1:5685")]
+    pub kds_addr: SocketAddr,
+    /// PEM certificate chain for TLS on the KDS port (with `--kds-tls-key-file`).
+    #[arg(long, env = "UMBRA_KDS_TLS_CERT_FILE", requires = "kds_tls_key_file")]
+    pub kds_tls_cert_file: Option<std::path::PathBuf>,
+    /// PEM private key for TLS on the KDS port.
+    #[arg(long, env = "UMBRA_KDS_TLS_KEY_FILE", requires = "kds_tls_cert_file")]
+    pub kds_tls_key_file: Option<std::path::PathBuf>,
 }
 
 /// Open the store `args` name (PostgreSQL: connect and migrate).
@@ -61,19 +75,61 @@ pub async fn open_store(args: &Args) -> anyhow::Result<Arc<dyn store::Store>> {
     })
 }
 
-/// Run the Global until `shutdown` completes, then drain in-flight requests.
+/// Run the Global until `shutdown` completes, then drain in-flight requests and KDS streams.
 ///
 /// # Errors
-/// When the store cannot be opened or the API address cannot be bound.
+/// When the store cannot be opened, the TLS files cannot be read or an address cannot be bound.
 pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let store = open_store(&args).await?;
+    let tokens = tokens::ZoneTokens::load(&*store).await?;
+    let zones = Arc::new(zones::ZoneRegistry::default());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let (offer_tx, offer_rx) = tokio::sync::watch::channel(Arc::default());
+    let follower = tokio::spawn(kds::follow_store(store.clone(), offer_tx, stop_rx.clone()));
     let listener = tokio::net::TcpListener::bind(args.api_addr).await?;
-    tracing::info!(api = %listener.local_addr()?, store = ?args.store, "global-cp listening");
-    axum::serve(listener, api::router(store))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let kds_listener = tokio::net::TcpListener::bind(args.kds_addr).await?;
+    tracing::info!(api = %listener.local_addr()?, kds = %kds_listener.local_addr()?, store = ?args.store, tls = args.kds_tls_cert_file.is_some(), "global-cp listening");
+    let state = api::AppState {
+        store: store.clone(),
+        zones: zones.clone(),
+        tokens: tokens.clone(),
+    };
+    let mut api_stop = stop_rx.clone();
+    let api = axum::serve(listener, api::router(state)).with_graceful_shutdown(async move {
+        let _ = api_stop.wait_for(|s| *s).await;
+    });
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)));
+    if let (Some(cert), Some(key)) = (&args.kds_tls_cert_file, &args.kds_tls_key_file) {
+        let identity = tonic::transport::Identity::from_pem(
+            std::fs::read(cert).map_err(|e| anyhow::anyhow!("{}: {e}", cert.display()))?,
+            std::fs::read(key).map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?,
+        );
+        builder =
+            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    let mut kds_stop = stop_rx.clone();
+    let kds = builder
+        .add_service(
+            kds::KdsServer::new(store, tokens, zones, offer_rx, stop_rx.clone()).into_server(),
+        )
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(kds_listener),
+            async move {
+                let _ = kds_stop.wait_for(|s| *s).await;
+            },
+        );
+    let (a, k) = tokio::join!(api, kds);
+    a?;
+    k?;
+    let _ = follower.await;
     Ok(())
 }

@@ -10,11 +10,12 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 use tower::ServiceExt as _;
-use umbra_global_cp::api::router;
+use umbra_global_cp::api::{router, AppState};
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::PostgresStore;
 use umbra_global_cp::store::Store;
 use umbra_global_cp::testing::TempPostgres;
+use umbra_global_cp::tokens::ZoneTokens;
 
 async fn call(
     app: &axum::Router,
@@ -43,6 +44,14 @@ async fn call(
     (status, v, etag)
 }
 
+fn app(store: Arc<dyn Store>) -> axum::Router {
+    router(AppState {
+        store,
+        zones: Arc::default(),
+        tokens: ZoneTokens::from_key(b"test key"),
+    })
+}
+
 const MESH: &str = "type: Mesh\nname: default\n";
 
 fn timeout(name: &str, idle: &str, labels: &str) -> String {
@@ -51,7 +60,7 @@ fn timeout(name: &str, idle: &str, labels: &str) -> String {
 
 #[tokio::test]
 async fn crud_validation_cas_paging_and_read_only_dataplanes() {
-    let app = router(Arc::new(MemoryStore::new()));
+    let app = app(Arc::new(MemoryStore::new()));
     let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
     assert_eq!(s, StatusCode::CREATED);
 
@@ -253,7 +262,7 @@ async fn database_outage_is_a_503_and_the_api_recovers_without_a_restart() {
     };
     let url = pg.create_database("api").await.unwrap();
     let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 4).await.unwrap());
-    let app = router(store);
+    let app = app(store);
     let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
     assert_eq!(s, StatusCode::CREATED);
     pg.stop().unwrap();
@@ -297,4 +306,40 @@ async fn database_outage_is_a_503_and_the_api_recovers_without_a_restart() {
     );
     let (_, body, _) = call(&app, "GET", "/meshes/default/meshtimeouts/t", &[], None).await;
     assert_eq!(body["name"], "t");
+}
+
+#[tokio::test]
+async fn zone_tokens_are_issued_for_valid_zone_names_only() {
+    let app = app(Arc::new(MemoryStore::new()));
+    let (s, body, _) = call(
+        &app,
+        "POST",
+        "/tokens/zone",
+        &[("content-type", "application/json")],
+        Some(r#"{"zone": "zone-1", "validFor": "24h"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let token = body.as_str().unwrap();
+    assert_eq!(
+        ZoneTokens::from_key(b"test key").verify(token).unwrap(),
+        "zone-1"
+    );
+    for (req, field) in [
+        (r#"{"zone": "Zone.1"}"#, "zone"),
+        (r#"{"zone": "z", "validFor": "-1h"}"#, "validFor"),
+        (r#"{"zone": "z", "validFor": "soon"}"#, "validFor"),
+        (r#"{"zone": "z", "other": 1}"#, "body"),
+    ] {
+        let (s, body, _) = call(&app, "POST", "/tokens/zone", &[], Some(req)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{req}");
+        assert_eq!(
+            body["invalidParameters"][0]["field"], field,
+            "{req}: {body}"
+        );
+    }
+    let (s, body, _) = call(&app, "GET", "/zones", &[], None).await;
+    assert_eq!((s, body["total"].as_u64()), (StatusCode::OK, Some(0)));
+    let (s, _, _) = call(&app, "GET", "/zones/zone-1", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }

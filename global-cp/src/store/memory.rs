@@ -23,6 +23,7 @@ struct State {
 pub struct MemoryStore {
     state: Mutex<State>,
     wake: watch::Sender<u64>,
+    keys: Mutex<std::collections::HashMap<String, Vec<u8>>>,
 }
 
 impl Default for MemoryStore {
@@ -37,6 +38,7 @@ impl MemoryStore {
         Self {
             state: Mutex::new(State::default()),
             wake: watch::channel(0).0,
+            keys: Mutex::default(),
         }
     }
 
@@ -161,6 +163,16 @@ impl Store for MemoryStore {
 
     async fn revision(&self) -> Result<u64, StoreError> {
         Ok(self.lock().log.len() as u64)
+    }
+
+    async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        Ok(self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(purpose.to_owned())
+            .or_insert(fresh)
+            .clone())
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {

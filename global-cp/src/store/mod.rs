@@ -176,6 +176,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`StoreError::Unavailable`].
     async fn revision(&self) -> Result<u64, StoreError>;
 
+    /// The signing key for `purpose` (e.g. `zone-token`): created from `fresh` on first use,
+    /// the stored one afterwards (so tokens outlive restarts; the memory store keeps it for
+    /// the process's life only).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError>;
+
     /// Wake-ups carrying the latest revision the store has seen. A wake-up may be late or
     /// coalesced; read [`Store::changes_since`] for the truth.
     fn subscribe(&self) -> watch::Receiver<u64>;

@@ -513,6 +513,22 @@ impl Store for PostgresStore {
             .map_err(unavailable)
     }
 
+    async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        sqlx::query(
+            "INSERT INTO signing_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(purpose)
+        .bind(fresh)
+        .execute(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        sqlx::query_scalar::<_, Vec<u8>>("SELECT key FROM signing_keys WHERE name = $1")
+            .bind(purpose)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.wake.subscribe()
     }

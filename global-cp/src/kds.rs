@@ -1,0 +1,583 @@
+//! The Global's KDS server (issue 5; `proto/umbra/kds/v1/kds.proto`): what zones connect to.
+//!
+//! - [`follow_store`] keeps the offer (every Mesh and policy, as KDS items) in step with the
+//!   store: a full read, then the change log from that revision on, so no change is missed
+//!   across gaps or store outages (a wake-up is only a hint);
+//! - GlobalToZoneSync serves that offer to each zone ([`umbra_proto::sync::respond`]): a zone
+//!   that reconnects with `initial_resource_versions` receives only the difference; large types
+//!   go in bounded chunks;
+//! - ZoneToGlobalSync asks each zone for its Dataplanes and insights
+//!   ([`umbra_proto::sync::request`]) and stores them as that zone's: the zone comes from its
+//!   token, a Dataplane claiming another zone is NACKed on its own, and a zone can neither
+//!   overwrite nor delete another zone's resources.
+//!
+//! Every RPC authenticates with `authorization: Bearer <zone token>`; a missing or bad token
+//! is refused (`UNAUTHENTICATED`) and logged.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt as _};
+use tonic::{Request, Response, Status, Streaming};
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+use umbra_proto::kds::kds_service_server::{KdsService, KdsServiceServer};
+use umbra_proto::resource::{
+    global_name, global_to_zone_types, kds_name, split_kds_name, zone_form, zone_to_global_types,
+    Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
+};
+use umbra_proto::sync::{
+    request, respond, Event, Offer, RespondConfig, Sink, TypeItems, STREAM_QUEUE,
+};
+use umbra_xds::snapshot::ResourceVersions;
+
+use crate::store::{ListQuery, Store, StoreError, MAX_PAGE};
+use crate::tokens::ZoneTokens;
+use crate::zones::{Direction, ZoneRegistry};
+
+/// Metadata key a zone may send with its configured name; it must match its token.
+pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
+
+/// Largest KDS message accepted (bytes); responses are chunked well below it.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// Changes read from the log per batch.
+const CHANGE_BATCH: usize = 1000;
+
+/// Pause after a store error before reading again.
+const STORE_RETRY: Duration = Duration::from_secs(1);
+
+/// Read every Mesh and policy from the store into an offer.
+async fn load_offer(store: &dyn Store) -> Result<Offer, StoreError> {
+    let mut offer = Offer::new();
+    for type_url in global_to_zone_types() {
+        let Some(ty) = ResourceType::from_name(&type_url) else {
+            continue;
+        };
+        let mut items = TypeItems::default();
+        let mut offset = 0;
+        loop {
+            let page = store
+                .list(&ListQuery {
+                    ty,
+                    mesh: None,
+                    labels: BTreeMap::new(),
+                    offset,
+                    size: MAX_PAGE,
+                })
+                .await?;
+            for s in &page.items {
+                let r = &s.resource;
+                items.insert(kds_name(&r.meta.mesh, &r.meta.name), Item::from_resource(r));
+            }
+            match page.next_offset {
+                Some(next) => offset = next,
+                None => break,
+            }
+        }
+        offer.insert(type_url, Arc::new(items));
+    }
+    Ok(offer)
+}
+
+/// Keep `tx` publishing the store's Meshes and policies until `shutdown` turns `true`.
+/// Store errors are retried every second; the offer then catches up from the change log.
+pub async fn follow_store(
+    store: Arc<dyn Store>,
+    tx: watch::Sender<Arc<Offer>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut wake = store.subscribe();
+    let mut state: Option<(u64, Offer)> = None;
+    while !*shutdown.borrow() {
+        let step = async {
+            match state.take() {
+                None => {
+                    let revision = store.revision().await?;
+                    let offer = load_offer(&*store).await?;
+                    tx.send_replace(Arc::new(offer.clone()));
+                    Ok::<_, StoreError>(Some((revision, offer)))
+                }
+                Some((mut revision, mut offer)) => {
+                    let changes = store.changes_since(revision, CHANGE_BATCH).await;
+                    let changes = match changes {
+                        Ok(c) => c,
+                        Err(e) => {
+                            state = Some((revision, offer));
+                            return Err(e);
+                        }
+                    };
+                    if changes.is_empty() {
+                        return Ok(Some((revision, offer)));
+                    }
+                    for change in &changes {
+                        if change.key.ty == ResourceType::Dataplane {
+                            continue;
+                        }
+                        let name = kds_name(&change.key.mesh, &change.key.name);
+                        let current = match store.get(&change.key).await {
+                            Ok(c) => c,
+                            Err(e) => {
+                                state = Some((revision, offer));
+                                return Err(e);
+                            }
+                        };
+                        let items = Arc::make_mut(
+                            offer.entry(change.key.ty.name().to_owned()).or_default(),
+                        );
+                        match current {
+                            Some(s) => items.insert(name, Item::from_resource(&s.resource)),
+                            None => items.remove(&name),
+                        }
+                        revision = change.revision;
+                    }
+                    tx.send_replace(Arc::new(offer.clone()));
+                    Ok(Some((revision, offer)))
+                }
+            }
+        };
+        match step.await {
+            Ok(Some((revision, offer))) => {
+                let caught_up = store
+                    .revision()
+                    .await
+                    .map_or(true, |latest| latest <= revision);
+                state = Some((revision, offer));
+                if caught_up {
+                    tokio::select! {
+                        _ = wake.changed() => {}
+                        // The wake-up is only a hint: look at the log now and then anyway.
+                        () = tokio::time::sleep(STORE_RETRY) => {}
+                        _ = shutdown.changed() => {}
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "KDS: cannot read the store; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(STORE_RETRY) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+/// The KDS gRPC service.
+#[derive(Debug, Clone)]
+pub struct KdsServer {
+    store: Arc<dyn Store>,
+    tokens: ZoneTokens,
+    zones: Arc<ZoneRegistry>,
+    offer: watch::Receiver<Arc<Offer>>,
+    config: RespondConfig,
+    shutdown: watch::Receiver<bool>,
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+impl KdsServer {
+    /// A server syncing `offer` to zones and zone Dataplanes into `store`; every stream ends
+    /// when `shutdown` turns `true`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        tokens: ZoneTokens,
+        zones: Arc<ZoneRegistry>,
+        offer: watch::Receiver<Arc<Offer>>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            store,
+            tokens,
+            zones,
+            offer,
+            config: RespondConfig::new(global_to_zone_types()),
+            shutdown,
+        }
+    }
+
+    /// Replace the response bound and ACK deadline (benchmarks, tests).
+    #[must_use]
+    pub fn with_config(mut self, config: RespondConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The tonic service.
+    pub fn into_server(self) -> KdsServiceServer<Self> {
+        KdsServiceServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The zone a request comes from, from its token.
+    fn authenticate<T>(&self, req: &Request<T>, rpc: &str) -> Result<String, Status> {
+        let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+        let refuse = |reason: String| {
+            tracing::warn!(%peer, rpc, %reason, "KDS: connection refused");
+            Status::unauthenticated(reason)
+        };
+        let token = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| {
+                refuse("missing zone token (metadata `authorization: Bearer <token>`)".into())
+            })?;
+        let zone = self
+            .tokens
+            .verify(token.trim())
+            .map_err(|e| refuse(e.to_string()))?;
+        if let Some(claimed) = req
+            .metadata()
+            .get(ZONE_NAME_METADATA)
+            .and_then(|v| v.to_str().ok())
+        {
+            if claimed != zone {
+                return Err(refuse(format!(
+                    "the token is for zone {zone:?}, but this zone is configured as {claimed:?}"
+                )));
+            }
+        }
+        tracing::info!(%peer, rpc, %zone, "KDS: zone connected");
+        Ok(zone)
+    }
+}
+
+/// Forward `incoming` into a bounded channel from its own task (the stream's reader), noting
+/// each message as a sign of life of `zone`.
+fn spawn_reader<T: Send + 'static>(
+    mut incoming: Streaming<T>,
+    zones: Arc<ZoneRegistry>,
+    zone: String,
+) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    tokio::spawn(async move {
+        loop {
+            match incoming.message().await {
+                Ok(Some(m)) => {
+                    zones.seen(&zone);
+                    if tx.send(m).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(%zone, %status, "KDS: stream read ended");
+                    break;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The outgoing stream: `rx`'s messages, then the error the driver ended with, if any.
+fn outgoing<T: Send + 'static>(
+    rx: mpsc::Receiver<T>,
+    err_rx: mpsc::Receiver<Status>,
+) -> BoxStream<T> {
+    Box::pin(
+        ReceiverStream::new(rx)
+            .map(Ok)
+            .chain(ReceiverStream::new(err_rx).map(Err)),
+    )
+}
+
+/// Run `driver` for `zone`'s stream until it ends or shutdown; record and log how it ended.
+fn spawn_driver(
+    zones: Arc<ZoneRegistry>,
+    zone: String,
+    rpc: &'static str,
+    mut shutdown: watch::Receiver<bool>,
+    err_tx: mpsc::Sender<Status>,
+    driver: impl std::future::Future<Output = Result<(), umbra_proto::sync::SyncError>> + Send + 'static,
+) {
+    zones.stream_opened(&zone);
+    tokio::spawn(async move {
+        let result = tokio::select! {
+            r = driver => r,
+            _ = shutdown.wait_for(|s| *s) => Err(umbra_proto::sync::SyncError::Closed),
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(%zone, rpc, "KDS: stream closed by the zone");
+                zones.stream_closed(&zone, None);
+            }
+            Err(e) => {
+                tracing::warn!(%zone, rpc, error = %e, "KDS: stream ended");
+                zones.stream_closed(&zone, Some(e.to_string()));
+                let _ = err_tx.send(Status::aborted(e.to_string())).await;
+            }
+        }
+    });
+}
+
+#[tonic::async_trait]
+impl KdsService for KdsServer {
+    type GlobalToZoneSyncStream = BoxStream<DeltaDiscoveryResponse>;
+    type ZoneToGlobalSyncStream = BoxStream<DeltaDiscoveryRequest>;
+
+    async fn global_to_zone_sync(
+        &self,
+        req: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::GlobalToZoneSyncStream>, Status> {
+        let zone = self.authenticate(&req, "GlobalToZoneSync")?;
+        let requests = spawn_reader(req.into_inner(), self.zones.clone(), zone.clone());
+        let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
+        let (err_tx, err_rx) = mpsc::channel(1);
+        let (offer, config, zones, z) = (
+            self.offer.clone(),
+            self.config.clone(),
+            self.zones.clone(),
+            zone.clone(),
+        );
+        spawn_driver(
+            self.zones.clone(),
+            zone,
+            "GlobalToZoneSync",
+            self.shutdown.clone(),
+            err_tx,
+            async move {
+                let observe = move |e: Event| zones.record(&z, Direction::GlobalToZone, &e);
+                respond(requests, out_tx, offer, &config, &observe).await
+            },
+        );
+        Ok(Response::new(outgoing(out_rx, err_rx)))
+    }
+
+    async fn zone_to_global_sync(
+        &self,
+        req: Request<Streaming<DeltaDiscoveryResponse>>,
+    ) -> Result<Response<Self::ZoneToGlobalSyncStream>, Status> {
+        let zone = self.authenticate(&req, "ZoneToGlobalSync")?;
+        let mut initial = BTreeMap::new();
+        initial.insert(
+            ResourceType::Dataplane.name().to_owned(),
+            zone_dataplane_versions(&*self.store, &zone)
+                .await
+                .map_err(|e| Status::unavailable(e.to_string()))?,
+        );
+        initial.insert(
+            DATAPLANE_INSIGHT_TYPE.to_owned(),
+            self.zones.insight_versions(&zone),
+        );
+        let responses = spawn_reader(req.into_inner(), self.zones.clone(), zone.clone());
+        let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
+        let (err_tx, err_rx) = mpsc::channel(1);
+        let mut sink = ZoneSink {
+            store: self.store.clone(),
+            zones: self.zones.clone(),
+            zone: zone.clone(),
+        };
+        let (zones, z) = (self.zones.clone(), zone.clone());
+        spawn_driver(
+            self.zones.clone(),
+            zone,
+            "ZoneToGlobalSync",
+            self.shutdown.clone(),
+            err_tx,
+            async move {
+                let observe = move |e: Event| zones.record(&z, Direction::ZoneToGlobal, &e);
+                request(
+                    &zone_to_global_types(),
+                    initial,
+                    responses,
+                    out_tx,
+                    &mut sink,
+                    &observe,
+                )
+                .await
+            },
+        );
+        Ok(Response::new(outgoing(out_rx, err_rx)))
+    }
+}
+
+/// KDS name → version of the Dataplanes `zone` owns on the Global (their zone form).
+async fn zone_dataplane_versions(
+    store: &dyn Store,
+    zone: &str,
+) -> Result<ResourceVersions, StoreError> {
+    let mut out = ResourceVersions::new();
+    let mut offset = 0;
+    loop {
+        let page = store
+            .list(&ListQuery {
+                ty: ResourceType::Dataplane,
+                mesh: None,
+                labels: BTreeMap::from([(ZONE_LABEL.to_owned(), zone.to_owned())]),
+                offset,
+                size: MAX_PAGE,
+            })
+            .await?;
+        for s in page
+            .items
+            .iter()
+            .filter(|s| s.zone.as_deref() == Some(zone))
+        {
+            if let Some(form) = zone_form(&s.resource) {
+                let item = Item::from_resource(&form);
+                out.insert(kds_name(&form.meta.mesh, &form.meta.name), item.version);
+            }
+        }
+        match page.next_offset {
+            Some(next) => offset = next,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Applies what a zone sends: its Dataplanes into the store, its insights into the registry.
+struct ZoneSink {
+    store: Arc<dyn Store>,
+    zones: Arc<ZoneRegistry>,
+    zone: String,
+}
+
+/// A per-resource refusal, or a store failure that ends the stream.
+enum Refusal {
+    Resource(String),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(_) => Refusal::Store(e),
+            other => Refusal::Resource(other.to_string()),
+        }
+    }
+}
+
+impl ZoneSink {
+    /// The Global key of the zone's Dataplane with KDS name `name`.
+    fn key(&self, name: &str) -> ResourceKey {
+        let (mesh, local) = split_kds_name(name);
+        ResourceKey {
+            ty: ResourceType::Dataplane,
+            name: global_name(&mesh, &local, &self.zone),
+            mesh,
+        }
+    }
+
+    async fn put_dataplane(&self, name: &str, body: &[u8]) -> Result<(), Refusal> {
+        let mut resource =
+            Resource::from_bytes(body).map_err(|e| Refusal::Resource(e.to_string()))?;
+        if resource.ty() != ResourceType::Dataplane
+            || kds_name(&resource.meta.mesh, &resource.meta.name) != name
+        {
+            return Err(Refusal::Resource(format!(
+                "the body is {} {:?} in mesh {:?}, not the Dataplane {name:?}",
+                resource.ty(),
+                resource.meta.name,
+                resource.meta.mesh
+            )));
+        }
+        if let Some(claimed) = resource.meta.labels.get(ZONE_LABEL) {
+            if claimed != &self.zone {
+                return Err(Refusal::Resource(format!(
+                    "zone {:?} cannot report a Dataplane of zone {claimed:?}",
+                    self.zone
+                )));
+            }
+        }
+        let violations = resource.validate();
+        if violations.has_violations() {
+            return Err(Refusal::Resource(violations.to_string()));
+        }
+        let key = self.key(name);
+        resource
+            .meta
+            .labels
+            .insert(ZONE_LABEL.into(), self.zone.clone());
+        resource
+            .meta
+            .labels
+            .insert(DISPLAY_NAME_LABEL.into(), resource.meta.name.clone());
+        resource.meta.name.clone_from(&key.name);
+        let existing = self.store.get(&key).await?;
+        if let Some(e) = &existing {
+            if e.zone.as_deref() != Some(self.zone.as_str()) {
+                return Err(Refusal::Resource(format!(
+                    "{key} belongs to {}",
+                    e.zone
+                        .as_deref()
+                        .map_or("the Global".to_owned(), |z| format!("zone {z:?}"))
+                )));
+            }
+        }
+        let expected = existing.map_or(0, |e| e.version);
+        self.store
+            .put(resource, Some(expected), Some(&self.zone))
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_dataplane(&self, name: &str) -> Result<(), Refusal> {
+        let key = self.key(name);
+        let Some(existing) = self.store.get(&key).await? else {
+            return Ok(());
+        };
+        if existing.zone.as_deref() != Some(self.zone.as_str()) {
+            return Err(Refusal::Resource(format!("{key} belongs to another zone")));
+        }
+        match self.store.delete(&key, Some(existing.version)).await {
+            Ok(()) | Err(StoreError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for ZoneSink {
+    async fn apply(
+        &mut self,
+        type_url: &str,
+        upserts: Vec<(String, String, Vec<u8>)>,
+        removed: Vec<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut refused = Vec::new();
+        if type_url == DATAPLANE_INSIGHT_TYPE {
+            for (name, _, body) in upserts {
+                match serde_json::from_slice::<serde_json::Value>(&body) {
+                    Ok(doc) if doc.is_object() => {
+                        self.zones
+                            .put_insight(&self.zone, &name, Item::from_doc(&doc));
+                    }
+                    _ => refused.push((name, "an insight must be a JSON object".to_owned())),
+                }
+            }
+            for name in removed {
+                self.zones.remove_insight(&self.zone, &name);
+            }
+            return Ok(refused);
+        }
+        for (name, _, body) in upserts {
+            match self.put_dataplane(&name, &body).await {
+                Ok(()) => {}
+                Err(Refusal::Resource(reason)) => refused.push((name, reason)),
+                Err(Refusal::Store(e)) => return Err(e.to_string()),
+            }
+        }
+        for name in removed {
+            match self.delete_dataplane(&name).await {
+                Ok(()) => {}
+                Err(Refusal::Resource(reason)) => refused.push((name, reason)),
+                Err(Refusal::Store(e)) => return Err(e.to_string()),
+            }
+        }
+        if !refused.is_empty() {
+            tracing::warn!(zone = %self.zone, type_url, ?refused, "KDS: NACK");
+        }
+        Ok(refused)
+    }
+}

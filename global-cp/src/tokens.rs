@@ -1,0 +1,165 @@
+//! Zone tokens: how a Zone CP proves which zone it is on KDS (issue 5; Kuma's zone token).
+//!
+//! A token is a JWT (RFC 7519) signed with HS256 by a key the Global keeps in its store
+//! ([`Store::signing_key`], created on first use, so tokens outlive restarts with PostgreSQL).
+//! Claims: `zone` (the identity; KDS never trusts a zone name from the payload), `iat`, `exp`,
+//! `jti`. Issued by `POST /tokens/zone` (`umbractl generate zone-token`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use ring::rand::SecureRandom as _;
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Store, StoreError};
+
+/// Signing-key purpose in the store.
+pub const ZONE_TOKEN_KEY: &str = "zone-token";
+
+/// Longest validity a token may ask for (10 years).
+pub const MAX_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Validity when none is asked for (1 year).
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Why a token was not issued or not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The zone name is not a DNS label.
+    #[error("zone name {0:?} must be 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit")]
+    BadZone(String),
+    /// The token is missing, malformed, forged or expired.
+    #[error("invalid zone token: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    zone: String,
+    iat: u64,
+    exp: u64,
+    jti: String,
+}
+
+/// Issues and verifies zone tokens with the Global's key.
+#[derive(Clone)]
+pub struct ZoneTokens {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+impl std::fmt::Debug for ZoneTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ZoneTokens { .. }")
+    }
+}
+
+/// `true` for a valid zone name (an RFC 1123 label: zone names appear in resource names and
+/// labels, and never contain a dot).
+pub fn valid_zone_name(zone: &str) -> bool {
+    !zone.is_empty()
+        && zone.len() <= 63
+        && zone
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !zone.starts_with('-')
+        && !zone.ends_with('-')
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut key = vec![0u8; n];
+    // The system RNG fails only on a broken OS; a zero key would be worse than stopping.
+    ring::rand::SystemRandom::new()
+        .fill(&mut key)
+        .expect("the system random number generator works");
+    key
+}
+
+impl ZoneTokens {
+    /// Tokens signed with the store's zone-token key (created now if there is none).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub async fn load(store: &dyn Store) -> Result<Self, StoreError> {
+        let key = store.signing_key(ZONE_TOKEN_KEY, random_bytes(32)).await?;
+        Ok(Self::from_key(&key))
+    }
+
+    /// Tokens signed with `key`.
+    pub fn from_key(key: &[u8]) -> Self {
+        Self {
+            encoding: EncodingKey::from_secret(key),
+            decoding: DecodingKey::from_secret(key),
+        }
+    }
+
+    /// A token for `zone`, valid for `valid_for` (capped at [`MAX_VALIDITY`]).
+    ///
+    /// # Errors
+    /// [`TokenError::BadZone`].
+    pub fn issue(&self, zone: &str, valid_for: Duration) -> Result<String, TokenError> {
+        if !valid_zone_name(zone) {
+            return Err(TokenError::BadZone(zone.to_owned()));
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let claims = Claims {
+            zone: zone.to_owned(),
+            iat: now,
+            exp: now.saturating_add(valid_for.min(MAX_VALIDITY).as_secs()),
+            jti: random_bytes(12)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|e| TokenError::Invalid(e.to_string()))
+    }
+
+    /// The zone a token was issued to.
+    ///
+    /// # Errors
+    /// [`TokenError::Invalid`] for a malformed, forged or expired token.
+    pub fn verify(&self, token: &str) -> Result<String, TokenError> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.leeway = 5;
+        validation.set_required_spec_claims(&["exp", "iat"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
+            .map_err(|e| TokenError::Invalid(e.to_string()))?;
+        if !valid_zone_name(&data.claims.zone) {
+            return Err(TokenError::Invalid(
+                "the zone claim is not a zone name".into(),
+            ));
+        }
+        Ok(data.claims.zone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_verify_and_refuse() {
+        let tokens = ZoneTokens::from_key(b"k1");
+        let t = tokens.issue("zone-1", Duration::from_secs(60)).unwrap();
+        assert_eq!(tokens.verify(&t).unwrap(), "zone-1");
+        assert!(matches!(
+            ZoneTokens::from_key(b"k2").verify(&t),
+            Err(TokenError::Invalid(_))
+        ));
+        assert!(tokens.verify("garbage").is_err());
+        assert_eq!(
+            tokens.issue("Zone.1", Duration::from_secs(60)),
+            Err(TokenError::BadZone("Zone.1".into()))
+        );
+        let expired = tokens.issue("z", Duration::ZERO).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        // Zero validity expires at once, within the 5 s leeway; a forged exp cannot help.
+        let mut parts: Vec<&str> = expired.split('.').collect();
+        parts[2] = "AAAA";
+        assert!(tokens.verify(&parts.join(".")).is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! What the Global knows about each zone (served by `GET /zones`, `GET /zones/{name}`): whether
+//! it is online, connect/disconnect times, when it was last heard from, and per KDS direction
+//! and type what it has acknowledged; plus the Dataplane insights zones report.
+//!
+//! Kept in memory: after a Global restart a zone is listed again from its first reconnect, and
+//! its insights are re-sent in full on that reconnect (the Global holds none to resume from).
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use serde::Serialize;
+use serde_json::Value;
+use umbra_proto::resource::Item;
+use umbra_proto::sync::Event;
+use umbra_xds::snapshot::ResourceVersions;
+
+/// A KDS direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Policies to the zone (GlobalToZoneSync).
+    GlobalToZone,
+    /// Dataplanes and insights from the zone (ZoneToGlobalSync).
+    ZoneToGlobal,
+}
+
+/// Sync state of one type in one direction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeSync {
+    /// Responses sent (Global → zone) or received (zone → Global).
+    pub responses: u64,
+    /// Responses acknowledged (ACKs from the zone, or sent by the Global).
+    pub acks: u64,
+    /// Responses rejected.
+    pub nacks: u64,
+    /// Resources of the type the zone has acknowledged (Global → zone).
+    pub acknowledged_resources: usize,
+    /// When the last ACK happened (RFC 3339).
+    pub last_ack_time: Option<String>,
+    /// The last rejection's reason.
+    pub last_nack: Option<String>,
+}
+
+/// Everything known about one zone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneStatus {
+    /// Zone name (from its token).
+    pub name: String,
+    /// At least one KDS stream of the zone is open.
+    pub online: bool,
+    /// KDS streams open now (2 for a healthy zone: one per direction).
+    pub streams: u32,
+    /// When its current (or last) connection started (RFC 3339).
+    pub connect_time: Option<String>,
+    /// When its last stream ended.
+    pub disconnect_time: Option<String>,
+    /// Why its last stream ended, if it was an error.
+    pub last_error: Option<String>,
+    /// When a message from it last arrived.
+    pub last_seen: Option<String>,
+    /// Per type: Meshes and policies sent to it.
+    pub global_to_zone: BTreeMap<String, TypeSync>,
+    /// Per type: Dataplanes and insights received from it.
+    pub zone_to_global: BTreeMap<String, TypeSync>,
+}
+
+/// The registry of zones and their insights.
+#[derive(Debug, Default)]
+pub struct ZoneRegistry {
+    zones: RwLock<BTreeMap<String, ZoneStatus>>,
+    /// (zone, KDS name) → insight.
+    insights: RwLock<BTreeMap<(String, String), Item>>,
+}
+
+fn now() -> String {
+    crate::store::now_rfc3339()
+}
+
+impl ZoneRegistry {
+    fn update(&self, zone: &str, f: impl FnOnce(&mut ZoneStatus)) {
+        let mut zones = self
+            .zones
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let status = zones.entry(zone.to_owned()).or_insert_with(|| ZoneStatus {
+            name: zone.to_owned(),
+            ..ZoneStatus::default()
+        });
+        f(status);
+    }
+
+    /// Every zone, by name.
+    pub fn list(&self) -> Vec<ZoneStatus> {
+        self.zones
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// One zone.
+    pub fn get(&self, zone: &str) -> Option<ZoneStatus> {
+        self.zones
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(zone)
+            .cloned()
+    }
+
+    /// A stream of `zone` opened.
+    pub fn stream_opened(&self, zone: &str) {
+        self.update(zone, |z| {
+            if z.streams == 0 {
+                z.connect_time = Some(now());
+            }
+            z.streams += 1;
+            z.online = true;
+            z.last_seen = Some(now());
+        });
+    }
+
+    /// A stream of `zone` ended, with `error` if it failed.
+    pub fn stream_closed(&self, zone: &str, error: Option<String>) {
+        self.update(zone, |z| {
+            z.streams = z.streams.saturating_sub(1);
+            z.online = z.streams > 0;
+            z.disconnect_time = Some(now());
+            if error.is_some() {
+                z.last_error = error;
+            }
+        });
+    }
+
+    /// A message from `zone` arrived.
+    pub fn seen(&self, zone: &str) {
+        self.update(zone, |z| z.last_seen = Some(now()));
+    }
+
+    /// Record a sync event of `zone` in `direction`.
+    pub fn record(&self, zone: &str, direction: Direction, event: &Event) {
+        self.update(zone, |z| {
+            let per_type = match direction {
+                Direction::GlobalToZone => &mut z.global_to_zone,
+                Direction::ZoneToGlobal => &mut z.zone_to_global,
+            };
+            match event {
+                Event::Sent { type_url, .. } => {
+                    per_type.entry(type_url.clone()).or_default().responses += 1;
+                }
+                Event::Ack { type_url, held } => {
+                    let t = per_type.entry(type_url.clone()).or_default();
+                    t.acks += 1;
+                    t.acknowledged_resources = *held;
+                    t.last_ack_time = Some(now());
+                }
+                Event::Nack { type_url, error } => {
+                    let t = per_type.entry(type_url.clone()).or_default();
+                    t.nacks += 1;
+                    t.last_nack = Some(error.clone());
+                }
+                Event::Applied {
+                    type_url, rejected, ..
+                } => {
+                    let t = per_type.entry(type_url.clone()).or_default();
+                    t.responses += 1;
+                    if rejected.is_empty() {
+                        t.acks += 1;
+                        t.last_ack_time = Some(now());
+                    } else {
+                        t.nacks += 1;
+                        t.last_nack = Some(
+                            rejected
+                                .iter()
+                                .map(|(n, e)| format!("{n}: {e}"))
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        );
+                    }
+                }
+            }
+        });
+    }
+
+    /// Store an insight `zone` reported under KDS name `name`.
+    pub fn put_insight(&self, zone: &str, name: &str, item: Item) {
+        self.insights
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((zone.to_owned(), name.to_owned()), item);
+    }
+
+    /// Forget an insight.
+    pub fn remove_insight(&self, zone: &str, name: &str) {
+        self.insights
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(zone.to_owned(), name.to_owned()));
+    }
+
+    /// The insight of `zone`'s Dataplane `name` in `mesh`, as reported.
+    pub fn insight(&self, zone: &str, mesh: &str, name: &str) -> Option<Value> {
+        let key = (zone.to_owned(), umbra_proto::resource::kds_name(mesh, name));
+        let insights = self
+            .insights
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        serde_json::from_slice(&insights.get(&key)?.body).ok()
+    }
+
+    /// Versions of the insights `zone` has reported (to resume its stream).
+    pub fn insight_versions(&self, zone: &str) -> ResourceVersions {
+        self.insights
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|((z, _), _)| z == zone)
+            .map(|((_, n), item)| (n.clone(), item.version.clone()))
+            .collect()
+    }
+}
