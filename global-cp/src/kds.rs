@@ -35,17 +35,12 @@ use umbra_proto::resource::{
 use umbra_proto::sync::{
     request, respond, Event, Offer, RespondConfig, Sink, TypeItems, STREAM_QUEUE,
 };
+use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::store::{ListQuery, Store, StoreError, MAX_PAGE};
 use crate::tokens::ZoneTokens;
 use crate::zones::{Direction, ZoneRegistry};
-
-/// Metadata key a zone may send with its configured name; it must match its token.
-pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
-
-/// Largest KDS message accepted (bytes); responses are chunked well below it.
-pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// Changes read from the log per batch.
 const CHANGE_BATCH: usize = 1000;

@@ -29,6 +29,10 @@ pub enum Direction {
 pub struct TypeSync {
     /// Responses sent (Global → zone) or received (zone → Global).
     pub responses: u64,
+    /// Resources carried by those responses (removals not counted).
+    pub resources: u64,
+    /// Removals carried by those responses.
+    pub removals: u64,
     /// Responses acknowledged (ACKs from the zone, or sent by the Global).
     pub acks: u64,
     /// Responses rejected.
@@ -146,8 +150,15 @@ impl ZoneRegistry {
                 Direction::ZoneToGlobal => &mut z.zone_to_global,
             };
             match event {
-                Event::Sent { type_url, .. } => {
-                    per_type.entry(type_url.clone()).or_default().responses += 1;
+                Event::Sent {
+                    type_url,
+                    resources,
+                    removed,
+                } => {
+                    let t = per_type.entry(type_url.clone()).or_default();
+                    t.responses += 1;
+                    t.resources += *resources as u64;
+                    t.removals += *removed as u64;
                 }
                 Event::Ack { type_url, held } => {
                     let t = per_type.entry(type_url.clone()).or_default();
@@ -161,10 +172,15 @@ impl ZoneRegistry {
                     t.last_nack = Some(error.clone());
                 }
                 Event::Applied {
-                    type_url, rejected, ..
+                    type_url,
+                    resources,
+                    removed,
+                    rejected,
                 } => {
                     let t = per_type.entry(type_url.clone()).or_default();
                     t.responses += 1;
+                    t.resources += *resources as u64;
+                    t.removals += *removed as u64;
                     if rejected.is_empty() {
                         t.acks += 1;
                         t.last_ack_time = Some(now());

@@ -15,3 +15,10 @@ pub mod kds {
 
 /// Type URL of the [`kds::KdsResource`] body inside `Resource.resource` (an `Any`).
 pub const KDS_RESOURCE_TYPE_URL: &str = "type.googleapis.com/umbra.kds.v1.KdsResource";
+
+/// gRPC metadata key a zone may send with its configured name; the Global refuses the stream
+/// when it differs from the zone in the token (the token alone is the identity).
+pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
+
+/// Largest KDS message either side accepts (bytes); responses are chunked well below it.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;

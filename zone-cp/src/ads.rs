@@ -73,9 +73,19 @@ pub struct Nack {
 }
 
 /// Insights of every DPP, shared by the ADS server and the API.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Insights {
     map: RwLock<HashMap<DpKey, Insight>>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Insights {
+    fn default() -> Self {
+        Self {
+            map: RwLock::default(),
+            changes: tokio::sync::watch::channel(0).0,
+        }
+    }
 }
 
 impl Insights {
@@ -88,12 +98,32 @@ impl Insights {
             .cloned()
     }
 
+    /// Every insight, by (mesh, name).
+    pub fn all(&self) -> Vec<(DpKey, Insight)> {
+        let mut out: Vec<_> = self
+            .map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Wake-ups on every insight change (KDS reports insights to the Global).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     fn update(&self, key: &DpKey, f: impl FnOnce(&mut Insight)) {
         let mut map = self
             .map
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(map.entry(key.clone()).or_default());
+        drop(map);
+        self.changes.send_modify(|c| *c += 1);
     }
 }
 

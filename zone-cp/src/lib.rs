@@ -1,8 +1,10 @@
 //! # umbra-zone-cp
 //!
-//! The Zone control plane (issue 4, in progress): the zone store ([`store`]), the resource API
-//! and inspect endpoints ([`api`], [`inspect`]) with one error type ([`error`]). The ADS server,
-//! reconciler and KDS client are still to come.
+//! The Zone control plane: the zone store ([`store`], optionally persisted under `--data-dir`),
+//! the resource API and inspect endpoints ([`api`], [`inspect`]) with one error type
+//! ([`error`]), the reconciler ([`reconciler`]), the ADS server ([`ads`], SotW and delta over
+//! [`umbra_xds::delta`]), the builtin mesh CA ([`ca`]) and, in a federated zone, the KDS client
+//! ([`kds`]) that syncs policies from the Global and reports Dataplanes up.
 //!
 //! The binary (`zone-cp`) parses [`Args`] (every flag also an `UMBRA_*` env var) and calls
 //! [`run`] with a shutdown future.
@@ -13,6 +15,7 @@ pub mod ca;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
 pub mod inspect;
+pub mod kds;
 pub mod reconciler;
 pub mod store;
 
@@ -35,6 +38,80 @@ pub struct Args {
     /// Address of the ADS server (Envoy).
     #[arg(long, env = "UMBRA_ADS_ADDR", default_value = "127.0.0.1:5678")]
     pub ads_addr: SocketAddr,
+    /// Zone token issued by the Global (`umbractl generate zone-token`).
+    #[arg(
+        long,
+        env = "UMBRA_KDS_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "kds_token_file"
+    )]
+    pub kds_token: Option<String>,
+    /// File holding the zone token.
+    #[arg(long, env = "UMBRA_KDS_TOKEN_FILE")]
+    pub kds_token_file: Option<std::path::PathBuf>,
+    /// PEM CA certificate that signed the Global's KDS TLS certificate (use an `https://`
+    /// `--global-kds-address`).
+    #[arg(long, env = "UMBRA_KDS_CA_FILE")]
+    pub kds_ca_file: Option<std::path::PathBuf>,
+    /// Directory where the zone keeps its store across restarts (`store.json`); without it the
+    /// zone starts empty and a federated zone receives everything again.
+    #[arg(long, env = "UMBRA_DATA_DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
+/// The KDS client configuration `args` describe, if federated.
+///
+/// # Errors
+/// A Global address without a token, or unreadable token or CA files.
+fn kds_config(args: &Args) -> anyhow::Result<Option<kds::KdsClientConfig>> {
+    let Some(address) = &args.global_kds_address else {
+        return Ok(None);
+    };
+    let read =
+        |p: &std::path::Path| std::fs::read(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
+    let token = match (&args.kds_token, &args.kds_token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(f)) => String::from_utf8(read(f)?)?.trim().to_owned(),
+        (None, None) => anyhow::bail!(
+            "--global-kds-address needs a zone token: --kds-token or --kds-token-file (UMBRA_KDS_TOKEN[_FILE])"
+        ),
+    };
+    Ok(Some(kds::KdsClientConfig {
+        zone: args.zone.clone(),
+        address: address.clone(),
+        token,
+        ca_pem: args.kds_ca_file.as_deref().map(read).transpose()?,
+    }))
+}
+
+/// Save the store to `path` after every change (gathered for up to 100 ms) and at shutdown.
+async fn persist(
+    store: store::Store,
+    path: std::path::PathBuf,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut changes = store.subscribe();
+    loop {
+        let stopping = tokio::select! {
+            r = changes.changed() => r.is_err(),
+            _ = stop.wait_for(|s| *s) => true,
+        };
+        if !stopping {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        changes.borrow_and_update();
+        let (s, p) = (store.clone(), path.clone());
+        match tokio::task::spawn_blocking(move || s.save(&p)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(path = %path.display(), error = %e, "cannot save the zone store")
+            }
+            Err(e) => tracing::error!(error = %e, "store save task failed"),
+        }
+        if stopping {
+            return;
+        }
+    }
 }
 
 /// Serve the API and ADS until `shutdown` resolves, then drain both.
@@ -45,7 +122,14 @@ pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let kds_config = kds_config(&args)?;
     let store = store::Store::new();
+    let store_file = args.data_dir.as_ref().map(|d| d.join("store.json"));
+    if let Some(path) = &store_file {
+        std::fs::create_dir_all(args.data_dir.as_deref().unwrap_or(path))?;
+        let n = store.load(path)?;
+        tracing::info!(path = %path.display(), resources = n, "zone store loaded");
+    }
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
     let state = api::AppState {
@@ -62,6 +146,18 @@ pub async fn run(
     let ads_listener = tokio::net::TcpListener::bind(args.ads_addr).await?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
+    let persist_task = store_file.map(|p| tokio::spawn(persist(store.clone(), p, stop_rx.clone())));
+    let kds_status = kds::SharedStatus::default();
+    let kds_task = kds_config.map(|c| {
+        tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
+        tokio::spawn(kds::run(
+            c,
+            store.clone(),
+            insights.clone(),
+            kds_status.clone(),
+            stop_rx.clone(),
+        ))
+    });
     let mut api_stop = stop_rx.clone();
     let api = axum::serve(api_listener, api::router(state)).with_graceful_shutdown(async move {
         let _ = api_stop.wait_for(|s| *s).await;
@@ -79,5 +175,55 @@ pub async fn run(
     a?;
     b?;
     let _ = rec_task.await;
+    if let Some(t) = kds_task {
+        let _ = t.await;
+    }
+    if let Some(t) = persist_task {
+        let _ = t.await;
+    }
     Ok(())
+}
+
+/// The `zone-cp` command: log to stderr (`RUST_LOG`, default `info`), parse [`Args`] from the
+/// command line and environment, and [`run`] until SIGINT or SIGTERM.
+///
+/// # Errors
+/// What [`run`] returns, or a failure to start the runtime.
+pub fn cli_main() -> anyhow::Result<()> {
+    use clap::Parser as _;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(args, shutdown_signal()))
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutting down");
 }

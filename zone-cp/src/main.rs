@@ -1,17 +1,5 @@
-//! `zone-cp`: parse arguments, set up logging, run until Ctrl-C/SIGTERM.
+//! `zone-cp`: see [`umbra_zone_cp::cli_main`].
 
-use clap::Parser as _;
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::from_default_env().add_directive("info".parse()?),
-        )
-        .init();
-    let args = umbra_zone_cp::Args::parse();
-    umbra_zone_cp::run(args, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+fn main() -> anyhow::Result<()> {
+    umbra_zone_cp::cli_main()
 }

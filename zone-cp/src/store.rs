@@ -57,6 +57,14 @@ impl Default for Store {
     }
 }
 
+fn mesh_key(mesh: &str) -> ResourceKey {
+    ResourceKey {
+        ty: ResourceType::Mesh,
+        mesh: String::new(),
+        name: mesh.to_owned(),
+    }
+}
+
 /// Now as RFC 3339 with milliseconds (UTC).
 fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
@@ -171,6 +179,94 @@ impl Store {
         Ok((stored, current == 0))
     }
 
+    /// Store a resource synced from the Global as it is there: its creation and modification
+    /// times are kept, there is no version precondition. Returns whether anything changed.
+    ///
+    /// # Errors
+    /// [`StoreError::NoMesh`] when the mesh is missing.
+    pub fn put_synced(&self, resource: Resource) -> Result<bool, StoreError> {
+        let key = resource.key();
+        let mut map = self.write();
+        if key.ty.is_mesh_scoped() && !map.contains_key(&mesh_key(&key.mesh)) {
+            return Err(StoreError::NoMesh(key.mesh));
+        }
+        let existing = map.get(&key);
+        if existing.is_some_and(|s| s.resource == resource) {
+            return Ok(false);
+        }
+        let stored = Stored {
+            version: existing.map_or(0, |s| s.version) + 1,
+            resource,
+            revision: self.bump(),
+        };
+        map.insert(key, stored);
+        Ok(true)
+    }
+
+    /// Every resource of `ty`, in every mesh.
+    pub fn list_all(&self, ty: ResourceType) -> Vec<Stored> {
+        self.read()
+            .values()
+            .filter(|s| s.resource.ty() == ty)
+            .cloned()
+            .collect()
+    }
+
+    /// Write every resource to `path` as a JSON array, atomically (a temporary file renamed
+    /// over it after an fsync), so a crash leaves the old or the new file, never half of one.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn save(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let docs: Vec<serde_json::Value> = self
+            .read()
+            .values()
+            .map(|s| s.resource.to_value())
+            .collect();
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&serde_json::to_vec(&docs).map_err(std::io::Error::other)?)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    }
+
+    /// Load what [`Store::save`] wrote (Meshes first, so every resource finds its Mesh). A
+    /// missing file is an empty store.
+    ///
+    /// # Errors
+    /// I/O errors and undecodable content (named by index).
+    pub fn load(&self, path: &std::path::Path) -> std::io::Result<usize> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let docs: Vec<serde_json::Value> = serde_json::from_slice(&bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        let mut resources = Vec::with_capacity(docs.len());
+        for (i, doc) in docs.into_iter().enumerate() {
+            resources.push(Resource::from_value(doc).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{} item {i}: {e}", path.display()),
+                )
+            })?);
+        }
+        resources.sort_by_key(|r| r.ty() != ResourceType::Mesh);
+        let n = resources.len();
+        for r in resources {
+            self.put_synced(r)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+        }
+        Ok(n)
+    }
+
     /// Delete a resource; deleting a Mesh deletes everything it owns.
     ///
     /// # Errors
@@ -277,5 +373,40 @@ mod tests {
         .unwrap();
         assert!(s.list(ResourceType::MeshTimeout, "m").is_empty());
         assert!(s.revision() > r0);
+    }
+
+    #[test]
+    fn synced_writes_keep_times_and_the_store_survives_save_and_load() {
+        let s = Store::new();
+        let mut mesh = res("type: Mesh\nname: m\n");
+        mesh.meta.creation_time = Some("2026-01-01T00:00:00Z".into());
+        assert!(s.put_synced(mesh.clone()).unwrap());
+        assert!(!s.put_synced(mesh.clone()).unwrap(), "unchanged");
+        let t = res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}, to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]}\n");
+        assert!(s.put_synced(t).unwrap());
+        assert_eq!(
+            s.list_all(ResourceType::Mesh)[0]
+                .resource
+                .meta
+                .creation_time
+                .as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        let dir = std::env::temp_dir().join(format!("umbra-zone-store-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("store.json");
+        s.save(&path).unwrap();
+        let loaded = Store::new();
+        assert_eq!(loaded.load(&path).unwrap(), 2);
+        let back: Vec<Resource> = loaded.mesh_resources("m");
+        assert_eq!(back, s.mesh_resources("m"));
+        assert_eq!(Store::new().load(&dir.join("absent.json")).unwrap(), 0);
+        std::fs::write(&path, b"[{\"type\": \"Nope\"}]").unwrap();
+        assert!(Store::new()
+            .load(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("item 0"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

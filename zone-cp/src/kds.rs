@@ -1,0 +1,504 @@
+//! The zone's KDS client (issue 5): dials the Global, keeps the zone store's Meshes and policies
+//! equal to the Global's, and reports the zone's Dataplanes and their insights up.
+//!
+//! - One gRPC connection, two streams: GlobalToZoneSync (this side requests and applies, see
+//!   [`umbra_proto::sync::request`]) and ZoneToGlobalSync (this side responds, see
+//!   [`umbra_proto::sync::respond`]). When either ends, both are torn down and the zone
+//!   reconnects with jittered exponential backoff ([`Backoff`]).
+//! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
+//!   `--data-dir` the store survives a restart, so that holds across a crash too.
+//! - A resource this zone cannot apply (invalid here, unknown mesh) is NACKed on its own; the
+//!   others apply. While the Global is unreachable nothing changes: Envoys keep their config.
+//! - The zone authenticates with its zone token (`authorization: Bearer`) and sends its
+//!   configured name ([`umbra_proto::ZONE_NAME_METADATA`]) so a token for another zone is
+//!   refused with a clear reason.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use rand::Rng as _;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+use umbra_proto::kds::kds_service_client::KdsServiceClient;
+use umbra_proto::resource::{
+    global_to_zone_types, kds_name, split_kds_name, zone_dataplane_upstream, zone_to_global_types,
+    Item, DATAPLANE_INSIGHT_TYPE,
+};
+use umbra_proto::sync::{
+    request, respond, Event, Offer, RespondConfig, Sink, SyncError, TypeItems, STREAM_QUEUE,
+};
+use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
+use umbra_xds::snapshot::ResourceVersions;
+
+use crate::ads::Insights;
+use crate::store::{Store, StoreError};
+
+/// How to reach the Global.
+#[derive(Debug, Clone)]
+pub struct KdsClientConfig {
+    /// This zone's name.
+    pub zone: String,
+    /// The Global's KDS URL (`http://host:5685`, or `https://` with TLS).
+    pub address: String,
+    /// The zone token.
+    pub token: String,
+    /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// What the zone knows of its link to the Global.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KdsStatus {
+    /// Both streams are up.
+    pub connected: bool,
+    /// Connection attempts so far.
+    pub attempts: u64,
+    /// Why the last session ended or the last attempt failed.
+    pub last_error: Option<String>,
+    /// Responses applied from the Global, per type.
+    pub applied: BTreeMap<String, u64>,
+    /// Resources the Global's responses carried, per type (removals not counted).
+    pub resources_received: BTreeMap<String, u64>,
+    /// The last resources this zone refused (NACKed), as `name: reason`.
+    pub last_rejected: Vec<String>,
+}
+
+/// Shared [`KdsStatus`].
+pub type SharedStatus = Arc<std::sync::RwLock<KdsStatus>>;
+
+fn update_status(status: &SharedStatus, f: impl FnOnce(&mut KdsStatus)) {
+    f(&mut status
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner));
+}
+
+/// Exponential backoff with jitter: attempt `n` waits a random time in
+/// `[d/2, d]`, `d = min(max, base · 2^n)`.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempt: u32,
+}
+
+impl Backoff {
+    /// Starting at `base`, never above `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Self {
+            base,
+            max,
+            attempt: 0,
+        }
+    }
+
+    /// The next wait.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self
+            .base
+            .saturating_mul(1 << self.attempt.min(16))
+            .min(self.max);
+        self.attempt = self.attempt.saturating_add(1);
+        let half = d / 2;
+        half + rand::thread_rng().gen_range(Duration::ZERO..=half)
+    }
+
+    /// Start over (after a session that worked).
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// Run the client until `shutdown` turns `true`.
+pub async fn run(
+    config: KdsClientConfig,
+    store: Store,
+    insights: Arc<Insights>,
+    status: SharedStatus,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (offer_tx, offer_rx) = watch::channel(Arc::new(Offer::new()));
+    tokio::spawn(publish_offer(
+        config.zone.clone(),
+        store.clone(),
+        insights,
+        offer_tx,
+        shutdown.clone(),
+    ));
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    while !*shutdown.borrow() {
+        update_status(&status, |s| s.attempts += 1);
+        let started = tokio::time::Instant::now();
+        let outcome = tokio::select! {
+            r = session(&config, &store, offer_rx.clone(), &status) => r,
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        update_status(&status, |s| s.connected = false);
+        let error = match outcome {
+            Ok(()) => "the Global closed the stream".to_owned(),
+            Err(e) => e,
+        };
+        tracing::warn!(zone = %config.zone, global = %config.address, %error, "KDS: disconnected from the Global");
+        update_status(&status, |s| s.last_error = Some(error));
+        // A session that lasted is not a failure streak.
+        if started.elapsed() > Duration::from_secs(30) {
+            backoff.reset();
+        }
+        let delay = backoff.next_delay();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
+    }
+}
+
+async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
+    let mut endpoint = Endpoint::from_shared(config.address.clone())
+        .map_err(|e| format!("bad Global address {:?}: {e}", config.address))?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true);
+    if let Some(ca) = &config.ca_pem {
+        endpoint = endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
+            .map_err(|e| format!("TLS configuration: {e}"))?;
+    }
+    endpoint
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e:?}", config.address))
+}
+
+/// Forward `incoming` into a bounded channel from its own task (the stream's reader).
+fn spawn_reader<T: Send + 'static>(mut incoming: tonic::Streaming<T>) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    tokio::spawn(async move {
+        while let Ok(Some(m)) = incoming.message().await {
+            if tx.send(m).await.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// One connection: both streams until either ends.
+async fn session(
+    config: &KdsClientConfig,
+    store: &Store,
+    offer: watch::Receiver<Arc<Offer>>,
+    status: &SharedStatus,
+) -> Result<(), String> {
+    let channel = connect(config).await?;
+    let auth: MetadataValue<_> =
+        format!("Bearer {}", config.token.trim())
+            .parse()
+            .map_err(|_| {
+                "the zone token contains characters not allowed in gRPC metadata".to_owned()
+            })?;
+    let zone_name: MetadataValue<_> = config
+        .zone
+        .parse()
+        .map_err(|_| "the zone name is not valid gRPC metadata".to_owned())?;
+    let mut client =
+        KdsServiceClient::with_interceptor(channel, move |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert("authorization", auth.clone());
+            req.metadata_mut()
+                .insert(ZONE_NAME_METADATA, zone_name.clone());
+            Ok(req)
+        })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+
+    // Global → zone: subscribe with what the store holds.
+    let (req_tx, req_rx) = mpsc::channel::<DeltaDiscoveryRequest>(STREAM_QUEUE);
+    let down = client
+        .global_to_zone_sync(ReceiverStream::new(req_rx))
+        .await
+        .map_err(|s| format!("GlobalToZoneSync refused: {}", s.message()))?;
+    let responses = spawn_reader(down.into_inner());
+    // Zone → Global: answer the Global's requests from the offer.
+    let (resp_tx, resp_rx) = mpsc::channel::<DeltaDiscoveryResponse>(STREAM_QUEUE);
+    let up = client
+        .zone_to_global_sync(ReceiverStream::new(resp_rx))
+        .await
+        .map_err(|s| format!("ZoneToGlobalSync refused: {}", s.message()))?;
+    let requests = spawn_reader(up.into_inner());
+    tracing::info!(zone = %config.zone, global = %config.address, "KDS: connected to the Global");
+    update_status(status, |s| {
+        s.connected = true;
+        s.last_error = None;
+    });
+
+    let types = global_to_zone_types();
+    let initial = held_versions(store, &types);
+    let mut sink = StoreSink {
+        store: store.clone(),
+    };
+    let st = status.clone();
+    let observe_down = move |e: Event| {
+        if let Event::Applied {
+            type_url,
+            resources,
+            rejected,
+            ..
+        } = e
+        {
+            update_status(&st, |s| {
+                *s.applied.entry(type_url.clone()).or_default() += 1;
+                *s.resources_received.entry(type_url).or_default() += resources as u64;
+                if !rejected.is_empty() {
+                    s.last_rejected = rejected.iter().map(|(n, r)| format!("{n}: {r}")).collect();
+                }
+            });
+        }
+    };
+    let down = request(&types, initial, responses, req_tx, &mut sink, &observe_down);
+    let config_up = RespondConfig::new(zone_to_global_types());
+    let up = respond(requests, resp_tx, offer, &config_up, &|_| {});
+    let describe = |dir: &str, r: Result<(), SyncError>| match r {
+        Ok(()) => format!("{dir} stream closed by the Global"),
+        Err(e) => format!("{dir}: {e}"),
+    };
+    tokio::select! {
+        r = down => Err(describe("GlobalToZoneSync", r)),
+        r = up => Err(describe("ZoneToGlobalSync", r)),
+    }
+}
+
+/// Versions of the Meshes and policies the store holds, per type URL.
+fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVersions> {
+    types
+        .iter()
+        .filter_map(|t| Some((t, ResourceType::from_name(t)?)))
+        .map(|(t, ty)| {
+            let versions = store
+                .list_all(ty)
+                .iter()
+                .map(|s| {
+                    let r = &s.resource;
+                    (
+                        kds_name(&r.meta.mesh, &r.meta.name),
+                        Item::from_resource(r).version,
+                    )
+                })
+                .collect();
+            (t.clone(), versions)
+        })
+        .collect()
+}
+
+/// Applies the Global's Meshes and policies to the zone store.
+struct StoreSink {
+    store: Store,
+}
+
+impl StoreSink {
+    fn upsert(&self, ty: ResourceType, name: &str, body: &[u8]) -> Result<(), String> {
+        let resource = Resource::from_bytes(body).map_err(|e| e.to_string())?;
+        if resource.ty() != ty || kds_name(&resource.meta.mesh, &resource.meta.name) != name {
+            return Err(format!(
+                "the body is {} {:?} in mesh {:?}, not {ty} {name:?}",
+                resource.ty(),
+                resource.meta.name,
+                resource.meta.mesh
+            ));
+        }
+        let violations = resource.validate();
+        if violations.has_violations() {
+            return Err(violations.to_string());
+        }
+        self.store
+            .put_synced(resource)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for StoreSink {
+    async fn apply(
+        &mut self,
+        type_url: &str,
+        upserts: Vec<(String, String, Vec<u8>)>,
+        removed: Vec<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let Some(ty) = ResourceType::from_name(type_url).filter(|t| *t != ResourceType::Dataplane)
+        else {
+            return Ok(upserts
+                .into_iter()
+                .map(|(n, _, _)| {
+                    (
+                        n,
+                        format!("this zone does not take {type_url} from the Global"),
+                    )
+                })
+                .collect());
+        };
+        let mut refused = Vec::new();
+        for (name, _, body) in upserts {
+            if let Err(reason) = self.upsert(ty, &name, &body) {
+                refused.push((name, reason));
+            }
+        }
+        for name in removed {
+            let (mesh, local) = split_kds_name(&name);
+            let key = ResourceKey {
+                ty,
+                mesh,
+                name: local,
+            };
+            match self.store.delete(&key) {
+                Ok(()) | Err(StoreError::NotFound(_)) => {}
+                Err(e) => refused.push((name, e.to_string())),
+            }
+        }
+        if !refused.is_empty() {
+            tracing::warn!(type_url, ?refused, "KDS: NACK to the Global");
+        }
+        Ok(refused)
+    }
+}
+
+/// How long changes are gathered before the offer to the Global is rebuilt.
+const OFFER_DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// Keep `tx` offering the zone's Dataplanes (upstream form) and their insights.
+async fn publish_offer(
+    zone: String,
+    store: Store,
+    insights: Arc<Insights>,
+    tx: watch::Sender<Arc<Offer>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut store_rx = store.subscribe();
+    let mut insights_rx = insights.subscribe();
+    // Dataplane key → (store revision, item): unchanged Dataplanes are not re-serialized.
+    let mut cache: HashMap<ResourceKey, (u64, Item)> = HashMap::new();
+    loop {
+        let mut dataplanes = TypeItems::default();
+        let mut seen = HashMap::new();
+        for s in store.list_all(ResourceType::Dataplane) {
+            let key = s.resource.key();
+            let item = match cache.remove(&key) {
+                Some((rev, item)) if rev == s.revision => item,
+                _ => Item::from_resource(&zone_dataplane_upstream(&s.resource, &zone)),
+            };
+            dataplanes.insert(kds_name(&key.mesh, &key.name), item.clone());
+            seen.insert(key, (s.revision, item));
+        }
+        cache = seen;
+        let mut insight_items = TypeItems::default();
+        for ((mesh, name), insight) in insights.all() {
+            let mut doc = serde_json::to_value(&insight).unwrap_or_default();
+            if let Some(o) = doc.as_object_mut() {
+                o.insert("mesh".into(), mesh.clone().into());
+                o.insert("name".into(), name.clone().into());
+            }
+            insight_items.insert(kds_name(&mesh, &name), Item::from_doc(&doc));
+        }
+        let offer = Offer::from([
+            (
+                ResourceType::Dataplane.name().to_owned(),
+                Arc::new(dataplanes),
+            ),
+            (DATAPLANE_INSIGHT_TYPE.to_owned(), Arc::new(insight_items)),
+        ]);
+        tx.send_if_modified(|current| {
+            if **current == offer {
+                false
+            } else {
+                *current = Arc::new(offer);
+                true
+            }
+        });
+        tokio::select! {
+            r = store_rx.changed() => if r.is_err() { return },
+            r = insights_rx.changed() => if r.is_err() { return },
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        tokio::time::sleep(OFFER_DEBOUNCE).await;
+        store_rx.borrow_and_update();
+        insights_rx.borrow_and_update();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        let d0 = b.next_delay();
+        assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100));
+        let d1 = b.next_delay();
+        assert!(d1 >= Duration::from_millis(100) && d1 <= Duration::from_millis(200));
+        for _ in 0..40 {
+            assert!(b.next_delay() <= Duration::from_secs(2));
+        }
+        let late = b.next_delay();
+        assert!(late >= Duration::from_secs(1), "{late:?}");
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[tokio::test]
+    async fn the_sink_applies_valid_resources_and_refuses_the_rest() {
+        let store = Store::new();
+        let mut sink = StoreSink {
+            store: store.clone(),
+        };
+        let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
+        assert!(sink
+            .apply("Mesh", vec![("m".into(), "v".into(), mesh)], vec![])
+            .await
+            .unwrap()
+            .is_empty());
+        let good = br#"{"type":"MeshTimeout","mesh":"m","name":"t","spec":{"targetRef":{"kind":"Mesh"},"to":[{"targetRef":{"kind":"Mesh"},"default":{"idleTimeout":"1s"}}]}}"#.to_vec();
+        let invalid = br#"{"type":"MeshTimeout","mesh":"m","name":"bad","spec":{"targetRef":{"kind":"Mesh"},"to":[{"targetRef":{"kind":"Mesh"},"default":{"idleTimeout":"-1s"}}]}}"#.to_vec();
+        let misnamed = good.clone();
+        let no_mesh =
+            br#"{"type":"MeshTimeout","mesh":"x","name":"t","spec":{"targetRef":{"kind":"Mesh"}}}"#
+                .to_vec();
+        let refused = sink
+            .apply(
+                "MeshTimeout",
+                vec![
+                    ("m/t".into(), "v".into(), good),
+                    ("m/bad".into(), "v".into(), invalid),
+                    ("m/other".into(), "v".into(), misnamed),
+                    ("x/t".into(), "v".into(), no_mesh),
+                ],
+                vec!["m/absent".into()],
+            )
+            .await
+            .unwrap();
+        let names: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["m/bad", "m/other", "x/t"], "{refused:?}");
+        assert_eq!(store.list(ResourceType::MeshTimeout, "m").len(), 1);
+        let refused = sink
+            .apply(
+                "Dataplane",
+                vec![("m/dp".into(), "v".into(), vec![])],
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1);
+        assert!(sink
+            .apply("MeshTimeout", vec![], vec!["m/t".into()])
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store.list(ResourceType::MeshTimeout, "m").is_empty());
+    }
+}
