@@ -84,6 +84,31 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let store = open_store(&args).await?;
+    let tls = match (&args.kds_tls_cert_file, &args.kds_tls_key_file) {
+        (Some(cert), Some(key)) => Some(tonic::transport::Identity::from_pem(
+            std::fs::read(cert).map_err(|e| anyhow::anyhow!("{}: {e}", cert.display()))?,
+            std::fs::read(key).map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?,
+        )),
+        _ => None,
+    };
+    let api = tokio::net::TcpListener::bind(args.api_addr).await?;
+    let kds = tokio::net::TcpListener::bind(args.kds_addr).await?;
+    tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), "global-cp listening");
+    serve(store, api, kds, tls, shutdown).await
+}
+
+/// Serve the REST API on `api` and KDS on `kds` (TLS with `tls`) over `store` until
+/// `shutdown` completes, then drain.
+///
+/// # Errors
+/// When the signing key cannot be read from the store or a server fails.
+pub async fn serve(
+    store: Arc<dyn store::Store>,
+    api: tokio::net::TcpListener,
+    kds: tokio::net::TcpListener,
+    tls: Option<tonic::transport::Identity>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let zones = Arc::new(zones::ZoneRegistry::default());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -93,26 +118,19 @@ pub async fn run(
     });
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(Arc::default());
     let follower = tokio::spawn(kds::follow_store(store.clone(), offer_tx, stop_rx.clone()));
-    let listener = tokio::net::TcpListener::bind(args.api_addr).await?;
-    let kds_listener = tokio::net::TcpListener::bind(args.kds_addr).await?;
-    tracing::info!(api = %listener.local_addr()?, kds = %kds_listener.local_addr()?, store = ?args.store, tls = args.kds_tls_cert_file.is_some(), "global-cp listening");
     let state = api::AppState {
         store: store.clone(),
         zones: zones.clone(),
         tokens: tokens.clone(),
     };
     let mut api_stop = stop_rx.clone();
-    let api = axum::serve(listener, api::router(state)).with_graceful_shutdown(async move {
+    let api = axum::serve(api, api::router(state)).with_graceful_shutdown(async move {
         let _ = api_stop.wait_for(|s| *s).await;
     });
     let mut builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)));
-    if let (Some(cert), Some(key)) = (&args.kds_tls_cert_file, &args.kds_tls_key_file) {
-        let identity = tonic::transport::Identity::from_pem(
-            std::fs::read(cert).map_err(|e| anyhow::anyhow!("{}: {e}", cert.display()))?,
-            std::fs::read(key).map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?,
-        );
+    if let Some(identity) = tls {
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
@@ -122,7 +140,7 @@ pub async fn run(
             kds::KdsServer::new(store, tokens, zones, offer_rx, stop_rx.clone()).into_server(),
         )
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(kds_listener),
+            tokio_stream::wrappers::TcpListenerStream::new(kds),
             async move {
                 let _ = kds_stop.wait_for(|s| *s).await;
             },
