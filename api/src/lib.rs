@@ -1,8 +1,11 @@
 //! HTTP API pieces shared by the Global CP and the Zone CP, so both speak Kuma's resource API
 //! the same way: the one [`error::ApiError`] (Kuma's `{title, status, detail,
 //! invalidParameters}`), decoding a resource body against its path ([`resource`]) and paging
-//! ([`paging`]).
+//! ([`paging`]), JSON-or-YAML output ([`negotiate`]) and OpenAPI-vs-router checks
+//! ([`openapi`]).
 
 pub mod error;
+pub mod negotiate;
+pub mod openapi;
 pub mod paging;
 pub mod resource;

@@ -441,6 +441,35 @@ fn is_yaml_float(s: &str) -> bool {
     i == b.len()
 }
 
+/// Render a JSON value as one YAML document (for `Accept: application/yaml` responses). Key
+/// order is kept; strings that would read back as another type are quoted by the emitter.
+pub fn encode_yaml(value: &Value) -> String {
+    fn to_yaml(v: &Value) -> yaml_rust2::Yaml {
+        use yaml_rust2::Yaml;
+        match v {
+            Value::Null => Yaml::Null,
+            Value::Bool(b) => Yaml::Boolean(*b),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => Yaml::Integer(i),
+                None => Yaml::Real(n.to_string()),
+            },
+            Value::String(s) => Yaml::String(s.clone()),
+            Value::Array(items) => Yaml::Array(items.iter().map(to_yaml).collect()),
+            Value::Object(map) => Yaml::Hash(
+                map.iter()
+                    .map(|(k, v)| (Yaml::String(k.clone()), to_yaml(v)))
+                    .collect(),
+            ),
+        }
+    }
+    let mut out = String::new();
+    let mut emitter = yaml_rust2::YamlEmitter::new(&mut out);
+    // Writing into a String cannot fail.
+    let _ = emitter.dump(&to_yaml(value));
+    let body = out.strip_prefix("---\n").unwrap_or(&out).to_owned();
+    body + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -575,5 +604,16 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    #[test]
+    fn yaml_output_reads_back_as_the_same_value() {
+        let v: Value = serde_json::from_str(
+            r#"{"type":"MeshTimeout","name":"t","labels":{"a":"true","b":"1"},"spec":{"n":3,"f":1.5,"x":null,"l":[{"k":"v"}],"e":{}}}"#,
+        )
+        .unwrap();
+        let y = encode_yaml(&v);
+        assert!(y.starts_with("type: MeshTimeout\n"), "{y}");
+        assert_eq!(decode_one(y.as_bytes(), Limits::default()).unwrap(), v);
     }
 }

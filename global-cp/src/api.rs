@@ -9,6 +9,11 @@
 //! (`0`: must not exist); a stale version is a 409. Responses carry the stored version in
 //! `ETag`. Dataplanes come from zones over KDS and are read-only here (405).
 //!
+//! Answers are JSON, or YAML when `Accept` asks for it ([`umbra_api::negotiate`]). A zone's
+//! Dataplane is listed under a zone-unique name (`<name>-<hash>`, labels `kuma.io/zone` and
+//! `kuma.io/display-name`); `GET /meshes/{mesh}/dataplanes+insights/{name}` adds the insight
+//! its zone reported. The OpenAPI 3 document is at `/openapi.yaml`.
+//!
 //! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]);
 //! `POST /tokens/zone` with `{"zone": "z1", "validFor": "24h"}` issues a zone token (Kuma's
 //! endpoint; the API listens on loopback by default and has no user authentication yet, so
@@ -41,6 +46,23 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// Longest a request may take before it is answered with a 503.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The OpenAPI 3 document of this API, served at `/openapi.yaml` (checked against the router
+/// by `tests/openapi.rs`).
+pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
+
+/// Every route and its methods, as documented in [`OPENAPI_YAML`].
+pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/openapi.yaml", &["get"]),
+    ("/zones", &["get"]),
+    ("/zones/{name}", &["get"]),
+    ("/tokens/zone", &["post"]),
+    ("/meshes", &["get"]),
+    ("/meshes/{name}", &["get", "put", "delete"]),
+    ("/meshes/{mesh}/{plural}", &["get"]),
+    ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
+    ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
+];
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -75,7 +97,13 @@ pub fn router(state: AppState) -> Router {
             "/meshes/{mesh}/{plural}/{name}",
             get(get_resource).put(put_resource).delete(delete_resource),
         )
+        .route("/openapi.yaml", get(openapi))
+        .route(
+            "/meshes/{mesh}/dataplanes+insights/{name}",
+            get(dataplane_insight),
+        )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::error_handling::HandleErrorLayer::new(
@@ -362,4 +390,37 @@ async fn zone_token(State(state): State<AppState>, body: Bytes) -> Result<Respon
             }
         })?;
     Ok(([(header::CONTENT_TYPE, "text/plain")], token).into_response())
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML)
+}
+
+async fn dataplane_insight(
+    State(state): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let key = ResourceKey {
+        ty: ResourceType::Dataplane,
+        mesh: mesh.clone(),
+        name,
+    };
+    let stored = state
+        .store
+        .get(&key)
+        .await
+        .map_err(store_err)?
+        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
+    let insight = stored.zone.as_deref().and_then(|zone| {
+        let local = stored
+            .resource
+            .meta
+            .labels
+            .get(umbra_proto::resource::DISPLAY_NAME_LABEL)?;
+        state.zones.insight(zone, &mesh, local)
+    });
+    Ok(Json(json!({
+        "dataplane": stored.resource.to_value(),
+        "dataplaneInsight": insight.unwrap_or_else(|| json!({})),
+    })))
 }

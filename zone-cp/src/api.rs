@@ -82,6 +82,7 @@ pub fn router(state: AppState) -> Router {
             get(dataplane_insight),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
         .with_state(state)
 }
 
