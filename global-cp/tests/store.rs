@@ -262,6 +262,13 @@ async fn suite(store: Arc<dyn Store>) {
         .await
         .expect("woken")
         .unwrap();
+
+    // Signing keys: created once, then the stored one is returned.
+    let k1 = store.signing_key("zone-token", vec![1; 32]).await.unwrap();
+    assert_eq!(k1, vec![1; 32]);
+    let k2 = store.signing_key("zone-token", vec![2; 32]).await.unwrap();
+    assert_eq!(k2, k1, "the first key stays");
+    assert_eq!(store.signing_key("other", vec![3]).await.unwrap(), vec![3]);
 }
 
 #[tokio::test]
@@ -295,6 +302,11 @@ async fn postgres_store_suite() {
         .await
         .unwrap()
         .is_some());
+    assert_eq!(
+        again.signing_key("zone-token", vec![9]).await.unwrap(),
+        vec![1; 32],
+        "zone tokens outlive a restart"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
