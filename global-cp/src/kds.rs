@@ -1,11 +1,13 @@
 //! The Global's KDS server (issue 5; `proto/umbra/kds/v1/kds.proto`): what zones connect to.
 //!
 //! - [`follow_store`] keeps the offer (every Mesh and policy, as KDS items) in step with the
-//!   store: a full read, then the change log from that revision on, so no change is missed
-//!   across gaps or store outages (a wake-up is only a hint);
+//!   store: a full read, then the change log from that revision on (every entry, whatever its
+//!   type, moves the revision on), so no change is missed across gaps or store outages (a
+//!   wake-up is only a hint). Until that first read, streams wait rather than offer nothing;
 //! - GlobalToZoneSync serves that offer to each zone ([`umbra_proto::sync::respond`]): a zone
 //!   that reconnects with `initial_resource_versions` receives only the difference; large types
-//!   go in bounded chunks;
+//!   go in bounded chunks; Meshes go first, and no policy is sent while a Mesh response is in
+//!   flight, so a policy never arrives before its Mesh;
 //! - ZoneToGlobalSync asks each zone for its Dataplanes and insights
 //!   ([`umbra_proto::sync::request`]) and stores them as that zone's: the zone comes from its
 //!   token, a Dataplane claiming another zone is NACKed on its own, and a zone can neither
@@ -33,7 +35,7 @@ use umbra_proto::resource::{
     Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
 };
 use umbra_proto::sync::{
-    request, respond, Event, Offer, RespondConfig, Sink, TypeItems, STREAM_QUEUE,
+    request, respond, Event, Offer, OfferWatch, RespondConfig, Sink, TypeItems, STREAM_QUEUE,
 };
 use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -85,7 +87,7 @@ async fn load_offer(store: &dyn Store) -> Result<Offer, StoreError> {
 /// Store errors are retried every second; the offer then catches up from the change log.
 pub async fn follow_store(
     store: Arc<dyn Store>,
-    tx: watch::Sender<Arc<Offer>>,
+    tx: watch::Sender<Option<Arc<Offer>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut wake = store.subscribe();
@@ -96,7 +98,7 @@ pub async fn follow_store(
                 None => {
                     let revision = store.revision().await?;
                     let offer = load_offer(&*store).await?;
-                    tx.send_replace(Arc::new(offer.clone()));
+                    tx.send_replace(Some(Arc::new(offer.clone())));
                     Ok::<_, StoreError>(Some((revision, offer)))
                 }
                 Some((mut revision, mut offer)) => {
@@ -111,8 +113,12 @@ pub async fn follow_store(
                     if changes.is_empty() {
                         return Ok(Some((revision, offer)));
                     }
+                    let mut changed = false;
                     for change in &changes {
+                        // Every change moves the revision on, whatever its type.
+                        let at = change.revision;
                         if change.key.ty == ResourceType::Dataplane {
+                            revision = at;
                             continue;
                         }
                         let name = kds_name(&change.key.mesh, &change.key.name);
@@ -130,9 +136,12 @@ pub async fn follow_store(
                             Some(s) => items.insert(name, Item::from_resource(&s.resource)),
                             None => items.remove(&name),
                         }
-                        revision = change.revision;
+                        revision = at;
+                        changed = true;
                     }
-                    tx.send_replace(Arc::new(offer.clone()));
+                    if changed {
+                        tx.send_replace(Some(Arc::new(offer.clone())));
+                    }
                     Ok(Some((revision, offer)))
                 }
             }
@@ -171,7 +180,7 @@ pub struct KdsServer {
     store: Arc<dyn Store>,
     tokens: ZoneTokens,
     zones: Arc<ZoneRegistry>,
-    offer: watch::Receiver<Arc<Offer>>,
+    offer: OfferWatch,
     config: RespondConfig,
     shutdown: watch::Receiver<bool>,
 }
@@ -185,15 +194,18 @@ impl KdsServer {
         store: Arc<dyn Store>,
         tokens: ZoneTokens,
         zones: Arc<ZoneRegistry>,
-        offer: watch::Receiver<Arc<Offer>>,
+        offer: OfferWatch,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
+        let mut config = RespondConfig::new(global_to_zone_types());
+        // Meshes first: a policy never reaches a zone before its Mesh.
+        config.first_type_barrier = true;
         Self {
             store,
             tokens,
             zones,
             offer,
-            config: RespondConfig::new(global_to_zone_types()),
+            config,
             shutdown,
         }
     }
@@ -257,7 +269,12 @@ fn spawn_reader<T: Send + 'static>(
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
     tokio::spawn(async move {
         loop {
-            match incoming.message().await {
+            let next = tokio::select! {
+                m = incoming.message() => m,
+                // The stream's driver ended: stop reading.
+                () = tx.closed() => break,
+            };
+            match next {
                 Ok(Some(m)) => {
                     zones.seen(&zone);
                     if tx.send(m).await.is_err() {
@@ -526,7 +543,10 @@ impl ZoneSink {
             return Err(Refusal::Resource(format!("{key} belongs to another zone")));
         }
         match self.store.delete(&key, Some(existing.version)).await {
-            Ok(()) | Err(StoreError::NotFound(_)) => Ok(()),
+            Ok(()) | Err(StoreError::NotFound(_)) => {
+                self.zones.remove_insight(&self.zone, name);
+                Ok(())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -574,5 +594,57 @@ impl Sink for ZoneSink {
             tracing::warn!(zone = %self.zone, type_url, ?refused, "KDS: NACK");
         }
         Ok(refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    fn res(y: &str) -> Resource {
+        Resource::from_bytes(y.as_bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_offer_follows_policies_past_long_runs_of_dataplane_changes() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store
+            .put(res("type: Mesh\nname: m\n"), None, None)
+            .await
+            .unwrap();
+        let (tx, mut rx) = watch::channel(None);
+        let (_stop_tx, stop) = watch::channel(false);
+        tokio::spawn(follow_store(store.clone(), tx, stop));
+        rx.wait_for(Option::is_some).await.unwrap();
+        // More Dataplane changes than one change-log batch, then a policy.
+        for i in 0..(CHANGE_BATCH + 5) {
+            let dp = format!("type: Dataplane\nmesh: m\nname: dp-{i}\nnetworking: {{address: 10.0.0.1, inbound: [{{port: 80, tags: {{kuma.io/service: s}}}}]}}\n");
+            store.put(res(&dp), None, Some("z")).await.unwrap();
+        }
+        store
+            .put(
+                res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}, to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]}\n"),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        let found = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|o| {
+                o.as_ref()
+                    .and_then(|o| o.get("MeshTimeout"))
+                    .is_some_and(|t| t.items.contains_key("m/t"))
+            }),
+        )
+        .await
+        .is_ok();
+        assert!(found, "the policy never reached the offer");
+        let offer = rx.borrow().clone().unwrap();
+        assert!(
+            !offer.contains_key("Dataplane"),
+            "Dataplanes are not offered to zones"
+        );
     }
 }

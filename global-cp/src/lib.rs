@@ -116,7 +116,7 @@ pub async fn serve(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let (offer_tx, offer_rx) = tokio::sync::watch::channel(Arc::default());
+    let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
     let follower = tokio::spawn(kds::follow_store(store.clone(), offer_tx, stop_rx.clone()));
     let state = api::AppState {
         store: store.clone(),

@@ -14,6 +14,9 @@ use umbra_proto::resource::Item;
 use umbra_proto::sync::Event;
 use umbra_xds::snapshot::ResourceVersions;
 
+/// The most insights one zone may have reported at once.
+pub const MAX_INSIGHTS_PER_ZONE: usize = 100_000;
+
 /// A KDS direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -199,12 +202,25 @@ impl ZoneRegistry {
         });
     }
 
-    /// Store an insight `zone` reported under KDS name `name`.
-    pub fn put_insight(&self, zone: &str, name: &str, item: Item) {
-        self.insights
+    /// Store an insight `zone` reported under KDS name `name`; `false` (nothing stored) when
+    /// the zone already has [`MAX_INSIGHTS_PER_ZONE`] others.
+    pub fn put_insight(&self, zone: &str, name: &str, item: Item) -> bool {
+        let mut insights = self
+            .insights
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert((zone.to_owned(), name.to_owned()), item);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (zone.to_owned(), name.to_owned());
+        if !insights.contains_key(&key) {
+            let held = insights
+                .range((zone.to_owned(), String::new())..)
+                .take_while(|((z, _), _)| z == zone)
+                .count();
+            if held >= MAX_INSIGHTS_PER_ZONE {
+                return false;
+            }
+        }
+        insights.insert(key, item);
+        true
     }
 
     /// Forget an insight.
@@ -230,8 +246,8 @@ impl ZoneRegistry {
         self.insights
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .filter(|((z, _), _)| z == zone)
+            .range((zone.to_owned(), String::new())..)
+            .take_while(|((z, _), _)| z == zone)
             .map(|((_, n), item)| (n.clone(), item.version.clone()))
             .collect()
     }

@@ -27,8 +27,9 @@ pub const ZONE_LABEL: &str = "kuma.io/zone";
 /// Label holding a synced resource's name in its zone (Kuma's `kuma.io/display-name`).
 pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
 
-/// Types the Global sends to zones, in the order a zone applies them (Mesh first, so a policy
-/// always finds its Mesh).
+/// Types the Global sends to zones, Mesh first: the Global's responder treats the first type
+/// as a barrier ([`crate::sync::RespondConfig::first_type_barrier`]), so a policy never
+/// arrives before its Mesh.
 pub fn global_to_zone_types() -> Vec<String> {
     let mut out = vec![ResourceType::Mesh.name().to_owned()];
     out.extend(

@@ -20,7 +20,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use umbra_xds::delta::{DeltaType, Limit, Reply};
+use umbra_xds::delta::{DeltaType, Limit, Reply, REJECTED_RESOURCE_TYPE_URL};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::resource::{body_of, Item};
@@ -57,6 +57,10 @@ impl TypeItems {
 /// Everything the responding side offers, per type URL.
 pub type Offer = BTreeMap<String, Arc<TypeItems>>;
 
+/// The offer as published to streams: `None` until the owner has loaded it, so a stream never
+/// mistakes "not loaded yet" for "nothing exists" (which would remove everything the peer holds).
+pub type OfferWatch = watch::Receiver<Option<Arc<Offer>>>;
+
 /// How the responding side behaves.
 #[derive(Debug, Clone)]
 pub struct RespondConfig {
@@ -64,8 +68,12 @@ pub struct RespondConfig {
     pub types: Vec<String>,
     /// Bound on one response (chunking).
     pub limit: Limit,
-    /// How long a response may stay unanswered before the stream is declared dead.
+    /// How long the stream may go without an answer while responses are in flight before it
+    /// is declared dead.
     pub ack_timeout: Duration,
+    /// The first type is a barrier: while it has a response in flight, no other type is sent
+    /// (Global → zone: a policy never arrives before its Mesh).
+    pub first_type_barrier: bool,
 }
 
 impl RespondConfig {
@@ -78,6 +86,7 @@ impl RespondConfig {
                 bytes: 1 << 20,
             },
             ack_timeout: Duration::from_secs(30),
+            first_type_barrier: false,
         }
     }
 }
@@ -146,25 +155,42 @@ pub enum SyncError {
     Closed,
 }
 
-/// The responding side of a stream: serves `offer` to the peer whose requests arrive on
-/// `requests`, until the peer closes (`Ok`) or the protocol breaks (`Err`).
+/// The responding side of a stream: once `offer` is loaded, serves it to the peer whose
+/// requests arrive on `requests`, until the peer closes its side (`Ok`) or the protocol breaks
+/// (`Err`).
 ///
 /// # Errors
-/// [`SyncError::UnknownType`], [`SyncError::AckTimeout`], [`SyncError::Closed`].
+/// [`SyncError::UnknownType`], [`SyncError::AckTimeout`], [`SyncError::Closed`] (also when the
+/// offer's owner went away).
 pub async fn respond(
     mut requests: mpsc::Receiver<DeltaDiscoveryRequest>,
     responses: mpsc::Sender<DeltaDiscoveryResponse>,
-    mut offer: watch::Receiver<Arc<Offer>>,
+    mut offer: OfferWatch,
     config: &RespondConfig,
     observe: &(dyn Fn(Event) + Send + Sync),
 ) -> Result<(), SyncError> {
+    let mut current = offer
+        .wait_for(Option::is_some)
+        .await
+        .map_err(|_| SyncError::Closed)?
+        .clone()
+        .unwrap_or_default();
     let mut states: HashMap<String, DeltaType> = HashMap::new();
-    let mut sent_at: HashMap<String, Instant> = HashMap::new();
-    let mut current = offer.borrow_and_update().clone();
+    // Liveness: with responses in flight, the peer must answer something within the timeout.
+    let mut last_progress = Instant::now();
     let mut nonce = 0u64;
     let empty = Arc::new(TypeItems::default());
     loop {
-        for type_url in &config.types {
+        for (index, type_url) in config.types.iter().enumerate() {
+            if index > 0
+                && config.first_type_barrier
+                && states
+                    .get(&config.types[0])
+                    .is_none_or(|s| s.pending.is_some())
+            {
+                break;
+            }
+            let was_idle = states.values().all(|s| s.pending.is_none());
             let Some(state) = states.get_mut(type_url) else {
                 continue;
             };
@@ -193,20 +219,23 @@ pub async fn respond(
                 nonce: next_nonce,
                 ..DeltaDiscoveryResponse::default()
             };
+            if was_idle {
+                // The clock starts with the first response in flight.
+                last_progress = Instant::now();
+            }
             responses
                 .send(response)
                 .await
                 .map_err(|_| SyncError::Closed)?;
-            sent_at.insert(type_url.clone(), Instant::now());
         }
-        let deadline = sent_at
+        let deadline = states
             .iter()
-            .filter(|(t, _)| states.get(*t).is_some_and(|s| s.pending.is_some()))
-            .min_by_key(|(_, at)| **at)
-            .map(|(t, at)| (t.clone(), *at + config.ack_timeout));
+            .find(|(_, s)| s.pending.is_some())
+            .map(|(t, _)| (t.clone(), last_progress + config.ack_timeout));
         tokio::select! {
             req = requests.recv() => {
                 let Some(req) = req else { return Ok(()) };
+                last_progress = Instant::now();
                 if !config.types.contains(&req.type_url) {
                     return Err(SyncError::UnknownType(req.type_url));
                 }
@@ -225,9 +254,11 @@ pub async fn respond(
             }
             changed = offer.changed() => {
                 if changed.is_err() {
-                    return Ok(());
+                    return Err(SyncError::Closed);
                 }
-                current = offer.borrow_and_update().clone();
+                if let Some(o) = offer.borrow_and_update().clone() {
+                    current = o;
+                }
             }
             () = async {
                 match &deadline {
@@ -317,7 +348,14 @@ pub async fn request(
                 .map(|(n, e)| format!("{n}: {e}"))
                 .collect::<Vec<_>>()
                 .join("; "),
-            details: Vec::new(),
+            // Name each refused resource: the responder then counts the rest as applied.
+            details: rejected
+                .iter()
+                .map(|(n, _)| envoy_types::pb::google::protobuf::Any {
+                    type_url: REJECTED_RESOURCE_TYPE_URL.to_owned(),
+                    value: n.clone().into_bytes(),
+                })
+                .collect(),
         });
         observe(Event::Applied {
             type_url: response.type_url.clone(),
@@ -371,7 +409,7 @@ mod tests {
         }
     }
 
-    fn offer(names: &[(&str, &str)]) -> Arc<Offer> {
+    fn offer(names: &[(&str, &str)]) -> Option<Arc<Offer>> {
         let mut items = TypeItems::default();
         for (n, body) in names {
             items.insert(
@@ -379,12 +417,15 @@ mod tests {
                 Item::from_doc(&serde_json::json!({ "name": n, "body": body })),
             );
         }
-        Arc::new(BTreeMap::from([("T".to_owned(), Arc::new(items))]))
+        Some(Arc::new(BTreeMap::from([(
+            "T".to_owned(),
+            Arc::new(items),
+        )])))
     }
 
     /// Both halves wired back to back in memory; returns what the requester holds once quiet.
     async fn sync(
-        offer_rx: watch::Receiver<Arc<Offer>>,
+        offer_rx: OfferWatch,
         initial: BTreeMap<String, ResourceVersions>,
         applied: Arc<Mutex<BTreeMap<String, String>>>,
         limit: Limit,
@@ -497,5 +538,97 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err, SyncError::UnknownType("Secret".into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_offered_before_the_offer_is_loaded_and_the_first_type_leads() {
+        let (tx, rx) = watch::channel(None);
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, mut resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let mut config = RespondConfig::new(vec!["M".into(), "T".into()]);
+        config.first_type_barrier = true;
+        let task =
+            tokio::spawn(async move { respond(req_rx, resp_tx, rx, &config, &|_| {}).await });
+        for t in ["M", "T"] {
+            let held = BTreeMap::from([("x".to_owned(), "v".to_owned())]);
+            req_tx
+                .send(DeltaDiscoveryRequest {
+                    type_url: t.into(),
+                    initial_resource_versions: held.into_iter().collect(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        // Not loaded: no response at all (in particular no removal of what the peer holds).
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(resp_rx.try_recv().is_err());
+        let item = |n: &str| Item::from_doc(&serde_json::json!({ "name": n }));
+        let mut m = TypeItems::default();
+        m.insert("m1".into(), item("m1"));
+        let mut t = TypeItems::default();
+        t.insert("m1/p".into(), item("p"));
+        tx.send(Some(Arc::new(BTreeMap::from([
+            ("M".to_owned(), Arc::new(m)),
+            ("T".to_owned(), Arc::new(t)),
+        ]))))
+        .unwrap();
+        let first = resp_rx.recv().await.unwrap();
+        assert_eq!(first.type_url, "M");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(resp_rx.try_recv().is_err(), "T waits for M's answer");
+        req_tx
+            .send(DeltaDiscoveryRequest {
+                type_url: "M".into(),
+                response_nonce: first.nonce.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let second = resp_rx.recv().await.unwrap();
+        assert_eq!(second.type_url, "T");
+        assert_eq!(second.resources[0].name, "m1/p");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_nack_naming_the_bad_resource_keeps_the_rest_applied() {
+        let (_tx, rx) = watch::channel(offer(&[("a", "1"), ("bad", "1"), ("c", "1")]));
+        let applied = Arc::new(Mutex::new(BTreeMap::new()));
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let s2 = sent.clone();
+        let config = RespondConfig::new(vec!["T".into()]);
+        let responder = tokio::spawn(async move {
+            let observe = move |e: Event| {
+                if let Event::Sent { resources, .. } = e {
+                    s2.lock().unwrap().push(resources);
+                }
+            };
+            let _ = respond(req_rx, resp_tx, rx, &config, &observe).await;
+        });
+        let a2 = applied.clone();
+        let requester = tokio::spawn(async move {
+            let mut sink = Recorder { applied: a2 };
+            let _ = request(
+                &["T".into()],
+                BTreeMap::new(),
+                resp_rx,
+                req_tx,
+                &mut sink,
+                &|_| {},
+            )
+            .await;
+        });
+        settle().await;
+        assert_eq!(applied.lock().unwrap().len(), 2);
+        assert_eq!(
+            *sent.lock().unwrap(),
+            [3],
+            "one response, nothing resent one by one"
+        );
+        responder.abort();
+        requester.abort();
     }
 }

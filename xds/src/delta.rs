@@ -16,7 +16,9 @@
 //!   and marks the rejected resource versions, never sent again (a later, different version
 //!   is). When the rejected response carried several resources, Envoy's error does not say
 //!   which one was bad: the type switches to one resource per response until what was pending
-//!   has been retried, so only the bad resource ends up rejected. A NACKed removal is not
+//!   has been retried, so only the bad resource ends up rejected. A KDS peer does say: its
+//!   NACK lists the refused names in `error_detail.details` ([`REJECTED_RESOURCE_TYPE_URL`]),
+//!   it applied the rest, so only those are rejected and the others count as held. A NACKed removal is not
 //!   retried. Requests naming older nonces are stale: their subscription changes apply,
 //!   nothing else. At most one response per type is in flight, so what Envoy holds is always
 //!   known;
@@ -79,6 +81,10 @@ pub struct DeltaType {
     /// The response in flight.
     pub pending: Option<Pending>,
 }
+
+/// Type URL of an `error_detail.details` entry naming one refused resource (its `value` is the
+/// UTF-8 name). Sent by KDS peers, which apply what they can and refuse the rest by name.
+pub const REJECTED_RESOURCE_TYPE_URL: &str = "type.googleapis.com/umbra.kds.v1.RejectedResource";
 
 /// Envoy types with a legacy wildcard subscription (xDS protocol doc: LDS and CDS).
 pub fn supports_wildcard(type_url: &str) -> bool {
@@ -151,6 +157,31 @@ impl DeltaType {
             return Reply::Stale;
         };
         if let Some(error) = &req.error_detail {
+            let named: BTreeSet<String> = error
+                .details
+                .iter()
+                .filter(|d| d.type_url == REJECTED_RESOURCE_TYPE_URL)
+                .filter_map(|d| String::from_utf8(d.value.clone()).ok())
+                .collect();
+            if !named.is_empty() {
+                // The peer applied everything but the named resources.
+                for (name, version) in pending.updates {
+                    match version {
+                        Some(v) if named.contains(&name) => {
+                            self.rejected.insert(name, v);
+                        }
+                        Some(v) if self.wildcard || self.names.contains(&name) => {
+                            self.rejected.remove(&name);
+                            self.held.insert(name, v);
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.held.remove(&name);
+                        }
+                    }
+                }
+                return Reply::Nack(error.message.clone());
+            }
             let sent: Vec<(String, String)> = pending
                 .updates
                 .iter()
@@ -463,5 +494,29 @@ mod tests {
         assert_eq!(t.on_request(true, &req(&[], "3")), Reply::Ack);
         assert_eq!(t.next(&current, "4", by_count, &|_| 10), None);
         assert_eq!(t.held.len(), 5);
+    }
+
+    #[test]
+    fn a_nack_naming_resources_rejects_only_those() {
+        use envoy_types::pb::google::protobuf::Any;
+        let mut t = DeltaType::default();
+        t.on_request(true, &req(&[], ""));
+        let current = versions(&[("a", "1"), ("b", "1"), ("c", "1")]);
+        assert_eq!(t.next_all(&current, "1").unwrap().send, ["a", "b", "c"]);
+        let mut n = nack("1");
+        n.error_detail.as_mut().unwrap().details = vec![Any {
+            type_url: REJECTED_RESOURCE_TYPE_URL.into(),
+            value: b"b".to_vec(),
+        }];
+        assert!(matches!(t.on_request(true, &n), Reply::Nack(_)));
+        assert_eq!(t.held, versions(&[("a", "1"), ("c", "1")]));
+        assert_eq!(t.rejected, versions(&[("b", "1")]));
+        assert_eq!(
+            t.next_all(&current, "2"),
+            None,
+            "nothing is resent one by one"
+        );
+        let fixed = versions(&[("a", "1"), ("b", "2"), ("c", "1")]);
+        assert_eq!(t.next_all(&fixed, "2").unwrap().send, ["b"]);
     }
 }

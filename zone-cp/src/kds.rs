@@ -32,7 +32,8 @@ use umbra_proto::resource::{
     Item, DATAPLANE_INSIGHT_TYPE,
 };
 use umbra_proto::sync::{
-    request, respond, Event, Offer, RespondConfig, Sink, SyncError, TypeItems, STREAM_QUEUE,
+    request, respond, Event, Offer, OfferWatch, RespondConfig, Sink, SyncError, TypeItems,
+    STREAM_QUEUE,
 };
 use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -124,7 +125,7 @@ pub async fn run(
     status: SharedStatus,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (offer_tx, offer_rx) = watch::channel(Arc::new(Offer::new()));
+    let (offer_tx, offer_rx) = watch::channel(None);
     tokio::spawn(publish_offer(
         config.zone.clone(),
         store.clone(),
@@ -181,7 +182,12 @@ async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
 fn spawn_reader<T: Send + 'static>(mut incoming: tonic::Streaming<T>) -> mpsc::Receiver<T> {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
     tokio::spawn(async move {
-        while let Ok(Some(m)) = incoming.message().await {
+        loop {
+            let next = tokio::select! {
+                m = incoming.message() => m,
+                () = tx.closed() => break,
+            };
+            let Ok(Some(m)) = next else { break };
             if tx.send(m).await.is_err() {
                 break;
             }
@@ -194,7 +200,7 @@ fn spawn_reader<T: Send + 'static>(mut incoming: tonic::Streaming<T>) -> mpsc::R
 async fn session(
     config: &KdsClientConfig,
     store: &Store,
-    offer: watch::Receiver<Arc<Offer>>,
+    offer: OfferWatch,
     status: &SharedStatus,
 ) -> Result<(), String> {
     let channel = connect(config).await?;
@@ -376,7 +382,7 @@ async fn publish_offer(
     zone: String,
     store: Store,
     insights: Arc<Insights>,
-    tx: watch::Sender<Arc<Offer>>,
+    tx: watch::Sender<Option<Arc<Offer>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut store_rx = store.subscribe();
@@ -413,10 +419,10 @@ async fn publish_offer(
             (DATAPLANE_INSIGHT_TYPE.to_owned(), Arc::new(insight_items)),
         ]);
         tx.send_if_modified(|current| {
-            if **current == offer {
+            if current.as_deref() == Some(&offer) {
                 false
             } else {
-                *current = Arc::new(offer);
+                *current = Some(Arc::new(offer));
                 true
             }
         });

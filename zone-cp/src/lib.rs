@@ -85,6 +85,8 @@ fn kds_config(args: &Args) -> anyhow::Result<Option<kds::KdsClientConfig>> {
 }
 
 /// Save the store to `path` after every change (gathered for up to 100 ms) and at shutdown.
+/// A SIGKILL inside that window loses the last local writes (Dataplanes registered through the
+/// API; policies come back from the Global); Envoy-registered Dataplanes re-register.
 async fn persist(
     store: store::Store,
     path: std::path::PathBuf,

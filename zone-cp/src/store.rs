@@ -229,7 +229,12 @@ impl Store {
         f.write_all(&serde_json::to_vec(&docs).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
         drop(f);
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        // Make the rename itself durable.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Load what [`Store::save`] wrote (Meshes first, so every resource finds its Mesh). A
