@@ -2,10 +2,11 @@
 //! the same way: the one [`error::ApiError`] (Kuma's `{title, status, detail,
 //! invalidParameters}`), decoding a resource body against its path ([`resource`]) and paging
 //! ([`paging`]), JSON-or-YAML output ([`negotiate`]) and OpenAPI-vs-router checks
-//! ([`openapi`]).
+//! ([`openapi`]), and the binaries' logging and shutdown signal ([`process`]).
 
 pub mod error;
 pub mod negotiate;
 pub mod openapi;
 pub mod paging;
+pub mod process;
 pub mod resource;

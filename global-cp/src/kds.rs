@@ -35,7 +35,8 @@ use umbra_proto::resource::{
     Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
 };
 use umbra_proto::sync::{
-    request, respond, Event, Offer, OfferWatch, RespondConfig, Sink, TypeItems, STREAM_QUEUE,
+    request, respond, spawn_reader, Event, Offer, OfferWatch, RespondConfig, Sink, TypeItems,
+    STREAM_QUEUE,
 };
 use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -259,37 +260,13 @@ impl KdsServer {
     }
 }
 
-/// Forward `incoming` into a bounded channel from its own task (the stream's reader), noting
-/// each message as a sign of life of `zone`.
-fn spawn_reader<T: Send + 'static>(
-    mut incoming: Streaming<T>,
+/// [`spawn_reader`] noting each message as a sign of life of `zone`.
+fn reader<T: Send + 'static>(
+    incoming: Streaming<T>,
     zones: Arc<ZoneRegistry>,
     zone: String,
 ) -> mpsc::Receiver<T> {
-    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-    tokio::spawn(async move {
-        loop {
-            let next = tokio::select! {
-                m = incoming.message() => m,
-                // The stream's driver ended: stop reading.
-                () = tx.closed() => break,
-            };
-            match next {
-                Ok(Some(m)) => {
-                    zones.seen(&zone);
-                    if tx.send(m).await.is_err() {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(status) => {
-                    tracing::debug!(%zone, %status, "KDS: stream read ended");
-                    break;
-                }
-            }
-        }
-    });
-    rx
+    spawn_reader(incoming, move || zones.seen(&zone))
 }
 
 /// The outgoing stream: `rx`'s messages, then the error the driver ended with, if any.
@@ -343,7 +320,7 @@ impl KdsService for KdsServer {
         req: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::GlobalToZoneSyncStream>, Status> {
         let zone = self.authenticate(&req, "GlobalToZoneSync")?;
-        let requests = spawn_reader(req.into_inner(), self.zones.clone(), zone.clone());
+        let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
         let (err_tx, err_rx) = mpsc::channel(1);
         let (offer, config, zones, z) = (
@@ -382,7 +359,7 @@ impl KdsService for KdsServer {
             DATAPLANE_INSIGHT_TYPE.to_owned(),
             self.zones.insight_versions(&zone),
         );
-        let responses = spawn_reader(req.into_inner(), self.zones.clone(), zone.clone());
+        let responses = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
         let (err_tx, err_rx) = mpsc::channel(1);
         let mut sink = ZoneSink {

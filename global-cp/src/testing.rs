@@ -74,6 +74,22 @@ fn is_root() -> bool {
 }
 
 impl TempPostgres {
+    /// For tests: a started cluster, or `None` (with a note on stderr) when PostgreSQL is not
+    /// installed and `CI` is unset, so a developer without it can still run the rest.
+    ///
+    /// # Panics
+    /// Under CI (`CI` set) when PostgreSQL cannot start: CI must run these tests.
+    pub fn start_or_skip() -> Option<TempPostgres> {
+        match TempPostgres::start() {
+            Ok(pg) => Some(pg),
+            Err(e) if std::env::var_os("CI").is_none() => {
+                eprintln!("skipping: {e}");
+                None
+            }
+            Err(e) => panic!("PostgreSQL is required under CI: {e}"),
+        }
+    }
+
     /// Create and start a cluster.
     ///
     /// # Errors

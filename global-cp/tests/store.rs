@@ -279,14 +279,7 @@ async fn memory_store_suite() {
 /// One PostgreSQL server for the PostgreSQL tests of this binary is too much sharing; each test
 /// starts its own (about a second).
 fn postgres() -> Option<TempPostgres> {
-    match TempPostgres::start() {
-        Ok(pg) => Some(pg),
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipping: {e}");
-            None
-        }
-        Err(e) => panic!("PostgreSQL is required under CI: {e}"),
-    }
+    TempPostgres::start_or_skip()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@ use prost::Message as _;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use umbra_core::resource::{Resource, ResourceType};
+use umbra_xds::snapshot::write_canonical;
 
 use crate::kds::KdsResource;
 use crate::KDS_RESOURCE_TYPE_URL;
@@ -129,45 +130,20 @@ pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, String> {
 /// The content version of a document: the first 16 bytes (hex) of SHA-256 over its canonical
 /// JSON (object keys sorted, `creationTime` and `modificationTime` left out at the top level).
 pub fn content_version(doc: &Value) -> String {
-    let mut hasher = Sha256::new();
     let mut canonical = String::new();
-    write_canonical(doc, true, &mut canonical);
-    hasher.update(canonical.as_bytes());
-    let digest = hasher.finalize();
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn write_canonical(v: &Value, top: bool, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map
-                .keys()
-                .filter(|k| !(top && (*k == "creationTime" || *k == "modificationTime")))
-                .collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], false, out);
-            }
-            out.push('}');
+    match doc {
+        Value::Object(map)
+            if map.contains_key("creationTime") || map.contains_key("modificationTime") =>
+        {
+            let mut body = map.clone();
+            body.remove("creationTime");
+            body.remove("modificationTime");
+            write_canonical(&Value::Object(body), &mut canonical);
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, false, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
+        other => write_canonical(other, &mut canonical),
     }
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How a zone sends one of its Dataplanes up: `kuma.io/zone` set to the zone and

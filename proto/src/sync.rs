@@ -155,6 +155,38 @@ pub enum SyncError {
     Closed,
 }
 
+/// Forward `incoming` into a bounded channel from its own task (the stream's reader), calling
+/// `on_message` for each message (a sign of life). The task ends with the stream, on a read
+/// error, or when the receiving side is dropped.
+pub fn spawn_reader<T: Send + 'static>(
+    mut incoming: tonic::Streaming<T>,
+    on_message: impl Fn() + Send + 'static,
+) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                m = incoming.message() => m,
+                () = tx.closed() => break,
+            };
+            match next {
+                Ok(Some(m)) => {
+                    on_message();
+                    if tx.send(m).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(%status, "KDS: stream read ended");
+                    break;
+                }
+            }
+        }
+    });
+    rx
+}
+
 /// The responding side of a stream: once `offer` is loaded, serves it to the peer whose
 /// requests arrive on `requests`, until the peer closes its side (`Ok`) or the protocol breaks
 /// (`Err`).

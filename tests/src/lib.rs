@@ -88,18 +88,12 @@ impl Zone {
         path: &str,
         body: Option<&str>,
     ) -> anyhow::Result<(u16, serde_json::Value)> {
-        let (status, text) = http(self.api, method, path, body).await?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
-        ))
+        call_json(self.api, method, path, body).await
     }
 
     /// PUT a resource given as YAML; panics with the body on a non-2xx answer.
     pub async fn apply(&self, path: &str, yaml: &str) -> anyhow::Result<()> {
-        let (status, body) = self.call("PUT", path, Some(yaml)).await?;
-        anyhow::ensure!((200..300).contains(&status), "PUT {path}: {status} {body}");
-        Ok(())
+        put_yaml(self.api, path, yaml).await
     }
 
     /// Stop the zone-cp and wait for it to drain.
@@ -463,18 +457,12 @@ impl CpProcess {
         path: &str,
         body: Option<&str>,
     ) -> anyhow::Result<(u16, serde_json::Value)> {
-        let (status, text) = http(self.api, method, path, body).await?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
-        ))
+        call_json(self.api, method, path, body).await
     }
 
     /// PUT a resource given as YAML; an error with the body on a non-2xx answer.
     pub async fn apply(&self, path: &str, yaml: &str) -> anyhow::Result<()> {
-        let (status, body) = self.call("PUT", path, Some(yaml)).await?;
-        anyhow::ensure!((200..300).contains(&status), "PUT {path}: {status} {body}");
-        Ok(())
+        put_yaml(self.api, path, yaml).await
     }
 }
 
@@ -522,4 +510,26 @@ pub async fn dataplane_acked(api: SocketAddr, name: &str) -> bool {
             .as_object()
             .is_some_and(|m| m.keys().any(|k| k.ends_with(t)))
     })
+}
+
+/// `method path` with an optional body against the API at `api`; status and JSON body (a
+/// string when the body is not JSON).
+pub async fn call_json(
+    api: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> anyhow::Result<(u16, serde_json::Value)> {
+    let (status, text) = http(api, method, path, body).await?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    ))
+}
+
+/// PUT a resource given as YAML to the API at `api`; an error with the body on a non-2xx answer.
+pub async fn put_yaml(api: SocketAddr, path: &str, yaml: &str) -> anyhow::Result<()> {
+    let (status, body) = call_json(api, "PUT", path, Some(yaml)).await?;
+    anyhow::ensure!((200..300).contains(&status), "PUT {path}: {status} {body}");
+    Ok(())
 }

@@ -101,14 +101,7 @@ async fn count(cp: &CpProcess, path: &str) -> usize {
 }
 
 fn postgres() -> Option<TempPostgres> {
-    match TempPostgres::start() {
-        Ok(pg) => Some(pg),
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipping: {e}");
-            None
-        }
-        Err(e) => panic!("PostgreSQL is required under CI: {e}"),
-    }
+    TempPostgres::start_or_skip()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

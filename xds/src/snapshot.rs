@@ -43,8 +43,9 @@ pub struct Snapshot {
     pub secrets: BTreeMap<String, Secret>,
 }
 
-/// Compact JSON with object keys sorted, recursively (a canonical form for hashing).
-fn write_canonical(v: &Value, out: &mut String) {
+/// Compact JSON with object keys sorted, recursively (a canonical form for hashing), appended
+/// to `out`. Also used for KDS content versions.
+pub fn write_canonical(v: &Value, out: &mut String) {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();

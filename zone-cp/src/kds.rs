@@ -32,8 +32,8 @@ use umbra_proto::resource::{
     Item, DATAPLANE_INSIGHT_TYPE,
 };
 use umbra_proto::sync::{
-    request, respond, Event, Offer, OfferWatch, RespondConfig, Sink, SyncError, TypeItems,
-    STREAM_QUEUE,
+    request, respond, spawn_reader, Event, Offer, OfferWatch, RespondConfig, Sink, SyncError,
+    TypeItems, STREAM_QUEUE,
 };
 use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -178,24 +178,6 @@ async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
         .map_err(|e| format!("cannot connect to {}: {e:?}", config.address))
 }
 
-/// Forward `incoming` into a bounded channel from its own task (the stream's reader).
-fn spawn_reader<T: Send + 'static>(mut incoming: tonic::Streaming<T>) -> mpsc::Receiver<T> {
-    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-    tokio::spawn(async move {
-        loop {
-            let next = tokio::select! {
-                m = incoming.message() => m,
-                () = tx.closed() => break,
-            };
-            let Ok(Some(m)) = next else { break };
-            if tx.send(m).await.is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// One connection: both streams until either ends.
 async fn session(
     config: &KdsClientConfig,
@@ -230,14 +212,14 @@ async fn session(
         .global_to_zone_sync(ReceiverStream::new(req_rx))
         .await
         .map_err(|s| format!("GlobalToZoneSync refused: {}", s.message()))?;
-    let responses = spawn_reader(down.into_inner());
+    let responses = spawn_reader(down.into_inner(), || {});
     // Zone → Global: answer the Global's requests from the offer.
     let (resp_tx, resp_rx) = mpsc::channel::<DeltaDiscoveryResponse>(STREAM_QUEUE);
     let up = client
         .zone_to_global_sync(ReceiverStream::new(resp_rx))
         .await
         .map_err(|s| format!("ZoneToGlobalSync refused: {}", s.message()))?;
-    let requests = spawn_reader(up.into_inner());
+    let requests = spawn_reader(up.into_inner(), || {});
     tracing::info!(zone = %config.zone, global = %config.address, "KDS: connected to the Global");
     update_status(status, |s| {
         s.connected = true;
