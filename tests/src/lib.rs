@@ -533,3 +533,84 @@ pub async fn put_yaml(api: SocketAddr, path: &str, yaml: &str) -> anyhow::Result
     anyhow::ensure!((200..300).contains(&status), "PUT {path}: {status} {body}");
     Ok(())
 }
+
+/// A frontend → backend pair of sidecars in mesh `default` (see [`Sidecars::start`]).
+pub struct Sidecars {
+    /// The backend's Envoy.
+    pub backend: Envoy,
+    /// The frontend's Envoy.
+    pub frontend: Envoy,
+    /// The frontend's outbound listener for `backend` (send requests here).
+    pub out: SocketAddr,
+    /// The backend app.
+    pub app: tokio::task::JoinHandle<()>,
+}
+
+impl Sidecars {
+    /// With mesh `default` in the zone whose API is `api` and ADS is `ads`: start a backend app
+    /// answering after `delay`, register `backend` and `frontend` Dataplanes (frontend with an
+    /// outbound to backend), start their Envoys (`flavours`: backend's and frontend's ADS
+    /// flavour), and wait until both ACKed and a request through the frontend gets a 200.
+    ///
+    /// # Errors
+    /// A failed registration or Envoy start; no ACK or no 200 in time (with the Envoy log).
+    pub async fn start(
+        envoy: &str,
+        api: SocketAddr,
+        ads: SocketAddr,
+        delay: Duration,
+        flavours: (AdsApi, AdsApi),
+    ) -> anyhow::Result<Sidecars> {
+        let (backend_app, backend_in, frontend_app, frontend_in, outbound) = (
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+        );
+        let app = http_app(backend_app, "hello from backend", delay).await?;
+        put_yaml(
+            api,
+            "/meshes/default/dataplanes/backend",
+            &dataplane_yaml("backend", "backend", backend_in, backend_app, None),
+        )
+        .await?;
+        put_yaml(
+            api,
+            "/meshes/default/dataplanes/frontend",
+            &dataplane_yaml(
+                "frontend",
+                "frontend",
+                frontend_in,
+                frontend_app,
+                Some((outbound, "backend")),
+            ),
+        )
+        .await?;
+        let backend = Envoy::start_with(envoy, "default", "backend", ads, None, flavours.0)?;
+        let frontend = Envoy::start_with(envoy, "default", "frontend", ads, None, flavours.1)?;
+        let ready = wait_until(Duration::from_secs(20), || async {
+            dataplane_acked(api, "backend").await && dataplane_acked(api, "frontend").await
+        })
+        .await;
+        anyhow::ensure!(
+            ready.is_ok(),
+            "Envoys did not ACK.\nbackend:\n{}\nfrontend:\n{}",
+            backend.log_tail(),
+            frontend.log_tail()
+        );
+        let out: SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
+        let ok = wait_for_status(out, 200, Duration::from_secs(15)).await;
+        anyhow::ensure!(
+            ok.is_ok(),
+            "no 200 through the sidecars.\nfrontend:\n{}",
+            frontend.log_tail()
+        );
+        Ok(Sidecars {
+            backend,
+            frontend,
+            out,
+            app,
+        })
+    }
+}

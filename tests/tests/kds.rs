@@ -20,8 +20,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use umbra_e2e::{
-    dataplane_acked, dataplane_yaml, envoy_binary, free_port, http_app, wait_for_status,
-    wait_until, AdsApi, CpProcess, Envoy,
+    envoy_binary, free_port, wait_for_status, wait_until, AdsApi, CpProcess, Sidecars,
 };
 use umbra_global_cp::testing::TempPostgres;
 use umbra_proto::kds::kds_service_client::KdsServiceClient;
@@ -76,6 +75,23 @@ async fn start_zone(
     .await
 }
 
+/// Wait until the Global's Mesh `default` is in the zone's store (fails with both logs).
+async fn wait_for_mesh(global: &CpProcess, zone: &CpProcess) {
+    let synced = wait_until(Duration::from_secs(20), || async {
+        matches!(
+            zone.call("GET", "/meshes/default", None).await,
+            Ok((200, _))
+        )
+    })
+    .await;
+    assert!(
+        synced.is_ok(),
+        "the Mesh did not reach the zone.\nzone:\n{}\nglobal:\n{}",
+        zone.log_tail(),
+        global.log_tail()
+    );
+}
+
 fn timeout_policy(name: &str, target: &str, default: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {target}\n    default: {default}\n")
 }
@@ -124,19 +140,7 @@ async fn policies_flow_to_zone_envoys_and_survive_zone_and_global_crashes() -> a
     let zone_token = token(&global, "zone-1").await?;
     global.apply("/meshes/default", MESH).await?;
     let mut zone = start_zone(&global, "zone-1", &zone_token, &dir).await?;
-    let synced = wait_until(Duration::from_secs(20), || async {
-        matches!(
-            zone.call("GET", "/meshes/default", None).await,
-            Ok((200, _))
-        )
-    })
-    .await;
-    assert!(
-        synced.is_ok(),
-        "the Mesh did not reach the zone.\nzone:\n{}\nglobal:\n{}",
-        zone.log_tail(),
-        global.log_tail()
-    );
+    wait_for_mesh(&global, &zone).await;
     // Policies are the Global's in a federated zone.
     let (s, _) = zone
         .call(
@@ -151,44 +155,16 @@ async fn policies_flow_to_zone_envoys_and_survive_zone_and_global_crashes() -> a
         .await?;
     assert_eq!(s, 405, "policy writes are refused in a federated zone");
 
-    // Sidecars: frontend -> backend, the backend app answering after 3 s.
-    let (backend_app, backend_in, frontend_app, frontend_in, outbound) = (
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-    );
-    let _app = http_app(backend_app, "hello from backend", Duration::from_secs(3)).await?;
-    zone.apply(
-        "/meshes/default/dataplanes/backend",
-        &dataplane_yaml("backend", "backend", backend_in, backend_app, None),
+    // Sidecars: frontend -> backend (the backend app answering after 3 s), on both ADS flavours.
+    let sidecars = Sidecars::start(
+        &envoy,
+        zone.api,
+        zone.grpc,
+        Duration::from_secs(3),
+        (AdsApi::Delta, AdsApi::Sotw),
     )
     .await?;
-    zone.apply(
-        "/meshes/default/dataplanes/frontend",
-        &dataplane_yaml(
-            "frontend",
-            "frontend",
-            frontend_in,
-            frontend_app,
-            Some((outbound, "backend")),
-        ),
-    )
-    .await?;
-    let _backend = Envoy::start_with(&envoy, "default", "backend", zone.grpc, None, AdsApi::Delta)?;
-    let frontend = Envoy::start_with(&envoy, "default", "frontend", zone.grpc, None, AdsApi::Sotw)?;
-    let ready = wait_until(Duration::from_secs(20), || async {
-        dataplane_acked(zone.api, "backend").await && dataplane_acked(zone.api, "frontend").await
-    })
-    .await;
-    assert!(
-        ready.is_ok(),
-        "Envoys did not ACK:\n{}",
-        frontend.log_tail()
-    );
-    let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
-    wait_for_status(out, 200, Duration::from_secs(15)).await?;
+    let out = sidecars.out;
 
     // The zone's Dataplanes appear on the Global, as the zone's.
     let listed = wait_until(Duration::from_secs(10), || async {
@@ -519,19 +495,7 @@ async fn kds_over_tls() -> anyhow::Result<()> {
         dir.join("zone.log"),
     )
     .await?;
-    let synced = wait_until(Duration::from_secs(20), || async {
-        matches!(
-            zone.call("GET", "/meshes/default", None).await,
-            Ok((200, _))
-        )
-    })
-    .await;
-    assert!(
-        synced.is_ok(),
-        "no sync over TLS:\n{}\n{}",
-        zone.log_tail(),
-        global.log_tail()
-    );
+    wait_for_mesh(&global, &zone).await;
     // Plain text to the TLS port fails.
     let plain = tonic::transport::Endpoint::from_shared(format!("http://{}", global.grpc))?
         .connect()

@@ -5,25 +5,11 @@
 use std::time::Duration;
 
 use umbra_e2e::{
-    dataplane_acked, dataplane_yaml, envoy_binary, free_port, http, http_app, wait_for_status,
-    wait_until, AdsApi, Envoy, Zone,
+    dataplane_yaml, envoy_binary, free_port, http, http_app, wait_for_status, wait_until, AdsApi,
+    Envoy, Sidecars, Zone,
 };
 
 const MESH: &str = "type: Mesh\nname: default\n";
-
-fn dataplane(
-    name: &str,
-    service: &str,
-    inbound: u16,
-    app: u16,
-    outbound: Option<(u16, &str)>,
-) -> String {
-    dataplane_yaml(name, service, inbound, app, outbound)
-}
-
-async fn acked(zone: &Zone, name: &str) -> bool {
-    dataplane_acked(zone.api, name).await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()> {
@@ -112,54 +98,12 @@ async fn topology_with(
     resources: &[(&str, &str)],
 ) -> anyhow::Result<Topology> {
     let zone = Zone::start("zone-1").await?;
-    let (backend_app, backend_in, frontend_app, frontend_in, outbound) = (
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-    );
-    let app = http_app(backend_app, "hello from backend", delay).await?;
     zone.apply("/meshes/default", mesh).await?;
     for (path, yaml) in resources {
         zone.apply(path, yaml).await?;
     }
-    zone.apply(
-        "/meshes/default/dataplanes/backend",
-        &dataplane("backend", "backend", backend_in, backend_app, None),
-    )
-    .await?;
-    zone.apply(
-        "/meshes/default/dataplanes/frontend",
-        &dataplane(
-            "frontend",
-            "frontend",
-            frontend_in,
-            frontend_app,
-            Some((outbound, "backend")),
-        ),
-    )
-    .await?;
-    let backend = Envoy::start_with(envoy, "default", "backend", zone.ads, None, api)?;
-    let frontend = Envoy::start_with(envoy, "default", "frontend", zone.ads, None, api)?;
-    let ready = wait_until(Duration::from_secs(20), || async {
-        acked(&zone, "backend").await && acked(&zone, "frontend").await
-    })
-    .await;
-    assert!(
-        ready.is_ok(),
-        "Envoys did not ACK.\nbackend:\n{}\nfrontend:\n{}",
-        backend.log_tail(),
-        frontend.log_tail()
-    );
-    let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
-    let ok = wait_for_status(out, 200, Duration::from_secs(10)).await;
-    assert!(
-        ok.is_ok(),
-        "no 200 through the sidecars.\nfrontend:\n{}",
-        frontend.log_tail()
-    );
-    Ok((zone, backend, frontend, out, app))
+    let s = Sidecars::start(envoy, zone.api, zone.ads, delay, (api, api)).await?;
+    Ok((zone, s.backend, s.frontend, s.out, s.app))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -372,7 +316,7 @@ async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()>
         "default",
         "backend",
         zone.ads,
-        Some(&dataplane(
+        Some(&dataplane_yaml(
             "backend",
             "backend",
             backend_in,
@@ -385,7 +329,7 @@ async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()>
         "default",
         "frontend",
         zone.ads,
-        Some(&dataplane(
+        Some(&dataplane_yaml(
             "frontend",
             "frontend",
             frontend_in,

@@ -130,15 +130,8 @@ impl Store {
     ) -> Result<(Stored, bool), StoreError> {
         let key = resource.key();
         let mut map = self.write();
-        if key.ty.is_mesh_scoped() {
-            let mesh_key = ResourceKey {
-                ty: ResourceType::Mesh,
-                mesh: String::new(),
-                name: key.mesh.clone(),
-            };
-            if !map.contains_key(&mesh_key) {
-                return Err(StoreError::NoMesh(key.mesh));
-            }
+        if key.ty.is_mesh_scoped() && !map.contains_key(&mesh_key(&key.mesh)) {
+            return Err(StoreError::NoMesh(key.mesh));
         }
         let existing = map.get(&key);
         let current = existing.map_or(0, |s| s.version);
