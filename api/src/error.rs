@@ -64,8 +64,9 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The JSON body: `{title, status, detail, invalidParameters?: [{field, reason}]}`.
+    pub fn body(&self) -> serde_json::Value {
         let mut body =
             json!({"title": self.title, "status": self.status.as_u16(), "detail": self.detail});
         if !self.invalid_parameters.is_empty() {
@@ -75,6 +76,25 @@ impl IntoResponse for ApiError {
                 .map(|v| json!({"field": v.field, "reason": v.message}))
                 .collect::<Vec<_>>());
         }
+        body
+    }
+}
+
+/// 404 for an unknown promoted policy, 400 (parameter `policy`) for one that is not shadow.
+impl From<umbra_core::view::PromotionError> for ApiError {
+    fn from(e: umbra_core::view::PromotionError) -> Self {
+        match e {
+            umbra_core::view::PromotionError::NotFound(..) => Self::not_found(e.to_string()),
+            umbra_core::view::PromotionError::NotShadow(_) => {
+                Self::bad_parameter("policy", e.to_string())
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.body();
         (self.status, Json(body)).into_response()
     }
 }

@@ -31,6 +31,115 @@ impl View {
     }
 }
 
+/// Which shadow policies the [`View::Shadow`] view takes in: all of them (the question "what
+/// if every shadow policy went live?"), or one (the effect of promoting just that policy, the
+/// fleet-wide diff's `policy=<Type>/<name>`, issue 6).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Promotion {
+    /// Every shadow policy of the mesh.
+    #[default]
+    All,
+    /// Only this shadow policy; the other shadow policies stay out of both views.
+    Only {
+        /// Its type.
+        ty: ResourceType,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl Promotion {
+    /// Parse `""` (all) or `"<Type>/<name>"` (`MeshTimeout/timeout-global`).
+    ///
+    /// # Errors
+    /// A message when the value has no `/`, the type is unknown or not a policy type, or the
+    /// name is empty.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(Self::All);
+        }
+        let (ty, name) = s.split_once('/').ok_or_else(|| {
+            format!("{s:?} is not <Type>/<name> (e.g. MeshTimeout/timeout-global)")
+        })?;
+        let ty = ResourceType::from_name(ty)
+            .filter(|t| t.kind() != TypeKind::Infra)
+            .ok_or_else(|| format!("{ty:?} is not a policy type"))?;
+        if name.is_empty() {
+            return Err(format!("{s:?} has an empty policy name"));
+        }
+        Ok(Self::Only {
+            ty,
+            name: name.to_owned(),
+        })
+    }
+
+    /// `true` when `r` takes part in the Shadow view under this promotion (every resource that
+    /// is not shadow does).
+    pub fn admits(&self, r: &Resource) -> bool {
+        if !r.meta.is_shadow() {
+            return true;
+        }
+        match self {
+            Self::All => true,
+            Self::Only { ty, name } => r.ty() == *ty && r.meta.name == *name,
+        }
+    }
+}
+
+/// Why a [`Promotion::Only`] cannot be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromotionError {
+    /// No such policy in the mesh.
+    #[error("{0} not found in mesh {1:?}")]
+    NotFound(String, String),
+    /// The policy is not labelled `kuma.io/effect: shadow`: it is already live.
+    #[error("{0} is not a shadow policy (label kuma.io/effect: shadow); it is already live")]
+    NotShadow(String),
+}
+
+impl Promotion {
+    /// Check that the promoted policy exists in `mesh` among `resources` and is shadow
+    /// ([`Promotion::All`] always passes).
+    ///
+    /// # Errors
+    /// [`PromotionError`].
+    pub fn check(&self, mesh: &str, resources: &[Resource]) -> Result<(), PromotionError> {
+        let Self::Only { ty, name } = self else {
+            return Ok(());
+        };
+        let policy = resources
+            .iter()
+            .find(|r| r.ty() == *ty && r.meta.name == *name && r.meta.mesh == mesh)
+            .ok_or_else(|| PromotionError::NotFound(self.to_string(), mesh.to_owned()))?;
+        if policy.meta.is_shadow() {
+            Ok(())
+        } else {
+            Err(PromotionError::NotShadow(self.to_string()))
+        }
+    }
+
+    /// `"<Type>/<name>"` of each shadow policy of `mesh` this promotion takes in, sorted.
+    pub fn promoted(&self, mesh: &str, resources: &[Resource]) -> Vec<String> {
+        let mut out: Vec<String> = resources
+            .iter()
+            .filter(|r| r.meta.mesh == mesh && r.meta.is_shadow() && self.admits(r))
+            .filter(|r| r.ty().kind() != TypeKind::Infra)
+            .map(|r| format!("{}/{}", r.ty().name(), r.meta.name))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+impl std::fmt::Display for Promotion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::All => f.write_str("every shadow policy"),
+            Self::Only { ty, name } => write!(f, "{}/{name}", ty.name()),
+        }
+    }
+}
+
 /// The policies of one mesh as one view sees them, ready for per-DPP matching.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PolicySet {
@@ -96,6 +205,19 @@ impl PolicySet {
             }
         }
         set
+    }
+
+    /// The [`View::Shadow`] set of `mesh` with only the shadow policies `promotion` admits.
+    pub fn build_shadow<'a>(
+        mesh: &str,
+        resources: impl IntoIterator<Item = &'a Resource>,
+        promotion: &Promotion,
+    ) -> PolicySet {
+        Self::build(
+            mesh,
+            resources.into_iter().filter(|r| promotion.admits(r)),
+            View::Shadow,
+        )
     }
 
     /// Match the new policies of `ty` against `dp` (empty result when the view has none).
@@ -171,6 +293,48 @@ mod tests {
             );
             assert_eq!(set.new[&ResourceType::MeshTimeout].len(), 1);
         }
+    }
+
+    #[test]
+    fn promotion_parses_and_admits_one_shadow_policy() {
+        assert_eq!(Promotion::parse("").unwrap(), Promotion::All);
+        let only = Promotion::parse("MeshTimeout/timeout-global").unwrap();
+        assert_eq!(only.to_string(), "MeshTimeout/timeout-global");
+        for bad in [
+            "MeshTimeout",
+            "Nope/x",
+            "Mesh/default",
+            "Dataplane/x",
+            "MeshTimeout/",
+        ] {
+            assert!(Promotion::parse(bad).is_err(), "{bad}");
+        }
+        let other = MESH_TIMEOUT_SHADOW.replace("name: timeout-global", "name: other");
+        let all = res(&format!("{TIMEOUTS}---\n{MESH_TIMEOUT_SHADOW}---\n{other}"));
+        let set = PolicySet::build_shadow("default", &all, &only);
+        let names: Vec<&str> = set.new[&ResourceType::MeshTimeout]
+            .iter()
+            .map(|p| p.meta().name.as_str())
+            .collect();
+        assert_eq!(names, ["timeout-global"]);
+        // The live Timeout still takes part (and is superseded by the promoted MeshTimeout).
+        assert_eq!(set.superseded, [ResourceType::Timeout]);
+        let none = PolicySet::build_shadow(
+            "default",
+            &all,
+            &Promotion::Only {
+                ty: ResourceType::MeshTimeout,
+                name: "absent".into(),
+            },
+        );
+        assert!(none.new.is_empty());
+        assert_eq!(none.old_policies(ResourceType::Timeout).len(), 1);
+        assert_eq!(
+            PolicySet::build_shadow("default", &all, &Promotion::All).new
+                [&ResourceType::MeshTimeout]
+                .len(),
+            2
+        );
     }
 
     #[test]

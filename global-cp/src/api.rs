@@ -40,6 +40,7 @@ use umbra_core::resource::{ResourceKey, ResourceType};
 use crate::store::{ListQuery, Store, StoreError, Stored};
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
 use crate::zones::ZoneRegistry;
+use umbra_proto::kds::dataplane_inspect::Endpoint;
 
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -62,6 +63,13 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/meshes/{mesh}/{plural}", &["get"]),
     ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
     ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
+    (
+        "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
+        &["get"],
+    ),
+    ("/meshes/{mesh}/_shadow-diff", &["get"]),
 ];
 
 /// What the handlers share.
@@ -73,6 +81,8 @@ pub struct AppState {
     pub zones: Arc<ZoneRegistry>,
     /// Zone token issuer.
     pub tokens: ZoneTokens,
+    /// Inspect calls to zones.
+    pub inspect: Arc<crate::inspect::InspectHub>,
 }
 
 impl FromRef<AppState> for Arc<dyn Store> {
@@ -83,7 +93,7 @@ impl FromRef<AppState> for Arc<dyn Store> {
 
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let regular = Router::new()
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
         .route("/tokens/zone", post(zone_token))
@@ -102,27 +112,45 @@ pub fn router(state: AppState) -> Router {
             "/meshes/{mesh}/dataplanes+insights/{name}",
             get(dataplane_insight),
         )
+        .route(
+            "/meshes/{mesh}/dataplanes/{name}/_config",
+            get(inspect_config),
+        )
+        .route(
+            "/meshes/{mesh}/dataplanes/{name}/_rules",
+            get(inspect_rules),
+        )
+        .route(
+            "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
+            get(affected_dataplanes),
+        );
+    // Zones get their own deadline in a fleet-wide diff (`timeout=`, at most 120 s); the HTTP
+    // one is longer.
+    let fleet = Router::new().route("/meshes/{mesh}/_shadow-diff", get(shadow_diff));
+    with_timeout(regular, REQUEST_TIMEOUT)
+        .merge(with_timeout(fleet, crate::fanout::FLEET_HTTP_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(axum::error_handling::HandleErrorLayer::new(
-                    |_: tower::BoxError| async {
-                        ApiError::status(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!(
-                                "the request took longer than {} s",
-                                REQUEST_TIMEOUT.as_secs()
-                            ),
-                        )
-                    },
-                ))
-                .timeout(REQUEST_TIMEOUT),
-        )
         .with_state(state)
 }
 
-fn store_err(e: StoreError) -> ApiError {
+/// `router` answering requests that take longer than `limit` with a 503.
+fn with_timeout(router: Router<AppState>, limit: Duration) -> Router<AppState> {
+    router.layer(
+        tower::ServiceBuilder::new()
+            .layer(axum::error_handling::HandleErrorLayer::new(
+                move |_: tower::BoxError| async move {
+                    ApiError::status(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the request took longer than {} s", limit.as_secs()),
+                    )
+                },
+            ))
+            .timeout(limit),
+    )
+}
+
+pub(crate) fn store_err(e: StoreError) -> ApiError {
     match e {
         StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
         StoreError::Conflict { .. } => ApiError::status(StatusCode::CONFLICT, e.to_string()),
@@ -394,6 +422,45 @@ async fn zone_token(State(state): State<AppState>, body: Bytes) -> Result<Respon
 
 async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML)
+}
+
+async fn inspect_config(
+    State(state): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    crate::fanout::forward(&state, &mesh, &name, Endpoint::Config, query).await
+}
+
+async fn inspect_rules(
+    State(state): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    crate::fanout::forward(&state, &mesh, &name, Endpoint::Rules, query).await
+}
+
+async fn affected_dataplanes(
+    State(state): State<AppState>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    let path = format!("/meshes/{mesh}/{plural}/{name}/_resources/dataplanes");
+    crate::fanout::affected(&state, &mesh, ty, &name, &query, &path).await
+}
+
+async fn shadow_diff(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let ndjson = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"));
+    crate::fanout::shadow_diff(&state, &mesh, &query, ndjson).await
 }
 
 async fn dataplane_insight(

@@ -13,6 +13,9 @@
 //!   token, a Dataplane claiming another zone is NACKed on its own, and a zone can neither
 //!   overwrite nor delete another zone's resources.
 //!
+//! - InspectSync carries the Global's inspect calls down and the zone's answers up
+//!   ([`crate::inspect`]).
+//!
 //! Every RPC authenticates with `authorization: Bearer <zone token>`; a missing or bad token
 //! is refused (`UNAUTHENTICATED`) and logged.
 
@@ -30,6 +33,7 @@ use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_proto::kds::kds_service_server::{KdsService, KdsServiceServer};
+use umbra_proto::kds::{InspectRequest, InspectResponse};
 use umbra_proto::resource::{
     global_name, global_to_zone_types, kds_name, split_kds_name, zone_form, zone_to_global_types,
     Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
@@ -41,7 +45,8 @@ use umbra_proto::sync::{
 use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
-use crate::store::{ListQuery, Store, StoreError, MAX_PAGE};
+use crate::inspect::InspectHub;
+use crate::store::{list_all, Store, StoreError};
 use crate::tokens::ZoneTokens;
 use crate::zones::{Direction, ZoneRegistry};
 
@@ -59,25 +64,9 @@ async fn load_offer(store: &dyn Store) -> Result<Offer, StoreError> {
             continue;
         };
         let mut items = TypeItems::default();
-        let mut offset = 0;
-        loop {
-            let page = store
-                .list(&ListQuery {
-                    ty,
-                    mesh: None,
-                    labels: BTreeMap::new(),
-                    offset,
-                    size: MAX_PAGE,
-                })
-                .await?;
-            for s in &page.items {
-                let r = &s.resource;
-                items.insert(kds_name(&r.meta.mesh, &r.meta.name), Item::from_resource(r));
-            }
-            match page.next_offset {
-                Some(next) => offset = next,
-                None => break,
-            }
+        for s in list_all(store, ty, None, &BTreeMap::new()).await? {
+            let r = &s.resource;
+            items.insert(kds_name(&r.meta.mesh, &r.meta.name), Item::from_resource(r));
         }
         offer.insert(type_url, Arc::new(items));
     }
@@ -181,6 +170,7 @@ pub struct KdsServer {
     store: Arc<dyn Store>,
     tokens: ZoneTokens,
     zones: Arc<ZoneRegistry>,
+    inspect: Arc<InspectHub>,
     offer: OfferWatch,
     config: RespondConfig,
     shutdown: watch::Receiver<bool>,
@@ -189,12 +179,14 @@ pub struct KdsServer {
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 impl KdsServer {
-    /// A server syncing `offer` to zones and zone Dataplanes into `store`; every stream ends
+    /// A server syncing `offer` to zones and zone Dataplanes into `store`, carrying `inspect`'s
+    /// calls; every stream ends
     /// when `shutdown` turns `true`.
     pub fn new(
         store: Arc<dyn Store>,
         tokens: ZoneTokens,
         zones: Arc<ZoneRegistry>,
+        inspect: Arc<InspectHub>,
         offer: OfferWatch,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
@@ -205,6 +197,7 @@ impl KdsServer {
             store,
             tokens,
             zones,
+            inspect,
             offer,
             config,
             shutdown,
@@ -314,6 +307,35 @@ fn spawn_driver(
 impl KdsService for KdsServer {
     type GlobalToZoneSyncStream = BoxStream<DeltaDiscoveryResponse>;
     type ZoneToGlobalSyncStream = BoxStream<DeltaDiscoveryRequest>;
+    type InspectSyncStream = BoxStream<InspectRequest>;
+
+    async fn inspect_sync(
+        &self,
+        req: Request<Streaming<InspectResponse>>,
+    ) -> Result<Response<Self::InspectSyncStream>, Status> {
+        let zone = self.authenticate(&req, "InspectSync")?;
+        let mut frames = reader(req.into_inner(), self.zones.clone(), zone.clone());
+        let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
+        let (err_tx, err_rx) = mpsc::channel(1);
+        let link = Detach {
+            link: self.inspect.attach(&zone, out_tx),
+            hub: self.inspect.clone(),
+        };
+        spawn_driver(
+            self.zones.clone(),
+            zone,
+            "InspectSync",
+            self.shutdown.clone(),
+            err_tx,
+            async move {
+                while let Some(frame) = frames.recv().await {
+                    link.link.deliver(frame).await;
+                }
+                Ok(())
+            },
+        );
+        Ok(Response::new(outgoing(out_rx, err_rx)))
+    }
 
     async fn global_to_zone_sync(
         &self,
@@ -391,38 +413,37 @@ impl KdsService for KdsServer {
     }
 }
 
+/// Detaches an inspect link from its hub when its stream's driver ends, however it ends (which
+/// also ends the outgoing stream: the link held its only sender).
+struct Detach {
+    link: Arc<crate::inspect::ZoneLink>,
+    hub: Arc<InspectHub>,
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        self.hub.detach(&self.link);
+    }
+}
+
 /// KDS name → version of the Dataplanes `zone` owns on the Global (their zone form).
 async fn zone_dataplane_versions(
     store: &dyn Store,
     zone: &str,
 ) -> Result<ResourceVersions, StoreError> {
+    let labels = BTreeMap::from([(ZONE_LABEL.to_owned(), zone.to_owned())]);
     let mut out = ResourceVersions::new();
-    let mut offset = 0;
-    loop {
-        let page = store
-            .list(&ListQuery {
-                ty: ResourceType::Dataplane,
-                mesh: None,
-                labels: BTreeMap::from([(ZONE_LABEL.to_owned(), zone.to_owned())]),
-                offset,
-                size: MAX_PAGE,
-            })
-            .await?;
-        for s in page
-            .items
-            .iter()
-            .filter(|s| s.zone.as_deref() == Some(zone))
-        {
-            if let Some(form) = zone_form(&s.resource) {
-                let item = Item::from_resource(&form);
-                out.insert(kds_name(&form.meta.mesh, &form.meta.name), item.version);
-            }
-        }
-        match page.next_offset {
-            Some(next) => offset = next,
-            None => return Ok(out),
+    for s in list_all(store, ResourceType::Dataplane, None, &labels)
+        .await?
+        .iter()
+        .filter(|s| s.zone.as_deref() == Some(zone))
+    {
+        if let Some(form) = zone_form(&s.resource) {
+            let item = Item::from_resource(&form);
+            out.insert(kds_name(&form.meta.mesh, &form.meta.name), item.version);
         }
     }
+    Ok(out)
 }
 
 /// Applies what a zone sends: its Dataplanes into the store, its insights into the registry.

@@ -4,6 +4,8 @@
 //!   commit-ordered change log;
 //! - [`api`]: Kuma's resource REST API over the store, `/zones` and zone tokens;
 //! - [`kds`]: the KDS server zones dial (policies down, Dataplanes and insights up);
+//! - [`inspect`]: reverse calls to zones over KDS; [`fanout`]: the inspect API built on them
+//!   (per-DPP forwarding, affected DPPs, the fleet-wide shadow diff);
 //! - [`tokens`]: zone tokens; [`zones`]: what the Global knows of each zone;
 //! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
 //! - [`testing`]: a throwaway PostgreSQL server for tests.
@@ -11,6 +13,8 @@
 //! Inspect fan-out (issue 6) is still to come.
 
 pub mod api;
+pub mod fanout;
+pub mod inspect;
 pub mod kds;
 pub mod store;
 pub mod testing;
@@ -111,6 +115,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let zones = Arc::new(zones::ZoneRegistry::default());
+    let inspect = Arc::new(inspect::InspectHub::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -122,6 +127,7 @@ pub async fn serve(
         store: store.clone(),
         zones: zones.clone(),
         tokens: tokens.clone(),
+        inspect: inspect.clone(),
     };
     let mut api_stop = stop_rx.clone();
     let api = axum::serve(api, api::router(state)).with_graceful_shutdown(async move {
@@ -137,7 +143,8 @@ pub async fn serve(
     let mut kds_stop = stop_rx.clone();
     let kds = builder
         .add_service(
-            kds::KdsServer::new(store, tokens, zones, offer_rx, stop_rx.clone()).into_server(),
+            kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())
+                .into_server(),
         )
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(kds),

@@ -56,7 +56,7 @@ pub struct ZoneStatus {
     pub name: String,
     /// At least one KDS stream of the zone is open.
     pub online: bool,
-    /// KDS streams open now (2 for a healthy zone: one per direction).
+    /// KDS streams open now (3 for a healthy zone: one per direction, one for inspect calls).
     pub streams: u32,
     /// When its current (or last) connection started (RFC 3339).
     pub connect_time: Option<String>,

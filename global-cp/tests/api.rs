@@ -49,6 +49,7 @@ fn app(store: Arc<dyn Store>) -> axum::Router {
         store,
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"test key"),
+        inspect: Arc::default(),
     })
 }
 

@@ -16,6 +16,7 @@ fn app() -> axum::Router {
         store: Arc::new(MemoryStore::new()),
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"k"),
+        inspect: Arc::default(),
     })
 }
 

@@ -267,10 +267,25 @@ pub async fn http(
     path: &str,
     body: Option<&str>,
 ) -> anyhow::Result<(u16, String)> {
+    http_with(addr, method, path, body, &[]).await
+}
+
+/// [`http`] with extra request headers (`("accept", "application/x-ndjson")`).
+pub async fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, String)> {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let fut = async {
         let mut sock = TcpStream::connect(addr).await?;
         let body = body.unwrap_or("");
-        let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/yaml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/yaml\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
         sock.write_all(req.as_bytes()).await?;
         let mut out = Vec::new();
         sock.read_to_end(&mut out).await?;

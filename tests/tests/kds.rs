@@ -212,7 +212,7 @@ async fn policies_flow_to_zone_envoys_and_survive_zone_and_global_crashes() -> a
     wait_for_status(out, 200, Duration::from_secs(15)).await?;
     let (_, status) = global.call("GET", "/zones/zone-1", None).await?;
     assert_eq!(status["online"], true, "{status}");
-    assert_eq!(status["streams"], 2, "{status}");
+    assert_eq!(status["streams"], 3, "{status}");
     assert!(
         status["globalToZone"]["MeshTimeout"]["acks"].as_u64() >= Some(2),
         "{status}"
@@ -253,7 +253,7 @@ async fn policies_flow_to_zone_envoys_and_survive_zone_and_global_crashes() -> a
     wait_for_status(out, 200, Duration::from_secs(10)).await?;
     global.restart().await?;
     let back = wait_until(Duration::from_secs(40), || async {
-        matches!(global.call("GET", "/zones/zone-1", None).await, Ok((200, v)) if v["streams"] == 2)
+        matches!(global.call("GET", "/zones/zone-1", None).await, Ok((200, v)) if v["streams"] == 3)
     })
     .await;
     assert!(

@@ -121,6 +121,13 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
     deps
 }
 
+/// `true` when `dp`'s config can differ between the `live` and `shadow` sets (both of its
+/// mesh): its dependencies differ. When they are equal, generation reads the same inputs in
+/// both views and the two snapshots are identical, so the fleet-wide shadow diff skips the DPP.
+pub fn views_differ(dp: &DataplaneSpec, live: &PolicySet, shadow: &PolicySet) -> bool {
+    dependencies(dp, live).policies != dependencies(dp, shadow).policies
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

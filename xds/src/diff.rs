@@ -10,12 +10,13 @@ use serde_json::Value;
 
 pub use json_patch::Patch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use prost::{Message, Name};
 
-use crate::render::{to_json, RenderError};
+use crate::render::{encoded_to_json, to_json, RenderError};
 use crate::snapshot::{
     Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
@@ -51,6 +52,72 @@ pub fn apply(doc: &Value, patch: &Patch) -> Result<Value, ApplyError> {
 /// # Errors
 /// [`RenderError`] if a changed resource cannot be rendered.
 pub fn snapshot_diff(live: &Snapshot, shadow: &Snapshot) -> Result<Patch, RenderError> {
+    snapshot_diff_with(live, shadow, None)
+}
+
+/// Per-resource diffs shared by many [`snapshot_diff_cached`] calls, for questions that diff
+/// thousands of DPPs at once (the fleet-wide shadow diff, issue 6).
+///
+/// The DPPs of a zone share most changed resources (the same outbound listener and cluster of
+/// a service, changed the same way by the same policy), so a changed resource's operations
+/// are computed once per distinct `(type, name, live bytes, shadow bytes)`: the key holds the
+/// protobuf encodings themselves, so a hit is exact, never a hash collision. At most
+/// `max_entries` are kept; past that, misses are computed and not stored.
+#[derive(Debug)]
+pub struct DiffCache {
+    entries: Mutex<HashMap<DiffKey, Arc<[PatchOperation]>, foldhash::fast::RandomState>>,
+    max_entries: usize,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DiffKey {
+    type_url: &'static str,
+    name: String,
+    live: Vec<u8>,
+    shadow: Vec<u8>,
+}
+
+impl DiffCache {
+    /// An empty cache keeping at most `max_entries` resource diffs.
+    pub fn new(max_entries: usize) -> Self {
+        Self {
+            entries: Mutex::new(HashMap::default()),
+            max_entries,
+        }
+    }
+
+    /// Resource diffs held.
+    pub fn len(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// `true` when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`snapshot_diff`] with changed resources' operations taken from, or added to, `cache`.
+/// The result is identical to [`snapshot_diff`]'s.
+///
+/// # Errors
+/// [`RenderError`] if a changed resource cannot be rendered.
+pub fn snapshot_diff_cached(
+    live: &Snapshot,
+    shadow: &Snapshot,
+    cache: &DiffCache,
+) -> Result<Patch, RenderError> {
+    snapshot_diff_with(live, shadow, Some(cache))
+}
+
+fn snapshot_diff_with(
+    live: &Snapshot,
+    shadow: &Snapshot,
+    cache: Option<&DiffCache>,
+) -> Result<Patch, RenderError> {
     let live_doc_has = |t: &str| type_present(live, t);
     let shadow_doc_has = |t: &str| type_present(shadow, t);
     let mut ops = Vec::new();
@@ -80,11 +147,11 @@ pub fn snapshot_diff(live: &Snapshot, shadow: &Snapshot) -> Result<Patch, Render
             (true, true) => {}
         }
         match t {
-            CLUSTER_TYPE => diff_map(t, &live.clusters, &shadow.clusters, &mut ops)?,
-            ENDPOINT_TYPE => diff_map(t, &live.endpoints, &shadow.endpoints, &mut ops)?,
-            LISTENER_TYPE => diff_map(t, &live.listeners, &shadow.listeners, &mut ops)?,
-            ROUTE_TYPE => diff_map(t, &live.routes, &shadow.routes, &mut ops)?,
-            _ => diff_map(t, &live.secrets, &shadow.secrets, &mut ops)?,
+            CLUSTER_TYPE => diff_map(t, &live.clusters, &shadow.clusters, cache, &mut ops)?,
+            ENDPOINT_TYPE => diff_map(t, &live.endpoints, &shadow.endpoints, cache, &mut ops)?,
+            LISTENER_TYPE => diff_map(t, &live.listeners, &shadow.listeners, cache, &mut ops)?,
+            ROUTE_TYPE => diff_map(t, &live.routes, &shadow.routes, cache, &mut ops)?,
+            _ => diff_map(t, &live.secrets, &shadow.secrets, cache, &mut ops)?,
         }
     }
     Ok(Patch(ops))
@@ -107,9 +174,10 @@ fn pointer(parts: &[&str]) -> json_patch::jsonptr::PointerBuf {
 }
 
 fn diff_map<M: Message + Name + PartialEq>(
-    type_url: &str,
+    type_url: &'static str,
     live: &BTreeMap<String, M>,
     shadow: &BTreeMap<String, M>,
+    cache: Option<&DiffCache>,
     ops: &mut Vec<PatchOperation>,
 ) -> Result<(), RenderError> {
     for (name, l) in live {
@@ -118,14 +186,10 @@ fn diff_map<M: Message + Name + PartialEq>(
                 path: pointer(&[type_url, name]),
             })),
             Some(s) if s == l => {}
-            Some(s) => {
-                let (lj, sj) = (to_json(l)?, to_json(s)?);
-                let prefix = pointer(&[type_url, name]);
-                for mut op in json_patch::diff(&lj, &sj).0 {
-                    prefix_op(&mut op, &prefix);
-                    ops.push(op);
-                }
-            }
+            Some(s) => match cache {
+                None => resource_ops(type_url, name, &to_json(l)?, &to_json(s)?, ops),
+                Some(cache) => ops.extend(cached_ops(cache, type_url, name, l, s)?.iter().cloned()),
+            },
         }
     }
     for (name, s) in shadow {
@@ -137,6 +201,57 @@ fn diff_map<M: Message + Name + PartialEq>(
         }
     }
     Ok(())
+}
+
+/// The operations turning resource `name`'s `live` JSON into `shadow`, under
+/// `/<type_url>/<name>`.
+fn resource_ops(
+    type_url: &str,
+    name: &str,
+    live: &Value,
+    shadow: &Value,
+    ops: &mut Vec<PatchOperation>,
+) {
+    let prefix = pointer(&[type_url, name]);
+    for mut op in json_patch::diff(live, shadow).0 {
+        prefix_op(&mut op, &prefix);
+        ops.push(op);
+    }
+}
+
+fn cached_ops<M: Message + Name>(
+    cache: &DiffCache,
+    type_url: &'static str,
+    name: &str,
+    live: &M,
+    shadow: &M,
+) -> Result<Arc<[PatchOperation]>, RenderError> {
+    let key = DiffKey {
+        type_url,
+        name: name.to_owned(),
+        live: live.encode_to_vec(),
+        shadow: shadow.encode_to_vec(),
+    };
+    let lock = || cache.entries.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(hit) = lock().get(&key) {
+        return Ok(hit.clone());
+    }
+    // Computed outside the lock: two threads may compute the same entry; both results are equal.
+    let full_name = M::full_name();
+    let mut out = Vec::new();
+    resource_ops(
+        type_url,
+        name,
+        &encoded_to_json(&full_name, &key.live)?,
+        &encoded_to_json(&full_name, &key.shadow)?,
+        &mut out,
+    );
+    let out: Arc<[PatchOperation]> = out.into();
+    let mut entries = lock();
+    if entries.len() < cache.max_entries {
+        entries.insert(key, out.clone());
+    }
+    Ok(out)
 }
 
 fn prefix_op(op: &mut PatchOperation, prefix: &json_patch::jsonptr::PointerBuf) {

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use umbra_core::resource::Resource;
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::MeshContext;
-use umbra_xds::diff::{apply, diff, snapshot_diff};
+use umbra_xds::diff::{apply, diff, snapshot_diff, snapshot_diff_cached, DiffCache};
 use umbra_xds::generate::{generate, Proxy};
 
 #[derive(Debug, Clone)]
@@ -112,6 +112,11 @@ proptest! {
         prop_assert_eq!(apply(&l, &snapshot_diff(&live, &shadow).unwrap()).unwrap(), s.clone());
         prop_assert!(diff(&l, &l).0.is_empty());
         prop_assert!(snapshot_diff(&live, &live).unwrap().0.is_empty());
+        // The cached diff is the same patch, on a miss and on a hit.
+        let cache = DiffCache::new(1000);
+        let uncached = snapshot_diff(&live, &shadow).unwrap();
+        prop_assert_eq!(&snapshot_diff_cached(&live, &shadow, &cache).unwrap(), &uncached);
+        prop_assert_eq!(&snapshot_diff_cached(&live, &shadow, &cache).unwrap(), &uncached);
         if !policies.iter().any(|p| p.shadow) {
             prop_assert_eq!(l, s, "without shadow policies both views are the same");
         }

@@ -12,17 +12,25 @@
 //!
 //! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
 //!
+//! [`MeshShadow`] answers the same question for many DPPs of a mesh at once (the Global's
+//! fleet-wide shadow diff, issue 6): the views and the mesh context are built once, DPPs whose
+//! dependencies are equal in both views are skipped without generating, and changed resources
+//! shared by many DPPs are diffed once ([`umbra_xds::diff::DiffCache`]).
+//!
 //! Both views are generated from the store as the reconciler generates the Live one. The SDS
 //! secrets (identity certificates and their private keys, see [`crate::ca`]) are not part of
 //! the document: listeners and clusters still name them, but key material never leaves the
 //! zone through the API (Envoy's own config dump redacts it too), and policies cannot change it.
 
+use std::collections::HashMap;
+
 use serde_json::{json, Value};
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 use umbra_core::rules::{Rule, Rules};
-use umbra_core::view::{PolicySet, View};
+use umbra_core::view::{PolicySet, Promotion, View};
 use umbra_xds::context::MeshContext;
+use umbra_xds::diff::{DiffCache, Patch};
 use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
@@ -235,6 +243,80 @@ pub fn rules(
     Ok(body)
 }
 
+/// Resource diffs a [`MeshShadow`] keeps for reuse across its DPPs.
+const DIFF_CACHE_ENTRIES: usize = 20_000;
+
+/// One mesh prepared for many shadow diffs: the mesh context and both views, built once.
+#[derive(Debug)]
+pub struct MeshShadow {
+    mesh: String,
+    ctx: MeshContext,
+    live: PolicySet,
+    shadow: PolicySet,
+    dataplanes: HashMap<String, DataplaneSpec>,
+    cache: DiffCache,
+}
+
+impl MeshShadow {
+    /// Prepare `mesh` from `resources` (the zone store's), with the shadow policies
+    /// `promotion` admits in the Shadow view.
+    ///
+    /// # Errors
+    /// 404 for an unknown mesh or an unknown promoted policy, 400 when the promoted policy is
+    /// not labelled `kuma.io/effect: shadow`.
+    pub fn prepare(
+        resources: &[Resource],
+        mesh: &str,
+        promotion: &Promotion,
+    ) -> Result<Self, ApiError> {
+        let mesh_spec = resources
+            .iter()
+            .find_map(|r| match &r.spec {
+                umbra_core::resource::Spec::Mesh(m) if r.meta.name == mesh => Some(m.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| ApiError::not_found(format!("mesh {mesh:?} not found")))?;
+        promotion.check(mesh, resources).map_err(ApiError::from)?;
+        let dataplanes: HashMap<String, DataplaneSpec> = resources
+            .iter()
+            .filter(|r| r.meta.mesh == mesh)
+            .filter_map(|r| Some((r.meta.name.clone(), r.as_dataplane()?.clone())))
+            .collect();
+        Ok(Self {
+            ctx: MeshContext::build(mesh, &mesh_spec, dataplanes.values()),
+            live: PolicySet::build(mesh, resources, View::Live),
+            shadow: PolicySet::build_shadow(mesh, resources, promotion),
+            mesh: mesh.to_owned(),
+            dataplanes,
+            cache: DiffCache::new(DIFF_CACHE_ENTRIES),
+        })
+    }
+
+    /// The RFC 6902 patch from DPP `name`'s Live config document to its Shadow one (as
+    /// `_config?shadow=true&include=diff` gives it; `[]` when unchanged).
+    ///
+    /// # Errors
+    /// A message when the DPP is not in the mesh, or generation or rendering fails (naming the
+    /// policy when one is at fault).
+    pub fn diff(&self, name: &str) -> Result<Patch, String> {
+        let dp = self
+            .dataplanes
+            .get(name)
+            .ok_or_else(|| format!("dataplane {name:?} not found in mesh {:?}", self.mesh))?;
+        if !umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
+            return Ok(Patch(Vec::new()));
+        }
+        let proxy = Proxy {
+            name,
+            dataplane: dp,
+        };
+        let live = generate(proxy, &self.ctx, &self.live).map_err(|e| e.to_string())?;
+        let shadow = generate(proxy, &self.ctx, &self.shadow).map_err(|e| e.to_string())?;
+        umbra_xds::diff::snapshot_diff_cached(&live, &shadow, &self.cache)
+            .map_err(|e| format!("rendering failed: {e}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +342,58 @@ mod tests {
         );
         assert!(InspectQuery::parse(&pairs(&[("shadow", "yes")])).is_err());
         assert!(InspectQuery::parse(&pairs(&[("include", "diff,xds")])).is_err());
+    }
+
+    const SEED: &str = include_str!("../../xds/tests/data/timeouts.yaml");
+
+    #[test]
+    fn mesh_shadow_diffs_equal_the_per_dpp_config_diff() {
+        let resources = Resource::all_from_bytes(SEED.as_bytes()).unwrap();
+        let shadow = MeshShadow::prepare(&resources, "default", &Promotion::All).unwrap();
+        let q = InspectQuery {
+            shadow: true,
+            diff: true,
+        };
+        for name in ["frontend", "backend", "redis"] {
+            let direct = config(&resources, "default", name, q).unwrap()["diff"].clone();
+            // Twice: the second answer comes from the resource diff cache.
+            for _ in 0..2 {
+                let patch = serde_json::to_value(shadow.diff(name).unwrap()).unwrap();
+                assert_eq!(patch, direct, "{name}");
+            }
+        }
+        assert!(!shadow.cache.is_empty());
+        assert!(shadow.diff("nope").unwrap_err().contains("not found"));
+        // Promoting one policy: it must exist and be shadow.
+        let only = |name: &str, ty| Promotion::Only {
+            ty,
+            name: name.into(),
+        };
+        assert_eq!(
+            MeshShadow::prepare(
+                &resources,
+                "default",
+                &only("nope", ResourceType::MeshTimeout)
+            )
+            .unwrap_err()
+            .status,
+            axum::http::StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            MeshShadow::prepare(
+                &resources,
+                "default",
+                &only("timeout-global", ResourceType::Timeout)
+            )
+            .unwrap_err()
+            .status,
+            axum::http::StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            MeshShadow::prepare(&resources, "other", &Promotion::All)
+                .unwrap_err()
+                .status,
+            axum::http::StatusCode::NOT_FOUND
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! The zone's KDS client (issue 5): dials the Global, keeps the zone store's Meshes and policies
 //! equal to the Global's, and reports the zone's Dataplanes and their insights up.
 //!
-//! - One gRPC connection, two streams: GlobalToZoneSync (this side requests and applies, see
-//!   [`umbra_proto::sync::request`]) and ZoneToGlobalSync (this side responds, see
-//!   [`umbra_proto::sync::respond`]). When either ends, both are torn down and the zone
+//! - One gRPC connection, three streams: GlobalToZoneSync (this side requests and applies, see
+//!   [`umbra_proto::sync::request`]), ZoneToGlobalSync (this side responds, see
+//!   [`umbra_proto::sync::respond`]) and InspectSync (the Global's inspect calls, see
+//!   [`crate::remote_inspect`]). When any ends, all are torn down and the zone
 //!   reconnects with jittered exponential backoff ([`Backoff`]).
 //! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
 //!   `--data-dir` the store survives a restart, so that holds across a crash too.
@@ -27,6 +28,7 @@ use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_proto::kds::kds_service_client::KdsServiceClient;
+use umbra_proto::kds::InspectResponse;
 use umbra_proto::resource::{
     global_to_zone_types, kds_name, split_kds_name, zone_dataplane_upstream, zone_to_global_types,
     Item, DATAPLANE_INSIGHT_TYPE,
@@ -220,6 +222,13 @@ async fn session(
         .await
         .map_err(|s| format!("ZoneToGlobalSync refused: {}", s.message()))?;
     let requests = spawn_reader(up.into_inner(), || {});
+    // Inspect: the Global's calls come down, the answers go up (issue 6).
+    let (inspect_tx, inspect_rx) = mpsc::channel::<InspectResponse>(STREAM_QUEUE);
+    let calls = client
+        .inspect_sync(ReceiverStream::new(inspect_rx))
+        .await
+        .map_err(|s| format!("InspectSync refused: {}", s.message()))?;
+    let calls = spawn_reader(calls.into_inner(), || {});
     tracing::info!(zone = %config.zone, global = %config.address, "KDS: connected to the Global");
     update_status(status, |s| {
         s.connected = true;
@@ -256,9 +265,11 @@ async fn session(
         Ok(()) => format!("{dir} stream closed by the Global"),
         Err(e) => format!("{dir}: {e}"),
     };
+    let inspect = crate::remote_inspect::serve(calls, inspect_tx, store.clone());
     tokio::select! {
         r = down => Err(describe("GlobalToZoneSync", r)),
         r = up => Err(describe("ZoneToGlobalSync", r)),
+        () = inspect => Err("InspectSync stream closed by the Global".to_owned()),
     }
 }
 

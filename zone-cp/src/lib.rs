@@ -17,6 +17,7 @@ pub use umbra_api::error;
 pub mod inspect;
 pub mod kds;
 pub mod reconciler;
+pub mod remote_inspect;
 pub mod store;
 
 use std::future::Future;

@@ -76,6 +76,36 @@ pub struct ListQuery {
 /// The largest page a list returns.
 pub const MAX_PAGE: u64 = 1000;
 
+/// Every resource of `ty` (in `mesh`, or every mesh) carrying `labels`, read page by page.
+///
+/// # Errors
+/// The first store error.
+pub async fn list_all(
+    store: &dyn Store,
+    ty: ResourceType,
+    mesh: Option<&str>,
+    labels: &BTreeMap<String, String>,
+) -> Result<Vec<Stored>, StoreError> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = store
+            .list(&ListQuery {
+                ty,
+                mesh: mesh.map(str::to_owned),
+                labels: labels.clone(),
+                offset,
+                size: MAX_PAGE,
+            })
+            .await?;
+        out.extend(page.items);
+        match page.next_offset {
+            Some(next) => offset = next,
+            None => return Ok(out),
+        }
+    }
+}
+
 /// A page of a list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {

@@ -1,0 +1,338 @@
+//! Reverse unary calls from the Global to its zones over KDS `InspectSync` (issue 6; DESIGN.md
+//! "inspect requests ▼ / responses ▲"): the Global sends an `InspectRequest` down the zone's
+//! own connection and the zone answers with one or more `InspectResponse` frames carrying the
+//! same id, the last one flagged `last`.
+//!
+//! - A call is registered in its zone's pending table **before** its request is sent, so a fast
+//!   answer always finds it;
+//! - every call has a deadline ([`InspectHub::call`]); when it passes, or the caller goes away,
+//!   the call is unregistered, and frames that arrive for it later (or for ids never issued)
+//!   are dropped with a log line: the stream stays up;
+//! - a zone reconnecting replaces its previous link; calls pending on the old link end with
+//!   [`CallError::Disconnected`];
+//! - every queue is bounded: requests per zone
+//!   ([`umbra_proto::sync::STREAM_QUEUE`]), frames per call
+//!   ([`CALL_QUEUE`]); a caller that stops reading for [`DELIVERY_TIMEOUT`] loses its call
+//!   rather than stalling the zone's other calls.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use umbra_proto::kds::{inspect_request::Kind, InspectRequest, InspectResponse};
+
+/// Frames buffered per call before the zone's reader waits for the caller.
+pub const CALL_QUEUE: usize = 64;
+/// How long the zone's reader waits for a caller to take a frame before dropping the call.
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Late frames remembered per zone, to log the first late frame of a call once, not each.
+const LATE_MEMORY: usize = 64;
+
+/// Why a call produced no (complete) answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The zone has no InspectSync stream open.
+    #[error("zone {0:?} is offline (no KDS connection to the Global)")]
+    Offline(String),
+    /// The zone's request queue stayed full.
+    #[error("zone {0:?} is not taking inspect requests (its queue is full)")]
+    Busy(String),
+    /// The deadline passed before the last frame.
+    #[error("zone {zone:?} did not answer within {} ms", timeout.as_millis())]
+    Timeout {
+        /// The zone.
+        zone: String,
+        /// The deadline the call had.
+        timeout: Duration,
+    },
+    /// The zone's stream ended before the last frame.
+    #[error("zone {0:?} disconnected before answering")]
+    Disconnected(String),
+}
+
+type Pending = HashMap<u64, mpsc::Sender<InspectResponse>>;
+
+/// One zone's open InspectSync stream.
+#[derive(Debug)]
+pub struct ZoneLink {
+    zone: String,
+    conn: u64,
+    tx: mpsc::Sender<InspectRequest>,
+    pending: Mutex<Pending>,
+    late: Mutex<VecDeque<u64>>,
+}
+
+impl ZoneLink {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hand one frame from the zone to its call; unknown or late ids are dropped with a log
+    /// line (once per id).
+    pub async fn deliver(&self, frame: InspectResponse) {
+        let id = frame.id;
+        let last = frame.last;
+        let Some(call) = self.pending().get(&id).cloned() else {
+            let mut late = self.late.lock().unwrap_or_else(PoisonError::into_inner);
+            if late.contains(&id) {
+                tracing::debug!(zone = %self.zone, id, "inspect: another late frame dropped");
+            } else {
+                tracing::warn!(zone = %self.zone, id, "inspect: dropped a reply for a call that is no longer pending (late or unknown)");
+                if late.len() == LATE_MEMORY {
+                    late.pop_front();
+                }
+                late.push_back(id);
+            }
+            return;
+        };
+        match tokio::time::timeout(DELIVERY_TIMEOUT, call.send(frame)).await {
+            Ok(Ok(())) => {
+                if last {
+                    self.pending().remove(&id);
+                }
+            }
+            Ok(Err(_)) => {
+                self.pending().remove(&id);
+            }
+            Err(_) => {
+                tracing::warn!(zone = %self.zone, id, "inspect: the caller stopped reading; dropping the call");
+                self.pending().remove(&id);
+            }
+        }
+    }
+}
+
+/// Every zone's inspect link; share it with `Arc`.
+#[derive(Debug, Default)]
+pub struct InspectHub {
+    links: Mutex<HashMap<String, Arc<ZoneLink>>>,
+    next_id: AtomicU64,
+    next_conn: AtomicU64,
+}
+
+impl InspectHub {
+    /// An empty hub.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn links(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ZoneLink>>> {
+        self.links.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Register `zone`'s new stream, whose requests go to `tx`; it replaces an older one.
+    pub fn attach(&self, zone: &str, tx: mpsc::Sender<InspectRequest>) -> Arc<ZoneLink> {
+        let link = Arc::new(ZoneLink {
+            zone: zone.to_owned(),
+            conn: self.next_conn.fetch_add(1, Ordering::Relaxed),
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            late: Mutex::new(VecDeque::new()),
+        });
+        self.links().insert(zone.to_owned(), link.clone());
+        link
+    }
+
+    /// Forget `link` if it is still its zone's current one. Its pending calls end with
+    /// [`CallError::Disconnected`].
+    pub fn detach(&self, link: &ZoneLink) {
+        let mut links = self.links();
+        if links.get(&link.zone).is_some_and(|l| l.conn == link.conn) {
+            links.remove(&link.zone);
+        }
+        drop(links);
+        link.pending().clear();
+    }
+
+    /// `true` when `zone` has an inspect stream open.
+    pub fn online(&self, zone: &str) -> bool {
+        self.links().contains_key(zone)
+    }
+
+    /// Send `kind` to `zone` with `timeout` as its deadline (also sent to the zone, which stops
+    /// working on it then). Read the answer with [`Call::next`].
+    ///
+    /// # Errors
+    /// [`CallError::Offline`] without a stream, [`CallError::Busy`] when the request cannot be
+    /// queued before the deadline.
+    pub async fn call(&self, zone: &str, kind: Kind, timeout: Duration) -> Result<Call, CallError> {
+        let deadline = Instant::now() + timeout;
+        let link = self
+            .links()
+            .get(zone)
+            .cloned()
+            .ok_or_else(|| CallError::Offline(zone.to_owned()))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = mpsc::channel(CALL_QUEUE);
+        // Registered before it is sent: the answer cannot outrun it.
+        link.pending().insert(id, tx);
+        let call = Call {
+            rx,
+            registration: Registration {
+                link: link.clone(),
+                id,
+            },
+            deadline,
+            timeout,
+            finished: false,
+        };
+        let request = InspectRequest {
+            id,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            trace_context: HashMap::new(),
+            kind: Some(kind),
+        };
+        match tokio::time::timeout_at(deadline, link.tx.send(request)).await {
+            Ok(Ok(())) => Ok(call),
+            Ok(Err(_)) => Err(CallError::Disconnected(zone.to_owned())),
+            Err(_) => Err(CallError::Busy(zone.to_owned())),
+        }
+    }
+}
+
+/// Removes a call from its zone's pending table when the call is dropped.
+#[derive(Debug)]
+struct Registration {
+    link: Arc<ZoneLink>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.link.pending().remove(&self.id);
+    }
+}
+
+/// An issued call: its frames, until the last one or the deadline.
+#[derive(Debug)]
+pub struct Call {
+    rx: mpsc::Receiver<InspectResponse>,
+    registration: Registration,
+    deadline: Instant,
+    timeout: Duration,
+    finished: bool,
+}
+
+impl Call {
+    /// The next frame; `Ok(None)` after the last one.
+    ///
+    /// # Errors
+    /// [`CallError::Timeout`] past the deadline, [`CallError::Disconnected`] when the zone's
+    /// stream ended first.
+    pub async fn next(&mut self) -> Result<Option<InspectResponse>, CallError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let zone = self.registration.link.zone.clone();
+        match tokio::time::timeout_at(self.deadline, self.rx.recv()).await {
+            Ok(Some(frame)) => {
+                self.finished = frame.last;
+                Ok(Some(frame))
+            }
+            Ok(None) => Err(CallError::Disconnected(zone)),
+            Err(_) => Err(CallError::Timeout {
+                zone,
+                timeout: self.timeout,
+            }),
+        }
+    }
+
+    /// The call's id (as logged by both sides).
+    pub fn id(&self) -> u64 {
+        self.registration.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use umbra_proto::kds::{inspect_response::Body, DataplaneDiffs, ShadowDiffRequest};
+
+    fn kind() -> Kind {
+        Kind::ShadowDiff(ShadowDiffRequest::default())
+    }
+
+    fn frame(id: u64, last: bool) -> InspectResponse {
+        InspectResponse {
+            id,
+            last,
+            body: Some(Body::Diffs(DataplaneDiffs::default())),
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_reach_their_call_and_late_ones_are_dropped() {
+        let hub = InspectHub::new();
+        assert_eq!(
+            hub.call("z", kind(), Duration::from_secs(1))
+                .await
+                .unwrap_err(),
+            CallError::Offline("z".into())
+        );
+        let (tx, mut rx) = mpsc::channel(4);
+        let link = hub.attach("z", tx);
+        assert!(hub.online("z"));
+
+        // A call is pending before its request leaves, and gets its frames in order.
+        let mut call = hub.call("z", kind(), Duration::from_secs(5)).await.unwrap();
+        let sent = rx.recv().await.unwrap();
+        assert_eq!(sent.id, call.id());
+        assert_eq!(sent.timeout_ms, 5000);
+        link.deliver(frame(sent.id, false)).await;
+        link.deliver(frame(sent.id, true)).await;
+        assert!(!call.next().await.unwrap().unwrap().last);
+        assert!(call.next().await.unwrap().unwrap().last);
+        assert_eq!(call.next().await.unwrap(), None);
+        assert!(link.pending().is_empty());
+
+        // Past its deadline a call times out and unregisters; its late answer is dropped and
+        // the link keeps working.
+        let mut slow = hub
+            .call("z", kind(), Duration::from_millis(20))
+            .await
+            .unwrap();
+        let slow_id = rx.recv().await.unwrap().id;
+        assert!(matches!(slow.next().await, Err(CallError::Timeout { .. })));
+        drop(slow);
+        assert!(link.pending().is_empty());
+        link.deliver(frame(slow_id, true)).await;
+        link.deliver(frame(9999, true)).await;
+        let mut next = hub.call("z", kind(), Duration::from_secs(5)).await.unwrap();
+        let id = rx.recv().await.unwrap().id;
+        link.deliver(frame(id, true)).await;
+        assert!(next.next().await.unwrap().unwrap().last);
+
+        // A replaced link does not detach the new one; detaching ends pending calls.
+        let (tx2, _rx2) = mpsc::channel(4);
+        let newer = hub.attach("z", tx2);
+        hub.detach(&link);
+        assert!(hub.online("z"));
+        let mut orphan = hub.call("z", kind(), Duration::from_secs(5)).await.unwrap();
+        hub.detach(&newer);
+        assert!(!hub.online("z"));
+        assert_eq!(
+            orphan.next().await.unwrap_err(),
+            CallError::Disconnected("z".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_request_queue_is_busy_not_stuck() {
+        let hub = InspectHub::new();
+        let (tx, _rx) = mpsc::channel(1);
+        hub.attach("z", tx);
+        let _first = hub
+            .call("z", kind(), Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert_eq!(
+            hub.call("z", kind(), Duration::from_millis(50))
+                .await
+                .unwrap_err(),
+            CallError::Busy("z".into())
+        );
+    }
+}

@@ -1,0 +1,482 @@
+//! End to end, the Global's inspect fan-out (issue 6): global-cp on a real PostgreSQL, two
+//! zone-cps as separate processes, a real Envoy on one DPP.
+//!
+//! The seed's kuma-demo topology (transition seed 000, "Timeout -> MeshTimeout") is split across
+//! the zones: `frontend` and `redis` in zone-1, `backend` and a second `frontend` in zone-2. The
+//! old Timeouts are live, the MeshTimeout replacements shadow, plus one shadow MeshTimeout
+//! that selects only `backend` DPPs.
+//!
+//! - The fleet-wide diff lists exactly the DPPs whose config changes, each with the patch its
+//!   zone gives directly (`_config?shadow=true&include=diff` on the zone), and groups
+//!   identical operations across zones; NDJSON streams the same result.
+//! - `policy=` isolates one shadow policy's effect; `_resources/dataplanes` lists what a
+//!   policy selects.
+//! - Per-DPP `_config`/`_rules` on the Global return the zone's own bodies and errors.
+//! - With zone-2 stopped, the result is partial and names it; a forwarded call to one of its
+//!   DPPs is a 503 naming it; zone-1's part is unaffected.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use umbra_e2e::{envoy_binary, free_port, http_with, wait_until, CpProcess, Envoy};
+use umbra_global_cp::testing::TempPostgres;
+
+const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
+const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
+/// The seed's example: Mesh, kuma-demo Dataplanes, three Timeouts, four shadow MeshTimeouts.
+const SEED: &str = include_str!("../../xds/tests/data/timeouts.yaml");
+/// A shadow MeshTimeout selecting only backend DPPs (top-level targetRef).
+const BACKEND_ONLY: &str = "type: MeshTimeout\nmesh: default\nname: backend-inbound\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: backend_kuma-demo_svc_3001}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 3h}\n";
+
+fn temp_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "umbra-fanout-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The seed's documents: (kind, name, YAML), its 10.42/10.43 addresses moved to loopback
+/// (127.42/127.43) so a real Envoy can bind them.
+fn seed_docs() -> Vec<(String, String, String)> {
+    SEED.replace(" 10.4", " 127.4")
+        .split("\n---")
+        .map(|doc| {
+            let doc = doc.to_owned();
+            let v: Value = serde_json::to_value(
+                umbra_core::codec::decode_one(doc.as_bytes(), umbra_core::codec::Limits::default())
+                    .unwrap(),
+            )
+            .unwrap();
+            (
+                v["type"].as_str().unwrap().to_owned(),
+                v["name"].as_str().unwrap().to_owned(),
+                doc,
+            )
+        })
+        .collect()
+}
+
+fn plural(kind: &str) -> &'static str {
+    match kind {
+        "Timeout" => "timeouts",
+        "MeshTimeout" => "meshtimeouts",
+        other => panic!("unexpected kind {other}"),
+    }
+}
+
+async fn start_zone(global: &CpProcess, zone: &str, dir: &std::path::Path) -> CpProcess {
+    let (status, token) = global
+        .call(
+            "POST",
+            "/tokens/zone",
+            Some(&format!(r#"{{"zone": "{zone}"}}"#)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{token}");
+    CpProcess::start(
+        ZONE,
+        "--ads-addr",
+        &[
+            "--zone".into(),
+            zone.into(),
+            "--global-kds-address".into(),
+            format!("http://{}", global.grpc),
+        ],
+        &[("UMBRA_KDS_TOKEN", token.as_str().unwrap())],
+        dir.join(format!("{zone}.log")),
+    )
+    .await
+    .unwrap()
+}
+
+async fn get(cp: &CpProcess, path: &str) -> (u16, Value) {
+    cp.call("GET", path, None).await.unwrap()
+}
+
+/// Ops of a patch as a set of canonical JSON strings (order inside a patch is not compared
+/// across separately computed patches).
+fn op_set(patch: &Value) -> BTreeSet<String> {
+    patch
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| serde_json::to_string(op).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::Result<()> {
+    let Some(envoy_bin) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let Some(pg) = TempPostgres::start_or_skip() else {
+        return Ok(());
+    };
+    let url = pg.create_database("fanout_e2e").await?;
+    let dir = temp_dir();
+    let global = CpProcess::start(
+        GLOBAL,
+        "--kds-addr",
+        &["--store".into(), "postgres".into()],
+        &[("UMBRA_POSTGRES_URL", &url)],
+        dir.join("global.log"),
+    )
+    .await?;
+    let docs = seed_docs();
+    // Mesh and policies go to the Global.
+    for (kind, name, yaml) in &docs {
+        match kind.as_str() {
+            "Mesh" => global.apply(&format!("/meshes/{name}"), yaml).await?,
+            "Dataplane" => {}
+            k => {
+                global
+                    .apply(&format!("/meshes/default/{}/{name}", plural(k)), yaml)
+                    .await?;
+            }
+        }
+    }
+    global
+        .apply("/meshes/default/meshtimeouts/backend-inbound", BACKEND_ONLY)
+        .await?;
+
+    let z1 = start_zone(&global, "zone-1", &dir).await;
+    let mut z2 = start_zone(&global, "zone-2", &dir).await;
+    for z in [&z1, &z2] {
+        wait_until(Duration::from_secs(20), || async {
+            get(z, "/meshes/default/meshtimeouts").await.1["total"] == 5
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("policies did not reach the zone:\n{}", z.log_tail()))?;
+    }
+    let dp = |name: &str| docs.iter().find(|d| d.1 == name).unwrap().2.clone();
+    z1.apply("/meshes/default/dataplanes/frontend", &dp("frontend"))
+        .await?;
+    z1.apply("/meshes/default/dataplanes/redis", &dp("redis"))
+        .await?;
+    z2.apply("/meshes/default/dataplanes/backend", &dp("backend"))
+        .await?;
+    z2.apply(
+        "/meshes/default/dataplanes/frontend",
+        &dp("frontend").replace("127.42.0.29", "127.42.1.29"),
+    )
+    .await?;
+    wait_until(Duration::from_secs(20), || async {
+        get(&global, "/meshes/default/dataplanes").await.1["total"] == 4
+    })
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "dataplanes did not reach the Global:\n{}",
+            global.log_tail()
+        )
+    })?;
+    // A real proxy on zone-1's frontend: it gets the Live config, never the shadow one.
+    let envoy = Envoy::start(&envoy_bin, "default", "frontend", z1.grpc)?;
+    let acked = wait_until(Duration::from_secs(30), || async {
+        umbra_e2e::dataplane_acked(z1.api, "frontend").await
+    })
+    .await;
+    assert!(acked.is_ok(), "envoy did not ACK:\n{}", envoy.log_tail());
+
+    // What each zone says directly, per DPP.
+    let members = [
+        ("zone-1", &z1, "frontend"),
+        ("zone-1", &z1, "redis"),
+        ("zone-2", &z2, "backend"),
+        ("zone-2", &z2, "frontend"),
+    ];
+    let mut direct: BTreeMap<(String, String), Value> = BTreeMap::new();
+    for (zone, cp, name) in members {
+        let (status, body) = get(
+            cp,
+            &format!("/meshes/default/dataplanes/{name}/_config?shadow=true&include=diff"),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        direct.insert((zone.to_owned(), name.to_owned()), body["diff"].clone());
+    }
+    assert!(
+        direct.values().any(|d| !d.as_array().unwrap().is_empty()),
+        "the seed's shadow MeshTimeouts change something"
+    );
+
+    // Fleet-wide, full: exactly the DPPs whose config changes, with the zones' patches.
+    let (status, full) = get(&global, "/meshes/default/_shadow-diff?format=full").await;
+    assert_eq!(status, 200, "{full}");
+    assert_eq!(full["partial"], false, "{full}");
+    assert_eq!(full["totals"]["considered"], 4, "{full}");
+    let changed: BTreeMap<(String, String), Value> = full["dataplanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                (
+                    d["zone"].as_str().unwrap().to_owned(),
+                    d["name"].as_str().unwrap().to_owned(),
+                ),
+                d["patch"].clone(),
+            )
+        })
+        .collect();
+    let expected_changed: BTreeSet<&(String, String)> = direct
+        .iter()
+        .filter(|(_, d)| !d.as_array().unwrap().is_empty())
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(changed.keys().collect::<BTreeSet<_>>(), expected_changed);
+    for (k, patch) in &changed {
+        assert_eq!(patch, &direct[k], "patch of {k:?} differs from its zone's");
+    }
+    assert_eq!(
+        full["totals"]["changed"].as_u64().unwrap() as usize,
+        expected_changed.len()
+    );
+    assert_eq!(
+        full["shadowPolicies"],
+        json!([
+            "MeshTimeout/aaa-timeout-to-backend",
+            "MeshTimeout/aaa-timeout-to-frontend",
+            "MeshTimeout/aaa-timeout-to-redis",
+            "MeshTimeout/backend-inbound",
+            "MeshTimeout/timeout-global"
+        ])
+    );
+    // Groups: largest first, every member's patch holds the operation, counts add up.
+    let changes = full["changes"].as_array().unwrap();
+    assert!(!changes.is_empty());
+    let counts: Vec<u64> = changes
+        .iter()
+        .map(|c| c["count"].as_u64().unwrap())
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    for c in changes {
+        let op = serde_json::to_string(&c["operation"]).unwrap();
+        let members = c["dataplanes"].as_array().unwrap();
+        assert_eq!(members.len() as u64, c["count"].as_u64().unwrap());
+        for m in members {
+            let key = (
+                m["zone"].as_str().unwrap().to_owned(),
+                m["name"].as_str().unwrap().to_owned(),
+            );
+            assert!(op_set(&direct[&key]).contains(&op), "{op} not in {key:?}");
+        }
+    }
+    // The two frontends (one per zone) share their outbound changes.
+    assert!(
+        changes.iter().any(|c| {
+            let zones: BTreeSet<&str> = c["dataplanes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["zone"].as_str().unwrap())
+                .collect();
+            zones.len() == 2
+        }),
+        "no operation shared across zones: {changes:?}"
+    );
+
+    // The summary agrees, and so does the NDJSON stream.
+    let (_, summary) = get(&global, "/meshes/default/_shadow-diff").await;
+    assert_eq!(summary["totals"], full["totals"]);
+    assert!(summary.get("dataplanes").is_none());
+    let (status, text) = http_with(
+        global.api,
+        "GET",
+        "/meshes/default/_shadow-diff",
+        None,
+        &[("accept", "application/x-ndjson")],
+    )
+    .await?;
+    assert_eq!(status, 200, "{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "start");
+    assert_eq!(lines.last().unwrap()["kind"], "result");
+    assert_eq!(lines.last().unwrap()["totals"], full["totals"]);
+    let dp_lines = lines.iter().filter(|l| l["kind"] == "dataplane").count();
+    assert_eq!(dp_lines, 4);
+    assert_eq!(lines.iter().filter(|l| l["kind"] == "zone").count(), 2);
+    assert!(lines.iter().any(|l| l["kind"] == "progress"));
+
+    // policy=: only that shadow policy goes live. backend-inbound selects backend DPPs only,
+    // but as a first live MeshTimeout it also switches the old Timeouts off, so every DPP
+    // whose dependencies differ is considered; only backend's config changes.
+    let (status, one) = get(
+        &global,
+        "/meshes/default/_shadow-diff?format=full&policy=MeshTimeout/backend-inbound",
+    )
+    .await;
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["policy"], "MeshTimeout/backend-inbound");
+    let names: Vec<(&str, &str)> = one["dataplanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["zone"].as_str().unwrap(), d["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, [("zone-2", "backend")], "{one}");
+    let (status, direct_one) = get(
+        &z2,
+        "/meshes/default/dataplanes/backend/_config?shadow=true&include=diff",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_ne!(
+        one["dataplanes"][0]["patch"], direct_one["diff"],
+        "promoting one policy is not promoting all"
+    );
+    // Its own value (idleTimeout 3h) is part of the change.
+    assert!(
+        one["dataplanes"][0]["patch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["value"] == "10800s"),
+        "{one}"
+    );
+    // zone= narrows to one zone.
+    let (_, only_z1) = get(&global, "/meshes/default/_shadow-diff?zone=zone-1").await;
+    assert_eq!(only_z1["zones"].as_array().unwrap().len(), 1);
+    assert_eq!(only_z1["totals"]["considered"], 2);
+    // Bad parameters are 400s naming them; a live policy cannot be promoted.
+    for (q, field) in [
+        ("format=yaml", "format"),
+        ("policy=MeshTimeout", "policy"),
+        ("policy=Timeout/timeout-global", "policy"),
+        ("timeout=forever", "timeout"),
+    ] {
+        let (status, body) = get(&global, &format!("/meshes/default/_shadow-diff?{q}")).await;
+        assert_eq!(status, 400, "{q}: {body}");
+        assert_eq!(body["invalidParameters"][0]["field"], field, "{q}: {body}");
+    }
+    assert_eq!(
+        get(
+            &global,
+            "/meshes/default/_shadow-diff?policy=MeshTimeout/nope"
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        get(&global, "/meshes/default/_shadow-diff?zone=zone-9")
+            .await
+            .0,
+        404
+    );
+    assert_eq!(get(&global, "/meshes/nope/_shadow-diff").await.0, 404);
+
+    // Affected DPPs, computed on the Global.
+    let (status, selected) = get(
+        &global,
+        "/meshes/default/meshtimeouts/backend-inbound/_resources/dataplanes",
+    )
+    .await;
+    assert_eq!(status, 200, "{selected}");
+    assert_eq!(selected["total"], 1);
+    assert_eq!(selected["items"][0]["zone"], "zone-2");
+    assert_eq!(selected["items"][0]["displayName"], "backend");
+    let (_, all) = get(
+        &global,
+        "/meshes/default/meshtimeouts/timeout-global/_resources/dataplanes?size=3",
+    )
+    .await;
+    assert_eq!(all["total"], 4);
+    assert_eq!(all["items"].as_array().unwrap().len(), 3);
+    assert!(all["next"].as_str().unwrap().contains("offset=3"));
+
+    // Per-DPP forwarding: same bodies as the zone, by Global name or unique zone name.
+    let backend_global = selected["items"][0]["name"].as_str().unwrap().to_owned();
+    for path in [
+        "_config?shadow=true&include=diff",
+        "_config",
+        "_rules?shadow=true&include=diff",
+    ] {
+        let (s1, via_global) = get(
+            &global,
+            &format!("/meshes/default/dataplanes/{backend_global}/{path}"),
+        )
+        .await;
+        let (s2, from_zone) = get(&z2, &format!("/meshes/default/dataplanes/backend/{path}")).await;
+        assert_eq!((s1, &via_global), (s2, &from_zone), "{path}");
+    }
+    let (s, redis) = get(
+        &global,
+        "/meshes/default/dataplanes/redis/_config?shadow=true&include=diff",
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        redis["diff"],
+        direct[&("zone-1".to_owned(), "redis".to_owned())]
+    );
+    let (s, bad) = get(
+        &global,
+        &format!("/meshes/default/dataplanes/{backend_global}/_config?shadow=maybe"),
+    )
+    .await;
+    let (_, bad_zone) = get(
+        &z2,
+        "/meshes/default/dataplanes/backend/_config?shadow=maybe",
+    )
+    .await;
+    assert_eq!((s, &bad), (400, &bad_zone));
+    let (s, ambiguous) = get(&global, "/meshes/default/dataplanes/frontend/_config").await;
+    assert_eq!(s, 400, "{ambiguous}");
+    assert_eq!(
+        get(&global, "/meshes/default/dataplanes/nope/_config")
+            .await
+            .0,
+        404
+    );
+
+    // Zone-2 goes away: its part is reported missing, zone-1's is unaffected.
+    z2.kill();
+    wait_until(Duration::from_secs(20), || async {
+        get(&global, "/zones/zone-2").await.1["online"] == false
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("zone-2 still online:\n{}", global.log_tail()))?;
+    let (status, partial) = get(&global, "/meshes/default/_shadow-diff?timeout=3s").await;
+    assert_eq!(status, 200, "{partial}");
+    assert_eq!(partial["partial"], true);
+    let zones: BTreeMap<&str, &Value> = partial["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| (z["zone"].as_str().unwrap(), z))
+        .collect();
+    assert_eq!(zones["zone-1"]["status"], "ok");
+    assert_eq!(zones["zone-2"]["status"], "failed");
+    assert!(
+        zones["zone-2"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("zone-2"),
+        "{partial}"
+    );
+    assert_eq!(zones["zone-2"]["failed"], 2);
+    assert_eq!(partial["totals"]["failed"], 2);
+    let (s, offline) = get(
+        &global,
+        &format!("/meshes/default/dataplanes/{backend_global}/_config"),
+    )
+    .await;
+    assert_eq!(s, 503, "{offline}");
+    assert!(
+        offline["detail"].as_str().unwrap().contains("zone-2"),
+        "{offline}"
+    );
+    drop(envoy);
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! The zone's half of the inspect fan-out (issue 6): answers the Global's inspect calls, which
+//! arrive on the zone's own KDS connection (`InspectSync`, reverse unary), so a zone needs no
+//! inbound reachability.
+//!
+//! - `DataplaneInspect`: one DPP's `_config` or `_rules`, exactly as this zone's API answers it
+//!   (same body, same 400/404), as an HTTP-like status and JSON body cut in chunks of
+//!   [`CHUNK_BYTES`];
+//! - `ShadowDiffRequest`: the RFC 6902 Live → Shadow patch of each listed DPP
+//!   ([`MeshShadow`]), computed in parallel on a pool of its own (the reconciler's work is not
+//!   starved) and streamed back in batches of at most [`BATCH_ITEMS`] DPPs or [`CHUNK_BYTES`]
+//!   as they complete. One DPP whose patch is larger than [`MAX_DIFF_BYTES`] gets an error naming
+//!   it and its size instead.
+//!
+//! At most [`MAX_CONCURRENT`] calls run at once (more get a 503 answer at once), and each stops
+//! at its deadline (`timeout_ms`, at most [`MAX_TIMEOUT`]) or when the Global stops listening.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use tokio::sync::{mpsc, Semaphore};
+use umbra_core::view::Promotion;
+use umbra_proto::kds::{
+    dataplane_inspect::Endpoint, inspect_request::Kind, inspect_response::Body, DataplaneDiff,
+    DataplaneDiffs, DataplaneInspect, HttpAnswer, InspectError, InspectRequest, InspectResponse,
+    ShadowDiffRequest,
+};
+
+use crate::error::ApiError;
+use crate::inspect::{self, InspectQuery, MeshShadow};
+use crate::store::Store;
+
+/// Inspect calls running at once; more are answered with a 503.
+pub const MAX_CONCURRENT: usize = 4;
+/// Largest piece of an answer in one message (bytes), well under the KDS message limit.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// Most DPP results in one message.
+pub const BATCH_ITEMS: usize = 100;
+/// Largest patch of one DPP sent (bytes of its JSON operations).
+pub const MAX_DIFF_BYTES: usize = 8 << 20;
+/// Longest a call may run, whatever the Global asks.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
+/// Deadline of a call that names none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Threads computing shadow diffs, apart from the reconciler's.
+fn pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("inspect-{i}"))
+            .build()
+            .expect("an inspect thread pool")
+    })
+}
+
+/// Answer `requests` on `out` until the Global closes the stream.
+pub async fn serve(
+    mut requests: mpsc::Receiver<InspectRequest>,
+    out: mpsc::Sender<InspectResponse>,
+    store: Store,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    while let Some(req) = requests.recv().await {
+        let id = req.id;
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(id, "inspect: too many calls running; answering 503");
+            let _ = out
+                .send(error(
+                    id,
+                    503,
+                    format!("the zone is busy with {MAX_CONCURRENT} inspect calls; retry later"),
+                ))
+                .await;
+            continue;
+        };
+        let (out, store) = (out.clone(), store.clone());
+        tokio::spawn(async move {
+            handle(req, &out, store).await;
+            drop(permit);
+        });
+    }
+}
+
+fn error(id: u64, status: u32, message: String) -> InspectResponse {
+    InspectResponse {
+        id,
+        last: true,
+        body: Some(Body::Error(InspectError { status, message })),
+    }
+}
+
+async fn handle(req: InspectRequest, out: &mpsc::Sender<InspectResponse>, store: Store) {
+    let id = req.id;
+    let timeout = match req.timeout_ms {
+        0 => DEFAULT_TIMEOUT,
+        ms => Duration::from_millis(ms).min(MAX_TIMEOUT),
+    };
+    let deadline = Instant::now() + timeout;
+    match req.kind {
+        None => {
+            let _ = out
+                .send(error(id, 400, "the inspect request names no call".into()))
+                .await;
+        }
+        Some(Kind::Dataplane(d)) => dataplane(id, d, out, store).await,
+        Some(Kind::ShadowDiff(d)) => {
+            let out = out.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                shadow_diff(id, &d, &out, &store, deadline);
+            })
+            .await;
+            if let Err(e) = done {
+                tracing::error!(id, error = %e, "inspect: shadow diff task failed");
+            }
+        }
+    }
+}
+
+/// One DPP's `_config` or `_rules`, as the zone API answers it.
+async fn dataplane(
+    id: u64,
+    d: DataplaneInspect,
+    out: &mpsc::Sender<InspectResponse>,
+    store: Store,
+) {
+    let endpoint = d.endpoint();
+    let pairs: Vec<(String, String)> = d.query.into_iter().map(|p| (p.key, p.value)).collect();
+    let answer = tokio::task::spawn_blocking(move || {
+        let q = InspectQuery::parse(&pairs)?;
+        let resources = store.mesh_resources(&d.mesh);
+        match endpoint {
+            Endpoint::Config => inspect::config(&resources, &d.mesh, &d.name, q),
+            Endpoint::Rules => inspect::rules(&resources, &d.mesh, &d.name, q),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ApiError::status(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("inspect task failed: {e}"),
+        ))
+    });
+    let (status, body) = match answer {
+        Ok(v) => (200, v),
+        Err(e) => (u32::from(e.status.as_u16()), e.body()),
+    };
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    for frame in http_frames(id, status, &bytes) {
+        if out.send(frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `body` cut in [`CHUNK_BYTES`] frames, the last one flagged.
+fn http_frames(id: u64, status: u32, body: &[u8]) -> Vec<InspectResponse> {
+    let total = body.len() as u64;
+    let mut chunks: Vec<&[u8]> = body.chunks(CHUNK_BYTES).collect();
+    if chunks.is_empty() {
+        chunks.push(&[]);
+    }
+    let n = chunks.len();
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| InspectResponse {
+            id,
+            last: i + 1 == n,
+            body: Some(Body::Http(HttpAnswer {
+                status,
+                total_bytes: total,
+                chunk: chunk.to_vec(),
+            })),
+        })
+        .collect()
+}
+
+/// The diffs of the listed DPPs, streamed in batches; blocking (runs off the async runtime).
+fn shadow_diff(
+    id: u64,
+    d: &ShadowDiffRequest,
+    out: &mpsc::Sender<InspectResponse>,
+    store: &Store,
+    deadline: Instant,
+) {
+    let started = Instant::now();
+    let promotion = match Promotion::parse(&d.policy) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = out.blocking_send(error(id, 400, format!("policy: {e}")));
+            return;
+        }
+    };
+    let shadow = match MeshShadow::prepare(&store.mesh_resources(&d.mesh), &d.mesh, &promotion) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = out.blocking_send(error(id, u32::from(e.status.as_u16()), e.detail));
+            return;
+        }
+    };
+    let expired = || Instant::now() > deadline || out.is_closed();
+    let threads = pool().current_num_threads().max(1);
+    let chunk = (d.dataplanes.len() / (threads * 4)).clamp(1, BATCH_ITEMS);
+    pool().install(|| {
+        d.dataplanes.par_chunks(chunk).for_each(|names| {
+            let mut batch = Batch::new(id);
+            for name in names {
+                if expired() {
+                    return;
+                }
+                batch.push(diff_item(&shadow, name), out);
+            }
+            batch.flush(out);
+        });
+    });
+    if expired() {
+        tracing::warn!(id, mesh = %d.mesh, dataplanes = d.dataplanes.len(), "inspect: shadow diff stopped at its deadline");
+        return;
+    }
+    let _ = out.blocking_send(InspectResponse {
+        id,
+        last: true,
+        body: Some(Body::Diffs(DataplaneDiffs::default())),
+    });
+    tracing::debug!(id, mesh = %d.mesh, dataplanes = d.dataplanes.len(), elapsed_ms = started.elapsed().as_millis() as u64, "inspect: shadow diff done");
+}
+
+/// One DPP's result: its operations as JSON, or an error naming it.
+fn diff_item(shadow: &MeshShadow, name: &str) -> DataplaneDiff {
+    let mut item = DataplaneDiff {
+        name: name.to_owned(),
+        ..DataplaneDiff::default()
+    };
+    match shadow.diff(name) {
+        Err(e) => item.error = e,
+        Ok(patch) => {
+            let ops: Vec<Vec<u8>> = patch
+                .0
+                .iter()
+                .map(|op| serde_json::to_vec(op).unwrap_or_default())
+                .collect();
+            let size: usize = ops.iter().map(Vec::len).sum();
+            if size > MAX_DIFF_BYTES {
+                item.error = format!(
+                    "the diff of dataplane {name:?} is {size} bytes, over the {MAX_DIFF_BYTES}-byte limit of one answer; inspect it on its own (_config?shadow=true&include=diff)"
+                );
+            } else {
+                item.operations = ops;
+            }
+        }
+    }
+    item
+}
+
+/// DPP results waiting to be sent together.
+struct Batch {
+    id: u64,
+    items: Vec<DataplaneDiff>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            items: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    fn push(&mut self, item: DataplaneDiff, out: &mpsc::Sender<InspectResponse>) {
+        let size = item.name.len()
+            + item.error.len()
+            + item.operations.iter().map(Vec::len).sum::<usize>();
+        if !self.items.is_empty()
+            && (self.items.len() >= BATCH_ITEMS || self.bytes + size > CHUNK_BYTES)
+        {
+            self.flush(out);
+        }
+        self.bytes += size;
+        self.items.push(item);
+    }
+
+    fn flush(&mut self, out: &mpsc::Sender<InspectResponse>) {
+        if self.items.is_empty() {
+            return;
+        }
+        self.bytes = 0;
+        let _ = out.blocking_send(InspectResponse {
+            id: self.id,
+            last: false,
+            body: Some(Body::Diffs(DataplaneDiffs {
+                items: std::mem::take(&mut self.items),
+            })),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_answers_are_chunked_and_flag_the_last_frame() {
+        let body = vec![b'x'; CHUNK_BYTES * 2 + 10];
+        let frames = http_frames(7, 200, &body);
+        assert_eq!(frames.len(), 3);
+        assert!(frames.iter().take(2).all(|f| !f.last && f.id == 7));
+        assert!(frames[2].last);
+        let joined: Vec<u8> = frames
+            .iter()
+            .flat_map(|f| match &f.body {
+                Some(Body::Http(h)) => {
+                    assert_eq!(h.total_bytes, body.len() as u64);
+                    h.chunk.clone()
+                }
+                _ => panic!("not an HTTP frame"),
+            })
+            .collect();
+        assert_eq!(joined, body);
+        let empty = http_frames(8, 404, &[]);
+        assert_eq!(empty.len(), 1);
+        assert!(empty[0].last);
+    }
+}
