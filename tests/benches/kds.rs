@@ -88,6 +88,7 @@ async fn start_zone(
         config,
         store.clone(),
         Arc::default(),
+        None,
         Arc::default(),
         rx,
     ));

@@ -439,6 +439,11 @@ impl CpProcess {
         Ok(())
     }
 
+    /// The running process' id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILL the process (no drain, no final save) and reap it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -440,6 +440,58 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         404
     );
 
+    // umbractl renders both, from the Global.
+    let url = format!("http://{}", global.api);
+    let plain = umbractl::diff::Style { color: false };
+    let text = umbractl::inspect_shadow_diff(
+        &url,
+        "default",
+        None,
+        None,
+        false,
+        None,
+        umbractl::Output::Text,
+        plain,
+    )
+    .await?;
+    assert!(text.contains("dataplanes: 4 considered"), "{text}");
+    assert!(text.contains("zone zone-2: ok"), "{text}");
+    assert!(text.contains("@ Cluster "), "{text}");
+    let text = umbractl::inspect_dataplane(
+        &url,
+        "default",
+        &backend_global,
+        false,
+        true,
+        true,
+        umbractl::Output::Text,
+        plain,
+    )
+    .await?;
+    let first_op = &direct[&("zone-2".to_owned(), "backend".to_owned())][0];
+    assert!(
+        text.contains(&format!("  {} ", first_op["op"].as_str().unwrap())),
+        "{text}"
+    );
+    assert!(
+        text.contains("  - ") && text.contains("  + "),
+        "old and new values: {text}"
+    );
+    let err = umbractl::inspect_shadow_diff(
+        &url,
+        "default",
+        Some("MeshTimeout"),
+        None,
+        false,
+        None,
+        umbractl::Output::Json,
+        plain,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("400") && err.contains("policy: "), "{err}");
+
     // Zone-2 goes away: its part is reported missing, zone-1's is unaffected.
     z2.kill();
     wait_until(Duration::from_secs(20), || async {

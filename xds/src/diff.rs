@@ -101,7 +101,9 @@ impl DiffCache {
 }
 
 /// [`snapshot_diff`] with changed resources' operations taken from, or added to, `cache`.
-/// The result is identical to [`snapshot_diff`]'s.
+/// SDS secrets are not compared: inspect documents never hold key material (a served Live
+/// snapshot carries the DPP's identity, a generated one does not), and policies do not change
+/// secrets. Otherwise the result is identical to [`snapshot_diff`]'s.
 ///
 /// # Errors
 /// [`RenderError`] if a changed resource cannot be rendered.
@@ -113,6 +115,22 @@ pub fn snapshot_diff_cached(
     snapshot_diff_with(live, shadow, Some(cache))
 }
 
+/// The types a diff walks; the cached diff leaves secrets out.
+fn diff_types(cached: bool) -> &'static [&'static str] {
+    const ALL: &[&str] = &[
+        CLUSTER_TYPE,
+        ENDPOINT_TYPE,
+        LISTENER_TYPE,
+        ROUTE_TYPE,
+        SECRET_TYPE,
+    ];
+    if cached {
+        &ALL[..4]
+    } else {
+        ALL
+    }
+}
+
 fn snapshot_diff_with(
     live: &Snapshot,
     shadow: &Snapshot,
@@ -121,13 +139,7 @@ fn snapshot_diff_with(
     let live_doc_has = |t: &str| type_present(live, t);
     let shadow_doc_has = |t: &str| type_present(shadow, t);
     let mut ops = Vec::new();
-    for t in [
-        CLUSTER_TYPE,
-        ENDPOINT_TYPE,
-        LISTENER_TYPE,
-        ROUTE_TYPE,
-        SECRET_TYPE,
-    ] {
+    for &t in diff_types(cache.is_some()) {
         match (live_doc_has(t), shadow_doc_has(t)) {
             (false, false) => continue,
             (true, false) => {

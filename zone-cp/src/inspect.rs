@@ -23,6 +23,7 @@
 //! zone through the API (Envoy's own config dump redacts it too), and policies cannot change it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use umbra_core::dataplane::DataplaneSpec;
@@ -254,6 +255,8 @@ pub struct MeshShadow {
     live: PolicySet,
     shadow: PolicySet,
     dataplanes: HashMap<String, DataplaneSpec>,
+    /// Live snapshots already generated for these exact resources (the reconciler's).
+    live_snapshots: HashMap<String, Arc<Snapshot>>,
     cache: DiffCache,
 }
 
@@ -288,8 +291,18 @@ impl MeshShadow {
             shadow: PolicySet::build_shadow(mesh, resources, promotion),
             mesh: mesh.to_owned(),
             dataplanes,
+            live_snapshots: HashMap::new(),
             cache: DiffCache::new(DIFF_CACHE_ENTRIES),
         })
+    }
+
+    /// Use these Live snapshots (by DPP name) instead of generating them. They must have been
+    /// generated from the very resources given to [`MeshShadow::prepare`] (see
+    /// [`crate::reconciler::Reconciler::live_at`]); their SDS secrets are ignored.
+    #[must_use]
+    pub fn with_live_snapshots(mut self, live: HashMap<String, Arc<Snapshot>>) -> Self {
+        self.live_snapshots = live;
+        self
     }
 
     /// The RFC 6902 patch from DPP `name`'s Live config document to its Shadow one (as
@@ -310,7 +323,10 @@ impl MeshShadow {
             name,
             dataplane: dp,
         };
-        let live = generate(proxy, &self.ctx, &self.live).map_err(|e| e.to_string())?;
+        let live = match self.live_snapshots.get(name) {
+            Some(served) => served.clone(),
+            None => Arc::new(generate(proxy, &self.ctx, &self.live).map_err(|e| e.to_string())?),
+        };
         let shadow = generate(proxy, &self.ctx, &self.shadow).map_err(|e| e.to_string())?;
         umbra_xds::diff::snapshot_diff_cached(&live, &shadow, &self.cache)
             .map_err(|e| format!("rendering failed: {e}"))

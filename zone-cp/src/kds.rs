@@ -41,6 +41,7 @@ use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::ads::Insights;
+use crate::reconciler::Reconciler;
 use crate::store::{Store, StoreError};
 
 /// How to reach the Global.
@@ -119,11 +120,13 @@ impl Backoff {
     }
 }
 
-/// Run the client until `shutdown` turns `true`.
+/// Run the client until `shutdown` turns `true`. With `reconciler`, the Global's shadow-diff
+/// calls reuse the Live snapshots proxies are served.
 pub async fn run(
     config: KdsClientConfig,
     store: Store,
     insights: Arc<Insights>,
+    reconciler: Option<Arc<Reconciler>>,
     status: SharedStatus,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -140,7 +143,7 @@ pub async fn run(
         update_status(&status, |s| s.attempts += 1);
         let started = tokio::time::Instant::now();
         let outcome = tokio::select! {
-            r = session(&config, &store, offer_rx.clone(), &status) => r,
+            r = session(&config, &store, reconciler.clone(), offer_rx.clone(), &status) => r,
             _ = shutdown.wait_for(|s| *s) => break,
         };
         update_status(&status, |s| s.connected = false);
@@ -184,6 +187,7 @@ async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
 async fn session(
     config: &KdsClientConfig,
     store: &Store,
+    reconciler: Option<Arc<Reconciler>>,
     offer: OfferWatch,
     status: &SharedStatus,
 ) -> Result<(), String> {
@@ -265,7 +269,7 @@ async fn session(
         Ok(()) => format!("{dir} stream closed by the Global"),
         Err(e) => format!("{dir}: {e}"),
     };
-    let inspect = crate::remote_inspect::serve(calls, inspect_tx, store.clone());
+    let inspect = crate::remote_inspect::serve(calls, inspect_tx, store.clone(), reconciler);
     tokio::select! {
         r = down => Err(describe("GlobalToZoneSync", r)),
         r = up => Err(describe("ZoneToGlobalSync", r)),

@@ -157,6 +157,7 @@ pub async fn run(
             c,
             store.clone(),
             insights.clone(),
+            Some(reconciler.clone()),
             kds_status.clone(),
             stop_rx.clone(),
         ))

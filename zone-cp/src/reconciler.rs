@@ -78,6 +78,9 @@ pub struct Outcome {
 pub struct Reconciler {
     store: Store,
     state: RwLock<HashMap<DpKey, Arc<DpSnapshot>>>,
+    /// The store revision `state` was computed from (written under `state`'s write lock, so a
+    /// reader holding the read lock sees a matching pair); `u64::MAX` before the first pass.
+    state_revision: std::sync::atomic::AtomicU64,
     changed: watch::Sender<u64>,
     ca: Authority,
 }
@@ -126,6 +129,7 @@ impl Reconciler {
         Self {
             store,
             state: RwLock::new(HashMap::new()),
+            state_revision: std::sync::atomic::AtomicU64::new(u64::MAX),
             changed,
             ca: Authority::new(),
         }
@@ -145,9 +149,37 @@ impl Reconciler {
             .cloned()
     }
 
+    /// The Live snapshots of `mesh`'s DPPs (those whose latest generation succeeded), if they
+    /// were computed from store revision `revision` exactly; `None` when the reconciler is
+    /// behind or ahead. Lets inspect reuse what proxies are served instead of generating it
+    /// again (the fleet-wide shadow diff, issue 6). The snapshots hold SDS secrets.
+    pub fn live_at(&self, revision: u64, mesh: &str) -> Option<HashMap<String, Arc<Snapshot>>> {
+        let state = self
+            .state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self
+            .state_revision
+            .load(std::sync::atomic::Ordering::Acquire)
+            != revision
+        {
+            return None;
+        }
+        Some(
+            state
+                .iter()
+                .filter(|((m, _), e)| m == mesh && e.error.is_none())
+                .map(|((_, n), e)| (n.clone(), e.snapshot.clone()))
+                .collect(),
+        )
+    }
+
     /// Bring every DPP up to date with the store once (regenerating only those whose inputs
     /// changed) and wake subscribers if anything they serve changed.
     pub fn reconcile_once(&self) -> Outcome {
+        // Read first: the state computed below reflects at least this revision, and exactly
+        // it when nothing was written meanwhile.
+        let revision = self.store.revision();
         let meshes = self.store.list(ResourceType::Mesh, "");
         let previous = self
             .state
@@ -255,10 +287,21 @@ impl Reconciler {
         );
         // Dataplanes that disappeared count as changes too (their streams must notice).
         outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
-        *self
+        let mut state = self
             .state
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *state = next;
+        // A write that landed during this pass makes the state newer than `revision`: then no
+        // revision is exact.
+        let exact = if self.store.revision() == revision {
+            revision
+        } else {
+            u64::MAX
+        };
+        self.state_revision
+            .store(exact, std::sync::atomic::Ordering::Release);
+        drop(state);
         if outcome.changed > 0 {
             self.changed.send_modify(|v| *v += 1);
         }

@@ -28,6 +28,7 @@ use umbra_proto::kds::{
 
 use crate::error::ApiError;
 use crate::inspect::{self, InspectQuery, MeshShadow};
+use crate::reconciler::Reconciler;
 use crate::store::Store;
 
 /// Inspect calls running at once; more are answered with a 503.
@@ -56,11 +57,13 @@ fn pool() -> &'static rayon::ThreadPool {
     })
 }
 
-/// Answer `requests` on `out` until the Global closes the stream.
+/// Answer `requests` on `out` until the Global closes the stream; with `reconciler`, its
+/// current Live snapshots are reused for shadow diffs.
 pub async fn serve(
     mut requests: mpsc::Receiver<InspectRequest>,
     out: mpsc::Sender<InspectResponse>,
     store: Store,
+    reconciler: Option<Arc<Reconciler>>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     while let Some(req) = requests.recv().await {
@@ -76,9 +79,9 @@ pub async fn serve(
                 .await;
             continue;
         };
-        let (out, store) = (out.clone(), store.clone());
+        let (out, store, reconciler) = (out.clone(), store.clone(), reconciler.clone());
         tokio::spawn(async move {
-            handle(req, &out, store).await;
+            handle(req, &out, store, reconciler).await;
             drop(permit);
         });
     }
@@ -92,7 +95,12 @@ fn error(id: u64, status: u32, message: String) -> InspectResponse {
     }
 }
 
-async fn handle(req: InspectRequest, out: &mpsc::Sender<InspectResponse>, store: Store) {
+async fn handle(
+    req: InspectRequest,
+    out: &mpsc::Sender<InspectResponse>,
+    store: Store,
+    reconciler: Option<Arc<Reconciler>>,
+) {
     let id = req.id;
     let timeout = match req.timeout_ms {
         0 => DEFAULT_TIMEOUT,
@@ -109,7 +117,7 @@ async fn handle(req: InspectRequest, out: &mpsc::Sender<InspectResponse>, store:
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
             let done = tokio::task::spawn_blocking(move || {
-                shadow_diff(id, &d, &out, &store, deadline);
+                shadow_diff(id, &d, &out, &store, reconciler.as_deref(), deadline);
             })
             .await;
             if let Err(e) = done {
@@ -184,6 +192,7 @@ fn shadow_diff(
     d: &ShadowDiffRequest,
     out: &mpsc::Sender<InspectResponse>,
     store: &Store,
+    reconciler: Option<&Reconciler>,
     deadline: Instant,
 ) {
     let started = Instant::now();
@@ -194,8 +203,15 @@ fn shadow_diff(
             return;
         }
     };
-    let shadow = match MeshShadow::prepare(&store.mesh_resources(&d.mesh), &d.mesh, &promotion) {
-        Ok(s) => s,
+    let revision = store.revision();
+    let resources = store.mesh_resources(&d.mesh);
+    // The snapshots proxies are served serve as the Live side when they were generated from
+    // exactly these resources; otherwise Live is generated too.
+    let served = reconciler
+        .filter(|_| store.revision() == revision)
+        .and_then(|r| r.live_at(revision, &d.mesh));
+    let shadow = match MeshShadow::prepare(&resources, &d.mesh, &promotion) {
+        Ok(s) => s.with_live_snapshots(served.unwrap_or_default()),
         Err(e) => {
             let _ = out.blocking_send(error(id, u32::from(e.status.as_u16()), e.detail));
             return;

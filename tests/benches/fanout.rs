@@ -1,0 +1,225 @@
+//! Fleet-wide shadow diff benchmark (issue 6), printed as a table.
+//!
+//! `UMBRA_BENCH_ZONES` (default 5) zone-cp processes with `UMBRA_BENCH_DPPS` (default 2,000)
+//! DPPs each, and one global-cp process (memory store), all on this machine. Each DPP has one
+//! HTTP inbound and 50 outbounds (services `svc-0..svc-99`, 20 DPPs each per zone, each
+//! service behind one VIP). The mesh holds 20 policies: 10 live Timeouts (one for every
+//! service, nine for single services) and their 10 MeshTimeout replacements as shadow (one
+//! Mesh-wide, nine for single services), so the shadow policies affect every DPP.
+//!
+//! Each zone starts from a prepared `--data-dir` (so no zone spends minutes regenerating while
+//! 2,000 DPPs register one by one), syncs its Dataplanes up to the Global over KDS, and then
+//! `GET /meshes/default/_shadow-diff` (summary) is timed from the client, `UMBRA_BENCH_RUNS`
+//! times (default 3), while the Global's RSS is sampled every 5 ms.
+//!
+//! Run: `cargo bench -p umbra-e2e --bench fanout`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use umbra_core::resource::Resource;
+use umbra_e2e::{free_port, wait_until, CpProcess};
+
+const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
+const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
+const SERVICES: usize = 100;
+const OUTBOUNDS: usize = 50;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// VmRSS of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn policies() -> Vec<String> {
+    let mut out = vec![
+        "type: Timeout\nmesh: default\nname: timeout-all\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  connectTimeout: 21s\n  http: {requestTimeout: 23s, idleTimeout: 24s}\n".to_owned(),
+        "type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s, idleTimeout: 24s, http: {requestTimeout: 23s}}\n".to_owned(),
+    ];
+    for i in 1..10 {
+        out.push(format!("type: Timeout\nmesh: default\nname: timeout-svc-{i}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: svc-{i}}}\nconf:\n  connectTimeout: {i}s\n  http: {{requestTimeout: 3{i}s}}\n"));
+        out.push(format!("type: MeshTimeout\nmesh: default\nname: timeout-svc-{i}\nlabels: {{kuma.io/effect: shadow}}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: svc-{i}}}\n    default: {{connectionTimeout: {i}s, http: {{requestTimeout: 4{i}s}}}}\n"));
+    }
+    out
+}
+
+/// DPP `i` of zone `z`: service `svc-(i % 100)`, outbounds to the next 50 services' VIPs.
+fn dataplane(z: usize, i: usize) -> String {
+    let svc = i % SERVICES;
+    let mut y = format!(
+        "type: Dataplane\nmesh: default\nname: dp-{i}\nnetworking:\n  address: 10.{z}.{}.{}\n  inbound:\n  - port: 8080\n    tags: {{kuma.io/service: svc-{svc}, kuma.io/protocol: http}}\n  outbound:\n",
+        i / 250,
+        i % 250
+    );
+    for k in 1..=OUTBOUNDS {
+        let t = (svc + k) % SERVICES;
+        y.push_str(&format!(
+            "  - {{address: 240.0.{}.{}, port: 80, tags: {{kuma.io/service: svc-{t}}}}}\n",
+            t / 250,
+            t % 250
+        ));
+    }
+    y
+}
+
+fn resource(yaml: &str) -> Resource {
+    Resource::from_bytes(yaml.as_bytes()).expect("valid resource")
+}
+
+/// A zone data directory holding the Mesh, the policies and `dpps` Dataplanes.
+fn zone_dir(root: &std::path::Path, z: usize, dpps: usize) -> anyhow::Result<std::path::PathBuf> {
+    let dir = root.join(format!("zone-{z}"));
+    std::fs::create_dir_all(&dir)?;
+    let mut docs: Vec<Value> = vec![resource("type: Mesh\nname: default\n").to_value()];
+    docs.extend(policies().iter().map(|p| resource(p).to_value()));
+    docs.extend((0..dpps).map(|i| resource(&dataplane(z, i)).to_value()));
+    std::fs::write(dir.join("store.json"), serde_json::to_vec(&docs)?)?;
+    Ok(dir)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let zones = env_usize("UMBRA_BENCH_ZONES", 5);
+    let dpps = env_usize("UMBRA_BENCH_DPPS", 2000);
+    let runs = env_usize("UMBRA_BENCH_RUNS", 3);
+    let root = std::env::temp_dir().join(format!(
+        "umbra-bench-fanout-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&root)?;
+    let global = CpProcess::start(GLOBAL, "--kds-addr", &[], &[], root.join("global.log")).await?;
+    global
+        .apply("/meshes/default", "type: Mesh\nname: default\n")
+        .await?;
+    for p in policies() {
+        let r = resource(&p);
+        let plural = if r.ty().name() == "Timeout" {
+            "timeouts"
+        } else {
+            "meshtimeouts"
+        };
+        global
+            .apply(&format!("/meshes/default/{plural}/{}", r.meta.name), &p)
+            .await?;
+    }
+    let setup = Instant::now();
+    let mut zone_procs = Vec::new();
+    for z in 0..zones {
+        let (status, token) = global
+            .call(
+                "POST",
+                "/tokens/zone",
+                Some(&format!(r#"{{"zone": "zone-{z}"}}"#)),
+            )
+            .await?;
+        anyhow::ensure!(status == 200, "token: {token}");
+        let dir = zone_dir(&root, z, dpps)?;
+        let zone = CpProcess::start(
+            ZONE,
+            "--ads-addr",
+            &[
+                "--zone".into(),
+                format!("zone-{z}"),
+                "--global-kds-address".into(),
+                format!("http://{}", global.grpc),
+                "--data-dir".into(),
+                dir.display().to_string(),
+            ],
+            &[
+                ("UMBRA_KDS_TOKEN", token.as_str().unwrap_or_default()),
+                ("RUST_LOG", "warn"),
+            ],
+            root.join(format!("zone-{z}.log")),
+        )
+        .await?;
+        zone_procs.push(zone);
+    }
+    let total = zones * dpps;
+    wait_until(Duration::from_secs(600), || async {
+        matches!(global.call("GET", "/meshes/default/dataplanes?size=1", None).await, Ok((200, v)) if v["total"] == total)
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("the Global did not receive {total} dataplanes:\n{}", global.log_tail()))?;
+    let pid = global.pid().expect("global running");
+    println!(
+        "setup: {zones} zones x {dpps} DPPs ({OUTBOUNDS} outbounds each), 20 policies; synced to the Global in {:.1} s; Global RSS {} MiB",
+        setup.elapsed().as_secs_f64(),
+        rss_kib(pid) / 1024
+    );
+    // Let the zones finish their first reconciliation before timing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    println!();
+    println!("| run | wall | considered | changed | failed | distinct operations | Global RSS before | peak growth |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut walls = Vec::new();
+    let mut growths = Vec::new();
+    for run in 1..=runs {
+        let before = rss_kib(pid);
+        let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let peak = {
+            let sampling = sampling.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut peak = 0;
+                while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                    peak = peak.max(rss_kib(pid));
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                peak
+            })
+        };
+        let started = Instant::now();
+        let (status, body) = global
+            .call("GET", "/meshes/default/_shadow-diff?timeout=60s", None)
+            .await?;
+        let wall = started.elapsed();
+        sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+        let peak = peak.await?;
+        anyhow::ensure!(status == 200, "shadow diff: {status} {body}");
+        anyhow::ensure!(
+            body["partial"] == false,
+            "partial result: {}",
+            body["zones"]
+        );
+        let growth = peak.saturating_sub(before);
+        println!(
+            "| {run} | {:.2} s | {} | {} | {} | {} | {} MiB | {:.1} MiB |",
+            wall.as_secs_f64(),
+            body["totals"]["considered"],
+            body["totals"]["changed"],
+            body["totals"]["failed"],
+            body["changes"].as_array().map_or(0, Vec::len),
+            before / 1024,
+            growth as f64 / 1024.0
+        );
+        walls.push(wall);
+        growths.push(growth);
+    }
+    walls.sort();
+    let median = walls[walls.len() / 2];
+    let max_growth = growths.iter().max().copied().unwrap_or(0);
+    println!();
+    println!(
+        "fleet-wide summary, median wall: {:.2} s (target <= 5 s: {}); max Global RSS growth: {:.1} MiB (target <= 100 MB: {})",
+        median.as_secs_f64(),
+        if median <= Duration::from_secs(5) { "met" } else { "missed" },
+        max_growth as f64 / 1024.0,
+        if max_growth * 1024 <= 100_000_000 { "met" } else { "missed" }
+    );
+    drop(zone_procs);
+    drop(global);
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! Zone-side cost of the fleet-wide shadow diff (issue 6), printed as a table: one mesh of
+//! `UMBRA_BENCH_DPPS` (default 2,000) DPPs, each with one HTTP inbound and 50 outbounds to
+//! service VIPs, 10 live Timeouts and their 10 MeshTimeout replacements as shadow (the topology
+//! of `cargo bench -p umbra-e2e --bench fanout`, one zone). Times [`MeshShadow::prepare`] and
+//! [`MeshShadow::diff`] over every DPP, on one thread and on the inspect pool's threads.
+//!
+//! Run: `cargo bench -p umbra-zone-cp --bench shadow`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use umbra_core::resource::Resource;
+use umbra_core::view::{PolicySet, Promotion, View};
+use umbra_xds::context::MeshContext;
+use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::snapshot::Snapshot;
+use umbra_zone_cp::inspect::MeshShadow;
+
+const SERVICES: usize = 100;
+const OUTBOUNDS: usize = 50;
+
+fn resources(dpps: usize) -> Vec<Resource> {
+    let mut y = vec!["type: Mesh\nname: default\n".to_owned()];
+    y.push("type: Timeout\nmesh: default\nname: timeout-all\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  connectTimeout: 21s\n  http: {requestTimeout: 23s, idleTimeout: 24s}\n".to_owned());
+    y.push("type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s, idleTimeout: 24s, http: {requestTimeout: 23s}}\n".to_owned());
+    for i in 1..10 {
+        y.push(format!("type: Timeout\nmesh: default\nname: timeout-svc-{i}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: svc-{i}}}\nconf:\n  connectTimeout: {i}s\n  http: {{requestTimeout: 3{i}s}}\n"));
+        y.push(format!("type: MeshTimeout\nmesh: default\nname: timeout-svc-{i}\nlabels: {{kuma.io/effect: shadow}}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: svc-{i}}}\n    default: {{connectionTimeout: {i}s, http: {{requestTimeout: 4{i}s}}}}\n"));
+    }
+    for i in 0..dpps {
+        let svc = i % SERVICES;
+        let mut d = format!(
+            "type: Dataplane\nmesh: default\nname: dp-{i}\nnetworking:\n  address: 10.0.{}.{}\n  inbound:\n  - port: 8080\n    tags: {{kuma.io/service: svc-{svc}, kuma.io/protocol: http}}\n  outbound:\n",
+            i / 250,
+            i % 250
+        );
+        for k in 1..=OUTBOUNDS {
+            let t = (svc + k) % SERVICES;
+            d.push_str(&format!(
+                "  - {{address: 240.0.{}.{}, port: 80, tags: {{kuma.io/service: svc-{t}}}}}\n",
+                t / 250,
+                t % 250
+            ));
+        }
+        y.push(d);
+    }
+    y.iter()
+        .map(|s| Resource::from_bytes(s.as_bytes()).expect("valid"))
+        .collect()
+}
+
+fn main() {
+    let dpps: usize = std::env::var("UMBRA_BENCH_DPPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let rs = resources(dpps);
+    let names: Vec<String> = (0..dpps).map(|i| format!("dp-{i}")).collect();
+    let t = Instant::now();
+    let shadow = MeshShadow::prepare(&rs, "default", &Promotion::All).expect("prepare");
+    let prepare = t.elapsed();
+    let t = Instant::now();
+    let ops: usize = names
+        .iter()
+        .take(200)
+        .map(|n| shadow.diff(n).expect("diff").0.len())
+        .sum();
+    let one_thread = t.elapsed() / 200;
+    let shadow = MeshShadow::prepare(&rs, "default", &Promotion::All).expect("prepare");
+    let t = Instant::now();
+    names.par_iter().for_each(|n| {
+        shadow.diff(n).expect("diff");
+    });
+    let parallel = t.elapsed();
+    // What the reconciler holds: every DPP's Live snapshot.
+    let mesh = umbra_core::mesh::MeshSpec::default();
+    let ctx = MeshContext::build(
+        "default",
+        &mesh,
+        rs.iter().filter_map(Resource::as_dataplane),
+    );
+    let live_set = PolicySet::build("default", &rs, View::Live);
+    let served: HashMap<String, Arc<Snapshot>> = rs
+        .par_iter()
+        .filter_map(|r| {
+            let dp = r.as_dataplane()?;
+            let proxy = Proxy {
+                name: &r.meta.name,
+                dataplane: dp,
+            };
+            Some((
+                r.meta.name.clone(),
+                Arc::new(generate(proxy, &ctx, &live_set).expect("generate")),
+            ))
+        })
+        .collect();
+    let shadow = MeshShadow::prepare(&rs, "default", &Promotion::All)
+        .expect("prepare")
+        .with_live_snapshots(served);
+    let t = Instant::now();
+    names.par_iter().for_each(|n| {
+        shadow.diff(n).expect("diff");
+    });
+    let reused = t.elapsed();
+    println!("| measurement ({dpps} DPPs, {OUTBOUNDS} outbounds each) | value |");
+    println!("|---|---|");
+    println!(
+        "| prepare (mesh context, both views) | {:.1} ms |",
+        prepare.as_secs_f64() * 1e3
+    );
+    println!(
+        "| one DPP's diff, one thread (first 200, cold cache) | {:.2} ms ({} operations per DPP) |",
+        one_thread.as_secs_f64() * 1e3,
+        ops / 200
+    );
+    println!(
+        "| every DPP, {} threads (cold cache) | {:.2} s = {:.2} ms per DPP |",
+        rayon::current_num_threads(),
+        parallel.as_secs_f64(),
+        parallel.as_secs_f64() * 1e3 / dpps as f64
+    );
+    println!(
+        "| same, reusing the served Live snapshots | {:.2} s = {:.2} ms per DPP |",
+        reused.as_secs_f64(),
+        reused.as_secs_f64() * 1e3 / dpps as f64
+    );
+}
