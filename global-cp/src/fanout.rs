@@ -67,7 +67,7 @@ pub const SAMPLE: usize = 10;
 /// Failures listed in a `summary`.
 pub const SUMMARY_FAILURES: usize = 100;
 /// Events buffered between the zone calls and the aggregation.
-const EVENT_QUEUE: usize = 64;
+const EVENT_QUEUE: usize = 8;
 
 fn call_error(e: &CallError) -> ApiError {
     ApiError::status(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
@@ -242,6 +242,39 @@ async fn mesh_policies(store: &dyn Store, mesh: &str) -> Result<Vec<Resource>, A
     Ok(out)
 }
 
+/// The Dataplanes whose generation depends on one policy, as list items.
+struct Selecting {
+    set: PolicySet,
+    ty: ResourceType,
+    name: String,
+    selected: Vec<Value>,
+}
+
+impl Selecting {
+    fn add(&mut self, page: &[Stored]) {
+        for s in page {
+            let Some(dp) = s.resource.as_dataplane() else {
+                continue;
+            };
+            let depends = umbra_xds::deps::dependencies(dp, &self.set)
+                .policies
+                .iter()
+                .any(|d| d.ty == self.ty && d.name == self.name);
+            if depends {
+                let r = &s.resource;
+                self.selected.push(json!({
+                    "type": "Dataplane",
+                    "mesh": r.meta.mesh,
+                    "name": r.meta.name,
+                    "zone": s.zone,
+                    "displayName": r.meta.labels.get(DISPLAY_NAME_LABEL),
+                    "labels": r.meta.labels,
+                }));
+            }
+        }
+    }
+}
+
 /// `GET /meshes/{mesh}/{plural}/{name}/_resources/dataplanes`: the DPPs the policy selects.
 ///
 /// # Errors
@@ -277,60 +310,33 @@ pub async fn affected(
         .map_err(store_err)?
         .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
     let resources = mesh_policies(&*st.store, mesh).await?;
-    let dataplanes = list_all(
-        &*st.store,
-        ResourceType::Dataplane,
-        Some(mesh),
-        &BTreeMap::new(),
-    )
-    .await
-    .map_err(store_err)?;
-    let (mesh, name) = (mesh.to_owned(), name.to_owned());
-    let shadow = policy.resource.meta.is_shadow();
-    let selected = tokio::task::spawn_blocking(move || {
-        // A shadow policy is looked at in the view where it is live.
-        let set = if shadow {
-            PolicySet::build_shadow(
-                &mesh,
-                &resources,
-                &Promotion::Only {
-                    ty,
-                    name: name.clone(),
-                },
-            )
-        } else {
-            PolicySet::build(&mesh, &resources, View::Live)
-        };
-        dataplanes
-            .into_iter()
-            .filter(|s| {
-                s.resource.as_dataplane().is_some_and(|dp| {
-                    umbra_xds::deps::dependencies(dp, &set)
-                        .policies
-                        .iter()
-                        .any(|d| d.ty == ty && d.name == name)
-                })
-            })
-            .collect::<Vec<Stored>>()
-    })
-    .await
-    .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    // A shadow policy is looked at in the view where it is live.
+    let set = if policy.resource.meta.is_shadow() {
+        PolicySet::build_shadow(
+            mesh,
+            &resources,
+            &Promotion::Only {
+                ty,
+                name: name.to_owned(),
+            },
+        )
+    } else {
+        PolicySet::build(mesh, &resources, View::Live)
+    };
+    let selecting = Selecting {
+        set,
+        ty,
+        name: name.to_owned(),
+        selected: Vec::new(),
+    };
+    let selected = for_each_dataplane_page(&*st.store, mesh, selecting, Selecting::add)
+        .await?
+        .selected;
     let total = selected.len();
     let items = selected
-        .iter()
+        .into_iter()
         .skip(page.offset)
         .take(page.size)
-        .map(|s| {
-            let r = &s.resource;
-            json!({
-                "type": "Dataplane",
-                "mesh": r.meta.mesh,
-                "name": r.meta.name,
-                "zone": s.zone,
-                "displayName": r.meta.labels.get(DISPLAY_NAME_LABEL),
-                "labels": r.meta.labels,
-            })
-        })
         .collect();
     Ok(Json(page.body(items, total, path)))
 }
@@ -420,33 +426,86 @@ impl Plan {
     }
 }
 
-/// Narrow a fleet-wide diff of `mesh` to the DPPs (Global-stored Dataplanes, each with its
-/// zone) whose dependencies differ between the Live view and the Shadow view with
-/// `promotion` ([`umbra_xds::deps::views_differ`]): the other DPPs' configs are identical in
-/// both, so no zone needs to generate them. Pure.
-pub fn plan(
-    mesh: &str,
-    policies: &[Resource],
-    dataplanes: &[Stored],
-    promotion: &Promotion,
-) -> Plan {
-    let live = PolicySet::build(mesh, policies, View::Live);
-    let shadow = PolicySet::build_shadow(mesh, policies, promotion);
-    let mut zones: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for s in dataplanes {
-        let (Some(dp), Some(at)) = (s.resource.as_dataplane(), locate_in(s)) else {
-            continue;
-        };
-        if umbra_xds::deps::views_differ(dp, &live, &shadow) {
-            zones.entry(at.zone).or_default().push(at.local);
+/// Narrows a fleet-wide diff of a mesh to the DPPs (Global-stored Dataplanes, each with its
+/// zone) whose dependencies differ between the Live view and the Shadow view with the
+/// promotion ([`umbra_xds::deps::views_differ`]): the other DPPs' configs are identical in
+/// both, so no zone needs to generate them. Pure; fed page by page, so only names are kept.
+#[derive(Debug)]
+pub struct Planner {
+    live: PolicySet,
+    shadow: PolicySet,
+    plan: Plan,
+}
+
+impl Planner {
+    /// A planner for `mesh` with its `policies`.
+    pub fn new(mesh: &str, policies: &[Resource], promotion: &Promotion) -> Self {
+        Self {
+            live: PolicySet::build(mesh, policies, View::Live),
+            shadow: PolicySet::build_shadow(mesh, policies, promotion),
+            plan: Plan {
+                policies: promotion.promoted(mesh, policies),
+                zones: BTreeMap::new(),
+            },
         }
     }
-    for names in zones.values_mut() {
-        names.sort();
+
+    /// Consider these Dataplanes.
+    pub fn add(&mut self, dataplanes: &[Stored]) {
+        for s in dataplanes {
+            let (Some(dp), Some(at)) = (s.resource.as_dataplane(), locate_in(s)) else {
+                continue;
+            };
+            if umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
+                self.plan.zones.entry(at.zone).or_default().push(at.local);
+            }
+        }
     }
-    Plan {
-        policies: promotion.promoted(mesh, policies),
-        zones,
+
+    /// The plan (names sorted per zone).
+    pub fn finish(mut self) -> Plan {
+        for names in self.plan.zones.values_mut() {
+            names.sort();
+        }
+        self.plan
+    }
+}
+
+/// Dataplanes read per store page while walking a mesh's (they can be large; callers keep
+/// only what they need of each).
+const DATAPLANE_PAGE: u64 = 200;
+
+/// Feed `mesh`'s Dataplanes to `f` with `acc`, [`DATAPLANE_PAGE`] at a time, off the async
+/// runtime; returns `acc`.
+async fn for_each_dataplane_page<T: Send + 'static>(
+    store: &dyn Store,
+    mesh: &str,
+    mut acc: T,
+    f: impl Fn(&mut T, &[Stored]) + Send + Copy + 'static,
+) -> Result<T, ApiError> {
+    let mut offset = 0;
+    loop {
+        let page = store
+            .list(&crate::store::ListQuery {
+                ty: ResourceType::Dataplane,
+                mesh: Some(mesh.to_owned()),
+                labels: BTreeMap::new(),
+                offset,
+                size: DATAPLANE_PAGE,
+            })
+            .await
+            .map_err(store_err)?;
+        let next = page.next_offset;
+        acc = tokio::task::spawn_blocking(move || {
+            f(&mut acc, &page.items);
+            acc
+        })
+        .await
+        .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        match next {
+            Some(n) => offset = n,
+            None => return Ok(acc),
+        }
     }
 }
 
@@ -983,19 +1042,10 @@ pub async fn shadow_diff(
             )));
         }
     }
-    let dataplanes = list_all(
-        &*st.store,
-        ResourceType::Dataplane,
-        Some(mesh),
-        &BTreeMap::new(),
-    )
-    .await
-    .map_err(store_err)?;
-    let (m, promotion) = (mesh.to_owned(), q.promotion.clone());
-    let mut plan =
-        tokio::task::spawn_blocking(move || plan(&m, &policies, &dataplanes, &promotion))
-            .await
-            .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let planner = Planner::new(mesh, &policies, &q.promotion);
+    let mut plan = for_each_dataplane_page(&*st.store, mesh, planner, Planner::add)
+        .await?
+        .finish();
     if let Some(zone) = &q.zone {
         plan.zones.retain(|z, _| z == zone);
     }

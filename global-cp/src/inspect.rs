@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use umbra_proto::kds::{inspect_request::Kind, InspectRequest, InspectResponse};
 
 /// Frames buffered per call before the zone's reader waits for the caller.
-pub const CALL_QUEUE: usize = 64;
+pub const CALL_QUEUE: usize = 4;
 /// How long the zone's reader waits for a caller to take a frame before dropping the call.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Late frames remembered per zone, to log the first late frame of a call once, not each.

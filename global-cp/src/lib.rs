@@ -135,7 +135,12 @@ pub async fn serve(
     });
     let mut builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
-        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)));
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
+        // One zone connection carries three streams: a stream whose reader falls behind (a
+        // large inspect answer) must not use up the connection's flow-control window and
+        // stall the sync streams' ACKs.
+        .initial_stream_window_size(Some(umbra_proto::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_proto::CONNECTION_WINDOW_BYTES));
     if let Some(identity) = tls {
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;

@@ -22,3 +22,10 @@ pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
 
 /// Largest KDS message either side accepts (bytes); responses are chunked well below it.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// HTTP/2 flow-control window of one KDS stream (bytes), both sides.
+pub const STREAM_WINDOW_BYTES: u32 = 1 << 20;
+
+/// HTTP/2 flow-control window of a KDS connection (bytes), both sides: several times a
+/// stream's, so the three streams of a zone never starve each other.
+pub const CONNECTION_WINDOW_BYTES: u32 = 8 << 20;

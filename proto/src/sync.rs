@@ -178,7 +178,7 @@ pub fn spawn_reader<T: Send + 'static>(
                 }
                 Ok(None) => break,
                 Err(status) => {
-                    tracing::debug!(%status, "KDS: stream read ended");
+                    tracing::info!(%status, "KDS: stream read ended");
                     break;
                 }
             }

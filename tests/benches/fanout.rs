@@ -2,13 +2,14 @@
 //!
 //! `UMBRA_BENCH_ZONES` (default 5) zone-cp processes with `UMBRA_BENCH_DPPS` (default 2,000)
 //! DPPs each, and one global-cp process (memory store), all on this machine. Each DPP has one
-//! HTTP inbound and 50 outbounds (services `svc-0..svc-99`, 20 DPPs each per zone, each
-//! service behind one VIP). The mesh holds 20 policies: 10 live Timeouts (one for every
+//! HTTP inbound and 50 outbounds (`UMBRA_BENCH_SERVICES` services, default 1,000, so 2 DPPs of
+//! each per zone; each service behind one VIP). The mesh holds 20 policies: 10 live Timeouts (one for every
 //! service, nine for single services) and their 10 MeshTimeout replacements as shadow (one
 //! Mesh-wide, nine for single services), so the shadow policies affect every DPP.
 //!
 //! Each zone starts from a prepared `--data-dir` (so no zone spends minutes regenerating while
-//! 2,000 DPPs register one by one), syncs its Dataplanes up to the Global over KDS, and then
+//! 2,000 DPPs register one by one), syncs its Dataplanes up to the Global over KDS and
+//! generates every DPP's Live snapshot (the bench waits until the zones are idle); then
 //! `GET /meshes/default/_shadow-diff` (summary) is timed from the client, `UMBRA_BENCH_RUNS`
 //! times (default 3), while the Global's RSS is sampled every 5 ms.
 //!
@@ -18,12 +19,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use umbra_core::resource::Resource;
-use umbra_e2e::{free_port, wait_until, CpProcess};
+use umbra_e2e::{free_port, http_request, wait_until, CpProcess};
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
-const SERVICES: usize = 100;
 const OUTBOUNDS: usize = 50;
+
+/// Services per mesh (`UMBRA_BENCH_SERVICES`, default 1,000): each zone's DPPs are spread over
+/// them, so each outbound has `DPPs / services` endpoints per zone.
+fn services() -> usize {
+    env_usize("UMBRA_BENCH_SERVICES", 1000).max(OUTBOUNDS + 1)
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -42,6 +48,15 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// User + system CPU time of process `pid`, in clock ticks (1/100 s).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
 fn policies() -> Vec<String> {
     let mut out = vec![
         "type: Timeout\nmesh: default\nname: timeout-all\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  connectTimeout: 21s\n  http: {requestTimeout: 23s, idleTimeout: 24s}\n".to_owned(),
@@ -56,14 +71,15 @@ fn policies() -> Vec<String> {
 
 /// DPP `i` of zone `z`: service `svc-(i % 100)`, outbounds to the next 50 services' VIPs.
 fn dataplane(z: usize, i: usize) -> String {
-    let svc = i % SERVICES;
+    let services = services();
+    let svc = i % services;
     let mut y = format!(
         "type: Dataplane\nmesh: default\nname: dp-{i}\nnetworking:\n  address: 10.{z}.{}.{}\n  inbound:\n  - port: 8080\n    tags: {{kuma.io/service: svc-{svc}, kuma.io/protocol: http}}\n  outbound:\n",
         i / 250,
         i % 250
     );
     for k in 1..=OUTBOUNDS {
-        let t = (svc + k) % SERVICES;
+        let t = (svc + k) % services;
         y.push_str(&format!(
             "  - {{address: 240.0.{}.{}, port: 80, tags: {{kuma.io/service: svc-{t}}}}}\n",
             t / 250,
@@ -154,12 +170,27 @@ async fn main() -> anyhow::Result<()> {
     .map_err(|_| anyhow::anyhow!("the Global did not receive {total} dataplanes:\n{}", global.log_tail()))?;
     let pid = global.pid().expect("global running");
     println!(
-        "setup: {zones} zones x {dpps} DPPs ({OUTBOUNDS} outbounds each), 20 policies; synced to the Global in {:.1} s; Global RSS {} MiB",
+        "setup: {zones} zones x {dpps} DPPs ({OUTBOUNDS} outbounds each, {} services), 20 policies; synced to the Global in {:.1} s; Global RSS {} MiB",
+        services(),
         setup.elapsed().as_secs_f64(),
         rss_kib(pid) / 1024
     );
-    // Let the zones finish their first reconciliation before timing.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Let the zones finish their first reconciliation (every DPP's Live snapshot) before
+    // timing: until the zone processes together use under 10% of one core for a second.
+    let zone_pids: Vec<u32> = zone_procs.iter().filter_map(CpProcess::pid).collect();
+    let settle = Instant::now();
+    loop {
+        let before: u64 = zone_pids.iter().map(|p| cpu_ticks(*p)).sum();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let used: u64 = zone_pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>() - before;
+        if used <= 10 {
+            break;
+        }
+    }
+    println!(
+        "zones settled (Live snapshots generated) after another {:.1} s",
+        settle.elapsed().as_secs_f64()
+    );
 
     println!();
     println!("| run | wall | considered | changed | failed | distinct operations | Global RSS before | peak growth |");
@@ -181,16 +212,25 @@ async fn main() -> anyhow::Result<()> {
             })
         };
         let started = Instant::now();
-        let (status, body) = global
-            .call("GET", "/meshes/default/_shadow-diff?timeout=60s", None)
-            .await?;
+        let answer = http_request(
+            global.api,
+            "GET",
+            "/meshes/default/_shadow-diff?timeout=120s",
+            None,
+            &[],
+            Duration::from_secs(130),
+        )
+        .await;
         let wall = started.elapsed();
         sampling.store(false, std::sync::atomic::Ordering::Relaxed);
         let peak = peak.await?;
+        let (status, text) = answer?;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         anyhow::ensure!(status == 200, "shadow diff: {status} {body}");
         anyhow::ensure!(
             body["partial"] == false,
-            "partial result: {}",
+            "partial result (logs in {}): {}",
+            root.display(),
             body["zones"]
         );
         let growth = peak.saturating_sub(before);
@@ -220,6 +260,10 @@ async fn main() -> anyhow::Result<()> {
     );
     drop(zone_procs);
     drop(global);
-    let _ = std::fs::remove_dir_all(&root);
+    if std::env::var_os("UMBRA_BENCH_KEEP").is_some() {
+        println!("logs kept in {}", root.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     Ok(())
 }

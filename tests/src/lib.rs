@@ -278,6 +278,18 @@ pub async fn http_with(
     body: Option<&str>,
     headers: &[(&str, &str)],
 ) -> anyhow::Result<(u16, String)> {
+    http_request(addr, method, path, body, headers, Duration::from_secs(10)).await
+}
+
+/// [`http_with`] bounded to `timeout` instead of 10 s.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> anyhow::Result<(u16, String)> {
     let extra: String = headers
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))
@@ -310,7 +322,7 @@ pub async fn http_with(
         };
         anyhow::Ok((status, body))
     };
-    tokio::time::timeout(Duration::from_secs(10), fut).await?
+    tokio::time::timeout(timeout, fut).await?
 }
 
 fn dechunk(s: &str) -> String {

@@ -171,7 +171,9 @@ async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(10))
         .keep_alive_timeout(Duration::from_secs(5))
-        .keep_alive_while_idle(true);
+        .keep_alive_while_idle(true)
+        .initial_stream_window_size(Some(umbra_proto::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_proto::CONNECTION_WINDOW_BYTES));
     if let Some(ca) = &config.ca_pem {
         endpoint = endpoint
             .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))

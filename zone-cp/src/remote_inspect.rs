@@ -33,8 +33,9 @@ use crate::store::Store;
 
 /// Inspect calls running at once; more are answered with a 503.
 pub const MAX_CONCURRENT: usize = 4;
-/// Largest piece of an answer in one message (bytes), well under the KDS message limit.
-pub const CHUNK_BYTES: usize = 1 << 20;
+/// Largest piece of an answer in one message (bytes), well under the KDS message limit and
+/// small enough that the queues between zone and Global hold little (16 messages per stream).
+pub const CHUNK_BYTES: usize = 256 << 10;
 /// Most DPP results in one message.
 pub const BATCH_ITEMS: usize = 100;
 /// Largest patch of one DPP sent (bytes of its JSON operations).
@@ -210,6 +211,7 @@ fn shadow_diff(
     let served = reconciler
         .filter(|_| store.revision() == revision)
         .and_then(|r| r.live_at(revision, &d.mesh));
+    let reused = served.as_ref().map_or(0, std::collections::HashMap::len);
     let shadow = match MeshShadow::prepare(&resources, &d.mesh, &promotion) {
         Ok(s) => s.with_live_snapshots(served.unwrap_or_default()),
         Err(e) => {
@@ -241,7 +243,7 @@ fn shadow_diff(
         last: true,
         body: Some(Body::Diffs(DataplaneDiffs::default())),
     });
-    tracing::debug!(id, mesh = %d.mesh, dataplanes = d.dataplanes.len(), elapsed_ms = started.elapsed().as_millis() as u64, "inspect: shadow diff done");
+    tracing::info!(id, mesh = %d.mesh, dataplanes = d.dataplanes.len(), reused_live_snapshots = reused, elapsed_ms = started.elapsed().as_millis() as u64, "inspect: shadow diff done");
 }
 
 /// One DPP's result: its operations as JSON, or an error naming it.
