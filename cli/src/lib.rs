@@ -139,24 +139,11 @@ pub async fn zone_token(
         body["validFor"] = v.into();
     }
     let url = format!("{}/tokens/zone", api_url.trim_end_matches('/'));
-    let response = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()?
+    let request = client(Duration::from_secs(30))?
         .post(&url)
         .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {url}: {e}"))?;
-    let status = response.status();
-    let text = response.text().await?;
-    if !status.is_success() {
-        let detail = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["detail"].as_str().map(str::to_owned))
-            .unwrap_or(text);
-        anyhow::bail!("{url}: {status}: {detail}");
-    }
+        .body(body.to_string());
+    let text = send(&url, request).await?;
     Ok(text.trim().to_owned())
 }
 
@@ -180,26 +167,36 @@ fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> anyhow::Erro
     anyhow::anyhow!(msg)
 }
 
+fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder().timeout(timeout).build()?)
+}
+
+/// Send `request` (to `url`); the body of a 2xx answer, else [`api_error`].
+async fn send(url: &str, request: reqwest::RequestBuilder) -> anyhow::Result<String> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach {url}: {e}"))?;
+    let status = response.status();
+    let text = response.text().await?;
+    if status.is_success() {
+        Ok(text)
+    } else {
+        Err(api_error(url, status, &text))
+    }
+}
+
 /// `GET` `path` (with `query`) on the API at `api_url`; the JSON body.
 ///
 /// # Errors
 /// The API's error ([`api_error`]), or why it could not be reached.
 pub async fn get_json(api_url: &str, path: &str, query: &[(&str, &str)]) -> anyhow::Result<Value> {
     let url = format!("{}{path}", api_url.trim_end_matches('/'));
-    let response = reqwest::Client::builder()
-        .timeout(Duration::from_secs(150))
-        .build()?
+    let request = client(Duration::from_secs(150))?
         .get(&url)
         .query(query)
-        .header("accept", "application/json")
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {url}: {e}"))?;
-    let status = response.status();
-    let text = response.text().await?;
-    if !status.is_success() {
-        return Err(api_error(&url, status, &text));
-    }
+        .header("accept", "application/json");
+    let text = send(&url, request).await?;
     serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{url}: the answer is not JSON: {e}"))
 }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use umbra_core::resource::Resource;
 use umbra_e2e::{free_port, http_request, wait_until, CpProcess};
+use umbra_zone_cp::synthetic;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
@@ -57,38 +58,6 @@ fn cpu_ticks(pid: u32) -> u64 {
     get(11) + get(12)
 }
 
-fn policies() -> Vec<String> {
-    let mut out = vec![
-        "type: Timeout\nmesh: default\nname: timeout-all\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  connectTimeout: 21s\n  http: {requestTimeout: 23s, idleTimeout: 24s}\n".to_owned(),
-        "type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s, idleTimeout: 24s, http: {requestTimeout: 23s}}\n".to_owned(),
-    ];
-    for i in 1..10 {
-        out.push(format!("type: Timeout\nmesh: default\nname: timeout-svc-{i}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: svc-{i}}}\nconf:\n  connectTimeout: {i}s\n  http: {{requestTimeout: 3{i}s}}\n"));
-        out.push(format!("type: MeshTimeout\nmesh: default\nname: timeout-svc-{i}\nlabels: {{kuma.io/effect: shadow}}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: svc-{i}}}\n    default: {{connectionTimeout: {i}s, http: {{requestTimeout: 4{i}s}}}}\n"));
-    }
-    out
-}
-
-/// DPP `i` of zone `z`: service `svc-(i % 100)`, outbounds to the next 50 services' VIPs.
-fn dataplane(z: usize, i: usize) -> String {
-    let services = services();
-    let svc = i % services;
-    let mut y = format!(
-        "type: Dataplane\nmesh: default\nname: dp-{i}\nnetworking:\n  address: 10.{z}.{}.{}\n  inbound:\n  - port: 8080\n    tags: {{kuma.io/service: svc-{svc}, kuma.io/protocol: http}}\n  outbound:\n",
-        i / 250,
-        i % 250
-    );
-    for k in 1..=OUTBOUNDS {
-        let t = (svc + k) % services;
-        y.push_str(&format!(
-            "  - {{address: 240.0.{}.{}, port: 80, tags: {{kuma.io/service: svc-{t}}}}}\n",
-            t / 250,
-            t % 250
-        ));
-    }
-    y
-}
-
 fn resource(yaml: &str) -> Resource {
     Resource::from_bytes(yaml.as_bytes()).expect("valid resource")
 }
@@ -98,8 +67,10 @@ fn zone_dir(root: &std::path::Path, z: usize, dpps: usize) -> anyhow::Result<std
     let dir = root.join(format!("zone-{z}"));
     std::fs::create_dir_all(&dir)?;
     let mut docs: Vec<Value> = vec![resource("type: Mesh\nname: default\n").to_value()];
-    docs.extend(policies().iter().map(|p| resource(p).to_value()));
-    docs.extend((0..dpps).map(|i| resource(&dataplane(z, i)).to_value()));
+    docs.extend(synthetic::policies().iter().map(|p| resource(p).to_value()));
+    docs.extend(
+        (0..dpps).map(|i| resource(&synthetic::dataplane(z, i, services(), OUTBOUNDS)).to_value()),
+    );
     std::fs::write(dir.join("store.json"), serde_json::to_vec(&docs)?)?;
     Ok(dir)
 }
@@ -119,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
     global
         .apply("/meshes/default", "type: Mesh\nname: default\n")
         .await?;
-    for p in policies() {
+    for p in synthetic::policies() {
         let r = resource(&p);
         let plural = if r.ty().name() == "Timeout" {
             "timeouts"
@@ -133,30 +104,14 @@ async fn main() -> anyhow::Result<()> {
     let setup = Instant::now();
     let mut zone_procs = Vec::new();
     for z in 0..zones {
-        let (status, token) = global
-            .call(
-                "POST",
-                "/tokens/zone",
-                Some(&format!(r#"{{"zone": "zone-{z}"}}"#)),
-            )
-            .await?;
-        anyhow::ensure!(status == 200, "token: {token}");
+        let token = umbra_e2e::zone_token(&global, &format!("zone-{z}")).await?;
         let dir = zone_dir(&root, z, dpps)?;
-        let zone = CpProcess::start(
+        let zone = umbra_e2e::start_federated_zone(
             ZONE,
-            "--ads-addr",
-            &[
-                "--zone".into(),
-                format!("zone-{z}"),
-                "--global-kds-address".into(),
-                format!("http://{}", global.grpc),
-                "--data-dir".into(),
-                dir.display().to_string(),
-            ],
-            &[
-                ("UMBRA_KDS_TOKEN", token.as_str().unwrap_or_default()),
-                ("RUST_LOG", "warn"),
-            ],
+            &global,
+            &format!("zone-{z}"),
+            &token,
+            &["--data-dir".into(), dir.display().to_string()],
             root.join(format!("zone-{z}.log")),
         )
         .await?;

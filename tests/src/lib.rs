@@ -504,6 +504,40 @@ impl Drop for CpProcess {
     }
 }
 
+/// A zone token for `zone`, valid for an hour, from `global`'s API.
+///
+/// # Errors
+/// When the Global refuses or cannot be reached.
+pub async fn zone_token(global: &CpProcess, zone: &str) -> anyhow::Result<String> {
+    let body = format!(r#"{{"zone": "{zone}", "validFor": "1h"}}"#);
+    let (status, token) = global.call("POST", "/tokens/zone", Some(&body)).await?;
+    anyhow::ensure!(status == 200, "zone token: {status} {token}");
+    Ok(token.as_str().unwrap_or_default().to_owned())
+}
+
+/// Start the zone-cp binary `bin` as `zone`, federated to `global` over plain-text KDS with
+/// `token`, plus `extra` arguments; logs to `log`.
+///
+/// # Errors
+/// When it does not start.
+pub async fn start_federated_zone(
+    bin: &str,
+    global: &CpProcess,
+    zone: &str,
+    token: &str,
+    extra: &[String],
+    log: PathBuf,
+) -> anyhow::Result<CpProcess> {
+    let mut args = vec![
+        "--zone".to_owned(),
+        zone.to_owned(),
+        "--global-kds-address".to_owned(),
+        format!("http://{}", global.grpc),
+    ];
+    args.extend_from_slice(extra);
+    CpProcess::start(bin, "--ads-addr", &args, &[("UMBRA_KDS_TOKEN", token)], log).await
+}
+
 /// A Dataplane in mesh `default` as YAML: one HTTP inbound (`inbound` → app on `app`) tagged
 /// `kuma.io/service: service`, optionally one outbound (`port` → `service`).
 pub fn dataplane_yaml(

@@ -70,25 +70,13 @@ fn plural(kind: &str) -> &'static str {
 }
 
 async fn start_zone(global: &CpProcess, zone: &str, dir: &std::path::Path) -> CpProcess {
-    let (status, token) = global
-        .call(
-            "POST",
-            "/tokens/zone",
-            Some(&format!(r#"{{"zone": "{zone}"}}"#)),
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{token}");
-    CpProcess::start(
+    let token = umbra_e2e::zone_token(global, zone).await.unwrap();
+    umbra_e2e::start_federated_zone(
         ZONE,
-        "--ads-addr",
-        &[
-            "--zone".into(),
-            zone.into(),
-            "--global-kds-address".into(),
-            format!("http://{}", global.grpc),
-        ],
-        &[("UMBRA_KDS_TOKEN", token.as_str().unwrap())],
+        global,
+        zone,
+        &token,
+        &[],
         dir.join(format!("{zone}.log")),
     )
     .await

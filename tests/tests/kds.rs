@@ -41,15 +41,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 async fn token(global: &CpProcess, zone: &str) -> anyhow::Result<String> {
-    let (status, body) = global
-        .call(
-            "POST",
-            "/tokens/zone",
-            Some(&format!(r#"{{"zone": "{zone}", "validFor": "1h"}}"#)),
-        )
-        .await?;
-    anyhow::ensure!(status == 200, "token: {status} {body}");
-    Ok(body.as_str().unwrap_or_default().to_owned())
+    umbra_e2e::zone_token(global, zone).await
 }
 
 async fn start_zone(
@@ -58,18 +50,13 @@ async fn start_zone(
     token: &str,
     dir: &std::path::Path,
 ) -> anyhow::Result<CpProcess> {
-    CpProcess::start(
+    let data = vec!["--data-dir".into(), dir.join("data").display().to_string()];
+    umbra_e2e::start_federated_zone(
         ZONE,
-        "--ads-addr",
-        &[
-            "--zone".into(),
-            zone.into(),
-            "--global-kds-address".into(),
-            format!("http://{}", global.grpc),
-            "--data-dir".into(),
-            dir.join("data").display().to_string(),
-        ],
-        &[("UMBRA_KDS_TOKEN", token)],
+        global,
+        zone,
+        token,
+        &data,
         dir.join(format!("{zone}.log")),
     )
     .await

@@ -17,35 +17,15 @@ use umbra_xds::context::MeshContext;
 use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
 use umbra_zone_cp::inspect::MeshShadow;
+use umbra_zone_cp::synthetic;
 
 const SERVICES: usize = 100;
 const OUTBOUNDS: usize = 50;
 
 fn resources(dpps: usize) -> Vec<Resource> {
     let mut y = vec!["type: Mesh\nname: default\n".to_owned()];
-    y.push("type: Timeout\nmesh: default\nname: timeout-all\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  connectTimeout: 21s\n  http: {requestTimeout: 23s, idleTimeout: 24s}\n".to_owned());
-    y.push("type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s, idleTimeout: 24s, http: {requestTimeout: 23s}}\n".to_owned());
-    for i in 1..10 {
-        y.push(format!("type: Timeout\nmesh: default\nname: timeout-svc-{i}\nsources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: svc-{i}}}\nconf:\n  connectTimeout: {i}s\n  http: {{requestTimeout: 3{i}s}}\n"));
-        y.push(format!("type: MeshTimeout\nmesh: default\nname: timeout-svc-{i}\nlabels: {{kuma.io/effect: shadow}}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: svc-{i}}}\n    default: {{connectionTimeout: {i}s, http: {{requestTimeout: 4{i}s}}}}\n"));
-    }
-    for i in 0..dpps {
-        let svc = i % SERVICES;
-        let mut d = format!(
-            "type: Dataplane\nmesh: default\nname: dp-{i}\nnetworking:\n  address: 10.0.{}.{}\n  inbound:\n  - port: 8080\n    tags: {{kuma.io/service: svc-{svc}, kuma.io/protocol: http}}\n  outbound:\n",
-            i / 250,
-            i % 250
-        );
-        for k in 1..=OUTBOUNDS {
-            let t = (svc + k) % SERVICES;
-            d.push_str(&format!(
-                "  - {{address: 240.0.{}.{}, port: 80, tags: {{kuma.io/service: svc-{t}}}}}\n",
-                t / 250,
-                t % 250
-            ));
-        }
-        y.push(d);
-    }
+    y.extend(synthetic::policies());
+    y.extend((0..dpps).map(|i| synthetic::dataplane(0, i, SERVICES, OUTBOUNDS)));
     y.iter()
         .map(|s| Resource::from_bytes(s.as_bytes()).expect("valid"))
         .collect()

@@ -19,6 +19,7 @@ pub mod kds;
 pub mod reconciler;
 pub mod remote_inspect;
 pub mod store;
+pub mod synthetic;
 
 use std::future::Future;
 use std::net::SocketAddr;
