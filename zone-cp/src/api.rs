@@ -15,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind};
+use umbra_core::resource::{ResourceKey, ResourceType, TypeKind};
 
-use crate::inspect::{self, InspectQuery};
+use crate::inspect;
 use crate::store::{Store, StoreError, Stored};
 use umbra_api::error::ApiError;
 use umbra_api::paging::PageParams;
@@ -260,7 +260,9 @@ async fn inspect_config(
     Path((mesh, name)): Path<(String, String)>,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    inspect_with(st, mesh, name, &q, inspect::config).await
+    inspect::answer(st.store, mesh, name, &q, inspect::config)
+        .await
+        .map(Json)
 }
 
 async fn inspect_rules(
@@ -268,28 +270,8 @@ async fn inspect_rules(
     Path((mesh, name)): Path<(String, String)>,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    inspect_with(st, mesh, name, &q, inspect::rules).await
-}
-
-/// Parse the inspect query and run `f` over the mesh's resources off the async runtime
-/// (generation is CPU work).
-async fn inspect_with(
-    st: AppState,
-    mesh: String,
-    name: String,
-    q: &[(String, String)],
-    f: fn(&[Resource], &str, &str, InspectQuery) -> Result<Value, ApiError>,
-) -> Result<Json<Value>, ApiError> {
-    let q = InspectQuery::parse(q)?;
-    let store = st.store.clone();
-    tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &mesh, &name, q))
+    inspect::answer(st.store, mesh, name, &q, inspect::rules)
         .await
-        .map_err(|e| {
-            ApiError::status(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("inspect task failed: {e}"),
-            )
-        })?
         .map(Json)
 }
 

@@ -86,6 +86,30 @@ impl InspectQuery {
     }
 }
 
+/// Parse the inspect query `pairs` and run `f` (`config` or `rules`) over the store's
+/// resources of `mesh`, off the async runtime (generation is CPU work). What both the zone API
+/// and the Global's forwarded calls ([`crate::remote_inspect`]) answer.
+///
+/// # Errors
+/// A 400 for bad parameters, `f`'s errors, a 500 if the task fails.
+pub async fn answer(
+    store: crate::store::Store,
+    mesh: String,
+    name: String,
+    pairs: &[(String, String)],
+    f: fn(&[Resource], &str, &str, InspectQuery) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    let q = InspectQuery::parse(pairs)?;
+    tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &mesh, &name, q))
+        .await
+        .map_err(|e| {
+            ApiError::status(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("inspect task failed: {e}"),
+            )
+        })?
+}
+
 /// The DPP and its mesh's resources, or a 404.
 fn find<'a>(
     resources: &'a [Resource],
@@ -254,7 +278,10 @@ pub struct MeshShadow {
     ctx: MeshContext,
     live: PolicySet,
     shadow: PolicySet,
-    dataplanes: HashMap<String, DataplaneSpec>,
+    /// The mesh's resources, owned (not copied again per DPP).
+    resources: Vec<Resource>,
+    /// DPP name → its index in `resources`.
+    dataplanes: HashMap<String, usize>,
     /// Live snapshots already generated for these exact resources (the reconciler's).
     live_snapshots: HashMap<String, Arc<Snapshot>>,
     cache: DiffCache,
@@ -268,7 +295,7 @@ impl MeshShadow {
     /// 404 for an unknown mesh or an unknown promoted policy, 400 when the promoted policy is
     /// not labelled `kuma.io/effect: shadow`.
     pub fn prepare(
-        resources: &[Resource],
+        resources: Vec<Resource>,
         mesh: &str,
         promotion: &Promotion,
     ) -> Result<Self, ApiError> {
@@ -279,17 +306,22 @@ impl MeshShadow {
                 _ => None,
             })
             .ok_or_else(|| ApiError::not_found(format!("mesh {mesh:?} not found")))?;
-        promotion.check(mesh, resources).map_err(ApiError::from)?;
-        let dataplanes: HashMap<String, DataplaneSpec> = resources
+        promotion.check(mesh, &resources).map_err(ApiError::from)?;
+        let dataplanes: HashMap<String, usize> = resources
             .iter()
-            .filter(|r| r.meta.mesh == mesh)
-            .filter_map(|r| Some((r.meta.name.clone(), r.as_dataplane()?.clone())))
+            .enumerate()
+            .filter(|(_, r)| r.meta.mesh == mesh && r.as_dataplane().is_some())
+            .map(|(i, r)| (r.meta.name.clone(), i))
             .collect();
+        let specs = dataplanes
+            .values()
+            .filter_map(|i| resources[*i].as_dataplane());
         Ok(Self {
-            ctx: MeshContext::build(mesh, &mesh_spec, dataplanes.values()),
-            live: PolicySet::build(mesh, resources, View::Live),
-            shadow: PolicySet::build_shadow(mesh, resources, promotion),
+            ctx: MeshContext::build(mesh, &mesh_spec, specs),
+            live: PolicySet::build(mesh, &resources, View::Live),
+            shadow: PolicySet::build_shadow(mesh, &resources, promotion),
             mesh: mesh.to_owned(),
+            resources,
             dataplanes,
             live_snapshots: HashMap::new(),
             cache: DiffCache::new(DIFF_CACHE_ENTRIES),
@@ -315,6 +347,7 @@ impl MeshShadow {
         let dp = self
             .dataplanes
             .get(name)
+            .and_then(|i| self.resources[*i].as_dataplane())
             .ok_or_else(|| format!("dataplane {name:?} not found in mesh {:?}", self.mesh))?;
         if !umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
             return Ok(Patch(Vec::new()));
@@ -365,7 +398,7 @@ mod tests {
     #[test]
     fn mesh_shadow_diffs_equal_the_per_dpp_config_diff() {
         let resources = Resource::all_from_bytes(SEED.as_bytes()).unwrap();
-        let shadow = MeshShadow::prepare(&resources, "default", &Promotion::All).unwrap();
+        let shadow = MeshShadow::prepare(resources.clone(), "default", &Promotion::All).unwrap();
         let q = InspectQuery {
             shadow: true,
             diff: true,
@@ -387,7 +420,7 @@ mod tests {
         };
         assert_eq!(
             MeshShadow::prepare(
-                &resources,
+                resources.clone(),
                 "default",
                 &only("nope", ResourceType::MeshTimeout)
             )
@@ -397,7 +430,7 @@ mod tests {
         );
         assert_eq!(
             MeshShadow::prepare(
-                &resources,
+                resources.clone(),
                 "default",
                 &only("timeout-global", ResourceType::Timeout)
             )
@@ -406,7 +439,7 @@ mod tests {
             axum::http::StatusCode::BAD_REQUEST
         );
         assert_eq!(
-            MeshShadow::prepare(&resources, "other", &Promotion::All)
+            MeshShadow::prepare(resources.clone(), "other", &Promotion::All)
                 .unwrap_err()
                 .status,
             axum::http::StatusCode::NOT_FOUND

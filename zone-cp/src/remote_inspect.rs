@@ -26,8 +26,7 @@ use umbra_proto::kds::{
     ShadowDiffRequest,
 };
 
-use crate::error::ApiError;
-use crate::inspect::{self, InspectQuery, MeshShadow};
+use crate::inspect::{self, MeshShadow};
 use crate::reconciler::Reconciler;
 use crate::store::Store;
 
@@ -135,23 +134,16 @@ async fn dataplane(
     out: &mpsc::Sender<InspectResponse>,
     store: Store,
 ) {
-    let endpoint = d.endpoint();
-    let pairs: Vec<(String, String)> = d.query.into_iter().map(|p| (p.key, p.value)).collect();
-    let answer = tokio::task::spawn_blocking(move || {
-        let q = InspectQuery::parse(&pairs)?;
-        let resources = store.mesh_resources(&d.mesh);
-        match endpoint {
-            Endpoint::Config => inspect::config(&resources, &d.mesh, &d.name, q),
-            Endpoint::Rules => inspect::rules(&resources, &d.mesh, &d.name, q),
-        }
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(ApiError::status(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("inspect task failed: {e}"),
-        ))
-    });
+    let pairs: Vec<(String, String)> = d
+        .query
+        .iter()
+        .map(|p| (p.key.clone(), p.value.clone()))
+        .collect();
+    let f = match d.endpoint() {
+        Endpoint::Config => inspect::config,
+        Endpoint::Rules => inspect::rules,
+    };
+    let answer = inspect::answer(store, d.mesh, d.name, &pairs, f).await;
     let (status, body) = match answer {
         Ok(v) => (200, v),
         Err(e) => (u32::from(e.status.as_u16()), e.body()),
@@ -212,7 +204,7 @@ fn shadow_diff(
         .filter(|_| store.revision() == revision)
         .and_then(|r| r.live_at(revision, &d.mesh));
     let reused = served.as_ref().map_or(0, std::collections::HashMap::len);
-    let shadow = match MeshShadow::prepare(&resources, &d.mesh, &promotion) {
+    let shadow = match MeshShadow::prepare(resources, &d.mesh, &promotion) {
         Ok(s) => s.with_live_snapshots(served.unwrap_or_default()),
         Err(e) => {
             let _ = out.blocking_send(error(id, u32::from(e.status.as_u16()), e.detail));
