@@ -1,7 +1,8 @@
 //! umbractl: the Umbra command line. It talks to a control plane's REST API
 //! (`--api-url`, default the Global's `http://127.0.0.1:5681`).
 //!
-//! Commands so far:
+//! Commands:
+//! - `apply -f FILE|-`, `get <type> [name]`, `delete <type> <name>` ([`resources`]);
 //! - `generate zone-token --zone <name> [--valid-for <duration>]` asks the Global for a zone
 //!   token (`POST /tokens/zone`, issue 5) and prints it;
 //! - `inspect dataplane <name> -m <mesh> --config-dump|--rules [--shadow] [--diff]` shows a
@@ -10,10 +11,21 @@
 //! - `inspect shadow-diff -m <mesh> [--policy <Type>/<name>] [--zone z] [--full]` shows the
 //!   fleet-wide effect of the shadow policies (a Global's `_shadow-diff`, issue 6).
 //!
-//! `-o json` prints the API's JSON instead. A failed request exits with status 1 and the
-//! server's detail and `{field, reason}` list. apply/get/delete land with issue 7.
+//! `-o json` prints the API's JSON instead. Long work shows a progress bar on stderr when it is
+//! a terminal (indicatif): `apply` per document, `inspect shadow-diff` from the API's NDJSON
+//! `progress` lines.
+//!
+//! Exit status ([`CliError::exit_code`]), for scripts:
+//! - `0` success;
+//! - `1` the control plane refused the request (a 4xx other than 404: invalid resource,
+//!   conflict, read-only); the server's detail and every `{field, reason}` are printed;
+//! - `2` bad usage or invalid local input (unreadable file, invalid YAML or resource): nothing
+//!   was sent;
+//! - `3` the control plane is unreachable, timed out or failed (5xx);
+//! - `4` not found (404).
 
 pub mod diff;
+pub mod resources;
 
 use std::time::Duration;
 
@@ -39,6 +51,35 @@ pub struct Cli {
 /// Commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
+    /// Create or update resources from multi-document YAML or JSON (`-` reads stdin).
+    Apply {
+        /// File to apply (`-` for stdin); repeatable.
+        #[arg(short, long = "file", required = true)]
+        files: Vec<String>,
+    },
+    /// Show one resource or list a type (`meshes`, `meshtimeouts`, `dataplanes`, `zones`, ...).
+    Get {
+        /// Resource type, as Kuma names it (`MeshTimeout`, `meshtimeouts`, `timeouts`).
+        kind: String,
+        /// Name; without it, every resource of the type.
+        name: Option<String>,
+        /// Mesh (for mesh-scoped types).
+        #[arg(short, long, default_value = "default")]
+        mesh: String,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = resources::GetOutput::Table)]
+        output: resources::GetOutput,
+    },
+    /// Delete one resource.
+    Delete {
+        /// Resource type.
+        kind: String,
+        /// Name.
+        name: String,
+        /// Mesh (for mesh-scoped types).
+        #[arg(short, long, default_value = "default")]
+        mesh: String,
+    },
     /// Generate credentials.
     Generate {
         /// What to generate.
@@ -147,43 +188,120 @@ pub async fn zone_token(
     Ok(text.trim().to_owned())
 }
 
+/// Why a command failed; its [`exit_code`](CliError::exit_code) is what scripts see.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad local input (file, YAML, resource); nothing was sent. Exit 2.
+    #[error("{0}")]
+    Input(String),
+    /// The control plane refused the request (4xx other than 404). Exit 1.
+    #[error("{0}")]
+    Refused(String),
+    /// 404. Exit 4.
+    #[error("{0}")]
+    NotFound(String),
+    /// Unreachable, timed out, or a 5xx. Exit 3.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Any of the above with what was being done. Exits as the inner error.
+    #[error("{context}: {source}")]
+    Context {
+        /// What was being done.
+        context: String,
+        /// The failure.
+        source: Box<CliError>,
+    },
+}
+
+impl CliError {
+    /// The process exit status for this error (see the crate docs).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Refused(_) => 1,
+            CliError::Input(_) => 2,
+            CliError::Unavailable(_) => 3,
+            CliError::NotFound(_) => 4,
+            CliError::Context { source, .. } => source.exit_code(),
+        }
+    }
+
+    /// This error, prefixed with what was being done.
+    pub fn context(self, context: impl Into<String>) -> CliError {
+        CliError::Context {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
 /// The failure of a request, from the API's error body: status, detail and every
 /// `{field, reason}`.
-fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> anyhow::Error {
-    let Ok(v) = serde_json::from_str::<Value>(body) else {
-        return anyhow::anyhow!("{url}: {status}: {}", body.trim());
+fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> CliError {
+    let mut msg = match serde_json::from_str::<Value>(body) {
+        Ok(v) => {
+            let mut msg = format!(
+                "{url}: {status}: {}",
+                v["detail"].as_str().unwrap_or(body.trim())
+            );
+            for p in v["invalidParameters"].as_array().into_iter().flatten() {
+                msg.push_str(&format!(
+                    "\n  {}: {}",
+                    p["field"].as_str().unwrap_or_default(),
+                    p["reason"].as_str().unwrap_or_default()
+                ));
+            }
+            msg
+        }
+        Err(_) => format!("{url}: {status}: {}", body.trim()),
     };
-    let mut msg = format!(
-        "{url}: {status}: {}",
-        v["detail"].as_str().unwrap_or(body.trim())
-    );
-    for p in v["invalidParameters"].as_array().into_iter().flatten() {
-        msg.push_str(&format!(
-            "\n  {}: {}",
-            p["field"].as_str().unwrap_or_default(),
-            p["reason"].as_str().unwrap_or_default()
-        ));
+    if msg.len() > 64 << 10 {
+        let mut end = 64 << 10;
+        while !msg.is_char_boundary(end) {
+            end -= 1;
+        }
+        msg.truncate(end);
+        msg.push_str(" ...");
     }
-    anyhow::anyhow!(msg)
+    if status == reqwest::StatusCode::NOT_FOUND {
+        CliError::NotFound(msg)
+    } else if status.is_server_error() {
+        CliError::Unavailable(msg)
+    } else {
+        CliError::Refused(msg)
+    }
 }
 
-fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder().timeout(timeout).build()?)
+fn client(timeout: Duration) -> Result<reqwest::Client, CliError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| CliError::Unavailable(format!("cannot build an HTTP client: {e}")))
 }
 
-/// Send `request` (to `url`); the body of a 2xx answer, else [`api_error`].
-async fn send(url: &str, request: reqwest::RequestBuilder) -> anyhow::Result<String> {
+/// Send `request` (to `url`); the status and body of a 2xx answer, else [`api_error`].
+async fn send_request(
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<(reqwest::StatusCode, String), CliError> {
     let response = request
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {url}: {e}"))?;
+        .map_err(|e| CliError::Unavailable(format!("cannot reach {url}: {e}")))?;
     let status = response.status();
-    let text = response.text().await?;
+    let text = response
+        .text()
+        .await
+        .map_err(|e| CliError::Unavailable(format!("{url}: reading the answer: {e}")))?;
     if status.is_success() {
-        Ok(text)
+        Ok((status, text))
     } else {
         Err(api_error(url, status, &text))
     }
+}
+
+/// Send `request` (to `url`); the body of a 2xx answer, else [`api_error`].
+async fn send(url: &str, request: reqwest::RequestBuilder) -> Result<String, CliError> {
+    send_request(url, request).await.map(|(_, text)| text)
 }
 
 /// `GET` `path` (with `query`) on the API at `api_url`; the JSON body.
@@ -197,7 +315,8 @@ pub async fn get_json(api_url: &str, path: &str, query: &[(&str, &str)]) -> anyh
         .query(query)
         .header("accept", "application/json");
     let text = send(&url, request).await?;
-    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{url}: the answer is not JSON: {e}"))
+    serde_json::from_str(&text)
+        .map_err(|e| CliError::Unavailable(format!("{url}: the answer is not JSON: {e}")).into())
 }
 
 fn pretty(v: &Value) -> String {
@@ -243,10 +362,12 @@ pub async fn inspect_dataplane(
     Ok(diff::render_patch(&body["diff"], Some(&live), style))
 }
 
-/// `inspect shadow-diff`: the text or JSON to print.
+/// `inspect shadow-diff`: the text or JSON to print. The summary is read from the API's
+/// streamed form (`application/x-ndjson`), reporting `(done, considered)` DPPs to `progress`
+/// as the zones answer; `--full` asks for the one JSON document.
 ///
 /// # Errors
-/// The API's error.
+/// The API's error, or a stream that ends without its `result` line.
 #[allow(clippy::too_many_arguments)]
 pub async fn inspect_shadow_diff(
     api_url: &str,
@@ -257,16 +378,123 @@ pub async fn inspect_shadow_diff(
     timeout: Option<&str>,
     output: Output,
     style: diff::Style,
+    mut progress: impl FnMut(u64, u64),
 ) -> anyhow::Result<String> {
     let mut query = vec![("format", if full { "full" } else { "summary" })];
     query.extend(policy.map(|p| ("policy", p)));
     query.extend(zone.map(|z| ("zone", z)));
     query.extend(timeout.map(|t| ("timeout", t)));
-    let body = get_json(api_url, &format!("/meshes/{mesh}/_shadow-diff"), &query).await?;
+    let path = format!("/meshes/{mesh}/_shadow-diff");
+    let body = if full {
+        get_json(api_url, &path, &query).await?
+    } else {
+        let url = format!("{}{path}", api_url.trim_end_matches('/'));
+        let request = client(Duration::from_secs(150))?
+            .get(&url)
+            .query(&query)
+            .header("accept", "application/x-ndjson");
+        stream_result(&url, request, &mut progress).await?
+    };
     Ok(match output {
         Output::Json => pretty(&body),
         Output::Text => diff::render_fleet(&body, style),
     })
+}
+
+/// Largest NDJSON line accepted from `_shadow-diff` (bytes).
+const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Read an NDJSON `_shadow-diff` answer: `start` gives the number of DPPs considered,
+/// `progress` lines how many answered; the `result` line is returned.
+async fn stream_result(
+    url: &str,
+    request: reqwest::RequestBuilder,
+    progress: &mut impl FnMut(u64, u64),
+) -> Result<Value, CliError> {
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| CliError::Unavailable(format!("cannot reach {url}: {e}")))?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        return Err(api_error(url, status, &text));
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    let mut considered = 0;
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| CliError::Unavailable(format!("{url}: reading the answer: {e}")))?;
+        let at_end = chunk.is_none();
+        if let Some(c) = chunk {
+            buf.extend_from_slice(&c);
+        }
+        while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=nl).collect();
+            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            match v["kind"].as_str() {
+                Some("start") => {
+                    considered = v["considered"].as_u64().unwrap_or(0);
+                    progress(0, considered);
+                }
+                Some("progress") => progress(
+                    v["done"].as_u64().unwrap_or(0),
+                    v["considered"].as_u64().unwrap_or(considered),
+                ),
+                Some("result") => return Ok(v),
+                _ => {}
+            }
+        }
+        if buf.len() > MAX_LINE_BYTES {
+            return Err(CliError::Unavailable(format!(
+                "{url}: a line of the answer is longer than {MAX_LINE_BYTES} bytes"
+            )));
+        }
+        if at_end {
+            return Err(CliError::Unavailable(format!(
+                "{url}: the answer ended before its result"
+            )));
+        }
+    }
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+fn bar(len: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {pos}/{len} ({elapsed})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(what.to_owned());
+    bar
+}
+
+fn read_source(file: &str) -> Result<(String, Vec<u8>), CliError> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    let read = if file == "-" {
+        std::io::stdin().read_to_end(&mut bytes).map(|_| ())
+    } else {
+        std::fs::File::open(file).and_then(|f| {
+            // One byte over the codec's limit is enough to report it as too large.
+            f.take(umbra_core::codec::Limits::default().max_bytes as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map(|_| ())
+        })
+    };
+    read.map_err(|e| CliError::Input(format!("{file}: {e}")))?;
+    Ok((file.to_owned(), bytes))
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
 /// Run a parsed command line, writing results to stdout.
@@ -275,6 +503,42 @@ pub async fn inspect_shadow_diff(
 /// What the command fails with.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Apply { files } => {
+            let sources = files
+                .iter()
+                .map(|f| read_source(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            let docs = resources::read_documents(&sources)?;
+            let progress = bar(docs.len() as u64, "applying");
+            let result = resources::apply(&cli.api_url, &docs, |doc, applied| {
+                let verb = match applied {
+                    resources::Applied::Created => "created",
+                    resources::Applied::Updated => "updated",
+                };
+                progress.suspend(|| println!("{} {verb}", doc.describe()));
+                progress.inc(1);
+            })
+            .await;
+            progress.finish_and_clear();
+            result?;
+        }
+        Command::Get {
+            kind,
+            name,
+            mesh,
+            output,
+        } => {
+            let kind = resources::Kind::parse(&kind)?;
+            let value = resources::get(&cli.api_url, kind, &mesh, name.as_deref()).await?;
+            let text = resources::render(kind, &value, name.is_some(), output, now());
+            print!("{}", text.trim_end());
+            println!();
+        }
+        Command::Delete { kind, name, mesh } => {
+            let kind = resources::Kind::parse(&kind)?;
+            resources::delete(&cli.api_url, kind, &mesh, &name).await?;
+            println!("{} {name} deleted", kind.label());
+        }
         Command::Generate {
             what: Generate::ZoneToken { zone, valid_for },
         } => {
@@ -320,6 +584,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     output,
                 },
         } => {
+            let progress = bar(0, "DPPs answered");
             let text = inspect_shadow_diff(
                 &cli.api_url,
                 &mesh,
@@ -329,8 +594,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout.as_deref(),
                 output,
                 diff::Style::detect(),
+                |done, considered| {
+                    progress.set_length(considered);
+                    progress.set_position(done);
+                },
             )
-            .await?;
+            .await;
+            progress.finish_and_clear();
+            let text = text?;
             print!("{}", text.trim_end());
             println!();
         }

@@ -431,6 +431,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
     // umbractl renders both, from the Global.
     let url = format!("http://{}", global.api);
     let plain = umbractl::diff::Style { color: false };
+    let mut seen = Vec::new();
     let text = umbractl::inspect_shadow_diff(
         &url,
         "default",
@@ -440,9 +441,13 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         None,
         umbractl::Output::Text,
         plain,
+        |done, considered| seen.push((done, considered)),
     )
     .await?;
     assert!(text.contains("dataplanes: 4 considered"), "{text}");
+    // Progress comes from the streamed form: it starts at 0 and reaches every DPP.
+    assert_eq!(seen.first(), Some(&(0, 4)), "{seen:?}");
+    assert_eq!(seen.last(), Some(&(4, 4)), "{seen:?}");
     assert!(text.contains("zone zone-2: ok"), "{text}");
     assert!(text.contains("@ Cluster "), "{text}");
     let text = umbractl::inspect_dataplane(
@@ -474,6 +479,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         None,
         umbractl::Output::Json,
         plain,
+        |_, _| {},
     )
     .await
     .unwrap_err()

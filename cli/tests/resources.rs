@@ -1,0 +1,189 @@
+//! `umbractl apply/get/delete` as a script runs it: the real binary against a real in-process
+//! Global (memory store). Checks output, round trips and every exit status the docs promise.
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use umbra_global_cp::store::memory::MemoryStore;
+use umbra_global_cp::store::Store;
+
+const POLICIES: &str = "\
+type: MeshTimeout
+mesh: default
+name: timeout-global
+labels: {kuma.io/effect: shadow}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: Mesh}
+    default: {connectionTimeout: 2s, idleTimeout: 1h}
+---
+type: Timeout
+mesh: default
+name: timeout-all
+sources: [{match: {kuma.io/service: '*'}}]
+destinations: [{match: {kuma.io/service: '*'}}]
+conf: {connectTimeout: 5s}
+---
+type: Mesh
+name: default
+";
+
+/// Run umbractl against `url` with `args`, feeding `stdin`.
+async fn umbractl(url: &str, args: &[&str], stdin: &str) -> Output {
+    let (url, args, stdin) = (
+        url.to_owned(),
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        stdin.to_owned(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_umbractl"))
+            .arg("--api-url")
+            .arg(url)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn text(o: &Output) -> (i32, String, String) {
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let kds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", api.local_addr().unwrap());
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(umbra_global_cp::serve(
+        store.clone(),
+        api,
+        kds,
+        None,
+        async {
+            let _ = rx.await;
+        },
+    ));
+
+    // Multi-document YAML from stdin; the Mesh (last in the file) is applied first.
+    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "Mesh default created",
+            "MeshTimeout default/timeout-global created",
+            "Timeout default/timeout-all created"
+        ]
+    );
+    let (code, out, _) = text(&umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("MeshTimeout default/timeout-global updated"),
+        "{out}"
+    );
+
+    // Table, JSON and YAML; YAML applies back unchanged.
+    let (code, out, err) =
+        text(&umbractl(&url, &["get", "meshtimeouts", "-m", "default"], "").await);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["MESH", "NAME", "TARGETREF", "EFFECT", "AGE"]);
+    assert_eq!(
+        &rows[1][..4],
+        ["default", "timeout-global", "Mesh", "shadow"]
+    );
+    let (code, out, _) =
+        text(&umbractl(&url, &["get", "timeout", "timeout-all", "-o", "json"], "").await);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["conf"]["connectTimeout"], "5s");
+    let (code, yaml, _) = text(&umbractl(&url, &["get", "MeshTimeout", "-o", "yaml"], "").await);
+    assert_eq!(code, 0);
+    assert!(yaml.contains("name: timeout-global"), "{yaml}");
+    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], &yaml).await);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "MeshTimeout default/timeout-global updated");
+    let (code, out, _) = text(&umbractl(&url, &["get", "meshes"], "").await);
+    assert_eq!(code, 0);
+    assert!(out.lines().nth(1).unwrap().starts_with("default"), "{out}");
+
+    // Invalid local input: exit 2, every problem listed, nothing sent.
+    let bad = "type: Mesh\nname: other\n---\ntype: MeshTimeout\nmesh: default\nname: t2\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: soon}\n";
+    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], bad).await);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("nothing applied") && err.contains("spec.to[0].default.idleTimeout"),
+        "{err}"
+    );
+    let (code, _, _) = text(&umbractl(&url, &["get", "mesh", "other"], "").await);
+    assert_eq!(
+        code, 4,
+        "an invalid file must not apply its valid documents"
+    );
+    let (code, _, err) = text(&umbractl(&url, &["apply", "-f", "/nonexistent.yaml"], "").await);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = text(&umbractl(&url, &["get", "widgets"], "").await);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown resource type"), "{err}");
+
+    // The server refuses (a policy in a mesh that does not exist): exit 1 with its reason,
+    // and the message says what was applied before.
+    let orphan = "type: Mesh\nname: second\n---\ntype: MeshTimeout\nmesh: missing\nname: t3\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 1s}\n";
+    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], orphan).await);
+    assert!(code == 1 || code == 4, "{code}: {out}{err}");
+    assert_eq!(out.trim(), "Mesh second created");
+    assert!(
+        err.contains("MeshTimeout missing/t3") && err.contains("1 of 2 applied before it"),
+        "{err}"
+    );
+
+    // Delete, then not found.
+    let (code, out, _) =
+        text(&umbractl(&url, &["delete", "meshtimeout", "timeout-global"], "").await);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "MeshTimeout timeout-global deleted");
+    let (code, _, err) =
+        text(&umbractl(&url, &["delete", "meshtimeout", "timeout-global"], "").await);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("404"), "{err}");
+    let (code, out, _) = text(&umbractl(&url, &["get", "meshtimeouts"], "").await);
+    assert_eq!((code, out.trim()), (0, "No MeshTimeout found."));
+
+    // Zones on a Global (none connected), and an unreachable control plane: exit 3.
+    let (code, out, _) = text(&umbractl(&url, &["get", "zones"], "").await);
+    assert_eq!((code, out.trim()), (0, "No Zone found."));
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let (code, _, err) = text(&umbractl(&url, &["get", "meshes"], "").await);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
+}
