@@ -2,9 +2,11 @@
 //! the same way: the one [`error::ApiError`] (Kuma's `{title, status, detail,
 //! invalidParameters}`), decoding a resource body against its path ([`resource`]) and paging
 //! ([`paging`]), JSON-or-YAML output ([`negotiate`]) and OpenAPI-vs-router checks
-//! ([`openapi`]), and the binaries' logging and shutdown signal ([`process`]).
+//! ([`openapi`]), Prometheus metrics ([`metrics`]), and the binaries' logging, tracing and
+//! shutdown signal ([`process`]).
 
 pub mod error;
+pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
 pub mod paging;

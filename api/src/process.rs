@@ -1,13 +1,180 @@
-//! Process plumbing both CP binaries share: logging to stderr and the shutdown signal.
+//! Process plumbing both CP binaries share: logs, traces and the shutdown signal.
+//!
+//! - Logs go to stderr, filtered by `RUST_LOG` (default `info`), as plain text or, with
+//!   `UMBRA_LOG_FORMAT=json`, one JSON object per line (with the current span's fields).
+//! - Traces: when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, spans are exported with OTLP over
+//!   HTTP/protobuf (`<endpoint>/v1/traces`, batched; `OTEL_BSP_*` and `OTEL_SERVICE_NAME` as
+//!   the OpenTelemetry SDK reads them). W3C trace context (`traceparent`, `tracestate`) crosses
+//!   process boundaries with [`current_context`] and [`set_parent`]: the Global puts it on KDS
+//!   resources and inspect requests, so one trace runs from a policy `PUT` on the Global to
+//!   the zone's xDS push.
 
-/// Log to stderr with `RUST_LOG` (default `info`).
+use std::collections::HashMap;
+
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// W3C trace context as text headers (`traceparent`, `tracestate`): what KDS carries.
+pub type TraceContext = HashMap<String, String>;
+
+/// Keeps the trace exporter alive; flushes it when dropped (at the end of `main`).
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported (an OTLP endpoint is configured).
+    pub fn exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(p) = self.provider.take() {
+            if let Err(e) = p.shutdown() {
+                eprintln!("trace exporter shutdown: {e}");
+            }
+        }
+    }
+}
+
+/// Install logging (and tracing when configured) for the process `service`
+/// (`umbra-global-cp`, `umbra-zone-cp`). Call once, before the runtime starts; keep the
+/// returned guard until exit.
+pub fn init(service: &'static str) -> Telemetry {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("UMBRA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    let plain = (!json).then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let json = json.then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+    });
+    let (provider, problem) = match otlp_provider(service) {
+        Ok(p) => (p, None),
+        Err(e) => (None, Some(e)),
+    };
+    let otel = provider
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service)));
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(plain)
+        .with(json)
+        .with(otel)
+        .try_init();
+    if let Some(e) = problem {
+        tracing::warn!(error = %e, "OTLP trace export is off");
+    }
+    if installed.is_ok() && provider.is_some() {
+        tracing::info!(
+            endpoint = %std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_default(),
+            "exporting traces over OTLP/HTTP"
+        );
+    }
+    Telemetry { provider }
+}
+
+/// Logging only (tests and tools): as [`init`] without an exporter.
 pub fn init_logging() {
-    tracing_subscriber::fmt()
+    let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .init();
+        .try_init();
+}
+
+fn otlp_provider(
+    service: &'static str,
+) -> Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>, String> {
+    let configured = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|k| std::env::var(k).is_ok_and(|v| !v.trim().is_empty()));
+    if !configured {
+        return Ok(None);
+    }
+    use opentelemetry_otlp::WithExportConfig as _;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var("OTEL_SERVICE_NAME").is_err() {
+        resource = resource.with_service_name(service);
+    }
+    Ok(Some(
+        opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource.build())
+            .build(),
+    ))
+}
+
+/// The current span's trace context, to send to another process (empty when no trace is
+/// recorded, e.g. without an exporter).
+pub fn current_context() -> TraceContext {
+    let mut carrier = TraceContext::new();
+    let cx = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+    carrier
+}
+
+/// Make `span` a child of the remote span in `carrier` (as [`current_context`] produced it).
+/// Nothing happens for an empty or invalid carrier.
+pub fn set_parent(span: &tracing::Span, carrier: &TraceContext) {
+    if carrier.is_empty() {
+        return;
+    }
+    let cx = TraceContextPropagator::new().extract(carrier);
+    let _ = span.set_parent(cx);
+}
+
+/// Middleware: one `http` span per API request (named `<METHOD> <route template>` for the
+/// trace backend), continuing the caller's trace when the request carries W3C `traceparent`
+/// headers.
+pub async fn trace_http(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument as _;
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let span = tracing::info_span!(
+        "http",
+        otel.name = %format!("{method} {route}"),
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let carrier: TraceContext = ["traceparent", "tracestate"]
+        .iter()
+        .filter_map(|k| {
+            let v = req.headers().get(*k)?.to_str().ok()?;
+            Some(((*k).to_owned(), v.to_owned()))
+        })
+        .collect();
+    set_parent(&span, &carrier);
+    let response = next.run(req).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    response
 }
 
 /// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM (what container runtimes send).

@@ -55,6 +55,9 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
 pub const ROUTES: &[(&str, &[&str])] = &[
     ("/openapi.yaml", &["get"]),
+    ("/metrics", &["get"]),
+    ("/healthz", &["get"]),
+    ("/ready", &["get"]),
     ("/zones", &["get"]),
     ("/zones/{name}", &["get"]),
     ("/tokens/zone", &["post"]),
@@ -83,6 +86,8 @@ pub struct AppState {
     pub tokens: ZoneTokens,
     /// Inspect calls to zones.
     pub inspect: Arc<crate::inspect::InspectHub>,
+    /// Trace context of writes on their way to the zones.
+    pub traces: Arc<crate::kds::TraceLinks>,
 }
 
 impl FromRef<AppState> for Arc<dyn Store> {
@@ -108,6 +113,9 @@ pub fn router(state: AppState) -> Router {
             get(get_resource).put(put_resource).delete(delete_resource),
         )
         .route("/openapi.yaml", get(openapi))
+        .route("/metrics", get(umbra_api::metrics::serve))
+        .route("/healthz", get(healthz))
+        .route("/ready", get(ready))
         .route(
             "/meshes/{mesh}/dataplanes+insights/{name}",
             get(dataplane_insight),
@@ -131,7 +139,23 @@ pub fn router(state: AppState) -> Router {
         .merge(with_timeout(fleet, crate::fanout::FLEET_HTTP_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
+        .layer(axum::middleware::from_fn(umbra_api::metrics::track_http))
+        .layer(axum::middleware::from_fn(umbra_api::process::trace_http))
         .with_state(state)
+}
+
+/// `GET /healthz`: the process is up (liveness).
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /ready`: 200 when the store answers (readiness), else 503 with the store's error.
+async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let revision = state.store.revision().await.map_err(store_err)?;
+    let online = state.zones.list().iter().filter(|z| z.online).count();
+    Ok(Json(
+        json!({"status": "ready", "revision": revision, "zonesOnline": online}),
+    ))
 }
 
 /// `router` answering requests that take longer than `limit` with a 503.
@@ -239,7 +263,7 @@ async fn list(
 }
 
 async fn put(
-    store: &dyn Store,
+    state: &AppState,
     ty: ResourceType,
     mesh: &str,
     name: &str,
@@ -248,10 +272,16 @@ async fn put(
 ) -> Result<Response, ApiError> {
     let expected = expected_version(headers)?;
     let resource = decode_for_path(ty, mesh, name, body)?;
-    let (stored, created) = store
+    let key = resource.key();
+    state.traces.note(&key);
+    let (stored, created) = state
+        .store
         .put(resource, expected, None)
         .await
-        .map_err(store_err)?;
+        .map_err(|e| {
+            state.traces.forget(&key);
+            store_err(e)
+        })?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -295,12 +325,12 @@ async fn get_mesh(
 }
 
 async fn put_mesh(
-    State(store): State<Arc<dyn Store>>,
+    State(state): State<AppState>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    put(&*store, ResourceType::Mesh, "", &name, &headers, &body).await
+    put(&state, ResourceType::Mesh, "", &name, &headers, &body).await
 }
 
 async fn delete_mesh(
@@ -336,14 +366,14 @@ async fn get_resource(
 }
 
 async fn put_resource(
-    State(store): State<Arc<dyn Store>>,
+    State(state): State<AppState>,
     Path((mesh, plural, name)): Path<(String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let ty = resource_type(&plural)?;
     zone_owned(ty)?;
-    put(&*store, ty, &mesh, &name, &headers, &body).await
+    put(&state, ty, &mesh, &name, &headers, &body).await
 }
 
 async fn delete_resource(
@@ -429,7 +459,28 @@ async fn inspect_config(
     Path((mesh, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    crate::fanout::forward(&state, &mesh, &name, Endpoint::Config, query).await
+    timed_fanout(
+        "forward",
+        crate::fanout::forward(&state, &mesh, &name, Endpoint::Config, query),
+    )
+    .await
+}
+
+/// Record `umbra_fanout_seconds{kind, outcome}` around `f` (`_shadow-diff` records its own,
+/// until the last zone answers).
+async fn timed_fanout(
+    kind: &'static str,
+    f: impl std::future::Future<Output = Result<Response, ApiError>>,
+) -> Result<Response, ApiError> {
+    let start = std::time::Instant::now();
+    let out = f.await;
+    let outcome = match &out {
+        Ok(r) if r.status().is_success() => "ok",
+        _ => "error",
+    };
+    metrics::histogram!(umbra_api::metrics::FANOUT_SECONDS, "kind" => kind, "outcome" => outcome)
+        .record(start.elapsed().as_secs_f64());
+    out
 }
 
 async fn inspect_rules(
@@ -437,7 +488,11 @@ async fn inspect_rules(
     Path((mesh, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    crate::fanout::forward(&state, &mesh, &name, Endpoint::Rules, query).await
+    timed_fanout(
+        "forward",
+        crate::fanout::forward(&state, &mesh, &name, Endpoint::Rules, query),
+    )
+    .await
 }
 
 async fn affected_dataplanes(

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -554,7 +555,7 @@ pub async fn fan_out(
             }
             tracing::debug!(%zone, %mesh, elapsed_ms = started.elapsed().as_millis() as u64, "shadow diff: zone done");
             let _ = events.send(FanoutEvent::ZoneDone(zone, result)).await;
-        });
+        }.instrument(tracing::Span::current()));
     }
     while tasks.join_next().await.is_some() {}
 }
@@ -1031,6 +1032,7 @@ pub async fn shadow_diff(
     query: &[(String, String)],
     ndjson: bool,
 ) -> Result<Response, ApiError> {
+    let began = std::time::Instant::now();
     let q = ShadowDiffQuery::parse(query)?;
     mesh_exists(&*st.store, mesh).await?;
     let policies = mesh_policies(&*st.store, mesh).await?;
@@ -1051,17 +1053,22 @@ pub async fn shadow_diff(
     }
     let plan = Arc::new(plan);
     let (tx, rx) = mpsc::channel(EVENT_QUEUE);
-    tokio::spawn(fan_out(
-        st.inspect.clone(),
-        mesh.to_owned(),
-        plan.zones.clone(),
-        q.promotion.clone(),
-        q.timeout,
-        tx,
-    ));
+    // The request's span goes along, so each zone's inspect call joins its trace.
+    tokio::spawn(
+        fan_out(
+            st.inspect.clone(),
+            mesh.to_owned(),
+            plan.zones.clone(),
+            q.promotion.clone(),
+            q.timeout,
+            tx,
+        )
+        .instrument(tracing::Span::current()),
+    );
     let aggregate = Aggregate::new(&plan, q.full && !ndjson);
     if !ndjson {
         let (aggregate, _) = fold(aggregate, rx, None, |_| Vec::new()).await;
+        record_fleet_diff(began, "ok");
         let body = aggregate.report(mesh, &plan, &q.promotion, q.full);
         return Ok((
             [(header::CONTENT_TYPE, "application/json")],
@@ -1102,6 +1109,7 @@ pub async fn shadow_diff(
             bytes
         };
         let (aggregate, open) = fold(aggregate, rx, Some(&lines_tx), render).await;
+        record_fleet_diff(began, if open { "ok" } else { "client_gone" });
         if open {
             let mut body = aggregate.report(&mesh, &plan, &q.promotion, false);
             body.push(b'\n');
@@ -1113,6 +1121,16 @@ pub async fn shadow_diff(
         Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(lines_rx)),
     )
         .into_response())
+}
+
+/// `umbra_fanout_seconds{kind="shadow_diff"}`: from the request to the last zone's answer.
+fn record_fleet_diff(start: std::time::Instant, outcome: &'static str) {
+    metrics::histogram!(
+        umbra_api::metrics::FANOUT_SECONDS,
+        "kind" => "shadow_diff",
+        "outcome" => outcome
+    )
+    .record(start.elapsed().as_secs_f64());
 }
 
 fn ndjson_line(v: &Value) -> Bytes {

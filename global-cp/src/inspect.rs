@@ -53,6 +53,22 @@ pub enum CallError {
     Disconnected(String),
 }
 
+impl CallError {
+    /// The `outcome` label of `umbra_inspect_calls_total`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            CallError::Offline(_) => "offline",
+            CallError::Busy(_) => "busy",
+            CallError::Timeout { .. } => "timeout",
+            CallError::Disconnected(_) => "disconnected",
+        }
+    }
+}
+
+fn count_call(outcome: &'static str) {
+    metrics::counter!(umbra_api::metrics::INSPECT_CALLS, "outcome" => outcome).increment(1);
+}
+
 type Pending = HashMap<u64, mpsc::Sender<InspectResponse>>;
 
 /// One zone's open InspectSync stream.
@@ -160,11 +176,10 @@ impl InspectHub {
     /// queued before the deadline.
     pub async fn call(&self, zone: &str, kind: Kind, timeout: Duration) -> Result<Call, CallError> {
         let deadline = Instant::now() + timeout;
-        let link = self
-            .links()
-            .get(zone)
-            .cloned()
-            .ok_or_else(|| CallError::Offline(zone.to_owned()))?;
+        let Some(link) = self.links().get(zone).cloned() else {
+            count_call("offline");
+            return Err(CallError::Offline(zone.to_owned()));
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = mpsc::channel(CALL_QUEUE);
         // Registered before it is sent: the answer cannot outrun it.
@@ -182,14 +197,16 @@ impl InspectHub {
         let request = InspectRequest {
             id,
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            trace_context: HashMap::new(),
+            trace_context: umbra_api::process::current_context(),
             kind: Some(kind),
         };
-        match tokio::time::timeout_at(deadline, link.tx.send(request)).await {
-            Ok(Ok(())) => Ok(call),
-            Ok(Err(_)) => Err(CallError::Disconnected(zone.to_owned())),
-            Err(_) => Err(CallError::Busy(zone.to_owned())),
-        }
+        let err = match tokio::time::timeout_at(deadline, link.tx.send(request)).await {
+            Ok(Ok(())) => return Ok(call),
+            Ok(Err(_)) => CallError::Disconnected(zone.to_owned()),
+            Err(_) => CallError::Busy(zone.to_owned()),
+        };
+        count_call(err.outcome());
+        Err(err)
     }
 }
 
@@ -227,17 +244,24 @@ impl Call {
             return Ok(None);
         }
         let zone = self.registration.link.zone.clone();
-        match tokio::time::timeout_at(self.deadline, self.rx.recv()).await {
+        let out = match tokio::time::timeout_at(self.deadline, self.rx.recv()).await {
             Ok(Some(frame)) => {
                 self.finished = frame.last;
-                Ok(Some(frame))
+                if frame.last {
+                    count_call("ok");
+                }
+                return Ok(Some(frame));
             }
-            Ok(None) => Err(CallError::Disconnected(zone)),
-            Err(_) => Err(CallError::Timeout {
+            Ok(None) => CallError::Disconnected(zone),
+            Err(_) => CallError::Timeout {
                 zone,
                 timeout: self.timeout,
-            }),
-        }
+            },
+        };
+        // Ended without its last frame: counted once.
+        self.finished = true;
+        count_call(out.outcome());
+        Err(out)
     }
 
     /// The call's id (as logged by both sides).

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use umbra_api::process::TraceContext;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,
@@ -73,10 +74,56 @@ async fn load_offer(store: &dyn Store) -> Result<Offer, StoreError> {
     Ok(offer)
 }
 
+/// Trace context of API writes on their way to the zones, by resource: the handler notes it
+/// before writing ([`TraceLinks::note`]), [`follow_store`] takes it when the change reaches
+/// the offer and puts it on the KDS item, so a zone's apply joins the `PUT`'s trace. Bounded
+/// by [`TraceLinks::CAPACITY`]; a write whose context did not fit is simply untraced.
+#[derive(Debug, Default)]
+pub struct TraceLinks {
+    pending: std::sync::Mutex<std::collections::HashMap<ResourceKey, TraceContext>>,
+}
+
+impl TraceLinks {
+    /// Most writes remembered at once.
+    pub const CAPACITY: usize = 4096;
+
+    fn pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ResourceKey, TraceContext>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Remember the current span's trace context for a write of `key` about to happen
+    /// (nothing when the current span is not traced).
+    pub fn note(&self, key: &ResourceKey) {
+        let cx = umbra_api::process::current_context();
+        if cx.is_empty() {
+            return;
+        }
+        let mut pending = self.pending();
+        if pending.len() < Self::CAPACITY || pending.contains_key(key) {
+            pending.insert(key.clone(), cx);
+        }
+    }
+
+    /// Forget `key` (its write failed).
+    pub fn forget(&self, key: &ResourceKey) {
+        self.pending().remove(key);
+    }
+
+    /// The context noted for `key`, removed.
+    pub fn take(&self, key: &ResourceKey) -> Option<TraceContext> {
+        self.pending().remove(key)
+    }
+}
+
 /// Keep `tx` publishing the store's Meshes and policies until `shutdown` turns `true`.
 /// Store errors are retried every second; the offer then catches up from the change log.
 pub async fn follow_store(
     store: Arc<dyn Store>,
+    links: Arc<TraceLinks>,
     tx: watch::Sender<Option<Arc<Offer>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -122,8 +169,13 @@ pub async fn follow_store(
                         let items = Arc::make_mut(
                             offer.entry(change.key.ty.name().to_owned()).or_default(),
                         );
+                        let trace = links.take(&change.key);
                         match current {
-                            Some(s) => items.insert(name, Item::from_resource(&s.resource)),
+                            Some(s) => {
+                                let mut item = Item::from_resource(&s.resource);
+                                item.trace_context = trace.unwrap_or_default();
+                                items.insert(name, item);
+                            }
                             None => items.remove(&name),
                         }
                         revision = at;
@@ -613,7 +665,7 @@ mod tests {
             .unwrap();
         let (tx, mut rx) = watch::channel(None);
         let (_stop_tx, stop) = watch::channel(false);
-        tokio::spawn(follow_store(store.clone(), tx, stop));
+        tokio::spawn(follow_store(store.clone(), Arc::default(), tx, stop));
         rx.wait_for(Option::is_some).await.unwrap();
         // More Dataplane changes than one change-log batch, then a policy.
         for i in 0..(CHANGE_BATCH + 5) {

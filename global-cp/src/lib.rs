@@ -113,6 +113,8 @@ pub async fn serve(
     tls: Option<tonic::transport::Identity>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    umbra_api::metrics::install();
+    let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let zones = Arc::new(zones::ZoneRegistry::default());
     let inspect = Arc::new(inspect::InspectHub::new());
@@ -122,8 +124,15 @@ pub async fn serve(
         let _ = stop_tx.send(true);
     });
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
-    let follower = tokio::spawn(kds::follow_store(store.clone(), offer_tx, stop_rx.clone()));
+    let traces = Arc::new(kds::TraceLinks::default());
+    let follower = tokio::spawn(kds::follow_store(
+        store.clone(),
+        traces.clone(),
+        offer_tx,
+        stop_rx.clone(),
+    ));
     let state = api::AppState {
+        traces,
         store: store.clone(),
         zones: zones.clone(),
         tokens: tokens.clone(),
@@ -171,7 +180,7 @@ pub async fn serve(
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
     use clap::Parser as _;
-    umbra_api::process::init_logging();
+    let _telemetry = umbra_api::process::init("umbra-global-cp");
     let args = Args::parse();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -72,6 +72,31 @@ pub struct ZoneStatus {
     pub zone_to_global: BTreeMap<String, TypeSync>,
 }
 
+/// Count `event` in the KDS metrics (`umbra_kds_*_total`).
+fn record_metrics(direction: Direction, event: &Event) {
+    use umbra_api::metrics::{kds, KdsOutcome};
+    let dir = match direction {
+        Direction::GlobalToZone => "global_to_zone",
+        Direction::ZoneToGlobal => "zone_to_global",
+    };
+    match event {
+        Event::Sent { type_url, .. } => kds(dir, type_url, KdsOutcome::Response),
+        Event::Ack { type_url, .. } => kds(dir, type_url, KdsOutcome::Ack),
+        Event::Nack { type_url, .. } => kds(dir, type_url, KdsOutcome::Nack),
+        Event::Applied {
+            type_url, rejected, ..
+        } => {
+            kds(dir, type_url, KdsOutcome::Response);
+            let outcome = if rejected.is_empty() {
+                KdsOutcome::Ack
+            } else {
+                KdsOutcome::Nack
+            };
+            kds(dir, type_url, outcome);
+        }
+    }
+}
+
 /// The registry of zones and their insights.
 #[derive(Debug, Default)]
 pub struct ZoneRegistry {
@@ -94,7 +119,12 @@ impl ZoneRegistry {
             name: zone.to_owned(),
             ..ZoneStatus::default()
         });
+        let was_online = status.online;
         f(status);
+        if status.online != was_online {
+            let online = zones.values().filter(|z| z.online).count();
+            metrics::gauge!(umbra_api::metrics::ZONES_ONLINE).set(online as f64);
+        }
     }
 
     /// Every zone, by name.
@@ -147,6 +177,7 @@ impl ZoneRegistry {
 
     /// Record a sync event of `zone` in `direction`.
     pub fn record(&self, zone: &str, direction: Direction, event: &Event) {
+        record_metrics(direction, event);
         self.update(zone, |z| {
             let per_type = match direction {
                 Direction::GlobalToZone => &mut z.global_to_zone,

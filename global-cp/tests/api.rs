@@ -46,6 +46,7 @@ async fn call(
 
 fn app(store: Arc<dyn Store>) -> axum::Router {
     router(AppState {
+        traces: Default::default(),
         store,
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"test key"),

@@ -13,6 +13,7 @@ use umbra_global_cp::tokens::ZoneTokens;
 
 fn app() -> axum::Router {
     router(AppState {
+        traces: Default::default(),
         store: Arc::new(MemoryStore::new()),
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"k"),

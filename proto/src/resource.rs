@@ -74,6 +74,9 @@ pub struct Item {
     pub version: String,
     /// The JSON document (Kuma's universal format for resources).
     pub body: Vec<u8>,
+    /// W3C trace context of the change that produced it (empty when untraced); carried in
+    /// [`KdsResource::trace_context`], not part of the version.
+    pub trace_context: std::collections::HashMap<String, String>,
 }
 
 impl Item {
@@ -82,6 +85,7 @@ impl Item {
         Item {
             version: content_version(doc),
             body: serde_json::to_vec(doc).unwrap_or_default(),
+            trace_context: std::collections::HashMap::new(),
         }
     }
 
@@ -99,6 +103,7 @@ impl Item {
                 type_url: KDS_RESOURCE_TYPE_URL.to_owned(),
                 value: KdsResource {
                     json: self.body.clone(),
+                    trace_context: self.trace_context.clone(),
                 }
                 .encode_to_vec(),
             }),
@@ -112,6 +117,14 @@ impl Item {
 /// # Errors
 /// A message saying what is wrong: no body, another type URL, undecodable bytes.
 pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, String> {
+    kds_resource_of(resource).map(|r| r.json)
+}
+
+/// The [`KdsResource`] (body and trace context) of an xDS `Resource`.
+///
+/// # Errors
+/// As [`body_of`].
+pub fn kds_resource_of(resource: &XdsResource) -> Result<KdsResource, String> {
     let any = resource
         .resource
         .as_ref()
@@ -122,9 +135,7 @@ pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, String> {
             any.type_url
         ));
     }
-    KdsResource::decode(any.value.as_slice())
-        .map(|r| r.json)
-        .map_err(|e| format!("undecodable body: {e}"))
+    KdsResource::decode(any.value.as_slice()).map_err(|e| format!("undecodable body: {e}"))
 }
 
 /// The content version of a document: the first 16 bytes (hex) of SHA-256 over its canonical

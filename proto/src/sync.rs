@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use umbra_xds::delta::{DeltaType, Limit, Reply, REJECTED_RESOURCE_TYPE_URL};
 use umbra_xds::snapshot::ResourceVersions;
 
-use crate::resource::{body_of, Item};
+use crate::resource::{kds_resource_of, Item};
 
 /// Messages buffered per direction of a stream.
 pub const STREAM_QUEUE: usize = 16;
@@ -320,6 +320,22 @@ pub trait Sink: Send {
         upserts: Vec<(String, String, Vec<u8>)>,
         removed: Vec<String>,
     ) -> Result<Vec<(String, String)>, String>;
+
+    /// As [`Sink::apply`], with the W3C trace context of the response's first traced resource
+    /// (empty when none), so the sink can continue the sender's trace. The default ignores it.
+    ///
+    /// # Errors
+    /// As [`Sink::apply`].
+    async fn apply_traced(
+        &mut self,
+        type_url: &str,
+        upserts: Vec<(String, String, Vec<u8>)>,
+        removed: Vec<String>,
+        trace_context: std::collections::HashMap<String, String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let _ = trace_context;
+        self.apply(type_url, upserts, removed).await
+    }
 }
 
 /// The requesting side of a stream: subscribes (wildcard) to `types`, saying it holds
@@ -361,17 +377,28 @@ pub async fn request(
         }
         let mut rejected = Vec::new();
         let mut upserts = Vec::with_capacity(response.resources.len());
+        let mut trace = std::collections::HashMap::new();
         for r in &response.resources {
-            match body_of(r) {
-                Ok(body) => upserts.push((r.name.clone(), r.version.clone(), body)),
+            match kds_resource_of(r) {
+                Ok(k) => {
+                    if trace.is_empty() {
+                        trace = k.trace_context;
+                    }
+                    upserts.push((r.name.clone(), r.version.clone(), k.json));
+                }
                 Err(e) => rejected.push((r.name.clone(), e)),
             }
         }
         let (resources, removed) = (upserts.len(), response.removed_resources.len());
         rejected.extend(
-            sink.apply(&response.type_url, upserts, response.removed_resources)
-                .await
-                .map_err(SyncError::Sink)?,
+            sink.apply_traced(
+                &response.type_url,
+                upserts,
+                response.removed_resources,
+                trace,
+            )
+            .await
+            .map_err(SyncError::Sink)?,
         );
         let error_detail = (!rejected.is_empty()).then(|| RpcStatus {
             code: INVALID_ARGUMENT,

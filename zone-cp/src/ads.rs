@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use umbra_api::metrics::{ADS_STREAMS, XDS_ACKS, XDS_NACKS, XDS_PUSHES};
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
@@ -303,6 +304,7 @@ impl StreamCtx {
             state.sent_version = Some(req.version_info.clone());
             let message = err.message.clone();
             tracing::warn!(mesh = %self.key.0, dataplane = %self.key.1, type_url = %req.type_url, error = %message, "NACK");
+            count(XDS_NACKS, &req.type_url, "sotw");
             insights.update(&self.key, |i| {
                 i.nacked.insert(
                     req.type_url.clone(),
@@ -315,6 +317,7 @@ impl StreamCtx {
             return false;
         }
         if !req.response_nonce.is_empty() {
+            count(XDS_ACKS, &req.type_url, "sotw");
             let acked = req.version_info.clone();
             insights.update(&self.key, |i| {
                 i.acked.insert(req.type_url.clone(), acked);
@@ -374,6 +377,8 @@ impl StreamCtx {
         state.sent_version = Some(version);
         state.sent_nonce = nonce;
         insights.update(&self.key, |i| i.responses_sent += 1);
+        count(XDS_PUSHES, type_url, "sotw");
+        push_span(rec, &self.key, type_url, "sotw");
         tx.send(Ok(response)).await.is_ok()
     }
 }
@@ -434,6 +439,7 @@ impl Ads {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let ads = self.clone();
         tokio::spawn(async move {
+            let _gauge = StreamGauge::open();
             let mut stream: Option<F> = None;
             let mut changes = ads.reconciler.subscribe();
             let mut shutdown = ads.shutdown.clone();
@@ -560,6 +566,7 @@ impl DeltaCtx {
             // response is in flight, so re-evaluating is always safe.
             Reply::Subscription | Reply::Stale => true,
             Reply::Ack => {
+                count(XDS_ACKS, &req.type_url, "delta");
                 let held = type_version(&state.held);
                 let rejected = !state.rejected.is_empty();
                 insights.update(&self.key, |i| {
@@ -578,6 +585,7 @@ impl DeltaCtx {
                     .collect::<Vec<_>>()
                     .join(",");
                 tracing::warn!(mesh = %self.key.0, dataplane = %self.key.1, type_url = %req.type_url, error = %message, "NACK (delta)");
+                count(XDS_NACKS, &req.type_url, "delta");
                 insights.update(&self.key, |i| {
                     i.nacked.insert(
                         req.type_url.clone(),
@@ -642,7 +650,41 @@ impl DeltaCtx {
             ..Default::default()
         };
         insights.update(&self.key, |i| i.responses_sent += 1);
+        count(XDS_PUSHES, type_url, "delta");
+        push_span(rec, &self.key, type_url, "delta");
         tx.send(Ok(response)).await.is_ok()
+    }
+}
+
+/// Count one xDS event (`umbra_xds_{pushes,acks,nacks}_total{type_url, api}`).
+fn count(name: &'static str, type_url: &str, api: &'static str) {
+    metrics::counter!(name, "type_url" => type_url.to_owned(), "api" => api).increment(1);
+}
+
+/// Record an `xds.push` span in the trace of the reconciliation that produced the pushed
+/// config, when that pass continued a traced change (nothing otherwise).
+fn push_span(rec: &Reconciler, key: &DpKey, type_url: &str, api: &'static str) {
+    if let Some(parent) = rec.push_trace() {
+        let span =
+            tracing::info_span!("xds.push", mesh = %key.0, dataplane = %key.1, type_url, api);
+        umbra_api::process::set_parent(&span, &parent);
+        span.in_scope(|| tracing::debug!("pushed"));
+    }
+}
+
+/// Keeps `umbra_ads_streams` right for the life of one stream task.
+struct StreamGauge;
+
+impl StreamGauge {
+    fn open() -> Self {
+        metrics::gauge!(ADS_STREAMS).increment(1.0);
+        StreamGauge
+    }
+}
+
+impl Drop for StreamGauge {
+    fn drop(&mut self) {
+        metrics::gauge!(ADS_STREAMS).decrement(1.0);
     }
 }
 

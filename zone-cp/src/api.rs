@@ -30,6 +30,9 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 /// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
 pub const ROUTES: &[(&str, &[&str])] = &[
     ("/openapi.yaml", &["get"]),
+    ("/metrics", &["get"]),
+    ("/healthz", &["get"]),
+    ("/ready", &["get"]),
     ("/meshes", &["get"]),
     ("/meshes/{name}", &["get", "put", "delete"]),
     ("/meshes/{mesh}/{plural}", &["get"]),
@@ -59,6 +62,9 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/openapi.yaml", get(openapi))
+        .route("/metrics", get(umbra_api::metrics::serve))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/ready", get(ready))
         .route("/meshes", get(list_meshes))
         .route(
             "/meshes/{name}",
@@ -83,7 +89,19 @@ pub fn router(state: AppState) -> Router {
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
+        .layer(axum::middleware::from_fn(umbra_api::metrics::track_http))
+        .layer(axum::middleware::from_fn(umbra_api::process::trace_http))
         .with_state(state)
+}
+
+/// `GET /ready`: the zone serves its API and ADS from its store (loaded at start); the body
+/// gives the store revision and whether policies come from a Global.
+async fn ready(State(st): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ready",
+        "revision": st.store.revision(),
+        "federated": st.federated,
+    }))
 }
 
 fn store_err(e: StoreError) -> ApiError {

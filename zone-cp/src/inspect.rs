@@ -151,15 +151,23 @@ fn snapshot(
         resources.iter().filter_map(Resource::as_dataplane),
     );
     let policies = PolicySet::build(mesh, resources, view);
-    generate(
+    let start = std::time::Instant::now();
+    let generated = generate(
         Proxy {
             name,
             dataplane: dp,
         },
         &ctx,
         &policies,
-    )
-    .map_err(|e| ApiError::status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+    );
+    let label = match view {
+        View::Shadow => "shadow",
+        _ => "live",
+    };
+    metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => label)
+        .record(start.elapsed().as_secs_f64());
+    generated
+        .map_err(|e| ApiError::status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
 }
 
 fn render_err(e: umbra_xds::render::RenderError) -> ApiError {
@@ -360,7 +368,11 @@ impl MeshShadow {
             Some(served) => served.clone(),
             None => Arc::new(generate(proxy, &self.ctx, &self.live).map_err(|e| e.to_string())?),
         };
-        let shadow = generate(proxy, &self.ctx, &self.shadow).map_err(|e| e.to_string())?;
+        let start = std::time::Instant::now();
+        let shadow = generate(proxy, &self.ctx, &self.shadow);
+        metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => "shadow")
+            .record(start.elapsed().as_secs_f64());
+        let shadow = shadow.map_err(|e| e.to_string())?;
         umbra_xds::diff::snapshot_diff_cached(&live, &shadow, &self.cache)
             .map_err(|e| format!("rendering failed: {e}"))
     }

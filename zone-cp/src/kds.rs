@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,
@@ -255,6 +256,14 @@ async fn session(
             ..
         } = e
         {
+            use umbra_api::metrics::{kds, KdsOutcome};
+            kds("global_to_zone", &type_url, KdsOutcome::Response);
+            let outcome = if rejected.is_empty() {
+                KdsOutcome::Ack
+            } else {
+                KdsOutcome::Nack
+            };
+            kds("global_to_zone", &type_url, outcome);
             update_status(&st, |s| {
                 *s.applied.entry(type_url.clone()).or_default() += 1;
                 *s.resources_received.entry(type_url).or_default() += resources as u64;
@@ -266,7 +275,15 @@ async fn session(
     };
     let down = request(&types, initial, responses, req_tx, &mut sink, &observe_down);
     let config_up = RespondConfig::new(zone_to_global_types());
-    let up = respond(requests, resp_tx, offer, &config_up, &|_| {});
+    let up = respond(requests, resp_tx, offer, &config_up, &|e| {
+        use umbra_api::metrics::{kds, KdsOutcome};
+        match e {
+            Event::Sent { type_url, .. } => kds("zone_to_global", &type_url, KdsOutcome::Response),
+            Event::Ack { type_url, .. } => kds("zone_to_global", &type_url, KdsOutcome::Ack),
+            Event::Nack { type_url, .. } => kds("zone_to_global", &type_url, KdsOutcome::Nack),
+            Event::Applied { .. } => {}
+        }
+    });
     let describe = |dir: &str, r: Result<(), SyncError>| match r {
         Ok(()) => format!("{dir} stream closed by the Global"),
         Err(e) => format!("{dir}: {e}"),
@@ -301,6 +318,21 @@ fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVe
         .collect()
 }
 
+/// `umbra_kds_sync_lag_seconds{type}`: from the resource's `modificationTime` (set by the
+/// Global when it stored the change) to now, when it is in the zone store. Skipped when the
+/// time is missing or unparsable; a negative lag (clock skew) counts as 0.
+fn record_sync_lag(ty: ResourceType, modified: Option<&str>) {
+    let Some(t) = modified.and_then(|m| {
+        time::OffsetDateTime::parse(m, &time::format_description::well_known::Rfc3339).ok()
+    }) else {
+        return;
+    };
+    let lag = (time::OffsetDateTime::now_utc() - t)
+        .as_seconds_f64()
+        .max(0.0);
+    metrics::histogram!(umbra_api::metrics::KDS_SYNC_LAG, "type" => ty.name()).record(lag);
+}
+
 /// Applies the Global's Meshes and policies to the zone store.
 struct StoreSink {
     store: Store,
@@ -321,10 +353,10 @@ impl StoreSink {
         if violations.has_violations() {
             return Err(violations.to_string());
         }
-        self.store
-            .put_synced(resource)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let modified = resource.meta.modification_time.clone();
+        self.store.put_synced(resource).map_err(|e| e.to_string())?;
+        record_sync_lag(ty, modified.as_deref());
+        Ok(())
     }
 }
 
@@ -370,6 +402,34 @@ impl Sink for StoreSink {
             tracing::warn!(type_url, ?refused, "KDS: NACK to the Global");
         }
         Ok(refused)
+    }
+
+    /// Apply inside a `kds.apply` span continuing the Global's trace (the `PUT` that made the
+    /// change), and hand that context to the reconciliation the write triggers.
+    async fn apply_traced(
+        &mut self,
+        type_url: &str,
+        upserts: Vec<(String, String, Vec<u8>)>,
+        removed: Vec<String>,
+        trace_context: std::collections::HashMap<String, String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        if trace_context.is_empty() {
+            return self.apply(type_url, upserts, removed).await;
+        }
+        let span = tracing::info_span!(
+            "kds.apply",
+            type_url,
+            upserts = upserts.len(),
+            removed = removed.len()
+        );
+        umbra_api::process::set_parent(&span, &trace_context);
+        let out = self
+            .apply(type_url, upserts, removed)
+            .instrument(span.clone())
+            .await;
+        self.store
+            .note_trace(span.in_scope(umbra_api::process::current_context));
+        out
     }
 }
 

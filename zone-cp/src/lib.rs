@@ -126,6 +126,7 @@ pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    umbra_api::metrics::install();
     let kds_config = kds_config(&args)?;
     let store = store::Store::new();
     let store_file = args.data_dir.as_ref().map(|d| d.join("store.json"));
@@ -196,7 +197,7 @@ pub async fn run(
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
     use clap::Parser as _;
-    umbra_api::process::init_logging();
+    let _telemetry = umbra_api::process::init("umbra-zone-cp");
     let args = Args::parse();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

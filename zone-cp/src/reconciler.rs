@@ -82,6 +82,8 @@ pub struct Reconciler {
     /// reader holding the read lock sees a matching pair); `u64::MAX` before the first pass.
     state_revision: std::sync::atomic::AtomicU64,
     changed: watch::Sender<u64>,
+    /// Trace context of the latest pass, when it continued a trace: pushes it wakes join it.
+    push_trace: std::sync::Mutex<Option<umbra_api::process::TraceContext>>,
     ca: Authority,
 }
 
@@ -131,8 +133,18 @@ impl Reconciler {
             state: RwLock::new(HashMap::new()),
             state_revision: std::sync::atomic::AtomicU64::new(u64::MAX),
             changed,
+            push_trace: std::sync::Mutex::default(),
             ca: Authority::new(),
         }
+    }
+
+    /// The trace context pushes should join: the latest pass's, when that pass continued a
+    /// traced change; `None` otherwise.
+    pub fn push_trace(&self) -> Option<umbra_api::process::TraceContext> {
+        self.push_trace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Subscribe to "some snapshot changed" wake-ups.
@@ -177,6 +189,33 @@ impl Reconciler {
     /// Bring every DPP up to date with the store once (regenerating only those whose inputs
     /// changed) and wake subscribers if anything they serve changed.
     pub fn reconcile_once(&self) -> Outcome {
+        let start = std::time::Instant::now();
+        // A traced change (a policy PUT on the Global, through KDS) makes this pass, and the
+        // pushes it causes, part of that trace.
+        let span = match self.store.take_trace() {
+            Some(parent) => {
+                let span = tracing::info_span!("reconcile", regenerated = tracing::field::Empty);
+                umbra_api::process::set_parent(&span, &parent);
+                span
+            }
+            None => tracing::Span::none(),
+        };
+        let _entered = span.enter();
+        *self
+            .push_trace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(umbra_api::process::current_context()).filter(|c| !c.is_empty());
+        let outcome = self.reconcile_pass();
+        span.record("regenerated", outcome.regenerated);
+        metrics::histogram!(umbra_api::metrics::RECONCILE_SECONDS)
+            .record(start.elapsed().as_secs_f64());
+        metrics::counter!(umbra_api::metrics::RECONCILE_REGENERATED)
+            .increment(outcome.regenerated as u64);
+        outcome
+    }
+
+    fn reconcile_pass(&self) -> Outcome {
         // Read first: the state computed below reflects at least this revision, and exactly
         // it when nothing was written meanwhile.
         let revision = self.store.revision();
@@ -319,6 +358,7 @@ impl Reconciler {
         old: Option<&Arc<DpSnapshot>>,
         inputs: Fingerprint,
     ) -> (Arc<DpSnapshot>, bool) {
+        let start = std::time::Instant::now();
         let generated = generate(
             Proxy {
                 name: &key.1,
@@ -326,22 +366,25 @@ impl Reconciler {
             },
             ctx,
             policies,
-        )
-        .map_err(|e| e.to_string())
-        .and_then(|mut snapshot| {
-            if let Some(identity) = identity {
-                let id = identity?;
-                for secret in mesh_secrets(
-                    &key.0,
-                    id.cert_pem.as_bytes(),
-                    id.key_pem.as_bytes(),
-                    id.ca_pem.as_bytes(),
-                ) {
-                    snapshot.secrets.insert(secret.name.clone(), secret);
+        );
+        metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => "live")
+            .record(start.elapsed().as_secs_f64());
+        let generated = generated
+            .map_err(|e| e.to_string())
+            .and_then(|mut snapshot| {
+                if let Some(identity) = identity {
+                    let id = identity?;
+                    for secret in mesh_secrets(
+                        &key.0,
+                        id.cert_pem.as_bytes(),
+                        id.key_pem.as_bytes(),
+                        id.ca_pem.as_bytes(),
+                    ) {
+                        snapshot.secrets.insert(secret.name.clone(), secret);
+                    }
                 }
-            }
-            Ok(snapshot)
-        });
+                Ok(snapshot)
+            });
         match generated {
             Ok(snapshot) => {
                 let previous = old.map(|o| (&*o.snapshot, &o.resources));

@@ -16,6 +16,7 @@
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 use rayon::prelude::*;
 use tokio::sync::{mpsc, Semaphore};
@@ -80,10 +81,15 @@ pub async fn serve(
             continue;
         };
         let (out, store, reconciler) = (out.clone(), store.clone(), reconciler.clone());
-        tokio::spawn(async move {
-            handle(req, &out, store, reconciler).await;
-            drop(permit);
-        });
+        let span = tracing::info_span!("inspect", id);
+        umbra_api::process::set_parent(&span, &req.trace_context);
+        tokio::spawn(
+            async move {
+                handle(req, &out, store, reconciler).await;
+                drop(permit);
+            }
+            .instrument(span),
+        );
     }
 }
 
@@ -116,7 +122,9 @@ async fn handle(
         Some(Kind::Dataplane(d)) => dataplane(id, d, out, store).await,
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
+            let span = tracing::Span::current();
             let done = tokio::task::spawn_blocking(move || {
+                let _entered = span.enter();
                 shadow_diff(id, &d, &out, &store, reconciler.as_deref(), deadline);
             })
             .await;

@@ -49,6 +49,8 @@ pub enum StoreError {
 pub struct Store {
     inner: Arc<RwLock<BTreeMap<ResourceKey, Stored>>>,
     revision: Arc<watch::Sender<u64>>,
+    /// Trace context of the latest traced write not yet reconciled ([`Store::note_trace`]).
+    trace: Arc<std::sync::Mutex<Option<umbra_api::process::TraceContext>>>,
 }
 
 impl Default for Store {
@@ -82,7 +84,29 @@ impl Store {
         Self {
             inner: Arc::new(RwLock::new(BTreeMap::new())),
             revision: Arc::new(tx),
+            trace: Arc::default(),
         }
+    }
+
+    /// Remember the trace context of a write just made (e.g. a KDS apply continuing the
+    /// Global's trace), for the reconciliation pass that picks it up ([`Store::take_trace`]).
+    /// A later traced write replaces an earlier unreconciled one.
+    pub fn note_trace(&self, trace: umbra_api::process::TraceContext) {
+        if trace.is_empty() {
+            return;
+        }
+        *self
+            .trace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(trace);
+    }
+
+    /// The trace context noted since the last call, if any.
+    pub fn take_trace(&self) -> Option<umbra_api::process::TraceContext> {
+        self.trace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// Subscribe to revision changes (a wake-up; read the store for the state).

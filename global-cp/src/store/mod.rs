@@ -15,6 +15,7 @@
 //! - each resource records the zone that owns it (`None` for resources created on the Global).
 
 pub mod memory;
+pub mod metered;
 pub mod postgres;
 
 use std::collections::BTreeMap;

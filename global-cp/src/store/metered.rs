@@ -1,0 +1,79 @@
+//! A [`Store`] decorator recording each call's latency (`umbra_store_operation_seconds{op}`)
+//! and failures (`umbra_store_errors_total{op}`) for `/metrics`, whatever the backend. A
+//! conflict or a missing resource counts as an error too: it is what the caller saw.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+use umbra_api::metrics::{STORE_ERRORS, STORE_SECONDS};
+use umbra_core::resource::{Resource, ResourceKey};
+
+use super::{Change, ListQuery, Page, Store, StoreError, Stored};
+
+/// `inner`, measured.
+#[derive(Debug, Clone)]
+pub struct Metered {
+    inner: Arc<dyn Store>,
+}
+
+impl Metered {
+    /// Measure every call to `inner`.
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        Self { inner }
+    }
+}
+
+async fn timed<T>(
+    op: &'static str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let start = Instant::now();
+    let out = call.await;
+    metrics::histogram!(STORE_SECONDS, "op" => op).record(start.elapsed().as_secs_f64());
+    if out.is_err() {
+        metrics::counter!(STORE_ERRORS, "op" => op).increment(1);
+    }
+    out
+}
+
+#[async_trait::async_trait]
+impl Store for Metered {
+    async fn put(
+        &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+    ) -> Result<(Stored, bool), StoreError> {
+        timed("put", self.inner.put(resource, expected, zone)).await
+    }
+
+    async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
+        timed("delete", self.inner.delete(key, expected)).await
+    }
+
+    async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError> {
+        timed("get", self.inner.get(key)).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        timed("list", self.inner.list(query)).await
+    }
+
+    async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
+        timed("changes_since", self.inner.changes_since(revision, limit)).await
+    }
+
+    async fn revision(&self) -> Result<u64, StoreError> {
+        timed("revision", self.inner.revision()).await
+    }
+
+    async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        timed("signing_key", self.inner.signing_key(purpose, fresh)).await
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.subscribe()
+    }
+}
