@@ -51,7 +51,13 @@ pub fn init(service: &'static str) -> Telemetry {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let json = std::env::var("UMBRA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
-    let plain = (!json).then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    // Colours only on a terminal: a log file or collector gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let plain = (!json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+    });
     let json = json.then(|| {
         tracing_subscriber::fmt::layer()
             .json()

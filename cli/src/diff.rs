@@ -114,6 +114,12 @@ pub fn render_patch(patch: &Value, before: Option<&Value>, style: Style) -> Stri
 /// Render a fleet-wide `_shadow-diff` result: totals, zones, then each operation group with the
 /// DPPs sharing it.
 pub fn render_fleet(result: &Value, style: Style) -> String {
+    render_fleet_top(result, style, None)
+}
+
+/// As [`render_fleet`], showing only the `top` largest operation groups (all with `None`) and
+/// saying how many were left out.
+pub fn render_fleet_top(result: &Value, style: Style, top: Option<usize>) -> String {
     let mut out = String::new();
     let t = &result["totals"];
     let policies = result["shadowPolicies"]
@@ -176,7 +182,8 @@ pub fn render_fleet(result: &Value, style: Style) -> String {
             groups.len()
         );
     }
-    for g in groups {
+    let shown = top.unwrap_or(usize::MAX).min(groups.len());
+    for g in &groups[..shown] {
         let op = &g["operation"];
         let count = g["count"].as_u64().unwrap_or(0);
         let members: Vec<String> = g["dataplanes"]
@@ -207,6 +214,13 @@ pub fn render_fleet(result: &Value, style: Style) -> String {
             }
         );
         out.push_str(&render_patch(&Value::Array(vec![op.clone()]), None, style));
+    }
+    if shown < groups.len() {
+        let _ = writeln!(
+            out,
+            "\n... {} more operations (smaller groups); all of them: --full or -o json",
+            groups.len() - shown
+        );
     }
     for f in result["failures"].as_array().into_iter().flatten() {
         let _ = writeln!(
@@ -258,6 +272,24 @@ mod tests {
         let colored = render_patch(&patch, Some(&before), Style { color: true });
         assert!(colored.contains("\x1b[31m  - \"5s\"\x1b[0m"));
         assert!(colored.contains("\x1b[32m  + \"31s\"\x1b[0m"));
+    }
+
+    #[test]
+    fn top_keeps_the_largest_groups_and_counts_the_rest() {
+        let op = |v: &str| json!({"op": "add", "path": format!("/listeners/l/a{v}"), "value": v});
+        let result = json!({"mesh": "m", "shadowPolicies": [], "totals": {}, "zones": [],
+        "changes": [
+            {"operation": op("1"), "count": 3, "dataplanes": []},
+            {"operation": op("2"), "count": 2, "dataplanes": []},
+            {"operation": op("3"), "count": 1, "dataplanes": []}
+        ]});
+        let text = render_fleet_top(&result, Style { color: false }, Some(2));
+        assert!(
+            text.contains("a1") && text.contains("a2") && !text.contains("a3"),
+            "{text}"
+        );
+        assert!(text.contains("... 1 more operations"), "{text}");
+        assert!(render_fleet(&result, Style { color: false }).contains("a3"));
     }
 
     #[test]

@@ -143,6 +143,9 @@ pub enum Inspect {
         /// Every DPP of each operation and each DPP's patch.
         #[arg(long)]
         full: bool,
+        /// Text output: only the N largest operation groups.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
         /// Each zone's deadline (`30s`; at most `120s`).
         #[arg(long)]
         timeout: Option<String>,
@@ -378,6 +381,7 @@ pub async fn inspect_shadow_diff(
     timeout: Option<&str>,
     output: Output,
     style: diff::Style,
+    top: Option<usize>,
     mut progress: impl FnMut(u64, u64),
 ) -> anyhow::Result<String> {
     let mut query = vec![("format", if full { "full" } else { "summary" })];
@@ -397,7 +401,7 @@ pub async fn inspect_shadow_diff(
     };
     Ok(match output {
         Output::Json => pretty(&body),
-        Output::Text => diff::render_fleet(&body, style),
+        Output::Text => diff::render_fleet_top(&body, style, top),
     })
 }
 
@@ -580,6 +584,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     policy,
                     zone,
                     full,
+                    top,
                     timeout,
                     output,
                 },
@@ -594,6 +599,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout.as_deref(),
                 output,
                 diff::Style::detect(),
+                top,
                 |done, considered| {
                     progress.set_length(considered);
                     progress.set_position(done);

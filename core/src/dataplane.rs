@@ -93,7 +93,8 @@ pub struct Inbound {
     /// Port of the application (defaults to `port`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_port: Option<u32>,
-    /// Address of the application (defaults to 127.0.0.1).
+    /// Address of the application (defaults to the inbound listener's address: `address`, else
+    /// `networking.address`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service_address: String,
     /// Listener address overriding `networking.address`.

@@ -54,6 +54,7 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
 pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/", &["get"]),
     ("/openapi.yaml", &["get"]),
     ("/metrics", &["get"]),
     ("/healthz", &["get"]),
@@ -113,6 +114,7 @@ pub fn router(state: AppState) -> Router {
             get(get_resource).put(put_resource).delete(delete_resource),
         )
         .route("/openapi.yaml", get(openapi))
+        .route("/", get(index))
         .route("/metrics", get(umbra_api::metrics::serve))
         .route("/healthz", get(healthz))
         .route("/ready", get(ready))
@@ -142,6 +144,16 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(umbra_api::metrics::track_http))
         .layer(axum::middleware::from_fn(umbra_api::process::trace_http))
         .with_state(state)
+}
+
+/// `GET /`: what answers here (Kuma's index: product, version, mode).
+async fn index() -> Json<Value> {
+    Json(json!({
+        "product": "Umbra",
+        "version": env!("CARGO_PKG_VERSION"),
+        "mode": "global",
+        "tagline": "Umbra: a federated control plane for Kuma-style meshes",
+    }))
 }
 
 /// `GET /healthz`: the process is up (liveness).

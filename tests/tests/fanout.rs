@@ -441,6 +441,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         None,
         umbractl::Output::Text,
         plain,
+        None,
         |done, considered| seen.push((done, considered)),
     )
     .await?;
@@ -479,6 +480,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         None,
         umbractl::Output::Json,
         plain,
+        None,
         |_, _| {},
     )
     .await

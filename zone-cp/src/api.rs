@@ -29,6 +29,7 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
 pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/", &["get"]),
     ("/openapi.yaml", &["get"]),
     ("/metrics", &["get"]),
     ("/healthz", &["get"]),
@@ -62,6 +63,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/openapi.yaml", get(openapi))
+        .route("/", get(index))
         .route("/metrics", get(umbra_api::metrics::serve))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
@@ -92,6 +94,16 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(umbra_api::metrics::track_http))
         .layer(axum::middleware::from_fn(umbra_api::process::trace_http))
         .with_state(state)
+}
+
+/// `GET /`: what answers here (Kuma's index: product, version, mode).
+async fn index(State(st): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "product": "Umbra",
+        "version": env!("CARGO_PKG_VERSION"),
+        "mode": if st.federated { "zone (federated)" } else { "zone" },
+        "tagline": "Umbra: a federated control plane for Kuma-style meshes",
+    }))
 }
 
 /// `GET /ready`: the zone serves its API and ADS from its store (loaded at start); the body

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Helpers for ./scripts/demo (Python 3 standard library only, so a fresh machine needs no curl
+or jq): port checks, the seed's policies split in two files, Envoy bootstraps, bounded waits on
+the control planes' APIs, and one request through a sidecar. Every wait is bounded; a failure
+prints one line saying what was awaited and exits non-zero.
+
+  ports-free ADDR...                    fail (listing them) when any HOST:PORT is taken
+  policies SEED OLD_OUT SHADOW_OUT      Mesh + Timeouts, then the shadow MeshTimeouts
+  bootstrap NODE_ID DATAPLANE ADS ADMIN  Envoy bootstrap (JSON) on stdout
+  wait-up URL                           until URL answers 200
+  wait-total URL N                      until the list at URL has `total` >= N
+  wait-zones API ZONE...                until the Global lists every ZONE online
+  wait-acked API NAME...                until every DPP is connected, ACKed, with no NACK
+  request URL                           until URL answers 200; prints the body
+  changed FILE                          the shadow diff's `totals.changed` (fails when absent)
+
+Waits take --timeout SECONDS (default 30) and --watch NAME=PID (repeatable): they fail at once
+when a watched process has exited.
+"""
+
+import argparse
+import errno
+import json
+import os
+import re
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def fail(msg):
+    sys.stderr.write(f"{msg}\n")
+    sys.exit(1)
+
+
+def http_get(url, timeout=10):
+    """(status, text); status 0 when the server cannot be reached."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as e:
+        return 0, str(getattr(e, "reason", e))
+
+
+def get_json(url):
+    status, text = http_get(url)
+    if status != 200:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError as e:
+        return e.errno == errno.EPERM
+    # A zombie (exited, not yet reaped) still "exists".
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def wait(args, what, check):
+    """Poll check() -> (done, why-not) every 0.2 s; why-not is shown on timeout."""
+    watch = []
+    for w in args.watch or []:
+        name, _, pid = w.partition("=")
+        watch.append((name, int(pid)))
+    deadline = time.monotonic() + args.timeout
+    last = None
+    while True:
+        ok, last = check()
+        if ok:
+            return
+        for name, pid in watch:
+            if not alive(pid):
+                fail(f"{name} (pid {pid}) exited while waiting for {what}")
+        if time.monotonic() > deadline:
+            fail(f"timed out after {args.timeout:g}s waiting for {what}" + (f": {last}" if last else ""))
+        time.sleep(0.2)
+
+
+def cmd_ports_free(args):
+    taken = []
+    for addr in args.addrs:
+        host, _, port = addr.rpartition(":")
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+        except OSError as e:
+            taken.append(addr if e.errno == errno.EADDRINUSE else f"{addr} ({e.strerror})")
+        finally:
+            s.close()
+    if taken:
+        more = f" and {len(taken) - 4} more" if len(taken) > 5 else ""
+        fail(
+            "already in use: " + ", ".join(taken[:4] if more else taken) + more + "\n"
+            "Is another demo or Umbra running? `ss -ltnp` shows who listens."
+        )
+
+
+def documents(text):
+    """Split multi-document YAML on `---` lines, without their leading comments."""
+    out = []
+    for d in re.split(r"(?m)^---[ \t]*$\n?", text):
+        lines = d.splitlines()
+        while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):
+            lines.pop(0)
+        if lines:
+            out.append("\n".join(lines).rstrip("\n") + "\n")
+    return out
+
+
+def top_field(doc, key):
+    m = re.search(rf"(?m)^{key}:\s*['\"]?([^'\"\s#]+)", doc)
+    return m.group(1) if m else None
+
+
+def cmd_policies(args):
+    with open(args.seed) as f:
+        docs = documents(f.read())
+    old, shadow = [], []
+    for d in docs:
+        kind = top_field(d, "type")
+        if kind in ("Mesh", "Timeout"):
+            old.append(d)
+        elif kind == "MeshTimeout":
+            shadow.append(d)
+    if not old or not shadow:
+        fail(f"{args.seed}: expected a Mesh, Timeouts and MeshTimeouts")
+    header = f"# From {args.seed} (transition seed 000, Timeout -> MeshTimeout).\n"
+    with open(args.old_out, "w") as f:
+        f.write(header + "# The Mesh and the old Timeouts (live).\n" + "---\n".join(old))
+    with open(args.shadow_out, "w") as f:
+        f.write(header + "# The MeshTimeout replacements, labelled kuma.io/effect: shadow.\n" + "---\n".join(shadow))
+    print(f"{len(old)} {len(shadow)}")
+
+
+def socket_address(addr):
+    host, _, port = addr.rpartition(":")
+    return {"socketAddress": {"address": host, "portValue": int(port)}}
+
+
+def cmd_bootstrap(args):
+    with open(args.dataplane) as f:
+        dataplane = f.read()
+    cluster = args.node_id.split(".", 1)[-1]
+    bootstrap = {
+        "node": {
+            "id": args.node_id,
+            "cluster": cluster,
+            # As kuma-dp does: the zone registers the Dataplane carried here.
+            "metadata": {"dataplane.resource": dataplane},
+        },
+        "admin": {"address": socket_address(args.admin)},
+        "dynamicResources": {
+            "adsConfig": {
+                "apiType": "GRPC",
+                "transportApiVersion": "V3",
+                "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}],
+            },
+            "cdsConfig": {"ads": {}, "resourceApiVersion": "V3"},
+            "ldsConfig": {"ads": {}, "resourceApiVersion": "V3"},
+        },
+        "staticResources": {
+            "clusters": [
+                {
+                    "name": "ads_cluster",
+                    "type": "STATIC",
+                    "connectTimeout": "1s",
+                    "typedExtensionProtocolOptions": {
+                        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                            "explicitHttpConfig": {"http2ProtocolOptions": {}},
+                        }
+                    },
+                    "loadAssignment": {
+                        "clusterName": "ads_cluster",
+                        "endpoints": [{"lbEndpoints": [{"endpoint": {"address": socket_address(args.ads)}}]}],
+                    },
+                }
+            ]
+        },
+    }
+    json.dump(bootstrap, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def cmd_wait_up(args):
+    def check():
+        status, text = http_get(args.url, timeout=2)
+        return status == 200, f"{status or 'unreachable'} {text.strip()[:200]}"
+
+    wait(args, f"{args.url} to answer", check)
+
+
+def cmd_wait_total(args):
+    def check():
+        body = get_json(args.url)
+        total = body.get("total") if isinstance(body, dict) else None
+        return (isinstance(total, int) and total >= args.n), f"total {total}, want {args.n}"
+
+    wait(args, f"{args.n} item(s) at {args.url}", check)
+
+
+def cmd_wait_zones(args):
+    def check():
+        body = get_json(args.api.rstrip("/") + "/zones") or {}
+        online = {z.get("name") for z in body.get("items", []) if z.get("online")}
+        missing = [z for z in args.zones if z not in online]
+        return not missing, "not online: " + ", ".join(missing)
+
+    wait(args, "zones " + ", ".join(args.zones) + " online on the Global", check)
+
+
+def ack_state(api, name):
+    """(ready, why-not)."""
+    body = get_json(f"{api.rstrip('/')}/meshes/default/dataplanes+insights/{name}")
+    if body is None:
+        return False, f"{name}: not registered"
+    insight = body.get("dataplaneInsight") or {}
+    if not insight.get("connected"):
+        return False, f"{name}: not connected"
+    nacked = insight.get("nacked") or {}
+    if nacked:
+        ty, nack = next(iter(nacked.items()))
+        return False, f"{name}: Envoy rejected {ty.rsplit('.', 1)[-1]}: {nack.get('error')}"
+    acked = insight.get("acked") or {}
+    missing = [t for t in ("Cluster", "Listener") if not any(k.endswith(t) for k in acked)]
+    if missing:
+        return False, f"{name}: no ACK yet for " + ", ".join(missing)
+    return True, None
+
+
+def cmd_wait_acked(args):
+    def check():
+        for name in args.names:
+            ok, why = ack_state(args.api, name)
+            if not ok:
+                return False, why
+        return True, None
+
+    wait(args, "ADS ACKs from " + ", ".join(args.names), check)
+
+
+def cmd_request(args):
+    result = {}
+
+    def check():
+        status, text = http_get(args.url, timeout=5)
+        result["body"] = text
+        return status == 200, f"{status or 'unreachable'} {text.strip()}"
+
+    wait(args, f"a 200 from {args.url}", check)
+    print(result["body"].strip())
+
+
+def cmd_changed(args):
+    try:
+        with open(args.file) as f:
+            body = json.load(f)
+        print(int(body["totals"]["changed"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{args.file}: no totals.changed in the shadow diff ({e})")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def waiting(sp):
+        sp.add_argument("--timeout", type=float, default=30)
+        sp.add_argument("--watch", action="append", metavar="NAME=PID")
+        return sp
+
+    s = sub.add_parser("ports-free")
+    s.add_argument("addrs", nargs="+")
+    s.set_defaults(fn=cmd_ports_free)
+    s = sub.add_parser("policies")
+    s.add_argument("seed")
+    s.add_argument("old_out")
+    s.add_argument("shadow_out")
+    s.set_defaults(fn=cmd_policies)
+    s = sub.add_parser("bootstrap")
+    s.add_argument("node_id")
+    s.add_argument("dataplane")
+    s.add_argument("ads")
+    s.add_argument("admin")
+    s.set_defaults(fn=cmd_bootstrap)
+    s = waiting(sub.add_parser("wait-up"))
+    s.add_argument("url")
+    s.set_defaults(fn=cmd_wait_up)
+    s = waiting(sub.add_parser("wait-total"))
+    s.add_argument("url")
+    s.add_argument("n", type=int)
+    s.set_defaults(fn=cmd_wait_total)
+    s = waiting(sub.add_parser("wait-zones"))
+    s.add_argument("api")
+    s.add_argument("zones", nargs="+")
+    s.set_defaults(fn=cmd_wait_zones)
+    s = waiting(sub.add_parser("wait-acked"))
+    s.add_argument("api")
+    s.add_argument("names", nargs="+")
+    s.set_defaults(fn=cmd_wait_acked)
+    s = waiting(sub.add_parser("request"))
+    s.add_argument("url")
+    s.set_defaults(fn=cmd_request)
+    s = sub.add_parser("changed")
+    s.add_argument("file")
+    s.set_defaults(fn=cmd_changed)
+    args = p.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
