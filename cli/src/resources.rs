@@ -425,35 +425,31 @@ fn table(kind: Kind, items: &[&Value], now: i64) -> String {
                 })
                 .collect(),
         ),
-        Kind::Resource(ty) if ty.kind() == TypeKind::NewPolicy => (
-            vec!["MESH", "NAME", "TARGETREF", "EFFECT", "AGE"],
-            items
+        // Policies: new ones show their top-level targetRef.
+        Kind::Resource(ty) => {
+            let with_target = ty.kind() == TypeKind::NewPolicy;
+            let mut header = vec!["MESH", "NAME"];
+            if with_target {
+                header.push("TARGETREF");
+            }
+            header.extend(["EFFECT", "AGE"]);
+            let rows = items
                 .iter()
                 .map(|p| {
-                    vec![
+                    let mut row = vec![
                         p["mesh"].as_str().unwrap_or("").to_owned(),
                         p["name"].as_str().unwrap_or("").to_owned(),
-                        target_ref(p),
-                        effect(p).to_owned(),
-                        age(p["creationTime"].as_str(), now),
-                    ]
+                    ];
+                    if with_target {
+                        row.push(target_ref(p));
+                    }
+                    row.push(effect(p).to_owned());
+                    row.push(age(p["creationTime"].as_str(), now));
+                    row
                 })
-                .collect(),
-        ),
-        Kind::Resource(_) => (
-            vec!["MESH", "NAME", "EFFECT", "AGE"],
-            items
-                .iter()
-                .map(|p| {
-                    vec![
-                        p["mesh"].as_str().unwrap_or("").to_owned(),
-                        p["name"].as_str().unwrap_or("").to_owned(),
-                        effect(p).to_owned(),
-                        age(p["creationTime"].as_str(), now),
-                    ]
-                })
-                .collect(),
-        ),
+                .collect();
+            (header, rows)
+        }
     };
     if rows.is_empty() {
         return format!("No {} found.", kind.label());

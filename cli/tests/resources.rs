@@ -1,13 +1,10 @@
 //! `umbractl apply/get/delete` as a script runs it: the real binary against a real in-process
 //! Global (memory store). Checks output, round trips and every exit status the docs promise.
 
+mod common;
+
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
-use std::time::Duration;
-
-use umbra_global_cp::store::memory::MemoryStore;
-use umbra_global_cp::store::Store;
 
 const POLICIES: &str = "\
 type: MeshTimeout
@@ -71,20 +68,8 @@ fn text(o: &Output) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let kds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", api.local_addr().unwrap());
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(umbra_global_cp::serve(
-        store.clone(),
-        api,
-        kds,
-        None,
-        async {
-            let _ = rx.await;
-        },
-    ));
+    let global = common::Global::start().await;
+    let url = global.url.clone();
 
     // Multi-document YAML from stdin; the Mesh (last in the file) is applied first.
     let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
@@ -177,12 +162,7 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     // Zones on a Global (none connected), and an unreachable control plane: exit 3.
     let (code, out, _) = text(&umbractl(&url, &["get", "zones"], "").await);
     assert_eq!((code, out.trim()), (0, "No Zone found."));
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    global.stop().await;
     let (code, _, err) = text(&umbractl(&url, &["get", "meshes"], "").await);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("cannot reach"), "{err}");

@@ -246,6 +246,7 @@ async fn session(
     let initial = held_versions(store, &types);
     let mut sink = StoreSink {
         store: store.clone(),
+        session_start: time::OffsetDateTime::now_utc(),
     };
     let st = status.clone();
     let observe_down = move |e: Event| {
@@ -319,14 +320,20 @@ fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVe
 }
 
 /// `umbra_kds_sync_lag_seconds{type}`: from the resource's `modificationTime` (set by the
-/// Global when it stored the change) to now, when it is in the zone store. Skipped when the
-/// time is missing or unparsable; a negative lag (clock skew) counts as 0.
-fn record_sync_lag(ty: ResourceType, modified: Option<&str>) {
+/// Global when it stored the change) to now, when it is in the zone store. Only changes made
+/// while this session was up count: a resource modified before the zone connected arrives with
+/// the initial sync, and its age is not a delivery lag. Skipped when the time is missing or
+/// unparsable; a negative lag (clock skew) counts as 0.
+fn record_sync_lag(ty: ResourceType, modified: Option<&str>, session_start: time::OffsetDateTime) {
     let Some(t) = modified.and_then(|m| {
         time::OffsetDateTime::parse(m, &time::format_description::well_known::Rfc3339).ok()
     }) else {
         return;
     };
+    // A second of tolerance for the millisecond timestamps and small clock skew.
+    if t < session_start - time::Duration::seconds(1) {
+        return;
+    }
     let lag = (time::OffsetDateTime::now_utc() - t)
         .as_seconds_f64()
         .max(0.0);
@@ -336,6 +343,8 @@ fn record_sync_lag(ty: ResourceType, modified: Option<&str>) {
 /// Applies the Global's Meshes and policies to the zone store.
 struct StoreSink {
     store: Store,
+    /// When this KDS session connected (for [`record_sync_lag`]).
+    session_start: time::OffsetDateTime,
 }
 
 impl StoreSink {
@@ -355,7 +364,7 @@ impl StoreSink {
         }
         let modified = resource.meta.modification_time.clone();
         self.store.put_synced(resource).map_err(|e| e.to_string())?;
-        record_sync_lag(ty, modified.as_deref());
+        record_sync_lag(ty, modified.as_deref(), self.session_start);
         Ok(())
     }
 }
@@ -521,6 +530,7 @@ mod tests {
         let store = Store::new();
         let mut sink = StoreSink {
             store: store.clone(),
+            session_start: time::OffsetDateTime::now_utc(),
         };
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         assert!(sink
