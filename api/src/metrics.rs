@@ -65,26 +65,34 @@ pub const INSPECT_CALLS: &str = "umbra_inspect_calls_total";
 /// `umbra_kds_zones_online` (Global): zones with an open KDS connection.
 pub const ZONES_ONLINE: &str = "umbra_kds_zones_online";
 
-/// What happened to one KDS response, for [`kds`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KdsOutcome {
-    /// Sent (responding side) or received (requesting side).
-    Response,
-    /// Accepted by the requesting side.
-    Ack,
-    /// Rejected (wholly, or some of its resources) by the requesting side.
-    Nack,
-}
-
-/// Count a KDS response in `direction` (`global_to_zone`, `zone_to_global`) for `type_url`
-/// (Kuma's type name). Each side counts what it sees, so a Global and its zone agree.
-pub fn kds(direction: &'static str, type_url: &str, outcome: KdsOutcome) {
-    let name = match outcome {
-        KdsOutcome::Response => KDS_RESPONSES,
-        KdsOutcome::Ack => KDS_ACKS,
-        KdsOutcome::Nack => KDS_NACKS,
+/// Count a KDS sync event in `direction` (`global_to_zone`, `zone_to_global`) under
+/// `umbra_kds_{responses,acks,nacks}_total{direction, type}`. Each side counts what it sees
+/// (the responding side `Sent`/`Ack`/`Nack`, the requesting side `Applied`), so a Global and
+/// its zone agree.
+pub fn kds_event(direction: &'static str, event: &umbra_proto::sync::Event) {
+    use umbra_proto::sync::Event;
+    let count = |name: &'static str, type_url: &str| {
+        metrics::counter!(name, "direction" => direction, "type" => type_url.to_owned())
+            .increment(1);
     };
-    metrics::counter!(name, "direction" => direction, "type" => type_url.to_owned()).increment(1);
+    match event {
+        Event::Sent { type_url, .. } => count(KDS_RESPONSES, type_url),
+        Event::Ack { type_url, .. } => count(KDS_ACKS, type_url),
+        Event::Nack { type_url, .. } => count(KDS_NACKS, type_url),
+        Event::Applied {
+            type_url, rejected, ..
+        } => {
+            count(KDS_RESPONSES, type_url);
+            count(
+                if rejected.is_empty() {
+                    KDS_ACKS
+                } else {
+                    KDS_NACKS
+                },
+                type_url,
+            );
+        }
+    }
 }
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();

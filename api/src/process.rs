@@ -183,6 +183,12 @@ pub async fn trace_http(
     response
 }
 
+/// `GET /healthz` on both CPs: the process serves HTTP (liveness; readiness is each CP's own
+/// `/ready`).
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
 /// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM (what container runtimes send).
 pub async fn shutdown_signal() {
     #[cfg(unix)]

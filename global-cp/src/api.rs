@@ -116,7 +116,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.yaml", get(openapi))
         .route("/", get(index))
         .route("/metrics", get(umbra_api::metrics::serve))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(umbra_api::process::healthz))
         .route("/ready", get(ready))
         .route(
             "/meshes/{mesh}/dataplanes+insights/{name}",
@@ -154,11 +154,6 @@ async fn index() -> Json<Value> {
         "mode": "global",
         "tagline": "Umbra: a federated control plane for Kuma-style meshes",
     }))
-}
-
-/// `GET /healthz`: the process is up (liveness).
-async fn healthz() -> &'static str {
-    "ok\n"
 }
 
 /// `GET /ready`: 200 when the store answers (readiness), else 503 with the store's error.
@@ -471,28 +466,7 @@ async fn inspect_config(
     Path((mesh, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    timed_fanout(
-        "forward",
-        crate::fanout::forward(&state, &mesh, &name, Endpoint::Config, query),
-    )
-    .await
-}
-
-/// Record `umbra_fanout_seconds{kind, outcome}` around `f` (`_shadow-diff` records its own,
-/// until the last zone answers).
-async fn timed_fanout(
-    kind: &'static str,
-    f: impl std::future::Future<Output = Result<Response, ApiError>>,
-) -> Result<Response, ApiError> {
-    let start = std::time::Instant::now();
-    let out = f.await;
-    let outcome = match &out {
-        Ok(r) if r.status().is_success() => "ok",
-        _ => "error",
-    };
-    metrics::histogram!(umbra_api::metrics::FANOUT_SECONDS, "kind" => kind, "outcome" => outcome)
-        .record(start.elapsed().as_secs_f64());
-    out
+    crate::fanout::forward(&state, &mesh, &name, Endpoint::Config, query).await
 }
 
 async fn inspect_rules(
@@ -500,11 +474,7 @@ async fn inspect_rules(
     Path((mesh, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    timed_fanout(
-        "forward",
-        crate::fanout::forward(&state, &mesh, &name, Endpoint::Rules, query),
-    )
-    .await
+    crate::fanout::forward(&state, &mesh, &name, Endpoint::Rules, query).await
 }
 
 async fn affected_dataplanes(

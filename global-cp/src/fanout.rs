@@ -157,6 +157,23 @@ pub async fn forward(
     endpoint: Endpoint,
     query: Vec<(String, String)>,
 ) -> Result<Response, ApiError> {
+    let began = std::time::Instant::now();
+    let out = forward_call(st, mesh, name, endpoint, query).await;
+    let outcome = match &out {
+        Ok(r) if r.status().is_success() => "ok",
+        _ => "error",
+    };
+    record_fanout("forward", began, outcome);
+    out
+}
+
+async fn forward_call(
+    st: &AppState,
+    mesh: &str,
+    name: &str,
+    endpoint: Endpoint,
+    query: Vec<(String, String)>,
+) -> Result<Response, ApiError> {
     let dp = locate(&*st.store, mesh, name).await?;
     let kind = Kind::Dataplane(DataplaneInspect {
         mesh: mesh.to_owned(),
@@ -1068,7 +1085,7 @@ pub async fn shadow_diff(
     let aggregate = Aggregate::new(&plan, q.full && !ndjson);
     if !ndjson {
         let (aggregate, _) = fold(aggregate, rx, None, |_| Vec::new()).await;
-        record_fleet_diff(began, "ok");
+        record_fanout("shadow_diff", began, "ok");
         let body = aggregate.report(mesh, &plan, &q.promotion, q.full);
         return Ok((
             [(header::CONTENT_TYPE, "application/json")],
@@ -1109,7 +1126,11 @@ pub async fn shadow_diff(
             bytes
         };
         let (aggregate, open) = fold(aggregate, rx, Some(&lines_tx), render).await;
-        record_fleet_diff(began, if open { "ok" } else { "client_gone" });
+        record_fanout(
+            "shadow_diff",
+            began,
+            if open { "ok" } else { "client_gone" },
+        );
         if open {
             let mut body = aggregate.report(&mesh, &plan, &q.promotion, false);
             body.push(b'\n');
@@ -1123,11 +1144,12 @@ pub async fn shadow_diff(
         .into_response())
 }
 
-/// `umbra_fanout_seconds{kind="shadow_diff"}`: from the request to the last zone's answer.
-fn record_fleet_diff(start: std::time::Instant, outcome: &'static str) {
+/// `umbra_fanout_seconds{kind, outcome}`: a forwarded call (`forward`) from the request to the
+/// zone's answer, a fleet diff (`shadow_diff`) from the request to the last zone's answer.
+fn record_fanout(kind: &'static str, start: std::time::Instant, outcome: &'static str) {
     metrics::histogram!(
         umbra_api::metrics::FANOUT_SECONDS,
-        "kind" => "shadow_diff",
+        "kind" => kind,
         "outcome" => outcome
     )
     .record(start.elapsed().as_secs_f64());

@@ -72,31 +72,6 @@ pub struct ZoneStatus {
     pub zone_to_global: BTreeMap<String, TypeSync>,
 }
 
-/// Count `event` in the KDS metrics (`umbra_kds_*_total`).
-fn record_metrics(direction: Direction, event: &Event) {
-    use umbra_api::metrics::{kds, KdsOutcome};
-    let dir = match direction {
-        Direction::GlobalToZone => "global_to_zone",
-        Direction::ZoneToGlobal => "zone_to_global",
-    };
-    match event {
-        Event::Sent { type_url, .. } => kds(dir, type_url, KdsOutcome::Response),
-        Event::Ack { type_url, .. } => kds(dir, type_url, KdsOutcome::Ack),
-        Event::Nack { type_url, .. } => kds(dir, type_url, KdsOutcome::Nack),
-        Event::Applied {
-            type_url, rejected, ..
-        } => {
-            kds(dir, type_url, KdsOutcome::Response);
-            let outcome = if rejected.is_empty() {
-                KdsOutcome::Ack
-            } else {
-                KdsOutcome::Nack
-            };
-            kds(dir, type_url, outcome);
-        }
-    }
-}
-
 /// The registry of zones and their insights.
 #[derive(Debug, Default)]
 pub struct ZoneRegistry {
@@ -177,7 +152,13 @@ impl ZoneRegistry {
 
     /// Record a sync event of `zone` in `direction`.
     pub fn record(&self, zone: &str, direction: Direction, event: &Event) {
-        record_metrics(direction, event);
+        umbra_api::metrics::kds_event(
+            match direction {
+                Direction::GlobalToZone => "global_to_zone",
+                Direction::ZoneToGlobal => "zone_to_global",
+            },
+            event,
+        );
         self.update(zone, |z| {
             let per_type = match direction {
                 Direction::GlobalToZone => &mut z.global_to_zone,

@@ -65,7 +65,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.yaml", get(openapi))
         .route("/", get(index))
         .route("/metrics", get(umbra_api::metrics::serve))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(umbra_api::process::healthz))
         .route("/ready", get(ready))
         .route("/meshes", get(list_meshes))
         .route(

@@ -250,6 +250,7 @@ async fn session(
     };
     let st = status.clone();
     let observe_down = move |e: Event| {
+        umbra_api::metrics::kds_event("global_to_zone", &e);
         if let Event::Applied {
             type_url,
             resources,
@@ -257,14 +258,6 @@ async fn session(
             ..
         } = e
         {
-            use umbra_api::metrics::{kds, KdsOutcome};
-            kds("global_to_zone", &type_url, KdsOutcome::Response);
-            let outcome = if rejected.is_empty() {
-                KdsOutcome::Ack
-            } else {
-                KdsOutcome::Nack
-            };
-            kds("global_to_zone", &type_url, outcome);
             update_status(&st, |s| {
                 *s.applied.entry(type_url.clone()).or_default() += 1;
                 *s.resources_received.entry(type_url).or_default() += resources as u64;
@@ -277,13 +270,7 @@ async fn session(
     let down = request(&types, initial, responses, req_tx, &mut sink, &observe_down);
     let config_up = RespondConfig::new(zone_to_global_types());
     let up = respond(requests, resp_tx, offer, &config_up, &|e| {
-        use umbra_api::metrics::{kds, KdsOutcome};
-        match e {
-            Event::Sent { type_url, .. } => kds("zone_to_global", &type_url, KdsOutcome::Response),
-            Event::Ack { type_url, .. } => kds("zone_to_global", &type_url, KdsOutcome::Ack),
-            Event::Nack { type_url, .. } => kds("zone_to_global", &type_url, KdsOutcome::Nack),
-            Event::Applied { .. } => {}
-        }
+        umbra_api::metrics::kds_event("zone_to_global", &e);
     });
     let describe = |dir: &str, r: Result<(), SyncError>| match r {
         Ok(()) => format!("{dir} stream closed by the Global"),
