@@ -6,6 +6,8 @@
 //! on 127.0.0.1 only, runs with `fsync=off` (tests, not durability), and is stopped (`pg_ctl
 //! stop -m immediate`) and removed on drop. When the process runs as root, `initdb` and
 //! `pg_ctl` run as the `postgres` system user, since PostgreSQL refuses to run as root.
+//!
+//! It also owns [`free_port`], the loopback port picker every Umbra test harness uses.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -60,10 +62,47 @@ pub fn find_bin_dir() -> Option<PathBuf> {
     versions.pop()
 }
 
-fn free_port() -> u16 {
+/// A TCP port on 127.0.0.1 that was free when picked and that no other caller in this process
+/// gets, for a server a test starts right after (PostgreSQL, a CP, an Envoy listener).
+///
+/// Ports come from the 16,384 just below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`, 32768–60999 on Linux by default, so usually
+/// 16384–32767). A port the kernel hands out by itself (`bind(0)`, or the source port of any
+/// outgoing connection, such as Envoy's own ADS stream) can be taken again by an unrelated
+/// socket between the pick and the test's bind; a port below that range only goes to someone
+/// who asks for it by number. Picks walk the range from an offset derived from the process id,
+/// so concurrent test processes start far apart, and skip ports that cannot be bound now. When
+/// the whole range is taken, the kernel picks (`bind(0)`), and `0` if even that fails.
+#[must_use]
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, span) = unreserved_ports();
+    let offset = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let Ok(port) = u16::try_from(low + (offset + n) % span) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_or(0, |a| a.port())
+}
+
+/// `(first port, count)` of the picking range: up to 16,384 ports below the ephemeral range's
+/// lower bound, never below 1024.
+fn unreserved_ports() -> (u32, u32) {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768)
+        .clamp(2_048, 65_535);
+    let low = ephemeral_low.saturating_sub(16_384).max(1_024);
+    (low, ephemeral_low - low)
 }
 
 fn is_root() -> bool {
@@ -269,5 +308,25 @@ impl Drop for TempPostgres {
         );
         std::thread::sleep(Duration::from_millis(50));
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() {
+        let (low, span) = unreserved_ports();
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port was handed out twice");
+        for p in ports {
+            assert!(
+                (low..low + span).contains(&u32::from(p)),
+                "{p} outside {low}+{span}"
+            );
+            assert!(TcpListener::bind(("127.0.0.1", p)).is_ok());
+        }
     }
 }

@@ -11,13 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// A free TCP port on 127.0.0.1 (bound then released; tests bind it right after).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
+pub use umbra_global_cp::testing::free_port;
 
 /// The Envoy binary: `UMBRA_ENVOY`, else `envoy` on `PATH`; `None` when absent (tests then
 /// skip locally and fail under CI).
