@@ -1,8 +1,12 @@
 //! What generation needs to know about a DPP's mesh, computed once per mesh and shared by
 //! every DPP: endpoints per service (from every Dataplane's inbounds), each service's protocol,
-//! and whether mTLS is on.
+//! its EDS ClusterLoadAssignment (built once and shared by every DPP's snapshot, as Kuma's
+//! `xds/cache/cla` does), and whether mTLS is on.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 
 use umbra_core::dataplane::{DataplaneSpec, InboundState};
 use umbra_core::mesh::MeshSpec;
@@ -76,6 +80,10 @@ pub struct MeshContext {
     /// Protocol per service: the common protocol of its endpoints ([`common_protocol`], Kuma's
     /// `GetServiceProtocol`), TCP when there are none.
     pub protocols: BTreeMap<String, Protocol>,
+    /// The EDS resource of every service in `endpoints`, keyed by service (the outbound
+    /// cluster's name). Shared: every DPP's snapshot holds the same `Arc`, so a mesh of N DPPs
+    /// with M outbounds each builds these once, not N×M times.
+    pub load_assignments: BTreeMap<String, Arc<ClusterLoadAssignment>>,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -141,12 +149,49 @@ impl MeshContext {
             let p = common_protocol(&ps);
             protocols.insert(service.clone(), p);
         }
+        let load_assignments = endpoints
+            .iter()
+            .map(|(service, eps)| {
+                let cla = crate::generate::load_assignment(service, eps);
+                (service.clone(), Arc::new(cla))
+            })
+            .collect();
         MeshContext {
             mesh: mesh.to_owned(),
             mtls: spec.mtls_enabled(),
             endpoints,
             protocols,
+            load_assignments,
         }
+    }
+
+    /// Adopt the `known` load assignments (service, EDS resource) whose content equals this
+    /// context's for the same service, so that snapshots generated from an earlier context, or
+    /// held by another holder of the mesh, share one allocation with those generated from this
+    /// one: memory is held once, and comparing them
+    /// ([`crate::snapshot::HeldResource::same`]) takes the pointer fast path. A candidate
+    /// already shared costs a pointer comparison; any other, one content comparison. Never
+    /// changes what generation produces.
+    pub fn share_load_assignments<'a>(
+        &mut self,
+        known: impl IntoIterator<Item = (&'a String, &'a Arc<ClusterLoadAssignment>)>,
+    ) {
+        for (service, candidate) in known {
+            if let Some(own) = self.load_assignments.get_mut(service) {
+                if !Arc::ptr_eq(own, candidate) && **own == **candidate {
+                    *own = Arc::clone(candidate);
+                }
+            }
+        }
+    }
+
+    /// The ClusterLoadAssignment of `service`'s outbound cluster: the shared one built with the
+    /// context, or an empty one (no endpoints) for a service nothing serves.
+    pub fn load_assignment(&self, service: &str) -> Arc<ClusterLoadAssignment> {
+        self.load_assignments
+            .get(service)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(crate::generate::load_assignment(service, &[])))
     }
 
     /// Protocol of a destination service (TCP when unknown).

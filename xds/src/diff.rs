@@ -18,7 +18,7 @@ use prost::{Message, Name};
 
 use crate::render::{encoded_to_json, to_json, RenderError};
 use crate::snapshot::{
-    Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+    HeldResource, Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
 
 /// Why a patch could not be applied.
@@ -185,10 +185,10 @@ fn pointer(parts: &[&str]) -> json_patch::jsonptr::PointerBuf {
     )
 }
 
-fn diff_map<M: Message + Name + PartialEq>(
+fn diff_map<H: HeldResource>(
     type_url: &'static str,
-    live: &BTreeMap<String, M>,
-    shadow: &BTreeMap<String, M>,
+    live: &BTreeMap<String, H>,
+    shadow: &BTreeMap<String, H>,
     cache: Option<&DiffCache>,
     ops: &mut Vec<PatchOperation>,
 ) -> Result<(), RenderError> {
@@ -197,18 +197,23 @@ fn diff_map<M: Message + Name + PartialEq>(
             None => ops.push(PatchOperation::Remove(RemoveOperation {
                 path: pointer(&[type_url, name]),
             })),
-            Some(s) if s == l => {}
-            Some(s) => match cache {
-                None => resource_ops(type_url, name, &to_json(l)?, &to_json(s)?, ops),
-                Some(cache) => ops.extend(cached_ops(cache, type_url, name, l, s)?.iter().cloned()),
-            },
+            Some(s) if s.same(l) => {}
+            Some(s) => {
+                let (l, s) = (l.resource(), s.resource());
+                match cache {
+                    None => resource_ops(type_url, name, &to_json(l)?, &to_json(s)?, ops),
+                    Some(cache) => {
+                        ops.extend(cached_ops(cache, type_url, name, l, s)?.iter().cloned());
+                    }
+                }
+            }
         }
     }
     for (name, s) in shadow {
         if !live.contains_key(name) {
             ops.push(PatchOperation::Add(AddOperation {
                 path: pointer(&[type_url, name]),
-                value: to_json(s)?,
+                value: to_json(s.resource())?,
             }));
         }
     }

@@ -605,11 +605,16 @@ fn add_outbound(
     }
     snap.clusters.insert(service.clone(), cluster);
     snap.endpoints
-        .insert(service.clone(), load_assignment(&service, ctx));
+        .insert(service.clone(), ctx.load_assignment(&service));
 }
 
-fn load_assignment(service: &str, ctx: &MeshContext) -> ClusterLoadAssignment {
-    let eps = ctx.endpoints.get(service).map_or(&[][..], Vec::as_slice);
+/// The EDS resource of outbound cluster `service` with endpoints `eps` (one locality, weight
+/// 1 each, the endpoint's tags as `envoy.lb` metadata); [`MeshContext::build`] builds one per
+/// service.
+pub(crate) fn load_assignment(
+    service: &str,
+    eps: &[crate::context::Endpoint],
+) -> ClusterLoadAssignment {
     let lb_endpoints: Vec<LbEndpoint> = eps
         .iter()
         .map(|e| LbEndpoint {

@@ -3,6 +3,7 @@
 //! version, and turned into a static bootstrap for `envoy --mode validate`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
@@ -33,8 +34,9 @@ pub const SECRET_TYPE: &str =
 pub struct Snapshot {
     /// CDS.
     pub clusters: BTreeMap<String, Cluster>,
-    /// EDS, keyed by cluster name.
-    pub endpoints: BTreeMap<String, ClusterLoadAssignment>,
+    /// EDS, keyed by cluster name. Shared with the [`crate::context::MeshContext`] that built
+    /// them (and so with every other DPP of the mesh); replace an entry rather than edit it.
+    pub endpoints: BTreeMap<String, Arc<ClusterLoadAssignment>>,
     /// LDS.
     pub listeners: BTreeMap<String, Listener>,
     /// RDS (route configurations served separately; sidecars inline theirs in the HCM).
@@ -100,10 +102,47 @@ fn resolve_static_secrets(v: &mut Value, secrets: &BTreeMap<String, Secret>) {
     }
 }
 
-fn render_map<M: Message + Name>(m: &BTreeMap<String, M>) -> Result<Value, RenderError> {
+/// A value of one of [`Snapshot`]'s maps: an xDS resource held by the snapshot itself, or
+/// shared with other snapshots (EDS).
+pub trait HeldResource {
+    /// The resource's message type.
+    type Resource: Message + Name + PartialEq;
+
+    /// The resource.
+    fn resource(&self) -> &Self::Resource;
+
+    /// Equal content (for a shared resource, the same allocation first).
+    fn same(&self, other: &Self) -> bool {
+        self.resource() == other.resource()
+    }
+}
+
+macro_rules! held_directly {
+    ($($t:ty),*) => {$(
+        impl HeldResource for $t {
+            type Resource = $t;
+            fn resource(&self) -> &$t {
+                self
+            }
+        }
+    )*};
+}
+held_directly!(Cluster, Listener, RouteConfiguration, Secret);
+
+impl HeldResource for Arc<ClusterLoadAssignment> {
+    type Resource = ClusterLoadAssignment;
+    fn resource(&self) -> &ClusterLoadAssignment {
+        self
+    }
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other) || **self == **other
+    }
+}
+
+fn render_map<H: HeldResource>(m: &BTreeMap<String, H>) -> Result<Value, RenderError> {
     let mut out = Map::new();
-    for (name, msg) in m {
-        out.insert(name.clone(), to_json(msg)?);
+    for (name, held) in m {
+        out.insert(name.clone(), to_json(held.resource())?);
     }
     Ok(Value::Object(out))
 }
@@ -169,19 +208,23 @@ impl Snapshot {
     /// push, never a missed one. This avoids the canonical JSON rendering of [`Snapshot::version`]
     /// (about 1 ms per DPP, see BENCHMARKS.md) on the reconciler's path.
     pub fn resource_versions(&self, previous: Option<(&Snapshot, &TypeVersions)>) -> TypeVersions {
-        fn of<M: Message + PartialEq>(
-            current: &BTreeMap<String, M>,
-            previous: Option<(&BTreeMap<String, M>, Option<&ResourceVersions>)>,
+        fn of<H: HeldResource>(
+            current: &BTreeMap<String, H>,
+            previous: Option<(&BTreeMap<String, H>, Option<&ResourceVersions>)>,
         ) -> ResourceVersions {
             current
                 .iter()
                 .map(|(name, m)| {
                     let kept = previous.and_then(|(resources, versions)| {
-                        (resources.get(name) == Some(m))
+                        resources
+                            .get(name)
+                            .is_some_and(|p| p.same(m))
                             .then(|| versions.and_then(|v| v.get(name)))
                             .flatten()
                     });
-                    let version = kept.cloned().unwrap_or_else(|| encoding_version(m));
+                    let version = kept
+                        .cloned()
+                        .unwrap_or_else(|| encoding_version(m.resource()));
                     (name.clone(), version)
                 })
                 .collect()
@@ -246,12 +289,13 @@ impl Snapshot {
                 c.eds_cluster_config = None;
                 c.cluster_discovery_type =
                     Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
-                c.load_assignment = Some(self.endpoints.get(name).cloned().unwrap_or_else(|| {
-                    ClusterLoadAssignment {
+                c.load_assignment = Some(self.endpoints.get(name).map_or_else(
+                    || ClusterLoadAssignment {
                         cluster_name: name.clone(),
                         ..Default::default()
-                    }
-                }));
+                    },
+                    |e| (**e).clone(),
+                ));
             }
             let mut c = to_json(&c)?;
             resolve_static_secrets(&mut c, &self.secrets);

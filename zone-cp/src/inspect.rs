@@ -338,9 +338,13 @@ impl MeshShadow {
 
     /// Use these Live snapshots (by DPP name) instead of generating them. They must have been
     /// generated from the very resources given to [`MeshShadow::prepare`] (see
-    /// [`crate::reconciler::Reconciler::live_at`]); their SDS secrets are ignored.
+    /// [`crate::reconciler::Reconciler::live_at`]); their SDS secrets are ignored. The Shadow
+    /// side then shares their EDS resources where the content is equal, so the diff compares
+    /// those by pointer.
     #[must_use]
     pub fn with_live_snapshots(mut self, live: HashMap<String, Arc<Snapshot>>) -> Self {
+        self.ctx
+            .share_load_assignments(live.values().flat_map(|s| s.endpoints.iter()));
         self.live_snapshots = live;
         self
     }

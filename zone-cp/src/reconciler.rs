@@ -85,7 +85,14 @@ pub struct Reconciler {
     /// Trace context of the latest pass, when it continued a trace: pushes it wakes join it.
     push_trace: std::sync::Mutex<Option<umbra_api::process::TraceContext>>,
     ca: Authority,
+    /// Per mesh, the EDS resources of the latest pass's [`MeshContext`]: the next pass adopts
+    /// those whose content did not change, so every DPP's snapshot keeps sharing one
+    /// allocation per service across passes (DPPs that are not regenerated keep theirs).
+    load_assignments: std::sync::Mutex<HashMap<String, LoadAssignments>>,
 }
+
+type LoadAssignments =
+    BTreeMap<String, Arc<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>>;
 
 /// Feeds values into a fingerprint without ambiguity (lengths prefix strings).
 struct Fp(Sha256);
@@ -135,6 +142,7 @@ impl Reconciler {
             changed,
             push_trace: std::sync::Mutex::default(),
             ca: Authority::new(),
+            load_assignments: std::sync::Mutex::default(),
         }
     }
 
@@ -230,6 +238,13 @@ impl Reconciler {
         // DPPs that hold a current identity after this pass; every other identity is dropped
         // (so a stale one never schedules rotations).
         let mut with_identity: std::collections::HashSet<DpKey> = std::collections::HashSet::new();
+        let earlier_load_assignments = std::mem::take(
+            &mut *self
+                .load_assignments
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut load_assignments = HashMap::new();
         for mesh in meshes {
             let Spec::Mesh(spec) = &mesh.resource.spec else {
                 continue;
@@ -244,11 +259,15 @@ impl Reconciler {
                 .iter()
                 .filter(|s| s.resource.ty() == ResourceType::Dataplane)
                 .collect();
-            let ctx = MeshContext::build(
+            let mut ctx = MeshContext::build(
                 mesh_name,
                 spec,
                 dataplanes.iter().filter_map(|s| s.resource.as_dataplane()),
             );
+            if let Some(earlier) = earlier_load_assignments.get(mesh_name) {
+                ctx.share_load_assignments(earlier);
+            }
+            load_assignments.insert(mesh_name.to_owned(), ctx.load_assignments.clone());
             let policies =
                 PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
             let services = service_digests(&dataplanes);
@@ -318,6 +337,10 @@ impl Reconciler {
                 next.insert(key, entry);
             }
         }
+        *self
+            .load_assignments
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = load_assignments;
         // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
         // are dropped; so are the roots of meshes without any.
         self.ca.retain(
@@ -653,6 +676,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dataplanes_share_one_load_assignment_per_service_across_passes() {
+        let store = Store::new();
+        for slot in &SLOTS[..5] {
+            put(&store, slot[0]);
+        }
+        let rec = Reconciler::new(store.clone());
+        rec.reconcile_once();
+        let backend =
+            |name: &str| rec.get("m", name).unwrap().snapshot.endpoints["backend"].clone();
+        let first = backend("web");
+        assert!(Arc::ptr_eq(&first, &backend("db")));
+        // Only web regenerates (an old Timeout from web): its new context adopts the earlier
+        // allocation, which db (not regenerated) still holds.
+        put(&store, SLOTS[7][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 1);
+        assert!(Arc::ptr_eq(&backend("web"), &backend("db")));
+        assert!(Arc::ptr_eq(&backend("web"), &first));
+        // backend-2 goes not ready: a new assignment, shared by both consumers again.
+        put(&store, SLOTS[3][1]);
+        rec.reconcile_once();
+        assert!(!Arc::ptr_eq(&backend("web"), &first));
+        assert!(Arc::ptr_eq(&backend("web"), &backend("db")));
+        assert_eq!(backend("web").endpoints[0].lb_endpoints.len(), 1);
     }
 
     #[test]

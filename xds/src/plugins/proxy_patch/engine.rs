@@ -638,7 +638,7 @@ impl<'s> Engine<'s> {
             }
             ENDPOINT_TYPE => {
                 let e = ClusterLoadAssignment::decode(a.value.as_slice()).map_err(decode_err)?;
-                self.snap.endpoints.insert(key, e);
+                self.snap.endpoints.insert(key, std::sync::Arc::new(e));
             }
             ROUTE_TYPE => {
                 let r = RouteConfiguration::decode(a.value.as_slice()).map_err(decode_err)?;
