@@ -11,7 +11,8 @@
 //! 2,000 DPPs register one by one), syncs its Dataplanes up to the Global over KDS and
 //! generates every DPP's Live snapshot (the bench waits until the zones are idle); then
 //! `GET /meshes/default/_shadow-diff` (summary) is timed from the client, `UMBRA_BENCH_RUNS`
-//! times (default 3), while the Global's RSS is sampled every 5 ms.
+//! times (default 3), while the Global's RSS is sampled every 5 ms; the CPU time the Global and the
+//! zones used during each run is printed too (user + system, from `/proc/<pid>/stat`).
 //!
 //! Run: `cargo bench -p umbra-e2e --bench fanout`.
 
@@ -148,8 +149,8 @@ async fn main() -> anyhow::Result<()> {
     );
 
     println!();
-    println!("| run | wall | considered | changed | failed | distinct operations | Global RSS before | peak growth |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| run | wall | considered | changed | failed | distinct operations | Global RSS before | peak growth | Global CPU | zones' CPU |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut walls = Vec::new();
     let mut growths = Vec::new();
     for run in 1..=runs {
@@ -166,6 +167,8 @@ async fn main() -> anyhow::Result<()> {
                 peak
             })
         };
+        let global_ticks = cpu_ticks(pid);
+        let zone_ticks: u64 = zone_pids.iter().map(|p| cpu_ticks(*p)).sum();
         let started = Instant::now();
         let answer = http_request(
             global.api,
@@ -177,6 +180,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .await;
         let wall = started.elapsed();
+        let global_cpu = (cpu_ticks(pid) - global_ticks) as f64 / 100.0;
+        let zones_cpu =
+            (zone_pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>() - zone_ticks) as f64 / 100.0;
         sampling.store(false, std::sync::atomic::Ordering::Relaxed);
         let peak = peak.await?;
         let (status, text) = answer?;
@@ -190,7 +196,7 @@ async fn main() -> anyhow::Result<()> {
         );
         let growth = peak.saturating_sub(before);
         println!(
-            "| {run} | {:.2} s | {} | {} | {} | {} | {} MiB | {:.1} MiB |",
+            "| {run} | {:.2} s | {} | {} | {} | {} | {} MiB | {:.1} MiB | {global_cpu:.1} s | {zones_cpu:.1} s |",
             wall.as_secs_f64(),
             body["totals"]["considered"],
             body["totals"]["changed"],

@@ -1,6 +1,6 @@
 //! Zone-side cost of the fleet-wide shadow diff (issue 6), printed as a table: one mesh of
 //! `UMBRA_BENCH_DPPS` (default 2,000) DPPs, each with one HTTP inbound and 50 outbounds to
-//! service VIPs, 10 live Timeouts and their 10 MeshTimeout replacements as shadow (the topology
+//! service VIPs of `UMBRA_BENCH_SERVICES` (default 100) services, 10 live Timeouts and their 10 MeshTimeout replacements as shadow (the topology
 //! of `cargo bench -p umbra-e2e --bench fanout`, one zone). Times [`MeshShadow::prepare`] and
 //! [`MeshShadow::diff`] over every DPP, on one thread and on the inspect pool's threads.
 //!
@@ -19,13 +19,22 @@ use umbra_xds::snapshot::Snapshot;
 use umbra_zone_cp::inspect::MeshShadow;
 use umbra_zone_cp::synthetic;
 
-const SERVICES: usize = 100;
 const OUTBOUNDS: usize = 50;
+
+/// Services in the mesh (`UMBRA_BENCH_SERVICES`, default 100): DPPs are spread over them, so
+/// each outbound has `DPPs / services` endpoints.
+fn services() -> usize {
+    std::env::var("UMBRA_BENCH_SERVICES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100usize)
+        .max(OUTBOUNDS + 1)
+}
 
 fn resources(dpps: usize) -> Vec<Resource> {
     let mut y = vec!["type: Mesh\nname: default\n".to_owned()];
     y.extend(synthetic::policies());
-    y.extend((0..dpps).map(|i| synthetic::dataplane(0, i, SERVICES, OUTBOUNDS)));
+    y.extend((0..dpps).map(|i| synthetic::dataplane(0, i, services(), OUTBOUNDS)));
     y.iter()
         .map(|s| Resource::from_bytes(s.as_bytes()).expect("valid"))
         .collect()
@@ -84,7 +93,10 @@ fn main() {
         shadow.diff(n).expect("diff");
     });
     let reused = t.elapsed();
-    println!("| measurement ({dpps} DPPs, {OUTBOUNDS} outbounds each) | value |");
+    println!(
+        "| measurement ({dpps} DPPs, {OUTBOUNDS} outbounds each, {} services) | value |",
+        services()
+    );
     println!("|---|---|");
     println!(
         "| prepare (mesh context, both views) | {:.1} ms |",
