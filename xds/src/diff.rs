@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use prost::{Message, Name};
 
-use crate::render::{encoded_to_json, to_json, RenderError};
+use crate::render::{to_json, RenderError};
 use crate::snapshot::{
     HeldResource, Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
@@ -201,7 +201,13 @@ fn diff_map<H: HeldResource>(
             Some(s) => {
                 let (l, s) = (l.resource(), s.resource());
                 match cache {
-                    None => resource_ops(type_url, name, &to_json(l)?, &to_json(s)?, ops),
+                    None => crate::wire_diff::encoded_diff(
+                        &H::Resource::full_name(),
+                        &l.encode_to_vec(),
+                        &s.encode_to_vec(),
+                        &mut pointer(&[type_url, name]),
+                        ops,
+                    )?,
                     Some(cache) => {
                         ops.extend(cached_ops(cache, type_url, name, l, s)?.iter().cloned());
                     }
@@ -218,22 +224,6 @@ fn diff_map<H: HeldResource>(
         }
     }
     Ok(())
-}
-
-/// The operations turning resource `name`'s `live` JSON into `shadow`, under
-/// `/<type_url>/<name>`.
-fn resource_ops(
-    type_url: &str,
-    name: &str,
-    live: &Value,
-    shadow: &Value,
-    ops: &mut Vec<PatchOperation>,
-) {
-    let prefix = pointer(&[type_url, name]);
-    for mut op in json_patch::diff(live, shadow).0 {
-        prefix_op(&mut op, &prefix);
-        ops.push(op);
-    }
 }
 
 fn cached_ops<M: Message + Name>(
@@ -254,15 +244,14 @@ fn cached_ops<M: Message + Name>(
         return Ok(hit.clone());
     }
     // Computed outside the lock: two threads may compute the same entry; both results are equal.
-    let full_name = M::full_name();
     let mut out = Vec::new();
-    resource_ops(
-        type_url,
-        name,
-        &encoded_to_json(&full_name, &key.live)?,
-        &encoded_to_json(&full_name, &key.shadow)?,
+    crate::wire_diff::encoded_diff(
+        &M::full_name(),
+        &key.live,
+        &key.shadow,
+        &mut pointer(&[type_url, name]),
         &mut out,
-    );
+    )?;
     let out: Arc<[PatchOperation]> = out.into();
     let mut entries = lock();
     if entries.len() < cache.max_entries {
@@ -271,7 +260,7 @@ fn cached_ops<M: Message + Name>(
     Ok(out)
 }
 
-fn prefix_op(op: &mut PatchOperation, prefix: &json_patch::jsonptr::PointerBuf) {
+pub(crate) fn prefix_op(op: &mut PatchOperation, prefix: &json_patch::jsonptr::PointerBuf) {
     let join = |p: &json_patch::jsonptr::PointerBuf| {
         let mut out = prefix.clone();
         for t in p.tokens() {

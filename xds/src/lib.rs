@@ -12,6 +12,7 @@
 //!   versions and a static bootstrap for `envoy --mode validate`.
 //! - [`diff`]: config documents (`{ typeUrl: { name: resource } }`) and RFC 6902 diffs between
 //!   them (the shadow diff of the transition seed).
+//! - [`wire_diff`]: the diff of two encodings of one resource, rendering only what differs.
 
 pub mod context;
 pub mod delta;
@@ -22,3 +23,4 @@ pub mod plugins;
 pub mod render;
 pub mod snapshot;
 pub mod util;
+pub mod wire_diff;
