@@ -95,154 +95,190 @@ pub fn encoded_diff(
     let desc = pool()
         .get_message_by_name(type_name)
         .ok_or_else(|| RenderError::UnknownType(type_name.to_owned()))?;
-    message(&desc, live, shadow, prefix, ops)
+    Walk { path: prefix, ops }.message(&desc, live, shadow)
 }
 
-fn message(
-    desc: &MessageDescriptor,
-    live: &[u8],
-    shadow: &[u8],
-    path: &mut PointerBuf,
-    ops: &mut Vec<PatchOperation>,
-) -> Result<(), RenderError> {
-    if live == shadow {
-        return Ok(());
-    }
-    if desc.full_name() == "google.protobuf.Any" {
-        return any(desc, live, shadow, path, ops);
-    }
-    if has_own_json_form(desc) {
-        return whole(desc, live, shadow, path, ops);
-    }
-    let (Some(l), Some(r)) = (records(live), records(shadow)) else {
-        return whole(desc, live, shadow, path, ops);
-    };
-    // Every field number on either side, by JSON name (the order of sorted keys).
-    let mut fields: Vec<(FieldDescriptor, &[Record<'_>], &[Record<'_>])> = Vec::new();
-    for number in l.keys().chain(r.keys().filter(|n| !l.contains_key(n))) {
-        let Some(field) = desc.get_field(*number) else {
-            return whole(desc, live, shadow, path, ops); // unknown field: render as a whole
-        };
-        fields.push((
-            field,
-            l.get(number).map_or(&[][..], Vec::as_slice),
-            r.get(number).map_or(&[][..], Vec::as_slice),
-        ));
-    }
-    fields.sort_by(|a, b| a.0.json_name().cmp(b.0.json_name()));
-    // As json_patch diffs objects: the right-hand keys in order, then the removed ones.
-    for (field, lrecs, rrecs) in fields.iter().filter(|f| !f.2.is_empty()) {
-        path.push_back(field.json_name());
-        if lrecs.is_empty() {
-            if let Some(value) = render_field(desc, field, rrecs)? {
-                ops.push(add(path, value));
-            }
-        } else if !same(lrecs, rrecs) {
-            self::field(desc, field, lrecs, rrecs, path, ops)?;
+/// A walk over two encodings: the JSON Pointer of the part being compared, and the operations
+/// found so far.
+struct Walk<'a> {
+    path: &'a mut PointerBuf,
+    ops: &'a mut Vec<PatchOperation>,
+}
+
+impl Walk<'_> {
+    /// Two encodings of `desc`, at the current path.
+    fn message(
+        &mut self,
+        desc: &MessageDescriptor,
+        live: &[u8],
+        shadow: &[u8],
+    ) -> Result<(), RenderError> {
+        if live == shadow {
+            return Ok(());
         }
-        path.pop_back();
-    }
-    for (field, _, _) in fields.iter().filter(|f| f.2.is_empty()) {
-        path.push_back(field.json_name());
-        ops.push(remove(path));
-        path.pop_back();
-    }
-    Ok(())
-}
-
-/// A field present, and different, on both sides.
-fn field(
-    parent: &MessageDescriptor,
-    field: &FieldDescriptor,
-    live: &[Record<'_>],
-    shadow: &[Record<'_>],
-    path: &mut PointerBuf,
-    ops: &mut Vec<PatchOperation>,
-) -> Result<(), RenderError> {
-    match field.kind() {
-        Kind::Message(element) if field.is_list() => {
-            // As json_patch diffs arrays: index by index, removals shifting later indexes.
-            let mut shift = 0usize;
-            for i in 0..live.len().max(shadow.len()) {
-                path.push_back(i - shift);
-                match (live.get(i), shadow.get(i)) {
-                    (Some(l), Some(r)) => message(&element, l.payload, r.payload, path, ops)?,
-                    (Some(_), None) => {
-                        shift += 1;
-                        ops.push(remove(path));
-                    }
-                    (None, Some(r)) => {
-                        let value = render_field(parent, field, std::slice::from_ref(r))?
-                            .and_then(|v| match v {
-                                Value::Array(mut a) if a.len() == 1 => a.pop(),
-                                _ => None,
-                            })
-                            .unwrap_or(Value::Null);
-                        ops.push(add(path, value));
-                    }
-                    (None, None) => {}
+        if desc.full_name() == "google.protobuf.Any" {
+            return self.any(desc, live, shadow);
+        }
+        if has_own_json_form(desc) {
+            return self.whole(desc, live, shadow);
+        }
+        let (Some(l), Some(r)) = (records(live), records(shadow)) else {
+            return self.whole(desc, live, shadow);
+        };
+        // Every field number on either side, by JSON name (the order of sorted keys).
+        let mut fields: Vec<(FieldDescriptor, &[Record<'_>], &[Record<'_>])> = Vec::new();
+        for number in l.keys().chain(r.keys().filter(|n| !l.contains_key(n))) {
+            let Some(field) = desc.get_field(*number) else {
+                return self.whole(desc, live, shadow); // unknown field: render as a whole
+            };
+            fields.push((
+                field,
+                l.get(number).map_or(&[][..], Vec::as_slice),
+                r.get(number).map_or(&[][..], Vec::as_slice),
+            ));
+        }
+        fields.sort_by(|a, b| a.0.json_name().cmp(b.0.json_name()));
+        // As json_patch diffs objects: the right-hand keys in order, then the removed ones.
+        for (field, lrecs, rrecs) in fields.iter().filter(|f| !f.2.is_empty()) {
+            self.path.push_back(field.json_name());
+            if lrecs.is_empty() {
+                if let Some(value) = render_field(desc, field, rrecs)? {
+                    self.add(value);
                 }
-                path.pop_back();
+            } else if !same(lrecs, rrecs) {
+                self.field(desc, field, lrecs, rrecs)?;
             }
-            Ok(())
+            self.path.pop_back();
         }
-        Kind::Message(inner) if !field.is_map() && live.len() == 1 && shadow.len() == 1 => {
-            message(&inner, live[0].payload, shadow[0].payload, path, ops)
+        for (field, _, _) in fields.iter().filter(|f| f.2.is_empty()) {
+            self.path.push_back(field.json_name());
+            self.remove();
+            self.path.pop_back();
         }
-        _ => {
-            // Scalars, enums, repeated scalars, maps: rendered alone.
-            let l = render_field(parent, field, live)?;
-            let r = render_field(parent, field, shadow)?;
-            json_ops(l.as_ref(), r.as_ref(), path, ops);
-            Ok(())
+        Ok(())
+    }
+
+    /// A field present, and different, on both sides.
+    fn field(
+        &mut self,
+        parent: &MessageDescriptor,
+        field: &FieldDescriptor,
+        live: &[Record<'_>],
+        shadow: &[Record<'_>],
+    ) -> Result<(), RenderError> {
+        match field.kind() {
+            Kind::Message(element) if field.is_list() => {
+                // As json_patch diffs arrays: index by index, removals shifting later indexes.
+                let mut shift = 0usize;
+                for i in 0..live.len().max(shadow.len()) {
+                    self.path.push_back(i - shift);
+                    match (live.get(i), shadow.get(i)) {
+                        (Some(l), Some(r)) => self.message(&element, l.payload, r.payload)?,
+                        (Some(_), None) => {
+                            shift += 1;
+                            self.remove();
+                        }
+                        (None, Some(r)) => {
+                            let value = render_field(parent, field, std::slice::from_ref(r))?
+                                .and_then(|v| match v {
+                                    Value::Array(mut a) if a.len() == 1 => a.pop(),
+                                    _ => None,
+                                })
+                                .unwrap_or(Value::Null);
+                            self.add(value);
+                        }
+                        (None, None) => {}
+                    }
+                    self.path.pop_back();
+                }
+                Ok(())
+            }
+            Kind::Message(inner) if !field.is_map() && live.len() == 1 && shadow.len() == 1 => {
+                self.message(&inner, live[0].payload, shadow[0].payload)
+            }
+            _ => {
+                // Scalars, enums, repeated scalars, maps: rendered alone.
+                let l = render_field(parent, field, live)?;
+                let r = render_field(parent, field, shadow)?;
+                self.json_ops(l.as_ref(), r.as_ref());
+                Ok(())
+            }
         }
     }
-}
 
-/// `Any`: one payload type on both sides renders as that message's fields next to an equal
-/// `@type`, so the payloads are diffed in place; anything else is rendered whole.
-fn any(
-    desc: &MessageDescriptor,
-    live: &[u8],
-    shadow: &[u8],
-    path: &mut PointerBuf,
-    ops: &mut Vec<PatchOperation>,
-) -> Result<(), RenderError> {
-    let parts = |bytes| {
-        let recs = records(bytes)?;
-        let one = |n: u32| match recs.get(&n).map(Vec::as_slice) {
-            None => Some(&[][..]),
-            Some([r]) => Some(r.payload),
-            Some(_) => None,
+    /// `Any`: one payload type on both sides renders as that message's fields next to an equal
+    /// `@type`, so the payloads are diffed in place; anything else is rendered whole.
+    fn any(
+        &mut self,
+        desc: &MessageDescriptor,
+        live: &[u8],
+        shadow: &[u8],
+    ) -> Result<(), RenderError> {
+        let parts = |bytes| {
+            let recs = records(bytes)?;
+            let one = |n: u32| match recs.get(&n).map(Vec::as_slice) {
+                None => Some(&[][..]),
+                Some([r]) => Some(r.payload),
+                Some(_) => None,
+            };
+            Some((one(1)?, one(2)?))
         };
-        Some((one(1)?, one(2)?))
-    };
-    if let (Some((lt, lv)), Some((rt, rv))) = (parts(live), parts(shadow)) {
-        let payload = std::str::from_utf8(lt)
-            .ok()
-            .filter(|_| lt == rt)
-            .and_then(|url| url.rsplit('/').next())
-            .and_then(|name| pool().get_message_by_name(name))
-            .filter(|d| !has_own_json_form(d));
-        if let Some(payload) = payload {
-            return message(&payload, lv, rv, path, ops);
+        if let (Some((lt, lv)), Some((rt, rv))) = (parts(live), parts(shadow)) {
+            let payload = std::str::from_utf8(lt)
+                .ok()
+                .filter(|_| lt == rt)
+                .and_then(|url| url.rsplit('/').next())
+                .and_then(|name| pool().get_message_by_name(name))
+                .filter(|d| !has_own_json_form(d));
+            if let Some(payload) = payload {
+                return self.message(&payload, lv, rv);
+            }
+        }
+        self.whole(desc, live, shadow)
+    }
+
+    /// Render both sides whole and diff them.
+    fn whole(
+        &mut self,
+        desc: &MessageDescriptor,
+        live: &[u8],
+        shadow: &[u8],
+    ) -> Result<(), RenderError> {
+        let l = encoded_to_json(desc.full_name(), live)?;
+        let r = encoded_to_json(desc.full_name(), shadow)?;
+        self.json_ops(Some(&l), Some(&r));
+        Ok(())
+    }
+
+    /// The operations between two JSON values (`None`: absent) at `path`.
+    fn json_ops(&mut self, live: Option<&Value>, shadow: Option<&Value>) {
+        match (live, shadow) {
+            (Some(l), Some(r)) => {
+                for mut op in json_patch::diff(l, r).0 {
+                    crate::diff::prefix_op(&mut op, self.path);
+                    self.ops.push(op);
+                }
+            }
+            (None, Some(r)) => self.add(r.clone()),
+            (Some(_), None) => self.remove(),
+            (None, None) => {}
         }
     }
-    whole(desc, live, shadow, path, ops)
-}
 
-/// Render both sides whole and diff them.
-fn whole(
-    desc: &MessageDescriptor,
-    live: &[u8],
-    shadow: &[u8],
-    path: &mut PointerBuf,
-    ops: &mut Vec<PatchOperation>,
-) -> Result<(), RenderError> {
-    let l = encoded_to_json(desc.full_name(), live)?;
-    let r = encoded_to_json(desc.full_name(), shadow)?;
-    json_ops(Some(&l), Some(&r), path, ops);
-    Ok(())
+    /// `add` of `value` at the current path.
+    fn add(&mut self, value: Value) {
+        self.ops.push(PatchOperation::Add(AddOperation {
+            path: self.path.clone(),
+            value,
+        }));
+    }
+
+    /// `remove` of the current path.
+    fn remove(&mut self) {
+        self.ops.push(PatchOperation::Remove(RemoveOperation {
+            path: self.path.clone(),
+        }));
+    }
 }
 
 /// The JSON of one field of `parent` holding `records`; `None` when it renders to nothing.
@@ -259,35 +295,4 @@ fn render_field(
     Ok(json
         .as_object_mut()
         .and_then(|m| m.remove(field.json_name())))
-}
-
-/// The operations between two JSON values (`None`: absent) at `path`.
-fn json_ops(
-    live: Option<&Value>,
-    shadow: Option<&Value>,
-    path: &PointerBuf,
-    ops: &mut Vec<PatchOperation>,
-) {
-    match (live, shadow) {
-        (Some(l), Some(r)) => {
-            for mut op in json_patch::diff(l, r).0 {
-                crate::diff::prefix_op(&mut op, path);
-                ops.push(op);
-            }
-        }
-        (None, Some(r)) => ops.push(add(path, r.clone())),
-        (Some(_), None) => ops.push(remove(path)),
-        (None, None) => {}
-    }
-}
-
-fn add(path: &PointerBuf, value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: path.clone(),
-        value,
-    })
-}
-
-fn remove(path: &PointerBuf) -> PatchOperation {
-    PatchOperation::Remove(RemoveOperation { path: path.clone() })
 }
