@@ -1,4 +1,5 @@
-//! Process plumbing both CP binaries share: logs, traces and the shutdown signal.
+//! Process plumbing both CP binaries share: logs, traces, listening sockets and the shutdown
+//! signal.
 //!
 //! - Logs go to stderr, filtered by `RUST_LOG` (default `info`), as plain text or, with
 //!   `UMBRA_LOG_FORMAT=json`, one JSON object per line (with the current span's fields).
@@ -17,6 +18,30 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// Pending-connection queue of every listening socket ([`listen`]).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A TCP listener on `addr` (`SO_REUSEADDR`) whose kernel accept queue holds
+/// [`LISTEN_BACKLOG`] connections (capped by `net.core.somaxconn`).
+///
+/// `tokio::net::TcpListener::bind` asks for 128 (mio 1.2 follows std), which a zone's ADS
+/// port outgrows when its Envoys reconnect together after a restart: with 1,000 at once the
+/// queue overflowed, SYN cookies took over, and 37 to 62 connections per run were reset
+/// (`cargo bench -p umbra-e2e --bench zone`).
+///
+/// # Errors
+/// The socket, bind or listen error (address in use, permission denied).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// W3C trace context as text headers (`traceparent`, `tracestate`): what KDS carries.
 pub type TraceContext = HashMap<String, String>;

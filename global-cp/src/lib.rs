@@ -95,8 +95,8 @@ pub async fn run(
         )),
         _ => None,
     };
-    let api = tokio::net::TcpListener::bind(args.api_addr).await?;
-    let kds = tokio::net::TcpListener::bind(args.kds_addr).await?;
+    let api = umbra_api::process::listen(args.api_addr)?;
+    let kds = umbra_api::process::listen(args.kds_addr)?;
     tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), "global-cp listening");
     serve(store, api, kds, tls, shutdown).await
 }

@@ -22,6 +22,10 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use tokio_stream::wrappers::ReceiverStream;
 use umbra_e2e::{http, Zone};
 
+/// The allocator the `zone-cp` binary uses, so RSS and CPU match the real process.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
@@ -239,6 +243,11 @@ async fn main() -> anyhow::Result<()> {
         per.values().filter(|m| **m == 7).count()
     };
     while ready(&events) < streams {
+        // A client that ended has failed (they run until the zone stops): say why.
+        if let Some(done) = clients.try_join_next() {
+            done??;
+            anyhow::bail!("an ADS client stream ended before the zone stopped");
+        }
         anyhow::ensure!(
             connect.elapsed() < Duration::from_secs(120),
             "only {} of {streams} streams got their config",

@@ -18,6 +18,10 @@ use umbra_xds::diff::{diff, snapshot_diff};
 use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
+/// The allocator the `zone-cp` binary uses (see its `main.rs`).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const SERVICES: usize = 1_000;
 const OUTBOUNDS: usize = 50;
 

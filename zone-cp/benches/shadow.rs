@@ -21,6 +21,11 @@ use umbra_zone_cp::synthetic;
 
 const OUTBOUNDS: usize = 50;
 
+/// The allocator the `zone-cp` binary uses, so the figures match the process the fan-out bench
+/// runs.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Services in the mesh (`UMBRA_BENCH_SERVICES`, default 100): DPPs are spread over them, so
 /// each outbound has `DPPs / services` endpoints.
 fn services() -> usize {

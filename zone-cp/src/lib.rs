@@ -147,8 +147,8 @@ pub async fn run(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let api_listener = tokio::net::TcpListener::bind(args.api_addr).await?;
-    let ads_listener = tokio::net::TcpListener::bind(args.ads_addr).await?;
+    let api_listener = umbra_api::process::listen(args.api_addr)?;
+    let ads_listener = umbra_api::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
     let persist_task = store_file.map(|p| tokio::spawn(persist(store.clone(), p, stop_rx.clone())));
