@@ -234,3 +234,52 @@ pub async fn shutdown_signal() {
     }
     tracing::info!("shutting down");
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// More simultaneous connections than tokio's default backlog (128) all complete while
+    /// nothing accepts them: the kernel queues them all. With a 128 backlog the rest would wait
+    /// for SYN retransmissions (at 1 s, 3 s, ...) into a queue that stays full, and time out here.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn accept_queue_holds_a_reconnecting_fleet() {
+        const CONNECTIONS: usize = 400;
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4096);
+        if somaxconn < CONNECTIONS {
+            eprintln!("net.core.somaxconn is {somaxconn}: the kernel caps the queue below {CONNECTIONS}; skipped");
+            return;
+        }
+        let listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut connects = tokio::task::JoinSet::new();
+        for _ in 0..CONNECTIONS {
+            connects.spawn(tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::net::TcpStream::connect(addr),
+            ));
+        }
+        let mut streams = Vec::new();
+        while let Some(done) = connects.join_next().await {
+            let stream = done
+                .unwrap()
+                .expect("a connection waited for the accept queue")
+                .unwrap();
+            streams.push(stream);
+        }
+        assert_eq!(streams.len(), CONNECTIONS);
+        drop(listener);
+    }
+
+    #[tokio::test]
+    async fn a_taken_address_is_an_error() {
+        let first = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let err = listen(first.local_addr().unwrap()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    }
+}
