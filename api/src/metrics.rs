@@ -29,14 +29,9 @@ pub const HTTP_SECONDS: &str = "umbra_http_request_seconds";
 pub const STORE_SECONDS: &str = "umbra_store_operation_seconds";
 /// `umbra_store_errors_total{op}` (Global): store calls that failed (outage, conflict, ...).
 pub const STORE_ERRORS: &str = "umbra_store_errors_total";
-/// `umbra_kds_responses_total{direction, type}`: KDS responses (`global_to_zone`,
-/// `zone_to_global`), counted by each side.
-pub const KDS_RESPONSES: &str = "umbra_kds_responses_total";
-/// `umbra_kds_acks_total{direction, type}`: KDS responses the peer accepted.
-pub const KDS_ACKS: &str = "umbra_kds_acks_total";
-/// `umbra_kds_nacks_total{direction, type}`: KDS responses the peer rejected (wholly or per
-/// resource).
-pub const KDS_NACKS: &str = "umbra_kds_nacks_total";
+// `umbra_kds_{responses,acks,nacks}_total{direction, type}`: KDS responses sent, accepted and
+// rejected, counted by each side. Recorded and named by `umbra_kds::metrics`, which owns the
+// sync events.
 /// `umbra_kds_sync_lag_seconds{type}` (zone): from a resource's `modificationTime` on the
 /// Global to its landing in the zone store. Both clocks are involved: skew shows up here.
 pub const KDS_SYNC_LAG: &str = "umbra_kds_sync_lag_seconds";
@@ -65,36 +60,6 @@ pub const INSPECT_CALLS: &str = "umbra_inspect_calls_total";
 /// `umbra_kds_zones_online` (Global): zones with an open KDS connection.
 pub const ZONES_ONLINE: &str = "umbra_kds_zones_online";
 
-/// Count a KDS sync event in `direction` (`global_to_zone`, `zone_to_global`) under
-/// `umbra_kds_{responses,acks,nacks}_total{direction, type}`. Each side counts what it sees
-/// (the responding side `Sent`/`Ack`/`Nack`, the requesting side `Applied`), so a Global and
-/// its zone agree.
-pub fn kds_event(direction: &'static str, event: &umbra_proto::sync::Event) {
-    use umbra_proto::sync::Event;
-    let count = |name: &'static str, type_url: &str| {
-        metrics::counter!(name, "direction" => direction, "type" => type_url.to_owned())
-            .increment(1);
-    };
-    match event {
-        Event::Sent { type_url, .. } => count(KDS_RESPONSES, type_url),
-        Event::Ack { type_url, .. } => count(KDS_ACKS, type_url),
-        Event::Nack { type_url, .. } => count(KDS_NACKS, type_url),
-        Event::Applied {
-            type_url, rejected, ..
-        } => {
-            count(KDS_RESPONSES, type_url);
-            count(
-                if rejected.is_empty() {
-                    KDS_ACKS
-                } else {
-                    KDS_NACKS
-                },
-                type_url,
-            );
-        }
-    }
-}
-
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Install the process-wide recorder (once; later calls return the same handle). `None` when
@@ -118,9 +83,6 @@ fn describe() {
     describe_histogram!(HTTP_SECONDS, Unit::Seconds, "API request latency");
     describe_histogram!(STORE_SECONDS, Unit::Seconds, "Store call latency");
     describe_counter!(STORE_ERRORS, "Store calls that failed");
-    describe_counter!(KDS_RESPONSES, "KDS responses sent");
-    describe_counter!(KDS_ACKS, "KDS responses ACKed by the peer");
-    describe_counter!(KDS_NACKS, "KDS responses NACKed by the peer");
     describe_histogram!(
         KDS_SYNC_LAG,
         Unit::Seconds,

@@ -40,7 +40,7 @@ use umbra_core::resource::{ResourceKey, ResourceType};
 use crate::store::{ListQuery, Store, StoreError, Stored};
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
 use crate::zones::ZoneRegistry;
-use umbra_proto::kds::dataplane_inspect::Endpoint;
+use umbra_kds::pb::dataplane_inspect::Endpoint;
 
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -520,7 +520,7 @@ async fn dataplane_insight(
             .resource
             .meta
             .labels
-            .get(umbra_proto::resource::DISPLAY_NAME_LABEL)?;
+            .get(umbra_kds::resource::DISPLAY_NAME_LABEL)?;
         state.zones.insight(zone, &mesh, local)
     });
     Ok(Json(json!({

@@ -39,11 +39,11 @@ use umbra_api::error::ApiError;
 use umbra_api::paging::PageParams;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind};
 use umbra_core::view::{PolicySet, Promotion, View};
-use umbra_proto::kds::dataplane_inspect::Endpoint;
-use umbra_proto::kds::inspect_request::Kind;
-use umbra_proto::kds::inspect_response::Body as Frame;
-use umbra_proto::kds::{DataplaneDiff, DataplaneInspect, QueryPair, ShadowDiffRequest};
-use umbra_proto::resource::DISPLAY_NAME_LABEL;
+use umbra_kds::pb::dataplane_inspect::Endpoint;
+use umbra_kds::pb::inspect_request::Kind;
+use umbra_kds::pb::inspect_response::Body as Frame;
+use umbra_kds::pb::{DataplaneDiff, DataplaneInspect, QueryPair, ShadowDiffRequest};
+use umbra_kds::resource::DISPLAY_NAME_LABEL;
 
 use crate::api::{store_err, AppState};
 use crate::inspect::{CallError, InspectHub};

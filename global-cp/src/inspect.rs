@@ -11,7 +11,7 @@
 //! - a zone reconnecting replaces its previous link; calls pending on the old link end with
 //!   [`CallError::Disconnected`];
 //! - every queue is bounded: requests per zone
-//!   ([`umbra_proto::sync::STREAM_QUEUE`]), frames per call
+//!   ([`umbra_kds::sync::STREAM_QUEUE`]), frames per call
 //!   ([`CALL_QUEUE`]); a caller that stops reading for [`DELIVERY_TIMEOUT`] loses its call
 //!   rather than stalling the zone's other calls.
 
@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use umbra_proto::kds::{inspect_request::Kind, InspectRequest, InspectResponse};
+use umbra_kds::pb::{inspect_request::Kind, InspectRequest, InspectResponse};
 
 /// Frames buffered per call before the zone's reader waits for the caller.
 pub const CALL_QUEUE: usize = 4;
@@ -273,7 +273,7 @@ impl Call {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use umbra_proto::kds::{inspect_response::Body, DataplaneDiffs, ShadowDiffRequest};
+    use umbra_kds::pb::{inspect_response::Body, DataplaneDiffs, ShadowDiffRequest};
 
     fn kind() -> Kind {
         Kind::ShadowDiff(ShadowDiffRequest::default())

@@ -4,12 +4,12 @@
 //!   store: a full read, then the change log from that revision on (every entry, whatever its
 //!   type, moves the revision on), so no change is missed across gaps or store outages (a
 //!   wake-up is only a hint). Until that first read, streams wait rather than offer nothing;
-//! - GlobalToZoneSync serves that offer to each zone ([`umbra_proto::sync::respond`]): a zone
+//! - GlobalToZoneSync serves that offer to each zone ([`umbra_kds::sync::respond`]): a zone
 //!   that reconnects with `initial_resource_versions` receives only the difference; large types
 //!   go in bounded chunks; Meshes go first, and no policy is sent while a Mesh response is in
 //!   flight, so a policy never arrives before its Mesh;
 //! - ZoneToGlobalSync asks each zone for its Dataplanes and insights
-//!   ([`umbra_proto::sync::request`]) and stores them as that zone's: the zone comes from its
+//!   ([`umbra_kds::sync::request`]) and stores them as that zone's: the zone comes from its
 //!   token, a Dataplane claiming another zone is NACKed on its own, and a zone can neither
 //!   overwrite nor delete another zone's resources.
 //!
@@ -33,17 +33,17 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
-use umbra_proto::kds::kds_service_server::{KdsService, KdsServiceServer};
-use umbra_proto::kds::{InspectRequest, InspectResponse};
-use umbra_proto::resource::{
+use umbra_kds::pb::kds_service_server::{KdsService, KdsServiceServer};
+use umbra_kds::pb::{InspectRequest, InspectResponse};
+use umbra_kds::resource::{
     global_name, global_to_zone_types, kds_name, split_kds_name, zone_form, zone_to_global_types,
     Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
 };
-use umbra_proto::sync::{
+use umbra_kds::sync::{
     request, respond, spawn_reader, Event, Offer, OfferWatch, RespondConfig, Sink, TypeItems,
     STREAM_QUEUE,
 };
-use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
+use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::inspect::InspectHub;
@@ -333,13 +333,13 @@ fn spawn_driver(
     rpc: &'static str,
     mut shutdown: watch::Receiver<bool>,
     err_tx: mpsc::Sender<Status>,
-    driver: impl std::future::Future<Output = Result<(), umbra_proto::sync::SyncError>> + Send + 'static,
+    driver: impl std::future::Future<Output = Result<(), umbra_kds::sync::SyncError>> + Send + 'static,
 ) {
     zones.stream_opened(&zone);
     tokio::spawn(async move {
         let result = tokio::select! {
             r = driver => r,
-            _ = shutdown.wait_for(|s| *s) => Err(umbra_proto::sync::SyncError::Closed),
+            _ = shutdown.wait_for(|s| *s) => Err(umbra_kds::sync::SyncError::Closed),
         };
         match result {
             Ok(()) => {

@@ -114,6 +114,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     umbra_api::metrics::install();
+    umbra_kds::metrics::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let zones = Arc::new(zones::ZoneRegistry::default());
@@ -148,8 +149,8 @@ pub async fn serve(
         // One zone connection carries three streams: a stream whose reader falls behind (a
         // large inspect answer) must not use up the connection's flow-control window and
         // stall the sync streams' ACKs.
-        .initial_stream_window_size(Some(umbra_proto::STREAM_WINDOW_BYTES))
-        .initial_connection_window_size(Some(umbra_proto::CONNECTION_WINDOW_BYTES));
+        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
     if let Some(identity) = tls {
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;

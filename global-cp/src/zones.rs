@@ -10,8 +10,8 @@ use std::sync::RwLock;
 
 use serde::Serialize;
 use serde_json::Value;
-use umbra_proto::resource::Item;
-use umbra_proto::sync::Event;
+use umbra_kds::resource::Item;
+use umbra_kds::sync::Event;
 use umbra_xds::snapshot::ResourceVersions;
 
 /// The most insights one zone may have reported at once.
@@ -152,7 +152,7 @@ impl ZoneRegistry {
 
     /// Record a sync event of `zone` in `direction`.
     pub fn record(&self, zone: &str, direction: Direction, event: &Event) {
-        umbra_api::metrics::kds_event(
+        umbra_kds::metrics::record(
             match direction {
                 Direction::GlobalToZone => "global_to_zone",
                 Direction::ZoneToGlobal => "zone_to_global",
@@ -245,7 +245,7 @@ impl ZoneRegistry {
 
     /// The insight of `zone`'s Dataplane `name` in `mesh`, as reported.
     pub fn insight(&self, zone: &str, mesh: &str, name: &str) -> Option<Value> {
-        let key = (zone.to_owned(), umbra_proto::resource::kds_name(mesh, name));
+        let key = (zone.to_owned(), umbra_kds::resource::kds_name(mesh, name));
         let insights = self
             .insights
             .read()

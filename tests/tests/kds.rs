@@ -23,8 +23,8 @@ use umbra_e2e::{
     envoy_binary, free_port, wait_for_status, wait_until, AdsApi, CpProcess, Sidecars,
 };
 use umbra_global_cp::testing::TempPostgres;
-use umbra_proto::kds::kds_service_client::KdsServiceClient;
-use umbra_proto::resource::Item;
+use umbra_kds::pb::kds_service_client::KdsServiceClient;
+use umbra_kds::resource::Item;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
@@ -292,7 +292,7 @@ async fn client(
         }
         if let Some(z) = &claimed {
             req.metadata_mut()
-                .insert(umbra_proto::ZONE_NAME_METADATA, z.parse().unwrap());
+                .insert(umbra_kds::ZONE_NAME_METADATA, z.parse().unwrap());
         }
         Ok(req)
     });

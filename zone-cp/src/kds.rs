@@ -2,8 +2,8 @@
 //! equal to the Global's, and reports the zone's Dataplanes and their insights up.
 //!
 //! - One gRPC connection, three streams: GlobalToZoneSync (this side requests and applies, see
-//!   [`umbra_proto::sync::request`]), ZoneToGlobalSync (this side responds, see
-//!   [`umbra_proto::sync::respond`]) and InspectSync (the Global's inspect calls, see
+//!   [`umbra_kds::sync::request`]), ZoneToGlobalSync (this side responds, see
+//!   [`umbra_kds::sync::respond`]) and InspectSync (the Global's inspect calls, see
 //!   [`crate::remote_inspect`]). When any ends, all are torn down and the zone
 //!   reconnects with jittered exponential backoff ([`Backoff`]).
 //! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
@@ -11,7 +11,7 @@
 //! - A resource this zone cannot apply (invalid here, unknown mesh) is NACKed on its own; the
 //!   others apply. While the Global is unreachable nothing changes: Envoys keep their config.
 //! - The zone authenticates with its zone token (`authorization: Bearer`) and sends its
-//!   configured name ([`umbra_proto::ZONE_NAME_METADATA`]) so a token for another zone is
+//!   configured name ([`umbra_kds::ZONE_NAME_METADATA`]) so a token for another zone is
 //!   refused with a clear reason.
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,17 +28,17 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
-use umbra_proto::kds::kds_service_client::KdsServiceClient;
-use umbra_proto::kds::InspectResponse;
-use umbra_proto::resource::{
+use umbra_kds::pb::kds_service_client::KdsServiceClient;
+use umbra_kds::pb::InspectResponse;
+use umbra_kds::resource::{
     global_to_zone_types, kds_name, split_kds_name, zone_dataplane_upstream, zone_to_global_types,
     Item, DATAPLANE_INSIGHT_TYPE,
 };
-use umbra_proto::sync::{
+use umbra_kds::sync::{
     request, respond, spawn_reader, Event, Offer, OfferWatch, RespondConfig, Sink, SyncError,
     TypeItems, STREAM_QUEUE,
 };
-use umbra_proto::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
+use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::ads::Insights;
@@ -173,8 +173,8 @@ async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
         .http2_keep_alive_interval(Duration::from_secs(10))
         .keep_alive_timeout(Duration::from_secs(5))
         .keep_alive_while_idle(true)
-        .initial_stream_window_size(Some(umbra_proto::STREAM_WINDOW_BYTES))
-        .initial_connection_window_size(Some(umbra_proto::CONNECTION_WINDOW_BYTES));
+        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
     if let Some(ca) = &config.ca_pem {
         endpoint = endpoint
             .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
@@ -250,7 +250,7 @@ async fn session(
     };
     let st = status.clone();
     let observe_down = move |e: Event| {
-        umbra_api::metrics::kds_event("global_to_zone", &e);
+        umbra_kds::metrics::record("global_to_zone", &e);
         if let Event::Applied {
             type_url,
             resources,
@@ -270,7 +270,7 @@ async fn session(
     let down = request(&types, initial, responses, req_tx, &mut sink, &observe_down);
     let config_up = RespondConfig::new(zone_to_global_types());
     let up = respond(requests, resp_tx, offer, &config_up, &|e| {
-        umbra_api::metrics::kds_event("zone_to_global", &e);
+        umbra_kds::metrics::record("zone_to_global", &e);
     });
     let describe = |dir: &str, r: Result<(), SyncError>| match r {
         Ok(()) => format!("{dir} stream closed by the Global"),

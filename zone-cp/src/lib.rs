@@ -127,6 +127,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     umbra_api::metrics::install();
+    umbra_kds::metrics::describe();
     let kds_config = kds_config(&args)?;
     let store = store::Store::new();
     let store_file = args.data_dir.as_ref().map(|d| d.join("store.json"));

@@ -21,7 +21,7 @@ use tracing::Instrument as _;
 use rayon::prelude::*;
 use tokio::sync::{mpsc, Semaphore};
 use umbra_core::view::Promotion;
-use umbra_proto::kds::{
+use umbra_kds::pb::{
     dataplane_inspect::Endpoint, inspect_request::Kind, inspect_response::Body, DataplaneDiff,
     DataplaneDiffs, DataplaneInspect, HttpAnswer, InspectError, InspectRequest, InspectResponse,
     ShadowDiffRequest,

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use umbra_core::resource::{Resource, ResourceType};
 use umbra_xds::snapshot::write_canonical;
 
-use crate::kds::KdsResource;
+use crate::pb::KdsResource;
 use crate::KDS_RESOURCE_TYPE_URL;
 
 /// Type URL of Dataplane insights (zone → Global; not a stored resource type).

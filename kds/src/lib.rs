@@ -1,19 +1,20 @@
 //! KDS gRPC definitions: the `umbra.kds.v1` protocol between the Global CP and Zone CPs
 //! (`proto/umbra/kds/v1/kds.proto`), generated with prost + tonic. The messages on the wire
 //! are Envoy's delta xDS messages (`envoy_types`); this crate adds the service and the
-//! resource body ([`kds::KdsResource`]), the type-URL and naming conventions both sides use
+//! resource body ([`pb::KdsResource`]), the type-URL and naming conventions both sides use
 //! ([`resource`]), and the two halves of a KDS stream, free of gRPC ([`sync`]).
 
+pub mod metrics;
 pub mod resource;
 pub mod sync;
 
-/// Generated `umbra.kds.v1` code: [`kds::KdsResource`], `kds_service_client`, `kds_service_server`.
+/// Generated `umbra.kds.v1` code: [`pb::KdsResource`], `kds_service_client`, `kds_service_server`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
-pub mod kds {
+pub mod pb {
     tonic::include_proto!("umbra.kds.v1");
 }
 
-/// Type URL of the [`kds::KdsResource`] body inside `Resource.resource` (an `Any`).
+/// Type URL of the [`pb::KdsResource`] body inside `Resource.resource` (an `Any`).
 pub const KDS_RESOURCE_TYPE_URL: &str = "type.googleapis.com/umbra.kds.v1.KdsResource";
 
 /// gRPC metadata key a zone may send with its configured name; the Global refuses the stream
