@@ -92,6 +92,31 @@ impl From<umbra_core::view::PromotionError> for ApiError {
     }
 }
 
+/// How a store failure reads to an API caller: 404, 409, 400 (no such mesh), 503 (outage,
+/// retry later) or 500 (undecodable content, logged; never the database's own text beyond
+/// the store's message).
+impl From<umbra_store::StoreError> for ApiError {
+    fn from(e: umbra_store::StoreError) -> Self {
+        use umbra_store::StoreError;
+        match e {
+            StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
+            StoreError::Conflict { .. } => ApiError::status(StatusCode::CONFLICT, e.to_string()),
+            StoreError::NoMesh(m) => ApiError::status(
+                StatusCode::BAD_REQUEST,
+                format!("mesh {m:?} does not exist"),
+            ),
+            StoreError::Unavailable(reason) => ApiError::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the store is unavailable ({reason}); retry later"),
+            ),
+            StoreError::Corrupt { .. } => {
+                tracing::error!(error = %e, "stored resource cannot be decoded");
+                ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+            }
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = self.body();

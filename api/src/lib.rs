@@ -5,6 +5,7 @@
 //! ([`openapi`]), Prometheus metrics ([`metrics`]), and the binaries' logging, tracing and
 //! shutdown signal ([`process`]).
 
+pub mod crud;
 pub mod error;
 pub mod metrics;
 pub mod negotiate;

@@ -24,11 +24,9 @@ pub const BUCKETS: &[f64] = &[
 pub const HTTP_REQUESTS: &str = "umbra_http_requests_total";
 /// `umbra_http_request_seconds{route, method}`: API request latency.
 pub const HTTP_SECONDS: &str = "umbra_http_request_seconds";
-/// `umbra_store_operation_seconds{op}` (Global): latency of each store call (`put`, `delete`,
-/// `get`, `list`, `changes_since`, `revision`, `signing_key`), PostgreSQL or memory.
-pub const STORE_SECONDS: &str = "umbra_store_operation_seconds";
-/// `umbra_store_errors_total{op}` (Global): store calls that failed (outage, conflict, ...).
-pub const STORE_ERRORS: &str = "umbra_store_errors_total";
+/// `umbra_store_operation_seconds{op}` and `umbra_store_errors_total{op}`: store call latency
+/// and failures, recorded by [`umbra_store::metered::Metered`] around any store.
+pub use umbra_store::metered::{STORE_ERRORS, STORE_SECONDS};
 // `umbra_kds_{responses,acks,nacks}_total{direction, type}`: KDS responses sent, accepted and
 // rejected, counted by each side. Recorded and named by `umbra_kds::metrics`, which owns the
 // sync events.

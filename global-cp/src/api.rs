@@ -21,23 +21,22 @@
 //! 503 with a clear body; the same process serves again once the database is back. Bodies are
 //! limited to [`MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
+use umbra_api::crud::{ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
-use umbra_api::paging::PageParams;
-use umbra_api::resource::{decode_for_path, resource_type};
+use umbra_api::resource::resource_type;
 use umbra_core::resource::{ResourceKey, ResourceType};
 
-use crate::store::{ListQuery, Store, StoreError, Stored};
+use crate::store::{Store, StoreError};
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
 use crate::zones::ZoneRegistry;
 use umbra_kds::pb::dataplane_inspect::Endpoint;
@@ -97,22 +96,23 @@ impl FromRef<AppState> for Arc<dyn Store> {
     }
 }
 
+impl FromRef<AppState> for ResourceApi {
+    fn from_ref(state: &AppState) -> Self {
+        ResourceApi {
+            store: state.store.clone(),
+            mode: WriteMode::Global,
+            observer: Some(state.traces.clone()),
+        }
+    }
+}
+
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
     let regular = Router::new()
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
         .route("/tokens/zone", post(zone_token))
-        .route("/meshes", get(list_meshes))
-        .route(
-            "/meshes/{name}",
-            get(get_mesh).put(put_mesh).delete(delete_mesh),
-        )
-        .route("/meshes/{mesh}/{plural}", get(list_resources))
-        .route(
-            "/meshes/{mesh}/{plural}/{name}",
-            get(get_resource).put(put_resource).delete(delete_resource),
-        )
+        .merge(umbra_api::crud::routes())
         .route("/openapi.yaml", get(openapi))
         .route("/", get(index))
         .route("/metrics", get(umbra_api::metrics::serve))
@@ -182,215 +182,7 @@ fn with_timeout(router: Router<AppState>, limit: Duration) -> Router<AppState> {
 }
 
 pub(crate) fn store_err(e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
-        StoreError::Conflict { .. } => ApiError::status(StatusCode::CONFLICT, e.to_string()),
-        StoreError::NoMesh(m) => ApiError::status(
-            StatusCode::BAD_REQUEST,
-            format!("mesh {m:?} does not exist"),
-        ),
-        StoreError::Unavailable(reason) => ApiError::status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the store is unavailable ({reason}); retry later"),
-        ),
-        StoreError::Corrupt { .. } => {
-            tracing::error!(error = %e, "stored resource cannot be decoded");
-            ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
-    }
-}
-
-fn respond(status: StatusCode, s: &Stored) -> Response {
-    let mut response = (status, Json(s.resource.to_value())).into_response();
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", s.version)) {
-        response.headers_mut().insert(header::ETAG, v);
-    }
-    response
-}
-
-/// The `If-Match` version precondition, if any (`"3"` or `3`).
-fn expected_version(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
-    let Some(v) = headers.get(header::IF_MATCH) else {
-        return Ok(None);
-    };
-    v.to_str()
-        .ok()
-        .map(|s| s.trim().trim_matches('"'))
-        .and_then(|s| s.parse::<u64>().ok())
-        .map(Some)
-        .ok_or_else(|| {
-            ApiError::bad_parameter(
-                "If-Match",
-                "must be a resource version (an integer, 0 for must-not-exist)",
-            )
-        })
-}
-
-fn mesh_key(name: &str) -> ResourceKey {
-    crate::store::mesh_key(name)
-}
-
-async fn get_one(store: &dyn Store, key: &ResourceKey) -> Result<Response, ApiError> {
-    let stored = store
-        .get(key)
-        .await
-        .map_err(store_err)?
-        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
-    Ok(respond(StatusCode::OK, &stored))
-}
-
-async fn list(
-    store: &dyn Store,
-    ty: ResourceType,
-    mesh: &str,
-    query: &[(String, String)],
-    path: &str,
-) -> Result<Json<Value>, ApiError> {
-    let page = PageParams::parse(query)?;
-    let mut labels = BTreeMap::new();
-    for (_, v) in query.iter().filter(|(k, _)| k == "label") {
-        let (key, value) = v.split_once(':').ok_or_else(|| {
-            ApiError::bad_parameter("label", format!("{v:?} is not <key>:<value>"))
-        })?;
-        labels.insert(key.to_owned(), value.to_owned());
-    }
-    let result = store
-        .list(&ListQuery {
-            ty,
-            mesh: Some(mesh.to_owned()),
-            labels,
-            offset: page.offset as u64,
-            size: page.size as u64,
-        })
-        .await
-        .map_err(store_err)?;
-    let items = result.items.iter().map(|s| s.resource.to_value()).collect();
-    let total = usize::try_from(result.total).unwrap_or(usize::MAX);
-    Ok(Json(page.body(items, total, path)))
-}
-
-async fn put(
-    state: &AppState,
-    ty: ResourceType,
-    mesh: &str,
-    name: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response, ApiError> {
-    let expected = expected_version(headers)?;
-    let resource = decode_for_path(ty, mesh, name, body)?;
-    let key = resource.key();
-    state.traces.note(&key);
-    let (stored, created) = state
-        .store
-        .put(resource, expected, None)
-        .await
-        .map_err(|e| {
-            state.traces.forget(&key);
-            store_err(e)
-        })?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(respond(status, &stored))
-}
-
-async fn delete(
-    store: &dyn Store,
-    key: &ResourceKey,
-    headers: &HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    let expected = expected_version(headers)?;
-    store.delete(key, expected).await.map_err(store_err)?;
-    Ok(Json(json!({})))
-}
-
-fn zone_owned(ty: ResourceType) -> Result<(), ApiError> {
-    if ty == ResourceType::Dataplane {
-        return Err(ApiError::status(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "Dataplanes are registered in their zone and synced to the Global over KDS; they are read-only here",
-        ));
-    }
-    Ok(())
-}
-
-async fn list_meshes(
-    State(store): State<Arc<dyn Store>>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    list(&*store, ResourceType::Mesh, "", &query, "/meshes").await
-}
-
-async fn get_mesh(
-    State(store): State<Arc<dyn Store>>,
-    Path(name): Path<String>,
-) -> Result<Response, ApiError> {
-    get_one(&*store, &mesh_key(&name)).await
-}
-
-async fn put_mesh(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    put(&state, ResourceType::Mesh, "", &name, &headers, &body).await
-}
-
-async fn delete_mesh(
-    State(store): State<Arc<dyn Store>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    delete(&*store, &mesh_key(&name), &headers).await
-}
-
-async fn list_resources(
-    State(store): State<Arc<dyn Store>>,
-    Path((mesh, plural)): Path<(String, String)>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let ty = resource_type(&plural)?;
-    list(
-        &*store,
-        ty,
-        &mesh,
-        &query,
-        &format!("/meshes/{mesh}/{plural}"),
-    )
-    .await
-}
-
-async fn get_resource(
-    State(store): State<Arc<dyn Store>>,
-    Path((mesh, plural, name)): Path<(String, String, String)>,
-) -> Result<Response, ApiError> {
-    let ty = resource_type(&plural)?;
-    get_one(&*store, &ResourceKey { ty, mesh, name }).await
-}
-
-async fn put_resource(
-    State(state): State<AppState>,
-    Path((mesh, plural, name)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let ty = resource_type(&plural)?;
-    zone_owned(ty)?;
-    put(&state, ty, &mesh, &name, &headers, &body).await
-}
-
-async fn delete_resource(
-    State(store): State<Arc<dyn Store>>,
-    Path((mesh, plural, name)): Path<(String, String, String)>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    let ty = resource_type(&plural)?;
-    zone_owned(ty)?;
-    delete(&*store, &ResourceKey { ty, mesh, name }, &headers).await
+    e.into()
 }
 
 async fn list_zones(State(state): State<AppState>) -> Json<Value> {

@@ -40,8 +40,8 @@ use umbra_kds::resource::{
     Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
 };
 use umbra_kds::sync::{
-    request, respond, spawn_reader, Event, Offer, OfferWatch, RespondConfig, Sink, TypeItems,
-    STREAM_QUEUE,
+    request, respond, spawn_reader, Event, Offer, OfferWatch, Refusal, RespondConfig, Sink,
+    TypeItems, Upsert, STREAM_QUEUE,
 };
 use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -116,6 +116,17 @@ impl TraceLinks {
     /// The context noted for `key`, removed.
     pub fn take(&self, key: &ResourceKey) -> Option<TraceContext> {
         self.pending().remove(key)
+    }
+}
+
+/// API writes note their trace here, so the KDS item that carries the change continues it.
+impl umbra_api::crud::WriteObserver for TraceLinks {
+    fn before_write(&self, key: &ResourceKey) {
+        self.note(key);
+    }
+
+    fn write_failed(&self, key: &ResourceKey) {
+        self.forget(key);
     }
 }
 
@@ -506,16 +517,16 @@ struct ZoneSink {
 }
 
 /// A per-resource refusal, or a store failure that ends the stream.
-enum Refusal {
+enum ApplyError {
     Resource(String),
     Store(StoreError),
 }
 
-impl From<StoreError> for Refusal {
+impl From<StoreError> for ApplyError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(_) => Refusal::Store(e),
-            other => Refusal::Resource(other.to_string()),
+            StoreError::Unavailable(_) => ApplyError::Store(e),
+            other => ApplyError::Resource(other.to_string()),
         }
     }
 }
@@ -531,13 +542,13 @@ impl ZoneSink {
         }
     }
 
-    async fn put_dataplane(&self, name: &str, body: &[u8]) -> Result<(), Refusal> {
+    async fn put_dataplane(&self, name: &str, body: &[u8]) -> Result<(), ApplyError> {
         let mut resource =
-            Resource::from_bytes(body).map_err(|e| Refusal::Resource(e.to_string()))?;
+            Resource::from_bytes(body).map_err(|e| ApplyError::Resource(e.to_string()))?;
         if resource.ty() != ResourceType::Dataplane
             || kds_name(&resource.meta.mesh, &resource.meta.name) != name
         {
-            return Err(Refusal::Resource(format!(
+            return Err(ApplyError::Resource(format!(
                 "the body is {} {:?} in mesh {:?}, not the Dataplane {name:?}",
                 resource.ty(),
                 resource.meta.name,
@@ -546,7 +557,7 @@ impl ZoneSink {
         }
         if let Some(claimed) = resource.meta.labels.get(ZONE_LABEL) {
             if claimed != &self.zone {
-                return Err(Refusal::Resource(format!(
+                return Err(ApplyError::Resource(format!(
                     "zone {:?} cannot report a Dataplane of zone {claimed:?}",
                     self.zone
                 )));
@@ -554,7 +565,7 @@ impl ZoneSink {
         }
         let violations = resource.validate();
         if violations.has_violations() {
-            return Err(Refusal::Resource(violations.to_string()));
+            return Err(ApplyError::Resource(violations.to_string()));
         }
         let key = self.key(name);
         resource
@@ -569,7 +580,7 @@ impl ZoneSink {
         let existing = self.store.get(&key).await?;
         if let Some(e) = &existing {
             if e.zone.as_deref() != Some(self.zone.as_str()) {
-                return Err(Refusal::Resource(format!(
+                return Err(ApplyError::Resource(format!(
                     "{key} belongs to {}",
                     e.zone
                         .as_deref()
@@ -584,13 +595,15 @@ impl ZoneSink {
         Ok(())
     }
 
-    async fn delete_dataplane(&self, name: &str) -> Result<(), Refusal> {
+    async fn delete_dataplane(&self, name: &str) -> Result<(), ApplyError> {
         let key = self.key(name);
         let Some(existing) = self.store.get(&key).await? else {
             return Ok(());
         };
         if existing.zone.as_deref() != Some(self.zone.as_str()) {
-            return Err(Refusal::Resource(format!("{key} belongs to another zone")));
+            return Err(ApplyError::Resource(format!(
+                "{key} belongs to another zone"
+            )));
         }
         match self.store.delete(&key, Some(existing.version)).await {
             Ok(()) | Err(StoreError::NotFound(_)) => {
@@ -607,18 +620,21 @@ impl Sink for ZoneSink {
     async fn apply(
         &mut self,
         type_url: &str,
-        upserts: Vec<(String, String, Vec<u8>)>,
+        upserts: Vec<Upsert>,
         removed: Vec<String>,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<Refusal>, String> {
         let mut refused = Vec::new();
         if type_url == DATAPLANE_INSIGHT_TYPE {
-            for (name, _, body) in upserts {
-                match serde_json::from_slice::<serde_json::Value>(&body) {
+            for u in upserts {
+                match serde_json::from_slice::<serde_json::Value>(&u.body) {
                     Ok(doc) if doc.is_object() => {
                         self.zones
-                            .put_insight(&self.zone, &name, Item::from_doc(&doc));
+                            .put_insight(&self.zone, &u.name, Item::from_doc(&doc));
                     }
-                    _ => refused.push((name, "an insight must be a JSON object".to_owned())),
+                    _ => refused.push(Refusal {
+                        name: u.name,
+                        reason: "an insight must be a JSON object".to_owned(),
+                    }),
                 }
             }
             for name in removed {
@@ -626,18 +642,21 @@ impl Sink for ZoneSink {
             }
             return Ok(refused);
         }
-        for (name, _, body) in upserts {
-            match self.put_dataplane(&name, &body).await {
+        for u in upserts {
+            match self.put_dataplane(&u.name, &u.body).await {
                 Ok(()) => {}
-                Err(Refusal::Resource(reason)) => refused.push((name, reason)),
-                Err(Refusal::Store(e)) => return Err(e.to_string()),
+                Err(ApplyError::Resource(reason)) => refused.push(Refusal {
+                    name: u.name,
+                    reason,
+                }),
+                Err(ApplyError::Store(e)) => return Err(e.to_string()),
             }
         }
         for name in removed {
             match self.delete_dataplane(&name).await {
                 Ok(()) => {}
-                Err(Refusal::Resource(reason)) => refused.push((name, reason)),
-                Err(Refusal::Store(e)) => return Err(e.to_string()),
+                Err(ApplyError::Resource(reason)) => refused.push(Refusal { name, reason }),
+                Err(ApplyError::Store(e)) => return Err(e.to_string()),
             }
         }
         if !refused.is_empty() {

@@ -204,7 +204,7 @@ impl ZoneRegistry {
                         t.last_nack = Some(
                             rejected
                                 .iter()
-                                .map(|(n, e)| format!("{n}: {e}"))
+                                .map(|r| format!("{}: {}", r.name, r.reason))
                                 .collect::<Vec<_>>()
                                 .join("; "),
                         );

@@ -41,7 +41,6 @@ pub fn record(direction: &'static str, event: &Event) {
     }
 }
 
-
 /// Describe the KDS families to the installed recorder (after `umbra_api::metrics::install`).
 pub fn describe() {
     metrics::describe_counter!(KDS_RESPONSES, "KDS responses sent");

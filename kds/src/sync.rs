@@ -125,8 +125,8 @@ pub enum Event {
         resources: usize,
         /// Removals applied.
         removed: usize,
-        /// Per-resource rejections (name, reason); a NACK went back when not empty.
-        rejected: Vec<(String, String)>,
+        /// Per-resource rejections; a NACK went back when not empty.
+        rejected: Vec<Refusal>,
     },
 }
 
@@ -305,10 +305,30 @@ pub async fn respond(
     }
 }
 
+/// One resource of a response, for a [`Sink`] to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upsert {
+    /// Its KDS name ([`crate::resource::kds_name`]).
+    pub name: String,
+    /// The version the responder gave it.
+    pub version: String,
+    /// The resource in Kuma's universal JSON form.
+    pub body: Vec<u8>,
+}
+
+/// A resource a [`Sink`] refused: it is NACKed by name, everything else counts as applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Its KDS name.
+    pub name: String,
+    /// Why, for the peer's log and the NACK's message.
+    pub reason: String,
+}
+
 /// Where the requesting side puts what arrives.
 #[async_trait::async_trait]
 pub trait Sink: Send {
-    /// Apply one response of `type_url`: `upserts` as (name, version, JSON body), and
+    /// Apply one response of `type_url`: `upserts` (name, version, JSON body), and
     /// `removed` names. Returns the resources refused, as (name, reason): they are NACKed,
     /// everything else is applied.
     ///
@@ -317,9 +337,9 @@ pub trait Sink: Send {
     async fn apply(
         &mut self,
         type_url: &str,
-        upserts: Vec<(String, String, Vec<u8>)>,
+        upserts: Vec<Upsert>,
         removed: Vec<String>,
-    ) -> Result<Vec<(String, String)>, String>;
+    ) -> Result<Vec<Refusal>, String>;
 
     /// As [`Sink::apply`], with the W3C trace context of the response's first traced resource
     /// (empty when none), so the sink can continue the sender's trace. The default ignores it.
@@ -329,10 +349,10 @@ pub trait Sink: Send {
     async fn apply_traced(
         &mut self,
         type_url: &str,
-        upserts: Vec<(String, String, Vec<u8>)>,
+        upserts: Vec<Upsert>,
         removed: Vec<String>,
         trace_context: std::collections::HashMap<String, String>,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<Refusal>, String> {
         let _ = trace_context;
         self.apply(type_url, upserts, removed).await
     }
@@ -384,9 +404,16 @@ pub async fn request(
                     if trace.is_empty() {
                         trace = k.trace_context;
                     }
-                    upserts.push((r.name.clone(), r.version.clone(), k.json));
+                    upserts.push(Upsert {
+                        name: r.name.clone(),
+                        version: r.version.clone(),
+                        body: k.json,
+                    });
                 }
-                Err(e) => rejected.push((r.name.clone(), e)),
+                Err(reason) => rejected.push(Refusal {
+                    name: r.name.clone(),
+                    reason,
+                }),
             }
         }
         let (resources, removed) = (upserts.len(), response.removed_resources.len());
@@ -404,15 +431,15 @@ pub async fn request(
             code: INVALID_ARGUMENT,
             message: rejected
                 .iter()
-                .map(|(n, e)| format!("{n}: {e}"))
+                .map(|r| format!("{}: {}", r.name, r.reason))
                 .collect::<Vec<_>>()
                 .join("; "),
             // Name each refused resource: the responder then counts the rest as applied.
             details: rejected
                 .iter()
-                .map(|(n, _)| envoy_types::pb::google::protobuf::Any {
+                .map(|r| envoy_types::pb::google::protobuf::Any {
                     type_url: REJECTED_RESOURCE_TYPE_URL.to_owned(),
-                    value: n.clone().into_bytes(),
+                    value: r.name.clone().into_bytes(),
                 })
                 .collect(),
         });
@@ -449,16 +476,19 @@ mod tests {
         async fn apply(
             &mut self,
             _type_url: &str,
-            upserts: Vec<(String, String, Vec<u8>)>,
+            upserts: Vec<Upsert>,
             removed: Vec<String>,
-        ) -> Result<Vec<(String, String)>, String> {
+        ) -> Result<Vec<Refusal>, String> {
             let mut map = self.applied.lock().unwrap();
             let mut refused = Vec::new();
-            for (name, version, _) in upserts {
-                if name.starts_with("bad") {
-                    refused.push((name, "refused".into()));
+            for u in upserts {
+                if u.name.starts_with("bad") {
+                    refused.push(Refusal {
+                        name: u.name,
+                        reason: "refused".into(),
+                    });
                 } else {
-                    map.insert(name, version);
+                    map.insert(u.name, u.version);
                 }
             }
             for name in removed {

@@ -4,24 +4,22 @@
 //!   `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
 //! - inspect: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules` ([`crate::inspect`]).
 //!
-//! Bodies are YAML or JSON in Kuma's universal format; invalid resources get a 400 with every
-//! `{field, message}` and nothing is stored. In a federated zone (a Global is configured),
-//! policies are read-only here: they come from the Global.
+//! The resource routes are Kuma's, shared with the Global ([`umbra_api::crud`]): validation
+//! 400s, `If-Match` 409s, `ETag` versions, paging and `label=` filters; a PUT is answered once
+//! the store holds it durably. In a federated zone (a Global is configured), Meshes and
+//! policies are read-only here (405): they come from the Global.
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, State};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use umbra_core::resource::{ResourceKey, ResourceType, TypeKind};
+use umbra_api::crud::{get_stored, ResourceApi, WriteMode};
+use umbra_api::error::ApiError;
+use umbra_core::resource::{ResourceKey, ResourceType};
 
 use crate::inspect;
-use crate::store::{Store, StoreError, Stored};
-use umbra_api::error::ApiError;
-use umbra_api::paging::PageParams;
-use umbra_api::resource::{decode_for_path, resource_type};
+use crate::store::Store;
 
 /// The OpenAPI 3 document of this API, served at `/openapi.yaml` (checked against the router
 /// by `tests/openapi.rs`).
@@ -59,6 +57,20 @@ pub struct AppState {
     pub insights: std::sync::Arc<crate::ads::Insights>,
 }
 
+impl FromRef<AppState> for ResourceApi {
+    fn from_ref(state: &AppState) -> Self {
+        ResourceApi {
+            store: state.store.contract(),
+            mode: if state.federated {
+                WriteMode::FederatedZone
+            } else {
+                WriteMode::Zone
+            },
+            observer: None,
+        }
+    }
+}
+
 /// The API router.
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -67,16 +79,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(umbra_api::metrics::serve))
         .route("/healthz", get(umbra_api::process::healthz))
         .route("/ready", get(ready))
-        .route("/meshes", get(list_meshes))
-        .route(
-            "/meshes/{name}",
-            get(get_mesh).put(put_mesh).delete(delete_mesh),
-        )
-        .route("/meshes/{mesh}/{plural}", get(list_resources))
-        .route(
-            "/meshes/{mesh}/{plural}/{name}",
-            get(get_resource).put(put_resource).delete(delete_resource),
-        )
+        .merge(umbra_api::crud::routes())
         .route(
             "/meshes/{mesh}/dataplanes/{name}/_config",
             get(inspect_config),
@@ -116,175 +119,6 @@ async fn ready(State(st): State<AppState>) -> Json<Value> {
     }))
 }
 
-fn store_err(e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
-        StoreError::Conflict { .. } => ApiError::status(StatusCode::CONFLICT, e.to_string()),
-        StoreError::NoMesh(m) => ApiError::status(
-            StatusCode::BAD_REQUEST,
-            format!("mesh {m:?} does not exist"),
-        ),
-    }
-}
-
-fn stored_json(s: &Stored) -> Value {
-    s.resource.to_value()
-}
-
-async fn list_meshes(
-    State(st): State<AppState>,
-    Query(page): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    paged(st.store.list(ResourceType::Mesh, ""), &page, "/meshes")
-}
-
-async fn get_mesh(
-    State(st): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let key = ResourceKey {
-        ty: ResourceType::Mesh,
-        mesh: String::new(),
-        name: name.clone(),
-    };
-    st.store
-        .get(&key)
-        .map(|s| Json(stored_json(&s)))
-        .ok_or_else(|| ApiError::not_found(format!("mesh {name:?} not found")))
-}
-
-async fn put_mesh(
-    State(st): State<AppState>,
-    Path(name): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    if st.federated {
-        return Err(read_only("Mesh"));
-    }
-    put(&st, ResourceType::Mesh, "", &name, &body)
-}
-
-async fn delete_mesh(
-    State(st): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    if st.federated {
-        return Err(read_only("Mesh"));
-    }
-    let key = ResourceKey {
-        ty: ResourceType::Mesh,
-        mesh: String::new(),
-        name,
-    };
-    st.store.delete(&key).map_err(store_err)?;
-    Ok(Json(json!({})))
-}
-
-async fn list_resources(
-    State(st): State<AppState>,
-    Path((mesh, plural)): Path<(String, String)>,
-    Query(page): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let ty = resource_type(&plural)?;
-    mesh_exists(&st.store, &mesh)?;
-    paged(
-        st.store.list(ty, &mesh),
-        &page,
-        &format!("/meshes/{mesh}/{plural}"),
-    )
-}
-
-async fn get_resource(
-    State(st): State<AppState>,
-    Path((mesh, plural, name)): Path<(String, String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let ty = resource_type(&plural)?;
-    let key = ResourceKey { ty, mesh, name };
-    st.store
-        .get(&key)
-        .map(|s| Json(stored_json(&s)))
-        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))
-}
-
-async fn put_resource(
-    State(st): State<AppState>,
-    Path((mesh, plural, name)): Path<(String, String, String)>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let ty = resource_type(&plural)?;
-    if st.federated && ty.kind() != TypeKind::Infra {
-        return Err(read_only(ty.name()));
-    }
-    put(&st, ty, &mesh, &name, &body)
-}
-
-async fn delete_resource(
-    State(st): State<AppState>,
-    Path((mesh, plural, name)): Path<(String, String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let ty = resource_type(&plural)?;
-    if st.federated && ty.kind() != TypeKind::Infra {
-        return Err(read_only(ty.name()));
-    }
-    st.store
-        .delete(&ResourceKey { ty, mesh, name })
-        .map_err(store_err)?;
-    Ok(Json(json!({})))
-}
-
-fn read_only(ty: &str) -> ApiError {
-    ApiError::status(
-        StatusCode::METHOD_NOT_ALLOWED,
-        format!("{ty} resources are managed by the Global CP in a federated zone; apply them on the Global"),
-    )
-}
-
-fn mesh_exists(store: &Store, mesh: &str) -> Result<(), ApiError> {
-    let key = ResourceKey {
-        ty: ResourceType::Mesh,
-        mesh: String::new(),
-        name: mesh.to_owned(),
-    };
-    store
-        .get(&key)
-        .map(|_| ())
-        .ok_or_else(|| ApiError::not_found(format!("mesh {mesh:?} not found")))
-}
-
-/// Decode, check against the path, validate, store. 201 on create, 200 on update.
-fn put(
-    st: &AppState,
-    ty: ResourceType,
-    mesh: &str,
-    name: &str,
-    body: &[u8],
-) -> Result<Response, ApiError> {
-    let resource = decode_for_path(ty, mesh, name, body)?;
-    let (stored, created) = st.store.put(resource, None).map_err(store_err)?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(stored_json(&stored))).into_response())
-}
-
-fn paged(
-    items: Vec<Stored>,
-    query: &[(String, String)],
-    path: &str,
-) -> Result<Json<Value>, ApiError> {
-    let page = PageParams::parse(query)?;
-    let total = items.len();
-    let items: Vec<Value> = items
-        .iter()
-        .skip(page.offset)
-        .take(page.size)
-        .map(stored_json)
-        .collect();
-    Ok(Json(page.body(items, total, path)))
-}
-
 async fn inspect_config(
     State(st): State<AppState>,
     Path((mesh, name)): Path<(String, String)>,
@@ -316,13 +150,10 @@ async fn dataplane_insight(
         mesh: mesh.clone(),
         name: name.clone(),
     };
-    let dp = st
-        .store
-        .get(&key)
-        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
+    let dp = get_stored(&*st.store.contract(), &key).await?;
     let insight = st.insights.get(&mesh, &name).unwrap_or_default();
     Ok(Json(
-        json!({"dataplane": stored_json(&dp), "dataplaneInsight": insight}),
+        json!({"dataplane": dp.resource.to_value(), "dataplaneInsight": insight}),
     ))
 }
 

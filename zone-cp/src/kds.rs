@@ -35,15 +35,15 @@ use umbra_kds::resource::{
     Item, DATAPLANE_INSIGHT_TYPE,
 };
 use umbra_kds::sync::{
-    request, respond, spawn_reader, Event, Offer, OfferWatch, RespondConfig, Sink, SyncError,
-    TypeItems, STREAM_QUEUE,
+    request, respond, spawn_reader, Event, Offer, OfferWatch, Refusal, RespondConfig, Sink,
+    SyncError, TypeItems, Upsert, STREAM_QUEUE,
 };
 use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::ads::Insights;
 use crate::reconciler::Reconciler;
-use crate::store::{Store, StoreError};
+use crate::store::{ReplicaWrite, Store, StoreError};
 
 /// How to reach the Global.
 #[derive(Debug, Clone)]
@@ -262,7 +262,10 @@ async fn session(
                 *s.applied.entry(type_url.clone()).or_default() += 1;
                 *s.resources_received.entry(type_url).or_default() += resources as u64;
                 if !rejected.is_empty() {
-                    s.last_rejected = rejected.iter().map(|(n, r)| format!("{n}: {r}")).collect();
+                    s.last_rejected = rejected
+                        .iter()
+                        .map(|r| format!("{}: {}", r.name, r.reason))
+                        .collect();
                 }
             });
         }
@@ -335,63 +338,91 @@ struct StoreSink {
 }
 
 impl StoreSink {
-    fn upsert(&self, ty: ResourceType, name: &str, body: &[u8]) -> Result<(), String> {
-        let resource = Resource::from_bytes(body).map_err(|e| e.to_string())?;
-        if resource.ty() != ty || kds_name(&resource.meta.mesh, &resource.meta.name) != name {
+    /// Decode and check one resource the Global sent as `name` of `ty`.
+    fn decode(ty: ResourceType, u: &Upsert) -> Result<Resource, String> {
+        let resource = Resource::from_bytes(&u.body).map_err(|e| e.to_string())?;
+        if resource.ty() != ty || kds_name(&resource.meta.mesh, &resource.meta.name) != u.name {
             return Err(format!(
-                "the body is {} {:?} in mesh {:?}, not {ty} {name:?}",
+                "the body is {} {:?} in mesh {:?}, not {ty} {:?}",
                 resource.ty(),
                 resource.meta.name,
-                resource.meta.mesh
+                resource.meta.mesh,
+                u.name
             ));
         }
         let violations = resource.validate();
         if violations.has_violations() {
             return Err(violations.to_string());
         }
-        let modified = resource.meta.modification_time.clone();
-        self.store.put_synced(resource).map_err(|e| e.to_string())?;
-        record_sync_lag(ty, modified.as_deref(), self.session_start);
-        Ok(())
+        Ok(resource)
     }
 }
 
 #[async_trait::async_trait]
 impl Sink for StoreSink {
+    /// Decode and validate each resource, then write what is valid (and the removals) to the
+    /// store as one durable batch before the ACK goes back. A store that cannot write ends
+    /// the stream (the Global resends on reconnect); a resource the store refuses is NACKed.
     async fn apply(
         &mut self,
         type_url: &str,
-        upserts: Vec<(String, String, Vec<u8>)>,
+        upserts: Vec<Upsert>,
         removed: Vec<String>,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<Refusal>, String> {
         let Some(ty) = ResourceType::from_name(type_url).filter(|t| *t != ResourceType::Dataplane)
         else {
             return Ok(upserts
                 .into_iter()
-                .map(|(n, _, _)| {
-                    (
-                        n,
-                        format!("this zone does not take {type_url} from the Global"),
-                    )
+                .map(|u| Refusal {
+                    name: u.name,
+                    reason: format!("this zone does not take {type_url} from the Global"),
                 })
                 .collect());
         };
         let mut refused = Vec::new();
-        for (name, _, body) in upserts {
-            if let Err(reason) = self.upsert(ty, &name, &body) {
-                refused.push((name, reason));
+        let mut names = Vec::new();
+        let mut writes = Vec::new();
+        let mut modified = Vec::new();
+        for u in upserts {
+            match Self::decode(ty, &u) {
+                Ok(resource) => {
+                    modified.push(resource.meta.modification_time.clone());
+                    writes.push(ReplicaWrite::Put(resource));
+                    names.push(u.name);
+                }
+                Err(reason) => refused.push(Refusal {
+                    name: u.name,
+                    reason,
+                }),
             }
         }
         for name in removed {
             let (mesh, local) = split_kds_name(&name);
-            let key = ResourceKey {
+            writes.push(ReplicaWrite::Delete(ResourceKey {
                 ty,
                 mesh,
                 name: local,
-            };
-            match self.store.delete(&key) {
-                Ok(()) | Err(StoreError::NotFound(_)) => {}
-                Err(e) => refused.push((name, e.to_string())),
+            }));
+            names.push(name);
+        }
+        let outcomes = self.store.apply_synced(writes);
+        for ((name, outcome), at) in names.into_iter().zip(outcomes).zip(
+            modified
+                .into_iter()
+                .map(Some)
+                .chain(std::iter::repeat(None)),
+        ) {
+            match outcome {
+                Ok(_) => {
+                    if let Some(at) = at {
+                        record_sync_lag(ty, at.as_deref(), self.session_start);
+                    }
+                }
+                Err(e @ StoreError::Unavailable(_)) => return Err(e.to_string()),
+                Err(e) => refused.push(Refusal {
+                    name,
+                    reason: e.to_string(),
+                }),
             }
         }
         if !refused.is_empty() {
@@ -405,10 +436,10 @@ impl Sink for StoreSink {
     async fn apply_traced(
         &mut self,
         type_url: &str,
-        upserts: Vec<(String, String, Vec<u8>)>,
+        upserts: Vec<Upsert>,
         removed: Vec<String>,
         trace_context: std::collections::HashMap<String, String>,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<Refusal>, String> {
         if trace_context.is_empty() {
             return self.apply(type_url, upserts, removed).await;
         }
@@ -512,6 +543,14 @@ mod tests {
         assert!(b.next_delay() <= Duration::from_millis(100));
     }
 
+    fn up(name: &str, body: Vec<u8>) -> Upsert {
+        Upsert {
+            name: name.into(),
+            version: "v".into(),
+            body,
+        }
+    }
+
     #[tokio::test]
     async fn the_sink_applies_valid_resources_and_refuses_the_rest() {
         let store = Store::new();
@@ -521,7 +560,7 @@ mod tests {
         };
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         assert!(sink
-            .apply("Mesh", vec![("m".into(), "v".into(), mesh)], vec![])
+            .apply("Mesh", vec![up("m", mesh)], vec![])
             .await
             .unwrap()
             .is_empty());
@@ -535,24 +574,20 @@ mod tests {
             .apply(
                 "MeshTimeout",
                 vec![
-                    ("m/t".into(), "v".into(), good),
-                    ("m/bad".into(), "v".into(), invalid),
-                    ("m/other".into(), "v".into(), misnamed),
-                    ("x/t".into(), "v".into(), no_mesh),
+                    up("m/t", good),
+                    up("m/bad", invalid),
+                    up("m/other", misnamed),
+                    up("x/t", no_mesh),
                 ],
                 vec!["m/absent".into()],
             )
             .await
             .unwrap();
-        let names: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = refused.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["m/bad", "m/other", "x/t"], "{refused:?}");
         assert_eq!(store.list(ResourceType::MeshTimeout, "m").len(), 1);
         let refused = sink
-            .apply(
-                "Dataplane",
-                vec![("m/dp".into(), "v".into(), vec![])],
-                vec![],
-            )
+            .apply("Dataplane", vec![up("m/dp", vec![])], vec![])
             .await
             .unwrap();
         assert_eq!(refused.len(), 1);

@@ -55,8 +55,9 @@ pub struct Args {
     /// `--global-kds-address`).
     #[arg(long, env = "UMBRA_KDS_CA_FILE")]
     pub kds_ca_file: Option<std::path::PathBuf>,
-    /// Directory where the zone keeps its store across restarts (`store.json`); without it the
-    /// zone starts empty and a federated zone receives everything again.
+    /// Directory where the zone keeps its store across restarts (`store.json` and
+    /// `journal.ndjson`; every write is fsynced there before it is acknowledged); without it
+    /// the zone starts empty and a federated zone receives everything again.
     #[arg(long, env = "UMBRA_DATA_DIR")]
     pub data_dir: Option<std::path::PathBuf>,
 }
@@ -86,38 +87,6 @@ fn kds_config(args: &Args) -> anyhow::Result<Option<kds::KdsClientConfig>> {
     }))
 }
 
-/// Save the store to `path` after every change (gathered for up to 100 ms) and at shutdown.
-/// A SIGKILL inside that window loses the last local writes (Dataplanes registered through the
-/// API; policies come back from the Global); Envoy-registered Dataplanes re-register.
-async fn persist(
-    store: store::Store,
-    path: std::path::PathBuf,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut changes = store.subscribe();
-    loop {
-        let stopping = tokio::select! {
-            r = changes.changed() => r.is_err(),
-            _ = stop.wait_for(|s| *s) => true,
-        };
-        if !stopping {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        changes.borrow_and_update();
-        let (s, p) = (store.clone(), path.clone());
-        match tokio::task::spawn_blocking(move || s.save(&p)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(path = %path.display(), error = %e, "cannot save the zone store")
-            }
-            Err(e) => tracing::error!(error = %e, "store save task failed"),
-        }
-        if stopping {
-            return;
-        }
-    }
-}
-
 /// Serve the API and ADS until `shutdown` resolves, then drain both.
 ///
 /// # Errors
@@ -129,13 +98,15 @@ pub async fn run(
     umbra_api::metrics::install();
     umbra_kds::metrics::describe();
     let kds_config = kds_config(&args)?;
-    let store = store::Store::new();
-    let store_file = args.data_dir.as_ref().map(|d| d.join("store.json"));
-    if let Some(path) = &store_file {
-        std::fs::create_dir_all(args.data_dir.as_deref().unwrap_or(path))?;
-        let n = store.load(path)?;
-        tracing::info!(path = %path.display(), resources = n, "zone store loaded");
-    }
+    let store = match &args.data_dir {
+        Some(dir) => {
+            let store = store::Store::open(dir)
+                .map_err(|e| anyhow::anyhow!("zone store under {}: {e}", dir.display()))?;
+            tracing::info!(dir = %dir.display(), resources = store.len(), "zone store loaded");
+            store
+        }
+        None => store::Store::new(),
+    };
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
     let state = api::AppState {
@@ -152,7 +123,6 @@ pub async fn run(
     let ads_listener = umbra_api::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
-    let persist_task = store_file.map(|p| tokio::spawn(persist(store.clone(), p, stop_rx.clone())));
     let kds_status = kds::SharedStatus::default();
     let kds_task = kds_config.map(|c| {
         tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
@@ -183,9 +153,6 @@ pub async fn run(
     b?;
     let _ = rec_task.await;
     if let Some(t) = kds_task {
-        let _ = t.await;
-    }
-    if let Some(t) = persist_task {
         let _ = t.await;
     }
     Ok(())

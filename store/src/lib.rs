@@ -1,7 +1,11 @@
-//! The Global CP's system of record: one [`Store`] trait, two implementations ([`memory`] for
-//! trying Umbra, [`postgres`] for production) that pass the same test suite (`tests/store.rs`).
+//! # umbra-store
 //!
-//! Semantics (DESIGN.md, "Global CP"):
+//! The one resource store contract both CPs implement: the [`Store`] trait, its [`StoreError`],
+//! and the helpers every implementation shares. Implementations: [`memory::MemoryStore`] (the
+//! Global's embedded default, and the zone's store, durable under `--data-dir`), PostgreSQL in
+//! `umbra-global-cp`; [`metered::Metered`] measures any of them.
+//!
+//! Semantics (DESIGN.md, "Global CP"; the same on a zone):
 //! - resources are keyed `(type, mesh, name)` (a Mesh has an empty mesh) and carry an integer
 //!   `version`, 1 on creation and +1 per change. A write may name the version it expects
 //!   (`0` = must not exist): a mismatch is [`StoreError::Conflict`], never a lost update;
@@ -12,11 +16,14 @@
 //!   only a wake-up (PostgreSQL's LISTEN/NOTIFY behind it), never the source of truth;
 //! - a mesh-scoped resource needs its Mesh; deleting a Mesh deletes what it owns (each
 //!   deletion is logged);
-//! - each resource records the zone that owns it (`None` for resources created on the Global).
+//! - each resource records the zone that owns it (`None` for resources created where they are
+//!   stored);
+//! - a write is durable when it returns `Ok` (PostgreSQL commits; a durable memory store has
+//!   appended and fsynced its journal), so an API may answer 200 right after it.
 
+pub mod journal;
 pub mod memory;
 pub mod metered;
-pub mod postgres;
 
 use std::collections::BTreeMap;
 
@@ -335,8 +342,9 @@ pub fn labels_match(filter: &BTreeMap<String, String>, labels: &BTreeMap<String,
     filter.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-/// The normalized key a query lists (`mesh` is empty for Mesh).
-fn query_mesh(query: &ListQuery) -> Option<String> {
+/// The mesh a query lists: `Some("")` for Mesh (a Mesh has no mesh), else the query's mesh
+/// (`None`: every mesh).
+pub fn query_mesh(query: &ListQuery) -> Option<String> {
     if query.ty == ResourceType::Mesh {
         Some(String::new())
     } else {

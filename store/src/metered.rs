@@ -7,10 +7,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::watch;
-use umbra_api::metrics::{STORE_ERRORS, STORE_SECONDS};
 use umbra_core::resource::{Resource, ResourceKey};
 
-use super::{Change, ListQuery, Page, Store, StoreError, Stored};
+use crate::{Change, ListQuery, Page, Store, StoreError, Stored};
+
+/// `umbra_store_operation_seconds{op}`: latency of each store call (`put`, `delete`, `get`,
+/// `list`, `changes_since`, `revision`, `signing_key`), whatever the backend.
+pub const STORE_SECONDS: &str = "umbra_store_operation_seconds";
+/// `umbra_store_errors_total{op}`: store calls that failed (outage, conflict, ...).
+pub const STORE_ERRORS: &str = "umbra_store_errors_total";
 
 /// `inner`, measured.
 #[derive(Debug, Clone)]

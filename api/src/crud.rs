@@ -1,0 +1,350 @@
+//! Kuma's resource REST API, written once over the [`Store`] contract and mounted by both CPs
+//! ([`routes`]):
+//! - `GET /meshes`, `GET|PUT|DELETE /meshes/{name}`;
+//! - `GET /meshes/{mesh}/{plural}`, `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`.
+//!
+//! Lists are paged (`size`, `offset`; `{total, items, next}`, [`crate::paging`]) and filter by
+//! label with repeatable `label=<key>:<value>` (the form of Kuma's `tag=` filter); listing in
+//! a mesh that does not exist is a 404. Bodies are YAML or JSON in Kuma's universal format; an
+//! invalid resource gets a 400 with every `{field, message}` and nothing is stored
+//! ([`crate::resource::decode_for_path`]). A PUT or DELETE may carry `If-Match: <version>`
+//! (`0`: must not exist); a stale version is a 409. Answers carry the stored version in
+//! `ETag`. A PUT answers 201 on creation, 200 on update, and only once the store holds the
+//! write durably. What a CP may not write here ([`WriteMode`]) is a 405 that says where to
+//! write it instead.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{FromRef, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use umbra_core::resource::{ResourceKey, ResourceType, TypeKind};
+use umbra_store::{mesh_key, ListQuery, Store, Stored};
+
+use crate::error::ApiError;
+use crate::paging::PageParams;
+use crate::resource::{decode_for_path, resource_type};
+
+/// Which resources a CP's API accepts writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// The Global: everything but Dataplanes, which zones own and sync up over KDS.
+    Global,
+    /// A standalone zone: everything.
+    Zone,
+    /// A zone under a Global: only zone-owned (infrastructure) resources such as Dataplanes;
+    /// Meshes and policies come from the Global.
+    FederatedZone,
+}
+
+impl WriteMode {
+    /// `Ok` when a resource of `ty` may be written (PUT or DELETE) here.
+    ///
+    /// # Errors
+    /// A 405 naming where the resource is managed.
+    pub fn check(self, ty: ResourceType) -> Result<(), ApiError> {
+        match self {
+            WriteMode::Global if ty == ResourceType::Dataplane => Err(ApiError::status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Dataplanes are registered in their zone and synced to the Global over KDS; they are read-only here",
+            )),
+            WriteMode::FederatedZone if ty == ResourceType::Mesh || ty.kind() != TypeKind::Infra => Err(ApiError::status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!(
+                    "{} resources are managed by the Global CP in a federated zone; apply them on the Global",
+                    ty.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Told of every API write, e.g. to link the write's trace to what follows it.
+pub trait WriteObserver: Send + Sync + std::fmt::Debug {
+    /// A write of `key` is about to be made by the current request.
+    fn before_write(&self, key: &ResourceKey);
+    /// The write of `key` announced by [`WriteObserver::before_write`] failed.
+    fn write_failed(&self, key: &ResourceKey);
+}
+
+/// What the resource handlers need: the store, what may be written, and who to tell.
+#[derive(Debug, Clone)]
+pub struct ResourceApi {
+    /// The store the resources live in.
+    pub store: Arc<dyn Store>,
+    /// Which writes are accepted.
+    pub mode: WriteMode,
+    /// Told of every write.
+    pub observer: Option<Arc<dyn WriteObserver>>,
+}
+
+/// The resource routes, for a router whose state provides a [`ResourceApi`].
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ResourceApi: FromRef<S>,
+{
+    Router::new()
+        .route("/meshes", get(list_meshes))
+        .route(
+            "/meshes/{name}",
+            get(get_mesh).put(put_mesh).delete(delete_mesh),
+        )
+        .route("/meshes/{mesh}/{plural}", get(list_resources))
+        .route(
+            "/meshes/{mesh}/{plural}/{name}",
+            get(get_resource).put(put_resource).delete(delete_resource),
+        )
+}
+
+/// The resource routes as `(path, methods)`, for a CP's OpenAPI route list.
+pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/meshes", &["get"]),
+    ("/meshes/{name}", &["get", "put", "delete"]),
+    ("/meshes/{mesh}/{plural}", &["get"]),
+    ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
+];
+
+/// `status` with the resource as body and its version as `ETag` (`"3"`).
+pub fn respond(status: StatusCode, s: &Stored) -> Response {
+    let mut response = (status, Json(s.resource.to_value())).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", s.version)) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+/// The `If-Match` version precondition, if any (`"3"` or `3`).
+///
+/// # Errors
+/// A 400 when it is not a version.
+pub fn expected_version(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(v) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    v.to_str()
+        .ok()
+        .map(|s| s.trim().trim_matches('"'))
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_parameter(
+                "If-Match",
+                "must be a resource version (an integer, 0 for must-not-exist)",
+            )
+        })
+}
+
+/// The stored resource at `key`.
+///
+/// # Errors
+/// A 404 when there is none; store failures.
+pub async fn get_stored(store: &dyn Store, key: &ResourceKey) -> Result<Stored, ApiError> {
+    store
+        .get(key)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))
+}
+
+async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> {
+    get_stored(store, &mesh_key(mesh))
+        .await
+        .map(|_| ())
+        .map_err(|_| ApiError::not_found(format!("mesh {mesh:?} not found")))
+}
+
+async fn list(
+    store: &dyn Store,
+    ty: ResourceType,
+    mesh: &str,
+    query: &[(String, String)],
+    path: &str,
+) -> Result<Json<Value>, ApiError> {
+    let page = PageParams::parse(query)?;
+    let mut labels = BTreeMap::new();
+    for (_, v) in query.iter().filter(|(k, _)| k == "label") {
+        let (key, value) = v.split_once(':').ok_or_else(|| {
+            ApiError::bad_parameter("label", format!("{v:?} is not <key>:<value>"))
+        })?;
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+    let result = store
+        .list(&ListQuery {
+            ty,
+            mesh: Some(mesh.to_owned()),
+            labels,
+            offset: page.offset as u64,
+            size: page.size as u64,
+        })
+        .await?;
+    let items = result.items.iter().map(|s| s.resource.to_value()).collect();
+    let total = usize::try_from(result.total).unwrap_or(usize::MAX);
+    Ok(Json(page.body(items, total, path)))
+}
+
+async fn put(
+    api: &ResourceApi,
+    ty: ResourceType,
+    mesh: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    api.mode.check(ty)?;
+    let expected = expected_version(headers)?;
+    let resource = decode_for_path(ty, mesh, name, body)?;
+    let key = resource.key();
+    if let Some(o) = &api.observer {
+        o.before_write(&key);
+    }
+    let (stored, created) = api
+        .store
+        .put(resource, expected, None)
+        .await
+        .inspect_err(|_| {
+            if let Some(o) = &api.observer {
+                o.write_failed(&key);
+            }
+        })?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(respond(status, &stored))
+}
+
+async fn delete(
+    api: &ResourceApi,
+    key: &ResourceKey,
+    headers: &HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    api.mode.check(key.ty)?;
+    let expected = expected_version(headers)?;
+    api.store.delete(key, expected).await?;
+    Ok(Json(json!({})))
+}
+
+async fn list_meshes(
+    State(api): State<ResourceApi>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    list(&*api.store, ResourceType::Mesh, "", &query, "/meshes").await
+}
+
+async fn get_mesh(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let stored = get_stored(&*api.store, &mesh_key(&name)).await?;
+    Ok(respond(StatusCode::OK, &stored))
+}
+
+async fn put_mesh(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    put(&api, ResourceType::Mesh, "", &name, &headers, &body).await
+}
+
+async fn delete_mesh(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    delete(&api, &mesh_key(&name), &headers).await
+}
+
+async fn list_resources(
+    State(api): State<ResourceApi>,
+    Path((mesh, plural)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    mesh_exists(&*api.store, &mesh).await?;
+    let path = format!("/meshes/{mesh}/{plural}");
+    list(&*api.store, ty, &mesh, &query, &path).await
+}
+
+async fn get_resource(
+    State(api): State<ResourceApi>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let ty = resource_type(&plural)?;
+    let stored = get_stored(&*api.store, &ResourceKey { ty, mesh, name }).await?;
+    Ok(respond(StatusCode::OK, &stored))
+}
+
+async fn put_resource(
+    State(api): State<ResourceApi>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ty = resource_type(&plural)?;
+    put(&api, ty, &mesh, &name, &headers, &body).await
+}
+
+async fn delete_resource(
+    State(api): State<ResourceApi>,
+    Path((mesh, plural, name)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    delete(&api, &ResourceKey { ty, mesh, name }, &headers).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_modes_refuse_what_the_cp_does_not_own() {
+        let status = |r: Result<(), ApiError>| r.err().map(|e| e.status);
+        assert_eq!(
+            status(WriteMode::Global.check(ResourceType::MeshTimeout)),
+            None
+        );
+        assert_eq!(status(WriteMode::Global.check(ResourceType::Mesh)), None);
+        assert_eq!(
+            status(WriteMode::Global.check(ResourceType::Dataplane)),
+            Some(StatusCode::METHOD_NOT_ALLOWED)
+        );
+        assert_eq!(
+            status(WriteMode::Zone.check(ResourceType::MeshTimeout)),
+            None
+        );
+        assert_eq!(
+            status(WriteMode::FederatedZone.check(ResourceType::Mesh)),
+            Some(StatusCode::METHOD_NOT_ALLOWED)
+        );
+        assert_eq!(
+            status(WriteMode::FederatedZone.check(ResourceType::MeshTimeout)),
+            Some(StatusCode::METHOD_NOT_ALLOWED)
+        );
+        assert_eq!(
+            status(WriteMode::FederatedZone.check(ResourceType::Dataplane)),
+            None
+        );
+    }
+
+    #[test]
+    fn if_match_takes_quoted_and_bare_versions() {
+        let mut h = HeaderMap::new();
+        assert_eq!(expected_version(&h).unwrap(), None);
+        h.insert(header::IF_MATCH, HeaderValue::from_static("\"3\""));
+        assert_eq!(expected_version(&h).unwrap(), Some(3));
+        h.insert(header::IF_MATCH, HeaderValue::from_static("0"));
+        assert_eq!(expected_version(&h).unwrap(), Some(0));
+        h.insert(header::IF_MATCH, HeaderValue::from_static("*"));
+        assert!(expected_version(&h).is_err());
+    }
+}
