@@ -305,3 +305,86 @@ async fn federated_zones_refuse_policy_writes_but_accept_dataplanes() {
     .await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// `(status, ETag, body)` of a request with optional `If-Match`.
+async fn call_versioned(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    if_match: Option<&str>,
+    body: Option<&str>,
+) -> (StatusCode, Option<String>, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(v) = if_match {
+        req = req.header("if-match", v);
+    }
+    let req = req
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let etag = resp
+        .headers()
+        .get("etag")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        etag,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn a_standalone_zone_checks_if_match_and_sends_etags() {
+    let app = router(AppState {
+        store: Store::new(),
+        federated: false,
+        insights: Default::default(),
+    });
+    let (status, etag, _) = call_versioned(
+        &app,
+        "PUT",
+        "/meshes/m",
+        Some("0"),
+        Some("type: Mesh\nname: m\n"),
+    )
+    .await;
+    assert_eq!(
+        (status, etag.as_deref()),
+        (StatusCode::CREATED, Some("\"1\""))
+    );
+    let policy = |idle: &str| {
+        format!("type: MeshTimeout\nmesh: m\nname: t\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {idle}}}\n")
+    };
+    let uri = "/meshes/m/meshtimeouts/t";
+    let (status, etag, _) = call_versioned(&app, "PUT", uri, None, Some(&policy("1s"))).await;
+    assert_eq!(
+        (status, etag.as_deref()),
+        (StatusCode::CREATED, Some("\"1\""))
+    );
+    let (status, etag, _) = call_versioned(&app, "GET", uri, None, None).await;
+    assert_eq!((status, etag.as_deref()), (StatusCode::OK, Some("\"1\"")));
+
+    // A stale version is refused and changes nothing.
+    let (status, _, body) =
+        call_versioned(&app, "PUT", uri, Some("\"7\""), Some(&policy("2s"))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (_, _, stored) = call_versioned(&app, "GET", uri, None, None).await;
+    assert_eq!(stored["spec"]["to"][0]["default"]["idleTimeout"], "1s");
+
+    // The current one is taken, and the answer carries the new version.
+    let (status, etag, body) =
+        call_versioned(&app, "PUT", uri, Some("\"1\""), Some(&policy("2s"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(etag.as_deref(), Some("\"2\""));
+    assert_eq!(body["spec"]["to"][0]["default"]["idleTimeout"], "2s");
+
+    // Deletes check it too.
+    let (status, _, _) = call_versioned(&app, "DELETE", uri, Some("1"), None).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _, _) = call_versioned(&app, "DELETE", uri, Some("2"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = call_versioned(&app, "GET", uri, None, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
