@@ -15,6 +15,40 @@ use crate::target_ref::{
 };
 use crate::validate::{PathBuilder, ValidationError};
 
+/// A DPP's identity: its mesh and Dataplane name. Envoy names it in its node id as
+/// `<mesh>.<name>` (Kuma's convention, [`DpKey::from_node_id`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DpKey {
+    /// The mesh.
+    pub mesh: String,
+    /// The Dataplane's name in the mesh.
+    pub name: String,
+}
+
+impl DpKey {
+    /// The DPP `name` of `mesh`.
+    pub fn new(mesh: impl Into<String>, name: impl Into<String>) -> Self {
+        DpKey {
+            mesh: mesh.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The DPP an Envoy node id `<mesh>.<name>` names (the name may contain dots); `None`
+    /// when either part is empty or there is no dot.
+    pub fn from_node_id(id: &str) -> Option<Self> {
+        let (mesh, name) = id.split_once('.')?;
+        (!mesh.is_empty() && !name.is_empty()).then(|| DpKey::new(mesh, name))
+    }
+}
+
+/// `<mesh>.<name>`, the node id form.
+impl std::fmt::Display for DpKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.mesh, self.name)
+    }
+}
+
 /// A Dataplane's spec: `networking` (plus opaque `metrics`/`probes`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

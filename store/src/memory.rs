@@ -37,7 +37,7 @@ struct State {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplicaWrite {
     /// Store the resource as its owner has it (times kept, no version precondition).
-    Put(Resource),
+    Put(Box<Resource>),
     /// Delete the resource (a missing one is not an error).
     Delete(ResourceKey),
 }
@@ -190,11 +190,9 @@ impl MemoryStore {
     /// # Errors
     /// [`StoreError::NoMesh`]; [`StoreError::Unavailable`] when a durable store cannot write.
     pub fn put_replica(&self, resource: Resource) -> Result<bool, StoreError> {
-        let out = self
-            .apply_replica(vec![ReplicaWrite::Put(resource)])
+        self.apply_replica(vec![ReplicaWrite::Put(Box::new(resource))])
             .pop()
-            .unwrap_or(Ok(false));
-        out
+            .unwrap_or(Ok(false))
     }
 
     /// Apply `writes` in order as one durable step (one fsync for the batch). Each write gets
@@ -208,6 +206,7 @@ impl MemoryStore {
             .into_iter()
             .map(|write| match write {
                 ReplicaWrite::Put(resource) => {
+                    let resource = *resource;
                     let key = resource.key();
                     state.check_mesh(&key)?;
                     let existing = state.resources.get(&key);
@@ -546,10 +545,10 @@ mod tests {
         let mut mesh = res("type: Mesh\nname: m\n");
         mesh.meta.creation_time = Some("2026-01-01T00:00:00Z".into());
         let out = s.apply_replica(vec![
-            ReplicaWrite::Put(res(TIMEOUT)),
-            ReplicaWrite::Put(mesh.clone()),
-            ReplicaWrite::Put(res(TIMEOUT)),
-            ReplicaWrite::Put(mesh.clone()),
+            ReplicaWrite::Put(Box::new(res(TIMEOUT))),
+            ReplicaWrite::Put(Box::new(mesh.clone())),
+            ReplicaWrite::Put(Box::new(res(TIMEOUT))),
+            ReplicaWrite::Put(Box::new(mesh.clone())),
         ]);
         assert_eq!(
             out,

@@ -22,5 +22,6 @@ pub mod generate;
 pub mod plugins;
 pub mod render;
 pub mod snapshot;
+pub mod sotw;
 pub mod util;
 pub mod wire_diff;

@@ -46,6 +46,7 @@ use umbra_xds::snapshot::{
 
 use crate::reconciler::{DpKey, Reconciler, TYPE_ORDER};
 use umbra_xds::delta::{supports_wildcard, DeltaType, Limit, Reply};
+use umbra_xds::sotw::{SotwReply, SotwType};
 
 /// Responses queued per stream before the writer applies back-pressure.
 pub const STREAM_QUEUE: usize = 16;
@@ -95,7 +96,7 @@ impl Insights {
         self.map
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(mesh.to_owned(), name.to_owned()))
+            .get(&DpKey::new(mesh, name))
             .cloned()
     }
 
@@ -166,7 +167,7 @@ impl Ads {
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
     ) -> Result<DpKey, Status> {
         let id = node.map(|n| n.id.clone()).unwrap_or_default();
-        let key = parse_node_id(&id).ok_or_else(|| {
+        let key = DpKey::from_node_id(&id).ok_or_else(|| {
             Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
         })?;
         register_from_metadata(&self.store, &key, node)?;
@@ -174,25 +175,15 @@ impl Ads {
             i.connected = true;
             i.responses_sent = 0;
         });
-        tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy connected");
+        tracing::info!(mesh = %key.mesh, dataplane = %key.name, "Envoy connected");
         Ok(key)
     }
 
     /// A stream ended.
     fn close(&self, key: &DpKey) {
         self.insights.update(key, |i| i.connected = false);
-        tracing::info!(mesh = %key.0, dataplane = %key.1, "Envoy disconnected");
+        tracing::info!(mesh = %key.mesh, dataplane = %key.name, "Envoy disconnected");
     }
-}
-
-/// Per stream and type URL.
-#[derive(Debug, Default)]
-struct TypeState {
-    subscribed: bool,
-    names: Vec<String>,
-    sent_version: Option<String>,
-    sent_nonce: String,
-    nacked_version: Option<String>,
 }
 
 fn pack<M: Message + Name>(m: &M) -> Any {
@@ -255,12 +246,12 @@ pub fn register_from_metadata(
         Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
     })?;
     if resource.ty() != umbra_core::resource::ResourceType::Dataplane
-        || resource.meta.mesh != key.0
-        || resource.meta.name != key.1
+        || resource.meta.mesh != key.mesh
+        || resource.meta.name != key.name
     {
         return Err(Status::invalid_argument(format!(
             "node metadata {DATAPLANE_METADATA_KEY} must be the Dataplane {}/{} named by the node id",
-            key.0, key.1
+            key.mesh, key.name
         )));
     }
     let violations = resource.validate();
@@ -275,63 +266,46 @@ pub fn register_from_metadata(
         .map_err(|e| Status::failed_precondition(e.to_string()))
 }
 
-/// Parse Kuma's node id `<mesh>.<name>`.
-pub fn parse_node_id(id: &str) -> Option<DpKey> {
-    let (mesh, name) = id.split_once('.')?;
-    (!mesh.is_empty() && !name.is_empty()).then(|| (mesh.to_owned(), name.to_owned()))
-}
-
 struct StreamCtx {
     key: DpKey,
-    types: HashMap<String, TypeState>,
+    types: HashMap<String, SotwType>,
     nonce: u64,
 }
 
 impl StreamCtx {
-    /// Apply a SotW request: stale ones are ignored, ACKs and NACKs recorded. `true` when the
-    /// request opens (or reopens) a subscription that must be answered now.
+    /// Apply a SotW request ([`SotwType::on_request`]) and record ACKs and NACKs. `true` when
+    /// the request opens (or reopens) a subscription that must be answered now.
     fn on_request(&mut self, req: &DiscoveryRequest, insights: &Insights) -> bool {
         let state = self.types.entry(req.type_url.clone()).or_default();
-        if !req.response_nonce.is_empty() && req.response_nonce != state.sent_nonce {
-            return false; // stale: answers an older response
+        match state.on_request(req) {
+            SotwReply::Stale => false,
+            SotwReply::Subscribe => true,
+            SotwReply::Ack { version } => {
+                count(XDS_ACKS, &req.type_url, "sotw");
+                insights.update(&self.key, |i| {
+                    i.acked.insert(req.type_url.clone(), version);
+                    i.nacked.remove(&req.type_url);
+                });
+                false
+            }
+            SotwReply::Nack { rejected, message } => {
+                tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK");
+                count(XDS_NACKS, &req.type_url, "sotw");
+                insights.update(&self.key, |i| {
+                    i.nacked.insert(
+                        req.type_url.clone(),
+                        Nack {
+                            version: rejected,
+                            error: message,
+                        },
+                    );
+                });
+                false
+            }
         }
-        state.subscribed = true;
-        state.names.clone_from(&req.resource_names);
-        if let Some(err) = &req.error_detail {
-            let rejected = state.sent_version.clone().unwrap_or_default();
-            state.nacked_version = Some(rejected.clone());
-            // Envoy keeps its last good config; what it runs is the version it reports.
-            state.sent_version = Some(req.version_info.clone());
-            let message = err.message.clone();
-            tracing::warn!(mesh = %self.key.0, dataplane = %self.key.1, type_url = %req.type_url, error = %message, "NACK");
-            count(XDS_NACKS, &req.type_url, "sotw");
-            insights.update(&self.key, |i| {
-                i.nacked.insert(
-                    req.type_url.clone(),
-                    Nack {
-                        version: rejected,
-                        error: message,
-                    },
-                );
-            });
-            return false;
-        }
-        if !req.response_nonce.is_empty() {
-            count(XDS_ACKS, &req.type_url, "sotw");
-            let acked = req.version_info.clone();
-            insights.update(&self.key, |i| {
-                i.acked.insert(req.type_url.clone(), acked);
-                i.nacked.remove(&req.type_url);
-            });
-            return false;
-        }
-        // A new subscription (or a re-request after reconnect): answer it.
-        state.sent_version = None;
-        true
     }
 
-    /// Send `type_url` if subscribed and the current version differs from what was sent (and
-    /// is not the NACKed one).
+    /// Send `type_url` when [`SotwType::next`] says so.
     async fn maybe_send(
         &mut self,
         type_url: &str,
@@ -339,43 +313,36 @@ impl StreamCtx {
         insights: &Insights,
         tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
     ) -> bool {
-        let Some(dp) = rec.get(&self.key.0, &self.key.1) else {
+        let Some(dp) = rec.get(&self.key.mesh, &self.key.name) else {
             return true;
         };
         let Some(state) = self.types.get_mut(type_url) else {
             return true;
         };
-        if !state.subscribed {
-            return true;
-        }
         let Some(version) = dp.versions.get(type_url).cloned() else {
             return true;
         };
-        if state.nacked_version.is_some() && state.sent_version.as_deref() == Some(version.as_str())
-        {
+        let step = state.next(&version);
+        if step.nack_over {
             // The config went back to what Envoy accepted last (e.g. the offending policy was
-            // deleted): Envoy is already running it, so the NACK is over.
-            state.nacked_version = None;
+            // deleted): Envoy is already running it.
             insights.update(&self.key, |i| {
                 i.nacked.remove(type_url);
             });
         }
-        if state.sent_version.as_deref() == Some(version.as_str())
-            || state.nacked_version.as_deref() == Some(version.as_str())
-        {
+        if !step.send {
             return true;
         }
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         let response = DiscoveryResponse {
             version_info: version.clone(),
-            resources: resources(&dp, type_url, &state.names),
+            resources: resources(&dp, type_url, state.names()),
             type_url: type_url.to_owned(),
             nonce: nonce.clone(),
             ..Default::default()
         };
-        state.sent_version = Some(version);
-        state.sent_nonce = nonce;
+        state.sent(version, nonce);
         insights.update(&self.key, |i| i.responses_sent += 1);
         count(XDS_PUSHES, type_url, "sotw");
         push_span(rec, &self.key, type_url, "sotw");
@@ -584,7 +551,7 @@ impl DeltaCtx {
                     .cloned()
                     .collect::<Vec<_>>()
                     .join(",");
-                tracing::warn!(mesh = %self.key.0, dataplane = %self.key.1, type_url = %req.type_url, error = %message, "NACK (delta)");
+                tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK (delta)");
                 count(XDS_NACKS, &req.type_url, "delta");
                 insights.update(&self.key, |i| {
                     i.nacked.insert(
@@ -608,7 +575,7 @@ impl DeltaCtx {
         insights: &Insights,
         tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
     ) -> bool {
-        let Some(dp) = rec.get(&self.key.0, &self.key.1) else {
+        let Some(dp) = rec.get(&self.key.mesh, &self.key.name) else {
             return true;
         };
         let Some(state) = self.types.get_mut(type_url) else {
@@ -666,7 +633,7 @@ fn count(name: &'static str, type_url: &str, api: &'static str) {
 fn push_span(rec: &Reconciler, key: &DpKey, type_url: &str, api: &'static str) {
     if let Some(parent) = rec.push_trace() {
         let span =
-            tracing::info_span!("xds.push", mesh = %key.0, dataplane = %key.1, type_url, api);
+            tracing::info_span!("xds.push", mesh = %key.mesh, dataplane = %key.name, type_url, api);
         umbra_api::process::set_parent(&span, &parent);
         span.in_scope(|| tracing::debug!("pushed"));
     }
@@ -695,14 +662,14 @@ mod tests {
     #[test]
     fn node_ids() {
         assert_eq!(
-            parse_node_id("default.frontend"),
-            Some(("default".into(), "frontend".into()))
+            DpKey::from_node_id("default.frontend"),
+            Some(DpKey::new("default", "frontend"))
         );
         assert_eq!(
-            parse_node_id("default.web.v1"),
-            Some(("default".into(), "web.v1".into()))
+            DpKey::from_node_id("default.web.v1"),
+            Some(DpKey::new("default", "web.v1"))
         );
-        assert_eq!(parse_node_id("nodot"), None);
-        assert_eq!(parse_node_id(".x"), None);
+        assert_eq!(DpKey::from_node_id("nodot"), None);
+        assert_eq!(DpKey::from_node_id(".x"), None);
     }
 }

@@ -84,7 +84,7 @@ struct Root {
     serial: u64,
 }
 
-type DpKey = (String, String);
+use umbra_core::dataplane::DpKey;
 
 /// A DPP's issued identity with what it was issued for: its SANs and the root's serial.
 struct Issued {
@@ -237,7 +237,7 @@ impl Authority {
             return Err(CaError::NoIdentity);
         }
         let root = self.root(mesh, backend, now)?;
-        let key = (mesh.to_owned(), name.to_owned());
+        let key = DpKey::new(mesh, name);
         {
             let ids = self
                 .identities
@@ -307,11 +307,11 @@ impl Authority {
 
     /// Forget identities of DPPs for which `keep` is false (removed DPPs, meshes without mTLS)
     /// and roots of meshes for which `keep_mesh` is false.
-    pub fn retain(&self, keep: impl Fn(&str, &str) -> bool, keep_mesh: impl Fn(&str) -> bool) {
+    pub fn retain(&self, keep: impl Fn(&DpKey) -> bool, keep_mesh: impl Fn(&str) -> bool) {
         self.identities
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|(m, n), _| keep(m, n));
+            .retain(|k, _| keep(k));
         self.roots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

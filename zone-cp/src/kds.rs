@@ -44,6 +44,7 @@ use umbra_xds::snapshot::ResourceVersions;
 use crate::ads::Insights;
 use crate::reconciler::Reconciler;
 use crate::store::{ReplicaWrite, Store, StoreError};
+use umbra_core::dataplane::DpKey;
 
 /// How to reach the Global.
 #[derive(Debug, Clone)]
@@ -387,7 +388,7 @@ impl Sink for StoreSink {
             match Self::decode(ty, &u) {
                 Ok(resource) => {
                     modified.push(resource.meta.modification_time.clone());
-                    writes.push(ReplicaWrite::Put(resource));
+                    writes.push(ReplicaWrite::Put(Box::new(resource)));
                     names.push(u.name);
                 }
                 Err(reason) => refused.push(Refusal {
@@ -489,7 +490,7 @@ async fn publish_offer(
         }
         cache = seen;
         let mut insight_items = TypeItems::default();
-        for ((mesh, name), insight) in insights.all() {
+        for (DpKey { mesh, name }, insight) in insights.all() {
             let mut doc = serde_json::to_value(&insight).unwrap_or_default();
             if let Some(o) = doc.as_object_mut() {
                 o.insert("mesh".into(), mesh.clone().into());

@@ -62,7 +62,21 @@ pub struct DpSnapshot {
 }
 
 /// Key of a DPP: `(mesh, name)`.
-pub type DpKey = (String, String);
+pub use umbra_core::dataplane::DpKey;
+
+/// What one DPP's turn in a reconciliation pass produced.
+struct Regenerated {
+    /// The DPP.
+    key: DpKey,
+    /// Its snapshot now: the previous one when its inputs did not change.
+    snapshot: Arc<DpSnapshot>,
+    /// It was generated again (its inputs changed).
+    regenerated: bool,
+    /// What Envoy receives changed.
+    changed: bool,
+    /// It holds a workload identity (an mTLS mesh whose CA issued one).
+    has_identity: bool,
+}
 
 /// What one reconciliation did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -165,7 +179,7 @@ impl Reconciler {
         self.state
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(mesh.to_owned(), name.to_owned()))
+            .get(&DpKey::new(mesh, name))
             .cloned()
     }
 
@@ -188,8 +202,8 @@ impl Reconciler {
         Some(
             state
                 .iter()
-                .filter(|((m, _), e)| m == mesh && e.error.is_none())
-                .map(|((_, n), e)| (n.clone(), e.snapshot.clone()))
+                .filter(|(k, e)| k.mesh == mesh && e.error.is_none())
+                .map(|(k, e)| (k.name.clone(), e.snapshot.clone()))
                 .collect(),
         )
     }
@@ -284,12 +298,12 @@ impl Reconciler {
                     })
             });
             let now = std::time::SystemTime::now();
-            let results: Vec<(DpKey, Arc<DpSnapshot>, bool, bool, bool)> = dataplanes
+            let results: Vec<Regenerated> = dataplanes
                 .par_iter()
                 .filter_map(|s| {
                     let dp = s.resource.as_dataplane()?;
                     let name = s.resource.meta.name.as_str();
-                    let key = (mesh_name.to_owned(), name.to_owned());
+                    let key = DpKey::new(mesh_name, name);
                     let old = previous.get(&key);
                     let deps = dependencies(dp, &policies);
                     let identity: Option<Result<Arc<Identity>, String>> =
@@ -321,20 +335,32 @@ impl Reconciler {
                     let inputs: Fingerprint = fp.0.finalize().into();
                     let has_identity = matches!(identity, Some(Ok(_)));
                     if let Some(old) = old.filter(|o| o.inputs == inputs) {
-                        return Some((key, old.clone(), false, false, has_identity));
+                        return Some(Regenerated {
+                            key,
+                            snapshot: old.clone(),
+                            regenerated: false,
+                            changed: false,
+                            has_identity,
+                        });
                     }
-                    let (entry, changed) =
+                    let (snapshot, changed) =
                         Self::regenerate(&key, dp, &ctx, &policies, identity, old, inputs);
-                    Some((key, entry, true, changed, has_identity))
+                    Some(Regenerated {
+                        key,
+                        snapshot,
+                        regenerated: true,
+                        changed,
+                        has_identity,
+                    })
                 })
                 .collect();
-            for (key, entry, regenerated, changed, has_identity) in results {
-                outcome.regenerated += usize::from(regenerated);
-                outcome.changed += usize::from(changed);
-                if has_identity {
-                    with_identity.insert(key.clone());
+            for r in results {
+                outcome.regenerated += usize::from(r.regenerated);
+                outcome.changed += usize::from(r.changed);
+                if r.has_identity {
+                    with_identity.insert(r.key.clone());
                 }
-                next.insert(key, entry);
+                next.insert(r.key, r.snapshot);
             }
         }
         *self
@@ -344,8 +370,8 @@ impl Reconciler {
         // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
         // are dropped; so are the roots of meshes without any.
         self.ca.retain(
-            |m, n| with_identity.contains(&(m.to_owned(), n.to_owned())),
-            |m| with_identity.iter().any(|(mesh, _)| mesh == m),
+            |k| with_identity.contains(k),
+            |m| with_identity.iter().any(|k| k.mesh == m),
         );
         // Dataplanes that disappeared count as changes too (their streams must notice).
         outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
@@ -384,7 +410,7 @@ impl Reconciler {
         let start = std::time::Instant::now();
         let generated = generate(
             Proxy {
-                name: &key.1,
+                name: &key.name,
                 dataplane: dp,
             },
             ctx,
@@ -398,7 +424,7 @@ impl Reconciler {
                 if let Some(identity) = identity {
                     let id = identity?;
                     for secret in mesh_secrets(
-                        &key.0,
+                        &key.mesh,
                         id.cert_pem.as_bytes(),
                         id.key_pem.as_bytes(),
                         id.ca_pem.as_bytes(),
@@ -437,7 +463,7 @@ impl Reconciler {
                 (Arc::new(entry), changed)
             }
             Err(e) => {
-                tracing::warn!(mesh = %key.0, dataplane = %key.1, error = %e, "generation failed; keeping the last good snapshot");
+                tracing::warn!(mesh = %key.mesh, dataplane = %key.name, error = %e, "generation failed; keeping the last good snapshot");
                 let mut kept = old.map(|o| (**o).clone()).unwrap_or_default();
                 let message = e;
                 let changed = kept.error.as_deref() != Some(message.as_str());
