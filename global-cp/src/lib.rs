@@ -8,15 +8,15 @@
 //!   (per-DPP forwarding, affected DPPs, the fleet-wide shadow diff);
 //! - [`tokens`]: zone tokens; [`zones`]: what the Global knows of each zone;
 //! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
-//! - [`testing`]: a throwaway PostgreSQL server for tests.
-//!
-//! Inspect fan-out (issue 6) is still to come.
+//! - `testing` (feature `testing`, for test harnesses only): a throwaway PostgreSQL server and
+//!   the loopback port picker.
 
 pub mod api;
 pub mod fanout;
 pub mod inspect;
 pub mod kds;
 pub mod store;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
 pub mod zones;
