@@ -22,6 +22,17 @@ pub const MAX_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Validity when none is asked for (1 year).
 pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Clock skew tolerated on a token's expiry (seconds).
+pub const LEEWAY_SECS: u64 = 5;
+
+/// Now, in seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
 /// Why a token was not issued or not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
@@ -98,13 +109,22 @@ impl ZoneTokens {
     /// # Errors
     /// [`TokenError::BadZone`].
     pub fn issue(&self, zone: &str, valid_for: Duration) -> Result<String, TokenError> {
+        self.issue_at(zone, valid_for, unix_now())
+    }
+
+    /// [`ZoneTokens::issue`] as if the time were `now` (seconds since the Unix epoch).
+    ///
+    /// # Errors
+    /// [`TokenError::BadZone`].
+    pub fn issue_at(
+        &self,
+        zone: &str,
+        valid_for: Duration,
+        now: u64,
+    ) -> Result<String, TokenError> {
         if !valid_zone_name(zone) {
             return Err(TokenError::BadZone(zone.to_owned()));
         }
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
         let claims = Claims {
             zone: zone.to_owned(),
             iat: now,
@@ -123,11 +143,27 @@ impl ZoneTokens {
     /// # Errors
     /// [`TokenError::Invalid`] for a malformed, forged or expired token.
     pub fn verify(&self, token: &str) -> Result<String, TokenError> {
+        self.verify_at(token, unix_now())
+    }
+
+    /// [`ZoneTokens::verify`] as if the time were `now` (seconds since the Unix epoch): a
+    /// token whose `exp` is more than [`LEEWAY_SECS`] before `now` is expired.
+    ///
+    /// # Errors
+    /// [`TokenError::Invalid`] for a malformed, forged or expired token.
+    pub fn verify_at(&self, token: &str, now: u64) -> Result<String, TokenError> {
         let mut validation = Validation::new(Algorithm::HS256);
-        validation.leeway = 5;
+        // Expiry is checked below against `now`, not the library's clock.
+        validation.validate_exp = false;
         validation.set_required_spec_claims(&["exp", "iat"]);
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
             .map_err(|e| TokenError::Invalid(e.to_string()))?;
+        if data.claims.exp.saturating_add(LEEWAY_SECS) < now {
+            return Err(TokenError::Invalid(format!(
+                "the token expired {} s ago",
+                now - data.claims.exp
+            )));
+        }
         if !valid_zone_name(&data.claims.zone) {
             return Err(TokenError::Invalid(
                 "the zone claim is not a zone name".into(),
@@ -155,10 +191,28 @@ mod tests {
             tokens.issue("Zone.1", Duration::from_secs(60)),
             Err(TokenError::BadZone("Zone.1".into()))
         );
-        let expired = tokens.issue("z", Duration::ZERO).unwrap();
-        std::thread::sleep(Duration::from_millis(10));
-        // Zero validity expires at once, within the 5 s leeway; a forged exp cannot help.
-        let mut parts: Vec<&str> = expired.split('.').collect();
+        // Expiry, on a given clock: valid until exp plus the leeway, refused one second later.
+        let issued_at = 1_800_000_000;
+        let t = tokens
+            .issue_at("z", Duration::from_secs(60), issued_at)
+            .unwrap();
+        assert_eq!(tokens.verify_at(&t, issued_at).unwrap(), "z");
+        assert_eq!(
+            tokens.verify_at(&t, issued_at + 60 + LEEWAY_SECS).unwrap(),
+            "z"
+        );
+        let expired = tokens.verify_at(&t, issued_at + 60 + LEEWAY_SECS + 1);
+        assert!(
+            matches!(&expired, Err(TokenError::Invalid(m)) if m.contains("expired")),
+            "{expired:?}"
+        );
+        // A token issued long ago is refused on the real clock too.
+        let old = tokens
+            .issue_at("z", Duration::from_secs(60), unix_now() - 3600)
+            .unwrap();
+        assert!(tokens.verify(&old).is_err());
+        // A forged signature cannot move exp.
+        let mut parts: Vec<&str> = old.split('.').collect();
         parts[2] = "AAAA";
         assert!(tokens.verify(&parts.join(".")).is_err());
     }
