@@ -73,8 +73,9 @@
 //! and MeshFaultInjection puts nothing in its place, so the seed's "it should be always safe to
 //! remove FaultInjection and create new MeshFaultInjection" does not hold for gRPC services.
 //!
-//! Kuma runs the MeshFaultInjection plugin before MeshTimeout; `generate` applies MeshTimeout
-//! first. They edit disjoint fields (HTTP filters versus timeouts), so the order does not show.
+//! Kuma runs the MeshFaultInjection plugin before MeshTimeout, and so does Umbra
+//! ([`crate::plugins::ORDERED`]). They edit disjoint fields (HTTP filters versus timeouts), so the
+//! order would not show either way.
 //!
 //! [`PolicySet::old_policies`]: umbra_core::view::PolicySet::old_policies
 
