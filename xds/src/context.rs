@@ -1,7 +1,8 @@
 //! What generation needs to know about a DPP's mesh, computed once per mesh and shared by
 //! every DPP: endpoints per service (from every Dataplane's inbounds), each service's protocol,
 //! its EDS ClusterLoadAssignment (built once and shared by every DPP's snapshot, as Kuma's
-//! `xds/cache/cla` does), and whether mTLS is on.
+//! `xds/cache/cla` does), and whether mTLS is on. Builds the EDS resources with
+//! [`crate::load_assignment`]; [`Endpoint`] is re-exported from there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,6 +12,9 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use umbra_core::dataplane::{DataplaneSpec, InboundState};
 use umbra_core::mesh::MeshSpec;
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
+
+use crate::load_assignment::load_assignment;
+pub use crate::load_assignment::Endpoint;
 
 /// Application protocol of an inbound or a service (`kuma.io/protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,17 +59,6 @@ impl Protocol {
     pub fn is_http(self) -> bool {
         matches!(self, Protocol::Http | Protocol::Http2 | Protocol::Grpc)
     }
-}
-
-/// One endpoint of a service: a healthy inbound of some DPP.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Endpoint {
-    /// IP the endpoint listens on (advertised, inbound or DPP address).
-    pub address: String,
-    /// Inbound (dataplane) port.
-    pub port: u32,
-    /// The inbound's tags.
-    pub tags: BTreeMap<String, String>,
 }
 
 /// Mesh-wide facts for generation. Build once per mesh with [`MeshContext::build`].
@@ -152,7 +145,7 @@ impl MeshContext {
         let load_assignments = endpoints
             .iter()
             .map(|(service, eps)| {
-                let cla = crate::generate::load_assignment(service, eps);
+                let cla = load_assignment(service, eps);
                 (service.clone(), Arc::new(cla))
             })
             .collect();
@@ -191,7 +184,7 @@ impl MeshContext {
         self.load_assignments
             .get(service)
             .cloned()
-            .unwrap_or_else(|| Arc::new(crate::generate::load_assignment(service, &[])))
+            .unwrap_or_else(|| Arc::new(load_assignment(service, &[])))
     }
 
     /// Protocol of a destination service (TCP when unknown).

@@ -260,30 +260,6 @@ fn cached_ops<M: Message + Name>(
     Ok(out)
 }
 
-pub(crate) fn prefix_op(op: &mut PatchOperation, prefix: &json_patch::jsonptr::PointerBuf) {
-    let join = |p: &json_patch::jsonptr::PointerBuf| {
-        let mut out = prefix.clone();
-        for t in p.tokens() {
-            out.push_back(t);
-        }
-        out
-    };
-    match op {
-        PatchOperation::Add(o) => o.path = join(&o.path),
-        PatchOperation::Remove(o) => o.path = join(&o.path),
-        PatchOperation::Replace(o) => o.path = join(&o.path),
-        PatchOperation::Move(o) => {
-            o.path = join(&o.path);
-            o.from = join(&o.from);
-        }
-        PatchOperation::Copy(o) => {
-            o.path = join(&o.path);
-            o.from = join(&o.from);
-        }
-        PatchOperation::Test(o) => o.path = join(&o.path),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

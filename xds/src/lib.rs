@@ -4,24 +4,40 @@
 //!
 //! - [`render`]: the Envoy descriptor pool (compiled at build time from the protos `envoy-types`
 //!   ships) and proto3-JSON rendering/parsing of Envoy messages.
-//! - [`context`], [`generate`]: mesh-wide facts and the base sidecar generators (Kuma 2.7 shapes);
-//! - [`plugins`]: the policy families (MeshTimeout/Timeout, MeshFaultInjection/FaultInjection,
-//!   MeshTrafficPermission/TrafficPermission, MeshCircuitBreaker/CircuitBreaker,
-//!   MeshProxyPatch/ProxyTemplate) editing a snapshot in Kuma's order;
+//!
+//! The generation pipeline, bottom to top (a module imports only modules below it):
+//! - leaves: [`names`] (filter, header and resource names), [`error`] ([`GenerateError`]),
+//!   [`util`], [`load_assignment`] (EDS resources), [`render`], [`snapshot`];
+//! - [`context`]: mesh-wide facts, built once per mesh;
+//! - [`base`]: the base sidecar generators (inbound, outbound, EDS, secrets; Kuma 2.7 shapes,
+//!   no policy);
+//! - [`plugins`]: the policy families (Timeout/MeshTimeout, FaultInjection/MeshFaultInjection,
+//!   TrafficPermission/MeshTrafficPermission, CircuitBreaker/MeshCircuitBreaker,
+//!   ProxyTemplate/MeshProxyPatch), one module each, and their order ([`plugins::ORDERED`],
+//!   Kuma's);
+//! - [`generate`]: the pipeline, base generators then plugins.
+//!
+//! Around it:
 //! - [`snapshot`]: a DPP's typed resources by xDS type, its config document, content-hash
 //!   versions and a static bootstrap for `envoy --mode validate`.
 //! - [`diff`]: config documents (`{ typeUrl: { name: resource } }`) and RFC 6902 diffs between
 //!   them (the shadow diff of the transition seed).
 //! - [`wire_diff`]: the diff of two encodings of one resource, rendering only what differs.
 
+pub mod base;
 pub mod context;
 pub mod delta;
 pub mod deps;
 pub mod diff;
+pub mod error;
 pub mod generate;
+pub mod load_assignment;
+pub mod names;
 pub mod plugins;
 pub mod render;
 pub mod snapshot;
 pub mod sotw;
 pub mod util;
 pub mod wire_diff;
+
+pub use error::GenerateError;

@@ -1,9 +1,13 @@
 //! Small conversions shared by the generators and plugins: packing messages into `Any`,
-//! durations, Kuma's metric-name sanitising and tag metadata.
+//! durations, socket addresses, the ADS config source, Kuma's metric-name sanitising and tag
+//! metadata. A leaf: it imports nothing from this crate.
 
 use std::collections::BTreeMap;
 
-use envoy_types::pb::envoy::config::core::v3::Metadata;
+use envoy_types::pb::envoy::config::core::v3::{
+    address, config_source, socket_address, Address, AggregatedConfigSource, ApiVersion,
+    ConfigSource, Metadata, SocketAddress,
+};
 use envoy_types::pb::google::protobuf::{
     value::Kind, Any, Duration as PbDuration, Struct, Value as PbValue,
 };
@@ -38,6 +42,29 @@ pub fn secs(s: i64) -> PbDuration {
 pub fn duration(d: &umbra_core::duration::Duration) -> PbDuration {
     let (seconds, nanos) = d.to_secs_nanos();
     PbDuration { seconds, nanos }
+}
+
+/// A TCP socket address `address:port` (Envoy `Address.socketAddress`).
+pub fn socket(address: &str, port: u32) -> Address {
+    Address {
+        address: Some(address::Address::SocketAddress(SocketAddress {
+            address: address.to_owned(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(port)),
+            ..Default::default()
+        })),
+    }
+}
+
+/// The v3 ADS config source (`{ads: {}, resourceApiVersion: V3}`), how Kuma points EDS and SDS
+/// at the xDS stream.
+pub fn ads() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+            AggregatedConfigSource {},
+        )),
+        ..Default::default()
+    }
 }
 
 /// Kuma's `SanitizeMetric`: every char outside `[a-zA-Z0-9_-]` becomes `_`.

@@ -255,7 +255,7 @@ impl Walk<'_> {
         match (live, shadow) {
             (Some(l), Some(r)) => {
                 for mut op in json_patch::diff(l, r).0 {
-                    crate::diff::prefix_op(&mut op, self.path);
+                    prefix_op(&mut op, self.path);
                     self.ops.push(op);
                 }
             }
@@ -295,4 +295,29 @@ fn render_field(
     Ok(json
         .as_object_mut()
         .and_then(|m| m.remove(field.json_name())))
+}
+/// Prefix every path (and `from`) of `op` with `prefix`: an operation of a nested document
+/// moved to its place in the enclosing one.
+fn prefix_op(op: &mut PatchOperation, prefix: &json_patch::jsonptr::PointerBuf) {
+    let join = |p: &json_patch::jsonptr::PointerBuf| {
+        let mut out = prefix.clone();
+        for t in p.tokens() {
+            out.push_back(t);
+        }
+        out
+    };
+    match op {
+        PatchOperation::Add(o) => o.path = join(&o.path),
+        PatchOperation::Remove(o) => o.path = join(&o.path),
+        PatchOperation::Replace(o) => o.path = join(&o.path),
+        PatchOperation::Move(o) => {
+            o.path = join(&o.path);
+            o.from = join(&o.from);
+        }
+        PatchOperation::Copy(o) => {
+            o.path = join(&o.path);
+            o.from = join(&o.from);
+        }
+        PatchOperation::Test(o) => o.path = join(&o.path),
+    }
 }

@@ -383,3 +383,59 @@ fn generation_with_patches_is_deterministic() {
         }
     }
 }
+
+/// MeshProxyPatch and the ProxyTemplate are two plugins; the origin of what the first adds
+/// (`mesh-proxy-patch`) is still known to the second, as in Kuma's `ResourceSet`.
+#[test]
+fn proxy_template_sees_the_origin_of_what_mesh_proxy_patch_added() {
+    let resources = topology_with(
+        r#"
+type: MeshProxyPatch
+name: mpp
+mesh: default
+spec:
+  targetRef:
+    kind: Mesh
+  default:
+    appendModifications:
+    - cluster:
+        operation: Add
+        value: |
+          name: added-by-mpp
+          connectTimeout: 5s
+          type: STATIC
+---
+type: ProxyTemplate
+mesh: default
+name: pt
+selectors:
+- match:
+    kuma.io/service: '*'
+conf:
+  imports:
+  - default-proxy
+  modifications:
+  - cluster:
+      operation: patch
+      match:
+        origin: mesh-proxy-patch
+      value: |
+        connectTimeout: 9s
+  - cluster:
+      operation: patch
+      match:
+        origin: outbound
+      value: |
+        connectTimeout: 7s
+"#,
+    );
+    let live = snapshot(&resources, "frontend", View::Live);
+    envoy_validates(&live);
+    let clusters = &doc(&live)[CLUSTER];
+    assert_eq!(clusters["added-by-mpp"]["connectTimeout"], "9s");
+    assert_eq!(
+        clusters["backend_kuma-demo_svc_3001"]["connectTimeout"],
+        "7s"
+    );
+    assert_eq!(clusters["localhost:8080"]["connectTimeout"], "10s");
+}

@@ -54,8 +54,8 @@ use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::{Element, Rules};
 use umbra_core::target_ref::SERVICE_TAG;
 
-use super::PluginInput;
-use crate::generate::GenerateError;
+use super::input::{Origins, PluginInput};
+use crate::error::GenerateError;
 use crate::snapshot::{Snapshot, CLUSTER_TYPE};
 use crate::util::duration;
 
@@ -65,7 +65,11 @@ use crate::util::duration;
 /// # Errors
 /// [`GenerateError::Policy`] when a MeshCircuitBreaker conf cannot be read or its
 /// `standardDeviationFactor` is not a number (Kuma fails the snapshot the same way).
-pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+pub fn apply(
+    snap: &mut Snapshot,
+    input: &PluginInput<'_>,
+    _origins: &mut Origins,
+) -> Result<(), GenerateError> {
     apply_old(snap, input);
     apply_new(snap, input)
 }

@@ -73,8 +73,9 @@
 //! and MeshFaultInjection puts nothing in its place, so the seed's "it should be always safe to
 //! remove FaultInjection and create new MeshFaultInjection" does not hold for gRPC services.
 //!
-//! Kuma runs the MeshFaultInjection plugin before MeshTimeout; `generate` applies MeshTimeout
-//! first. They edit disjoint fields (HTTP filters versus timeouts), so the order does not show.
+//! Kuma runs the MeshFaultInjection plugin before MeshTimeout, and so does Umbra
+//! ([`crate::plugins::ORDERED`]). They edit disjoint fields (HTTP filters versus timeouts), so the
+//! order would not show either way.
 //!
 //! [`PolicySet::old_policies`]: umbra_core::view::PolicySet::old_policies
 
@@ -104,9 +105,11 @@ use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::rules::{Rule, Subset};
 use umbra_core::target_ref::PROTOCOL_TAG;
 
-use super::{edit_hcms, PluginInput};
+use super::edit::edit_hcms;
+use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
-use crate::generate::{GenerateError, KUMA_TAGS_HEADER, ROUTER_FILTER};
+use crate::error::GenerateError;
+use crate::names::{KUMA_TAGS_HEADER, ROUTER_FILTER};
 use crate::snapshot::{Snapshot, LISTENER_TYPE};
 use crate::util::{any, duration};
 
@@ -119,7 +122,11 @@ pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
 /// [`GenerateError::Policy`] when a fault cannot be converted (a bandwidth limit without a
 /// usable `kbps`/`Mbps`/`Gbps` value, a percentage that is not a number, a merged conf that does
 /// not fit the MeshFaultInjection model) or an HTTP connection manager has no router.
-pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+pub fn apply(
+    snap: &mut Snapshot,
+    input: &PluginInput<'_>,
+    _origins: &mut Origins,
+) -> Result<(), GenerateError> {
     let with_old = apply_old(snap, input)?;
     apply_mesh_fault_injection(snap, input, &with_old)
 }
@@ -351,7 +358,7 @@ fn fault_filter(fault: &HttpFault) -> HttpFilter {
 }
 
 fn inbound_listener_name(key: &InboundKey) -> String {
-    crate::generate::inbound_listener_name(&key.address, key.port)
+    crate::names::inbound_listener_name(&key.address, key.port)
 }
 
 fn inbound_protocol(dp: &DataplaneSpec, key: &InboundKey) -> Protocol {

@@ -1,95 +1,163 @@
-//! Policy plugins: each edits a generated [`Snapshot`](crate::snapshot::Snapshot) the way the
-//! Kuma 2.7 plugin of the same policy does. Applied after the base generators, in Kuma's order
-//! (MeshFaultInjection, MeshTimeout, MeshTrafficPermission, MeshCircuitBreaker, ...,
-//! MeshProxyPatch last).
+//! The policy plugins and their order. Each family module edits a generated
+//! [`Snapshot`] the way the Kuma 2.7 plugin of the same policy does, baking in the old policy of
+//! its family first where Kuma's generators bake it in. [`ORDERED`] is the one list of plugins,
+//! in Kuma 2.7.29's order (`pkg/plugins/policies/core/ordered/ordered.go`, reproduced in
+//! [`KUMA_ORDER`]), then the old ProxyTemplate last; [`apply_all`] runs it.
 //!
-//! Also the helpers they share for editing typed configs packed in `Any`.
-
-use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::listener::v3::{filter, Listener};
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
-use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
-
-use crate::generate::{HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, TCP_PROXY_FILTER};
-use crate::util::{any, unpack};
+//! Adding a family: one module here and one line in [`ORDERED`], at its place in
+//! [`KUMA_ORDER`] (a unit test checks it).
+//!
+//! Layering: family modules import the leaf modules [`edit`] and [`input`] (and crate leaves),
+//! never this module, which only declares them and lists their apply functions.
 
 pub mod circuit_breaker;
+pub mod edit;
 pub mod fault_injection;
-pub mod mesh_timeout;
+pub mod input;
 pub mod proxy_patch;
+pub mod timeout;
 pub mod traffic_permission;
 
-use umbra_core::dataplane::DataplaneSpec;
-use umbra_core::view::PolicySet;
+use umbra_core::resource::ResourceType;
 
-use crate::context::MeshContext;
-use crate::generate::GenerateError;
+pub use self::input::{Origins, PluginInput};
+use crate::error::GenerateError;
 use crate::snapshot::Snapshot;
 
-/// Everything a plugin may read while editing a snapshot.
-#[derive(Debug, Clone, Copy)]
-pub struct PluginInput<'a> {
-    /// The DPP.
-    pub dataplane: &'a DataplaneSpec,
-    /// Mesh-wide facts.
-    pub ctx: &'a MeshContext,
-    /// The policies of the view being generated.
-    pub policies: &'a PolicySet,
-}
-
-/// Apply the policy families after MeshTimeout (which `generate` applies itself), in Kuma's
-/// plugin order: MeshFaultInjection/FaultInjection, MeshTrafficPermission/TrafficPermission,
-/// MeshCircuitBreaker/CircuitBreaker, MeshProxyPatch, then ProxyTemplate modifications last.
-/// Each module bakes in the old policy of its family first, as Kuma's generators do, then
-/// applies the new one.
+/// A plugin's apply function: edits the snapshot for the DPP and policies of `PluginInput`,
+/// reading and recording the origins of added resources in `Origins`.
 ///
 /// # Errors
-/// The first [`GenerateError`] a plugin reports.
+/// [`GenerateError::Policy`] when a policy cannot be applied; the snapshot is then partly
+/// edited and must be discarded.
+pub type ApplyFn = fn(&mut Snapshot, &PluginInput<'_>, &mut Origins) -> Result<(), GenerateError>;
+
+/// One entry of the plugin list.
+#[derive(Debug, Clone, Copy)]
+pub struct Plugin {
+    /// The Kuma policy types it applies. The first names its place in [`KUMA_ORDER`] (a new
+    /// policy), or is [`ResourceType::ProxyTemplate`] for the old ProxyTemplate, which runs after
+    /// every new plugin; the others are the old policies of the family it bakes in first.
+    pub policies: &'static [ResourceType],
+    /// What it does.
+    pub apply: ApplyFn,
+}
+
+/// Kuma 2.7.29's plugin order (`ordered.Policies`), all of it, including the policies Umbra does
+/// not implement yet, so their plugins slot in at the right place.
+pub const KUMA_ORDER: [&str; 14] = [
+    "MeshHTTPRoute",
+    "MeshTCPRoute",
+    "MeshLoadBalancingStrategy",
+    "MeshAccessLog",
+    "MeshTrace",
+    "MeshFaultInjection",
+    "MeshRateLimit",
+    "MeshTimeout",
+    "MeshTrafficPermission",
+    "MeshCircuitBreaker",
+    "MeshHealthCheck",
+    "MeshRetry",
+    "MeshMetric",
+    "MeshProxyPatch",
+];
+
+/// The plugins Umbra implements, in the order [`apply_all`] runs them: Kuma's relative order
+/// ([`KUMA_ORDER`]), then the old ProxyTemplate (its raw `resources` and `modifications`), which
+/// Kuma applies after every plugin (`docs/research/kuma-2.7-policy-plugins.md` §0, §7).
+pub const ORDERED: &[Plugin] = &[
+    Plugin {
+        policies: &[
+            ResourceType::MeshFaultInjection,
+            ResourceType::FaultInjection,
+        ],
+        apply: fault_injection::apply,
+    },
+    Plugin {
+        policies: &[ResourceType::MeshTimeout, ResourceType::Timeout],
+        apply: timeout::apply,
+    },
+    Plugin {
+        policies: &[
+            ResourceType::MeshTrafficPermission,
+            ResourceType::TrafficPermission,
+        ],
+        apply: traffic_permission::apply,
+    },
+    Plugin {
+        policies: &[
+            ResourceType::MeshCircuitBreaker,
+            ResourceType::CircuitBreaker,
+        ],
+        apply: circuit_breaker::apply,
+    },
+    Plugin {
+        policies: &[ResourceType::MeshProxyPatch],
+        apply: proxy_patch::apply_mesh_proxy_patch,
+    },
+    Plugin {
+        policies: &[ResourceType::ProxyTemplate],
+        apply: proxy_patch::apply_proxy_template,
+    },
+];
+
+/// Run every plugin of [`ORDERED`] on `snap`, in order, sharing one [`Origins`].
+///
+/// # Errors
+/// The first [`GenerateError`] a plugin reports (the rest do not run).
 pub fn apply_all(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
-    fault_injection::apply(snap, input)?;
-    traffic_permission::apply(snap, input)?;
-    circuit_breaker::apply(snap, input)?;
-    proxy_patch::apply(snap, input)?;
+    let mut origins = Origins::default();
+    for plugin in ORDERED {
+        (plugin.apply)(snap, input, &mut origins)?;
+    }
     Ok(())
 }
 
-/// Edit every HTTP connection manager of `listener` in place (all filter chains).
-pub fn edit_hcms(listener: &mut Listener, mut f: impl FnMut(&mut HttpConnectionManager)) {
-    edit_filters(listener, HCM_FILTER, &mut f);
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Edit every TCP proxy of `listener` in place (all filter chains).
-pub fn edit_tcp_proxies(listener: &mut Listener, mut f: impl FnMut(&mut TcpProxy)) {
-    edit_filters(listener, TCP_PROXY_FILTER, &mut f);
-}
+    /// The implemented plugins follow Kuma 2.7.29's `ordered.go`, with the old ProxyTemplate
+    /// last.
+    #[test]
+    fn order_is_kumas() {
+        let (last, new) = ORDERED.split_last().unwrap();
+        assert_eq!(last.policies, &[ResourceType::ProxyTemplate]);
+        let positions: Vec<usize> = new
+            .iter()
+            .map(|p| {
+                let name = p.policies[0].name();
+                KUMA_ORDER
+                    .iter()
+                    .position(|k| *k == name)
+                    .unwrap_or_else(|| panic!("{name} is not in Kuma's order"))
+            })
+            .collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "not in Kuma's order: {positions:?}"
+        );
+        assert_eq!(
+            new.iter().map(|p| p.policies[0].name()).collect::<Vec<_>>(),
+            [
+                "MeshFaultInjection",
+                "MeshTimeout",
+                "MeshTrafficPermission",
+                "MeshCircuitBreaker",
+                "MeshProxyPatch",
+            ]
+        );
+        assert_eq!(KUMA_ORDER.last(), Some(&"MeshProxyPatch"));
+    }
 
-fn edit_filters<M: prost::Message + prost::Name + Default>(
-    listener: &mut Listener,
-    name: &str,
-    f: &mut impl FnMut(&mut M),
-) {
-    for chain in &mut listener.filter_chains {
-        for flt in chain.filters.iter_mut().filter(|x| x.name == name) {
-            if let Some(filter::ConfigType::TypedConfig(a)) = &mut flt.config_type {
-                if let Some(mut m) = unpack::<M>(a) {
-                    f(&mut m);
-                    *a = any(&m);
-                }
+    /// Each policy type is handled by one plugin only; the old ones follow their new one.
+    #[test]
+    fn every_policy_has_one_plugin() {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in ORDERED {
+            for t in p.policies {
+                assert!(seen.insert(t.name()), "{} listed twice", t.name());
             }
         }
     }
-}
-
-/// Edit the upstream `HttpProtocolOptions` of `cluster` (created empty when absent).
-pub fn edit_http_protocol_options(cluster: &mut Cluster, f: impl FnOnce(&mut HttpProtocolOptions)) {
-    let mut options = cluster
-        .typed_extension_protocol_options
-        .get(HTTP_PROTOCOL_OPTIONS_KEY)
-        .and_then(unpack::<HttpProtocolOptions>)
-        .unwrap_or_default();
-    f(&mut options);
-    cluster
-        .typed_extension_protocol_options
-        .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
 }

@@ -47,9 +47,11 @@
 //!   HTTP connection managers that do not decode, and type-URL mismatches included;
 //! - JSON patches are bounded (operations, pointer length, depth, copied bytes).
 
+mod edits;
 mod engine;
 mod json_patch;
 mod merge;
+mod model;
 
 use umbra_core::matching::MatchedPolicies;
 use umbra_core::old::proxy_template::{self as pt, Operation as PtOperation};
@@ -58,9 +60,10 @@ use umbra_core::policies::mesh_proxy_patch::{self as mpp, ModOperation, Modifica
 use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::{Element, Rule};
 
-use self::engine::{Engine, Match, Modification, Op, Source};
-use super::PluginInput;
-use crate::generate::GenerateError;
+use self::engine::Engine;
+use self::model::{Match, Modification, Op, Source};
+use super::input::{Origins, PluginInput};
+use crate::error::GenerateError;
 use crate::snapshot::Snapshot;
 
 /// Origin of resources MeshProxyPatch adds (Kuma's `meshproxypatch` plugin `Origin`).
@@ -69,24 +72,20 @@ pub const ORIGIN_MESH_PROXY_PATCH: &str = "mesh-proxy-patch";
 /// `OriginProxyTemplateModifications`).
 pub const ORIGIN_PROXY_TEMPLATE_MODIFICATIONS: &str = "proxy-template-modifications";
 /// Origin of ProxyTemplate raw resources (Kuma's `OriginProxyTemplateRaw`).
-pub const ORIGIN_PROXY_TEMPLATE_RAW: &str = engine::ORIGIN_RAW;
+pub const ORIGIN_PROXY_TEMPLATE_RAW: &str = model::ORIGIN_RAW;
 
-/// Apply MeshProxyPatch, then the selected ProxyTemplate's raw resources and modifications, to
-/// `snap`.
+/// Apply MeshProxyPatch to `snap`: the `appendModifications` of the policies matching the DPP,
+/// in order. Records the origin (`mesh-proxy-patch`) of what it adds in `origins`.
 ///
 /// # Errors
 /// The first [`GenerateError::Policy`] a modification reports; `snap` is then partly modified
 /// and must be discarded (the caller keeps serving the last good snapshot).
-pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
-    let mut engine = Engine::new(snap);
-    apply_mesh_proxy_patch(&mut engine, input)?;
-    apply_proxy_template(&mut engine, input)
-}
-
-fn apply_mesh_proxy_patch(
-    engine: &mut Engine<'_>,
+pub fn apply_mesh_proxy_patch(
+    snap: &mut Snapshot,
     input: &PluginInput<'_>,
+    origins: &mut Origins,
 ) -> Result<(), GenerateError> {
+    let mut engine = Engine::new(snap, origins);
     let matched = input
         .policies
         .matched(ResourceType::MeshProxyPatch, input.dataplane);
@@ -219,10 +218,19 @@ fn from_mesh_proxy_patch(m: &mpp::Modification) -> Option<Modification<'_>> {
     })
 }
 
-fn apply_proxy_template(
-    engine: &mut Engine<'_>,
+/// Apply the ProxyTemplate selected for the DPP to `snap`: its raw `resources`, then its
+/// `modifications` (after every other plugin, MeshProxyPatch included, as in Kuma). Reads the
+/// origins earlier plugins recorded in `origins` and records those of what it adds.
+///
+/// # Errors
+/// The first [`GenerateError::Policy`] a resource or modification reports; `snap` is then partly
+/// modified and must be discarded.
+pub fn apply_proxy_template(
+    snap: &mut Snapshot,
     input: &PluginInput<'_>,
+    origins: &mut Origins,
 ) -> Result<(), GenerateError> {
+    let mut engine = Engine::new(snap, origins);
     let templates: Vec<&Resource> = input
         .policies
         .old_policies_with_superseded(ResourceType::ProxyTemplate)

@@ -50,8 +50,9 @@ use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::{Rule, Rules, Subset, Tag};
 use umbra_core::target_ref::SERVICE_TAG;
 
-use super::PluginInput;
-use crate::generate::{GenerateError, HCM_FILTER};
+use super::input::{Origins, PluginInput};
+use crate::error::GenerateError;
+use crate::names::HCM_FILTER;
 use crate::snapshot::{Snapshot, LISTENER_TYPE};
 use crate::util::{any, sanitize_metric, unpack};
 
@@ -70,7 +71,11 @@ pub const MESH_TRAFFIC_PERMISSION_POLICY: &str = "MeshTrafficPermission";
 /// # Errors
 /// [`GenerateError::Policy`] when a MeshTrafficPermission rule's conf does not read as a
 /// MeshTrafficPermission `default`, or an inbound HTTP connection manager cannot be decoded.
-pub fn apply(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+pub fn apply(
+    snap: &mut Snapshot,
+    input: &PluginInput<'_>,
+    _origins: &mut Origins,
+) -> Result<(), GenerateError> {
     let dp = input.dataplane;
     if !input.ctx.mtls || is_builtin_gateway(dp) {
         return Ok(());
@@ -126,7 +131,7 @@ fn is_builtin_gateway(dp: &DataplaneSpec) -> bool {
 }
 
 fn inbound_listener_name(key: &InboundKey) -> String {
-    crate::generate::inbound_listener_name(&key.address, key.port)
+    crate::names::inbound_listener_name(&key.address, key.port)
 }
 
 /// The filter chains of `listener` protected by Kuma's TLS.

@@ -6,327 +6,57 @@
 //! Resources are matched by their snapshot key (Kuma's `Resource.Name`) and their origin
 //! (Kuma's `Resource.Origin`). Umbra's snapshot does not record origins, so they are derived
 //! from the names `generate` gives (`inbound:*` listeners and `localhost:*` clusters are
-//! `inbound`, other listeners `outbound:*` and other clusters are `outbound`), and recorded
-//! here for the resources this module adds (`mesh-proxy-patch`,
+//! `inbound`, other listeners `outbound:*` and other clusters are `outbound`), and recorded in
+//! the generation's [`Origins`] for the resources the engine adds (`mesh-proxy-patch`,
 //! `proxy-template-modifications`, `proxy-template-raw`).
-
-use std::collections::BTreeMap;
+//!
+//! This module matches resources and dispatches; the edits inside one resource are in
+//! `edits`, the modification model in `model`.
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, Listener};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    http_filter, HttpConnectionManager, HttpFilter,
-};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 use serde_json::Value;
-use umbra_core::codec::{decode_documents, Limits};
 use umbra_core::matching::tags_match;
-use umbra_core::policies::mesh_proxy_patch::{JsonPatchBlock, ModificationKind};
+use umbra_core::policies::mesh_proxy_patch::ModificationKind;
 
-use super::json_patch;
-use super::merge::{merge_anys, merge_typed, type_name_of};
-use crate::generate::{GenerateError, HCM_FILTER};
+use super::edits::{
+    edit_filters, edit_hcms, edit_virtual_hosts, json_name, listener_tags, parse_typed,
+    patch_typed, yaml_to_json,
+};
+use super::model::{Match, Modification, Op, Source, ORIGIN_RAW};
+use crate::error::GenerateError;
+use crate::plugins::input::Origins;
 use crate::render;
 use crate::snapshot::{
     Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
-use crate::util::any;
 
-/// A modification operation (MeshProxyPatch's `Add`, ProxyTemplate's `add`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
-    /// Add a resource (clusters, listeners, virtual hosts).
-    Add,
-    /// Remove matching resources.
-    Remove,
-    /// Merge `value` into, or apply `jsonPatches` to, matching resources.
-    Patch,
-    /// Insert a filter first.
-    AddFirst,
-    /// Insert a filter last.
-    AddLast,
-    /// Insert a filter before the one named by `match.name`.
-    AddBefore,
-    /// Insert a filter after the one named by `match.name`.
-    AddAfter,
-}
-
-/// Match conditions; `None` (or an empty tag map) means "any".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Match {
-    /// Origin of the resource (of the listener, for filters and virtual hosts).
-    pub origin: Option<String>,
-    /// Name of the cluster, listener, filter or virtual host.
-    pub name: Option<String>,
-    /// Name of the listener holding the filter.
-    pub listener_name: Option<String>,
-    /// Tag selector on the listener's `io.kuma.tags` metadata.
-    pub listener_tags: BTreeMap<String, String>,
-    /// Name of the route configuration holding the virtual host.
-    pub route_configuration_name: Option<String>,
-}
-
-/// One modification, whichever policy it comes from.
-#[derive(Debug, Clone)]
-pub(super) struct Modification<'a> {
-    /// What it modifies.
-    pub kind: ModificationKind,
-    /// The operation as written (for error messages).
-    pub operation: &'a str,
-    /// The parsed operation (`None` when unknown).
-    pub op: Option<Op>,
-    /// Conditions.
-    pub matcher: Match,
-    /// YAML of the resource (adds) or of the part to merge (`Patch`).
-    pub value: Option<&'a str>,
-    /// RFC 6902 patches (`Patch` only; take precedence over `value` when non-empty).
-    pub json_patches: &'a [JsonPatchBlock],
-}
-
-/// Where a modification comes from, for origins and errors.
-#[derive(Debug, Clone)]
-pub(super) struct Source {
-    /// `MeshProxyPatch/<name>` or `ProxyTemplate/<name>`.
-    pub policy: String,
-    /// Position in the policy (`appendModifications[2]`).
-    pub label: String,
-    /// Origin given to added resources.
-    pub origin: &'static str,
-}
-
-impl Source {
-    fn error(&self, resource: impl Into<String>, reason: impl std::fmt::Display) -> GenerateError {
-        GenerateError::Policy {
-            policy: self.policy.clone(),
-            resource: resource.into(),
-            reason: format!("{}: {reason}", self.label),
-        }
-    }
-}
-
-/// Origin Kuma gives to raw ProxyTemplate resources.
-pub(super) const ORIGIN_RAW: &str = "proxy-template-raw";
-
-/// Applies modifications to one snapshot, remembering the origins of what it adds.
+/// Applies modifications to one snapshot, recording the origins of what it adds in `origins`
+/// (which outlives the engine: ProxyTemplate's engine sees what MeshProxyPatch's added).
 pub(super) struct Engine<'s> {
     snap: &'s mut Snapshot,
-    cluster_origins: BTreeMap<String, &'static str>,
-    listener_origins: BTreeMap<String, &'static str>,
-}
-
-/// YAML (or JSON) text as one JSON value; empty text (or `null`) is an empty object, as Kuma's
-/// `FromYAML` reads it. Only the first document counts (`yaml.YAMLToJSON`).
-pub(super) fn yaml_to_json(text: &str) -> Result<Value, String> {
-    let docs = decode_documents(text.as_bytes(), Limits::default()).map_err(|e| e.to_string())?;
-    match docs.into_iter().next() {
-        None | Some(Value::Null) => Ok(Value::Object(serde_json::Map::new())),
-        Some(v) => Ok(v),
-    }
-}
-
-/// The `name` member of a JSON object, if a string.
-fn json_name(v: &Value) -> Option<&str> {
-    v.get("name").and_then(Value::as_str)
-}
-
-fn parse_typed<M: Message + Name + Default>(json: &Value) -> Result<M, String> {
-    render::from_json::<M>(json).map_err(|e| e.to_string())
-}
-
-/// A message patched with `jsonPatches` through its proto3-JSON form (Kuma's
-/// `MergeJsonPatch`: the result replaces the message).
-/// Patch `msg` with a modification's `value` (Kuma's proto merge) or, when it has
-/// `jsonPatches`, with those (RFC 6902 on the JSON form).
-fn patch_typed<M: Message + Name + Default>(
-    msg: &M,
-    value: &M,
-    patches: &[JsonPatchBlock],
-) -> Result<M, String> {
-    if patches.is_empty() {
-        merge_typed(msg, value)
-    } else {
-        json_patch_typed(msg, patches)
-    }
-}
-
-fn json_patch_typed<M: Message + Name + Default>(
-    msg: &M,
-    patches: &[JsonPatchBlock],
-) -> Result<M, String> {
-    let mut doc = render::to_json(msg).map_err(|e| e.to_string())?;
-    json_patch::apply(&mut doc, patches)?;
-    parse_typed(&doc)
-}
-
-/// An `Any` patched with `jsonPatches` through the proto3-JSON form of its message (Kuma's
-/// `MergeJsonPatchAny`).
-fn json_patch_any(a: &Any, patches: &[JsonPatchBlock]) -> Result<Any, String> {
-    let type_name = type_name_of(&a.type_url);
-    let mut doc = render::encoded_to_json(type_name, &a.value).map_err(|e| e.to_string())?;
-    json_patch::apply(&mut doc, patches)?;
-    let value = render::json_to_encoded(type_name, &doc).map_err(|e| e.to_string())?;
-    Ok(Any {
-        type_url: a.type_url.clone(),
-        value,
-    })
-}
-
-/// Tags of a listener's `io.kuma.tags` metadata (Kuma's `envoy_metadata.ExtractTags`).
-fn listener_tags(l: &Listener) -> BTreeMap<String, String> {
-    use envoy_types::pb::google::protobuf::value::Kind;
-    l.metadata
-        .as_ref()
-        .and_then(|m| m.filter_metadata.get("io.kuma.tags"))
-        .map(|s| {
-            s.fields
-                .iter()
-                .filter_map(|(k, v)| match &v.kind {
-                    Some(Kind::StringValue(s)) => Some((k.clone(), s.clone())),
-                    _ => None,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A network or HTTP filter: what the list operations need.
-trait NamedFilter: Clone {
-    fn filter_name(&self) -> &str;
-    fn typed_config(&self) -> Option<&Any>;
-    fn set_typed_config(&mut self, a: Any);
-}
-
-impl NamedFilter for Filter {
-    fn filter_name(&self) -> &str {
-        &self.name
-    }
-    fn typed_config(&self) -> Option<&Any> {
-        match &self.config_type {
-            Some(filter::ConfigType::TypedConfig(a)) => Some(a),
-            _ => None,
-        }
-    }
-    fn set_typed_config(&mut self, a: Any) {
-        self.config_type = Some(filter::ConfigType::TypedConfig(a));
-    }
-}
-
-impl NamedFilter for HttpFilter {
-    fn filter_name(&self) -> &str {
-        &self.name
-    }
-    fn typed_config(&self) -> Option<&Any> {
-        match &self.config_type {
-            Some(http_filter::ConfigType::TypedConfig(a)) => Some(a),
-            _ => None,
-        }
-    }
-    fn set_typed_config(&mut self, a: Any) {
-        self.config_type = Some(http_filter::ConfigType::TypedConfig(a));
-    }
-}
-
-/// One filter operation on a filter list (a filter chain's filters or an HCM's HTTP filters).
-fn edit_filters<F: NamedFilter>(
-    list: &mut Vec<F>,
-    m: &Modification<'_>,
-    op: Op,
-    value: &F,
-) -> Result<(), String> {
-    let name = m.matcher.name.as_deref();
-    let matches = |f: &F| name.is_none_or(|n| n == f.filter_name());
-    match op {
-        Op::AddFirst => list.insert(0, value.clone()),
-        Op::AddLast => list.push(value.clone()),
-        Op::AddBefore | Op::AddAfter => {
-            // Kuma: the first filter named `match.name`; nothing when there is none.
-            let found = name.and_then(|n| list.iter().position(|f| f.filter_name() == n));
-            if let Some(i) = found {
-                let at = if op == Op::AddBefore { i } else { i + 1 };
-                list.insert(at, value.clone());
-            }
-        }
-        Op::Remove => list.retain(|f| !matches(f)),
-        Op::Patch => {
-            for f in list.iter_mut().filter(|f| matches(f)) {
-                let merged = if m.json_patches.is_empty() {
-                    merge_anys(f.typed_config(), value.typed_config())?
-                } else {
-                    let a = f.typed_config().ok_or_else(|| {
-                        format!("filter {:?} has no typedConfig to patch", f.filter_name())
-                    })?;
-                    Some(json_patch_any(a, m.json_patches)?)
-                };
-                if let Some(a) = merged {
-                    f.set_typed_config(a);
-                }
-            }
-        }
-        Op::Add => return Err("invalid operation for a filter: Add".to_owned()),
-    }
-    Ok(())
-}
-
-/// Decode the HTTP connection manager of a network filter.
-fn hcm_of(f: &Filter) -> Result<HttpConnectionManager, String> {
-    let a = f
-        .typed_config()
-        .ok_or_else(|| format!("{HCM_FILTER} has no typedConfig"))?;
-    if a.type_url != HttpConnectionManager::type_url() {
-        return Err(format!(
-            "{HCM_FILTER} holds {}, not an HttpConnectionManager",
-            a.type_url
-        ));
-    }
-    HttpConnectionManager::decode(a.value.as_slice())
-        .map_err(|e| format!("cannot decode the HttpConnectionManager: {e}"))
-}
-
-/// Apply `f` to every HTTP connection manager of `l` (all filter chains), re-encoding each.
-fn edit_hcms(
-    l: &mut Listener,
-    mut f: impl FnMut(&mut HttpConnectionManager) -> Result<(), String>,
-) -> Result<(), String> {
-    for chain in &mut l.filter_chains {
-        for flt in chain.filters.iter_mut().filter(|x| x.name == HCM_FILTER) {
-            let mut hcm = hcm_of(flt)?;
-            f(&mut hcm)?;
-            flt.set_typed_config(any(&hcm));
-        }
-    }
-    Ok(())
+    origins: &'s mut Origins,
 }
 
 impl<'s> Engine<'s> {
-    /// An engine editing `snap`.
-    pub(super) fn new(snap: &'s mut Snapshot) -> Self {
-        Engine {
-            snap,
-            cluster_origins: BTreeMap::new(),
-            listener_origins: BTreeMap::new(),
-        }
+    /// An engine editing `snap`, recording and reading origins in `origins`.
+    pub(super) fn new(snap: &'s mut Snapshot, origins: &'s mut Origins) -> Self {
+        Engine { snap, origins }
     }
 
     fn cluster_origin(&self, name: &str) -> &str {
-        match self.cluster_origins.get(name) {
-            Some(o) => o,
-            None if name.starts_with("localhost:") => "inbound",
-            None => "outbound",
-        }
+        self.origins.cluster(name)
     }
 
     fn listener_origin(&self, name: &str) -> &str {
-        match self.listener_origins.get(name) {
-            Some(o) => o,
-            None if name.starts_with("inbound:") => "inbound",
-            None if name.starts_with("outbound:") => "outbound",
-            None => "",
-        }
+        self.origins.listener(name)
     }
 
     fn cluster_matches(&self, m: &Match, name: &str) -> bool {
@@ -453,7 +183,7 @@ impl<'s> Engine<'s> {
                     );
                 }
                 self.snap.clusters.insert(name.clone(), value);
-                self.cluster_origins.insert(name, src.origin);
+                self.origins.clusters.insert(name, src.origin);
             }
             Op::Remove => {
                 let names: Vec<String> = self
@@ -465,7 +195,7 @@ impl<'s> Engine<'s> {
                     .collect();
                 for n in names {
                     self.snap.clusters.remove(&n);
-                    self.cluster_origins.remove(&n);
+                    self.origins.clusters.remove(&n);
                 }
             }
             _ => {
@@ -505,7 +235,7 @@ impl<'s> Engine<'s> {
                 ));
             }
             self.snap.listeners.insert(name.clone(), value);
-            self.listener_origins.insert(name, src.origin);
+            self.origins.listeners.insert(name, src.origin);
             return Ok(());
         }
         let names = self.listeners_where(|l, k| {
@@ -514,7 +244,7 @@ impl<'s> Engine<'s> {
         for n in names {
             if op == Op::Remove {
                 self.snap.listeners.remove(&n);
-                self.listener_origins.remove(&n);
+                self.origins.listeners.remove(&n);
                 continue;
             }
             let Some(l) = self.snap.listeners.get_mut(&n) else {
@@ -629,12 +359,12 @@ impl<'s> Engine<'s> {
             CLUSTER_TYPE => {
                 let c = Cluster::decode(a.value.as_slice()).map_err(decode_err)?;
                 self.snap.clusters.insert(key.clone(), c);
-                self.cluster_origins.insert(key, ORIGIN_RAW);
+                self.origins.clusters.insert(key, ORIGIN_RAW);
             }
             LISTENER_TYPE => {
                 let l = Listener::decode(a.value.as_slice()).map_err(decode_err)?;
                 self.snap.listeners.insert(key.clone(), l);
-                self.listener_origins.insert(key, ORIGIN_RAW);
+                self.origins.listeners.insert(key, ORIGIN_RAW);
             }
             ENDPOINT_TYPE => {
                 let e = ClusterLoadAssignment::decode(a.value.as_slice()).map_err(decode_err)?;
@@ -658,30 +388,10 @@ impl<'s> Engine<'s> {
     }
 }
 
-/// One virtual host operation on a route configuration.
-fn edit_virtual_hosts(
-    rc: &mut RouteConfiguration,
-    op: Op,
-    name: Option<&str>,
-    value: &VirtualHost,
-    json_patches: &[JsonPatchBlock],
-) -> Result<(), String> {
-    let matches = |vh: &VirtualHost| name.is_none_or(|n| n == vh.name);
-    match op {
-        Op::Add => rc.virtual_hosts.push(value.clone()),
-        Op::Remove => rc.virtual_hosts.retain(|vh| !matches(vh)),
-        _ => {
-            for vh in rc.virtual_hosts.iter_mut().filter(|vh| matches(vh)) {
-                *vh = patch_typed(vh, value, json_patches)?;
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::HCM_FILTER;
     use crate::render::{from_json, to_json};
     use serde_json::json;
 
@@ -757,7 +467,8 @@ mod tests {
     #[test]
     fn network_filter_operations_apply_to_every_chain() {
         let mut s = snap();
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         let inbound = Match {
             origin: Some("inbound".into()),
             ..Match::default()
@@ -797,7 +508,8 @@ mod tests {
             ["x", "a", "x", "x"]
         );
         assert_eq!(filter_names(&s, "outbound:10.0.0.2:80", 0), ["a"]);
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         e.apply(
             &modification(
                 ModificationKind::NetworkFilter,
@@ -810,7 +522,8 @@ mod tests {
         .unwrap();
         assert_eq!(filter_names(&s, "inbound:10.0.0.1:80", 0), ["a", "b"]);
         // A filter patch merges the typed config.
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         e.apply(
             &modification(
                 ModificationKind::NetworkFilter,
@@ -832,7 +545,8 @@ mod tests {
     #[test]
     fn origins_are_derived_and_remembered() {
         let mut s = snap();
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         e.apply(
             &modification(
                 ModificationKind::Cluster,
@@ -885,7 +599,8 @@ mod tests {
             s.listeners.keys().collect::<Vec<_>>(),
             ["extra", "outbound:10.0.0.2:80"]
         );
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         // A fresh engine no longer knows "added" was added: it derives `outbound`.
         e.apply(
             &modification(
@@ -903,7 +618,8 @@ mod tests {
     #[test]
     fn invalid_operations_values_and_raw_resources_are_errors() {
         let mut s = snap();
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         let err = e
             .apply(
                 &modification(
@@ -949,7 +665,8 @@ mod tests {
                 f.name = HCM_FILTER.into();
             }
         }
-        let mut e = Engine::new(&mut s);
+        let mut origins = Origins::default();
+        let mut e = Engine::new(&mut s, &mut origins);
         let err = e
             .apply(
                 &modification(

@@ -1,0 +1,179 @@
+//! The outbound base generator (Kuma 2.7 `OutboundProxyGenerator` with TrafficRoute "route all",
+//! the shape meshes on the old policies run today), no policy baked in: for each outbound of the
+//! DPP (those with a `backendRef` excepted), listener `outbound:<ip>:<port>` (an HTTP connection
+//! manager with route configuration `outbound:<service>` adding `x-kuma-tags`, or a TCP proxy)
+//! and EDS cluster `<service>` (upstream mTLS with SNI `<service>{mesh=<mesh>}` when mTLS is on).
+//!
+//! Timeouts are Kuma's values for "no Timeout policy": every listener timeout 0s, connect 5s.
+//! Kuma bakes the old Timeout in here; Umbra applies it as the first step of the timeout family
+//! plugin ([`crate::plugins::timeout`]), which overwrites exactly the fields set here, so the
+//! result is the same.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
+};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::{
+    HeaderValue, HeaderValueOption, HttpProtocolOptions as CoreHttpProtocolOptions,
+    TrafficDirection,
+};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{tcp_proxy, TcpProxy};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
+use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, StringMatcher};
+use envoy_types::pb::google::protobuf::BoolValue;
+use umbra_core::dataplane::{DataplaneSpec, Outbound};
+
+use super::common::{
+    catch_all_route, common_tls, http_protocol_options, network_filter, router_filter, tls_socket,
+};
+use crate::context::{MeshContext, Protocol};
+use crate::names::{
+    outbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER,
+    TCP_PROXY_FILTER,
+};
+use crate::snapshot::Snapshot;
+use crate::util::{ads, any, sanitize_metric, secs, serialize_tags, socket, tags_metadata};
+
+/// Add the listener of every outbound of `dp` (but those with a `backendRef`) to `snap`, and
+/// the cluster of each service they reach (one per service, shared by its outbounds).
+pub fn generate(snap: &mut Snapshot, dp: &DataplaneSpec, ctx: &MeshContext) {
+    let source_tags = source_tags(dp);
+    for outbound in &dp.networking.outbound {
+        if outbound.backend_ref.is_some() {
+            continue;
+        }
+        add_outbound(snap, outbound, ctx, &source_tags);
+    }
+}
+
+/// All tags of the DPP's inbounds (and gateway), values merged: the `x-kuma-tags` source set.
+fn source_tags(dp: &DataplaneSpec) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let gateway = dp.networking.gateway.iter().map(|g| &g.tags);
+    for tags in dp.networking.inbound.iter().map(|i| &i.tags).chain(gateway) {
+        for (k, v) in tags {
+            out.entry(k.clone()).or_default().insert(v.clone());
+        }
+    }
+    out
+}
+
+fn add_outbound(
+    snap: &mut Snapshot,
+    outbound: &Outbound,
+    ctx: &MeshContext,
+    source_tags: &BTreeMap<String, BTreeSet<String>>,
+) {
+    let service = outbound.service().to_owned();
+    let address = outbound.effective_address().to_owned();
+    let listener_name = outbound_listener_name(&address, outbound.port);
+    let protocol = ctx.service_protocol(&service);
+    let stat = sanitize_metric(&service);
+    let filter = if protocol.is_http() {
+        let mut request_headers_to_add = Vec::new();
+        let tags = serialize_tags(source_tags);
+        if !tags.is_empty() {
+            request_headers_to_add.push(HeaderValueOption {
+                header: Some(HeaderValue {
+                    key: KUMA_TAGS_HEADER.to_owned(),
+                    value: tags,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        let hcm = HttpConnectionManager {
+            stat_prefix: stat.clone(),
+            http_filters: vec![router_filter()],
+            common_http_protocol_options: Some(CoreHttpProtocolOptions {
+                idle_timeout: Some(secs(0)),
+                ..Default::default()
+            }),
+            stream_idle_timeout: Some(secs(0)),
+            route_specifier: Some(RouteSpecifier::RouteConfig(RouteConfiguration {
+                name: format!("outbound:{service}"),
+                validate_clusters: Some(BoolValue { value: false }),
+                request_headers_to_add,
+                virtual_hosts: vec![VirtualHost {
+                    name: service.clone(),
+                    domains: vec!["*".to_owned()],
+                    routes: vec![catch_all_route(&service, Some(secs(0)))],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        network_filter(HCM_FILTER, &hcm)
+    } else {
+        let tcp = TcpProxy {
+            stat_prefix: stat.clone(),
+            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(service.clone())),
+            idle_timeout: Some(secs(0)),
+            ..Default::default()
+        };
+        network_filter(TCP_PROXY_FILTER, &tcp)
+    };
+    snap.listeners.insert(
+        listener_name.clone(),
+        Listener {
+            name: listener_name,
+            address: Some(socket(&address, outbound.port)),
+            traffic_direction: TrafficDirection::Outbound as i32,
+            metadata: Some(tags_metadata(&outbound.tags)),
+            filter_chains: vec![FilterChain {
+                filters: vec![filter],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    if snap.clusters.contains_key(&service) {
+        return; // several outbounds to one service share the cluster
+    }
+    let mut options = http_protocol_options(Protocol::Http2, None);
+    if protocol.is_http() {
+        options.common_http_protocol_options = Some(CoreHttpProtocolOptions {
+            idle_timeout: Some(secs(0)),
+            ..Default::default()
+        });
+    }
+    let mut cluster = Cluster {
+        name: service.clone(),
+        alt_stat_name: if stat == service { String::new() } else { stat },
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads()),
+            ..Default::default()
+        }),
+        connect_timeout: Some(secs(5)),
+        ..Default::default()
+    };
+    cluster
+        .typed_extension_protocol_options
+        .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+    if ctx.mtls {
+        cluster.transport_socket = Some(tls_socket(&UpstreamTlsContext {
+            sni: format!("{service}{{mesh={}}}", ctx.mesh),
+            common_tls_context: Some(common_tls(
+                &ctx.mesh,
+                StringMatcher {
+                    match_pattern: Some(string_matcher::MatchPattern::Exact(format!(
+                        "spiffe://{}/{service}",
+                        ctx.mesh
+                    ))),
+                    ..Default::default()
+                },
+                true,
+            )),
+            ..Default::default()
+        }));
+    }
+    snap.clusters.insert(service, cluster);
+}

@@ -1,0 +1,58 @@
+//! What every plugin gets besides the snapshot: [`PluginInput`] (the DPP, mesh facts, policies;
+//! read-only) and [`Origins`] (Kuma's `Resource.Origin` of what plugins added, carried from one
+//! plugin to the next). A leaf of the plugin layer: imports only [`crate::context`].
+
+use std::collections::BTreeMap;
+
+use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::view::PolicySet;
+
+use crate::context::MeshContext;
+
+/// Everything a plugin may read while editing a snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginInput<'a> {
+    /// The DPP.
+    pub dataplane: &'a DataplaneSpec,
+    /// Mesh-wide facts.
+    pub ctx: &'a MeshContext,
+    /// The policies of the view being generated.
+    pub policies: &'a PolicySet,
+}
+
+/// Origins (Kuma's `Resource.Origin`, e.g. `mesh-proxy-patch`, `proxy-template-raw`) of the
+/// clusters and listeners plugins added, by resource name. Umbra's snapshot does not record
+/// origins; resources not in here have the origin their name implies (`inbound:*` listeners and
+/// `localhost:*` clusters `inbound`, `outbound:*` listeners and other clusters `outbound`), see
+/// [`Origins::cluster`] and [`Origins::listener`]. One value lives for one generation, so
+/// ProxyTemplate modifications see what MeshProxyPatch added with its origin, as in Kuma.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origins {
+    /// Origin of added clusters, by name.
+    pub clusters: BTreeMap<String, &'static str>,
+    /// Origin of added listeners, by name.
+    pub listeners: BTreeMap<String, &'static str>,
+}
+
+impl Origins {
+    /// The origin of cluster `name`: recorded, else `inbound` for `localhost:*`, else
+    /// `outbound`.
+    pub fn cluster(&self, name: &str) -> &str {
+        match self.clusters.get(name) {
+            Some(o) => o,
+            None if name.starts_with("localhost:") => "inbound",
+            None => "outbound",
+        }
+    }
+
+    /// The origin of listener `name`: recorded, else `inbound` for `inbound:*`, `outbound` for
+    /// `outbound:*`, else empty.
+    pub fn listener(&self, name: &str) -> &str {
+        match self.listeners.get(name) {
+            Some(o) => o,
+            None if name.starts_with("inbound:") => "inbound",
+            None if name.starts_with("outbound:") => "outbound",
+            None => "",
+        }
+    }
+}
