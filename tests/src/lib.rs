@@ -572,6 +572,24 @@ pub async fn dataplane_acked(api: SocketAddr, name: &str) -> bool {
     })
 }
 
+/// Wait until the zone whose API is `api` has reconciled every write it had answered when this
+/// was called: its reconciler's revision (`/ready`'s `reconciledRevision`) reaches the store
+/// revision read first. After it, whatever those writes change in a DPP's Live snapshot is
+/// decided, so a check that something did *not* reach a proxy is meaningful.
+pub async fn reconciled(api: SocketAddr) -> anyhow::Result<()> {
+    let (_, ready) = call_json(api, "GET", "/ready", None).await?;
+    let target = ready["revision"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("/ready has no revision: {ready}"))?;
+    wait_until(Duration::from_secs(20), || async move {
+        matches!(
+            call_json(api, "GET", "/ready", None).await,
+            Ok((200, r)) if r["reconciledRevision"].as_u64().is_some_and(|v| v >= target)
+        )
+    })
+    .await
+}
+
 /// `method path` with an optional body against the API at `api`; status and JSON body (a
 /// string when the body is not JSON).
 pub async fn call_json(

@@ -235,7 +235,15 @@ async fn policies_flow_to_zone_envoys_and_survive_zone_and_global_crashes() -> a
 
     // SIGKILL the Global: the zone keeps serving its last state.
     global.kill();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let noticed = wait_until(Duration::from_secs(20), || async {
+        matches!(zone.call("GET", "/ready", None).await, Ok((200, r)) if r["global"]["connected"] == false)
+    })
+    .await;
+    assert!(
+        noticed.is_ok(),
+        "the zone did not notice the Global's loss:\n{}",
+        zone.log_tail()
+    );
     assert_eq!(count(&zone, "/meshes/default/meshtimeouts").await, 1);
     wait_for_status(out, 200, Duration::from_secs(10)).await?;
     global.restart().await?;

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use umbra_e2e::{
-    dataplane_yaml, envoy_binary, free_port, http, http_app, wait_for_status, wait_until, AdsApi,
-    Envoy, Sidecars, Zone,
+    call_json, dataplane_yaml, envoy_binary, free_port, http, http_app, reconciled,
+    wait_for_status, wait_until, AdsApi, Envoy, Sidecars, Zone,
 };
 
 const MESH: &str = "type: Mesh\nname: default\n";
@@ -34,12 +34,33 @@ async fn fault_injection_live_vs_shadow(api: AdsApi) -> anyhow::Result<()> {
     let fault = |labels: &str| {
         format!("type: MeshFaultInjection\nmesh: default\nname: abort-all\n{labels}spec:\n  targetRef: {{kind: MeshService, name: backend}}\n  from:\n  - targetRef: {{kind: Mesh}}\n    default:\n      http:\n      - abort: {{httpStatus: 503, percentage: 100}}\n")
     };
+    let served = |zone: &Zone| {
+        let api = zone.api;
+        async move {
+            let (_, v) = call_json(
+                api,
+                "GET",
+                "/meshes/default/dataplanes+insights/backend",
+                None,
+            )
+            .await?;
+            anyhow::Ok(v["dataplaneInsight"]["responsesSent"].clone())
+        }
+    };
+    let sent_before = served(&zone).await?;
     zone.apply(
         "/meshes/default/meshfaultinjections/abort-all",
         &fault("labels: {kuma.io/effect: shadow}\n"),
     )
     .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the zone has reconciled the write, the backend's Live snapshot is decided: nothing
+    // was pushed to it, and traffic is untouched.
+    reconciled(zone.api).await?;
+    assert_eq!(
+        served(&zone).await?,
+        sent_before,
+        "the shadow policy changed nothing the backend's Envoy is sent"
+    );
     assert_eq!(
         http(out, "GET", "/", None).await?.0,
         200,

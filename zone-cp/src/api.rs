@@ -51,10 +51,27 @@ pub const MAX_PAGE_SIZE: usize = umbra_api::paging::MAX_PAGE_SIZE;
 pub struct AppState {
     /// The zone store.
     pub store: Store,
-    /// `true` when a Global CP is configured: policies are read-only on the zone.
+    /// `true` when a Global CP is configured: Meshes and policies are read-only on the zone.
     pub federated: bool,
     /// xDS connection insights (connected, ACKed versions, NACKs).
     pub insights: std::sync::Arc<crate::ads::Insights>,
+    /// The reconciler (for the revision it has reached).
+    pub reconciler: std::sync::Arc<crate::reconciler::Reconciler>,
+    /// The link to the Global (federated zones).
+    pub kds: crate::kds::SharedStatus,
+}
+
+impl AppState {
+    /// The state of a zone's API over `store`, with fresh insights, reconciler and KDS status.
+    pub fn new(store: Store, federated: bool) -> Self {
+        AppState {
+            reconciler: std::sync::Arc::new(crate::reconciler::Reconciler::new(store.clone())),
+            store,
+            federated,
+            insights: std::sync::Arc::default(),
+            kds: crate::kds::SharedStatus::default(),
+        }
+    }
 }
 
 impl FromRef<AppState> for ResourceApi {
@@ -109,14 +126,27 @@ async fn index(State(st): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// `GET /ready`: the zone serves its API and ADS from its store (loaded at start); the body
-/// gives the store revision and whether policies come from a Global.
+/// `GET /ready`: the zone serves its API and ADS from its store (loaded at start). The body
+/// gives the store revision, the revision the reconciler has brought every DPP's snapshot up
+/// to (`reconciledRevision`; equal once nothing is pending), whether policies come from a
+/// Global and, when they do, the state of the KDS link (`global`: connected, attempts, last
+/// error, responses applied).
 async fn ready(State(st): State<AppState>) -> Json<Value> {
-    Json(json!({
+    let mut body = json!({
         "status": "ready",
         "revision": st.store.revision(),
+        "reconciledRevision": st.reconciler.reconciled_revision(),
         "federated": st.federated,
-    }))
+    });
+    if st.federated {
+        let status = st
+            .kds
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        body["global"] = serde_json::to_value(status).unwrap_or_default();
+    }
+    Json(body)
 }
 
 async fn inspect_config(

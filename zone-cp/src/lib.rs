@@ -109,10 +109,13 @@ pub async fn run(
     };
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
+    let kds_status = kds::SharedStatus::default();
     let state = api::AppState {
         store: store.clone(),
         federated: args.global_kds_address.is_some(),
         insights: insights.clone(),
+        reconciler: reconciler.clone(),
+        kds: kds_status.clone(),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -123,7 +126,6 @@ pub async fn run(
     let ads_listener = umbra_api::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
-    let kds_status = kds::SharedStatus::default();
     let kds_task = kds_config.map(|c| {
         tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
         tokio::spawn(kds::run(

@@ -95,6 +95,8 @@ pub struct Reconciler {
     /// The store revision `state` was computed from (written under `state`'s write lock, so a
     /// reader holding the read lock sees a matching pair); `u64::MAX` before the first pass.
     state_revision: std::sync::atomic::AtomicU64,
+    /// [`Reconciler::reconciled_revision`].
+    reconciled: std::sync::atomic::AtomicU64,
     changed: watch::Sender<u64>,
     /// Trace context of the latest pass, when it continued a trace: pushes it wakes join it.
     push_trace: std::sync::Mutex<Option<umbra_api::process::TraceContext>>,
@@ -153,6 +155,7 @@ impl Reconciler {
             store,
             state: RwLock::new(HashMap::new()),
             state_revision: std::sync::atomic::AtomicU64::new(u64::MAX),
+            reconciled: std::sync::atomic::AtomicU64::new(0),
             changed,
             push_trace: std::sync::Mutex::default(),
             ca: Authority::new(),
@@ -167,6 +170,12 @@ impl Reconciler {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// The store revision the latest completed pass started from: every DPP's snapshot
+    /// reflects at least this revision (0 before the first pass).
+    pub fn reconciled_revision(&self) -> u64 {
+        self.reconciled.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Subscribe to "some snapshot changed" wake-ups.
@@ -389,6 +398,8 @@ impl Reconciler {
         };
         self.state_revision
             .store(exact, std::sync::atomic::Ordering::Release);
+        self.reconciled
+            .fetch_max(revision, std::sync::atomic::Ordering::AcqRel);
         drop(state);
         if outcome.changed > 0 {
             self.changed.send_modify(|v| *v += 1);

@@ -36,11 +36,7 @@ async fn call(
 
 /// A zone loaded with the seed's kuma-demo scenario (old Timeouts live, MeshTimeouts shadow).
 async fn loaded() -> axum::Router {
-    let app = router(AppState {
-        store: Store::new(),
-        federated: false,
-        insights: Default::default(),
-    });
+    let app = router(AppState::new(Store::new(), false));
     let yaml = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../xds/tests/data/timeouts.yaml"
@@ -273,11 +269,7 @@ async fn federated_zones_refuse_policy_writes_but_accept_dataplanes() {
             None,
         )
         .unwrap();
-    let app = router(AppState {
-        store,
-        federated: true,
-        insights: Default::default(),
-    });
+    let app = router(AppState::new(store, true));
     let (s, body) = call(
         &app,
         "PUT",
@@ -337,11 +329,7 @@ async fn call_versioned(
 
 #[tokio::test]
 async fn a_standalone_zone_checks_if_match_and_sends_etags() {
-    let app = router(AppState {
-        store: Store::new(),
-        federated: false,
-        insights: Default::default(),
-    });
+    let app = router(AppState::new(Store::new(), false));
     let (status, etag, _) = call_versioned(
         &app,
         "PUT",

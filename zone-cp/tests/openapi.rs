@@ -16,11 +16,7 @@ fn document_lists_exactly_the_routes() {
 
 #[tokio::test]
 async fn every_documented_route_is_served() {
-    let app = router(AppState {
-        store: Store::new(),
-        federated: false,
-        insights: Default::default(),
-    });
+    let app = router(AppState::new(Store::new(), false));
     assert_eq!(unserved(app.clone(), ROUTES).await, Vec::<String>::new());
     let resp = app
         .clone()
