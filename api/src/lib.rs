@@ -13,3 +13,6 @@ pub mod openapi;
 pub mod paging;
 pub mod process;
 pub mod resource;
+pub mod service;
+#[cfg(feature = "testing")]
+pub mod testing;

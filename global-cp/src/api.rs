@@ -19,30 +19,28 @@
 //! endpoint; the API listens on loopback by default and has no user authentication yet, so
 //! expose it only where token issuance is meant to be open). A store outage is a
 //! 503 with a clear body; the same process serves again once the database is back. Bodies are
-//! limited to [`MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
+//! limited to [`umbra_api::service::MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use umbra_api::crud::{ResourceApi, WriteMode};
+use umbra_api::crud::{self, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
 use umbra_api::resource::resource_type;
+use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
 use umbra_core::resource::{ResourceKey, ResourceType};
 
 use crate::store::{Store, StoreError};
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
 use crate::zones::ZoneRegistry;
 use umbra_kds::pb::dataplane_inspect::Endpoint;
-
-/// Largest accepted request body (bytes).
-pub const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// Longest a request may take before it is answered with a 503.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,29 +49,23 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// by `tests/openapi.rs`).
 pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
-/// Every route and its methods, as documented in [`OPENAPI_YAML`].
-pub const ROUTES: &[(&str, &[&str])] = &[
-    ("/", &["get"]),
-    ("/openapi.yaml", &["get"]),
-    ("/metrics", &["get"]),
-    ("/healthz", &["get"]),
-    ("/ready", &["get"]),
+/// The Global's own routes (besides [`BASE_ROUTES`], the resource routes and
+/// [`DATAPLANE_ROUTES`]).
+const GLOBAL_ROUTES: &[Route] = &[
     ("/zones", &["get"]),
     ("/zones/{name}", &["get"]),
     ("/tokens/zone", &["post"]),
-    ("/meshes", &["get"]),
-    ("/meshes/{name}", &["get", "put", "delete"]),
-    ("/meshes/{mesh}/{plural}", &["get"]),
-    ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
-    ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
     (
         "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
         &["get"],
     ),
     ("/meshes/{mesh}/_shadow-diff", &["get"]),
 ];
+
+/// Every route and its methods, as documented in [`OPENAPI_YAML`].
+pub fn routes() -> Vec<Route> {
+    service::routes(&[BASE_ROUTES, GLOBAL_ROUTES, crud::ROUTES, DATAPLANE_ROUTES])
+}
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -108,16 +100,13 @@ impl FromRef<AppState> for ResourceApi {
 
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
-    let regular = Router::new()
+    let regular = service::base(OPENAPI_YAML)
+        .route("/", get(index))
+        .route("/ready", get(ready))
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
         .route("/tokens/zone", post(zone_token))
-        .merge(umbra_api::crud::routes())
-        .route("/openapi.yaml", get(openapi))
-        .route("/", get(index))
-        .route("/metrics", get(umbra_api::metrics::serve))
-        .route("/healthz", get(umbra_api::process::healthz))
-        .route("/ready", get(ready))
+        .merge(crud::routes())
         .route(
             "/meshes/{mesh}/dataplanes+insights/{name}",
             get(dataplane_insight),
@@ -137,13 +126,11 @@ pub fn router(state: AppState) -> Router {
     // Zones get their own deadline in a fleet-wide diff (`timeout=`, at most 120 s); the HTTP
     // one is longer.
     let fleet = Router::new().route("/meshes/{mesh}/_shadow-diff", get(shadow_diff));
-    with_timeout(regular, REQUEST_TIMEOUT)
-        .merge(with_timeout(fleet, crate::fanout::FLEET_HTTP_TIMEOUT))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
-        .layer(axum::middleware::from_fn(umbra_api::metrics::track_http))
-        .layer(axum::middleware::from_fn(umbra_api::process::trace_http))
-        .with_state(state)
+    service::layered(
+        with_timeout(regular, REQUEST_TIMEOUT)
+            .merge(with_timeout(fleet, crate::fanout::FLEET_HTTP_TIMEOUT)),
+    )
+    .with_state(state)
 }
 
 /// `GET /`: what answers here (Kuma's index: product, version, mode).
@@ -247,10 +234,6 @@ async fn zone_token(State(state): State<AppState>, body: Bytes) -> Result<Respon
             }
         })?;
     Ok(([(header::CONTENT_TYPE, "text/plain")], token).into_response())
-}
-
-async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML)
 }
 
 async fn inspect_config(

@@ -40,8 +40,8 @@ use umbra_kds::resource::{
     Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
 };
 use umbra_kds::sync::{
-    request, respond, spawn_reader, Event, Offer, OfferWatch, Refusal, RespondConfig, Sink,
-    TypeItems, Upsert, STREAM_QUEUE,
+    request, respond, spawn_reader, Event, Offer, OfferWatch, Received, Refusal, RespondConfig,
+    Sink, TypeItems, STREAM_QUEUE,
 };
 use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -617,12 +617,14 @@ impl ZoneSink {
 
 #[async_trait::async_trait]
 impl Sink for ZoneSink {
-    async fn apply(
-        &mut self,
-        type_url: &str,
-        upserts: Vec<Upsert>,
-        removed: Vec<String>,
-    ) -> Result<Vec<Refusal>, String> {
+    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+        let Received {
+            type_url,
+            upserts,
+            removed,
+            ..
+        } = received;
+        let type_url = type_url.as_str();
         let mut refused = Vec::new();
         if type_url == DATAPLANE_INSIGHT_TYPE {
             for u in upserts {

@@ -181,10 +181,5 @@ pub async fn serve(
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
     use clap::Parser as _;
-    let _telemetry = umbra_api::process::init("umbra-global-cp");
-    let args = Args::parse();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(run(args, umbra_api::process::shutdown_signal()))
+    umbra_api::service::main("umbra-global-cp", |shutdown| run(Args::parse(), shutdown))
 }

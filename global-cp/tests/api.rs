@@ -5,44 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt as _;
+use axum::http::StatusCode;
 use serde_json::Value;
-use tower::ServiceExt as _;
+use umbra_api::testing::call;
 use umbra_global_cp::api::{router, AppState};
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::PostgresStore;
 use umbra_global_cp::store::Store;
 use umbra_global_cp::testing::TempPostgres;
 use umbra_global_cp::tokens::ZoneTokens;
-
-async fn call(
-    app: &axum::Router,
-    method: &str,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> (StatusCode, Value, Option<String>) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req
-        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let etag = resp
-        .headers()
-        .get("etag")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let v = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    (status, v, etag)
-}
 
 fn app(store: Arc<dyn Store>) -> axum::Router {
     router(AppState {

@@ -325,37 +325,29 @@ pub struct Refusal {
     pub reason: String,
 }
 
+/// One response, as the requesting side hands it to its [`Sink`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Received {
+    /// The type URL.
+    pub type_url: String,
+    /// Resources created or changed.
+    pub upserts: Vec<Upsert>,
+    /// Names removed.
+    pub removed: Vec<String>,
+    /// The W3C trace context of the response's first traced resource (empty when none), so
+    /// the sink can continue the sender's trace.
+    pub trace_context: std::collections::HashMap<String, String>,
+}
+
 /// Where the requesting side puts what arrives.
 #[async_trait::async_trait]
 pub trait Sink: Send {
-    /// Apply one response of `type_url`: `upserts` (name, version, JSON body), and
-    /// `removed` names. Returns the resources refused, as (name, reason): they are NACKed,
-    /// everything else is applied.
+    /// Apply one response. Returns the resources refused: they are NACKed by name, everything
+    /// else counts as applied.
     ///
     /// # Errors
     /// When nothing can be applied now (the stream ends; the peer resumes later).
-    async fn apply(
-        &mut self,
-        type_url: &str,
-        upserts: Vec<Upsert>,
-        removed: Vec<String>,
-    ) -> Result<Vec<Refusal>, String>;
-
-    /// As [`Sink::apply`], with the W3C trace context of the response's first traced resource
-    /// (empty when none), so the sink can continue the sender's trace. The default ignores it.
-    ///
-    /// # Errors
-    /// As [`Sink::apply`].
-    async fn apply_traced(
-        &mut self,
-        type_url: &str,
-        upserts: Vec<Upsert>,
-        removed: Vec<String>,
-        trace_context: std::collections::HashMap<String, String>,
-    ) -> Result<Vec<Refusal>, String> {
-        let _ = trace_context;
-        self.apply(type_url, upserts, removed).await
-    }
+    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String>;
 }
 
 /// The requesting side of a stream: subscribes (wildcard) to `types`, saying it holds
@@ -418,12 +410,12 @@ pub async fn request(
         }
         let (resources, removed) = (upserts.len(), response.removed_resources.len());
         rejected.extend(
-            sink.apply_traced(
-                &response.type_url,
+            sink.apply(Received {
+                type_url: response.type_url.clone(),
                 upserts,
-                response.removed_resources,
-                trace,
-            )
+                removed: response.removed_resources,
+                trace_context: trace,
+            })
             .await
             .map_err(SyncError::Sink)?,
         );
@@ -473,15 +465,10 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Sink for Recorder {
-        async fn apply(
-            &mut self,
-            _type_url: &str,
-            upserts: Vec<Upsert>,
-            removed: Vec<String>,
-        ) -> Result<Vec<Refusal>, String> {
+        async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
             let mut map = self.applied.lock().unwrap();
             let mut refused = Vec::new();
-            for u in upserts {
+            for u in received.upserts {
                 if u.name.starts_with("bad") {
                     refused.push(Refusal {
                         name: u.name,
@@ -491,7 +478,7 @@ mod tests {
                     map.insert(u.name, u.version);
                 }
             }
-            for name in removed {
+            for name in received.removed {
                 map.remove(&name);
             }
             Ok(refused)

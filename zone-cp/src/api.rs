@@ -9,13 +9,13 @@
 //! the store holds it durably. In a federated zone (a Global is configured), Meshes and
 //! policies are read-only here (405): they come from the Global.
 
-use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, State};
-use axum::response::IntoResponse;
+use axum::extract::{FromRef, Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use umbra_api::crud::{get_stored, ResourceApi, WriteMode};
+use umbra_api::crud::{self, get_stored, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
+use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
 use umbra_core::resource::{ResourceKey, ResourceType};
 
 use crate::inspect;
@@ -26,25 +26,9 @@ use crate::store::Store;
 pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
-pub const ROUTES: &[(&str, &[&str])] = &[
-    ("/", &["get"]),
-    ("/openapi.yaml", &["get"]),
-    ("/metrics", &["get"]),
-    ("/healthz", &["get"]),
-    ("/ready", &["get"]),
-    ("/meshes", &["get"]),
-    ("/meshes/{name}", &["get", "put", "delete"]),
-    ("/meshes/{mesh}/{plural}", &["get"]),
-    ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
-    ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
-];
-
-/// Largest accepted request body (bytes).
-pub const MAX_BODY_BYTES: usize = 4 << 20;
-/// Largest page of a list.
-pub const MAX_PAGE_SIZE: usize = umbra_api::paging::MAX_PAGE_SIZE;
+pub fn routes() -> Vec<Route> {
+    service::routes(&[BASE_ROUTES, crud::ROUTES, DATAPLANE_ROUTES])
+}
 
 /// Shared state of the API.
 #[derive(Debug, Clone)]
@@ -90,13 +74,10 @@ impl FromRef<AppState> for ResourceApi {
 
 /// The API router.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/openapi.yaml", get(openapi))
+    let router = service::base(OPENAPI_YAML)
         .route("/", get(index))
-        .route("/metrics", get(umbra_api::metrics::serve))
-        .route("/healthz", get(umbra_api::process::healthz))
         .route("/ready", get(ready))
-        .merge(umbra_api::crud::routes())
+        .merge(crud::routes())
         .route(
             "/meshes/{mesh}/dataplanes/{name}/_config",
             get(inspect_config),
@@ -108,12 +89,8 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/meshes/{mesh}/dataplanes+insights/{name}",
             get(dataplane_insight),
-        )
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(umbra_api::negotiate::yaml_output))
-        .layer(axum::middleware::from_fn(umbra_api::metrics::track_http))
-        .layer(axum::middleware::from_fn(umbra_api::process::trace_http))
-        .with_state(state)
+        );
+    service::layered(router).with_state(state)
 }
 
 /// `GET /`: what answers here (Kuma's index: product, version, mode).
@@ -185,11 +162,4 @@ async fn dataplane_insight(
     Ok(Json(
         json!({"dataplane": dp.resource.to_value(), "dataplaneInsight": insight}),
     ))
-}
-
-async fn openapi() -> impl IntoResponse {
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/yaml")],
-        OPENAPI_YAML,
-    )
 }

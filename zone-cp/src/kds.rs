@@ -17,7 +17,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::Instrument as _;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,
@@ -35,8 +34,8 @@ use umbra_kds::resource::{
     Item, DATAPLANE_INSIGHT_TYPE,
 };
 use umbra_kds::sync::{
-    request, respond, spawn_reader, Event, Offer, OfferWatch, Refusal, RespondConfig, Sink,
-    SyncError, TypeItems, Upsert, STREAM_QUEUE,
+    request, respond, spawn_reader, Event, Offer, OfferWatch, Received, Refusal, RespondConfig,
+    Sink, SyncError, TypeItems, Upsert, STREAM_QUEUE,
 };
 use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -364,12 +363,36 @@ impl Sink for StoreSink {
     /// Decode and validate each resource, then write what is valid (and the removals) to the
     /// store as one durable batch before the ACK goes back. A store that cannot write ends
     /// the stream (the Global resends on reconnect); a resource the store refuses is NACKed.
-    async fn apply(
-        &mut self,
-        type_url: &str,
-        upserts: Vec<Upsert>,
-        removed: Vec<String>,
-    ) -> Result<Vec<Refusal>, String> {
+    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+        if received.trace_context.is_empty() {
+            return self.write(received);
+        }
+        // Continue the Global's trace (the `PUT` that made the change) in a `kds.apply` span,
+        // and hand it to the reconciliation the write triggers.
+        let span = tracing::info_span!(
+            "kds.apply",
+            type_url = %received.type_url,
+            upserts = received.upserts.len(),
+            removed = received.removed.len()
+        );
+        umbra_api::process::set_parent(&span, &received.trace_context);
+        let out = span.in_scope(|| self.write(received));
+        self.store
+            .note_trace(span.in_scope(umbra_api::process::current_context));
+        out
+    }
+}
+
+impl StoreSink {
+    /// Write one response to the store (see [`Sink::apply`] above).
+    fn write(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+        let Received {
+            type_url,
+            upserts,
+            removed,
+            ..
+        } = received;
+        let type_url = type_url.as_str();
         let Some(ty) = ResourceType::from_name(type_url).filter(|t| *t != ResourceType::Dataplane)
         else {
             return Ok(upserts
@@ -430,34 +453,6 @@ impl Sink for StoreSink {
             tracing::warn!(type_url, ?refused, "KDS: NACK to the Global");
         }
         Ok(refused)
-    }
-
-    /// Apply inside a `kds.apply` span continuing the Global's trace (the `PUT` that made the
-    /// change), and hand that context to the reconciliation the write triggers.
-    async fn apply_traced(
-        &mut self,
-        type_url: &str,
-        upserts: Vec<Upsert>,
-        removed: Vec<String>,
-        trace_context: std::collections::HashMap<String, String>,
-    ) -> Result<Vec<Refusal>, String> {
-        if trace_context.is_empty() {
-            return self.apply(type_url, upserts, removed).await;
-        }
-        let span = tracing::info_span!(
-            "kds.apply",
-            type_url,
-            upserts = upserts.len(),
-            removed = removed.len()
-        );
-        umbra_api::process::set_parent(&span, &trace_context);
-        let out = self
-            .apply(type_url, upserts, removed)
-            .instrument(span.clone())
-            .await;
-        self.store
-            .note_trace(span.in_scope(umbra_api::process::current_context));
-        out
     }
 }
 
@@ -544,6 +539,15 @@ mod tests {
         assert!(b.next_delay() <= Duration::from_millis(100));
     }
 
+    fn received(type_url: &str, upserts: Vec<Upsert>, removed: Vec<String>) -> Received {
+        Received {
+            type_url: type_url.into(),
+            upserts,
+            removed,
+            trace_context: Default::default(),
+        }
+    }
+
     fn up(name: &str, body: Vec<u8>) -> Upsert {
         Upsert {
             name: name.into(),
@@ -561,7 +565,7 @@ mod tests {
         };
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         assert!(sink
-            .apply("Mesh", vec![up("m", mesh)], vec![])
+            .apply(received("Mesh", vec![up("m", mesh)], vec![]))
             .await
             .unwrap()
             .is_empty());
@@ -572,7 +576,7 @@ mod tests {
             br#"{"type":"MeshTimeout","mesh":"x","name":"t","spec":{"targetRef":{"kind":"Mesh"}}}"#
                 .to_vec();
         let refused = sink
-            .apply(
+            .apply(received(
                 "MeshTimeout",
                 vec![
                     up("m/t", good),
@@ -581,19 +585,19 @@ mod tests {
                     up("x/t", no_mesh),
                 ],
                 vec!["m/absent".into()],
-            )
+            ))
             .await
             .unwrap();
         let names: Vec<&str> = refused.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["m/bad", "m/other", "x/t"], "{refused:?}");
         assert_eq!(store.list(ResourceType::MeshTimeout, "m").len(), 1);
         let refused = sink
-            .apply("Dataplane", vec![up("m/dp", vec![])], vec![])
+            .apply(received("Dataplane", vec![up("m/dp", vec![])], vec![]))
             .await
             .unwrap();
         assert_eq!(refused.len(), 1);
         assert!(sink
-            .apply("MeshTimeout", vec![], vec!["m/t".into()])
+            .apply(received("MeshTimeout", vec![], vec!["m/t".into()]))
             .await
             .unwrap()
             .is_empty());

@@ -2,11 +2,8 @@
 //! federated read-only rule, and inspect (`_config`, `_rules`) with `shadow` and `include=diff`
 //! on the transition seed's Timeout -> MeshTimeout scenario.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt as _;
+use axum::http::StatusCode;
 use serde_json::{json, Value};
-use tower::ServiceExt as _;
 use umbra_core::resource::Resource;
 use umbra_zone_cp::api::{router, AppState};
 use umbra_zone_cp::store::Store;
@@ -17,20 +14,7 @@ async fn call(
     uri: &str,
     body: Option<String>,
 ) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(body.map_or_else(Body::empty, Body::from))
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let v = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)
-            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
-    };
+    let (status, v, _) = umbra_api::testing::call(app, method, uri, &[], body.as_deref()).await;
     (status, v)
 }
 
@@ -306,25 +290,9 @@ async fn call_versioned(
     if_match: Option<&str>,
     body: Option<&str>,
 ) -> (StatusCode, Option<String>, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if let Some(v) = if_match {
-        req = req.header("if-match", v);
-    }
-    let req = req
-        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let etag = resp
-        .headers()
-        .get("etag")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        etag,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    let headers: Vec<(&str, &str)> = if_match.map(|v| ("if-match", v)).into_iter().collect();
+    let (status, body, etag) = umbra_api::testing::call(app, method, uri, &headers, body).await;
+    (status, etag, body)
 }
 
 #[tokio::test]

@@ -1,0 +1,49 @@
+//! Test support (feature `testing`): one request through a router without a socket, for the
+//! CPs' API tests.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+/// `method uri` with `headers` and an optional body through `app`: the status, the body as JSON
+/// (a JSON string when it is not JSON, `null` when empty) and the `ETag`, if any.
+///
+/// # Panics
+/// When the request cannot be built or the body cannot be read (a test failure).
+pub async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (StatusCode, Value, Option<String>) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
+        .expect("a valid request");
+    let resp = app.clone().oneshot(req).await.expect("the router answers");
+    let status = resp.status();
+    let etag = resp
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .expect("a readable body")
+        .to_bytes();
+    let v = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    (status, v, etag)
+}
