@@ -208,6 +208,26 @@ pub async fn trace_http(
     response
 }
 
+/// Serve `router` on `listener` until `stop` turns `true`, then drain (graceful shutdown).
+///
+/// # Errors
+/// What serving returns (an accept loop failure).
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stopped(stop))
+        .await
+}
+
+/// Resolves once `stop` turns `true` (or its sender is gone): a server's graceful-shutdown
+/// signal, from the one shutdown watch every task of a CP follows.
+pub async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
 /// `GET /healthz` on both CPs: the process serves HTTP (liveness; readiness is each CP's own
 /// `/ready`).
 pub async fn healthz() -> &'static str {

@@ -8,13 +8,13 @@ use std::future::Future;
 use axum::extract::DefaultBodyLimit;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, MethodRouter};
 use axum::Router;
 
 /// A route and its methods, as documented in a CP's OpenAPI document.
 pub type Route = (&'static str, &'static [&'static str]);
 
-/// The routes [`base`] serves (the CP adds `/` and `/ready`, whose answers differ).
+/// The routes [`base`] serves.
 pub const BASE_ROUTES: &[Route] = &[
     ("/", &["get"]),
     ("/openapi.yaml", &["get"]),
@@ -24,11 +24,25 @@ pub const BASE_ROUTES: &[Route] = &[
 ];
 
 /// Per-DPP routes both CPs answer (the zone itself, the Global by asking the owning zone).
-pub const DATAPLANE_ROUTES: &[Route] = &[
+pub const DATAPLANE_ROUTES: [Route; 3] = [
     ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
 ];
+
+/// The [`DATAPLANE_ROUTES`], answered by `insight` (`dataplanes+insights`), `config`
+/// (`_config`) and `rules` (`_rules`).
+pub fn dataplane_routes<S: Clone + Send + Sync + 'static>(
+    insight: MethodRouter<S>,
+    config: MethodRouter<S>,
+    rules: MethodRouter<S>,
+) -> Router<S> {
+    let [(insight_path, _), (config_path, _), (rules_path, _)] = DATAPLANE_ROUTES;
+    Router::new()
+        .route(insight_path, insight)
+        .route(config_path, config)
+        .route(rules_path, rules)
+}
 
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -38,9 +52,16 @@ pub fn routes(parts: &[&[Route]]) -> Vec<Route> {
     parts.iter().flat_map(|p| p.iter().copied()).collect()
 }
 
-/// `/openapi.yaml` (serving `openapi_yaml`), `/metrics` and `/healthz`.
-pub fn base<S: Clone + Send + Sync + 'static>(openapi_yaml: &'static str) -> Router<S> {
+/// The [`BASE_ROUTES`]: `/` answered by `index`, `/ready` by `ready`, `/openapi.yaml` serving
+/// `openapi_yaml`, `/metrics` and `/healthz`.
+pub fn base<S: Clone + Send + Sync + 'static>(
+    openapi_yaml: &'static str,
+    index: MethodRouter<S>,
+    ready: MethodRouter<S>,
+) -> Router<S> {
     Router::new()
+        .route("/", index)
+        .route("/ready", ready)
         .route(
             "/openapi.yaml",
             get(move || async move {

@@ -129,6 +129,26 @@ pub struct ResourceKey {
     pub name: String,
 }
 
+impl ResourceKey {
+    /// The key of the Mesh `name`.
+    pub fn mesh(name: impl Into<String>) -> Self {
+        ResourceKey {
+            ty: ResourceType::Mesh,
+            mesh: String::new(),
+            name: name.into(),
+        }
+    }
+
+    /// The key of the Dataplane `name` in `mesh`.
+    pub fn dataplane(mesh: impl Into<String>, name: impl Into<String>) -> Self {
+        ResourceKey {
+            ty: ResourceType::Dataplane,
+            mesh: mesh.into(),
+            name: name.into(),
+        }
+    }
+}
+
 impl fmt::Display for ResourceKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.mesh.is_empty() {

@@ -35,7 +35,7 @@ use umbra_api::crud::{self, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
 use umbra_api::resource::resource_type;
 use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
-use umbra_core::resource::{ResourceKey, ResourceType};
+use umbra_core::resource::ResourceKey;
 
 use crate::store::{Store, StoreError};
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
@@ -64,7 +64,7 @@ const GLOBAL_ROUTES: &[Route] = &[
 
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
 pub fn routes() -> Vec<Route> {
-    service::routes(&[BASE_ROUTES, GLOBAL_ROUTES, crud::ROUTES, DATAPLANE_ROUTES])
+    service::routes(&[BASE_ROUTES, GLOBAL_ROUTES, crud::ROUTES, &DATAPLANE_ROUTES])
 }
 
 /// What the handlers share.
@@ -100,25 +100,16 @@ impl FromRef<AppState> for ResourceApi {
 
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
-    let regular = service::base(OPENAPI_YAML)
-        .route("/", get(index))
-        .route("/ready", get(ready))
+    let regular = service::base(OPENAPI_YAML, get(index), get(ready))
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
         .route("/tokens/zone", post(zone_token))
         .merge(crud::routes())
-        .route(
-            "/meshes/{mesh}/dataplanes+insights/{name}",
+        .merge(service::dataplane_routes(
             get(dataplane_insight),
-        )
-        .route(
-            "/meshes/{mesh}/dataplanes/{name}/_config",
             get(inspect_config),
-        )
-        .route(
-            "/meshes/{mesh}/dataplanes/{name}/_rules",
             get(inspect_rules),
-        )
+        ))
         .route(
             "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
             get(affected_dataplanes),
@@ -279,11 +270,7 @@ async fn dataplane_insight(
     State(state): State<AppState>,
     Path((mesh, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let key = ResourceKey {
-        ty: ResourceType::Dataplane,
-        mesh: mesh.clone(),
-        name,
-    };
+    let key = ResourceKey::dataplane(mesh.as_str(), name);
     let stored = state
         .store
         .get(&key)

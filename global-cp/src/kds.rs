@@ -119,6 +119,40 @@ impl TraceLinks {
     }
 }
 
+/// Serve `server` on `listener` (over TLS with `tls`) until `stop` turns `true`, then drain.
+/// HTTP/2 keepalives find dead zone connections; per-stream and per-connection windows keep
+/// one zone's three streams from starving each other.
+///
+/// # Errors
+/// A TLS configuration the server refuses; a failure of the accept loop.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    server: KdsServer,
+    tls: Option<tonic::transport::Identity>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(5)))
+        // One zone connection carries three streams: a stream whose reader falls behind (a
+        // large inspect answer) must not use up the connection's flow-control window and
+        // stall the sync streams' ACKs.
+        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
+    if let Some(identity) = tls {
+        builder =
+            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    builder
+        .add_service(server.into_server())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            umbra_api::process::stopped(stop),
+        )
+        .await?;
+    Ok(())
+}
+
 /// API writes note their trace here, so the KDS item that carries the change continues it.
 impl umbra_api::crud::WriteObserver for TraceLinks {
     fn before_write(&self, key: &ResourceKey) {
@@ -618,12 +652,7 @@ impl ZoneSink {
 #[async_trait::async_trait]
 impl Sink for ZoneSink {
     async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
-        let Received {
-            type_url,
-            upserts,
-            removed,
-            ..
-        } = received;
+        let (type_url, upserts, removed) = (received.type_url, received.upserts, received.removed);
         let type_url = type_url.as_str();
         let mut refused = Vec::new();
         if type_url == DATAPLANE_INSIGHT_TYPE {

@@ -139,34 +139,13 @@ pub async fn serve(
         tokens: tokens.clone(),
         inspect: inspect.clone(),
     };
-    let mut api_stop = stop_rx.clone();
-    let api = axum::serve(api, api::router(state)).with_graceful_shutdown(async move {
-        let _ = api_stop.wait_for(|s| *s).await;
-    });
-    let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
-        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
-        // One zone connection carries three streams: a stream whose reader falls behind (a
-        // large inspect answer) must not use up the connection's flow-control window and
-        // stall the sync streams' ACKs.
-        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
-        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
-    if let Some(identity) = tls {
-        builder =
-            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
-    }
-    let mut kds_stop = stop_rx.clone();
-    let kds = builder
-        .add_service(
-            kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())
-                .into_server(),
-        )
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(kds),
-            async move {
-                let _ = kds_stop.wait_for(|s| *s).await;
-            },
-        );
+    let api = umbra_api::process::serve_http(api, api::router(state), stop_rx.clone());
+    let kds = kds::serve(
+        kds,
+        kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone()),
+        tls,
+        stop_rx.clone(),
+    );
     let (a, k) = tokio::join!(api, kds);
     a?;
     k?;

@@ -330,11 +330,7 @@ pub fn stamp_times(resource: &mut Resource, existing: Option<&Stored>) {
 
 /// The key of the Mesh a mesh-scoped key belongs to.
 pub fn mesh_key(mesh: &str) -> ResourceKey {
-    ResourceKey {
-        ty: ResourceType::Mesh,
-        mesh: String::new(),
-        name: mesh.to_owned(),
-    }
+    ResourceKey::mesh(mesh)
 }
 
 /// `true` when `labels` holds every `(k, v)` of `filter`.

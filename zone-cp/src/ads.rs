@@ -179,6 +179,24 @@ impl Ads {
         Ok(key)
     }
 
+    /// Serve ADS on `listener` until `stop` turns `true`, then drain.
+    ///
+    /// # Errors
+    /// A failure of the accept loop.
+    pub async fn listen(
+        self,
+        listener: tokio::net::TcpListener,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), tonic::transport::Error> {
+        tonic::transport::Server::builder()
+            .add_service(self.into_server())
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                umbra_api::process::stopped(stop),
+            )
+            .await
+    }
+
     /// A stream ended.
     fn close(&self, key: &DpKey) {
         self.insights.update(key, |i| i.connected = false);

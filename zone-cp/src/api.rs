@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use umbra_api::crud::{self, get_stored, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
 use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
-use umbra_core::resource::{ResourceKey, ResourceType};
+use umbra_core::resource::ResourceKey;
 
 use crate::inspect;
 use crate::store::Store;
@@ -27,7 +27,7 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
 pub fn routes() -> Vec<Route> {
-    service::routes(&[BASE_ROUTES, crud::ROUTES, DATAPLANE_ROUTES])
+    service::routes(&[BASE_ROUTES, crud::ROUTES, &DATAPLANE_ROUTES])
 }
 
 /// Shared state of the API.
@@ -74,22 +74,13 @@ impl FromRef<AppState> for ResourceApi {
 
 /// The API router.
 pub fn router(state: AppState) -> Router {
-    let router = service::base(OPENAPI_YAML)
-        .route("/", get(index))
-        .route("/ready", get(ready))
+    let router = service::base(OPENAPI_YAML, get(index), get(ready))
         .merge(crud::routes())
-        .route(
-            "/meshes/{mesh}/dataplanes/{name}/_config",
-            get(inspect_config),
-        )
-        .route(
-            "/meshes/{mesh}/dataplanes/{name}/_rules",
-            get(inspect_rules),
-        )
-        .route(
-            "/meshes/{mesh}/dataplanes+insights/{name}",
+        .merge(service::dataplane_routes(
             get(dataplane_insight),
-        );
+            get(inspect_config),
+            get(inspect_rules),
+        ));
     service::layered(router).with_state(state)
 }
 
@@ -152,11 +143,7 @@ async fn dataplane_insight(
     State(st): State<AppState>,
     Path((mesh, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let key = ResourceKey {
-        ty: ResourceType::Dataplane,
-        mesh: mesh.clone(),
-        name: name.clone(),
-    };
+    let key = ResourceKey::dataplane(mesh.as_str(), name.as_str());
     let dp = get_stored(&*st.store.contract(), &key).await?;
     let insight = st.insights.get(&mesh, &name).unwrap_or_default();
     Ok(Json(

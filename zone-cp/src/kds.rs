@@ -386,13 +386,8 @@ impl Sink for StoreSink {
 impl StoreSink {
     /// Write one response to the store (see [`Sink::apply`] above).
     fn write(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
-        let Received {
-            type_url,
-            upserts,
-            removed,
-            ..
-        } = received;
-        let type_url = type_url.as_str();
+        let type_url = received.type_url.as_str();
+        let (upserts, removed) = (received.upserts, received.removed);
         let Some(ty) = ResourceType::from_name(type_url).filter(|t| *t != ResourceType::Dataplane)
         else {
             return Ok(upserts

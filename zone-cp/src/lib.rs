@@ -137,19 +137,9 @@ pub async fn run(
             stop_rx.clone(),
         ))
     });
-    let mut api_stop = stop_rx.clone();
-    let api = axum::serve(api_listener, api::router(state)).with_graceful_shutdown(async move {
-        let _ = api_stop.wait_for(|s| *s).await;
-    });
-    let mut ads_stop = stop_rx.clone();
-    let ads = tonic::transport::Server::builder()
-        .add_service(ads::Ads::new(store, reconciler, insights, stop_rx.clone()).into_server())
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(ads_listener),
-            async move {
-                let _ = ads_stop.wait_for(|s| *s).await;
-            },
-        );
+    let api = umbra_api::process::serve_http(api_listener, api::router(state), stop_rx.clone());
+    let ads = ads::Ads::new(store, reconciler, insights, stop_rx.clone())
+        .listen(ads_listener, stop_rx.clone());
     let (a, b) = tokio::join!(api, ads);
     a?;
     b?;
