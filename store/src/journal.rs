@@ -130,6 +130,11 @@ pub(crate) struct Journal {
     file: File,
     /// Lines in the journal since the last compaction.
     records: usize,
+    /// Bytes in the journal that are acknowledged records (a failed append is cut back to it).
+    len: u64,
+    /// A failed append could not be cut back: nothing more is appended (a record after a torn
+    /// one would make the journal unreadable) until the store is opened again.
+    broken: bool,
 }
 
 fn invalid(path: &Path, what: impl std::fmt::Display) -> std::io::Error {
@@ -157,12 +162,15 @@ impl Journal {
             .create(true)
             .append(true)
             .open(&journal_path)?;
+        let len = file.metadata()?.len();
         sync_dir(dir)?;
         Ok((
             Journal {
                 dir: dir.to_owned(),
                 file,
                 records,
+                len,
+                broken: false,
             },
             loaded,
         ))
@@ -173,13 +181,28 @@ impl Journal {
     /// # Errors
     /// I/O errors (then nothing of `records` may be relied on; the caller undoes them).
     pub(crate) fn append(&mut self, records: &[Record]) -> std::io::Result<()> {
+        if self.broken {
+            return Err(std::io::Error::other(
+                "an earlier journal write failed and could not be undone; restart the zone",
+            ));
+        }
         let mut buf = Vec::new();
         for r in records {
             serde_json::to_writer(&mut buf, r).map_err(std::io::Error::other)?;
             buf.push(b'\n');
         }
-        self.file.write_all(&buf)?;
-        self.file.sync_data()?;
+        let written = self
+            .file
+            .write_all(&buf)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            // Cut a partly written record off, so later records do not follow a torn one.
+            if self.file.set_len(self.len).is_err() {
+                self.broken = true;
+            }
+            return Err(e);
+        }
+        self.len += buf.len() as u64;
         self.records += records.len();
         Ok(())
     }
@@ -225,8 +248,9 @@ impl Journal {
         std::fs::rename(&tmp, &path)?;
         sync_dir(&self.dir)?;
         self.file.set_len(0)?;
-        self.file.sync_all()?;
+        self.len = 0;
         self.records = 0;
+        self.file.sync_all()?;
         Ok(())
     }
 }
