@@ -1,9 +1,30 @@
-//! Kuma's list paging: `size` (default 100, at most [`MAX_PAGE_SIZE`]) and `offset` query
-//! parameters in; `{total, items, next}` out, `next` being the URL of the next page or null.
+//! Query parameters: Kuma's list paging (`size`, default 100, at most [`MAX_PAGE_SIZE`], and
+//! `offset` in; `{total, items, next}` out, `next` being the URL of the next page or null) and
+//! enumerated parameters ([`one_of`]).
 
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
+
+/// The value of query parameter `name` as one of `choices` (`(spelling, meaning)`), e.g.
+/// `shadow=true|false` or `format=summary|full`.
+///
+/// # Errors
+/// A 400 naming the parameter and the spellings allowed.
+pub fn one_of<T: Copy>(name: &str, value: &str, choices: &[(&str, T)]) -> Result<T, ApiError> {
+    choices
+        .iter()
+        .find(|(spelling, _)| *spelling == value)
+        .map(|(_, meaning)| *meaning)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(s, _)| *s).collect();
+            let allowed = match names.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+                _ => names.join(""),
+            };
+            ApiError::bad_parameter(name, format!("must be {allowed}, got {value:?}"))
+        })
+}
 
 /// Largest page a list returns.
 pub const MAX_PAGE_SIZE: usize = 1000;

@@ -37,7 +37,7 @@ use umbra_api::resource::resource_type;
 use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
 use umbra_core::resource::ResourceKey;
 
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
 use crate::zones::ZoneRegistry;
 use umbra_kds::pb::dataplane_inspect::Endpoint;
@@ -77,7 +77,7 @@ pub struct AppState {
     /// Zone token issuer.
     pub tokens: ZoneTokens,
     /// Inspect calls to zones.
-    pub inspect: Arc<crate::inspect::InspectHub>,
+    pub inspect: Arc<crate::inspect::hub::InspectHub>,
     /// Trace context of writes on their way to the zones.
     pub traces: Arc<crate::kds::TraceLinks>,
 }
@@ -85,6 +85,17 @@ pub struct AppState {
 impl FromRef<AppState> for Arc<dyn Store> {
     fn from_ref(state: &AppState) -> Self {
         state.store.clone()
+    }
+}
+
+impl AppState {
+    /// What the inspect answers read.
+    pub fn inspect_context(&self) -> crate::inspect::context::InspectContext {
+        crate::inspect::context::InspectContext {
+            store: self.store.clone(),
+            hub: self.inspect.clone(),
+            zones: self.zones.clone(),
+        }
     }
 }
 
@@ -117,10 +128,10 @@ pub fn router(state: AppState) -> Router {
     // Zones get their own deadline in a fleet-wide diff (`timeout=`, at most 120 s); the HTTP
     // one is longer.
     let fleet = Router::new().route("/meshes/{mesh}/_shadow-diff", get(shadow_diff));
-    service::layered(
-        with_timeout(regular, REQUEST_TIMEOUT)
-            .merge(with_timeout(fleet, crate::fanout::FLEET_HTTP_TIMEOUT)),
-    )
+    service::layered(with_timeout(regular, REQUEST_TIMEOUT).merge(with_timeout(
+        fleet,
+        crate::inspect::shadow_diff::query::FLEET_HTTP_TIMEOUT,
+    )))
     .with_state(state)
 }
 
@@ -136,7 +147,7 @@ async fn index() -> Json<Value> {
 
 /// `GET /ready`: 200 when the store answers (readiness), else 503 with the store's error.
 async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let revision = state.store.revision().await.map_err(store_err)?;
+    let revision = state.store.revision().await?;
     let online = state.zones.list().iter().filter(|z| z.online).count();
     Ok(Json(
         json!({"status": "ready", "revision": revision, "zonesOnline": online}),
@@ -157,10 +168,6 @@ fn with_timeout(router: Router<AppState>, limit: Duration) -> Router<AppState> {
             ))
             .timeout(limit),
     )
-}
-
-pub(crate) fn store_err(e: StoreError) -> ApiError {
-    e.into()
 }
 
 async fn list_zones(State(state): State<AppState>) -> Json<Value> {
@@ -232,7 +239,14 @@ async fn inspect_config(
     Path((mesh, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    crate::fanout::forward(&state, &mesh, &name, Endpoint::Config, query).await
+    crate::inspect::forward::forward(
+        &state.inspect_context(),
+        &mesh,
+        &name,
+        Endpoint::Config,
+        query,
+    )
+    .await
 }
 
 async fn inspect_rules(
@@ -240,7 +254,14 @@ async fn inspect_rules(
     Path((mesh, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    crate::fanout::forward(&state, &mesh, &name, Endpoint::Rules, query).await
+    crate::inspect::forward::forward(
+        &state.inspect_context(),
+        &mesh,
+        &name,
+        Endpoint::Rules,
+        query,
+    )
+    .await
 }
 
 async fn affected_dataplanes(
@@ -250,7 +271,8 @@ async fn affected_dataplanes(
 ) -> Result<Json<Value>, ApiError> {
     let ty = resource_type(&plural)?;
     let path = format!("/meshes/{mesh}/{plural}/{name}/_resources/dataplanes");
-    crate::fanout::affected(&state, &mesh, ty, &name, &query, &path).await
+    crate::inspect::affected::affected(&state.inspect_context(), &mesh, ty, &name, &query, &path)
+        .await
 }
 
 async fn shadow_diff(
@@ -263,7 +285,13 @@ async fn shadow_diff(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/x-ndjson"));
-    crate::fanout::shadow_diff(&state, &mesh, &query, ndjson).await
+    crate::inspect::shadow_diff::respond::shadow_diff(
+        &state.inspect_context(),
+        &mesh,
+        &query,
+        ndjson,
+    )
+    .await
 }
 
 async fn dataplane_insight(
@@ -274,8 +302,7 @@ async fn dataplane_insight(
     let stored = state
         .store
         .get(&key)
-        .await
-        .map_err(store_err)?
+        .await?
         .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
     let insight = stored.zone.as_deref().and_then(|zone| {
         let local = stored

@@ -14,7 +14,7 @@
 //!   overwrite nor delete another zone's resources.
 //!
 //! - InspectSync carries the Global's inspect calls down and the zone's answers up
-//!   ([`crate::inspect`]).
+//!   ([`crate::inspect::hub`]).
 //!
 //! Every RPC authenticates with `authorization: Bearer <zone token>`; a missing or bad token
 //! is refused (`UNAUTHENTICATED`) and logged.
@@ -46,7 +46,7 @@ use umbra_kds::sync::{
 use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
 
-use crate::inspect::InspectHub;
+use crate::inspect::hub::InspectHub;
 use crate::store::{list_all, Store, StoreError};
 use crate::tokens::ZoneTokens;
 use crate::zones::{Direction, ZoneRegistry};
@@ -513,7 +513,7 @@ impl KdsService for KdsServer {
 /// Detaches an inspect link from its hub when its stream's driver ends, however it ends (which
 /// also ends the outgoing stream: the link held its only sender).
 struct Detach {
-    link: Arc<crate::inspect::ZoneLink>,
+    link: Arc<crate::inspect::hub::ZoneLink>,
     hub: Arc<InspectHub>,
 }
 

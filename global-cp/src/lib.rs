@@ -4,7 +4,7 @@
 //!   commit-ordered change log;
 //! - [`api`]: Kuma's resource REST API over the store, `/zones` and zone tokens;
 //! - [`kds`]: the KDS server zones dial (policies down, Dataplanes and insights up);
-//! - [`inspect`]: reverse calls to zones over KDS; [`fanout`]: the inspect API built on them
+//! - [`inspect`]: the inspect API answered by the zones over KDS (hub, forwarding, affected DPPs,
 //!   (per-DPP forwarding, affected DPPs, the fleet-wide shadow diff);
 //! - [`tokens`]: zone tokens; [`zones`]: what the Global knows of each zone;
 //! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
@@ -12,7 +12,6 @@
 //!   the loopback port picker.
 
 pub mod api;
-pub mod fanout;
 pub mod inspect;
 pub mod kds;
 pub mod store;
@@ -118,7 +117,7 @@ pub async fn serve(
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let zones = Arc::new(zones::ZoneRegistry::default());
-    let inspect = Arc::new(inspect::InspectHub::new());
+    let inspect = Arc::new(inspect::hub::InspectHub::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;

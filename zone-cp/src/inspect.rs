@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use umbra_api::paging::one_of;
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 use umbra_core::rules::{Rule, Rules};
@@ -56,18 +57,7 @@ impl InspectQuery {
         let mut q = Self::default();
         for (k, v) in pairs {
             match k.as_str() {
-                "shadow" => {
-                    q.shadow = match v.as_str() {
-                        "true" => true,
-                        "false" => false,
-                        other => {
-                            return Err(ApiError::bad_parameter(
-                                "shadow",
-                                format!("must be true or false, got {other:?}"),
-                            ))
-                        }
-                    }
-                }
+                "shadow" => q.shadow = one_of("shadow", v, &[("true", true), ("false", false)])?,
                 "include" => {
                     for part in v.split(',').filter(|p| !p.is_empty()) {
                         if part != "diff" {

@@ -1,0 +1,187 @@
+//! What every inspect answer on the Global reads ([`InspectContext`]: the store, the zones'
+//! inspect hub, the zone registry) and the lookups they share: which zone owns a DPP
+//! ([`locate`]), a mesh's policies ([`mesh_policies`]), a mesh's Dataplanes page by page off the
+//! runtime ([`for_each_dataplane_page`]), and the fan-out latency metric ([`record_fanout`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use umbra_api::error::ApiError;
+use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind};
+use umbra_kds::resource::DISPLAY_NAME_LABEL;
+
+use super::hub::{CallError, InspectHub};
+use crate::store::{list_all, mesh_key, ListQuery, Store, Stored};
+use crate::zones::ZoneRegistry;
+
+/// What the inspect answers read.
+#[derive(Debug, Clone)]
+pub struct InspectContext {
+    /// The Global's store (Meshes, policies, the zones' Dataplanes).
+    pub store: Arc<dyn Store>,
+    /// Calls to zones over their KDS connections.
+    pub hub: Arc<InspectHub>,
+    /// The zones the Global knows.
+    pub zones: Arc<ZoneRegistry>,
+}
+
+/// A failed zone call as the API answers it: 503 naming the zone and why.
+pub fn call_error(e: &CallError) -> ApiError {
+    ApiError::status(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+}
+
+/// A DPP the Global knows, with its zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// Its zone.
+    pub zone: String,
+    /// Its name in its zone.
+    pub local: String,
+}
+
+/// Where a Global-stored Dataplane lives: its zone and its name there (`None` for one with no
+/// zone).
+pub fn locate_in(stored: &Stored) -> Option<Located> {
+    Some(Located {
+        zone: stored.zone.clone()?,
+        local: stored
+            .resource
+            .meta
+            .labels
+            .get(DISPLAY_NAME_LABEL)
+            .cloned()
+            .unwrap_or_else(|| stored.resource.meta.name.clone()),
+    })
+}
+
+/// `Ok` when `mesh` exists.
+///
+/// # Errors
+/// 404 naming the mesh; store failures.
+pub async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> {
+    store
+        .get(&mesh_key(mesh))
+        .await
+        .map_err(ApiError::from)?
+        .map(|_| ())
+        .ok_or_else(|| ApiError::not_found(format!("mesh {mesh:?} not found")))
+}
+
+/// The DPP called `name` in `mesh`: its Global name, or its unique name in its zone.
+///
+/// # Errors
+/// 404 (mesh, DPP, no zone), 400 (the name is ambiguous across zones), store failures.
+pub async fn locate(store: &dyn Store, mesh: &str, name: &str) -> Result<Located, ApiError> {
+    mesh_exists(store, mesh).await?;
+    let key = ResourceKey {
+        ty: ResourceType::Dataplane,
+        mesh: mesh.to_owned(),
+        name: name.to_owned(),
+    };
+    if let Some(found) = store
+        .get(&key)
+        .await
+        .map_err(ApiError::from)?
+        .as_ref()
+        .and_then(locate_in)
+    {
+        return Ok(found);
+    }
+    let labels = BTreeMap::from([(DISPLAY_NAME_LABEL.to_owned(), name.to_owned())]);
+    let same = list_all(store, ResourceType::Dataplane, Some(mesh), &labels)
+        .await
+        .map_err(ApiError::from)?;
+    match same.as_slice() {
+        [one] => locate_in(one)
+            .ok_or_else(|| ApiError::not_found(format!("dataplane {name:?} has no zone"))),
+        [] => Err(ApiError::not_found(format!(
+            "dataplane {name:?} not found in mesh {mesh:?}"
+        ))),
+        many => Err(ApiError::bad_parameter(
+            "name",
+            format!(
+                "{} dataplanes are called {name:?} in their zones; use the Global name: {}",
+                many.len(),
+                many.iter()
+                    .map(|s| s.resource.meta.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+/// Every Mesh-scoped policy of `mesh` and its Mesh, read from the store.
+///
+/// # Errors
+/// Store failures.
+pub async fn mesh_policies(store: &dyn Store, mesh: &str) -> Result<Vec<Resource>, ApiError> {
+    let mut out = Vec::new();
+    for ty in ResourceType::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.kind() != TypeKind::Infra)
+    {
+        let items = list_all(store, ty, Some(mesh), &BTreeMap::new())
+            .await
+            .map_err(ApiError::from)?;
+        out.extend(items.into_iter().map(|s| s.resource));
+    }
+    if let Some(m) = store.get(&mesh_key(mesh)).await.map_err(ApiError::from)? {
+        out.push(m.resource);
+    }
+    Ok(out)
+}
+
+/// Dataplanes read per store page while walking a mesh's (they can be large; callers keep
+/// only what they need of each).
+pub const DATAPLANE_PAGE: u64 = 200;
+
+/// Feed `mesh`'s Dataplanes to `f` with `acc`, [`DATAPLANE_PAGE`] at a time, off the async
+/// runtime; returns `acc`.
+///
+/// # Errors
+/// Store failures; a panic in `f` (500).
+pub async fn for_each_dataplane_page<T: Send + 'static>(
+    store: &dyn Store,
+    mesh: &str,
+    mut acc: T,
+    f: impl Fn(&mut T, &[Stored]) + Send + Copy + 'static,
+) -> Result<T, ApiError> {
+    let mut offset = 0;
+    loop {
+        let page = store
+            .list(&ListQuery {
+                ty: ResourceType::Dataplane,
+                mesh: Some(mesh.to_owned()),
+                labels: BTreeMap::new(),
+                offset,
+                size: DATAPLANE_PAGE,
+            })
+            .await
+            .map_err(ApiError::from)?;
+        let next = page.next_offset;
+        acc = tokio::task::spawn_blocking(move || {
+            f(&mut acc, &page.items);
+            acc
+        })
+        .await
+        .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        match next {
+            Some(n) => offset = n,
+            None => return Ok(acc),
+        }
+    }
+}
+
+/// `umbra_fanout_seconds{kind, outcome}`: a forwarded call (`forward`) from the request to the
+/// zone's answer, a fleet diff (`shadow_diff`) from the request to the last zone's answer.
+pub fn record_fanout(kind: &'static str, start: std::time::Instant, outcome: &'static str) {
+    metrics::histogram!(
+        umbra_api::metrics::FANOUT_SECONDS,
+        "kind" => kind,
+        "outcome" => outcome
+    )
+    .record(start.elapsed().as_secs_f64());
+}

@@ -1,0 +1,18 @@
+//! The Global's inspect API, answered by the zones over KDS, split by job:
+//!
+//! - [`hub`]: reverse calls to zones over their own KDS connection (pending calls, deadlines,
+//!   bounded queues);
+//! - [`context`]: what every inspect answer reads (store, hub, zones) and the lookups they
+//!   share (a DPP's zone, a mesh's policies, the mesh's Dataplanes page by page);
+//! - [`forward`]: per-DPP `_config` and `_rules` (with `shadow=` and `include=diff`, seed 000)
+//!   relayed from the zone that owns the DPP;
+//! - [`affected`]: `GET /meshes/{mesh}/{plural}/{name}/_resources/dataplanes`, the DPPs whose
+//!   config a policy can change;
+//! - [`shadow_diff`]: the fleet-wide `GET /meshes/{mesh}/_shadow-diff`: query, plan, fan-out,
+//!   aggregation and the report, JSON or streamed NDJSON.
+
+pub mod affected;
+pub mod context;
+pub mod forward;
+pub mod hub;
+pub mod shadow_diff;

@@ -1,0 +1,161 @@
+//! Which DPPs a fleet-wide diff asks about ([`Plan`]), worked out by the [`Planner`] from the
+//! mesh's policies and the Dataplanes the zones synced: only those whose dependencies differ
+//! between the Live view and the Shadow view with the promotion can change. Pure.
+
+use std::collections::BTreeMap;
+
+use umbra_core::resource::Resource;
+use umbra_core::view::{PolicySet, Promotion, View};
+
+use crate::inspect::context::locate_in;
+use crate::store::Stored;
+
+/// Which DPPs a fleet-wide diff asks about: those whose config can differ between the views.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// `"<Type>/<name>"` of the shadow policies going live.
+    pub policies: Vec<String>,
+    /// Zone → names in that zone of its DPPs to diff (sorted).
+    pub zones: BTreeMap<String, Vec<String>>,
+}
+
+impl Plan {
+    /// DPPs to diff, over all zones.
+    pub fn considered(&self) -> usize {
+        self.zones.values().map(Vec::len).sum()
+    }
+}
+
+/// Narrows a fleet-wide diff of a mesh to the DPPs (Global-stored Dataplanes, each with its
+/// zone) whose dependencies differ between the Live view and the Shadow view with the
+/// promotion ([`umbra_xds::deps::views_differ`]): the other DPPs' configs are identical in
+/// both, so no zone needs to generate them. Pure; fed page by page, so only names are kept.
+#[derive(Debug)]
+pub struct Planner {
+    live: PolicySet,
+    shadow: PolicySet,
+    plan: Plan,
+}
+
+impl Planner {
+    /// A planner for `mesh` with its `policies`.
+    pub fn new(mesh: &str, policies: &[Resource], promotion: &Promotion) -> Self {
+        Self {
+            live: PolicySet::build(mesh, policies, View::Live),
+            shadow: PolicySet::build_shadow(mesh, policies, promotion),
+            plan: Plan {
+                policies: promotion.promoted(mesh, policies),
+                zones: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// Consider these Dataplanes.
+    pub fn add(&mut self, dataplanes: &[Stored]) {
+        for s in dataplanes {
+            let (Some(dp), Some(at)) = (s.resource.as_dataplane(), locate_in(s)) else {
+                continue;
+            };
+            if umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
+                self.plan.zones.entry(at.zone).or_default().push(at.local);
+            }
+        }
+    }
+
+    /// The plan (names sorted per zone).
+    pub fn finish(mut self) -> Plan {
+        for names in self.plan.zones.values_mut() {
+            names.sort();
+        }
+        self.plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(y: &str) -> Resource {
+        Resource::from_bytes(y.as_bytes()).unwrap()
+    }
+
+    /// A Dataplane as the Global stores it: a zone, and its zone's name as display name.
+    fn stored(zone: Option<&str>, local: &str, service: &str) -> Stored {
+        let r = res(&format!(
+            "type: Dataplane\nmesh: m\nname: {local}-abc\nlabels: {{kuma.io/display-name: {local}}}\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {{kuma.io/service: {service}, kuma.io/protocol: http}}\n  outbound:\n  - port: 9000\n    tags: {{kuma.io/service: backend}}\n"
+        ));
+        Stored {
+            resource: r,
+            version: 1,
+            zone: zone.map(str::to_owned),
+            revision: 1,
+        }
+    }
+
+    fn timeout(name: &str, target: &str, shadow: bool) -> Resource {
+        let labels = if shadow {
+            "labels: {kuma.io/effect: shadow}\n"
+        } else {
+            ""
+        };
+        res(&format!(
+            "type: MeshTimeout\nmesh: m\nname: {name}\n{labels}spec:\n  targetRef: {target}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: 5s}}\n"
+        ))
+    }
+
+    fn policies() -> Vec<Resource> {
+        vec![
+            res("type: Mesh\nname: m\n"),
+            timeout("live-all", "{kind: Mesh}", false),
+            timeout("shadow-backend", "{kind: MeshService, name: backend}", true),
+            timeout("shadow-web", "{kind: MeshService, name: web}", true),
+        ]
+    }
+
+    #[test]
+    fn only_dataplanes_whose_views_differ_are_asked_about_by_zone_sorted() {
+        let mut planner = Planner::new("m", &policies(), &Promotion::All);
+        planner.add(&[
+            stored(Some("zone-2"), "web-2", "web"),
+            stored(Some("zone-1"), "backend-1", "backend"),
+            stored(Some("zone-1"), "redis-1", "redis"),
+        ]);
+        planner.add(&[
+            stored(Some("zone-2"), "web-1", "web"),
+            // No zone: nobody to ask.
+            stored(None, "backend-9", "backend"),
+        ]);
+        let plan = planner.finish();
+        assert_eq!(
+            plan.zones,
+            BTreeMap::from([
+                ("zone-1".to_owned(), vec!["backend-1".to_owned()]),
+                (
+                    "zone-2".to_owned(),
+                    vec!["web-1".to_owned(), "web-2".to_owned()]
+                ),
+            ])
+        );
+        assert_eq!(plan.considered(), 3);
+        assert_eq!(
+            plan.policies,
+            ["MeshTimeout/shadow-backend", "MeshTimeout/shadow-web"]
+        );
+    }
+
+    #[test]
+    fn promoting_one_policy_narrows_the_plan_to_what_it_selects() {
+        let promotion = Promotion::parse("MeshTimeout/shadow-web").unwrap();
+        let mut planner = Planner::new("m", &policies(), &promotion);
+        planner.add(&[
+            stored(Some("zone-1"), "backend-1", "backend"),
+            stored(Some("zone-2"), "web-1", "web"),
+        ]);
+        let plan = planner.finish();
+        assert_eq!(
+            plan.zones,
+            BTreeMap::from([("zone-2".to_owned(), vec!["web-1".to_owned()])])
+        );
+        assert_eq!(plan.policies, ["MeshTimeout/shadow-web"]);
+    }
+}

@@ -1,0 +1,193 @@
+//! Answering `GET /meshes/{mesh}/_shadow-diff`: [`shadow_diff`] plans, fans out and folds the
+//! results into an [`Aggregate`], then answers one JSON document, or, with
+//! `Accept: application/x-ndjson`, streams one line per DPP as it arrives, progress, one line
+//! per zone, then the summary.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tracing::Instrument as _;
+use umbra_api::error::ApiError;
+use umbra_core::view::Promotion;
+
+use super::aggregate::{Aggregate, DpOutcome};
+use super::fan_out::{fan_out, FanoutEvent};
+use super::plan::Planner;
+use super::query::ShadowDiffQuery;
+use super::report::ZoneTally;
+use crate::inspect::context::{
+    for_each_dataplane_page, mesh_exists, mesh_policies, record_fanout, InspectContext,
+};
+
+/// Events buffered between the zone calls and the aggregation.
+const EVENT_QUEUE: usize = 8;
+
+/// `GET /meshes/{mesh}/_shadow-diff`: plan, fan out, aggregate; one JSON document, or NDJSON
+/// lines when `ndjson`.
+///
+/// # Errors
+/// 400 for bad parameters or a live `policy=`, 404 for an unknown mesh, policy or zone, 503
+/// when the store is unavailable. Zones that fail are reported in the result, not as errors.
+pub async fn shadow_diff(
+    cx: &InspectContext,
+    mesh: &str,
+    query: &[(String, String)],
+    ndjson: bool,
+) -> Result<Response, ApiError> {
+    let began = std::time::Instant::now();
+    let q = ShadowDiffQuery::parse(query)?;
+    mesh_exists(&*cx.store, mesh).await?;
+    let policies = mesh_policies(&*cx.store, mesh).await?;
+    q.promotion.check(mesh, &policies).map_err(ApiError::from)?;
+    if let Some(zone) = &q.zone {
+        if cx.zones.get(zone).is_none() && !cx.hub.online(zone) {
+            return Err(ApiError::not_found(format!(
+                "zone {zone:?} is not known to the Global"
+            )));
+        }
+    }
+    let planner = Planner::new(mesh, &policies, &q.promotion);
+    let mut plan = for_each_dataplane_page(&*cx.store, mesh, planner, Planner::add)
+        .await?
+        .finish();
+    if let Some(zone) = &q.zone {
+        plan.zones.retain(|z, _| z == zone);
+    }
+    let plan = Arc::new(plan);
+    let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+    // The request's span goes along, so each zone's inspect call joins its trace.
+    tokio::spawn(
+        fan_out(
+            cx.hub.clone(),
+            mesh.to_owned(),
+            plan.zones.clone(),
+            q.promotion.clone(),
+            q.timeout,
+            tx,
+        )
+        .instrument(tracing::Span::current()),
+    );
+    let aggregate = Aggregate::new(&plan, q.full && !ndjson);
+    if !ndjson {
+        let (aggregate, _) = fold(aggregate, rx, None, |_| Vec::new()).await;
+        record_fanout("shadow_diff", began, "ok");
+        let body = aggregate.report(mesh, &plan, &q.promotion, q.full);
+        return Ok((
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response());
+    }
+    let (lines_tx, lines_rx) = mpsc::channel::<Result<Bytes, Infallible>>(EVENT_QUEUE);
+    let start = json!({
+        "kind": "start",
+        "mesh": mesh,
+        "policy": match &q.promotion { Promotion::All => None, p => Some(p.to_string()) },
+        "shadowPolicies": plan.policies,
+        "considered": plan.considered(),
+        "zones": plan.zones.keys().collect::<Vec<_>>(),
+    });
+    let mesh = mesh.to_owned();
+    tokio::spawn(async move {
+        if lines_tx.send(Ok(ndjson_line(&start))).await.is_err() {
+            return;
+        }
+        let full = q.full;
+        let considered = plan.considered();
+        let render = move |line: Line<'_>| {
+            let mut bytes = match line {
+                Line::Dp(agg, dp, outcome) => agg.line(dp, outcome, full),
+                Line::Progress(done) => serde_json::to_vec(
+                    &json!({"kind": "progress", "done": done, "considered": considered}),
+                )
+                .unwrap_or_default(),
+                Line::Zone(tally) => {
+                    let mut v = serde_json::to_value(tally).unwrap_or_default();
+                    v["kind"] = json!("zone");
+                    serde_json::to_vec(&v).unwrap_or_default()
+                }
+            };
+            bytes.push(b'\n');
+            bytes
+        };
+        let (aggregate, open) = fold(aggregate, rx, Some(&lines_tx), render).await;
+        record_fanout(
+            "shadow_diff",
+            began,
+            if open { "ok" } else { "client_gone" },
+        );
+        if open {
+            let mut body = aggregate.report(&mesh, &plan, &q.promotion, false);
+            body.push(b'\n');
+            let _ = lines_tx.send(Ok(Bytes::from(body))).await;
+        }
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(lines_rx)),
+    )
+        .into_response())
+}
+
+fn ndjson_line(v: &Value) -> Bytes {
+    let mut l = serde_json::to_vec(v).unwrap_or_default();
+    l.push(b'\n');
+    Bytes::from(l)
+}
+
+/// Something [`fold`] reports as it goes.
+enum Line<'a> {
+    Dp(&'a Aggregate, u32, &'a DpOutcome),
+    Progress(usize),
+    Zone(&'a ZoneTally),
+}
+
+/// Fold every event into `aggregate`. With `out`, each DPP, batch (progress) and zone is
+/// rendered by `render` and sent as it comes, waiting when the client reads slowly; folding
+/// stops early when the client goes away. Returns the aggregate and whether the client is
+/// still there.
+async fn fold(
+    mut aggregate: Aggregate,
+    mut rx: mpsc::Receiver<FanoutEvent>,
+    out: Option<&mpsc::Sender<Result<Bytes, Infallible>>>,
+    mut render: impl FnMut(Line<'_>) -> Vec<u8>,
+) -> (Aggregate, bool) {
+    let mut pending: Vec<Vec<u8>> = Vec::new();
+    while let Some(event) = rx.recv().await {
+        let streaming = out.is_some();
+        match event {
+            FanoutEvent::Batch(zone, items) => {
+                for item in items {
+                    if let Some((dp, outcome)) = aggregate.add(&zone, item) {
+                        if streaming {
+                            pending.push(render(Line::Dp(&aggregate, dp, &outcome)));
+                        }
+                    }
+                }
+                if streaming {
+                    pending.push(render(Line::Progress(aggregate.done())));
+                }
+            }
+            FanoutEvent::ZoneDone(zone, result) => {
+                if let Some(tally) = aggregate.zone_done(&zone, result) {
+                    if streaming {
+                        pending.push(render(Line::Zone(tally)));
+                    }
+                }
+            }
+        }
+        if let Some(out) = out {
+            for line in pending.drain(..) {
+                if out.send(Ok(Bytes::from(line))).await.is_err() {
+                    return (aggregate, false);
+                }
+            }
+        }
+    }
+    (aggregate, true)
+}
