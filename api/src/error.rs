@@ -100,7 +100,9 @@ impl From<umbra_store::StoreError> for ApiError {
         use umbra_store::StoreError;
         match e {
             StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
-            StoreError::Conflict { .. } => ApiError::status(StatusCode::CONFLICT, e.to_string()),
+            StoreError::Conflict { .. } | StoreError::InUse { .. } => {
+                ApiError::status(StatusCode::CONFLICT, e.to_string())
+            }
             StoreError::NoMesh(m) => ApiError::status(
                 StatusCode::BAD_REQUEST,
                 format!("mesh {m:?} does not exist"),

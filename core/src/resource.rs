@@ -469,6 +469,10 @@ impl Resource {
             err.violation_field("name", "must not be empty");
         } else if self.meta.name.len() > 253 {
             err.violation_field("name", "must be at most 253 characters");
+        } else if matches!(self.meta.name.as_str(), "." | "..") {
+            // A path segment that URLs normalise away: such a resource could be stored but
+            // never read or deleted by name.
+            err.violation_field("name", "must not be \".\" or \"..\"");
         } else if !self
             .meta
             .name
@@ -548,4 +552,23 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_paths_normalise_away_are_refused() {
+        for (name, refused) in [(".", true), ("..", true), ("...", false), ("a.b", false)] {
+            let r =
+                Resource::from_value(serde_json::json!({"type": "Mesh", "name": name})).unwrap();
+            let errors = r.validate();
+            assert_eq!(
+                errors.violations.iter().any(|v| v.field == "name"),
+                refused,
+                "{name:?}: {errors}"
+            );
+        }
+    }
 }

@@ -48,7 +48,7 @@ use umbra_xds::snapshot::ResourceVersions;
 
 use crate::inspect::hub::InspectHub;
 use crate::store::{list_all, Store, StoreError};
-use crate::tokens::ZoneTokens;
+use crate::tokens::{ZoneIdentity, ZoneTokens};
 use crate::zones::{Direction, ZoneRegistry};
 
 /// Changes read from the log per batch.
@@ -315,8 +315,9 @@ impl KdsServer {
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    /// The zone a request comes from, from its token.
-    fn authenticate<T>(&self, req: &Request<T>, rpc: &str) -> Result<String, Status> {
+    /// The zone a request comes from, from its token (with the token's expiry), and the
+    /// connection it arrives on (its peer address).
+    fn authenticate<T>(&self, req: &Request<T>, rpc: &str) -> Result<Caller, Status> {
         let peer = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
         let refuse = |reason: String| {
             tracing::warn!(%peer, rpc, %reason, "KDS: connection refused");
@@ -330,10 +331,11 @@ impl KdsServer {
             .ok_or_else(|| {
                 refuse("missing zone token (metadata `authorization: Bearer <token>`)".into())
             })?;
-        let zone = self
+        let identity = self
             .tokens
-            .verify(token.trim())
+            .identity(token.trim())
             .map_err(|e| refuse(e.to_string()))?;
+        let zone = identity.zone.clone();
         if let Some(claimed) = req
             .metadata()
             .get(ZONE_NAME_METADATA)
@@ -346,8 +348,19 @@ impl KdsServer {
             }
         }
         tracing::info!(%peer, rpc, %zone, "KDS: zone connected");
-        Ok(zone)
+        Ok(Caller {
+            identity,
+            connection: peer,
+        })
     }
+}
+
+/// An authenticated KDS caller.
+struct Caller {
+    /// Its zone and its token's expiry.
+    identity: ZoneIdentity,
+    /// The connection it came on (peer address).
+    connection: String,
 }
 
 /// [`spawn_reader`] noting each message as a sign of life of `zone`.
@@ -371,30 +384,79 @@ fn outgoing<T: Send + 'static>(
     )
 }
 
-/// Run `driver` for `zone`'s stream until it ends or shutdown; record and log how it ended.
-fn spawn_driver(
+/// One open stream of a zone, counted on the registry until it is closed (or dropped).
+struct OpenStream {
     zones: Arc<ZoneRegistry>,
     zone: String,
+    /// The token's expiry: the stream ends then.
+    expiry: tokio::time::Instant,
+    closed: bool,
+}
+
+impl OpenStream {
+    /// Open a stream for `caller`. One connection holds a zone's lease at a time
+    /// ([`ZoneRegistry::stream_opened`]).
+    ///
+    /// # Errors
+    /// AlreadyExists when another connection holds the zone's lease.
+    fn open(zones: &Arc<ZoneRegistry>, caller: &Caller, rpc: &str) -> Result<Self, Status> {
+        let zone = caller.identity.zone.clone();
+        if let Err(holder) = zones.stream_opened(&zone, &caller.connection) {
+            tracing::warn!(%zone, rpc, connection = %caller.connection, %holder, "KDS: second connection refused");
+            return Err(Status::already_exists(format!(
+                "zone {zone:?} is already connected from {holder}; one connection per zone (retry once it is gone)"
+            )));
+        }
+        Ok(Self {
+            zones: zones.clone(),
+            zone,
+            expiry: tokio::time::Instant::now() + caller.identity.remaining(),
+            closed: false,
+        })
+    }
+
+    fn close(mut self, error: Option<String>) {
+        self.closed = true;
+        self.zones.stream_closed(&self.zone, error);
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.zones.stream_closed(&self.zone, None);
+        }
+    }
+}
+
+/// Run `driver` for `stream` until it ends, the caller's token expires (the stream then ends
+/// with Unauthenticated: a token is checked for its whole life, not only at connect), or
+/// shutdown; record and log how it ended.
+fn spawn_driver(
+    stream: OpenStream,
     rpc: &'static str,
     mut shutdown: watch::Receiver<bool>,
     err_tx: mpsc::Sender<Status>,
     driver: impl std::future::Future<Output = Result<(), umbra_kds::sync::SyncError>> + Send + 'static,
 ) {
-    zones.stream_opened(&zone);
     tokio::spawn(async move {
+        let zone = stream.zone.clone();
         let result = tokio::select! {
-            r = driver => r,
-            _ = shutdown.wait_for(|s| *s) => Err(umbra_kds::sync::SyncError::Closed),
+            r = driver => r.map_err(|e| Status::aborted(e.to_string())),
+            () = tokio::time::sleep_until(stream.expiry) => Err(Status::unauthenticated(format!(
+                "the zone token of {zone:?} expired; reconnect with a valid one"
+            ))),
+            _ = shutdown.wait_for(|s| *s) => Err(Status::aborted(umbra_kds::sync::SyncError::Closed.to_string())),
         };
         match result {
             Ok(()) => {
                 tracing::info!(%zone, rpc, "KDS: stream closed by the zone");
-                zones.stream_closed(&zone, None);
+                stream.close(None);
             }
-            Err(e) => {
-                tracing::warn!(%zone, rpc, error = %e, "KDS: stream ended");
-                zones.stream_closed(&zone, Some(e.to_string()));
-                let _ = err_tx.send(Status::aborted(e.to_string())).await;
+            Err(status) => {
+                tracing::warn!(%zone, rpc, error = %status.message(), "KDS: stream ended");
+                stream.close(Some(status.message().to_owned()));
+                let _ = err_tx.send(status).await;
             }
         }
     });
@@ -410,7 +472,9 @@ impl KdsService for KdsServer {
         &self,
         req: Request<Streaming<InspectResponse>>,
     ) -> Result<Response<Self::InspectSyncStream>, Status> {
-        let zone = self.authenticate(&req, "InspectSync")?;
+        let caller = self.authenticate(&req, "InspectSync")?;
+        let stream = OpenStream::open(&self.zones, &caller, "InspectSync")?;
+        let zone = caller.identity.zone.clone();
         let mut frames = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
         let (err_tx, err_rx) = mpsc::channel(1);
@@ -419,8 +483,7 @@ impl KdsService for KdsServer {
             hub: self.inspect.clone(),
         };
         spawn_driver(
-            self.zones.clone(),
-            zone,
+            stream,
             "InspectSync",
             self.shutdown.clone(),
             err_tx,
@@ -438,7 +501,9 @@ impl KdsService for KdsServer {
         &self,
         req: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::GlobalToZoneSyncStream>, Status> {
-        let zone = self.authenticate(&req, "GlobalToZoneSync")?;
+        let caller = self.authenticate(&req, "GlobalToZoneSync")?;
+        let stream = OpenStream::open(&self.zones, &caller, "GlobalToZoneSync")?;
+        let zone = caller.identity.zone.clone();
         let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
         let (err_tx, err_rx) = mpsc::channel(1);
@@ -449,8 +514,7 @@ impl KdsService for KdsServer {
             zone.clone(),
         );
         spawn_driver(
-            self.zones.clone(),
-            zone,
+            stream,
             "GlobalToZoneSync",
             self.shutdown.clone(),
             err_tx,
@@ -466,7 +530,9 @@ impl KdsService for KdsServer {
         &self,
         req: Request<Streaming<DeltaDiscoveryResponse>>,
     ) -> Result<Response<Self::ZoneToGlobalSyncStream>, Status> {
-        let zone = self.authenticate(&req, "ZoneToGlobalSync")?;
+        let caller = self.authenticate(&req, "ZoneToGlobalSync")?;
+        let stream = OpenStream::open(&self.zones, &caller, "ZoneToGlobalSync")?;
+        let zone = caller.identity.zone.clone();
         let mut initial = BTreeMap::new();
         initial.insert(
             ResourceType::Dataplane.name().to_owned(),
@@ -488,8 +554,7 @@ impl KdsService for KdsServer {
         };
         let (zones, z) = (self.zones.clone(), zone.clone());
         spawn_driver(
-            self.zones.clone(),
-            zone,
+            stream,
             "ZoneToGlobalSync",
             self.shutdown.clone(),
             err_tx,

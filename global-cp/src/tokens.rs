@@ -52,6 +52,26 @@ struct Claims {
     jti: String,
 }
 
+/// Who a valid zone token says the caller is, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneIdentity {
+    /// The zone.
+    pub zone: String,
+    /// The token's `exp` (seconds since the Unix epoch); it is refused [`LEEWAY_SECS`] later.
+    pub expires_at: u64,
+}
+
+impl ZoneIdentity {
+    /// How long from now until the token is refused (zero when it already is).
+    pub fn remaining(&self) -> Duration {
+        Duration::from_secs(
+            self.expires_at
+                .saturating_add(LEEWAY_SECS)
+                .saturating_sub(unix_now()),
+        )
+    }
+}
+
 /// Issues and verifies zone tokens with the Global's key.
 #[derive(Clone)]
 pub struct ZoneTokens {
@@ -152,6 +172,18 @@ impl ZoneTokens {
     /// # Errors
     /// [`TokenError::Invalid`] for a malformed, forged or expired token.
     pub fn verify_at(&self, token: &str, now: u64) -> Result<String, TokenError> {
+        self.identity_at(token, now).map(|id| id.zone)
+    }
+
+    /// The zone a token was issued to and when it expires, checked against the clock now.
+    ///
+    /// # Errors
+    /// As [`ZoneTokens::verify`].
+    pub fn identity(&self, token: &str) -> Result<ZoneIdentity, TokenError> {
+        self.identity_at(token, unix_now())
+    }
+
+    fn identity_at(&self, token: &str, now: u64) -> Result<ZoneIdentity, TokenError> {
         let mut validation = Validation::new(Algorithm::HS256);
         // Expiry is checked below against `now`, not the library's clock.
         validation.validate_exp = false;
@@ -169,7 +201,10 @@ impl ZoneTokens {
                 "the zone claim is not a zone name".into(),
             ));
         }
-        Ok(data.claims.zone)
+        Ok(ZoneIdentity {
+            zone: data.claims.zone,
+            expires_at: data.claims.exp,
+        })
     }
 }
 

@@ -66,6 +66,13 @@ pub struct ZoneStatus {
     pub last_error: Option<String>,
     /// When a message from it last arrived.
     pub last_seen: Option<String>,
+    /// The connection (peer address) whose streams hold the zone's lease: only it may sync as
+    /// this zone until all its streams have ended.
+    pub connection: Option<String>,
+    /// Streams refused because another connection held the zone's lease.
+    pub refused_connections: u64,
+    /// The last refused connection: its peer address and when (RFC 3339).
+    pub last_refused: Option<String>,
     /// Per type: Meshes and policies sent to it.
     pub global_to_zone: BTreeMap<String, TypeSync>,
     /// Per type: Dataplanes and insights received from it.
@@ -121,16 +128,37 @@ impl ZoneRegistry {
             .cloned()
     }
 
-    /// A stream of `zone` opened.
-    pub fn stream_opened(&self, zone: &str) {
+    /// A stream of `zone` opens on `connection` (its peer address). One connection holds a
+    /// zone's lease at a time (Kuma's leader lease, per zone): a stream of another connection
+    /// is refused while the holder has any stream open, so a second process presenting the
+    /// same zone's token can never sync, or write that zone's Dataplanes, next to the first.
+    ///
+    /// # Errors
+    /// The connection holding the lease.
+    pub fn stream_opened(&self, zone: &str, connection: &str) -> Result<(), String> {
+        let mut refused = None;
         self.update(zone, |z| {
+            match &z.connection {
+                Some(holder) if z.streams > 0 && holder != connection => {
+                    z.refused_connections += 1;
+                    z.last_refused = Some(format!("{connection} at {}", now()));
+                    refused = Some(holder.clone());
+                    return;
+                }
+                _ => {}
+            }
             if z.streams == 0 {
                 z.connect_time = Some(now());
             }
+            z.connection = Some(connection.to_owned());
             z.streams += 1;
             z.online = true;
             z.last_seen = Some(now());
         });
+        match refused {
+            Some(holder) => Err(holder),
+            None => Ok(()),
+        }
     }
 
     /// A stream of `zone` ended, with `error` if it failed.
@@ -138,6 +166,9 @@ impl ZoneRegistry {
         self.update(zone, |z| {
             z.streams = z.streams.saturating_sub(1);
             z.online = z.streams > 0;
+            if !z.online {
+                z.connection = None;
+            }
             z.disconnect_time = Some(now());
             if error.is_some() {
                 z.last_error = error;

@@ -178,6 +178,49 @@ async fn suite(store: Arc<dyn Store>) {
         "limit"
     );
 
+    // A Mesh with a zone's Dataplanes attached cannot be deleted; nothing is.
+    let dp = |name: &str| {
+        res(&format!("type: Dataplane\nmesh: m\nname: {name}\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {{kuma.io/service: web}}\n"))
+    };
+    for name in ["web-1", "web-2"] {
+        store.put(dp(name), None, Some("zone-1")).await.unwrap();
+    }
+    let before = store.revision().await.unwrap();
+    let timeouts = store
+        .list(&query(ResourceType::MeshTimeout, "m", 0, 10))
+        .await
+        .unwrap()
+        .total;
+    assert!(timeouts > 0);
+    let refused = store
+        .delete(&key(ResourceType::Mesh, "", "m"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::InUse { mesh, attached } if mesh == "m" && attached == "2 Dataplanes (web-1, web-2)"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.revision().await.unwrap(),
+        before,
+        "nothing was deleted"
+    );
+    assert_eq!(
+        store
+            .list(&query(ResourceType::MeshTimeout, "m", 0, 10))
+            .await
+            .unwrap()
+            .total,
+        timeouts,
+        "the Mesh's policies stay"
+    );
+    for name in ["web-1", "web-2"] {
+        store
+            .delete(&key(ResourceType::Dataplane, "m", name), None)
+            .await
+            .unwrap();
+    }
+
     // Deleting a Mesh deletes what it owns, each deletion logged.
     let before = store.revision().await.unwrap();
     store

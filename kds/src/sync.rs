@@ -159,8 +159,18 @@ pub enum SyncError {
 /// `on_message` for each message (a sign of life). The task ends with the stream, on a read
 /// error, or when the receiving side is dropped.
 pub fn spawn_reader<T: Send + 'static>(
+    incoming: tonic::Streaming<T>,
+    on_message: impl Fn() + Send + 'static,
+) -> mpsc::Receiver<T> {
+    spawn_reader_noting(incoming, on_message, |_| {})
+}
+
+/// [`spawn_reader`], telling `on_error` the status the stream ended with when the peer ended
+/// it with one (e.g. Unauthenticated when a token expired), so the reason is not lost.
+pub fn spawn_reader_noting<T: Send + 'static>(
     mut incoming: tonic::Streaming<T>,
     on_message: impl Fn() + Send + 'static,
+    on_error: impl FnOnce(&tonic::Status) + Send + 'static,
 ) -> mpsc::Receiver<T> {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
     tokio::spawn(async move {
@@ -179,6 +189,7 @@ pub fn spawn_reader<T: Send + 'static>(
                 Ok(None) => break,
                 Err(status) => {
                     tracing::info!(%status, "KDS: stream read ended");
+                    on_error(&status);
                     break;
                 }
             }

@@ -156,6 +156,17 @@ pub enum StoreError {
     /// The mesh a resource belongs to does not exist.
     #[error("mesh {0:?} does not exist")]
     NoMesh(String),
+    /// The Mesh cannot be deleted while resources that zones own still reference it (Kuma:
+    /// "unable to delete mesh, there are still some dataplanes attached").
+    #[error(
+        "unable to delete mesh {mesh:?}, there are still some dataplanes attached: {attached}"
+    )]
+    InUse {
+        /// The mesh.
+        mesh: String,
+        /// Which resources, summarised (`3 Dataplanes (a, b, c)`).
+        attached: String,
+    },
     /// The backing database cannot be reached or failed; nothing was written.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
@@ -326,6 +337,47 @@ pub fn stamp_times(resource: &mut Resource, existing: Option<&Stored>) {
         .and_then(|s| s.resource.meta.creation_time.clone())
         .or_else(|| Some(now.clone()));
     resource.meta.modification_time = Some(now);
+}
+
+/// Resource types that keep their Mesh from being deleted: what zones register, which a
+/// deletion must never take with it (Kuma refuses to delete a Mesh with Dataplanes attached).
+pub const MESH_USERS: &[ResourceType] = &[ResourceType::Dataplane];
+
+/// The [`StoreError::InUse`] for deleting `mesh` while `attached` (keys of [`MESH_USERS`]) still
+/// reference it, naming up to five of them; `Ok` when none do.
+///
+/// # Errors
+/// [`StoreError::InUse`].
+pub fn check_unused(mesh: &str, attached: &[ResourceKey]) -> Result<(), StoreError> {
+    if attached.is_empty() {
+        return Ok(());
+    }
+    let mut by_type: BTreeMap<ResourceType, Vec<&str>> = BTreeMap::new();
+    for k in attached {
+        by_type.entry(k.ty).or_default().push(&k.name);
+    }
+    let attached = by_type
+        .iter()
+        .map(|(ty, names)| {
+            let shown: Vec<&str> = names.iter().take(5).copied().collect();
+            let more = if names.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            };
+            format!(
+                "{} {}s ({}{more})",
+                names.len(),
+                ty.name(),
+                shown.join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(StoreError::InUse {
+        mesh: mesh.to_owned(),
+        attached,
+    })
 }
 
 /// The key of the Mesh a mesh-scoped key belongs to.

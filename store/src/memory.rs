@@ -227,6 +227,8 @@ impl MemoryStore {
                         return Ok(false);
                     }
                     if key.ty == ResourceType::Mesh {
+                        // What this store's zone registered is never deleted from afar.
+                        state.check_unused(&key.name)?;
                         let owned: Vec<ResourceKey> = state.owned_by(&key.name).collect();
                         for k in owned {
                             state.stage(&mut batch, k, None);
@@ -257,6 +259,7 @@ impl MemoryStore {
         check_expected(key, expected, current)?;
         let mut gone: Vec<(ResourceKey, Option<Stored>)> = Vec::new();
         if key.ty == ResourceType::Mesh {
+            state.check_unused(&key.name)?;
             gone.extend(state.owned_by(&key.name).map(|k| (k, None)));
         }
         gone.push((key.clone(), None));
@@ -282,6 +285,15 @@ impl State {
             return Err(StoreError::NoMesh(key.mesh.clone()));
         }
         Ok(())
+    }
+
+    /// [`crate::check_unused`] over what this store holds in `mesh`.
+    fn check_unused(&self, mesh: &str) -> Result<(), StoreError> {
+        let attached: Vec<ResourceKey> = self
+            .owned_by(mesh)
+            .filter(|k| crate::MESH_USERS.contains(&k.ty))
+            .collect();
+        crate::check_unused(mesh, &attached)
     }
 
     /// Keys of the resources `mesh` owns.

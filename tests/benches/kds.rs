@@ -81,7 +81,7 @@ async fn start_zone(
     let config = umbra_zone_cp::kds::KdsClientConfig {
         zone: zone.into(),
         address: format!("http://{}", global.kds),
-        token: token.into(),
+        token: umbra_zone_cp::kds::TokenSource::Value(token.into()),
         ca_pem: None,
     };
     tokio::spawn(umbra_zone_cp::kds::run(

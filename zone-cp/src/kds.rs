@@ -34,8 +34,8 @@ use umbra_kds::resource::{
     Item, DATAPLANE_INSIGHT_TYPE,
 };
 use umbra_kds::sync::{
-    request, respond, spawn_reader, Event, Offer, OfferWatch, Received, Refusal, RespondConfig,
-    Sink, SyncError, TypeItems, Upsert, STREAM_QUEUE,
+    request, respond, spawn_reader_noting, Event, Offer, OfferWatch, Received, Refusal,
+    RespondConfig, Sink, SyncError, TypeItems, Upsert, STREAM_QUEUE,
 };
 use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
 use umbra_xds::snapshot::ResourceVersions;
@@ -52,10 +52,50 @@ pub struct KdsClientConfig {
     pub zone: String,
     /// The Global's KDS URL (`http://host:5685`, or `https://` with TLS).
     pub address: String,
-    /// The zone token.
-    pub token: String,
+    /// Where the zone token comes from (read again on every connection attempt).
+    pub token: TokenSource,
     /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
     pub ca_pem: Option<Vec<u8>>,
+}
+
+/// Where the zone token comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Given on the command line or in the environment.
+    Value(String),
+    /// A file, read again on every connection attempt: an operator replaces an expiring token
+    /// by writing the new one there, and the zone reconnects with it.
+    File(std::path::PathBuf),
+}
+
+/// Never prints the token itself.
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenSource::Value(_) => f.write_str("TokenSource::Value(..)"),
+            TokenSource::File(p) => write!(f, "TokenSource::File({})", p.display()),
+        }
+    }
+}
+
+impl TokenSource {
+    /// The token now.
+    ///
+    /// # Errors
+    /// An unreadable or empty token file.
+    pub fn read(&self) -> Result<String, String> {
+        let token = match self {
+            TokenSource::Value(t) => t.trim().to_owned(),
+            TokenSource::File(p) => std::fs::read_to_string(p)
+                .map_err(|e| format!("zone token file {}: {e}", p.display()))?
+                .trim()
+                .to_owned(),
+        };
+        if token.is_empty() {
+            return Err("the zone token is empty".to_owned());
+        }
+        Ok(token)
+    }
 }
 
 /// What the zone knows of its link to the Global.
@@ -194,13 +234,11 @@ async fn session(
     offer: OfferWatch,
     status: &SharedStatus,
 ) -> Result<(), String> {
+    let token = config.token.read()?;
     let channel = connect(config).await?;
-    let auth: MetadataValue<_> =
-        format!("Bearer {}", config.token.trim())
-            .parse()
-            .map_err(|_| {
-                "the zone token contains characters not allowed in gRPC metadata".to_owned()
-            })?;
+    let auth: MetadataValue<_> = format!("Bearer {token}").parse().map_err(|_| {
+        "the zone token contains characters not allowed in gRPC metadata".to_owned()
+    })?;
     let zone_name: MetadataValue<_> = config
         .zone
         .parse()
@@ -221,21 +259,33 @@ async fn session(
         .global_to_zone_sync(ReceiverStream::new(req_rx))
         .await
         .map_err(|s| format!("GlobalToZoneSync refused: {}", s.message()))?;
-    let responses = spawn_reader(down.into_inner(), || {});
+    // The status the Global ends a stream with (an expired token, a second connection) says
+    // why the session ended.
+    let ended: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let noting = |ended: &Arc<std::sync::Mutex<Option<String>>>| {
+        let ended = ended.clone();
+        move |status: &tonic::Status| {
+            let mut e = ended
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            e.get_or_insert_with(|| format!("{:?}: {}", status.code(), status.message()));
+        }
+    };
+    let responses = spawn_reader_noting(down.into_inner(), || {}, noting(&ended));
     // Zone → Global: answer the Global's requests from the offer.
     let (resp_tx, resp_rx) = mpsc::channel::<DeltaDiscoveryResponse>(STREAM_QUEUE);
     let up = client
         .zone_to_global_sync(ReceiverStream::new(resp_rx))
         .await
         .map_err(|s| format!("ZoneToGlobalSync refused: {}", s.message()))?;
-    let requests = spawn_reader(up.into_inner(), || {});
+    let requests = spawn_reader_noting(up.into_inner(), || {}, noting(&ended));
     // Inspect: the Global's calls come down, the answers go up (issue 6).
     let (inspect_tx, inspect_rx) = mpsc::channel::<InspectResponse>(STREAM_QUEUE);
     let calls = client
         .inspect_sync(ReceiverStream::new(inspect_rx))
         .await
         .map_err(|s| format!("InspectSync refused: {}", s.message()))?;
-    let calls = spawn_reader(calls.into_inner(), || {});
+    let calls = spawn_reader_noting(calls.into_inner(), || {}, noting(&ended));
     tracing::info!(zone = %config.zone, global = %config.address, "KDS: connected to the Global");
     update_status(status, |s| {
         s.connected = true;
@@ -275,15 +325,22 @@ async fn session(
     let up = respond(requests, resp_tx, offer, &config_up, &|e| {
         umbra_kds::metrics::record("zone_to_global", &e);
     });
-    let describe = |dir: &str, r: Result<(), SyncError>| match r {
-        Ok(()) => format!("{dir} stream closed by the Global"),
-        Err(e) => format!("{dir}: {e}"),
+    let describe = |dir: &str, r: Result<(), SyncError>| {
+        let why = ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        match (r, why) {
+            (_, Some(why)) => format!("{dir} ended by the Global: {why}"),
+            (Ok(()), None) => format!("{dir} stream closed by the Global"),
+            (Err(e), None) => format!("{dir}: {e}"),
+        }
     };
     let inspect = crate::remote_inspect::serve(calls, inspect_tx, store.clone(), reconciler);
     tokio::select! {
         r = down => Err(describe("GlobalToZoneSync", r)),
         r = up => Err(describe("ZoneToGlobalSync", r)),
-        () = inspect => Err("InspectSync stream closed by the Global".to_owned()),
+        () = inspect => Err(describe("InspectSync", Ok(()))),
     }
 }
 
@@ -597,5 +654,39 @@ mod tests {
             .unwrap()
             .is_empty());
         assert!(store.list(ResourceType::MeshTimeout, "m").is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_global_cannot_delete_a_mesh_while_this_zone_has_dataplanes_in_it() {
+        let store = Store::new();
+        let mut sink = StoreSink {
+            store: store.clone(),
+            session_start: time::OffsetDateTime::now_utc(),
+        };
+        let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
+        sink.apply(received("Mesh", vec![up("m", mesh)], vec![]))
+            .await
+            .unwrap();
+        store
+            .put(
+                Resource::from_bytes(b"type: Dataplane\nmesh: m\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n").unwrap(),
+                None,
+            )
+            .unwrap();
+        let refused = sink
+            .apply(received("Mesh", vec![], vec!["m".into()]))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].reason.contains("dataplanes attached"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            store.list(ResourceType::Dataplane, "m").len(),
+            1,
+            "the zone's Dataplane stays"
+        );
+        assert_eq!(store.list(ResourceType::Mesh, "").len(), 1);
     }
 }

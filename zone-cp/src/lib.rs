@@ -48,7 +48,8 @@ pub struct Args {
         conflicts_with = "kds_token_file"
     )]
     pub kds_token: Option<String>,
-    /// File holding the zone token.
+    /// File holding the zone token, read again on every connection attempt (replace an expiring
+    /// token by writing the new one here).
     #[arg(long, env = "UMBRA_KDS_TOKEN_FILE")]
     pub kds_token_file: Option<std::path::PathBuf>,
     /// PEM CA certificate that signed the Global's KDS TLS certificate (use an `https://`
@@ -73,8 +74,13 @@ fn kds_config(args: &Args) -> anyhow::Result<Option<kds::KdsClientConfig>> {
     let read =
         |p: &std::path::Path| std::fs::read(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
     let token = match (&args.kds_token, &args.kds_token_file) {
-        (Some(t), _) => t.clone(),
-        (None, Some(f)) => String::from_utf8(read(f)?)?.trim().to_owned(),
+        (Some(t), _) => kds::TokenSource::Value(t.clone()),
+        (None, Some(f)) => {
+            let source = kds::TokenSource::File(f.clone());
+            // Fail at start on a missing file; later reads pick up a replaced token.
+            source.read().map_err(anyhow::Error::msg)?;
+            source
+        }
         (None, None) => anyhow::bail!(
             "--global-kds-address needs a zone token: --kds-token or --kds-token-file (UMBRA_KDS_TOKEN[_FILE])"
         ),

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
-    check_expected, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times, unchanged,
-    Change, ListQuery, Op, Page, Store, StoreError, Stored, MAX_PAGE,
+    check_expected, check_unused, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times,
+    unchanged, Change, ListQuery, Op, Page, Store, StoreError, Stored, MAX_PAGE, MESH_USERS,
 };
 
 /// The migrations this build knows (embedded at compile time).
@@ -391,6 +391,30 @@ impl Store for PostgresStore {
         };
         check_expected(key, expected, current)?;
         if key.ty == ResourceType::Mesh {
+            // Under the log head's lock no Dataplane can arrive between this check and the
+            // deletion.
+            let users: Vec<&str> = MESH_USERS.iter().map(|t| t.name()).collect();
+            let attached = sqlx::query(
+                "SELECT type, name FROM resources WHERE mesh = $1 AND type = ANY($2) ORDER BY type, name LIMIT 1000",
+            )
+            .bind(&key.name)
+            .bind(&users)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+            let attached: Vec<ResourceKey> = attached
+                .iter()
+                .filter_map(|row| {
+                    Some(ResourceKey {
+                        ty: ResourceType::from_name(
+                            row.try_get::<String, _>("type").ok()?.as_str(),
+                        )?,
+                        mesh: key.name.clone(),
+                        name: row.try_get("name").ok()?,
+                    })
+                })
+                .collect();
+            check_unused(&key.name, &attached)?;
             let owned = sqlx::query(
                 "DELETE FROM resources WHERE mesh = $1 AND type <> 'Mesh' RETURNING type, mesh, name, version",
             )
