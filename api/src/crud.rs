@@ -7,7 +7,8 @@
 //! label with repeatable `label=<key>:<value>` (the form of Kuma's `tag=` filter); listing in
 //! a mesh that does not exist is a 404. Bodies are YAML or JSON in Kuma's universal format; an
 //! invalid resource gets a 400 with every `{field, message}` and nothing is stored
-//! ([`crate::resource::decode_for_path`]). A PUT or DELETE may carry `If-Match: <version>`
+//! ([`crate::resource::decode_for_path`]); a body must come as JSON or YAML (or without a
+//! `Content-Type`), anything else is a 415. A PUT or DELETE may carry `If-Match: <version>`
 //! (`0`: must not exist); a stale version is a 409. Answers carry the stored version in
 //! `ETag`. A PUT answers 201 on creation, 200 on update, and only once the store holds the
 //! write durably. What a CP may not write here ([`WriteMode`]) is a 405 that says where to
@@ -27,6 +28,7 @@ use umbra_core::resource::{ResourceKey, ResourceType, TypeKind};
 use umbra_store::{mesh_key, ListQuery, Store, Stored};
 
 use crate::error::ApiError;
+use crate::negotiate::{check_body_type, BODY_TYPES};
 use crate::paging::PageParams;
 use crate::resource::{decode_for_path, resource_type};
 
@@ -197,6 +199,7 @@ async fn put(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     api.mode.check(ty)?;
+    check_body_type(headers, BODY_TYPES)?;
     let expected = expected_version(headers)?;
     let resource = decode_for_path(ty, mesh, name, body)?;
     let key = resource.key();

@@ -1,13 +1,17 @@
 //! Response format: JSON by default, YAML when the request's `Accept` names a YAML media type
 //! (`application/yaml`, `application/x-yaml`, `text/yaml`) ahead of JSON, as Kuma's API and
 //! `kumactl -o yaml` users expect. Applied as a middleware ([`yaml_output`]) so every JSON
-//! answer, errors included, can come back as YAML.
+//! answer, errors included, can come back as YAML. Also what comes in: the media types a body
+//! may have ([`check_body_type`], else 415), and the error shape of every 4xx, including those
+//! the router and body limit produce ([`error_shape`]).
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
 
 /// Largest JSON body re-encoded as YAML (bytes); larger answers stay JSON.
 pub const MAX_YAML_BODY: usize = 16 << 20;
@@ -61,6 +65,83 @@ pub async fn yaml_output(req: Request, next: Next) -> Response {
     );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(umbra_core::codec::encode_yaml(&value)))
+}
+
+/// Media types a resource body may be sent as; a body without `Content-Type` is read as YAML
+/// (which JSON is a subset of).
+pub const BODY_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/x-yaml",
+    "text/yaml",
+    "text/x-yaml",
+];
+
+/// `Ok` when the request's `Content-Type` is absent or one of `allowed` (parameters such as
+/// `charset` ignored).
+///
+/// # Errors
+/// A 415 naming the type received and the ones accepted.
+pub fn check_body_type(headers: &HeaderMap, allowed: &[&str]) -> Result<(), ApiError> {
+    let Some(v) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let essence = v
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if allowed.contains(&essence.as_str()) {
+        return Ok(());
+    }
+    Err(ApiError::status(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!(
+            "a body of type {essence:?} is not accepted; send one of {}, or no Content-Type",
+            allowed.join(", ")
+        ),
+    ))
+}
+
+/// Detail of a 404 for a path no route serves.
+pub const NO_ROUTE: &str = "no route for";
+/// Detail of a 405 for a method a route does not serve.
+pub const NO_METHOD: &str = "method not allowed:";
+
+/// Middleware: every 4xx answer uses the API's error shape (`{title, status, detail}`), also
+/// those produced below the handlers: a body over the size limit (413), an unknown path (404),
+/// a method a route does not serve (405). Answers already in JSON pass untouched.
+pub async fn error_shape(req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !status.is_client_error() || is_json {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let bytes = axum::body::to_bytes(response.into_body(), 64 << 10)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+    let detail = match status {
+        StatusCode::NOT_FOUND if text.is_empty() => format!("{NO_ROUTE} {method} {path}"),
+        StatusCode::METHOD_NOT_ALLOWED => format!("{NO_METHOD} {method} {path}"),
+        _ if text.is_empty() => status.canonical_reason().unwrap_or("error").to_owned(),
+        _ => text,
+    };
+    let mut out = ApiError::status(status, detail).into_response();
+    if let Some(allow) = allow {
+        out.headers_mut().insert(header::ALLOW, allow);
+    }
+    out
 }
 
 #[cfg(test)]

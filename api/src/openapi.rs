@@ -59,8 +59,15 @@ pub async fn unserved(app: axum::Router, routes: &[(&str, &[&str])]) -> Vec<Stri
             let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
                 .await
                 .unwrap_or_default();
-            let routed = status != StatusCode::METHOD_NOT_ALLOWED
-                && (status != StatusCode::NOT_FOUND || !body.is_empty());
+            // The router's own 404/405 (no route, no such method), in the API's error shape.
+            let detail = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["detail"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let routed = !(status == StatusCode::METHOD_NOT_ALLOWED
+                && detail.starts_with(crate::negotiate::NO_METHOD))
+                && !(status == StatusCode::NOT_FOUND
+                    && (body.is_empty() || detail.starts_with(crate::negotiate::NO_ROUTE)));
             if !routed {
                 out.push(format!("{m} {uri}: {status}"));
             }

@@ -72,11 +72,13 @@ pub fn base<S: Clone + Send + Sync + 'static>(
         .route("/healthz", get(crate::process::healthz))
 }
 
-/// `router` with the layers every request goes through: a [`MAX_BODY_BYTES`] body limit,
-/// YAML answers when `Accept` asks for them, HTTP metrics and the request's trace span.
+/// `router` with the layers every request goes through: a [`MAX_BODY_BYTES`] body limit, the
+/// API's error shape on every 4xx, YAML answers when `Accept` asks for them, HTTP metrics and
+/// the request's trace span.
 pub fn layered<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
     router
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(crate::negotiate::error_shape))
         .layer(axum::middleware::from_fn(crate::negotiate::yaml_output))
         .layer(axum::middleware::from_fn(crate::metrics::track_http))
         .layer(axum::middleware::from_fn(crate::process::trace_http))

@@ -488,7 +488,7 @@ fn read_source(file: &str) -> Result<(String, Vec<u8>), CliError> {
     } else {
         std::fs::File::open(file).and_then(|f| {
             // One byte over the codec's limit is enough to report it as too large.
-            f.take(umbra_core::codec::Limits::default().max_bytes as u64 + 1)
+            f.take(umbra_core::codec::Limits::local_file().max_bytes as u64 + 1)
                 .read_to_end(&mut bytes)
                 .map(|_| ())
         })

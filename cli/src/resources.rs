@@ -138,7 +138,7 @@ pub fn read_documents(sources: &[(String, Vec<u8>)]) -> Result<Vec<Document>, Cl
     let mut docs = Vec::new();
     let mut problems = String::new();
     for (origin, bytes) in sources {
-        let values = match decode_documents(bytes, Limits::default()) {
+        let values = match decode_documents(bytes, Limits::local_file()) {
             Ok(v) => v,
             Err(e) => {
                 let _ = writeln!(problems, "{origin}: {e}");

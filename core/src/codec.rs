@@ -9,8 +9,10 @@
 //! - plain scalars resolve with the YAML 1.2 core schema (`null`, `true`, `42`, `1.5`);
 //!   quoted scalars and `!!str` are strings.
 //!
-//! Limits ([`Limits`]): input size, nesting depth and total nodes (alias expansion included, so
-//! "billion laughs" documents are refused). Non-UTF-8 input is an error.
+//! Limits ([`Limits`]): input size, nesting depth and total nodes, and a separate, small budget
+//! for what aliases add (nodes and string bytes), checked before an alias is expanded, so a
+//! "billion laughs" document is refused after a few hundred KiB instead of after tens of MiB.
+//! Non-UTF-8 input is an error.
 
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, Parser};
@@ -23,20 +25,35 @@ pub struct Limits {
     pub max_bytes: usize,
     /// Maximum nesting of mappings and sequences (default 64).
     pub max_depth: usize,
-    /// Maximum number of nodes produced, aliases expanded (default 1,000,000).
+    /// Maximum number of nodes produced, aliases expanded (default 200,000: a Dataplane with
+    /// a thousand outbounds has about 10,000).
     pub max_nodes: usize,
+    /// Maximum nodes that alias expansion may add (default 10,000).
+    pub max_alias_nodes: usize,
+    /// Maximum string and key bytes that alias expansion may add (default 256 KiB).
+    pub max_alias_bytes: usize,
 }
-
-/// Aliases may expand a document to at most this multiple of [`Limits::max_bytes`] (strings and
-/// keys counted), so an anchored large string repeated by aliases cannot exhaust memory.
-pub const MAX_EXPANSION: usize = 4;
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_bytes: 4 << 20,
             max_depth: 64,
-            max_nodes: 1_000_000,
+            max_nodes: 200_000,
+            max_alias_nodes: 10_000,
+            max_alias_bytes: 256 << 10,
+        }
+    }
+}
+
+impl Limits {
+    /// Limits for a local file of many resources (`umbractl apply -f` of a whole mesh export):
+    /// 64 MiB and 5,000,000 nodes; aliases as for one API body.
+    pub fn local_file() -> Self {
+        Self {
+            max_bytes: 64 << 20,
+            max_nodes: 5_000_000,
+            ..Self::default()
         }
     }
 }
@@ -69,6 +86,15 @@ pub enum CodecError {
     TooManyNodes {
         /// The node limit.
         limit: usize,
+    },
+    /// Aliases would add more than [`Limits::max_alias_nodes`] nodes or
+    /// [`Limits::max_alias_bytes`] bytes.
+    #[error("aliases expand to more than {nodes} nodes or {bytes} bytes")]
+    AliasExpansion {
+        /// The alias node budget.
+        nodes: usize,
+        /// The alias byte budget.
+        bytes: usize,
     },
     /// YAML or JSON syntax error, with the parser's position.
     #[error("invalid YAML/JSON: {0}")]
@@ -180,6 +206,9 @@ struct YamlBuilder {
     anchors: std::collections::HashMap<usize, (Value, usize, usize)>,
     nodes: usize,
     bytes: usize,
+    /// What aliases added so far (nodes, string bytes).
+    alias_nodes: usize,
+    alias_bytes: usize,
     docs: Vec<Value>,
     current: Option<Value>,
 }
@@ -192,6 +221,8 @@ impl YamlBuilder {
             anchors: std::collections::HashMap::new(),
             nodes: 0,
             bytes: 0,
+            alias_nodes: 0,
+            alias_bytes: 0,
             docs: Vec::new(),
             current: None,
         }
@@ -223,7 +254,17 @@ impl YamlBuilder {
                         .get(&id)
                         .map(|(_, c, b)| (*c, *b))
                         .ok_or_else(|| CodecError::Unsupported("alias to unknown anchor".into()))?;
-                    // Check the budget before cloning anything.
+                    // Check the budgets before cloning anything.
+                    self.alias_nodes = self.alias_nodes.saturating_add(count);
+                    self.alias_bytes = self.alias_bytes.saturating_add(size);
+                    if self.alias_nodes > self.limits.max_alias_nodes
+                        || self.alias_bytes > self.limits.max_alias_bytes
+                    {
+                        return Err(CodecError::AliasExpansion {
+                            nodes: self.limits.max_alias_nodes,
+                            bytes: self.limits.max_alias_bytes,
+                        });
+                    }
                     self.count(count, size)?;
                     let value = self
                         .anchors
@@ -286,7 +327,10 @@ impl YamlBuilder {
             });
         }
         self.bytes = self.bytes.saturating_add(bytes);
-        let max = self.limits.max_bytes.saturating_mul(MAX_EXPANSION);
+        let max = self
+            .limits
+            .max_bytes
+            .saturating_add(self.limits.max_alias_bytes);
         if self.bytes > max {
             return Err(CodecError::TooLarge {
                 size: self.bytes,
@@ -545,6 +589,12 @@ mod tests {
         let bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
         assert!(matches!(
             decode_documents(bomb.as_bytes(), Limits::default()),
+            Err(CodecError::AliasExpansion { .. })
+        ));
+        // Without aliases, the node limit holds.
+        let many = format!("[{}]", vec!["1"; 200_001].join(","));
+        assert!(matches!(
+            decode_documents(many.as_bytes(), Limits::default()),
             Err(CodecError::TooManyNodes { .. })
         ));
         assert!(matches!(
@@ -563,7 +613,7 @@ mod tests {
         }
         assert!(matches!(
             decode_documents(doc.as_bytes(), Limits::default()),
-            Err(CodecError::TooLarge { .. })
+            Err(CodecError::AliasExpansion { .. })
         ));
     }
 

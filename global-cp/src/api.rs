@@ -204,7 +204,12 @@ struct ZoneTokenRequest {
     scope: Vec<String>,
 }
 
-async fn zone_token(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+async fn zone_token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    umbra_api::negotiate::check_body_type(&headers, umbra_api::negotiate::BODY_TYPES)?;
     let req: ZoneTokenRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_parameter(
             "body",

@@ -311,3 +311,120 @@ async fn zone_tokens_are_issued_for_valid_zone_names_only() {
     let (s, _, _) = call(&app, "GET", "/zones/zone-1", &[], None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn hostile_bodies_get_clear_errors_in_the_api_shape_and_store_nothing() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let app = app(store.clone());
+    let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let revision = store.revision().await.unwrap();
+    let shaped = |s: StatusCode, body: &Value| {
+        assert_eq!(body["status"], s.as_u16(), "{body}");
+        assert!(
+            body["title"].is_string() && body["detail"].is_string(),
+            "{body}"
+        );
+    };
+
+    // A body of another media type: 415.
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/t",
+        &[("content-type", "image/png")],
+        Some(&timeout("t", "1s", "")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    shaped(s, &body);
+    // JSON and YAML (with parameters) are taken.
+    for ct in [
+        "application/yaml; charset=utf-8",
+        "text/yaml",
+        "application/json",
+    ] {
+        let body = if ct == "application/json" {
+            serde_json::to_string(
+                &umbra_core::resource::Resource::from_bytes(timeout("t", "1s", "").as_bytes())
+                    .unwrap()
+                    .to_value(),
+            )
+            .unwrap()
+        } else {
+            timeout("t", "1s", "")
+        };
+        let (s, v, _) = call(
+            &app,
+            "PUT",
+            "/meshes/default/meshtimeouts/t",
+            &[("content-type", ct)],
+            Some(&body),
+        )
+        .await;
+        assert!(s.is_success(), "{ct}: {s} {v}");
+    }
+    let (_, _, _) = call(&app, "DELETE", "/meshes/default/meshtimeouts/t", &[], None).await;
+    let revision = revision + 2;
+    assert_eq!(store.revision().await.unwrap(), revision);
+
+    // Names a URL path normalises away.
+    for name in [".", ".."] {
+        let (s, body, _) = call(
+            &app,
+            "PUT",
+            &format!("/meshes/default/meshtimeouts/{name}"),
+            &[],
+            Some(&timeout(&format!("\"{name}\""), "1s", "")),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{name:?}: {body}");
+        assert_eq!(body["invalidParameters"][0]["field"], "name", "{body}");
+    }
+
+    // An alias bomb of 1 KiB is refused by the alias budget, before it expands.
+    let mut bomb = String::from("type: MeshTimeout\nmesh: default\nname: bomb\nspec:\n  targetRef: {kind: Mesh}\n  x:\n    l0: &l0 [aaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb, cccccccccccccccc, dddddddddddddddd, eeeeeeeeeeeeeeee, ffffffffffffffff, gggggggggggggggg, hhhhhhhhhhhhhhhh, iiiiiiiiiiiiiiii]\n");
+    for i in 1..9 {
+        bomb.push_str(&format!(
+            "    l{i}: &l{i} [{}]\n",
+            vec![format!("*l{}", i - 1); 9].join(", ")
+        ));
+    }
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/bomb",
+        &[],
+        Some(&bomb),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.to_string().contains("aliases expand"), "{body}");
+
+    // Over the body limit: 413, in the API's shape.
+    let huge = "#".repeat(umbra_api::service::MAX_BODY_BYTES + 1);
+    let (s, body, _) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/huge",
+        &[],
+        Some(&huge),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    shaped(s, &body);
+
+    // A path no route serves, a method a route does not: the API's shape too.
+    let (s, body, _) = call(&app, "GET", "/nowhere", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    shaped(s, &body);
+    let (s, body, _) = call(&app, "PATCH", "/meshes/default", &[], None).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    shaped(s, &body);
+
+    assert_eq!(
+        store.revision().await.unwrap(),
+        revision,
+        "nothing was stored"
+    );
+}
