@@ -43,7 +43,9 @@ use umbra_kds::sync::{
     request, respond, spawn_reader, Event, Offer, OfferWatch, Received, Refusal, RespondConfig,
     Sink, TypeItems, STREAM_QUEUE,
 };
-use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
+use umbra_kds::{
+    GLOBAL_STORE_METADATA, MAX_MESSAGE_BYTES, RECORDED_STORE_METADATA, ZONE_NAME_METADATA,
+};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::inspect::hub::InspectHub;
@@ -271,6 +273,8 @@ pub struct KdsServer {
     offer: OfferWatch,
     config: RespondConfig,
     shutdown: watch::Receiver<bool>,
+    /// The store's identity, announced on every stream.
+    identity: String,
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -298,7 +302,25 @@ impl KdsServer {
             offer,
             config,
             shutdown,
+            identity: String::new(),
         }
+    }
+
+    /// Announce `identity` (the store's, [`crate::store::identity`]) on every stream, so zones
+    /// can tell when this Global's data is not what they synced from.
+    #[must_use]
+    pub fn with_identity(mut self, identity: String) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// A streaming answer carrying this Global's store identity.
+    fn answer<T>(&self, stream: BoxStream<T>) -> Response<BoxStream<T>> {
+        let mut response = Response::new(stream);
+        if let Ok(v) = self.identity.parse() {
+            response.metadata_mut().insert(GLOBAL_STORE_METADATA, v);
+        }
+        response
     }
 
     /// Replace the response bound and ACK deadline (benchmarks, tests).
@@ -347,6 +369,12 @@ impl KdsServer {
                 )));
             }
         }
+        let recorded = req
+            .metadata()
+            .get(RECORDED_STORE_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        self.zones.store_view(&zone, &self.identity, recorded);
         tracing::info!(%peer, rpc, %zone, "KDS: zone connected");
         Ok(Caller {
             identity,
@@ -494,7 +522,7 @@ impl KdsService for KdsServer {
                 Ok(())
             },
         );
-        Ok(Response::new(outgoing(out_rx, err_rx)))
+        Ok(self.answer(outgoing(out_rx, err_rx)))
     }
 
     async fn global_to_zone_sync(
@@ -523,7 +551,7 @@ impl KdsService for KdsServer {
                 respond(requests, out_tx, offer, &config, &observe).await
             },
         );
-        Ok(Response::new(outgoing(out_rx, err_rx)))
+        Ok(self.answer(outgoing(out_rx, err_rx)))
     }
 
     async fn zone_to_global_sync(
@@ -571,7 +599,7 @@ impl KdsService for KdsServer {
                 .await
             },
         );
-        Ok(Response::new(outgoing(out_rx, err_rx)))
+        Ok(self.answer(outgoing(out_rx, err_rx)))
     }
 }
 

@@ -27,7 +27,7 @@ use std::sync::Arc;
 /// Which store backs the Global.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreKind {
-    /// In memory (embedded default for trying Umbra; lost on exit).
+    /// In memory (embedded default for trying Umbra): lost on exit unless `--data-dir` keeps it.
     Memory,
     /// PostgreSQL (`--postgres-url`), for production.
     Postgres,
@@ -43,6 +43,13 @@ pub struct Args {
     /// PostgreSQL URL (`postgres://user@host:port/db`), required with `--store postgres`.
     #[arg(long, env = "UMBRA_POSTGRES_URL")]
     pub postgres_url: Option<String>,
+    /// With `--store memory`: keep the store (resources, the token signing key, the store's
+    /// identity) under this directory, every write fsynced before it is acknowledged. Without
+    /// it a memory-store Global loses everything on restart: every policy, every zone's
+    /// Dataplanes, and its signing key (zone tokens must be issued again), and its zones see a
+    /// Global whose data is gone (they keep serving and wait for an operator).
+    #[arg(long, env = "UMBRA_DATA_DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
     /// Largest number of pooled PostgreSQL connections.
     #[arg(long, env = "UMBRA_POSTGRES_MAX_CONNECTIONS", default_value_t = 16)]
     pub postgres_max_connections: u32,
@@ -66,7 +73,13 @@ pub struct Args {
 /// A missing URL, an unreachable database, or a schema newer than this build.
 pub async fn open_store(args: &Args) -> anyhow::Result<Arc<dyn store::Store>> {
     Ok(match args.store {
-        StoreKind::Memory => Arc::new(store::memory::MemoryStore::new()),
+        StoreKind::Memory => match &args.data_dir {
+            Some(dir) => Arc::new(
+                store::memory::MemoryStore::open(dir)
+                    .map_err(|e| anyhow::anyhow!("memory store under {}: {e}", dir.display()))?,
+            ),
+            None => Arc::new(store::memory::MemoryStore::new()),
+        },
         StoreKind::Postgres => {
             let url = args.postgres_url.as_deref().ok_or_else(|| {
                 anyhow::anyhow!("--store postgres needs --postgres-url (or UMBRA_POSTGRES_URL)")
@@ -116,6 +129,8 @@ pub async fn serve(
     umbra_kds::metrics::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
+    let identity = store::identity(&*store, tokens::random_bytes(16)).await?;
+    tracing::info!(store_identity = %identity, "store identity");
     let zones = Arc::new(zones::ZoneRegistry::default());
     let inspect = Arc::new(inspect::hub::InspectHub::new());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -141,7 +156,8 @@ pub async fn serve(
     let api = umbra_api::process::serve_http(api, api::router(state), stop_rx.clone());
     let kds = kds::serve(
         kds,
-        kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone()),
+        kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())
+            .with_identity(identity),
         tls,
         stop_rx.clone(),
     );

@@ -97,7 +97,8 @@ pub fn valid_zone_name(zone: &str) -> bool {
         && !zone.ends_with('-')
 }
 
-fn random_bytes(n: usize) -> Vec<u8> {
+/// `n` bytes from the system random number generator.
+pub fn random_bytes(n: usize) -> Vec<u8> {
     let mut key = vec![0u8; n];
     // The system RNG fails only on a broken OS; a zero key would be worse than stopping.
     ring::rand::SystemRandom::new()

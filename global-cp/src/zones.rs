@@ -69,6 +69,15 @@ pub struct ZoneStatus {
     /// The connection (peer address) whose streams hold the zone's lease: only it may sync as
     /// this zone until all its streams have ended.
     pub connection: Option<String>,
+    /// The Global store identity the zone recorded when it first synced (empty: none yet).
+    /// When it differs from `globalStore`, this Global does not hold the data the zone synced
+    /// from (a memory store that restarted, a restored database): the zone keeps serving its
+    /// last state and applies no deletions from here until an operator confirms on the zone.
+    pub recorded_store: Option<String>,
+    /// This Global's store identity.
+    pub global_store: Option<String>,
+    /// `recorded_store` is set and differs from `global_store`.
+    pub store_changed: bool,
     /// Streams refused because another connection held the zone's lease.
     pub refused_connections: u64,
     /// The last refused connection: its peer address and when (RFC 3339).
@@ -173,6 +182,16 @@ impl ZoneRegistry {
             if error.is_some() {
                 z.last_error = error;
             }
+        });
+    }
+
+    /// `zone` connected saying it recorded `recorded` as its Global's store identity (empty:
+    /// none yet); this Global's is `ours`.
+    pub fn store_view(&self, zone: &str, ours: &str, recorded: &str) {
+        self.update(zone, |z| {
+            z.global_store = Some(ours.to_owned()).filter(|s| !s.is_empty());
+            z.recorded_store = Some(recorded.to_owned()).filter(|s| !s.is_empty());
+            z.store_changed = !recorded.is_empty() && recorded != ours;
         });
     }
 

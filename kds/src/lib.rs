@@ -21,6 +21,15 @@ pub const KDS_RESOURCE_TYPE_URL: &str = "type.googleapis.com/umbra.kds.v1.KdsRes
 /// when it differs from the zone in the token (the token alone is the identity).
 pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
 
+/// gRPC response metadata: the Global's store identity (`umbra_store::STORE_IDENTITY`),
+/// sent on every KDS stream so a zone can tell a Global that lost its data from the one it
+/// synced from.
+pub const GLOBAL_STORE_METADATA: &str = "x-umbra-global-store";
+
+/// gRPC request metadata: the Global store identity the zone recorded (empty before its first
+/// sync), so the Global can report a zone that holds another store's data.
+pub const RECORDED_STORE_METADATA: &str = "x-umbra-recorded-global-store";
+
 /// Largest KDS message either side accepts (bytes); responses are chunked well below it.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 

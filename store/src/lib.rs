@@ -339,6 +339,21 @@ pub fn stamp_times(resource: &mut Resource, existing: Option<&Stored>) {
     resource.meta.modification_time = Some(now);
 }
 
+/// The store-identity key's purpose ([`Store::signing_key`]): random bytes created with the
+/// store, kept with its data. A zone records the identity of the Global it synced from; a
+/// different one later means the Global lost its data (or is another Global), and the zone
+/// does not apply its deletions until an operator confirms.
+pub const STORE_IDENTITY: &str = "store-identity";
+
+/// This store's identity (hex of [`STORE_IDENTITY`]'s bytes; `fresh` becomes it on first use).
+///
+/// # Errors
+/// [`StoreError::Unavailable`].
+pub async fn identity(store: &dyn Store, fresh: Vec<u8>) -> Result<String, StoreError> {
+    let bytes = store.signing_key(STORE_IDENTITY, fresh).await?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Resource types that keep their Mesh from being deleted: what zones register, which a
 /// deletion must never take with it (Kuma refuses to delete a Mesh with Dataplanes attached).
 pub const MESH_USERS: &[ResourceType] = &[ResourceType::Dataplane];

@@ -269,6 +269,28 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// The key stored for `purpose`, if any.
+    pub fn key(&self, purpose: &str) -> Option<Vec<u8>> {
+        self.lock().keys.get(purpose).cloned()
+    }
+
+    /// Store `value` as the key for `purpose`, replacing any (durable before it returns).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when a durable store cannot write; nothing changed then.
+    pub fn put_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        if let Some(journal) = &mut state.journal {
+            journal
+                .append(&[Record::key(purpose, &value)])
+                .map_err(|e| {
+                    StoreError::Unavailable(format!("cannot write the store journal: {e}"))
+                })?;
+        }
+        state.keys.insert(purpose.to_owned(), value);
+        Ok(())
+    }
+
     fn wake(&self) {
         let revision = self.current_revision();
         self.wake.send_replace(revision);

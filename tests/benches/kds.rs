@@ -90,6 +90,7 @@ async fn start_zone(
         Arc::default(),
         None,
         Arc::default(),
+        Arc::default(),
         rx,
     ));
     (store, tx)

@@ -300,3 +300,141 @@ async fn a_second_connection_for_a_connected_zone_is_refused_until_the_first_is_
     .await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Rewrite a memory-store Global's data directory as a Global that lost its data but kept its
+/// signing key would have it: no resources, no store identity, the same zone-token key.
+fn lose_data_keep_key(data: &std::path::Path) {
+    let mut keys = serde_json::Map::new();
+    if let Ok(bytes) = std::fs::read(data.join("store.json")) {
+        let snapshot: Value = serde_json::from_slice(&bytes).unwrap();
+        if let Some(k) = snapshot["keys"].as_object() {
+            keys.extend(k.clone());
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string(data.join("journal.ndjson")) {
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            if let Some(k) = v.get("key") {
+                keys.insert(
+                    k["purpose"].as_str().unwrap().to_owned(),
+                    k["value"].clone(),
+                );
+            }
+        }
+    }
+    keys.remove("store-identity");
+    assert!(keys.contains_key("zone-token"), "{keys:?}");
+    let snapshot = serde_json::json!({"format": 2, "revision": 0, "resources": [], "keys": keys});
+    std::fs::write(
+        data.join("store.json"),
+        serde_json::to_vec(&snapshot).unwrap(),
+    )
+    .unwrap();
+    let _ = std::fs::remove_file(data.join("journal.ndjson"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_keeps_its_state_when_the_global_lost_its_data_until_an_operator_confirms() {
+    let dir = temp_dir("lost");
+    let global_data = dir.join("global-data");
+    let mut global = CpProcess::start(
+        GLOBAL,
+        "--kds-addr",
+        &["--data-dir".to_owned(), global_data.display().to_string()],
+        &[],
+        dir.join("global.log"),
+    )
+    .await
+    .unwrap();
+    global.apply("/meshes/default", MESH).await.unwrap();
+    global
+        .apply(
+            "/meshes/default/meshtimeouts/idle",
+            "type: MeshTimeout\nmesh: default\nname: idle\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 5s}\n",
+        )
+        .await
+        .unwrap();
+    let token = zone_token(&global, "zone-1").await.unwrap();
+    let zone_data = vec![
+        "--data-dir".to_owned(),
+        dir.join("zone-data").display().to_string(),
+    ];
+    let zone = start_federated_zone(
+        ZONE,
+        &global,
+        "zone-1",
+        &token,
+        &zone_data,
+        dir.join("zone.log"),
+    )
+    .await
+    .unwrap();
+    eventually("the policy reached the zone", &global, &zone, || async {
+        total(&zone, "/meshes/default/meshtimeouts").await == 1
+    })
+    .await;
+    zone.apply(
+        "/meshes/default/dataplanes/web",
+        &dataplane_yaml("web", "web", 20_021, 30_021, None),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the Dataplane reached the Global",
+        &global,
+        &zone,
+        || async { total(&global, "/meshes/default/dataplanes").await == 1 },
+    )
+    .await;
+
+    // The Global comes back without its data (same signing key, so the zone's token works).
+    global.kill();
+    lose_data_keep_key(&global_data);
+    global.restart().await.unwrap();
+    eventually(
+        "the zone saw a Global that is not the store it synced from and refused its removals",
+        &global,
+        &zone,
+        || async {
+            matches!(zone.call("GET", "/ready", None).await,
+            Ok((200, r)) if r["global"]["globalStoreChanged"] == true
+                && r["global"]["lastRejected"].as_array().is_some_and(|a| !a.is_empty()))
+        },
+    )
+    .await;
+    // It keeps serving everything it had.
+    assert_eq!(total(&zone, "/meshes/default/meshtimeouts").await, 1);
+    assert_eq!(total(&zone, "/meshes/default/dataplanes").await, 1);
+    assert!(matches!(
+        zone.call("GET", "/meshes/default", None).await,
+        Ok((200, _))
+    ));
+    eventually(
+        "the Global reports the zone's condition",
+        &global,
+        &zone,
+        || async { zone_status(&global, "zone-1").await["storeChanged"] == true },
+    )
+    .await;
+
+    // An operator confirms: the zone follows this Global from now on. Its policy goes; its
+    // Dataplane stays, and so does the Mesh it is attached to.
+    let (status, body) = zone
+        .call("POST", "/global/accept-store", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    eventually("the zone resynced with the accepted Global", &global, &zone, || async {
+        total(&zone, "/meshes/default/meshtimeouts").await == 0
+            && matches!(zone.call("GET", "/ready", None).await,
+                Ok((200, r)) if r["global"]["globalStoreChanged"] == false && r["global"]["connected"] == true)
+    })
+    .await;
+    assert_eq!(total(&zone, "/meshes/default/dataplanes").await, 1);
+    let (status, _) = zone
+        .call("POST", "/global/accept-store", None)
+        .await
+        .unwrap();
+    assert_eq!(status, 409, "nothing left to accept");
+    let _ = std::fs::remove_dir_all(&dir);
+}

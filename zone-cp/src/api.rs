@@ -27,8 +27,11 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
 pub fn routes() -> Vec<Route> {
-    service::routes(&[BASE_ROUTES, crud::ROUTES, &DATAPLANE_ROUTES])
+    service::routes(&[BASE_ROUTES, crud::ROUTES, &DATAPLANE_ROUTES, ZONE_ROUTES])
 }
+
+/// The zone's own routes.
+const ZONE_ROUTES: &[Route] = &[("/global/accept-store", &["post"])];
 
 /// Shared state of the API.
 #[derive(Debug, Clone)]
@@ -43,6 +46,8 @@ pub struct AppState {
     pub reconciler: std::sync::Arc<crate::reconciler::Reconciler>,
     /// The link to the Global (federated zones).
     pub kds: crate::kds::SharedStatus,
+    /// Wakes the KDS client to reconnect (after an operator accepts the Global's store).
+    pub kds_resync: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -54,6 +59,7 @@ impl AppState {
             federated,
             insights: std::sync::Arc::default(),
             kds: crate::kds::SharedStatus::default(),
+            kds_resync: std::sync::Arc::default(),
         }
     }
 }
@@ -75,6 +81,10 @@ impl FromRef<AppState> for ResourceApi {
 /// The API router.
 pub fn router(state: AppState) -> Router {
     let router = service::base(OPENAPI_YAML, get(index), get(ready))
+        .route(
+            "/global/accept-store",
+            axum::routing::post(accept_global_store),
+        )
         .merge(crud::routes())
         .merge(service::dataplane_routes(
             get(dataplane_insight),
@@ -135,6 +145,31 @@ async fn inspect_rules(
     inspect::answer(st.store, mesh, name, &q, inspect::rules)
         .await
         .map(Json)
+}
+
+/// `POST /global/accept-store`: an operator confirms that the Global this zone now talks to
+/// (whose store is not the one the zone synced from: `/ready` says `globalStoreChanged`) is
+/// the one to follow. The zone records its store identity and reconnects; from then on the
+/// Global's deletions apply again. 409 when there is nothing to accept.
+async fn accept_global_store(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let status = st
+        .kds
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let (Some(offered), true) = (status.global_store.clone(), status.global_store_changed) else {
+        return Err(ApiError::status(
+            axum::http::StatusCode::CONFLICT,
+            "nothing to accept: this zone follows the Global store it synced from",
+        ));
+    };
+    st.store.record_global_store(&offered)?;
+    tracing::warn!(previous = ?status.recorded_global_store, accepted = %offered, "the operator accepted the Global's store; resyncing");
+    st.kds_resync.notify_one();
+    Ok(Json(json!({
+        "accepted": offered,
+        "previous": status.recorded_global_store,
+    })))
 }
 
 /// Kuma's `dataplanes+insights`: the Dataplane and its xDS connection state (connected, last

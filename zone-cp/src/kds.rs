@@ -37,7 +37,9 @@ use umbra_kds::sync::{
     request, respond, spawn_reader_noting, Event, Offer, OfferWatch, Received, Refusal,
     RespondConfig, Sink, SyncError, TypeItems, Upsert, STREAM_QUEUE,
 };
-use umbra_kds::{MAX_MESSAGE_BYTES, ZONE_NAME_METADATA};
+use umbra_kds::{
+    GLOBAL_STORE_METADATA, MAX_MESSAGE_BYTES, RECORDED_STORE_METADATA, ZONE_NAME_METADATA,
+};
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::ads::Insights;
@@ -114,6 +116,14 @@ pub struct KdsStatus {
     pub resources_received: BTreeMap<String, u64>,
     /// The last resources this zone refused (NACKed), as `name: reason`.
     pub last_rejected: Vec<String>,
+    /// The store identity the Global announced on the current (or last) connection.
+    pub global_store: Option<String>,
+    /// The Global store identity this zone recorded when it first synced.
+    pub recorded_global_store: Option<String>,
+    /// The Global's store is not the one this zone synced from (it lost its data, or it is
+    /// another Global): the zone applies no deletions from it and keeps serving its last state
+    /// until an operator confirms (`POST /global/accept-store`) or the Global's data comes back.
+    pub global_store_changed: bool,
 }
 
 /// Shared [`KdsStatus`].
@@ -169,6 +179,7 @@ pub async fn run(
     insights: Arc<Insights>,
     reconciler: Option<Arc<Reconciler>>,
     status: SharedStatus,
+    resync: Arc<tokio::sync::Notify>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (offer_tx, offer_rx) = watch::channel(None);
@@ -185,6 +196,7 @@ pub async fn run(
         let started = tokio::time::Instant::now();
         let outcome = tokio::select! {
             r = session(&config, &store, reconciler.clone(), offer_rx.clone(), &status) => r,
+            () = resync.notified() => Err("reconnecting to resync (an operator accepted the Global's store)".to_owned()),
             _ = shutdown.wait_for(|s| *s) => break,
         };
         update_status(&status, |s| s.connected = false);
@@ -226,6 +238,46 @@ async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
         .map_err(|e| format!("cannot connect to {}: {e:?}", config.address))
 }
 
+/// Compare the store identity the Global announced on `down` with the one this zone recorded
+/// (recording it on the first sync). Returns whether deletions from this Global must be
+/// refused: it is not the store this zone synced from.
+///
+/// # Errors
+/// A Global that announces no identity; a store that cannot record it.
+fn check_global_store<T>(
+    store: &Store,
+    status: &SharedStatus,
+    recorded: Option<String>,
+    down: &tonic::Response<T>,
+) -> Result<bool, String> {
+    let offered = down
+        .metadata()
+        .get(GLOBAL_STORE_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| "the Global announced no store identity".to_owned())?;
+    let recorded = match recorded {
+        Some(r) => r,
+        None => {
+            store
+                .record_global_store(&offered)
+                .map_err(|e| e.to_string())?;
+            offered.clone()
+        }
+    };
+    let changed = recorded != offered;
+    if changed {
+        tracing::warn!(%recorded, %offered, "KDS: the Global's store is not the one this zone synced from; keeping this zone's state and applying no deletions until an operator confirms (POST /global/accept-store)");
+    }
+    update_status(status, |s| {
+        s.global_store = Some(offered);
+        s.recorded_global_store = Some(recorded);
+        s.global_store_changed = changed;
+    });
+    Ok(changed)
+}
+
 /// One connection: both streams until either ends.
 async fn session(
     config: &KdsClientConfig,
@@ -243,11 +295,18 @@ async fn session(
         .zone
         .parse()
         .map_err(|_| "the zone name is not valid gRPC metadata".to_owned())?;
+    let recorded = store.recorded_global_store();
+    let recorded_md: MetadataValue<_> =
+        recorded.clone().unwrap_or_default().parse().map_err(|_| {
+            "the recorded Global store identity is not valid gRPC metadata".to_owned()
+        })?;
     let mut client =
         KdsServiceClient::with_interceptor(channel, move |mut req: tonic::Request<()>| {
             req.metadata_mut().insert("authorization", auth.clone());
             req.metadata_mut()
                 .insert(ZONE_NAME_METADATA, zone_name.clone());
+            req.metadata_mut()
+                .insert(RECORDED_STORE_METADATA, recorded_md.clone());
             Ok(req)
         })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -259,6 +318,7 @@ async fn session(
         .global_to_zone_sync(ReceiverStream::new(req_rx))
         .await
         .map_err(|s| format!("GlobalToZoneSync refused: {}", s.message()))?;
+    let protect = check_global_store(store, status, recorded, &down)?;
     // The status the Global ends a stream with (an expired token, a second connection) says
     // why the session ended.
     let ended: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
@@ -297,6 +357,7 @@ async fn session(
     let mut sink = StoreSink {
         store: store.clone(),
         session_start: time::OffsetDateTime::now_utc(),
+        protect,
     };
     let st = status.clone();
     let observe_down = move |e: Event| {
@@ -392,6 +453,8 @@ struct StoreSink {
     store: Store,
     /// When this KDS session connected (for [`record_sync_lag`]).
     session_start: time::OffsetDateTime,
+    /// Refuse removals: the Global is not the store this zone synced from.
+    protect: bool,
 }
 
 impl StoreSink {
@@ -473,6 +536,13 @@ impl StoreSink {
             }
         }
         for name in removed {
+            if self.protect {
+                refused.push(Refusal {
+                    name,
+                    reason: "kept: the Global's store is not the one this zone synced from; an operator confirms with POST /global/accept-store on the zone".to_owned(),
+                });
+                continue;
+            }
             let (mesh, local) = split_kds_name(&name);
             writes.push(ReplicaWrite::Delete(ResourceKey {
                 ty,
@@ -614,6 +684,7 @@ mod tests {
         let mut sink = StoreSink {
             store: store.clone(),
             session_start: time::OffsetDateTime::now_utc(),
+            protect: false,
         };
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         assert!(sink
@@ -662,6 +733,7 @@ mod tests {
         let mut sink = StoreSink {
             store: store.clone(),
             session_start: time::OffsetDateTime::now_utc(),
+            protect: false,
         };
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         sink.apply(received("Mesh", vec![up("m", mesh)], vec![]))

@@ -116,12 +116,14 @@ pub async fn run(
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
     let kds_status = kds::SharedStatus::default();
+    let kds_resync = std::sync::Arc::new(tokio::sync::Notify::new());
     let state = api::AppState {
         store: store.clone(),
         federated: args.global_kds_address.is_some(),
         insights: insights.clone(),
         reconciler: reconciler.clone(),
         kds: kds_status.clone(),
+        kds_resync: kds_resync.clone(),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -140,6 +142,7 @@ pub async fn run(
             insights.clone(),
             Some(reconciler.clone()),
             kds_status.clone(),
+            kds_resync.clone(),
             stop_rx.clone(),
         ))
     });

@@ -16,6 +16,9 @@ use umbra_store::memory::MemoryStore;
 pub use umbra_store::memory::ReplicaWrite;
 pub use umbra_store::{StoreError, Stored};
 
+/// Key under which the zone records the Global store identity it synced from.
+pub const RECORDED_GLOBAL_STORE: &str = "recorded-global-store";
+
 /// The zone store. Cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -85,6 +88,22 @@ impl Store {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    /// The Global store identity this zone synced from, if recorded.
+    pub fn recorded_global_store(&self) -> Option<String> {
+        self.inner
+            .key(RECORDED_GLOBAL_STORE)
+            .and_then(|b| String::from_utf8(b).ok())
+    }
+
+    /// Record `identity` as the Global store this zone syncs from (durable with `--data-dir`).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn record_global_store(&self, identity: &str) -> Result<(), StoreError> {
+        self.inner
+            .put_key(RECORDED_GLOBAL_STORE, identity.as_bytes().to_vec())
     }
 
     /// Subscribe to revision changes (a wake-up; read the store for the state).
