@@ -55,6 +55,7 @@ const GLOBAL_ROUTES: &[Route] = &[
     ("/zones", &["get"]),
     ("/zones/{name}", &["get"]),
     ("/tokens/zone", &["post"]),
+    ("/tokens/zone/revocations", &["post"]),
     (
         "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
         &["get"],
@@ -115,6 +116,7 @@ pub fn router(state: AppState) -> Router {
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
         .route("/tokens/zone", post(zone_token))
+        .route("/tokens/zone/revocations", post(revoke_zone_token))
         .merge(crud::routes())
         .merge(service::dataplane_routes(
             get(dataplane_insight),
@@ -202,6 +204,49 @@ struct ZoneTokenRequest {
     #[serde(default)]
     #[allow(dead_code)]
     scope: Vec<String>,
+}
+
+/// Body of `POST /tokens/zone/revocations`: the token itself, or its ID (`jti`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// `POST /tokens/zone/revocations`: revoke a zone token (by the token, or its `jti`). Stored
+/// before the answer; the zone's open KDS streams end at once and it cannot connect with it
+/// again. The answer names the revoked ID, never the token.
+async fn revoke_zone_token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    umbra_api::negotiate::check_body_type(&headers, umbra_api::negotiate::BODY_TYPES)?;
+    let req: RevokeRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_parameter(
+            "body",
+            format!("expected {{\"token\": ...}} or {{\"id\": ...}}: {e}"),
+        )
+    })?;
+    let id = match (req.token, req.id) {
+        (Some(token), None) => state
+            .tokens
+            .token_id(&token)
+            .map_err(|e| ApiError::bad_parameter("token", e.to_string()))?,
+        (None, Some(id)) if !id.trim().is_empty() && !id.contains('\n') => id.trim().to_owned(),
+        _ => {
+            return Err(ApiError::bad_parameter(
+                "body",
+                "give exactly one of token (the zone token) or id (its jti)",
+            ))
+        }
+    };
+    state.tokens.revoke(&*state.store, &id).await?;
+    tracing::warn!(token_id = %id, "zone token revoked");
+    Ok(Json(json!({ "revoked": id })))
 }
 
 async fn zone_token(

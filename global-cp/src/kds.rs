@@ -418,6 +418,9 @@ struct OpenStream {
     zone: String,
     /// The token's expiry: the stream ends then.
     expiry: tokio::time::Instant,
+    /// The token's ID and the tokens' revocations: the stream ends when it is revoked.
+    token_id: String,
+    tokens: ZoneTokens,
     closed: bool,
 }
 
@@ -427,7 +430,12 @@ impl OpenStream {
     ///
     /// # Errors
     /// AlreadyExists when another connection holds the zone's lease.
-    fn open(zones: &Arc<ZoneRegistry>, caller: &Caller, rpc: &str) -> Result<Self, Status> {
+    fn open(
+        zones: &Arc<ZoneRegistry>,
+        tokens: &ZoneTokens,
+        caller: &Caller,
+        rpc: &str,
+    ) -> Result<Self, Status> {
         let zone = caller.identity.zone.clone();
         if let Err(holder) = zones.stream_opened(&zone, &caller.connection) {
             tracing::warn!(%zone, rpc, connection = %caller.connection, %holder, "KDS: second connection refused");
@@ -439,8 +447,23 @@ impl OpenStream {
             zones: zones.clone(),
             zone,
             expiry: tokio::time::Instant::now() + caller.identity.remaining(),
+            token_id: caller.identity.token_id.clone(),
+            tokens: tokens.clone(),
             closed: false,
         })
+    }
+
+    /// Resolves once this stream's token is revoked.
+    async fn revoked(&self) {
+        let mut revocations = self.tokens.revocations();
+        loop {
+            if self.tokens.is_revoked(&self.token_id) {
+                return;
+            }
+            if revocations.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     fn close(mut self, error: Option<String>) {
@@ -457,9 +480,9 @@ impl Drop for OpenStream {
     }
 }
 
-/// Run `driver` for `stream` until it ends, the caller's token expires (the stream then ends
-/// with Unauthenticated: a token is checked for its whole life, not only at connect), or
-/// shutdown; record and log how it ended.
+/// Run `driver` for `stream` until it ends, the caller's token expires or is revoked (the
+/// stream then ends with Unauthenticated: a token is checked for its whole life, not only at
+/// connect), or shutdown; record and log how it ended.
 fn spawn_driver(
     stream: OpenStream,
     rpc: &'static str,
@@ -473,6 +496,9 @@ fn spawn_driver(
             r = driver => r.map_err(|e| Status::aborted(e.to_string())),
             () = tokio::time::sleep_until(stream.expiry) => Err(Status::unauthenticated(format!(
                 "the zone token of {zone:?} expired; reconnect with a valid one"
+            ))),
+            () = stream.revoked() => Err(Status::unauthenticated(format!(
+                "the zone token of {zone:?} was revoked; reconnect with a valid one"
             ))),
             _ = shutdown.wait_for(|s| *s) => Err(Status::aborted(umbra_kds::sync::SyncError::Closed.to_string())),
         };
@@ -501,7 +527,7 @@ impl KdsService for KdsServer {
         req: Request<Streaming<InspectResponse>>,
     ) -> Result<Response<Self::InspectSyncStream>, Status> {
         let caller = self.authenticate(&req, "InspectSync")?;
-        let stream = OpenStream::open(&self.zones, &caller, "InspectSync")?;
+        let stream = OpenStream::open(&self.zones, &self.tokens, &caller, "InspectSync")?;
         let zone = caller.identity.zone.clone();
         let mut frames = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
@@ -530,7 +556,7 @@ impl KdsService for KdsServer {
         req: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::GlobalToZoneSyncStream>, Status> {
         let caller = self.authenticate(&req, "GlobalToZoneSync")?;
-        let stream = OpenStream::open(&self.zones, &caller, "GlobalToZoneSync")?;
+        let stream = OpenStream::open(&self.zones, &self.tokens, &caller, "GlobalToZoneSync")?;
         let zone = caller.identity.zone.clone();
         let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
@@ -559,7 +585,7 @@ impl KdsService for KdsServer {
         req: Request<Streaming<DeltaDiscoveryResponse>>,
     ) -> Result<Response<Self::ZoneToGlobalSyncStream>, Status> {
         let caller = self.authenticate(&req, "ZoneToGlobalSync")?;
-        let stream = OpenStream::open(&self.zones, &caller, "ZoneToGlobalSync")?;
+        let stream = OpenStream::open(&self.zones, &self.tokens, &caller, "ZoneToGlobalSync")?;
         let zone = caller.identity.zone.clone();
         let mut initial = BTreeMap::new();
         initial.insert(

@@ -59,6 +59,8 @@ pub struct ZoneIdentity {
     pub zone: String,
     /// The token's `exp` (seconds since the Unix epoch); it is refused [`LEEWAY_SECS`] later.
     pub expires_at: u64,
+    /// The token's ID (`jti`), what a revocation names.
+    pub token_id: String,
 }
 
 impl ZoneIdentity {
@@ -72,11 +74,18 @@ impl ZoneIdentity {
     }
 }
 
-/// Issues and verifies zone tokens with the Global's key.
+/// Store key holding the revoked zone token IDs (`jti`), one per line (Kuma keeps them in the
+/// `zone-token-revocations` secret).
+pub const REVOCATIONS_KEY: &str = "zone-token-revocations";
+
+/// Issues and verifies zone tokens with the Global's key, and knows which were revoked.
 #[derive(Clone)]
 pub struct ZoneTokens {
     encoding: EncodingKey,
     decoding: DecodingKey,
+    /// Revoked token IDs, and a wake-up on every revocation (open streams re-check theirs).
+    revoked: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<String>>>,
+    revocations: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for ZoneTokens {
@@ -114,15 +123,84 @@ impl ZoneTokens {
     /// [`StoreError::Unavailable`].
     pub async fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let key = store.signing_key(ZONE_TOKEN_KEY, random_bytes(32)).await?;
-        Ok(Self::from_key(&key))
+        let tokens = Self::from_key(&key);
+        let revoked = store.signing_key(REVOCATIONS_KEY, Vec::new()).await?;
+        tokens
+            .revoked
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(
+                String::from_utf8_lossy(&revoked)
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned),
+            );
+        Ok(tokens)
     }
 
-    /// Tokens signed with `key`.
+    /// Tokens signed with `key`, none revoked.
     pub fn from_key(key: &[u8]) -> Self {
         Self {
             encoding: EncodingKey::from_secret(key),
             decoding: DecodingKey::from_secret(key),
+            revoked: std::sync::Arc::default(),
+            revocations: std::sync::Arc::new(tokio::sync::watch::channel(0).0),
         }
+    }
+
+    /// `true` when the token with ID `id` was revoked.
+    pub fn is_revoked(&self, id: &str) -> bool {
+        self.revoked
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(id)
+    }
+
+    /// Wake-ups on every revocation.
+    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.revocations.subscribe()
+    }
+
+    /// The ID (`jti`) of `token`, a token this Global signed (expired or not).
+    ///
+    /// # Errors
+    /// [`TokenError::Invalid`] for a malformed or forged token.
+    pub fn token_id(&self, token: &str) -> Result<String, TokenError> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.validate_exp = false;
+        validation.set_required_spec_claims(&["exp", "iat"]);
+        jsonwebtoken::decode::<Claims>(token.trim(), &self.decoding, &validation)
+            .map(|d| d.claims.jti)
+            .map_err(|e| TokenError::Invalid(e.to_string()))
+    }
+
+    /// Revoke the token with ID `id`: stored durably in `store` before this returns, refused
+    /// from now on, and open KDS streams authenticated with it end within a moment.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; nothing is revoked then.
+    pub async fn revoke(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
+        let mut all: Vec<String> = {
+            let revoked = self
+                .revoked
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if revoked.contains(id) {
+                return Ok(());
+            }
+            revoked.iter().cloned().collect()
+        };
+        all.push(id.to_owned());
+        all.sort();
+        store
+            .set_key(REVOCATIONS_KEY, all.join("\n").into_bytes())
+            .await?;
+        self.revoked
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.to_owned());
+        self.revocations.send_modify(|n| *n += 1);
+        Ok(())
     }
 
     /// A token for `zone`, valid for `valid_for` (capped at [`MAX_VALIDITY`]).
@@ -202,9 +280,13 @@ impl ZoneTokens {
                 "the zone claim is not a zone name".into(),
             ));
         }
+        if self.is_revoked(&data.claims.jti) {
+            return Err(TokenError::Invalid("the token was revoked".into()));
+        }
         Ok(ZoneIdentity {
             zone: data.claims.zone,
             expires_at: data.claims.exp,
+            token_id: data.claims.jti,
         })
     }
 }

@@ -312,6 +312,14 @@ async fn suite(store: Arc<dyn Store>) {
     let k2 = store.signing_key("zone-token", vec![2; 32]).await.unwrap();
     assert_eq!(k2, k1, "the first key stays");
     assert_eq!(store.signing_key("other", vec![3]).await.unwrap(), vec![3]);
+    // Keys that change (revocation lists): replaced, and read back as replaced.
+    store.set_key("other", vec![4, 5]).await.unwrap();
+    assert_eq!(
+        store.signing_key("other", vec![6]).await.unwrap(),
+        vec![4, 5]
+    );
+    store.set_key("new", vec![7]).await.unwrap();
+    assert_eq!(store.signing_key("new", vec![8]).await.unwrap(), vec![7]);
 }
 
 #[tokio::test]

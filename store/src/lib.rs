@@ -233,6 +233,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`StoreError::Unavailable`].
     async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError>;
 
+    /// Replace the key kept for `purpose` with `value` (e.g. a list of revoked token IDs),
+    /// durably before it returns.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError>;
+
     /// Wake-ups carrying the latest revision the store has seen. A wake-up may be late or
     /// coalesced; read [`Store::changes_since`] for the truth.
     fn subscribe(&self) -> watch::Receiver<u64>;

@@ -475,6 +475,10 @@ impl Store for MemoryStore {
         Ok(fresh)
     }
 
+    async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.put_key(purpose, value)
+    }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.wake.subscribe()
     }

@@ -12,7 +12,7 @@ use umbra_core::resource::{Resource, ResourceKey};
 use crate::{Change, ListQuery, Page, Store, StoreError, Stored};
 
 /// `umbra_store_operation_seconds{op}`: latency of each store call (`put`, `delete`, `get`,
-/// `list`, `changes_since`, `revision`, `signing_key`), whatever the backend.
+/// `list`, `changes_since`, `revision`, `signing_key`, `set_key`), whatever the backend.
 pub const STORE_SECONDS: &str = "umbra_store_operation_seconds";
 /// `umbra_store_errors_total{op}`: store calls that failed (outage, conflict, ...).
 pub const STORE_ERRORS: &str = "umbra_store_errors_total";
@@ -76,6 +76,10 @@ impl Store for Metered {
 
     async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         timed("signing_key", self.inner.signing_key(purpose, fresh)).await
+    }
+
+    async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        timed("set_key", self.inner.set_key(purpose, value)).await
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {

@@ -3,8 +3,8 @@
 //!
 //! - a Mesh with a zone's Dataplanes attached cannot be deleted on the Global (409), and the
 //!   zone keeps its Dataplanes; once they are gone, the Mesh goes with its policies;
-//! - a zone token that expires while its streams are open ends them (Unauthenticated); the
-//!   zone reconnects once its token file holds a valid token;
+//! - a zone token that expires, or is revoked, while its streams are open ends them
+//!   (Unauthenticated); the zone reconnects once its token file holds a valid token;
 //! - a second process presenting the same zone's token is refused while the first holds the
 //!   zone's connection, and cannot write that zone's Dataplanes; it takes over once the first
 //!   is gone.
@@ -146,7 +146,7 @@ async fn a_mesh_with_a_zones_dataplanes_cannot_be_deleted_on_the_global() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_zone_token_ends_open_streams_and_a_new_one_reconnects() {
+async fn an_expired_or_revoked_zone_token_ends_open_streams_and_a_new_one_reconnects() {
     let dir = temp_dir("expiry");
     let global = global(&dir).await;
     global.apply("/meshes/default", MESH).await.unwrap();

@@ -553,6 +553,18 @@ impl Store for PostgresStore {
             .map_err(unavailable)
     }
 
+    async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO signing_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET key = EXCLUDED.key",
+        )
+        .bind(purpose)
+        .bind(value)
+        .execute(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        Ok(())
+    }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.wake.subscribe()
     }
