@@ -80,7 +80,7 @@ pub struct AppState {
     /// Inspect calls to zones.
     pub inspect: Arc<crate::inspect::hub::InspectHub>,
     /// Trace context of writes on their way to the zones.
-    pub traces: Arc<crate::kds::TraceLinks>,
+    pub traces: Arc<crate::offer::TraceLinks>,
 }
 
 impl FromRef<AppState> for Arc<dyn Store> {

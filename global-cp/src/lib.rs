@@ -14,6 +14,7 @@
 pub mod api;
 pub mod inspect;
 pub mod kds;
+pub mod offer;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -139,8 +140,8 @@ pub async fn serve(
         let _ = stop_tx.send(true);
     });
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
-    let traces = Arc::new(kds::TraceLinks::default());
-    let follower = tokio::spawn(kds::follow_store(
+    let traces = Arc::new(offer::TraceLinks::default());
+    let follower = tokio::spawn(offer::follow_store(
         store.clone(),
         traces.clone(),
         offer_tx,

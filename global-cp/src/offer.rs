@@ -1,0 +1,247 @@
+//! What the Global offers its zones: every Mesh and policy as KDS items, kept in step with the
+//! store by [`follow_store`]: a full read, then the change log from that revision on (every
+//! entry, whatever its type, moves the revision on), so no change is missed across gaps or
+//! store outages (a wake-up is only a hint). Until that first read, streams wait rather than
+//! offer nothing. API writes note their trace context here ([`TraceLinks`]) so the zone's
+//! apply joins the `PUT`'s trace.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use umbra_api::process::TraceContext;
+use umbra_core::resource::{ResourceKey, ResourceType};
+use umbra_kds::resource::{global_to_zone_types, kds_name, Item};
+use umbra_kds::sync::{Offer, TypeItems};
+
+use crate::store::{list_all, Store, StoreError};
+
+/// Changes read from the log per batch.
+const CHANGE_BATCH: usize = 1000;
+
+/// Pause after a store error before reading again.
+const STORE_RETRY: Duration = Duration::from_secs(1);
+
+/// Read every Mesh and policy from the store into an offer.
+async fn load_offer(store: &dyn Store) -> Result<Offer, StoreError> {
+    let mut offer = Offer::new();
+    for type_url in global_to_zone_types() {
+        let Some(ty) = ResourceType::from_name(&type_url) else {
+            continue;
+        };
+        let mut items = TypeItems::default();
+        for s in list_all(store, ty, None, &BTreeMap::new()).await? {
+            let r = &s.resource;
+            items.insert(kds_name(&r.meta.mesh, &r.meta.name), Item::from_resource(r));
+        }
+        offer.insert(type_url, Arc::new(items));
+    }
+    Ok(offer)
+}
+
+/// Trace context of API writes on their way to the zones, by resource: the handler notes it
+/// before writing ([`TraceLinks::note`]), [`follow_store`] takes it when the change reaches
+/// the offer and puts it on the KDS item, so a zone's apply joins the `PUT`'s trace. Bounded
+/// by [`TraceLinks::CAPACITY`]; a write whose context did not fit is simply untraced.
+#[derive(Debug, Default)]
+pub struct TraceLinks {
+    pending: std::sync::Mutex<std::collections::HashMap<ResourceKey, TraceContext>>,
+}
+
+impl TraceLinks {
+    /// Most writes remembered at once.
+    pub const CAPACITY: usize = 4096;
+
+    fn pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ResourceKey, TraceContext>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Remember the current span's trace context for a write of `key` about to happen
+    /// (nothing when the current span is not traced).
+    pub fn note(&self, key: &ResourceKey) {
+        let cx = umbra_api::process::current_context();
+        if cx.is_empty() {
+            return;
+        }
+        let mut pending = self.pending();
+        if pending.len() < Self::CAPACITY || pending.contains_key(key) {
+            pending.insert(key.clone(), cx);
+        }
+    }
+
+    /// Forget `key` (its write failed).
+    pub fn forget(&self, key: &ResourceKey) {
+        self.pending().remove(key);
+    }
+
+    /// The context noted for `key`, removed.
+    pub fn take(&self, key: &ResourceKey) -> Option<TraceContext> {
+        self.pending().remove(key)
+    }
+}
+
+/// API writes note their trace here, so the KDS item that carries the change continues it.
+impl umbra_api::crud::WriteObserver for TraceLinks {
+    fn before_write(&self, key: &ResourceKey) {
+        self.note(key);
+    }
+
+    fn write_failed(&self, key: &ResourceKey) {
+        self.forget(key);
+    }
+}
+
+/// Keep `tx` publishing the store's Meshes and policies until `shutdown` turns `true`.
+/// Store errors are retried every second; the offer then catches up from the change log.
+pub async fn follow_store(
+    store: Arc<dyn Store>,
+    links: Arc<TraceLinks>,
+    tx: watch::Sender<Option<Arc<Offer>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut wake = store.subscribe();
+    let mut state: Option<(u64, Offer)> = None;
+    while !*shutdown.borrow() {
+        let step = async {
+            match state.take() {
+                None => {
+                    let revision = store.revision().await?;
+                    let offer = load_offer(&*store).await?;
+                    tx.send_replace(Some(Arc::new(offer.clone())));
+                    Ok::<_, StoreError>(Some((revision, offer)))
+                }
+                Some((mut revision, mut offer)) => {
+                    let changes = store.changes_since(revision, CHANGE_BATCH).await;
+                    let changes = match changes {
+                        Ok(c) => c,
+                        Err(e) => {
+                            state = Some((revision, offer));
+                            return Err(e);
+                        }
+                    };
+                    if changes.is_empty() {
+                        return Ok(Some((revision, offer)));
+                    }
+                    let mut changed = false;
+                    for change in &changes {
+                        // Every change moves the revision on, whatever its type.
+                        let at = change.revision;
+                        if change.key.ty == ResourceType::Dataplane {
+                            revision = at;
+                            continue;
+                        }
+                        let name = kds_name(&change.key.mesh, &change.key.name);
+                        let current = match store.get(&change.key).await {
+                            Ok(c) => c,
+                            Err(e) => {
+                                state = Some((revision, offer));
+                                return Err(e);
+                            }
+                        };
+                        let items = Arc::make_mut(
+                            offer.entry(change.key.ty.name().to_owned()).or_default(),
+                        );
+                        let trace = links.take(&change.key);
+                        match current {
+                            Some(s) => {
+                                let mut item = Item::from_resource(&s.resource);
+                                item.trace_context = trace.unwrap_or_default();
+                                items.insert(name, item);
+                            }
+                            None => items.remove(&name),
+                        }
+                        revision = at;
+                        changed = true;
+                    }
+                    if changed {
+                        tx.send_replace(Some(Arc::new(offer.clone())));
+                    }
+                    Ok(Some((revision, offer)))
+                }
+            }
+        };
+        match step.await {
+            Ok(Some((revision, offer))) => {
+                let caught_up = store
+                    .revision()
+                    .await
+                    .map_or(true, |latest| latest <= revision);
+                state = Some((revision, offer));
+                if caught_up {
+                    tokio::select! {
+                        _ = wake.changed() => {}
+                        // The wake-up is only a hint: look at the log now and then anyway.
+                        () = tokio::time::sleep(STORE_RETRY) => {}
+                        _ = shutdown.changed() => {}
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "KDS: cannot read the store; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(STORE_RETRY) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use umbra_core::resource::Resource;
+
+    fn res(y: &str) -> Resource {
+        Resource::from_bytes(y.as_bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_offer_follows_policies_past_long_runs_of_dataplane_changes() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store
+            .put(res("type: Mesh\nname: m\n"), None, None)
+            .await
+            .unwrap();
+        let (tx, mut rx) = watch::channel(None);
+        let (_stop_tx, stop) = watch::channel(false);
+        tokio::spawn(follow_store(store.clone(), Arc::default(), tx, stop));
+        rx.wait_for(Option::is_some).await.unwrap();
+        // More Dataplane changes than one change-log batch, then a policy.
+        for i in 0..(CHANGE_BATCH + 5) {
+            let dp = format!("type: Dataplane\nmesh: m\nname: dp-{i}\nnetworking: {{address: 10.0.0.1, inbound: [{{port: 80, tags: {{kuma.io/service: s}}}}]}}\n");
+            store.put(res(&dp), None, Some("z")).await.unwrap();
+        }
+        store
+            .put(
+                res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}, to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]}\n"),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        let found = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|o| {
+                o.as_ref()
+                    .and_then(|o| o.get("MeshTimeout"))
+                    .is_some_and(|t| t.items.contains_key("m/t"))
+            }),
+        )
+        .await
+        .is_ok();
+        assert!(found, "the policy never reached the offer");
+        let offer = rx.borrow().clone().unwrap();
+        assert!(
+            !offer.contains_key("Dataplane"),
+            "Dataplanes are not offered to zones"
+        );
+    }
+}
