@@ -1,12 +1,14 @@
 //! Global control plane: the system of record for Meshes and policies.
 //!
-//! - [`store`]: one trait; PostgreSQL via sqlx (migrations in `migrations/`) or memory, with a
-//!   commit-ordered change log;
+//! - [`store`]: the store contract ([`umbra_store`]); PostgreSQL via sqlx (migrations in
+//!   `migrations/`) or memory (durable with `--data-dir`), with a commit-ordered change log;
 //! - [`api`]: Kuma's resource REST API over the store, `/zones` and zone tokens;
-//! - [`kds`]: the KDS server zones dial (policies down, Dataplanes and insights up);
-//! - [`inspect`]: the inspect API answered by the zones over KDS (hub, forwarding, affected DPPs,
-//!   (per-DPP forwarding, affected DPPs, the fleet-wide shadow diff);
-//! - [`tokens`]: zone tokens; [`zones`]: what the Global knows of each zone;
+//! - [`kds`]: the KDS server zones dial (policies down, Dataplanes and insights up), one
+//!   connection per zone, tokens checked for their whole life; [`offer`]: what it offers;
+//! - [`inspect`]: the inspect API answered by the zones over KDS (hub, per-DPP forwarding,
+//!   affected DPPs, the fleet-wide shadow diff);
+//! - [`tokens`]: zone tokens (issue, verify, revoke); [`zones`]: what the Global knows of each
+//!   zone;
 //! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
 //! - `testing` (feature `testing`, for test harnesses only): a throwaway PostgreSQL server and
 //!   the loopback port picker.
