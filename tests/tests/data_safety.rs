@@ -53,6 +53,20 @@ async fn total(cp: &CpProcess, path: &str) -> u64 {
     }
 }
 
+/// Register Dataplane `web` (inbound `port`) on `zone` and wait until the Global has it.
+async fn register_web(global: &CpProcess, zone: &CpProcess, port: u16) {
+    zone.apply(
+        "/meshes/default/dataplanes/web",
+        &dataplane_yaml("web", "web", port, port + 10_000, None),
+    )
+    .await
+    .unwrap();
+    eventually("the Dataplane reached the Global", global, zone, || async {
+        total(global, "/meshes/default/dataplanes").await == 1
+    })
+    .await;
+}
+
 /// Wait until `check` holds, or fail with both processes' logs.
 async fn eventually<F, Fut>(what: &str, global: &CpProcess, zone: &CpProcess, check: F)
 where
@@ -91,19 +105,7 @@ async fn a_mesh_with_a_zones_dataplanes_cannot_be_deleted_on_the_global() {
         )
     })
     .await;
-    zone.apply(
-        "/meshes/default/dataplanes/web",
-        &dataplane_yaml("web", "web", 20_001, 30_001, None),
-    )
-    .await
-    .unwrap();
-    eventually(
-        "the Dataplane reached the Global",
-        &global,
-        &zone,
-        || async { total(&global, "/meshes/default/dataplanes").await == 1 },
-    )
-    .await;
+    register_web(&global, &zone, 20_001).await;
 
     let (status, body) = global
         .call("DELETE", "/meshes/default", None)
@@ -234,20 +236,7 @@ async fn a_second_connection_for_a_connected_zone_is_refused_until_the_first_is_
         },
     )
     .await;
-    first
-        .apply(
-            "/meshes/default/dataplanes/web",
-            &dataplane_yaml("web", "web", 20_011, 30_011, None),
-        )
-        .await
-        .unwrap();
-    eventually(
-        "the first zone's Dataplane reached the Global",
-        &global,
-        &first,
-        || async { total(&global, "/meshes/default/dataplanes").await == 1 },
-    )
-    .await;
+    register_web(&global, &first, 20_011).await;
 
     // An impostor with a valid token for the same zone, its own Dataplane and no Mesh yet.
     let second = start_federated_zone(ZONE, &global, "zone-1", &token, &[], dir.join("second.log"))
@@ -373,19 +362,7 @@ async fn a_zone_keeps_its_state_when_the_global_lost_its_data_until_an_operator_
         total(&zone, "/meshes/default/meshtimeouts").await == 1
     })
     .await;
-    zone.apply(
-        "/meshes/default/dataplanes/web",
-        &dataplane_yaml("web", "web", 20_021, 30_021, None),
-    )
-    .await
-    .unwrap();
-    eventually(
-        "the Dataplane reached the Global",
-        &global,
-        &zone,
-        || async { total(&global, "/meshes/default/dataplanes").await == 1 },
-    )
-    .await;
+    register_web(&global, &zone, 20_021).await;
 
     // The Global comes back without its data (same signing key, so the zone's token works).
     global.kill();

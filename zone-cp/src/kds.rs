@@ -661,6 +661,17 @@ mod tests {
         assert!(b.next_delay() <= Duration::from_millis(100));
     }
 
+    /// A zone store and a sink writing to it (not protected).
+    fn sink() -> (Store, StoreSink) {
+        let store = Store::new();
+        let sink = StoreSink {
+            store: store.clone(),
+            session_start: time::OffsetDateTime::now_utc(),
+            protect: false,
+        };
+        (store, sink)
+    }
+
     fn received(type_url: &str, upserts: Vec<Upsert>, removed: Vec<String>) -> Received {
         Received {
             type_url: type_url.into(),
@@ -680,12 +691,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_sink_applies_valid_resources_and_refuses_the_rest() {
-        let store = Store::new();
-        let mut sink = StoreSink {
-            store: store.clone(),
-            session_start: time::OffsetDateTime::now_utc(),
-            protect: false,
-        };
+        let (store, mut sink) = sink();
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         assert!(sink
             .apply(received("Mesh", vec![up("m", mesh)], vec![]))
@@ -729,12 +735,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_global_cannot_delete_a_mesh_while_this_zone_has_dataplanes_in_it() {
-        let store = Store::new();
-        let mut sink = StoreSink {
-            store: store.clone(),
-            session_start: time::OffsetDateTime::now_utc(),
-            protect: false,
-        };
+        let (store, mut sink) = sink();
         let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
         sink.apply(received("Mesh", vec![up("m", mesh)], vec![]))
             .await
