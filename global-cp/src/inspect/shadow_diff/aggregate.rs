@@ -443,4 +443,62 @@ mod tests {
             DpOutcome::Changed(_)
         ));
     }
+
+    /// Operations of the report's groups, in order, with their counts.
+    fn order(agg: &Aggregate) -> Vec<(Value, u64)> {
+        let report: Value =
+            serde_json::from_slice(&agg.report("m", &plan(), &Promotion::All, true)).unwrap();
+        report["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["operation"].clone(), c["count"].as_u64().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn groups_of_the_same_size_order_by_operation_text() {
+        const C: &str = r#"{"op":"add","path":"/c","value":3}"#;
+        let mut agg = Aggregate::new(&plan(), false);
+        agg.add("z1", item("d1", &[A], "")).unwrap();
+        agg.add("z1", item("d2", &[C], "")).unwrap();
+        agg.add("z1", item("d3", &[B], "")).unwrap();
+        let ops: Vec<String> = order(&agg)
+            .into_iter()
+            .map(|(op, _)| op["op"].as_str().unwrap().to_owned())
+            .collect();
+        // {"op":"add"... < {"op":"remove"... < {"op":"replace"...
+        assert_eq!(ops, ["add", "remove", "replace"]);
+    }
+
+    #[test]
+    fn an_operation_twice_in_one_patch_counts_its_dataplane_once() {
+        let mut agg = Aggregate::new(&plan(), true);
+        let (_, outcome) = agg.add("z1", item("d1", &[A, A], "")).unwrap();
+        assert_eq!(
+            outcome,
+            DpOutcome::Changed(vec![0, 0]),
+            "the patch keeps both"
+        );
+        assert_eq!(order(&agg), vec![(serde_json::from_str(A).unwrap(), 1)]);
+    }
+
+    #[test]
+    fn a_zone_that_never_finishes_stays_pending_and_the_result_partial() {
+        let mut agg = Aggregate::new(&plan(), false);
+        agg.add("z1", item("d1", &[A], "")).unwrap();
+        agg.add("z1", item("d2", &[], "")).unwrap();
+        agg.add("z1", item("d3", &[], "")).unwrap();
+        assert_eq!(agg.zone_done("z1", Ok(())).unwrap().status, "ok");
+        assert!(agg.partial(), "z2 has not answered");
+        agg.add("z2", item("d1", &[], "")).unwrap();
+        agg.add("z2", item("d4", &[], "")).unwrap();
+        assert!(
+            agg.partial(),
+            "z2 answered for every DPP but has not finished"
+        );
+        agg.zone_done("z2", Ok(())).unwrap();
+        assert!(!agg.partial());
+        assert_eq!(agg.done(), 5);
+    }
 }
