@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 };
 use envoy_types::pb::envoy::config::listener::v3::{filter, Filter};
 use envoy_types::pb::envoy::config::route::v3::{
-    route, route_action, route_match, Route, RouteAction, RouteMatch,
+    route, route_action, route_match, Route, RouteAction, RouteMatch, VirtualHost,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
@@ -76,6 +76,36 @@ pub(super) fn network_filter<M: prost::Message + prost::Name>(name: &str, config
 }
 
 /// The router HTTP filter (last in every HTTP connection manager).
+/// A TCP proxy network filter to `cluster` (stats under `stat`), idle after `idle`.
+pub(super) fn tcp_proxy_filter(
+    stat: &str,
+    cluster: &str,
+    idle: envoy_types::pb::google::protobuf::Duration,
+) -> Filter {
+    let tcp = envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy {
+        stat_prefix: stat.to_owned(),
+        cluster_specifier: Some(
+            envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy::ClusterSpecifier::Cluster(
+                cluster.to_owned(),
+            ),
+        ),
+        idle_timeout: Some(idle),
+        ..Default::default()
+    };
+    network_filter(crate::names::TCP_PROXY_FILTER, &tcp)
+}
+
+/// The one virtual host of a Kuma listener's route configuration: every domain, every path to
+/// `cluster` (route timeout 0s, set by MeshTimeout when one applies).
+pub(super) fn catch_all_virtual_hosts(name: &str, cluster: &str) -> Vec<VirtualHost> {
+    vec![VirtualHost {
+        name: name.to_owned(),
+        domains: vec!["*".to_owned()],
+        routes: vec![catch_all_route(cluster, Some(crate::util::secs(0)))],
+        ..Default::default()
+    }]
+}
+
 pub(super) fn router_filter() -> HttpFilter {
     HttpFilter {
         name: ROUTER_FILTER.to_owned(),

@@ -13,24 +13,24 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
     lb_endpoint, ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints,
 };
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::{
     ForwardClientCertDetails, RouteSpecifier, SetCurrentClientCertDetails,
 };
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{tcp_proxy, TcpProxy};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, StringMatcher};
 use envoy_types::pb::google::protobuf::BoolValue;
 use umbra_core::dataplane::{DataplaneSpec, Inbound};
 
 use super::common::{
-    catch_all_route, common_tls, http_protocol_options, network_filter, router_filter, tls_socket,
+    catch_all_virtual_hosts, common_tls, http_protocol_options, network_filter, router_filter,
+    tcp_proxy_filter, tls_socket,
 };
 use crate::context::{MeshContext, Protocol};
 use crate::names::{
     inbound_cluster_name, inbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY,
-    KUMA_TAGS_HEADER, TCP_PROXY_FILTER,
+    KUMA_TAGS_HEADER,
 };
 use crate::snapshot::Snapshot;
 use crate::util::{any, sanitize_metric, secs, socket, tags_metadata};
@@ -81,25 +81,14 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
                 name: format!("inbound:{service}"),
                 request_headers_to_remove: vec![KUMA_TAGS_HEADER.to_owned()],
                 validate_clusters: Some(BoolValue { value: false }),
-                virtual_hosts: vec![VirtualHost {
-                    name: service.to_owned(),
-                    domains: vec!["*".to_owned()],
-                    routes: vec![catch_all_route(&cluster_name, Some(secs(0)))],
-                    ..Default::default()
-                }],
+                virtual_hosts: catch_all_virtual_hosts(service, &cluster_name),
                 ..Default::default()
             })),
             ..Default::default()
         };
         network_filter(HCM_FILTER, &hcm)
     } else {
-        let tcp = TcpProxy {
-            stat_prefix: stat.clone(),
-            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster_name.clone())),
-            idle_timeout: Some(secs(7200)),
-            ..Default::default()
-        };
-        network_filter(TCP_PROXY_FILTER, &tcp)
+        tcp_proxy_filter(&stat, &cluster_name, secs(7200))
     };
     let transport_socket = ctx.mtls.then(|| {
         tls_socket(&DownstreamTlsContext {

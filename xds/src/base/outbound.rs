@@ -20,22 +20,21 @@ use envoy_types::pb::envoy::config::core::v3::{
     TrafficDirection,
 };
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{tcp_proxy, TcpProxy};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
 use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, StringMatcher};
 use envoy_types::pb::google::protobuf::BoolValue;
 use umbra_core::dataplane::{DataplaneSpec, Outbound};
 
 use super::common::{
-    catch_all_route, common_tls, http_protocol_options, network_filter, router_filter, tls_socket,
+    catch_all_virtual_hosts, common_tls, http_protocol_options, network_filter, router_filter,
+    tcp_proxy_filter, tls_socket,
 };
 use crate::context::{MeshContext, Protocol};
 use crate::names::{
     outbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER,
-    TCP_PROXY_FILTER,
 };
 use crate::snapshot::Snapshot;
 use crate::util::{ads, any, sanitize_metric, secs, serialize_tags, socket, tags_metadata};
@@ -100,25 +99,14 @@ fn add_outbound(
                 name: format!("outbound:{service}"),
                 validate_clusters: Some(BoolValue { value: false }),
                 request_headers_to_add,
-                virtual_hosts: vec![VirtualHost {
-                    name: service.clone(),
-                    domains: vec!["*".to_owned()],
-                    routes: vec![catch_all_route(&service, Some(secs(0)))],
-                    ..Default::default()
-                }],
+                virtual_hosts: catch_all_virtual_hosts(&service, &service),
                 ..Default::default()
             })),
             ..Default::default()
         };
         network_filter(HCM_FILTER, &hcm)
     } else {
-        let tcp = TcpProxy {
-            stat_prefix: stat.clone(),
-            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(service.clone())),
-            idle_timeout: Some(secs(0)),
-            ..Default::default()
-        };
-        network_filter(TCP_PROXY_FILTER, &tcp)
+        tcp_proxy_filter(&stat, &service, secs(0))
     };
     snap.listeners.insert(
         listener_name.clone(),
