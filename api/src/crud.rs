@@ -155,10 +155,10 @@ pub async fn get_stored(store: &dyn Store, key: &ResourceKey) -> Result<Stored, 
 }
 
 async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> {
-    get_stored(store, &mesh_key(mesh))
-        .await
-        .map(|_| ())
-        .map_err(|_| ApiError::not_found(format!("mesh {mesh:?} not found")))
+    match store.get(&mesh_key(mesh)).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::not_found(format!("mesh {mesh:?} not found"))),
+    }
 }
 
 async fn list(

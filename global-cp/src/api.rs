@@ -231,19 +231,23 @@ async fn revoke_zone_token(
             format!("expected {{\"token\": ...}} or {{\"id\": ...}}: {e}"),
         )
     })?;
-    let id = match (req.token, req.id) {
-        (Some(token), None) => state
-            .tokens
-            .token_id(&token)
-            .map_err(|e| ApiError::bad_parameter("token", e.to_string()))?,
-        (None, Some(id)) if !id.trim().is_empty() && !id.contains('\n') => id.trim().to_owned(),
-        _ => {
-            return Err(ApiError::bad_parameter(
+    let id =
+        match (req.token, req.id) {
+            (Some(token), None) => state
+                .tokens
+                .token_id(&token)
+                .map_err(|e| ApiError::bad_parameter("token", e.to_string()))?,
+            (None, Some(id))
+                if (1..=64).contains(&id.trim().len())
+                    && id.trim().bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                id.trim().to_owned()
+            }
+            _ => return Err(ApiError::bad_parameter(
                 "body",
-                "give exactly one of token (the zone token) or id (its jti)",
-            ))
-        }
-    };
+                "give exactly one of token (the zone token) or id (its jti: up to 64 hex digits)",
+            )),
+        };
     state.tokens.revoke(&*state.store, &id).await?;
     tracing::warn!(token_id = %id, "zone token revoked");
     Ok(Json(json!({ "revoked": id })))

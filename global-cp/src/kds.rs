@@ -191,16 +191,17 @@ impl KdsServer {
                 )));
             }
         }
-        let recorded = req
+        let recorded_store = req
             .metadata()
             .get(RECORDED_STORE_METADATA)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        self.zones.store_view(&zone, &self.identity, recorded);
+            .unwrap_or_default()
+            .to_owned();
         tracing::info!(%peer, rpc, %zone, "KDS: zone connected");
         Ok(Caller {
             identity,
             connection: peer,
+            recorded_store,
         })
     }
 }
@@ -211,6 +212,8 @@ struct Caller {
     identity: ZoneIdentity,
     /// The connection it came on (peer address).
     connection: String,
+    /// The Global store identity the zone says it recorded (empty: none yet).
+    recorded_store: String,
 }
 
 /// [`spawn_reader`] noting each message as a sign of life of `zone`.
@@ -255,6 +258,7 @@ impl OpenStream {
     fn open(
         zones: &Arc<ZoneRegistry>,
         tokens: &ZoneTokens,
+        global_store: &str,
         caller: &Caller,
         rpc: &str,
     ) -> Result<Self, Status> {
@@ -265,6 +269,8 @@ impl OpenStream {
                 "zone {zone:?} is already connected from {holder}; one connection per zone (retry once it is gone)"
             )));
         }
+        // Only the connection holding the lease speaks for the zone.
+        zones.store_view(&zone, global_store, &caller.recorded_store);
         Ok(Self {
             zones: zones.clone(),
             zone,
@@ -349,7 +355,13 @@ impl KdsService for KdsServer {
         req: Request<Streaming<InspectResponse>>,
     ) -> Result<Response<Self::InspectSyncStream>, Status> {
         let caller = self.authenticate(&req, "InspectSync")?;
-        let stream = OpenStream::open(&self.zones, &self.tokens, &caller, "InspectSync")?;
+        let stream = OpenStream::open(
+            &self.zones,
+            &self.tokens,
+            &self.identity,
+            &caller,
+            "InspectSync",
+        )?;
         let zone = caller.identity.zone.clone();
         let mut frames = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
@@ -378,7 +390,13 @@ impl KdsService for KdsServer {
         req: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::GlobalToZoneSyncStream>, Status> {
         let caller = self.authenticate(&req, "GlobalToZoneSync")?;
-        let stream = OpenStream::open(&self.zones, &self.tokens, &caller, "GlobalToZoneSync")?;
+        let stream = OpenStream::open(
+            &self.zones,
+            &self.tokens,
+            &self.identity,
+            &caller,
+            "GlobalToZoneSync",
+        )?;
         let zone = caller.identity.zone.clone();
         let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
@@ -407,7 +425,13 @@ impl KdsService for KdsServer {
         req: Request<Streaming<DeltaDiscoveryResponse>>,
     ) -> Result<Response<Self::ZoneToGlobalSyncStream>, Status> {
         let caller = self.authenticate(&req, "ZoneToGlobalSync")?;
-        let stream = OpenStream::open(&self.zones, &self.tokens, &caller, "ZoneToGlobalSync")?;
+        let stream = OpenStream::open(
+            &self.zones,
+            &self.tokens,
+            &self.identity,
+            &caller,
+            "ZoneToGlobalSync",
+        )?;
         let zone = caller.identity.zone.clone();
         let mut initial = BTreeMap::new();
         initial.insert(

@@ -86,6 +86,8 @@ pub struct ZoneTokens {
     /// Revoked token IDs, and a wake-up on every revocation (open streams re-check theirs).
     revoked: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<String>>>,
     revocations: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+    /// One revocation at a time: each writes the whole list.
+    revoking: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for ZoneTokens {
@@ -145,6 +147,7 @@ impl ZoneTokens {
             decoding: DecodingKey::from_secret(key),
             revoked: std::sync::Arc::default(),
             revocations: std::sync::Arc::new(tokio::sync::watch::channel(0).0),
+            revoking: std::sync::Arc::default(),
         }
     }
 
@@ -180,6 +183,7 @@ impl ZoneTokens {
     /// # Errors
     /// [`StoreError::Unavailable`]; nothing is revoked then.
     pub async fn revoke(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
+        let _one_at_a_time = self.revoking.lock().await;
         let mut all: Vec<String> = {
             let revoked = self
                 .revoked

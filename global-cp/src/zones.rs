@@ -71,8 +71,10 @@ pub struct ZoneStatus {
     pub connection: Option<String>,
     /// The Global store identity the zone recorded when it first synced (empty: none yet).
     /// When it differs from `globalStore`, this Global does not hold the data the zone synced
-    /// from (a memory store that restarted, a restored database): the zone keeps serving its
-    /// last state and applies no deletions from here until an operator confirms on the zone.
+    /// from (a memory store that restarted without `--data-dir`, a database restored from
+    /// another deployment): the zone keeps serving its last state and applies no deletions
+    /// from here until an operator confirms on the zone. A rollback of the same store to an
+    /// older backup keeps its identity and is not detected this way.
     pub recorded_store: Option<String>,
     /// This Global's store identity.
     pub global_store: Option<String>,

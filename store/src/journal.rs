@@ -1,11 +1,14 @@
 //! The on-disk form of a durable [`MemoryStore`](crate::memory::MemoryStore): a snapshot
 //! (`store.json`) and an append-only journal (`journal.ndjson`) under one directory.
 //!
-//! - Every change is one journal line ([`Record`]), written and `fdatasync`ed before the write
-//!   returns, so what a caller was told is stored survives a SIGKILL the next instant.
-//! - Opening replays the snapshot, then the journal; a last line cut short by a crash (no
-//!   newline, or not JSON) was never acknowledged and is dropped. A bad line before the last
-//!   is corruption and refuses to open.
+//! - Every write is one journal line: the JSON array of its [`Record`]s (a Mesh deletion with
+//!   its cascade, a whole KDS response), written and `fdatasync`ed before the write returns, so
+//!   what a caller was told is stored survives a SIGKILL the next instant, and a batch is
+//!   replayed whole or not at all. The directory is private to the process's user (0700, files
+//!   0600): it holds token signing keys.
+//! - Opening replays the snapshot, then the journal; a last line cut short or damaged by a
+//!   crash was never acknowledged and is dropped. A bad line before the last is corruption and
+//!   refuses to open.
 //! - [`Journal::compact`] writes a new snapshot (temporary file, fsync, rename, fsync of the
 //!   directory) and empties the journal; the store compacts on open and when the journal has
 //!   grown past [`Journal::should_compact`].
@@ -16,6 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -128,7 +132,7 @@ pub(crate) struct Loaded {
 pub(crate) struct Journal {
     dir: PathBuf,
     file: File,
-    /// Lines in the journal since the last compaction.
+    /// Records in the journal since the last compaction.
     records: usize,
     /// Bytes in the journal that are acknowledged records (a failed append is cut back to it).
     len: u64,
@@ -154,11 +158,23 @@ impl Journal {
     /// # Errors
     /// I/O errors; undecodable snapshot content or a corrupt journal line before the last.
     pub(crate) fn open(dir: &Path) -> std::io::Result<(Journal, Loaded)> {
-        std::fs::create_dir_all(dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        // An existing directory (and its files) may have been made with looser modes.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        for name in [SNAPSHOT_FILE, JOURNAL_FILE] {
+            let p = dir.join(name);
+            if p.exists() {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
+            }
+        }
         let mut loaded = load_snapshot(&dir.join(SNAPSHOT_FILE))?;
         let journal_path = dir.join(JOURNAL_FILE);
         let records = replay(&journal_path, &mut loaded)?;
         let file = OpenOptions::new()
+            .mode(0o600)
             .create(true)
             .append(true)
             .open(&journal_path)?;
@@ -186,11 +202,9 @@ impl Journal {
                 "an earlier journal write failed and could not be undone; restart the zone",
             ));
         }
-        let mut buf = Vec::new();
-        for r in records {
-            serde_json::to_writer(&mut buf, r).map_err(std::io::Error::other)?;
-            buf.push(b'\n');
-        }
+        // The whole batch is one line: replay applies all of it or, if a crash cut it, none.
+        let mut buf = serde_json::to_vec(records).map_err(std::io::Error::other)?;
+        buf.push(b'\n');
         let written = self
             .file
             .write_all(&buf)
@@ -241,7 +255,12 @@ impl Journal {
         };
         let path = self.dir.join(SNAPSHOT_FILE);
         let tmp = path.with_extension("tmp");
-        let mut f = File::create(&tmp)?;
+        let mut f = OpenOptions::new()
+            .mode(0o600)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         f.write_all(&serde_json::to_vec(&snapshot).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
         drop(f);
@@ -322,40 +341,60 @@ fn replay(path: &Path, loaded: &mut Loaded) -> std::io::Result<usize> {
     if !torn.is_empty() {
         tracing::warn!(path = %path.display(), bytes = torn.len(), "dropping a journal line cut short by a crash");
     }
+    let lines: Vec<&[u8]> = complete
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     let mut applied = 0;
-    for (i, line) in complete.split(|b| *b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
+    for (i, line) in lines.iter().enumerate() {
+        // One line is one append: a batch written and fsynced as a unit (a single record in the
+        // first format). Only the last append can be damaged by a crash (each is fsynced before
+        // the next begins), so a bad last line was never acknowledged: dropped, not corruption.
+        let records = match serde_json::from_slice::<Vec<Record>>(line)
+            .or_else(|_| serde_json::from_slice::<Record>(line).map(|r| vec![r]))
+        {
+            Ok(r) => r,
+            Err(e) if i + 1 == lines.len() => {
+                tracing::warn!(path = %path.display(), error = %e, "dropping a damaged last journal line (never acknowledged)");
+                break;
+            }
+            Err(e) => return Err(invalid(path, format!("line {}: {e}", i + 1))),
+        };
+        for record in records {
+            apply(path, i + 1, record, loaded)?;
+            applied += 1;
         }
-        let record = serde_json::from_slice::<Record>(line)
-            .map_err(|e| invalid(path, format!("line {}: {e}", i + 1)))?;
-        match record {
-            Record::Put(entry) => {
-                let stored = entry
-                    .into_stored()
-                    .map_err(|e| invalid(path, format!("line {}: {e}", i + 1)))?;
-                loaded.revision = loaded.revision.max(stored.revision);
-                loaded.resources.insert(stored.resource.key(), stored);
-            }
-            Record::Delete {
-                ty,
-                mesh,
-                name,
-                revision,
-            } => {
-                let ty = ResourceType::from_name(&ty)
-                    .ok_or_else(|| invalid(path, format!("line {}: unknown type {ty:?}", i + 1)))?;
-                loaded.resources.remove(&ResourceKey { ty, mesh, name });
-                loaded.revision = loaded.revision.max(revision);
-            }
-            Record::Key { purpose, value } => {
-                let key = base64::engine::general_purpose::STANDARD
-                    .decode(value)
-                    .map_err(|e| invalid(path, format!("line {}: {e}", i + 1)))?;
-                loaded.keys.insert(purpose, key);
-            }
-        }
-        applied += 1;
     }
     Ok(applied)
+}
+
+/// Apply one journal record (from line `n`) to `loaded`.
+fn apply(path: &Path, n: usize, record: Record, loaded: &mut Loaded) -> std::io::Result<()> {
+    match record {
+        Record::Put(entry) => {
+            let stored = entry
+                .into_stored()
+                .map_err(|e| invalid(path, format!("line {n}: {e}")))?;
+            loaded.revision = loaded.revision.max(stored.revision);
+            loaded.resources.insert(stored.resource.key(), stored);
+        }
+        Record::Delete {
+            ty,
+            mesh,
+            name,
+            revision,
+        } => {
+            let ty = ResourceType::from_name(&ty)
+                .ok_or_else(|| invalid(path, format!("line {n}: unknown type {ty:?}")))?;
+            loaded.resources.remove(&ResourceKey { ty, mesh, name });
+            loaded.revision = loaded.revision.max(revision);
+        }
+        Record::Key { purpose, value } => {
+            let key = base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .map_err(|e| invalid(path, format!("line {n}: {e}")))?;
+            loaded.keys.insert(purpose, key);
+        }
+    }
+    Ok(())
 }

@@ -521,6 +521,12 @@ mod tests {
         let key = tokio_test_block(s.signing_key("zone-token", vec![1, 2, 3])).unwrap();
         let revision = s.current_revision();
         drop(s);
+        // It holds signing keys: private to this user.
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(crate::journal::SNAPSHOT_FILE)), 0o600);
+        assert_eq!(mode(&dir.join(crate::journal::JOURNAL_FILE)), 0o600);
 
         let back = MemoryStore::open(&dir).unwrap();
         assert_eq!(back.get_now(&t2.resource.key()), Some(t2.clone()));

@@ -301,13 +301,16 @@ fn lose_data_keep_key(data: &std::path::Path) {
         }
     }
     if let Ok(text) = std::fs::read_to_string(data.join("journal.ndjson")) {
+        // One line per write: an array of records.
         for line in text.lines() {
             let v: Value = serde_json::from_str(line).unwrap();
-            if let Some(k) = v.get("key") {
-                keys.insert(
-                    k["purpose"].as_str().unwrap().to_owned(),
-                    k["value"].clone(),
-                );
+            for record in v.as_array().unwrap() {
+                if let Some(k) = record.get("key") {
+                    keys.insert(
+                        k["purpose"].as_str().unwrap().to_owned(),
+                        k["value"].clone(),
+                    );
+                }
             }
         }
     }
