@@ -67,6 +67,14 @@ async fn register_web(global: &CpProcess, zone: &CpProcess, port: u16) {
     .await;
 }
 
+/// Wait until `zone-1` has its three KDS streams open on the Global.
+async fn connected(global: &CpProcess, zone: &CpProcess, what: &str) {
+    eventually(what, global, zone, || async {
+        zone_status(global, "zone-1").await["streams"] == 3
+    })
+    .await;
+}
+
 /// Wait until `check` holds, or fail with both processes' logs.
 async fn eventually<F, Fut>(what: &str, global: &CpProcess, zone: &CpProcess, check: F)
 where
@@ -174,10 +182,7 @@ async fn an_expired_or_revoked_zone_token_ends_open_streams_and_a_new_one_reconn
     let zone = CpProcess::start(ZONE, "--ads-addr", &args, &[], dir.join("zone.log"))
         .await
         .unwrap();
-    eventually("the zone connected", &global, &zone, || async {
-        zone_status(&global, "zone-1").await["streams"] == 3
-    })
-    .await;
+    connected(&global, &zone, "the zone connected").await;
     // 2 s of validity and 5 s of leeway later, the Global ends every stream.
     eventually(
         "the expired token's streams ended",
@@ -199,14 +204,39 @@ async fn an_expired_or_revoked_zone_token_ends_open_streams_and_a_new_one_reconn
     })
     .await;
     // A fresh token in the file: the zone's next attempt reads it and connects.
-    std::fs::write(&token_file, zone_token(&global, "zone-1").await.unwrap()).unwrap();
+    let fresh = zone_token(&global, "zone-1").await.unwrap();
+    std::fs::write(&token_file, &fresh).unwrap();
+    connected(&global, &zone, "the zone reconnected with the new token").await;
+
+    // Revoking that token ends the open streams at once, and it is refused from then on.
+    let (status, body) = global
+        .call(
+            "POST",
+            "/tokens/zone/revocations",
+            Some(&serde_json::json!({ "token": fresh }).to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !body.to_string().contains(&fresh),
+        "the answer never carries the token"
+    );
     eventually(
-        "the zone reconnected with the new token",
+        "the revoked token's streams ended",
         &global,
         &zone,
-        || async { zone_status(&global, "zone-1").await["streams"] == 3 },
+        || async {
+            let z = zone_status(&global, "zone-1").await;
+            z["online"] == false
+                && z["lastError"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("revoked"))
+        },
     )
     .await;
+    std::fs::write(&token_file, zone_token(&global, "zone-1").await.unwrap()).unwrap();
+    connected(&global, &zone, "the zone reconnected with another token").await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -220,10 +250,7 @@ async fn a_second_connection_for_a_connected_zone_is_refused_until_the_first_is_
         start_federated_zone(ZONE, &global, "zone-1", &token, &[], dir.join("first.log"))
             .await
             .unwrap();
-    eventually("the first zone connected", &global, &first, || async {
-        zone_status(&global, "zone-1").await["streams"] == 3
-    })
-    .await;
+    connected(&global, &first, "the first zone connected").await;
     eventually(
         "the Mesh reached the first zone",
         &global,
