@@ -5,6 +5,7 @@
 //! ([`openapi`]), Prometheus metrics ([`metrics`]), and the binaries' logging, tracing and
 //! shutdown signal ([`process`]).
 
+pub mod authn;
 pub mod crud;
 pub mod error;
 pub mod metrics;
@@ -16,3 +17,5 @@ pub mod resource;
 pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tokens;
+pub mod trust;

@@ -217,9 +217,13 @@ pub async fn serve_http(
     router: axum::Router,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stopped(stop))
-        .await
+    // Connect info: the API's authentication tells loopback callers apart (`crate::authn`).
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(stopped(stop))
+    .await
 }
 
 /// Resolves once `stop` turns `true` (or its sender is gone): a server's graceful-shutdown

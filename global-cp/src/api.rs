@@ -16,8 +16,9 @@
 //!
 //! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]);
 //! `POST /tokens/zone` with `{"zone": "z1", "validFor": "24h"}` issues a zone token (Kuma's
-//! endpoint; the API listens on loopback by default and has no user authentication yet, so
-//! expose it only where token issuance is meant to be open). A store outage is a
+//! endpoint); user and dataplane tokens and the admin token are [`umbra_api::tokens`]. Every
+//! call is authenticated ([`umbra_api::authn`]: user tokens, loopback is the admin unless
+//! `--localhost-is-admin=false`; issuance and revocation are admin-only). A store outage is a
 //! 503 with a clear body; the same process serves again once the database is back. Bodies are
 //! limited to [`umbra_api::service::MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
 
@@ -65,7 +66,13 @@ const GLOBAL_ROUTES: &[Route] = &[
 
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
 pub fn routes() -> Vec<Route> {
-    service::routes(&[BASE_ROUTES, GLOBAL_ROUTES, crud::ROUTES, &DATAPLANE_ROUTES])
+    service::routes(&[
+        BASE_ROUTES,
+        GLOBAL_ROUTES,
+        umbra_api::tokens::ROUTES,
+        crud::ROUTES,
+        &DATAPLANE_ROUTES,
+    ])
 }
 
 /// What the handlers share.
@@ -77,6 +84,8 @@ pub struct AppState {
     pub zones: Arc<ZoneRegistry>,
     /// Zone token issuer.
     pub tokens: ZoneTokens,
+    /// User and dataplane tokens: keys, revocations, who may call what.
+    pub trust: Arc<umbra_api::trust::Trust>,
     /// Inspect calls to zones.
     pub inspect: Arc<crate::inspect::hub::InspectHub>,
     /// Trace context of writes on their way to the zones.
@@ -100,6 +109,12 @@ impl AppState {
     }
 }
 
+impl FromRef<AppState> for Arc<umbra_api::trust::Trust> {
+    fn from_ref(state: &AppState) -> Self {
+        state.trust.clone()
+    }
+}
+
 impl FromRef<AppState> for ResourceApi {
     fn from_ref(state: &AppState) -> Self {
         ResourceApi {
@@ -117,6 +132,7 @@ pub fn router(state: AppState) -> Router {
         .route("/zones/{name}", get(get_zone))
         .route("/tokens/zone", post(zone_token))
         .route("/tokens/zone/revocations", post(revoke_zone_token))
+        .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(service::dataplane_routes(
             get(dataplane_insight),
@@ -130,10 +146,14 @@ pub fn router(state: AppState) -> Router {
     // Zones get their own deadline in a fleet-wide diff (`timeout=`, at most 120 s); the HTTP
     // one is longer.
     let fleet = Router::new().route("/meshes/{mesh}/_shadow-diff", get(shadow_diff));
-    service::layered(with_timeout(regular, REQUEST_TIMEOUT).merge(with_timeout(
-        fleet,
-        crate::inspect::shadow_diff::query::FLEET_HTTP_TIMEOUT,
-    )))
+    let trust = state.trust.clone();
+    service::layered(umbra_api::authn::protect(
+        with_timeout(regular, REQUEST_TIMEOUT).merge(with_timeout(
+            fleet,
+            crate::inspect::shadow_diff::query::FLEET_HTTP_TIMEOUT,
+        )),
+        trust,
+    ))
     .with_state(state)
 }
 

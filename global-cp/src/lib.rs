@@ -68,6 +68,24 @@ pub struct Args {
     /// PEM private key for TLS on the KDS port.
     #[arg(long, env = "UMBRA_KDS_TLS_KEY_FILE", requires = "kds_tls_cert_file")]
     pub kds_tls_key_file: Option<std::path::PathBuf>,
+    /// API callers on a loopback address without a token act as the admin (Kuma's
+    /// `localhostIsAdmin`). With `false`, every call but `/`, `/healthz`, `/ready` (and
+    /// `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
+    #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub localhost_is_admin: bool,
+    /// `/metrics` needs a user token too (default: open to scrapers).
+    #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
+    pub metrics_auth: bool,
+}
+
+impl Args {
+    /// Who may call the API without a token.
+    pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
+        umbra_api::trust::AccessPolicy {
+            localhost_is_admin: self.localhost_is_admin,
+            metrics_need_token: self.metrics_auth,
+        }
+    }
 }
 
 /// Open the store `args` name (PostgreSQL: connect and migrate).
@@ -112,26 +130,31 @@ pub async fn run(
     };
     let api = umbra_api::process::listen(args.api_addr)?;
     let kds = umbra_api::process::listen(args.kds_addr)?;
-    tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), "global-cp listening");
-    serve(store, api, kds, tls, shutdown).await
+    tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), localhost_is_admin = args.localhost_is_admin, "global-cp listening");
+    serve(store, api, kds, tls, args.access_policy(), shutdown).await
 }
 
-/// Serve the REST API on `api` and KDS on `kds` (TLS with `tls`) over `store` until
-/// `shutdown` completes, then drain.
+/// Serve the REST API on `api` (authenticated under `policy`) and KDS on `kds` (TLS with
+/// `tls`) over `store` until `shutdown` completes, then drain.
 ///
 /// # Errors
-/// When the signing key cannot be read from the store or a server fails.
+/// When the signing keys cannot be read from the store or a server fails.
 pub async fn serve(
     store: Arc<dyn store::Store>,
     api: tokio::net::TcpListener,
     kds: tokio::net::TcpListener,
     tls: Option<tonic::transport::Identity>,
+    policy: umbra_api::trust::AccessPolicy,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     umbra_api::metrics::install();
     umbra_kds::metrics::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
+    let trust = umbra_api::trust::Trust::authority(store.clone(), policy).await?;
+    if !policy.localhost_is_admin {
+        tracing::info!("--localhost-is-admin=false: every API call needs a user token; fetch the admin token on this host with GET /global-secrets/admin-user-token");
+    }
     let identity = store::identity(&*store, tokens::random_bytes(16)).await?;
     tracing::info!(store_identity = %identity, "store identity");
     let zones = Arc::new(zones::ZoneRegistry::default());
@@ -146,14 +169,17 @@ pub async fn serve(
     let follower = tokio::spawn(offer::follow_store(
         store.clone(),
         traces.clone(),
+        trust.subscribe(),
         offer_tx,
         stop_rx.clone(),
     ));
+    let keys = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
     let state = api::AppState {
         traces,
         store: store.clone(),
         zones: zones.clone(),
         tokens: tokens.clone(),
+        trust,
         inspect: inspect.clone(),
     };
     let api = umbra_api::process::serve_http(api, api::router(state), stop_rx.clone());
@@ -168,6 +194,7 @@ pub async fn serve(
     a?;
     k?;
     let _ = follower.await;
+    let _ = keys.await;
     Ok(())
 }
 

@@ -11,8 +11,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use umbra_api::process::TraceContext;
+use umbra_auth::TrustBundle;
 use umbra_core::resource::{ResourceKey, ResourceType};
-use umbra_kds::resource::{global_to_zone_types, kds_name, Item};
+use umbra_kds::resource::{
+    global_to_zone_types, kds_name, Item, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
+};
 use umbra_kds::sync::{Offer, TypeItems};
 
 use crate::store::{list_all, Store, StoreError};
@@ -96,23 +99,38 @@ impl umbra_api::crud::WriteObserver for TraceLinks {
     }
 }
 
-/// Keep `tx` publishing the store's Meshes and policies until `shutdown` turns `true`.
-/// Store errors are retried every second; the offer then catches up from the change log.
+/// `offer` with the trust bundle as its [`TRUST_BUNDLE_TYPE`] item.
+fn with_trust(offer: &Offer, bundle: &TrustBundle) -> Arc<Offer> {
+    let mut out = offer.clone();
+    let mut items = TypeItems::default();
+    items.insert(
+        TRUST_BUNDLE_NAME.to_owned(),
+        Item::from_doc(&serde_json::to_value(bundle).unwrap_or_default()),
+    );
+    out.insert(TRUST_BUNDLE_TYPE.to_owned(), Arc::new(items));
+    Arc::new(out)
+}
+
+/// Keep `tx` publishing the store's Meshes and policies, and the trust bundle `trust`
+/// (public keys and revocations), until `shutdown` turns `true`. Store errors are retried
+/// every second; the offer then catches up from the change log.
 pub async fn follow_store(
     store: Arc<dyn Store>,
     links: Arc<TraceLinks>,
+    mut trust: watch::Receiver<Arc<TrustBundle>>,
     tx: watch::Sender<Option<Arc<Offer>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut wake = store.subscribe();
     let mut state: Option<(u64, Offer)> = None;
+    let bundle = |trust: &mut watch::Receiver<Arc<TrustBundle>>| trust.borrow_and_update().clone();
     while !*shutdown.borrow() {
         let step = async {
             match state.take() {
                 None => {
                     let revision = store.revision().await?;
                     let offer = load_offer(&*store).await?;
-                    tx.send_replace(Some(Arc::new(offer.clone())));
+                    tx.send_replace(Some(with_trust(&offer, &bundle(&mut trust))));
                     Ok::<_, StoreError>(Some((revision, offer)))
                 }
                 Some((mut revision, mut offer)) => {
@@ -159,7 +177,7 @@ pub async fn follow_store(
                         changed = true;
                     }
                     if changed {
-                        tx.send_replace(Some(Arc::new(offer.clone())));
+                        tx.send_replace(Some(with_trust(&offer, &bundle(&mut trust))));
                     }
                     Ok(Some((revision, offer)))
                 }
@@ -175,6 +193,12 @@ pub async fn follow_store(
                 if caught_up {
                     tokio::select! {
                         _ = wake.changed() => {}
+                        Ok(()) = trust.changed() => {
+                            // A key or a revocation: the zones get it now.
+                            if let Some((_, offer)) = &state {
+                                tx.send_replace(Some(with_trust(offer, &bundle(&mut trust))));
+                            }
+                        }
                         // The wake-up is only a hint: look at the log now and then anyway.
                         () = tokio::time::sleep(STORE_RETRY) => {}
                         _ = shutdown.changed() => {}
@@ -212,7 +236,8 @@ mod tests {
             .unwrap();
         let (tx, mut rx) = watch::channel(None);
         let (_stop_tx, stop) = watch::channel(false);
-        tokio::spawn(follow_store(store.clone(), Arc::default(), tx, stop));
+        let trust = watch::channel(Arc::new(TrustBundle::default())).1;
+        tokio::spawn(follow_store(store.clone(), Arc::default(), trust, tx, stop));
         rx.wait_for(Option::is_some).await.unwrap();
         // More Dataplane changes than one change-log batch, then a policy.
         for i in 0..(CHANGE_BATCH + 5) {

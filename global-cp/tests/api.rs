@@ -21,6 +21,7 @@ fn app(store: Arc<dyn Store>) -> axum::Router {
         store,
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
     })
 }

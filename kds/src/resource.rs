@@ -22,6 +22,14 @@ use crate::KDS_RESOURCE_TYPE_URL;
 /// Type URL of Dataplane insights (zone → Global; not a stored resource type).
 pub const DATAPLANE_INSIGHT_TYPE: &str = "DataplaneInsight";
 
+/// Type URL of the trust bundle (Global → zone; not a stored resource type): one item,
+/// [`TRUST_BUNDLE_NAME`], whose body is an `umbra_auth::TrustBundle` in JSON (public keys
+/// and revoked token IDs), so tokens issued on the Global verify in every zone (issue 15).
+pub const TRUST_BUNDLE_TYPE: &str = "TrustBundle";
+
+/// Name of the one trust-bundle item.
+pub const TRUST_BUNDLE_NAME: &str = "bundle";
+
 /// Label naming the zone a resource comes from (Kuma's `kuma.io/zone`).
 pub const ZONE_LABEL: &str = "kuma.io/zone";
 
@@ -39,6 +47,7 @@ pub fn global_to_zone_types() -> Vec<String> {
             .filter(|t| !matches!(t, ResourceType::Mesh | ResourceType::Dataplane))
             .map(|t| t.name().to_owned()),
     );
+    out.push(TRUST_BUNDLE_TYPE.to_owned());
     out
 }
 

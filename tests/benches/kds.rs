@@ -60,9 +60,16 @@ async fn start_global(store: Arc<dyn Store>) -> anyhow::Result<Global> {
     let kds = tokio::net::TcpListener::bind(("127.0.0.1", free_port())).await?;
     let (api_addr, kds_addr) = (api.local_addr()?, kds.local_addr()?);
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(umbra_global_cp::serve(store, api, kds, None, async move {
-        let _ = rx.await;
-    }));
+    tokio::spawn(umbra_global_cp::serve(
+        store,
+        api,
+        kds,
+        None,
+        Default::default(),
+        async move {
+            let _ = rx.await;
+        },
+    ));
     Ok(Global {
         api: api_addr,
         kds: kds_addr,

@@ -48,16 +48,7 @@ impl Zone {
     pub async fn start(zone: &str) -> anyhow::Result<Zone> {
         let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
         let ads: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-        let args = umbra_zone_cp::Args {
-            zone: zone.into(),
-            global_kds_address: None,
-            api_addr: api,
-            ads_addr: ads,
-            kds_token: None,
-            kds_token_file: None,
-            kds_ca_file: None,
-            data_dir: None,
-        };
+        let args = umbra_zone_cp::Args::new(zone, api, ads);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(umbra_zone_cp::run(args, async move {
             let _ = rx.await;
@@ -90,6 +81,12 @@ impl Zone {
         put_yaml(self.api, path, yaml).await
     }
 
+    /// How an Envoy reaches this (standalone) zone's data-plane server: its CA and tokens
+    /// from its own API.
+    pub async fn dp_server(&self) -> anyhow::Result<DpServer> {
+        DpServer::of(self.api, self.ads, self.api).await
+    }
+
     /// Stop the zone-cp and wait for it to drain.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(tx) = self.stop.take() {
@@ -118,34 +115,105 @@ pub struct Envoy {
     pub dir: PathBuf,
 }
 
+/// How an Envoy reaches a zone's data-plane server: its address, the CA its TLS certificate
+/// chains to (the zone's `GET /dp-server/ca.pem`) and the API that issues dataplane tokens
+/// (the zone's own when standalone, the Global's when federated; loopback is admin there).
+#[derive(Debug, Clone)]
+pub struct DpServer {
+    /// ADS (and `/bootstrap`) address.
+    pub addr: SocketAddr,
+    /// PEM CA certificate.
+    pub ca_pem: String,
+    /// API issuing dataplane tokens.
+    pub issuer_api: SocketAddr,
+}
+
+impl DpServer {
+    /// The data-plane server at `ads` of the zone whose API is `zone_api`, tokens from
+    /// `issuer_api`.
+    ///
+    /// # Errors
+    /// The zone's API does not give its CA.
+    pub async fn of(
+        zone_api: SocketAddr,
+        ads: SocketAddr,
+        issuer_api: SocketAddr,
+    ) -> anyhow::Result<DpServer> {
+        let (status, body) = call_json(zone_api, "GET", "/dp-server/ca.pem", None).await?;
+        let ca_pem = body.as_str().unwrap_or_default().to_owned();
+        anyhow::ensure!(
+            status == 200 && ca_pem.contains("BEGIN CERTIFICATE"),
+            "GET /dp-server/ca.pem: {status} {body}"
+        );
+        Ok(DpServer {
+            addr: ads,
+            ca_pem,
+            issuer_api,
+        })
+    }
+
+    /// A dataplane token for DPP `mesh.name`, valid for an hour.
+    ///
+    /// # Errors
+    /// The issuer refused.
+    pub async fn token(&self, mesh: &str, name: &str) -> anyhow::Result<String> {
+        let body = serde_json::json!({"mesh": mesh, "name": name, "validFor": "1h"}).to_string();
+        let (status, token) =
+            call_json(self.issuer_api, "POST", "/tokens/dataplane", Some(&body)).await?;
+        anyhow::ensure!(status == 200, "POST /tokens/dataplane: {status} {token}");
+        Ok(token.as_str().unwrap_or_default().trim().to_owned())
+    }
+}
+
 impl Envoy {
-    /// Start Envoy for DPP `mesh.name` against `ads`.
-    pub fn start(binary: &str, mesh: &str, name: &str, ads: SocketAddr) -> anyhow::Result<Envoy> {
-        Self::start_with(binary, mesh, name, ads, None, AdsApi::Sotw)
+    /// Start Envoy for DPP `mesh.name` against `dp`, with a dataplane token for it.
+    pub async fn start(
+        binary: &str,
+        mesh: &str,
+        name: &str,
+        dp: &DpServer,
+    ) -> anyhow::Result<Envoy> {
+        Self::start_with(binary, mesh, name, dp, None, AdsApi::Sotw).await
     }
 
     /// Like [`Envoy::start`], carrying the Dataplane resource in the node metadata
     /// (`dataplane.resource`), as Kuma's kuma-dp does, so the zone registers it.
-    pub fn start_with_dataplane(
+    pub async fn start_with_dataplane(
         binary: &str,
         mesh: &str,
         name: &str,
-        ads: SocketAddr,
+        dp: &DpServer,
         dataplane: Option<&str>,
     ) -> anyhow::Result<Envoy> {
-        Self::start_with(binary, mesh, name, ads, dataplane, AdsApi::Sotw)
+        Self::start_with(binary, mesh, name, dp, dataplane, AdsApi::Sotw).await
     }
 
-    /// Start Envoy for DPP `mesh.name` against `ads` with the given ADS flavour, optionally
-    /// carrying a Dataplane in its node metadata.
-    pub fn start_with(
+    /// Start Envoy for DPP `mesh.name` against `dp` with the given ADS flavour, optionally
+    /// carrying a Dataplane in its node metadata, with a dataplane token for it.
+    pub async fn start_with(
         binary: &str,
         mesh: &str,
         name: &str,
-        ads: SocketAddr,
+        dp: &DpServer,
         dataplane: Option<&str>,
         api: AdsApi,
     ) -> anyhow::Result<Envoy> {
+        let token = dp.token(mesh, name).await?;
+        Self::start_as(binary, mesh, name, dp, Some(&token), dataplane, api)
+    }
+
+    /// Start Envoy for DPP `mesh.name` against `dp` over TLS, sending `token` (if any) as
+    /// gRPC initial metadata `authorization`, as kuma-dp's bootstrap does.
+    pub fn start_as(
+        binary: &str,
+        mesh: &str,
+        name: &str,
+        dp: &DpServer,
+        token: Option<&str>,
+        dataplane: Option<&str>,
+        api: AdsApi,
+    ) -> anyhow::Result<Envoy> {
+        let ads = dp.addr;
         let api_type = match api {
             AdsApi::Sotw => "GRPC",
             AdsApi::Delta => "DELTA_GRPC",
@@ -158,6 +226,11 @@ impl Envoy {
         ));
         std::fs::create_dir_all(&dir)?;
         let mut node = serde_json::json!({"id": format!("{mesh}.{name}"), "cluster": name});
+        let mut grpc_service = serde_json::json!({"envoyGrpc": {"clusterName": "ads_cluster"}});
+        if let Some(t) = token {
+            grpc_service["initialMetadata"] =
+                serde_json::json!([{"key": "authorization", "value": t}]);
+        }
         if let Some(dp) = dataplane {
             node["metadata"] = serde_json::json!({ "dataplane.resource": dp });
         }
@@ -165,12 +238,18 @@ impl Envoy {
             "node": node,
             "admin": {"address": {"socketAddress": {"address": "127.0.0.1", "portValue": admin.port()}}},
             "dynamicResources": {
-                "adsConfig": {"apiType": api_type, "transportApiVersion": "V3", "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}]},
+                "adsConfig": {"apiType": api_type, "transportApiVersion": "V3", "grpcServices": [grpc_service]},
                 "cdsConfig": {"ads": {}, "resourceApiVersion": "V3"},
                 "ldsConfig": {"ads": {}, "resourceApiVersion": "V3"}
             },
             "staticResources": {"clusters": [{
                 "name": "ads_cluster", "type": "STATIC", "connectTimeout": "1s",
+                "transportSocket": {"name": "envoy.transport_sockets.tls", "typedConfig": {
+                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                    "sni": "localhost",
+                    "commonTlsContext": {
+                        "alpnProtocols": ["h2"],
+                        "validationContext": {"trustedCa": {"inlineString": dp.ca_pem}}}}},
                 "typedExtensionProtocolOptions": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                     "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
                     "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
@@ -625,7 +704,7 @@ pub struct Sidecars {
 }
 
 impl Sidecars {
-    /// With mesh `default` in the zone whose API is `api` and ADS is `ads`: start a backend app
+    /// With mesh `default` in the zone whose API is `api` and data-plane server `dp`: start a backend app
     /// answering after `delay`, register `backend` and `frontend` Dataplanes (frontend with an
     /// outbound to backend), start their Envoys (`flavours`: backend's and frontend's ADS
     /// flavour), and wait until both ACKed and a request through the frontend gets a 200.
@@ -635,7 +714,7 @@ impl Sidecars {
     pub async fn start(
         envoy: &str,
         api: SocketAddr,
-        ads: SocketAddr,
+        dp: &DpServer,
         delay: Duration,
         flavours: (AdsApi, AdsApi),
     ) -> anyhow::Result<Sidecars> {
@@ -665,8 +744,9 @@ impl Sidecars {
             ),
         )
         .await?;
-        let backend = Envoy::start_with(envoy, "default", "backend", ads, None, flavours.0)?;
-        let frontend = Envoy::start_with(envoy, "default", "frontend", ads, None, flavours.1)?;
+        let backend = Envoy::start_with(envoy, "default", "backend", dp, None, flavours.0).await?;
+        let frontend =
+            Envoy::start_with(envoy, "default", "frontend", dp, None, flavours.1).await?;
         let ready = wait_until(Duration::from_secs(20), || async {
             dataplane_acked(api, "backend").await && dataplane_acked(api, "frontend").await
         })

@@ -166,7 +166,8 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         )
     })?;
     // A real proxy on zone-1's frontend: it gets the Live config, never the shadow one.
-    let envoy = Envoy::start(&envoy_bin, "default", "frontend", z1.grpc)?;
+    let dp = umbra_e2e::DpServer::of(z1.api, z1.grpc, global.api).await?;
+    let envoy = Envoy::start(&envoy_bin, "default", "frontend", &dp).await?;
     let acked = wait_until(Duration::from_secs(30), || async {
         umbra_e2e::dataplane_acked(z1.api, "frontend").await
     })

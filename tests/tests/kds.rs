@@ -143,10 +143,12 @@ async fn policies_flow_to_zone_envoys_and_survive_zone_and_global_crashes() -> a
     assert_eq!(s, 405, "policy writes are refused in a federated zone");
 
     // Sidecars: frontend -> backend (the backend app answering after 3 s), on both ADS flavours.
+    // Dataplane tokens come from the Global (its keys reach the zone over KDS).
+    let dp = umbra_e2e::DpServer::of(zone.api, zone.grpc, global.api).await?;
     let sidecars = Sidecars::start(
         &envoy,
         zone.api,
-        zone.grpc,
+        &dp,
         Duration::from_secs(3),
         (AdsApi::Delta, AdsApi::Sotw),
     )

@@ -174,7 +174,8 @@ async fn metrics_move_and_one_trace_spans_global_put_to_zone_push() -> anyhow::R
         &dataplane_yaml("backend", "backend", free_port(), free_port(), None),
     )
     .await?;
-    let envoy = Envoy::start(&envoy_bin, "default", "frontend", zone.grpc)?;
+    let dp = umbra_e2e::DpServer::of(zone.api, zone.grpc, global.api).await?;
+    let envoy = Envoy::start(&envoy_bin, "default", "frontend", &dp).await?;
     wait_until(Duration::from_secs(30), || async {
         umbra_e2e::dataplane_acked(zone.api, "frontend").await
     })

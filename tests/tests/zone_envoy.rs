@@ -123,7 +123,8 @@ async fn topology_with(
     for (path, yaml) in resources {
         zone.apply(path, yaml).await?;
     }
-    let s = Sidecars::start(envoy, zone.api, zone.ads, delay, (api, api)).await?;
+    let dp = zone.dp_server().await?;
+    let s = Sidecars::start(envoy, zone.api, &dp, delay, (api, api)).await?;
     Ok((zone, s.backend, s.frontend, s.out, s.app))
 }
 
@@ -305,7 +306,7 @@ async fn restarted_envoy_gets_its_full_config_again() -> anyhow::Result<()> {
     })
     .await;
     assert!(down.is_ok(), "the old Envoy is gone");
-    let frontend = Envoy::start(&envoy, "default", "frontend", zone.ads)?;
+    let frontend = Envoy::start(&envoy, "default", "frontend", &zone.dp_server().await?).await?;
     let back = wait_for_status(out, 200, Duration::from_secs(20)).await;
     assert!(
         back.is_ok(),
@@ -332,11 +333,12 @@ async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()>
     let _app = http_app(backend_app, "hello from backend", Duration::ZERO).await?;
     zone.apply("/meshes/default", MESH).await?;
     // Neither Dataplane is PUT: both come from the Envoys' node metadata.
+    let dp = zone.dp_server().await?;
     let backend = Envoy::start_with_dataplane(
         &envoy,
         "default",
         "backend",
-        zone.ads,
+        &dp,
         Some(&dataplane_yaml(
             "backend",
             "backend",
@@ -344,12 +346,13 @@ async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()>
             backend_app,
             None,
         )),
-    )?;
+    )
+    .await?;
     let frontend = Envoy::start_with_dataplane(
         &envoy,
         "default",
         "frontend",
-        zone.ads,
+        &dp,
         Some(&dataplane_yaml(
             "frontend",
             "frontend",
@@ -357,7 +360,8 @@ async fn dataplane_registers_through_envoy_node_metadata() -> anyhow::Result<()>
             frontend_app,
             Some((outbound, "backend")),
         )),
-    )?;
+    )
+    .await?;
     let registered = wait_until(Duration::from_secs(20), || async {
         matches!(
             zone.call("GET", "/meshes/default/dataplanes/frontend", None)

@@ -136,6 +136,7 @@ pub struct Ads {
     reconciler: Arc<Reconciler>,
     insights: Arc<Insights>,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    gate: crate::dp_auth::Gate,
 }
 
 impl Ads {
@@ -152,7 +153,15 @@ impl Ads {
             reconciler,
             insights,
             shutdown,
+            gate: crate::dp_auth::Gate::open(),
         }
+    }
+
+    /// This service with DPP authentication `gate` ([`crate::dp_auth`]).
+    #[must_use]
+    pub fn with_gate(mut self, gate: crate::dp_auth::Gate) -> Self {
+        self.gate = gate;
+        self
     }
 
     /// The tonic server for this service.
@@ -160,36 +169,73 @@ impl Ads {
         AggregatedDiscoveryServiceServer::new(self)
     }
 
-    /// A stream's first request: the DPP named by the node id, registered from the node
-    /// metadata if it carries a Dataplane, marked connected.
+    /// A stream's first request: the DPP named by the node id, authenticated by the stream's
+    /// `token` ([`crate::dp_auth::Gate::check`]), registered from the node metadata if it
+    /// carries a Dataplane, marked connected. Returns the token's expiry too (`None` without
+    /// authentication).
     fn open(
         &self,
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
-    ) -> Result<DpKey, Status> {
+        token: Option<&str>,
+    ) -> Result<(DpKey, Option<u64>), Status> {
         let id = node.map(|n| n.id.clone()).unwrap_or_default();
         let key = DpKey::from_node_id(&id).ok_or_else(|| {
             Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
         })?;
-        register_from_metadata(&self.store, &key, node)?;
+        let carried = dataplane_from_metadata(&key, node)?;
+        let stored = self
+            .store
+            .get(&umbra_core::resource::ResourceKey::dataplane(
+                key.mesh.as_str(),
+                key.name.clone(),
+            ))
+            .map(|s| s.resource);
+        let spec = carried
+            .as_ref()
+            .or(stored.as_ref())
+            .and_then(umbra_core::resource::Resource::as_dataplane);
+        let identity = self.gate.check(token, &key, spec).inspect_err(|e| {
+            tracing::warn!(mesh = %key.mesh, dataplane = %key.name, code = ?e.code(), reason = %e.message(), "ADS stream refused");
+        })?;
+        if identity.is_none() {
+            tracing::warn!(mesh = %key.mesh, dataplane = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
+        }
+        if let Some(resource) = carried {
+            self.store
+                .put(resource, None)
+                .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        }
         self.insights.update(&key, |i| {
             i.connected = true;
             i.responses_sent = 0;
         });
-        tracing::info!(mesh = %key.mesh, dataplane = %key.name, "Envoy connected");
-        Ok(key)
+        tracing::info!(mesh = %key.mesh, dataplane = %key.name, authenticated = identity.is_some(), "Envoy connected");
+        Ok((key, identity.map(|i| i.claims.exp)))
     }
 
-    /// Serve ADS on `listener` until `stop` turns `true`, then drain.
+    /// Serve ADS on `listener`, with the HTTP routes of `http` (the bootstrap endpoint) on the
+    /// same port, over TLS with `tls` ([`crate::dp_server`]), until `stop` turns `true`, then
+    /// drain.
     ///
     /// # Errors
-    /// A failure of the accept loop.
+    /// An unusable certificate or a failure of the accept loop.
     pub async fn listen(
         self,
         listener: tokio::net::TcpListener,
+        tls: Option<&crate::dp_server::DpServerTls>,
+        http: axum::Router,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), tonic::transport::Error> {
-        tonic::transport::Server::builder()
-            .add_service(self.into_server())
+        // HTTP/1.1 too: a bootstrap client without ALPN (TLS negotiates h2 when offered).
+        let mut builder = tonic::transport::Server::builder().accept_http1(true);
+        if let Some(t) = tls {
+            builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(
+                tonic::transport::Identity::from_pem(&t.cert_pem, &t.key_pem),
+            ))?;
+        }
+        let routes = tonic::service::Routes::from(http).add_service(self.into_server());
+        builder
+            .add_routes(routes)
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 umbra_api::process::stopped(stop),
@@ -238,17 +284,36 @@ fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
 /// Node metadata key carrying the Dataplane resource inline (as Kuma's kuma-dp sends it).
 pub const DATAPLANE_METADATA_KEY: &str = "dataplane.resource";
 
-/// Register the Dataplane an Envoy carries in its node metadata (`dataplane.resource`, YAML or
-/// JSON in universal format). It must be a valid Dataplane whose mesh and name match the node
-/// id. Nothing to do when the metadata is absent.
+/// Register the Dataplane an Envoy carries in its node metadata ([`dataplane_from_metadata`]).
+/// Nothing to do when the metadata is absent.
 ///
 /// # Errors
-/// An `INVALID_ARGUMENT` status listing every problem.
+/// An `INVALID_ARGUMENT` status listing every problem, `FAILED_PRECONDITION` when the store
+/// refuses it.
 pub fn register_from_metadata(
     store: &crate::store::Store,
     key: &DpKey,
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
 ) -> Result<(), Status> {
+    match dataplane_from_metadata(key, node)? {
+        Some(resource) => store
+            .put(resource, None)
+            .map(|_| ())
+            .map_err(|e| Status::failed_precondition(e.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// The Dataplane an Envoy carries in its node metadata (`dataplane.resource`, YAML or JSON in
+/// universal format), checked: a valid Dataplane whose mesh and name match the node id.
+/// `None` when the metadata is absent.
+///
+/// # Errors
+/// An `INVALID_ARGUMENT` status listing every problem.
+pub fn dataplane_from_metadata(
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<Option<umbra_core::resource::Resource>, Status> {
     use envoy_types::pb::google::protobuf::value::Kind;
     let Some(text) = node
         .and_then(|n| n.metadata.as_ref())
@@ -258,7 +323,7 @@ pub fn register_from_metadata(
             _ => None,
         })
     else {
-        return Ok(());
+        return Ok(None);
     };
     let resource = umbra_core::resource::Resource::from_bytes(text.as_bytes()).map_err(|e| {
         Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
@@ -278,10 +343,7 @@ pub fn register_from_metadata(
             "node metadata {DATAPLANE_METADATA_KEY}: {violations}"
         )));
     }
-    store
-        .put(resource, None)
-        .map(|_| ())
-        .map_err(|e| Status::failed_precondition(e.to_string()))
+    Ok(Some(resource))
 }
 
 struct StreamCtx {
@@ -380,14 +442,20 @@ impl AggregatedDiscoveryService for Ads {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
-        Ok(Response::new(self.serve::<StreamCtx>(request.into_inner())))
+        let token = crate::dp_auth::credential(request.metadata());
+        Ok(Response::new(
+            self.serve::<StreamCtx>(request.into_inner(), token),
+        ))
     }
 
     async fn delta_aggregated_resources(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<DeltaStream>, Status> {
-        Ok(Response::new(self.serve::<DeltaCtx>(request.into_inner())))
+        let token = crate::dp_auth::credential(request.metadata());
+        Ok(Response::new(
+            self.serve::<DeltaCtx>(request.into_inner(), token),
+        ))
     }
 }
 
@@ -414,12 +482,14 @@ trait Flavour: Send + Sized + 'static {
 }
 
 impl Ads {
-    /// Drive one ADS stream: its requests (the first names the DPP) and the reconciler's
-    /// wake-ups, until the client goes away or the zone shuts down. Responses go through a
-    /// queue of [`STREAM_QUEUE`].
+    /// Drive one ADS stream: its requests (the first names the DPP and is authenticated with
+    /// `token`, which every later request and every trust change checks again) and the
+    /// reconciler's wake-ups, until the client goes away, the token expires or is revoked, or
+    /// the zone shuts down. Responses go through a queue of [`STREAM_QUEUE`].
     fn serve<F: Flavour>(
         &self,
         mut requests: Streaming<F::Request>,
+        token: Option<String>,
     ) -> Pin<Box<dyn Stream<Item = Result<F::Response, Status>> + Send>> {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let ads = self.clone();
@@ -428,6 +498,10 @@ impl Ads {
             let mut stream: Option<F> = None;
             let mut changes = ads.reconciler.subscribe();
             let mut shutdown = ads.shutdown.clone();
+            let mut trust = ads.gate.trust.subscribe();
+            // Far in the future until a token with an expiry opens the stream.
+            let expiry = tokio::time::sleep(std::time::Duration::from_secs(u32::MAX.into()));
+            tokio::pin!(expiry);
             loop {
                 tokio::select! {
                     req = requests.next() => {
@@ -436,10 +510,28 @@ impl Ads {
                             Some(Err(e)) => { tracing::debug!(error = %e, "ADS stream error"); break }
                             None => break,
                         };
-                        if stream.is_none() {
-                            match ads.open(F::node(&req)) {
-                                Ok(key) => stream = Some(F::new(key)),
+                        match stream.as_ref() {
+                            None => match ads.open(F::node(&req), token.as_deref()) {
+                                Ok((key, exp)) => {
+                                    if let Some(exp) = exp {
+                                        let left = exp
+                                            .saturating_add(umbra_auth::token::LEEWAY_SECS)
+                                            .saturating_sub(umbra_auth::unix_now());
+                                        expiry.as_mut().reset(
+                                            tokio::time::Instant::now()
+                                                + std::time::Duration::from_secs(left),
+                                        );
+                                    }
+                                    stream = Some(F::new(key));
+                                }
                                 Err(status) => { let _ = tx.send(Err(status)).await; break }
+                            },
+                            Some(c) => {
+                                if let Err(status) = ads.gate.recheck(token.as_deref(), c.key()) {
+                                    tracing::warn!(reason = %status.message(), "ADS stream ended: its token no longer verifies");
+                                    let _ = tx.send(Err(status)).await;
+                                    break;
+                                }
                             }
                         }
                         let Some(c) = stream.as_mut() else { break };
@@ -450,6 +542,23 @@ impl Ads {
                         }
                     }
                     () = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+                    () = &mut expiry, if stream.is_some() => {
+                        let key = stream.as_ref().map_or_else(|| DpKey::new("", ""), |c| c.key().clone());
+                        let status = ads.gate.recheck(token.as_deref(), &key).err().unwrap_or_else(|| {
+                            Status::unauthenticated(format!("dataplane {}/{}: the dataplane token expired", key.mesh, key.name))
+                        });
+                        tracing::warn!(reason = %status.message(), "ADS stream ended: its token expired");
+                        let _ = tx.send(Err(status)).await;
+                        break;
+                    }
+                    Ok(()) = trust.changed(), if stream.is_some() => {
+                        let Some(c) = stream.as_ref() else { continue };
+                        if let Err(status) = ads.gate.recheck(token.as_deref(), c.key()) {
+                            tracing::warn!(reason = %status.message(), "ADS stream ended: its token was revoked");
+                            let _ = tx.send(Err(status)).await;
+                            break;
+                        }
+                    }
                     changed = changes.changed() => {
                         if changed.is_err() { break }
                         let Some(c) = stream.as_mut() else { continue };

@@ -4,6 +4,10 @@
 //!   `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
 //! - inspect: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules` ([`crate::inspect`]).
 //!
+//! Tokens ([`umbra_api::tokens`]: issued by a standalone zone, by the Global for a federated
+//! one) and every call's authentication ([`umbra_api::authn`]) are shared with the Global;
+//! `GET /dp-server/ca.pem` gives the data-plane server's CA certificate.
+//!
 //! The resource routes are Kuma's, shared with the Global ([`umbra_api::crud`]): validation
 //! 400s, `If-Match` 409s, `ETag` versions, paging and `label=` filters; a PUT is answered once
 //! the store holds it durably. In a federated zone (a Global is configured), Meshes and
@@ -27,11 +31,20 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// Every route of the router as `(path, methods)`, the list the OpenAPI test compares with.
 pub fn routes() -> Vec<Route> {
-    service::routes(&[BASE_ROUTES, crud::ROUTES, &DATAPLANE_ROUTES, ZONE_ROUTES])
+    service::routes(&[
+        BASE_ROUTES,
+        crud::ROUTES,
+        &DATAPLANE_ROUTES,
+        ZONE_ROUTES,
+        umbra_api::tokens::ROUTES,
+    ])
 }
 
 /// The zone's own routes.
-const ZONE_ROUTES: &[Route] = &[("/global/accept-store", &["post"])];
+const ZONE_ROUTES: &[Route] = &[
+    ("/global/accept-store", &["post"]),
+    ("/dp-server/ca.pem", &["get"]),
+];
 
 /// Shared state of the API.
 #[derive(Debug, Clone)]
@@ -48,6 +61,17 @@ pub struct AppState {
     pub kds: crate::kds::SharedStatus,
     /// Wakes the KDS client to reconnect (after an operator accepts the Global's store).
     pub kds_resync: std::sync::Arc<tokio::sync::Notify>,
+    /// User and dataplane tokens: keys (the zone's own when standalone, the Global's when
+    /// federated), revocations, who may call what.
+    pub trust: std::sync::Arc<umbra_api::trust::Trust>,
+    /// PEM CA certificate of the data-plane server (`GET /dp-server/ca.pem`).
+    pub dp_server_ca: Option<String>,
+}
+
+impl FromRef<AppState> for std::sync::Arc<umbra_api::trust::Trust> {
+    fn from_ref(state: &AppState) -> Self {
+        state.trust.clone()
+    }
 }
 
 impl AppState {
@@ -60,6 +84,8 @@ impl AppState {
             insights: std::sync::Arc::default(),
             kds: crate::kds::SharedStatus::default(),
             kds_resync: std::sync::Arc::default(),
+            trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+            dp_server_ca: None,
         }
     }
 }
@@ -85,13 +111,31 @@ pub fn router(state: AppState) -> Router {
             "/global/accept-store",
             axum::routing::post(accept_global_store),
         )
+        .route("/dp-server/ca.pem", get(dp_server_ca))
+        .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(service::dataplane_routes(
             get(dataplane_insight),
             get(inspect_config),
             get(inspect_rules),
         ));
-    service::layered(router).with_state(state)
+    let trust = state.trust.clone();
+    service::layered(umbra_api::authn::protect(router, trust)).with_state(state)
+}
+
+/// `GET /dp-server/ca.pem`: the CA certificate DPPs verify the data-plane server (ADS and
+/// `/bootstrap`) with (kuma-dp's `--ca-cert-file`).
+async fn dp_server_ca(State(st): State<AppState>) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse as _;
+    let pem = st
+        .dp_server_ca
+        .clone()
+        .ok_or_else(|| ApiError::not_found("the data-plane server has no CA (plaintext, or an operator certificate without --dp-server-tls-ca-file)"))?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-pem-file")],
+        pem,
+    )
+        .into_response())
 }
 
 /// `GET /`: what answers here (Kuma's index: product, version, mode).

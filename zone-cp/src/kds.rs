@@ -31,7 +31,7 @@ use umbra_kds::pb::kds_service_client::KdsServiceClient;
 use umbra_kds::pb::InspectResponse;
 use umbra_kds::resource::{
     global_to_zone_types, kds_name, split_kds_name, zone_dataplane_upstream, zone_to_global_types,
-    Item, DATAPLANE_INSIGHT_TYPE,
+    Item, DATAPLANE_INSIGHT_TYPE, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
 };
 use umbra_kds::sync::{
     request, respond, spawn_reader_noting, Event, Offer, OfferWatch, Received, Refusal,
@@ -58,6 +58,8 @@ pub struct KdsClientConfig {
     pub token: TokenSource,
     /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
     pub ca_pem: Option<Vec<u8>>,
+    /// Where the Global's trust bundle goes (user and dataplane token keys, revocations).
+    pub trust: Arc<umbra_api::trust::Trust>,
 }
 
 /// Where the zone token comes from.
@@ -355,6 +357,7 @@ async fn session(
     let types = global_to_zone_types();
     let initial = held_versions(store, &types);
     let mut sink = StoreSink {
+        trust: config.trust.clone(),
         store: store.clone(),
         session_start: time::OffsetDateTime::now_utc(),
         protect,
@@ -448,8 +451,10 @@ fn record_sync_lag(ty: ResourceType, modified: Option<&str>, session_start: time
     metrics::histogram!(umbra_api::metrics::KDS_SYNC_LAG, "type" => ty.name()).record(lag);
 }
 
-/// Applies the Global's Meshes and policies to the zone store.
+/// Applies the Global's Meshes and policies to the zone store, and its trust bundle to the
+/// zone's [`umbra_api::trust::Trust`].
 struct StoreSink {
+    trust: Arc<umbra_api::trust::Trust>,
     store: Store,
     /// When this KDS session connected (for [`record_sync_lag`]).
     session_start: time::OffsetDateTime,
@@ -458,6 +463,37 @@ struct StoreSink {
 }
 
 impl StoreSink {
+    /// Take the Global's trust bundle: checked, kept in the store (durably) before it is
+    /// used, so a restart verifies with it too. An unreadable bundle is NACKed and the last
+    /// good one stays.
+    fn take_trust(&mut self, upserts: Vec<Upsert>) -> Result<Vec<Refusal>, String> {
+        let mut refused = Vec::new();
+        for u in upserts {
+            let bundle = serde_json::from_slice::<umbra_auth::TrustBundle>(&u.body)
+                .map_err(|e| e.to_string())
+                .and_then(|b| b.check().map(|()| b));
+            match bundle {
+                Ok(b) if u.name == TRUST_BUNDLE_NAME => {
+                    self.store
+                        .record_trust_bundle(&b)
+                        .map_err(|e| format!("cannot keep the trust bundle: {e}"))?;
+                    if self.trust.replace(b) {
+                        tracing::info!("KDS: trust bundle from the Global applied (token keys and revocations)");
+                    }
+                }
+                Ok(_) => refused.push(Refusal {
+                    name: u.name,
+                    reason: format!("the trust bundle is named {TRUST_BUNDLE_NAME:?}"),
+                }),
+                Err(reason) => refused.push(Refusal {
+                    name: u.name,
+                    reason: format!("unusable trust bundle: {reason}"),
+                }),
+            }
+        }
+        Ok(refused)
+    }
+
     /// Decode and check one resource the Global sent as `name` of `ty`.
     fn decode(ty: ResourceType, u: &Upsert) -> Result<Resource, String> {
         let resource = Resource::from_bytes(&u.body).map_err(|e| e.to_string())?;
@@ -508,6 +544,21 @@ impl StoreSink {
     fn write(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
         let type_url = received.type_url.as_str();
         let (upserts, removed) = (received.upserts, received.removed);
+        if type_url == TRUST_BUNDLE_TYPE {
+            // A removal keeps the last bundle: tokens keep verifying while the Global is away.
+            // A Global whose store is not the one this zone synced from has other keys: its
+            // bundle waits, like its removals, for the operator (every DPP token would die).
+            if self.protect {
+                return Ok(upserts
+                    .into_iter()
+                    .map(|u| Refusal {
+                        name: u.name,
+                        reason: "kept the last trust bundle: the Global's store is not the one this zone synced from; an operator confirms with POST /global/accept-store on the zone".to_owned(),
+                    })
+                    .collect());
+            }
+            return self.take_trust(upserts);
+        }
         let Some(ty) = ResourceType::from_name(type_url).filter(|t| *t != ResourceType::Dataplane)
         else {
             return Ok(upserts
@@ -665,6 +716,7 @@ mod tests {
     fn sink() -> (Store, StoreSink) {
         let store = Store::new();
         let sink = StoreSink {
+            trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
             store: store.clone(),
             session_start: time::OffsetDateTime::now_utc(),
             protect: false,

@@ -12,6 +12,8 @@
 pub mod ads;
 pub mod api;
 pub mod ca;
+pub mod dp_auth;
+pub mod dp_server;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
 pub mod inspect;
@@ -61,13 +63,106 @@ pub struct Args {
     /// the zone starts empty and a federated zone receives everything again.
     #[arg(long, env = "UMBRA_DATA_DIR")]
     pub data_dir: Option<std::path::PathBuf>,
+    /// API callers on a loopback address without a token act as the admin (Kuma's
+    /// `localhostIsAdmin`). With `false`, every call but `/`, `/healthz`, `/ready` (and
+    /// `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
+    #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub localhost_is_admin: bool,
+    /// `/metrics` needs a user token too (default: open to scrapers).
+    #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
+    pub metrics_auth: bool,
+    /// How Envoys authenticate on ADS: `dpToken` (a dataplane token bound to the DPP, Kuma's
+    /// default) or `none` (anyone reaching the port gets any DPP's config and secrets:
+    /// development only).
+    #[arg(long, env = "UMBRA_DP_AUTH", value_enum, default_value = "dpToken")]
+    pub dp_auth: dp_auth::DpAuth,
+    /// Name DPPs reach the data-plane server by (in the generated certificate, and the SNI of
+    /// the bootstraps it hands out).
+    #[arg(long, env = "UMBRA_DP_SERVER_HOSTNAME", default_value = "localhost")]
+    pub dp_server_hostname: String,
+    /// PEM certificate chain for the data-plane server (ADS and `/bootstrap`) instead of one
+    /// from the zone's own CA (with `--dp-server-tls-key-file`).
+    #[arg(
+        long,
+        env = "UMBRA_DP_SERVER_TLS_CERT_FILE",
+        requires = "dp_server_tls_key_file"
+    )]
+    pub dp_server_tls_cert_file: Option<std::path::PathBuf>,
+    /// PEM private key of `--dp-server-tls-cert-file`.
+    #[arg(
+        long,
+        env = "UMBRA_DP_SERVER_TLS_KEY_FILE",
+        requires = "dp_server_tls_cert_file"
+    )]
+    pub dp_server_tls_key_file: Option<std::path::PathBuf>,
+    /// PEM CA certificate that signed `--dp-server-tls-cert-file` (handed to DPPs in their
+    /// bootstraps and at `GET /dp-server/ca.pem`).
+    #[arg(
+        long,
+        env = "UMBRA_DP_SERVER_TLS_CA_FILE",
+        requires = "dp_server_tls_cert_file"
+    )]
+    pub dp_server_tls_ca_file: Option<std::path::PathBuf>,
+}
+
+impl Args {
+    /// Who may call the API without a token.
+    pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
+        umbra_api::trust::AccessPolicy {
+            localhost_is_admin: self.localhost_is_admin,
+            metrics_need_token: self.metrics_auth,
+        }
+    }
+
+    /// Arguments of a zone named `zone` with every default, listening on `api` and `ads`
+    /// (for tests and embedders).
+    pub fn new(zone: &str, api: SocketAddr, ads: SocketAddr) -> Self {
+        use clap::Parser as _;
+        let mut args = Self::parse_from(["zone-cp", "--zone", zone]);
+        args.api_addr = api;
+        args.ads_addr = ads;
+        args
+    }
+}
+
+/// The data-plane server's TLS material: the operator's files, or a certificate from the
+/// zone's own CA ([`dp_server::generated`]).
+async fn dp_server_tls(
+    args: &Args,
+    store: &store::Store,
+) -> anyhow::Result<dp_server::DpServerTls> {
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    };
+    match (&args.dp_server_tls_cert_file, &args.dp_server_tls_key_file) {
+        (Some(cert), Some(key)) => Ok(dp_server::DpServerTls {
+            ca_pem: args
+                .dp_server_tls_ca_file
+                .as_deref()
+                .map(read)
+                .transpose()?
+                .unwrap_or_default(),
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+            server_name: args.dp_server_hostname.clone(),
+        }),
+        _ => Ok(dp_server::generated(
+            &*store.contract(),
+            &args.zone,
+            &dp_server::certificate_names(&args.dp_server_hostname, args.ads_addr.ip()),
+        )
+        .await?),
+    }
 }
 
 /// The KDS client configuration `args` describe, if federated.
 ///
 /// # Errors
 /// A Global address without a token, or unreadable token or CA files.
-fn kds_config(args: &Args) -> anyhow::Result<Option<kds::KdsClientConfig>> {
+fn kds_config(
+    args: &Args,
+    trust: std::sync::Arc<umbra_api::trust::Trust>,
+) -> anyhow::Result<Option<kds::KdsClientConfig>> {
     let Some(address) = &args.global_kds_address else {
         return Ok(None);
     };
@@ -86,6 +181,7 @@ fn kds_config(args: &Args) -> anyhow::Result<Option<kds::KdsClientConfig>> {
         ),
     };
     Ok(Some(kds::KdsClientConfig {
+        trust,
         zone: args.zone.clone(),
         address: address.clone(),
         token,
@@ -103,7 +199,6 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     umbra_api::metrics::install();
     umbra_kds::metrics::describe();
-    let kds_config = kds_config(&args)?;
     let store = match &args.data_dir {
         Some(dir) => {
             let store = store::Store::open(dir)
@@ -113,17 +208,32 @@ pub async fn run(
         }
         None => store::Store::new(),
     };
+    let policy = args.access_policy();
+    let federated = args.global_kds_address.is_some();
+    let trust = if federated {
+        // Tokens come from the Global; until its bundle arrives, the one kept from last time.
+        umbra_api::trust::Trust::verifier(store.trust_bundle().unwrap_or_default(), policy)
+    } else {
+        umbra_api::trust::Trust::authority(store.contract(), policy).await?
+    };
+    let kds_config = kds_config(&args, trust.clone())?;
+    let tls = dp_server_tls(&args, &store).await?;
+    if args.dp_auth == dp_auth::DpAuth::None {
+        tracing::warn!("--dp-auth none: ADS does NOT authenticate Envoys; anyone reaching the data-plane port gets any DPP's configuration and certificates. Development only.");
+    }
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
     let kds_status = kds::SharedStatus::default();
     let kds_resync = std::sync::Arc::new(tokio::sync::Notify::new());
     let state = api::AppState {
         store: store.clone(),
-        federated: args.global_kds_address.is_some(),
+        federated,
         insights: insights.clone(),
         reconciler: reconciler.clone(),
         kds: kds_status.clone(),
         kds_resync: kds_resync.clone(),
+        trust: trust.clone(),
+        dp_server_ca: (!tls.ca_pem.is_empty()).then(|| tls.ca_pem.clone()),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -134,6 +244,7 @@ pub async fn run(
     let ads_listener = umbra_api::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
+    let keys_task = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
     let kds_task = kds_config.map(|c| {
         tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
         tokio::spawn(kds::run(
@@ -147,12 +258,23 @@ pub async fn run(
         ))
     });
     let api = umbra_api::process::serve_http(api_listener, api::router(state), stop_rx.clone());
+    let gate = dp_auth::Gate {
+        mode: args.dp_auth,
+        trust,
+    };
     let ads = ads::Ads::new(store, reconciler, insights, stop_rx.clone())
-        .listen(ads_listener, stop_rx.clone());
+        .with_gate(gate)
+        .listen(
+            ads_listener,
+            Some(&tls),
+            axum::Router::new(),
+            stop_rx.clone(),
+        );
     let (a, b) = tokio::join!(api, ads);
     a?;
     b?;
     let _ = rec_task.await;
+    let _ = keys_task.await;
     if let Some(t) = kds_task {
         let _ = t.await;
     }

@@ -106,6 +106,24 @@ impl Store {
             .put_key(RECORDED_GLOBAL_STORE, identity.as_bytes().to_vec())
     }
 
+    /// The trust bundle this (federated) zone last received from the Global, if any.
+    pub fn trust_bundle(&self) -> Option<umbra_auth::TrustBundle> {
+        self.inner
+            .key(umbra_api::trust::BUNDLE_KEY)
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// Keep `bundle` as the Global's trust bundle (durable with `--data-dir`), so a restarted
+    /// zone verifies tokens before the Global is back.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn record_trust_bundle(&self, bundle: &umbra_auth::TrustBundle) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(bundle)
+            .map_err(|e| StoreError::Unavailable(format!("trust bundle: {e}")))?;
+        self.inner.put_key(umbra_api::trust::BUNDLE_KEY, bytes)
+    }
+
     /// Subscribe to revision changes (a wake-up; read the store for the state).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         umbra_store::Store::subscribe(&*self.inner)

@@ -30,6 +30,7 @@ impl Global {
             api,
             kds,
             None,
+            Default::default(),
             async {
                 let _ = rx.await;
             },

@@ -1,0 +1,191 @@
+//! Who may call the API (issue 15; Kuma 2.7's `pkg/api-server/authn` and its default access
+//! rules): every request is classified ([`access`]) and checked by [`require`] before its
+//! handler runs.
+//!
+//! - A request carrying `Authorization: Bearer <user token>` is that user, or a 401 when the
+//!   token is malformed, forged, expired or revoked (even from loopback: a bad token is never
+//!   ignored).
+//! - A request without a token from a loopback address is the admin when
+//!   [`AccessPolicy::localhost_is_admin`] (the default, as Kuma's `localhostIsAdmin`); from
+//!   anywhere else it gets a 401 saying how to authenticate.
+//! - [`Access::Open`]: `/healthz`, `/ready` and the index `/` (product and version only), and
+//!   `/metrics` unless [`AccessPolicy::metrics_need_token`].
+//! - [`Access::Admin`]: token issuance and revocation (`/tokens/...`) and secrets
+//!   (`/global-secrets/...`): a user outside `mesh-system:admin` gets a 403.
+//! - [`Access::Loopback`]: the admin user token (`/global-secrets/admin-user-token`), only to
+//!   a loopback caller, whatever its token (Kuma's rule: whoever runs on the CP's host).
+//! - [`Access::Authenticated`]: everything else (resources, inspect, zones).
+//!
+//! The principal is put in the request's extensions for handlers. Refusals are logged with
+//! the reason and the path, never the token.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use umbra_auth::Principal;
+
+use crate::error::ApiError;
+use crate::trust::{AccessPolicy, Trust};
+
+/// What a request needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing.
+    Open,
+    /// Any valid user token (or loopback when loopback is admin).
+    Authenticated,
+    /// The admin group.
+    Admin,
+    /// A loopback caller.
+    Loopback,
+}
+
+/// What `method path` needs under `policy`.
+pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
+    let _ = method;
+    match path {
+        "/healthz" | "/ready" | "/" => Access::Open,
+        "/metrics" if !policy.metrics_need_token => Access::Open,
+        "/global-secrets/admin-user-token" => Access::Loopback,
+        p if p == "/tokens" || p.starts_with("/tokens/") => Access::Admin,
+        p if p == "/global-secrets" || p.starts_with("/global-secrets/") => Access::Admin,
+        _ => Access::Authenticated,
+    }
+}
+
+/// `Bearer <token>` from the `Authorization` header: `Ok(None)` when absent.
+///
+/// # Errors
+/// A 401 for another scheme or an unreadable header.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(v) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let text = v
+        .to_str()
+        .map_err(|_| unauthorized("the Authorization header is not readable text"))?;
+    let (scheme, token) = text.split_once(' ').unwrap_or((text, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(unauthorized(
+            "the Authorization header must be `Bearer <user token>`",
+        ));
+    }
+    Ok(Some(token.trim()))
+}
+
+fn unauthorized(detail: impl Into<String>) -> ApiError {
+    let mut e = ApiError::status(StatusCode::UNAUTHORIZED, detail);
+    e.title = "Unauthorized".into();
+    e
+}
+
+/// `true` when the request came from a loopback address.
+pub fn from_loopback(req: &Request) -> bool {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|ConnectInfo(a)| a.ip().is_loopback())
+}
+
+/// The middleware: authenticate, authorize, then run the handler with the [`Principal`] in the
+/// request's extensions. The router must be served with connect info
+/// ([`crate::process::serve_http`] does).
+pub async fn require(State(trust): State<Arc<Trust>>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    let need = access(req.method(), &path, &trust.policy);
+    if need == Access::Open {
+        return next.run(req).await;
+    }
+    let loopback = from_loopback(&req);
+    if need == Access::Loopback {
+        if !loopback {
+            tracing::warn!(%path, "refused: only a loopback caller may read this");
+            return ApiError::status(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "{path} is served only to callers on the control plane's own host (loopback)"
+                ),
+            )
+            .into_response();
+        }
+        return next.run(req).await;
+    }
+    let principal = match bearer(req.headers()) {
+        Err(e) => return challenge(e, &path),
+        Ok(Some(token)) => match trust.bundle().verify_user(token, umbra_auth::unix_now()) {
+            Ok(p) => p,
+            Err(e) => return challenge(unauthorized(e.to_string()), &path),
+        },
+        Ok(None) if loopback && trust.policy.localhost_is_admin => Principal::loopback_admin(),
+        Ok(None) => {
+            return challenge(
+                unauthorized(
+                    "authentication required: send `Authorization: Bearer <user token>` (umbractl --auth-token, or a context from `umbractl config control-planes add`); an admin can issue one with `umbractl generate user-token`",
+                ),
+                &path,
+            )
+        }
+    };
+    if need == Access::Admin && !principal.is_admin() {
+        tracing::warn!(user = %principal.name, %path, "refused: not in mesh-system:admin");
+        let mut e = ApiError::status(
+            StatusCode::FORBIDDEN,
+            format!(
+                "user {:?} may not call {path}: it needs the group mesh-system:admin",
+                principal.name
+            ),
+        );
+        e.title = "Forbidden".into();
+        return e.into_response();
+    }
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+fn challenge(e: ApiError, path: &str) -> Response {
+    tracing::info!(%path, reason = %e.detail, "unauthenticated API call refused");
+    let mut resp = e.into_response();
+    resp.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    resp
+}
+
+/// `router` with [`require`] in front of every route it has now.
+pub fn protect<S: Clone + Send + Sync + 'static>(
+    router: axum::Router<S>,
+    trust: Arc<Trust>,
+) -> axum::Router<S> {
+    router.layer(axum::middleware::from_fn_with_state(trust, require))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let p = AccessPolicy::default();
+        let get = Method::GET;
+        assert_eq!(access(&get, "/healthz", &p), Access::Open);
+        assert_eq!(access(&get, "/metrics", &p), Access::Open);
+        let strict = AccessPolicy {
+            metrics_need_token: true,
+            ..p
+        };
+        assert_eq!(access(&get, "/metrics", &strict), Access::Authenticated);
+        assert_eq!(access(&Method::POST, "/tokens/zone", &p), Access::Admin);
+        assert_eq!(
+            access(&Method::POST, "/tokens/user/revocations", &p),
+            Access::Admin
+        );
+        assert_eq!(
+            access(&get, "/global-secrets/admin-user-token", &p),
+            Access::Loopback
+        );
+        assert_eq!(access(&get, "/meshes", &p), Access::Authenticated);
+        assert_eq!(access(&get, "/tokensx", &p), Access::Authenticated);
+    }
+}

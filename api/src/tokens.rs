@@ -1,0 +1,155 @@
+//! Token endpoints both issuing CPs serve (issue 15; Kuma's paths and bodies):
+//! - `POST /tokens/user` `{"name", "groups": [..], "validFor": "24h"}` → the token,
+//!   `text/plain`;
+//! - `POST /tokens/dataplane` `{"mesh", "name"?, "tags"?: {"<tag>": ["<value>", ..]},
+//!   "type"?: "dataplane"|"ingress"|"egress", "validFor"}` → the token, `text/plain`;
+//! - `POST /tokens/user/revocations`, `POST /tokens/dataplane/revocations` `{"token": ..}` or
+//!   `{"id": "<jti>"}` → `{"revoked": "<jti>"}` (stored before the answer; never echoes the
+//!   token);
+//! - `GET /global-secrets/admin-user-token` → `{"type": "GlobalSecret", "name":
+//!   "admin-user-token", "data": "<base64 token>"}`, to loopback callers only.
+//!
+//! Who may call them is [`crate::authn`]'s business (admin only; the admin token: loopback
+//! only). A federated zone answers 400: tokens are issued on the Global.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{FromRef, Path, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use umbra_auth::issuer::{DataplaneTokenRequest, UserTokenRequest};
+use umbra_auth::token::TokenKind;
+
+use crate::error::ApiError;
+use crate::negotiate::{check_body_type, BODY_TYPES};
+use crate::service::Route;
+use crate::trust::{Trust, ADMIN_TOKEN_KEY};
+
+/// The routes [`routes`] serves.
+pub const ROUTES: &[Route] = &[
+    ("/tokens/user", &["post"]),
+    ("/tokens/dataplane", &["post"]),
+    ("/tokens/{kind}/revocations", &["post"]),
+    ("/global-secrets/admin-user-token", &["get"]),
+];
+
+/// The token routes, over the state's [`Trust`].
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Trust>: FromRef<S>,
+{
+    Router::new()
+        .route("/tokens/user", post(user_token))
+        .route("/tokens/dataplane", post(dataplane_token))
+        .route("/tokens/{kind}/revocations", post(revoke))
+        .route("/global-secrets/admin-user-token", get(admin_token))
+}
+
+fn parse<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &[u8],
+    shape: &str,
+) -> Result<T, ApiError> {
+    check_body_type(headers, BODY_TYPES)?;
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "body".to_owned() } else { path };
+        ApiError::bad_parameter(&field, format!("expected {shape}: {}", e.inner()))
+    })
+}
+
+fn text(token: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain")], token).into_response()
+}
+
+async fn user_token(
+    State(trust): State<Arc<Trust>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: UserTokenRequest = parse(&headers, &body, r#"{"name", "groups", "validFor"}"#)?;
+    let token = trust.issue_user(&req).await?;
+    tracing::info!(user = %req.name, groups = ?req.groups, "user token issued");
+    Ok(text(token))
+}
+
+async fn dataplane_token(
+    State(trust): State<Arc<Trust>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: DataplaneTokenRequest = parse(
+        &headers,
+        &body,
+        r#"{"mesh", "name", "tags", "type", "validFor"}"#,
+    )?;
+    let token = trust.issue_dataplane(&req).await?;
+    tracing::info!(mesh = %req.mesh, dataplane = %req.name, "dataplane token issued");
+    Ok(text(token))
+}
+
+/// Body of a revocation: the token itself, or its ID.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+async fn revoke(
+    State(trust): State<Arc<Trust>>,
+    Path(kind): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let kind = match kind.as_str() {
+        "user" => TokenKind::User,
+        "dataplane" => TokenKind::Dataplane,
+        other => {
+            return Err(ApiError::not_found(format!(
+                "no {other:?} tokens here (user, dataplane; zone tokens on the Global's /tokens/zone/revocations)"
+            )))
+        }
+    };
+    let req: RevokeRequest = parse(&headers, &body, r#"{"token": ..} or {"id": ..}"#)?;
+    let id = match (req.token, req.id) {
+        (Some(token), None) => {
+            let bundle = trust.bundle();
+            let mesh = umbra_auth::bundle::unverified_mesh(&token).unwrap_or_default();
+            umbra_auth::token::token_id(&token, kind, bundle.keys(kind, &mesh))
+                .map_err(|e| ApiError::bad_parameter("token", e.to_string()))?
+        }
+        (None, Some(id))
+            if (1..=64).contains(&id.trim().len())
+                && id.trim().bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            id.trim().to_ascii_lowercase()
+        }
+        _ => {
+            return Err(ApiError::bad_parameter(
+                "body",
+                "give exactly one of token (the token) or id (its jti: up to 64 hex digits)",
+            ))
+        }
+    };
+    trust.revoke(kind, &id).await?;
+    tracing::warn!(kind = kind.as_str(), token_id = %id, "token revoked");
+    Ok(Json(json!({ "revoked": id })))
+}
+
+async fn admin_token(State(trust): State<Arc<Trust>>) -> Result<Json<Value>, ApiError> {
+    let token = trust.admin_token().await?;
+    Ok(Json(json!({
+        "type": "GlobalSecret",
+        "name": ADMIN_TOKEN_KEY,
+        "data": umbra_auth::keys::to_base64(token.as_bytes()),
+    })))
+}

@@ -1,0 +1,490 @@
+//! The CP's trust state (issue 15): the [`TrustBundle`] every check reads (user tokens on the
+//! API, dataplane tokens on ADS) and, on the CP that issues tokens, the [`Authority`] holding
+//! the private keys in the store.
+//!
+//! - The Global, and a standalone zone, are authorities: the user-token key, one
+//!   dataplane-token key per Mesh (created when the Mesh appears, dropped when it goes: the
+//!   authority follows the store), the revocation lists and the admin user token all live in
+//!   the store (`Store::signing_key`/`set_key`, durable on PostgreSQL and on a `--data-dir`
+//!   memory store) and are loaded on start.
+//! - A federated zone is a verifier: it receives the bundle from the Global over KDS and keeps
+//!   it in its store ([`BUNDLE_KEY`]), so tokens issued on the Global work in every zone, and it
+//!   cannot mint any.
+//!
+//! Every change publishes a new bundle on a watch ([`Trust::subscribe`]): open ADS streams
+//! re-check their token on their next request, and the Global's KDS offer carries it to the
+//! zones within a moment.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use umbra_auth::issuer::{DataplaneTokenRequest, UserTokenRequest};
+use umbra_auth::keys::{dataplane_token_key, SigningKey, USER_TOKEN_KEY};
+use umbra_auth::token::{TokenKind, ADMIN_GROUP, ADMIN_USER};
+use umbra_auth::{Issuer, TokenError, TrustBundle};
+use umbra_core::resource::ResourceType;
+use umbra_store::{list_all, Store, StoreError};
+
+use crate::error::ApiError;
+
+/// Store key of the admin user token (Kuma's `admin-user-token` global secret).
+pub const ADMIN_TOKEN_KEY: &str = "admin-user-token";
+
+/// Store key of a federated zone's copy of the Global's bundle (JSON).
+pub const BUNDLE_KEY: &str = "trust-bundle";
+
+/// Validity of a token when the request names none (1 year).
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Validity of the admin user token created on first start (10 years, as Kuma's).
+pub const ADMIN_TOKEN_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Pause between two looks at the store's Meshes when no change woke the authority.
+const MESH_POLL: Duration = Duration::from_secs(2);
+
+/// Store key of the revoked IDs of `kind` (one per line).
+pub fn revocations_key(kind: TokenKind) -> String {
+    format!("{}-token-revocations", kind.as_str())
+}
+
+/// Who may do what without a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessPolicy {
+    /// Callers from a loopback address without a token act as the admin (Kuma's
+    /// `localhostIsAdmin`, default `true`).
+    pub localhost_is_admin: bool,
+    /// `/metrics` needs a token too (default `false`: scrapers reach it without one).
+    pub metrics_need_token: bool,
+}
+
+impl Default for AccessPolicy {
+    fn default() -> Self {
+        Self {
+            localhost_is_admin: true,
+            metrics_need_token: false,
+        }
+    }
+}
+
+/// The trust state of one CP. Cheap to share (`Arc`).
+#[derive(Debug)]
+pub struct Trust {
+    bundle: watch::Sender<Arc<TrustBundle>>,
+    authority: Option<Authority>,
+    /// Who may do what without a token.
+    pub policy: AccessPolicy,
+}
+
+/// The private side of an issuing CP.
+#[derive(Debug)]
+pub struct Authority {
+    store: Arc<dyn Store>,
+    /// One change at a time (each rewrites a whole key), and the keys as of the last one.
+    issuer: tokio::sync::Mutex<Issuer>,
+}
+
+fn parse_lines(bytes: &[u8]) -> BTreeSet<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The key stored under `purpose`, created now (from `fresh`) when there is none or it was
+/// dropped (an empty value).
+async fn ensure_key(store: &dyn Store, purpose: &str) -> Result<SigningKey, StoreError> {
+    let fresh = SigningKey::generate();
+    let mut bytes = store.signing_key(purpose, fresh.pkcs8().to_vec()).await?;
+    if bytes.is_empty() {
+        store.set_key(purpose, fresh.pkcs8().to_vec()).await?;
+        bytes = fresh.pkcs8().to_vec();
+    }
+    SigningKey::from_pkcs8(&bytes)
+        .map_err(|e| StoreError::Unavailable(format!("signing key {purpose}: {e}")))
+}
+
+impl Trust {
+    /// The trust state of an issuing CP over `store`: keys, revocations and the admin token
+    /// loaded, or created on first start.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read or written.
+    pub async fn authority(
+        store: Arc<dyn Store>,
+        policy: AccessPolicy,
+    ) -> Result<Arc<Self>, StoreError> {
+        let user = ensure_key(&*store, USER_TOKEN_KEY).await?;
+        let mut revoked = umbra_auth::bundle::Revoked::default();
+        for kind in [TokenKind::User, TokenKind::Dataplane] {
+            let bytes = store
+                .signing_key(&revocations_key(kind), Vec::new())
+                .await?;
+            *revoked.of_mut(kind) = parse_lines(&bytes);
+        }
+        let issuer = Issuer {
+            user,
+            dataplane: Default::default(),
+            revoked,
+        };
+        let trust = Arc::new(Self {
+            bundle: watch::channel(Arc::new(issuer.bundle())).0,
+            authority: Some(Authority {
+                store: store.clone(),
+                issuer: tokio::sync::Mutex::new(issuer),
+            }),
+            policy,
+        });
+        trust.sync_meshes().await?;
+        if let Some(auth) = &trust.authority {
+            auth.admin_token().await?;
+        }
+        Ok(trust)
+    }
+
+    /// The trust state of a verifying CP (a federated zone), starting from `bundle` (what it
+    /// kept from the Global, or empty: then no token verifies until the Global's arrives).
+    pub fn verifier(bundle: TrustBundle, policy: AccessPolicy) -> Arc<Self> {
+        Arc::new(Self {
+            bundle: watch::channel(Arc::new(bundle)).0,
+            authority: None,
+            policy,
+        })
+    }
+
+    /// The current bundle.
+    pub fn bundle(&self) -> Arc<TrustBundle> {
+        self.bundle.borrow().clone()
+    }
+
+    /// The bundle now and on every change.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<TrustBundle>> {
+        self.bundle.subscribe()
+    }
+
+    /// `true` on the CP that issues tokens.
+    pub fn is_authority(&self) -> bool {
+        self.authority.is_some()
+    }
+
+    /// Replace the bundle (a federated zone, with the Global's). `false` when unchanged.
+    pub fn replace(&self, bundle: TrustBundle) -> bool {
+        self.bundle.send_if_modified(|b| {
+            if **b == bundle {
+                return false;
+            }
+            *b = Arc::new(bundle);
+            true
+        })
+    }
+
+    fn authority_or_refuse(&self) -> Result<&Authority, ApiError> {
+        self.authority.as_ref().ok_or_else(|| {
+            ApiError::status(
+                axum::http::StatusCode::BAD_REQUEST,
+                "this zone is federated: tokens are issued and revoked on the Global CP",
+            )
+        })
+    }
+
+    async fn publish(&self, issuer: &Issuer) {
+        let bundle = issuer.bundle();
+        self.bundle.send_if_modified(|b| {
+            if **b == bundle {
+                return false;
+            }
+            *b = Arc::new(bundle);
+            true
+        });
+    }
+
+    /// Bring the dataplane-token keys in line with the store's Meshes: a key for every Mesh
+    /// (created when missing), none for a Mesh that is gone (its key is dropped, so its tokens
+    /// stop verifying). Nothing on a verifier.
+    ///
+    /// # Errors
+    /// [`StoreError`]; the keys are unchanged then.
+    pub async fn sync_meshes(&self) -> Result<(), StoreError> {
+        let Some(auth) = &self.authority else {
+            return Ok(());
+        };
+        let meshes: BTreeSet<String> =
+            list_all(&*auth.store, ResourceType::Mesh, None, &Default::default())
+                .await?
+                .into_iter()
+                .map(|s| s.resource.meta.name)
+                .collect();
+        let mut issuer = auth.issuer.lock().await;
+        let gone: Vec<String> = issuer
+            .dataplane
+            .keys()
+            .filter(|m| !meshes.contains(*m))
+            .cloned()
+            .collect();
+        for mesh in gone {
+            auth.store
+                .set_key(&dataplane_token_key(&mesh), Vec::new())
+                .await?;
+            issuer.dataplane.remove(&mesh);
+            tracing::info!(%mesh, "Mesh gone: its dataplane-token signing key is dropped");
+        }
+        for mesh in meshes {
+            if !issuer.dataplane.contains_key(&mesh) {
+                let key = ensure_key(&*auth.store, &dataplane_token_key(&mesh)).await?;
+                issuer.dataplane.insert(mesh, key);
+            }
+        }
+        self.publish(&issuer).await;
+        Ok(())
+    }
+
+    /// Keep the dataplane-token keys in line with the Meshes ([`Trust::sync_meshes`]) on every
+    /// store change (and every 2 s), until `shutdown` turns `true`.
+    pub async fn follow_meshes(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let Some(auth) = &self.authority else {
+            return;
+        };
+        let mut wake = auth.store.subscribe();
+        while !*shutdown.borrow() {
+            if let Err(e) = self.sync_meshes().await {
+                tracing::warn!(error = %e, "cannot bring dataplane-token keys in line with the Meshes; retrying");
+            }
+            tokio::select! {
+                _ = wake.changed() => {}
+                () = tokio::time::sleep(MESH_POLL) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    /// The admin user token (Kuma's `admin-user-token`), created on first call.
+    ///
+    /// # Errors
+    /// [`ApiError`]: on a verifier (400), or the store failed.
+    pub async fn admin_token(&self) -> Result<String, ApiError> {
+        Ok(self.authority_or_refuse()?.admin_token().await?)
+    }
+
+    /// A user token for `req`.
+    ///
+    /// # Errors
+    /// [`ApiError`]: 400 for a bad request or on a verifier.
+    pub async fn issue_user(&self, req: &UserTokenRequest) -> Result<String, ApiError> {
+        let auth = self.authority_or_refuse()?;
+        let valid = validity(req.valid_for.as_deref())?;
+        let issuer = auth.issuer.lock().await;
+        issuer
+            .issue_user(req, valid, umbra_auth::unix_now())
+            .map_err(token_error)
+    }
+
+    /// A dataplane token for `req` (its mesh's key is created now if the Mesh exists and has
+    /// none yet).
+    ///
+    /// # Errors
+    /// [`ApiError`]: 400 for a bad request, a Mesh that does not exist, or on a verifier.
+    pub async fn issue_dataplane(&self, req: &DataplaneTokenRequest) -> Result<String, ApiError> {
+        let auth = self.authority_or_refuse()?;
+        let valid = validity(req.valid_for.as_deref())?;
+        let has_key = auth.issuer.lock().await.dataplane.contains_key(&req.mesh);
+        if !has_key && !req.mesh.is_empty() {
+            self.sync_meshes().await?;
+        }
+        let issuer = auth.issuer.lock().await;
+        issuer
+            .issue_dataplane(req, valid, umbra_auth::unix_now())
+            .map_err(token_error)
+    }
+
+    /// Revoke the token of `kind` with ID `id`: stored durably before this returns, then
+    /// published (every CP and zone refuses it within a moment).
+    ///
+    /// # Errors
+    /// [`ApiError`]: 400 on a verifier, 503 when the store failed (nothing revoked then).
+    pub async fn revoke(&self, kind: TokenKind, id: &str) -> Result<(), ApiError> {
+        let auth = self.authority_or_refuse()?;
+        let mut issuer = auth.issuer.lock().await;
+        if issuer.revoked.of(kind).contains(id) {
+            return Ok(());
+        }
+        let mut all = issuer.revoked.of(kind).clone();
+        all.insert(id.to_owned());
+        let text = all.iter().cloned().collect::<Vec<_>>().join("\n");
+        auth.store
+            .set_key(&revocations_key(kind), text.into_bytes())
+            .await?;
+        *issuer.revoked.of_mut(kind) = all;
+        self.publish(&issuer).await;
+        Ok(())
+    }
+}
+
+impl Authority {
+    /// The admin user token, created (and stored) on first call.
+    async fn admin_token(&self) -> Result<String, StoreError> {
+        let issuer = self.issuer.lock().await;
+        let fresh = issuer
+            .issue_user(
+                &UserTokenRequest {
+                    name: ADMIN_USER.into(),
+                    groups: vec![ADMIN_GROUP.into()],
+                    valid_for: None,
+                },
+                ADMIN_TOKEN_VALIDITY.as_secs(),
+                umbra_auth::unix_now(),
+            )
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let stored = self
+            .store
+            .signing_key(ADMIN_TOKEN_KEY, fresh.into_bytes())
+            .await?;
+        Ok(String::from_utf8_lossy(&stored).into_owned())
+    }
+}
+
+/// A request's `validFor` in seconds ([`DEFAULT_VALIDITY`] when absent).
+fn validity(valid_for: Option<&str>) -> Result<u64, ApiError> {
+    let Some(text) = valid_for else {
+        return Ok(DEFAULT_VALIDITY.as_secs());
+    };
+    let d = umbra_core::duration::Duration::parse(text)
+        .map_err(|e| ApiError::bad_parameter("validFor", e.to_string()))?;
+    if d.is_negative() || d.is_zero() {
+        return Err(ApiError::bad_parameter("validFor", "must be positive"));
+    }
+    Ok((d.as_nanos().unsigned_abs() / 1_000_000_000).max(1))
+}
+
+/// A token error as an API error (400 with the field for a bad request).
+pub fn token_error(e: TokenError) -> ApiError {
+    match e {
+        TokenError::BadRequest { field, reason } => ApiError::bad_parameter(field, reason),
+        other => ApiError::status(axum::http::StatusCode::UNAUTHORIZED, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use umbra_core::resource::Resource;
+    use umbra_store::memory::MemoryStore;
+
+    fn mesh(name: &str) -> Resource {
+        Resource::from_bytes(format!("type: Mesh\nname: {name}\n").as_bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_authority_keeps_its_keys_and_follows_the_meshes() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store.put(mesh("default"), None, None).await.unwrap();
+        let trust = Trust::authority(store.clone(), AccessPolicy::default())
+            .await
+            .unwrap();
+        let admin = trust.admin_token().await.unwrap();
+        assert_eq!(trust.admin_token().await.unwrap(), admin, "created once");
+        let p = trust
+            .bundle()
+            .verify_user(&admin, umbra_auth::unix_now())
+            .unwrap();
+        assert!(p.is_admin());
+        // A restart over the same store verifies the same tokens.
+        let again = Trust::authority(store.clone(), AccessPolicy::default())
+            .await
+            .unwrap();
+        assert!(again
+            .bundle()
+            .verify_user(&admin, umbra_auth::unix_now())
+            .is_ok());
+        let req = DataplaneTokenRequest {
+            mesh: "default".into(),
+            name: "web-1".into(),
+            ..Default::default()
+        };
+        let dp = trust.issue_dataplane(&req).await.unwrap();
+        assert!(again
+            .bundle()
+            .verify_dataplane(&dp, umbra_auth::unix_now())
+            .is_ok());
+        // A Mesh that does not exist has no key.
+        let err = trust
+            .issue_dataplane(&DataplaneTokenRequest {
+                mesh: "nope".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.status.as_u16(), 400);
+        // A new Mesh gets a key on issuance; a deleted one loses it.
+        store.put(mesh("second"), None, None).await.unwrap();
+        let t2 = trust
+            .issue_dataplane(&DataplaneTokenRequest {
+                mesh: "second".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(trust
+            .bundle()
+            .verify_dataplane(&t2, umbra_auth::unix_now())
+            .is_ok());
+        store
+            .delete(&umbra_store::mesh_key("second"), None)
+            .await
+            .unwrap();
+        trust.sync_meshes().await.unwrap();
+        assert!(trust
+            .bundle()
+            .verify_dataplane(&t2, umbra_auth::unix_now())
+            .is_err());
+        // Recreated, it gets a new key: the old token stays dead.
+        store.put(mesh("second"), None, None).await.unwrap();
+        trust.sync_meshes().await.unwrap();
+        assert!(trust
+            .bundle()
+            .verify_dataplane(&t2, umbra_auth::unix_now())
+            .is_err());
+    }
+
+    #[tokio::test]
+    async fn revocations_are_durable_and_published() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let trust = Trust::authority(store.clone(), AccessPolicy::default())
+            .await
+            .unwrap();
+        let t = trust
+            .issue_user(&UserTokenRequest {
+                name: "alice".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut rx = trust.subscribe();
+        rx.borrow_and_update();
+        let id =
+            umbra_auth::token::token_id(&t, TokenKind::User, &trust.bundle().user_keys).unwrap();
+        trust.revoke(TokenKind::User, &id).await.unwrap();
+        assert!(
+            rx.has_changed().unwrap(),
+            "a revocation publishes a new bundle"
+        );
+        assert!(trust
+            .bundle()
+            .verify_user(&t, umbra_auth::unix_now())
+            .is_err());
+        let again = Trust::authority(store, AccessPolicy::default())
+            .await
+            .unwrap();
+        assert!(again
+            .bundle()
+            .verify_user(&t, umbra_auth::unix_now())
+            .is_err());
+        // A verifier cannot issue or revoke.
+        let v = Trust::verifier(trust.bundle().as_ref().clone(), AccessPolicy::default());
+        assert!(v.issue_user(&UserTokenRequest::default()).await.is_err());
+        assert!(v.revoke(TokenKind::User, "ab").await.is_err());
+        assert!(v.bundle().verify_user(&t, umbra_auth::unix_now()).is_err());
+    }
+}

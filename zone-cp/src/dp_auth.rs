@@ -1,0 +1,239 @@
+//! Who may open an ADS stream for which DPP (issue 15; Kuma 2.7's `pkg/xds/auth` with
+//! `dpServer.authn.dpProxy.type: dpToken`).
+//!
+//! Envoy sends its dataplane token as gRPC initial metadata `authorization` (what kuma-dp's
+//! bootstrap configures; a `Bearer ` prefix is accepted too). A stream is served only when the
+//! token verifies with the zone's [`Trust`] bundle (the Global's keys in a federated zone) and
+//! binds the DPP the node id names: same mesh, same name when the token has one, and when it
+//! has tags, the DPP's tags (from its `dataplane.resource` node metadata, else the stored
+//! Dataplane) carry only values the token allows. Anything else ends the stream with
+//! `Unauthenticated` (no or bad token) or `PermissionDenied` (a token for another DPP) before
+//! a single resource, so a DPP's configuration and its SDS secrets go only to a stream
+//! authenticated as that DPP.
+//!
+//! The token is checked again on every request of the stream and whenever the bundle changes
+//! (a revocation), and the stream ends when the token expires.
+//!
+//! `--dp-auth none` turns this off for development; the zone logs a warning at start and on
+//! every stream.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tonic::Status;
+use umbra_api::trust::Trust;
+use umbra_auth::DataplaneIdentity;
+use umbra_core::dataplane::{DataplaneSpec, DpKey};
+
+/// Metadata key carrying the dataplane token (kuma-dp's).
+pub const AUTHORIZATION: &str = "authorization";
+
+/// How DPPs authenticate on ADS (`--dp-auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DpAuth {
+    /// A dataplane token on every stream (Kuma's `dpToken`, the default).
+    #[default]
+    #[value(name = "dpToken")]
+    DpToken,
+    /// No authentication: any client may ask for any DPP's configuration (development only).
+    #[value(name = "none")]
+    None,
+}
+
+/// The checks of one zone.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The mode.
+    pub mode: DpAuth,
+    /// Keys and revocations.
+    pub trust: Arc<Trust>,
+}
+
+/// Tag → values of a Dataplane: every inbound's tags and the gateway's (Kuma's `TagSet`).
+pub fn tag_set(spec: &DataplaneSpec) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let gateway = spec.networking.gateway.iter().map(|g| &g.tags);
+    for tags in spec
+        .networking
+        .inbound
+        .iter()
+        .map(|i| &i.tags)
+        .chain(gateway)
+    {
+        for (k, v) in tags {
+            out.entry(k.clone()).or_default().insert(v.clone());
+        }
+    }
+    out
+}
+
+/// The token in a stream's metadata, `Bearer ` prefix removed.
+pub fn credential(metadata: &tonic::metadata::MetadataMap) -> Option<String> {
+    let v = metadata.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let token = v
+        .strip_prefix("Bearer ")
+        .or_else(|| v.strip_prefix("bearer "))
+        .unwrap_or(v)
+        .trim();
+    (!token.is_empty()).then(|| token.to_owned())
+}
+
+impl Gate {
+    /// A gate that lets everything through (tests of other layers).
+    pub fn open() -> Self {
+        Self {
+            mode: DpAuth::None,
+            trust: Trust::verifier(Default::default(), Default::default()),
+        }
+    }
+
+    /// Check that `token` may serve `key`, whose Dataplane is `dp` when known. `Ok(None)`
+    /// with `--dp-auth none`; otherwise the identity (for its expiry).
+    ///
+    /// # Errors
+    /// `Unauthenticated` for a missing, malformed, forged, expired or revoked token;
+    /// `PermissionDenied` for a token bound to another DPP, mesh, type or tags.
+    pub fn check(
+        &self,
+        token: Option<&str>,
+        key: &DpKey,
+        dp: Option<&DataplaneSpec>,
+    ) -> Result<Option<DataplaneIdentity>, Status> {
+        if self.mode == DpAuth::None {
+            return Ok(None);
+        }
+        let token = token.ok_or_else(|| {
+            Status::unauthenticated(format!(
+                "dataplane {}/{}: no dataplane token (send it as gRPC metadata `authorization`, as kuma-dp's bootstrap does; `umbractl generate dataplane-token`)",
+                key.mesh, key.name
+            ))
+        })?;
+        let id = self
+            .trust
+            .bundle()
+            .verify_dataplane(token, umbra_auth::unix_now())
+            .map_err(|e| {
+                Status::unauthenticated(format!("dataplane {}/{}: {e}", key.mesh, key.name))
+            })?;
+        let tags = dp.map(tag_set);
+        id.authorizes(&key.mesh, &key.name, "dataplane", tags.as_ref())
+            .map_err(|why| {
+                Status::permission_denied(format!(
+                    "dataplane {}/{}: the token does not allow it: {why}",
+                    key.mesh, key.name
+                ))
+            })?;
+        Ok(Some(id))
+    }
+
+    /// Check again an open stream's token (expiry, revocation). `Ok` with `--dp-auth none`.
+    ///
+    /// # Errors
+    /// `Unauthenticated` with the reason.
+    pub fn recheck(&self, token: Option<&str>, key: &DpKey) -> Result<(), Status> {
+        if self.mode == DpAuth::None {
+            return Ok(());
+        }
+        let token = token.unwrap_or_default();
+        self.trust
+            .bundle()
+            .verify_dataplane(token, umbra_auth::unix_now())
+            .map(|_| ())
+            .map_err(|e| {
+                Status::unauthenticated(format!("dataplane {}/{}: {e}", key.mesh, key.name))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use umbra_auth::issuer::DataplaneTokenRequest;
+    use umbra_core::resource::Resource;
+
+    fn dp(tags: &str) -> DataplaneSpec {
+        let r = Resource::from_bytes(
+            format!("type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {tags}\n").as_bytes(),
+        )
+        .unwrap();
+        r.as_dataplane().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn tokens_bind_streams_to_their_dpp() {
+        let store: Arc<dyn umbra_store::Store> = Arc::new(umbra_store::memory::MemoryStore::new());
+        store
+            .put(
+                Resource::from_bytes(b"type: Mesh\nname: default\n").unwrap(),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        let trust = Trust::authority(store, Default::default()).await.unwrap();
+        let gate = Gate {
+            mode: DpAuth::DpToken,
+            trust: trust.clone(),
+        };
+        let key = DpKey::new("default", "web-1");
+        let issue = |name: &str, tags: &[(&str, &str)]| {
+            let trust = trust.clone();
+            let req = DataplaneTokenRequest {
+                mesh: "default".into(),
+                name: name.into(),
+                tags: tags
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), [(*v).to_owned()].into()))
+                    .collect(),
+                ..Default::default()
+            };
+            async move { trust.issue_dataplane(&req).await.unwrap() }
+        };
+        let own = issue("web-1", &[]).await;
+        let other = issue("web-2", &[]).await;
+        assert!(gate.check(Some(&own), &key, None).is_ok());
+        assert_eq!(
+            gate.check(None, &key, None).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            gate.check(Some("forged.token.here"), &key, None)
+                .unwrap_err()
+                .code(),
+            tonic::Code::Unauthenticated
+        );
+        let denied = gate.check(Some(&other), &key, None).unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert!(!denied.message().contains(&other), "never echo a token");
+        // Tag-bound tokens check the DPP's tags.
+        let web = issue("", &[("kuma.io/service", "web")]).await;
+        let spec = dp("{kuma.io/service: web}");
+        assert!(gate.check(Some(&web), &key, Some(&spec)).is_ok());
+        let spec = dp("{kuma.io/service: db}");
+        assert_eq!(
+            gate.check(Some(&web), &key, Some(&spec))
+                .unwrap_err()
+                .code(),
+            tonic::Code::PermissionDenied
+        );
+        // Revoked: refused on the next check.
+        let id = umbra_auth::token::token_id(
+            &own,
+            umbra_auth::TokenKind::Dataplane,
+            trust
+                .bundle()
+                .keys(umbra_auth::TokenKind::Dataplane, "default"),
+        )
+        .unwrap();
+        trust
+            .revoke(umbra_auth::TokenKind::Dataplane, &id)
+            .await
+            .unwrap();
+        assert_eq!(
+            gate.recheck(Some(&own), &key).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        // `none` lets anything through.
+        assert!(Gate::open().check(None, &key, None).unwrap().is_none());
+    }
+}

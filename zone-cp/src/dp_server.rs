@@ -1,0 +1,187 @@
+//! The data-plane server (issue 15; Kuma 2.7's `pkg/dp-server`): one port serving ADS (gRPC)
+//! and the kuma-dp bootstrap endpoint (`POST /bootstrap`, [`crate::bootstrap`]) over TLS.
+//!
+//! The certificate is the operator's (`--dp-server-tls-cert-file`/`--dp-server-tls-key-file`)
+//! or one the zone issues at start from its own CA: a self-signed ECDSA P-256 root created on
+//! first start and kept in the zone's store (durable with `--data-dir`, so DPPs keep trusting
+//! it across restarts), the server certificate carrying the names of `--dp-server-hostname`
+//! (default `localhost`), `127.0.0.1`, `::1` and the bind address. The CA certificate is what
+//! DPPs verify the server with: kuma-dp's `--ca-cert-file`, the zone API's
+//! `GET /dp-server/ca.pem`, and the Envoy bootstraps the zone hands out.
+
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use serde::{Deserialize, Serialize};
+use umbra_store::{Store, StoreError};
+
+/// Store key of the zone's data-plane-server CA (JSON `{"certPem", "keyPem"}`).
+pub const CA_KEY: &str = "dp-server-ca";
+
+/// Lifetime of the generated CA (10 years).
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Lifetime of a generated server certificate (1 year; a new one is issued on every start).
+pub const SERVER_CERT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The TLS material of the data-plane server. `Debug` never shows the key.
+#[derive(Clone)]
+pub struct DpServerTls {
+    /// PEM CA certificate DPPs trust.
+    pub ca_pem: String,
+    /// PEM server certificate chain.
+    pub cert_pem: String,
+    /// PEM private key of the server certificate.
+    pub key_pem: String,
+    /// A name the certificate is valid for (the SNI Envoy bootstraps use).
+    pub server_name: String,
+}
+
+impl std::fmt::Debug for DpServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DpServerTls {{ server_name: {:?}, .. }}",
+            self.server_name
+        )
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredCa {
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn offset(t: SystemTime) -> time::OffsetDateTime {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("data-plane server CA: {what}: {e}"))
+}
+
+fn new_ca(zone: &str) -> Result<StoredCa, StoreError> {
+    let now = SystemTime::now();
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "Umbra");
+    dn.push(DnType::CommonName, format!("{zone} data-plane server CA"));
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params.not_before = offset(now - Duration::from_secs(300));
+    params.not_after = offset(now + CA_VALIDITY);
+    let key = KeyPair::generate().map_err(|e| fail("key", e))?;
+    let cert = params.self_signed(&key).map_err(|e| fail("self-sign", e))?;
+    Ok(StoredCa {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// The zone's CA (created and stored on first call) and a fresh server certificate it signs
+/// for `hostnames` (DNS names or IP addresses; the first is the server name).
+///
+/// # Errors
+/// [`StoreError`] when the store fails or holds an unreadable CA.
+pub async fn generated(
+    store: &dyn Store,
+    zone: &str,
+    hostnames: &[String],
+) -> Result<DpServerTls, StoreError> {
+    let fresh = serde_json::to_vec(&new_ca(zone)?).map_err(|e| fail("encode", e))?;
+    let bytes = store.signing_key(CA_KEY, fresh).await?;
+    let ca: StoredCa = serde_json::from_slice(&bytes).map_err(|e| fail("decode", e))?;
+    let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(|e| fail("key", e))?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(|e| fail("cert", e))?;
+    let now = SystemTime::now();
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(
+        DnType::CommonName,
+        hostnames.first().cloned().unwrap_or_default(),
+    );
+    params.distinguished_name = dn;
+    params.subject_alt_names = hostnames
+        .iter()
+        .map(|h| match h.parse::<IpAddr>() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => h
+                .clone()
+                .try_into()
+                .map(SanType::DnsName)
+                .map_err(|e| fail("hostname", e)),
+        })
+        .collect::<Result<_, _>>()?;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = offset(now - Duration::from_secs(300));
+    params.not_after = offset(now + SERVER_CERT_VALIDITY);
+    let key = KeyPair::generate().map_err(|e| fail("server key", e))?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(|e| fail("server cert", e))?;
+    Ok(DpServerTls {
+        ca_pem: ca.cert_pem,
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        server_name: hostnames
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "localhost".into()),
+    })
+}
+
+/// The names a generated certificate carries: `hostname` first, then `localhost`,
+/// `127.0.0.1`, `::1` and `bind` when it is a specific address.
+pub fn certificate_names(hostname: &str, bind: IpAddr) -> Vec<String> {
+    let mut out = vec![hostname.to_owned()];
+    for extra in ["localhost".to_owned(), "127.0.0.1".into(), "::1".into()]
+        .into_iter()
+        .chain((!bind.is_unspecified()).then(|| bind.to_string()))
+    {
+        if !out.contains(&extra) {
+            out.push(extra);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_ca_is_kept_and_signs_a_new_server_certificate_each_start() {
+        let store = umbra_store::memory::MemoryStore::new();
+        let names = certificate_names("zone-1-cp", "0.0.0.0".parse().unwrap());
+        assert_eq!(names, ["zone-1-cp", "localhost", "127.0.0.1", "::1"]);
+        let a = generated(&store, "zone-1", &names).await.unwrap();
+        let b = generated(&store, "zone-1", &names).await.unwrap();
+        assert_eq!(a.ca_pem, b.ca_pem, "the CA is created once");
+        assert_ne!(a.cert_pem, b.cert_pem);
+        assert_eq!(a.server_name, "zone-1-cp");
+        assert!(!format!("{a:?}").contains("PRIVATE KEY"));
+        // That the server certificate chains to the CA is checked by real Envoy over TLS in
+        // the e2e tests (tests/tests/trust.rs).
+    }
+}
