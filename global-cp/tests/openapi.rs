@@ -20,6 +20,10 @@ fn app() -> axum::Router {
         trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
     })
+    // As if every request came from loopback (the admin by default).
+    .layer(axum::Extension(axum::extract::ConnectInfo(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 40000)),
+    )))
 }
 
 #[test]

@@ -408,9 +408,10 @@ async fn session(
     }
 }
 
-/// Versions of the Meshes and policies the store holds, per type URL.
+/// Versions of the Meshes, policies and trust bundle the store holds, per type URL (what
+/// the zone sends as `initial_resource_versions`, so a reconnect receives only changes).
 fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVersions> {
-    types
+    let mut held: BTreeMap<String, ResourceVersions> = types
         .iter()
         .filter_map(|t| Some((t, ResourceType::from_name(t)?)))
         .map(|(t, ty)| {
@@ -427,7 +428,15 @@ fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVe
                 .collect();
             (t.clone(), versions)
         })
-        .collect()
+        .collect();
+    if let Some(bundle) = store.trust_bundle() {
+        let version = Item::from_doc(&serde_json::to_value(&bundle).unwrap_or_default()).version;
+        held.insert(
+            TRUST_BUNDLE_TYPE.to_owned(),
+            [(TRUST_BUNDLE_NAME.to_owned(), version)].into_iter().collect(),
+        );
+    }
+    held
 }
 
 /// `umbra_kds_sync_lag_seconds{type}`: from the resource's `modificationTime` (set by the
