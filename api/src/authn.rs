@@ -8,8 +8,9 @@
 //! - A request without a token from a loopback address is the admin when
 //!   [`AccessPolicy::localhost_is_admin`] (the default, as Kuma's `localhostIsAdmin`); from
 //!   anywhere else it gets a 401 saying how to authenticate.
-//! - [`Access::Open`]: `/healthz`, `/ready` and the index `/` (product and version only), and
-//!   `/metrics` unless [`AccessPolicy::metrics_need_token`].
+//! - [`Access::Open`]: `/healthz`, `/ready`, the index `/` (product and version only) and
+//!   `/openapi.yaml` (the static API document), and `/metrics` unless
+//!   [`AccessPolicy::metrics_need_token`].
 //! - [`Access::Admin`]: token issuance and revocation (`/tokens/...`) and secrets
 //!   (`/global-secrets/...`): a user outside `mesh-system:admin` gets a 403.
 //! - [`Access::Loopback`]: the admin user token (`/global-secrets/admin-user-token`), only to
@@ -48,7 +49,7 @@ pub enum Access {
 pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
     let _ = method;
     match path {
-        "/healthz" | "/ready" | "/" => Access::Open,
+        "/healthz" | "/ready" | "/" | "/openapi.yaml" => Access::Open,
         "/metrics" if !policy.metrics_need_token => Access::Open,
         "/global-secrets/admin-user-token" => Access::Loopback,
         p if p == "/tokens" || p.starts_with("/tokens/") => Access::Admin,

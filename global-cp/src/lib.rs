@@ -69,7 +69,7 @@ pub struct Args {
     #[arg(long, env = "UMBRA_KDS_TLS_KEY_FILE", requires = "kds_tls_cert_file")]
     pub kds_tls_key_file: Option<std::path::PathBuf>,
     /// API callers on a loopback address without a token act as the admin (Kuma's
-    /// `localhostIsAdmin`). With `false`, every call but `/`, `/healthz`, `/ready` (and
+    /// `localhostIsAdmin`). With `false`, every call but `/`, `/openapi.yaml`, `/healthz`, `/ready` (and
     /// `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
     #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
     pub localhost_is_admin: bool,

@@ -433,7 +433,9 @@ fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVe
         let version = Item::from_doc(&serde_json::to_value(&bundle).unwrap_or_default()).version;
         held.insert(
             TRUST_BUNDLE_TYPE.to_owned(),
-            [(TRUST_BUNDLE_NAME.to_owned(), version)].into_iter().collect(),
+            [(TRUST_BUNDLE_NAME.to_owned(), version)]
+                .into_iter()
+                .collect(),
         );
     }
     held
