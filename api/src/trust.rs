@@ -232,9 +232,11 @@ impl Trust {
             tracing::info!(%mesh, "Mesh gone: its dataplane-token signing key is dropped");
         }
         for mesh in meshes {
-            if !issuer.dataplane.contains_key(&mesh) {
-                let key = ensure_key(&*auth.store, &dataplane_token_key(&mesh)).await?;
-                issuer.dataplane.insert(mesh, key);
+            if let std::collections::btree_map::Entry::Vacant(slot) =
+                issuer.dataplane.entry(mesh)
+            {
+                let key = ensure_key(&*auth.store, &dataplane_token_key(slot.key())).await?;
+                slot.insert(key);
             }
         }
         self.publish(&issuer).await;

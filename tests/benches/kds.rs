@@ -90,6 +90,7 @@ async fn start_zone(
         address: format!("http://{}", global.kds),
         token: umbra_zone_cp::kds::TokenSource::Value(token.into()),
         ca_pem: None,
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
     };
     tokio::spawn(umbra_zone_cp::kds::run(
         config,
