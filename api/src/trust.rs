@@ -232,9 +232,7 @@ impl Trust {
             tracing::info!(%mesh, "Mesh gone: its dataplane-token signing key is dropped");
         }
         for mesh in meshes {
-            if let std::collections::btree_map::Entry::Vacant(slot) =
-                issuer.dataplane.entry(mesh)
-            {
+            if let std::collections::btree_map::Entry::Vacant(slot) = issuer.dataplane.entry(mesh) {
                 let key = ensure_key(&*auth.store, &dataplane_token_key(slot.key())).await?;
                 slot.insert(key);
             }

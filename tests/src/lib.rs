@@ -256,8 +256,41 @@ impl Envoy {
                 "loadAssignment": {"clusterName": "ads_cluster", "endpoints": [{"lbEndpoints": [{"endpoint": {"address": {"socketAddress": {"address": ads.ip().to_string(), "portValue": ads.port()}}}}]}]}
             }]}
         });
-        let path = dir.join("bootstrap.json");
-        std::fs::write(&path, serde_json::to_vec_pretty(&bootstrap)?)?;
+        Self::run(
+            binary,
+            admin,
+            dir,
+            "bootstrap.json",
+            &serde_json::to_vec_pretty(&bootstrap)?,
+        )
+    }
+
+    /// Start Envoy `binary` with the bootstrap `config` (YAML or JSON, e.g. the answer of a
+    /// zone's `POST /bootstrap`) whose admin listens on `admin`.
+    pub fn from_bootstrap(
+        binary: &str,
+        name: &str,
+        config: &[u8],
+        admin: SocketAddr,
+    ) -> anyhow::Result<Envoy> {
+        let dir = std::env::temp_dir().join(format!(
+            "umbra-e2e-{}-{name}-{}",
+            std::process::id(),
+            admin.port()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Self::run(binary, admin, dir, "bootstrap.yaml", config)
+    }
+
+    fn run(
+        binary: &str,
+        admin: SocketAddr,
+        dir: PathBuf,
+        file: &str,
+        config: &[u8],
+    ) -> anyhow::Result<Envoy> {
+        let path = dir.join(file);
+        std::fs::write(&path, config)?;
         let log = std::fs::File::create(dir.join("envoy.log"))?;
         let child = Command::new(binary)
             .arg("-c")
@@ -412,6 +445,69 @@ fn dechunk(s: &str) -> String {
         rest = tail[n..].trim_start_matches("\r\n");
     }
     out
+}
+
+/// `POST path` with a JSON `body` to `addr` over TLS (HTTP/1.1, no ALPN, as a minimal client),
+/// verifying the server as `server_name` with the PEM CA `ca_pem`: status, headers (lower-case
+/// names) and body.
+///
+/// # Errors
+/// A TLS or connection failure (an unverifiable certificate among them), a 10 s timeout.
+pub async fn https_post(
+    addr: SocketAddr,
+    server_name: &str,
+    ca_pem: &str,
+    path: &str,
+    body: &str,
+) -> anyhow::Result<(u16, Vec<(String, String)>, String)> {
+    use rustls_pki_types::pem::PemObject as _;
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = rustls_pki_types::ServerName::try_from(server_name.to_owned())?;
+    let fut = async {
+        let tcp = TcpStream::connect(addr).await?;
+        let mut tls = connector.connect(name, tcp).await?;
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nhost: {server_name}:{}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            addr.port(),
+            body.len()
+        );
+        tls.write_all(req.as_bytes()).await?;
+        let mut raw = Vec::new();
+        // The server may end TLS without close_notify after `connection: close`.
+        let _ = tls.read_to_end(&mut raw).await;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let mut lines = head.lines();
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no HTTP status in {head:?}"))?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        let body = if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_owned()
+        };
+        anyhow::Ok((status, headers, body))
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut).await?
 }
 
 /// Poll `GET /` on `addr` until it answers `status` or `timeout` passes.

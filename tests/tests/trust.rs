@@ -519,3 +519,108 @@ async fn ads_serves_a_dpp_only_to_its_own_token_over_tls() -> anyhow::Result<()>
     assert_eq!(s, 200);
     zone.stop().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kuma_dp_bootstrap_endpoint_starts_a_real_envoy() -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    zone.apply("/meshes/default", MESH).await?;
+    let dp = zone.dp_server().await?;
+    // The backend: registered on the zone, its Envoy started the test harness's way.
+    let (backend_app, backend_in, frontend_in, outbound, admin) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let _app = umbra_e2e::http_app(backend_app, "hello from backend", Duration::ZERO).await?;
+    zone.apply(
+        "/meshes/default/dataplanes/backend",
+        &umbra_e2e::dataplane_yaml("backend", "backend", backend_in, backend_app, None),
+    )
+    .await?;
+    let _backend = Envoy::start(&envoy, "default", "backend", &dp).await?;
+
+    // The frontend as kuma-dp 2.7 starts it: its Dataplane and token in a bootstrap request.
+    let frontend = umbra_e2e::dataplane_yaml(
+        "frontend",
+        "frontend",
+        frontend_in,
+        free_port(),
+        Some((outbound, "backend")),
+    );
+    let token = dp.token("default", "frontend").await?;
+    let request = |token: &str, name: &str, resource: &str| {
+        serde_json::json!({
+            "mesh": "default", "name": name, "proxyType": "dataplane", "adminPort": admin,
+            "dataplaneToken": token, "dataplaneResource": resource,
+            "version": {"kumaDp": {"version": "2.7.29", "gitTag": "2.7.29"}, "envoy": {"version": "1.30.2", "kumaDpCompatible": true}},
+            "caCert": "", "dynamicMetadata": {}, "operatingSystem": "linux", "features": ["feature-tcp-accesslog-via-named-pipe"],
+            "resources": {"maxHeapSizeBytes": 0}, "workdir": "/tmp/kuma-dp", "metricsResources": {},
+        })
+        .to_string()
+    };
+    let post = |body: String| {
+        let ca = dp.ca_pem.clone();
+        async move { umbra_e2e::https_post(dp.addr, "localhost", &ca, "/bootstrap", &body).await }
+    };
+    // Refusals first: no token, another DPP's token, a broken body, an unknown DPP.
+    let (s, _, body) = post(request("", "frontend", &frontend)).await?;
+    assert_eq!(s, 401, "{body}");
+    let (s, _, body) = post(request(
+        &dp.token("default", "backend").await?,
+        "frontend",
+        &frontend,
+    ))
+    .await?;
+    assert_eq!(s, 403, "{body}");
+    let (s, _, body) = post(r#"{"mesh": "default", "proxyType": "gateway"}"#.to_owned()).await?;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("name") && body.contains("proxyType"),
+        "{body}"
+    );
+    let ghost = dp.token("default", "ghost").await?;
+    let (s, _, body) = post(request(&ghost, "ghost", "")).await?;
+    assert_eq!(s, 404, "{body}");
+
+    // The real thing.
+    let (s, headers, body) = post(request(&token, "frontend", &frontend)).await?;
+    assert_eq!(s, 200, "{body}");
+    assert!(
+        headers.contains(&("kuma-bootstrap-version".into(), "3".into())),
+        "{headers:?}"
+    );
+    let answer: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(
+        answer["kumaSidecarConfiguration"]["networking"]["address"],
+        "127.0.0.1"
+    );
+    let config = base64::engine::general_purpose::STANDARD
+        .decode(answer["bootstrap"].as_str().unwrap_or_default())?;
+    let admin_addr: std::net::SocketAddr = format!("127.0.0.1:{admin}").parse()?;
+    let proxy = Envoy::from_bootstrap(&envoy, "frontend", &config, admin_addr)?;
+    // Envoy registers the frontend from the bootstrap's node metadata and gets its config.
+    let acked = wait_until(Duration::from_secs(30), || async {
+        umbra_e2e::dataplane_acked(zone.api, "frontend").await
+    })
+    .await;
+    assert!(
+        acked.is_ok(),
+        "the bootstrapped Envoy never ACKed:\n{}",
+        proxy.log_tail()
+    );
+    let out: std::net::SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
+    let ok = umbra_e2e::wait_for_status(out, 200, Duration::from_secs(20)).await;
+    assert!(
+        ok.is_ok(),
+        "no traffic through the bootstrapped Envoy:\n{}",
+        proxy.log_tail()
+    );
+    zone.stop().await
+}

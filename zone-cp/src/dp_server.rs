@@ -185,3 +185,133 @@ mod tests {
         // the e2e tests (tests/tests/trust.rs).
     }
 }
+
+/// What the bootstrap endpoint needs.
+#[derive(Debug, Clone)]
+pub struct BootstrapState {
+    /// The zone store (the DPP's Dataplane when kuma-dp sends none).
+    pub store: crate::store::Store,
+    /// Dataplane-token checks ([`crate::dp_auth`]).
+    pub gate: crate::dp_auth::Gate,
+    /// The CA DPPs trust (put in bootstraps when kuma-dp sends no `caCert`).
+    pub ca_pem: String,
+    /// The data-plane server's port (when the request's `Host` names none).
+    pub port: u16,
+}
+
+/// The HTTP routes of the data-plane server: `POST /bootstrap`.
+pub fn router(state: BootstrapState) -> axum::Router {
+    axum::Router::new()
+        .route("/bootstrap", axum::routing::post(bootstrap))
+        .with_state(state)
+}
+
+/// `(host, port)` of a `Host` header value (`name`, `name:port`, `[v6]:port`).
+fn split_host(host: &str, default_port: u16) -> (String, u16) {
+    if let Some(rest) = host.strip_prefix('[') {
+        if let Some((ip, tail)) = rest.split_once(']') {
+            let port = tail.strip_prefix(':').and_then(|p| p.parse().ok());
+            return (ip.to_owned(), port.unwrap_or(default_port));
+        }
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h.to_owned(), p.parse().unwrap_or(default_port)),
+        _ => (host.to_owned(), default_port),
+    }
+}
+
+/// `POST /bootstrap` (kuma-dp 2.7's request and answer, [`crate::bootstrap`]): checks the
+/// request (400 with the fields), the dataplane token (401, or 403 for a token bound to
+/// another DPP), finds the Dataplane (the request's, else the zone's; 404 when neither) and
+/// answers the Envoy bootstrap that reaches ADS at the address this request came to.
+async fn bootstrap(
+    axum::extract::State(st): axum::extract::State<BootstrapState>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<axum::response::Response, umbra_api::error::ApiError> {
+    use axum::response::IntoResponse as _;
+    use umbra_api::error::ApiError;
+    let req: crate::bootstrap::BootstrapRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_parameter(
+            "body",
+            format!("expected kuma-dp's bootstrap request (JSON): {e}"),
+        )
+    })?;
+    let carried = req.validate().map_err(|e| {
+        let mut err = ApiError::bad_parameter(
+            e.0.first().map_or("body", |(f, _)| f.as_str()),
+            e.to_string(),
+        );
+        err.detail = e.to_string();
+        err
+    })?;
+    let key = umbra_core::dataplane::DpKey::new(req.mesh.as_str(), req.name.as_str());
+    let dataplane = carried.or_else(|| {
+        st.store
+            .get(&umbra_core::resource::ResourceKey::dataplane(
+                req.mesh.as_str(),
+                req.name.clone(),
+            ))
+            .map(|s| s.resource)
+    });
+    let token = (!req.dataplane_token.trim().is_empty()).then(|| req.dataplane_token.trim());
+    st.gate
+        .check(token, &key, dataplane.as_ref().and_then(|d| d.as_dataplane()))
+        .map_err(|status| {
+            let code = if status.code() == tonic::Code::PermissionDenied {
+                axum::http::StatusCode::FORBIDDEN
+            } else {
+                axum::http::StatusCode::UNAUTHORIZED
+            };
+            tracing::warn!(mesh = %key.mesh, dataplane = %key.name, reason = %status.message(), "bootstrap refused");
+            ApiError::status(code, status.message())
+        })?;
+    let dataplane = dataplane.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "Dataplane {}/{} not found: create it on the zone first, or send it in the request (kuma-dp run --dataplane-file)",
+            key.mesh, key.name
+        ))
+    })?;
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| uri.authority().map(|a| a.as_str().to_owned()))
+        .unwrap_or_else(|| "localhost".into());
+    let (ads_host, ads_port) = split_host(&host, st.port);
+    let answer = crate::bootstrap::generate(
+        &req,
+        &dataplane,
+        &crate::bootstrap::BootstrapParams {
+            ads_host,
+            ads_port,
+            ca_pem: st.ca_pem.clone(),
+        },
+    );
+    tracing::info!(mesh = %key.mesh, dataplane = %key.name, "bootstrap served");
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "application/json"),
+            (
+                axum::http::HeaderName::from_static(crate::bootstrap::VERSION_HEADER),
+                "3",
+            ),
+        ],
+        axum::Json(answer),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::split_host;
+
+    #[test]
+    fn host_headers_split() {
+        assert_eq!(split_host("zone-1-cp:5678", 1), ("zone-1-cp".into(), 5678));
+        assert_eq!(split_host("zone-1-cp", 1), ("zone-1-cp".into(), 1));
+        assert_eq!(split_host("[::1]:5678", 1), ("::1".into(), 5678));
+        assert_eq!(split_host("127.0.0.1:9", 1), ("127.0.0.1".into(), 9));
+    }
+}

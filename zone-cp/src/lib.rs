@@ -11,6 +11,7 @@
 
 pub mod ads;
 pub mod api;
+pub mod bootstrap;
 pub mod ca;
 pub mod dp_auth;
 pub mod dp_server;
@@ -262,14 +263,15 @@ pub async fn run(
         mode: args.dp_auth,
         trust,
     };
+    let bootstrap = dp_server::router(dp_server::BootstrapState {
+        store: store.clone(),
+        gate: gate.clone(),
+        ca_pem: tls.ca_pem.clone(),
+        port: ads_listener.local_addr()?.port(),
+    });
     let ads = ads::Ads::new(store, reconciler, insights, stop_rx.clone())
         .with_gate(gate)
-        .listen(
-            ads_listener,
-            Some(&tls),
-            axum::Router::new(),
-            stop_rx.clone(),
-        );
+        .listen(ads_listener, Some(&tls), bootstrap, stop_rx.clone());
     let (a, b) = tokio::join!(api, ads);
     a?;
     b?;

@@ -1,0 +1,460 @@
+//! The kuma-dp bootstrap contract, free of IO (issue 15; Kuma 2.7's
+//! `pkg/xds/bootstrap/types` and its template): the request kuma-dp sends to
+//! `POST /bootstrap` on the data-plane server, the answer it expects, and the Envoy bootstrap
+//! the zone generates for it ([`generate`]).
+//!
+//! The Envoy bootstrap (YAML, as Kuma's) names the DPP `<mesh>.<name>` (node id), carries the
+//! Dataplane in node metadata (`dataplane.resource`) when kuma-dp sent one, reaches ADS at the
+//! address kuma-dp reached the bootstrap endpoint by (the request's `Host`), over TLS verified
+//! with the CA kuma-dp gave (`caCert`) or the zone's own, and sends the dataplane token as gRPC
+//! initial metadata `authorization` on every ADS stream.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use umbra_core::resource::{Resource, ResourceType};
+
+/// Envoy admin port when the request names none (kuma-dp's default).
+pub const DEFAULT_ADMIN_PORT: u32 = 9901;
+
+/// Response header naming the bootstrap version (Kuma's `kuma-bootstrap-version`).
+pub const VERSION_HEADER: &str = "kuma-bootstrap-version";
+
+/// kuma-dp's version block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Version {
+    /// kuma-dp's own version.
+    #[serde(default)]
+    pub kuma_dp: Value,
+    /// The Envoy it runs.
+    #[serde(default)]
+    pub envoy: Value,
+}
+
+/// `POST /bootstrap` body, as kuma-dp 2.7 sends it. Unknown fields are ignored (kuma-dp
+/// versions add some); `Debug` never shows the token.
+#[derive(Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapRequest {
+    /// The mesh (required).
+    #[serde(default)]
+    pub mesh: String,
+    /// The DPP name (required).
+    #[serde(default)]
+    pub name: String,
+    /// `dataplane` (default), `ingress` or `egress`.
+    #[serde(default)]
+    pub proxy_type: String,
+    /// Envoy admin port (default [`DEFAULT_ADMIN_PORT`]).
+    #[serde(default)]
+    pub admin_port: u32,
+    /// The dataplane token.
+    #[serde(default)]
+    pub dataplane_token: String,
+    /// The Dataplane, YAML or JSON in universal format (kuma-dp's `--dataplane-file`).
+    #[serde(default)]
+    pub dataplane_resource: String,
+    /// kuma-dp's and Envoy's versions.
+    #[serde(default)]
+    pub version: Version,
+    /// PEM CA kuma-dp verified the control plane with (its `--ca-cert-file`).
+    #[serde(default)]
+    pub ca_cert: String,
+    /// Extra node metadata.
+    #[serde(default)]
+    pub dynamic_metadata: BTreeMap<String, String>,
+    /// Features kuma-dp supports.
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+impl std::fmt::Debug for BootstrapRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapRequest")
+            .field("mesh", &self.mesh)
+            .field("name", &self.name)
+            .field("proxy_type", &self.proxy_type)
+            .field("admin_port", &self.admin_port)
+            .field(
+                "dataplane_token",
+                &if self.dataplane_token.is_empty() {
+                    ""
+                } else {
+                    "<redacted>"
+                },
+            )
+            .field("dataplane_resource", &!self.dataplane_resource.is_empty())
+            .finish_non_exhaustive()
+    }
+}
+
+/// kuma-dp's view of the sidecar (Kuma's `KumaSidecarConfiguration`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KumaSidecarConfiguration {
+    /// Networking.
+    pub networking: NetworkingConfiguration,
+    /// Metrics.
+    pub metrics: MetricsConfiguration,
+}
+
+/// Networking part of [`KumaSidecarConfiguration`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingConfiguration {
+    /// The Dataplane uses transparent proxying.
+    pub is_using_transparent_proxy: bool,
+    /// CoreDNS template (Go `[]byte`: base64); Umbra has no DNS, so empty.
+    #[serde(serialize_with = "go_bytes")]
+    pub corefile_template: Vec<u8>,
+    /// The Dataplane's address.
+    pub address: String,
+}
+
+/// Metrics part of [`KumaSidecarConfiguration`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MetricsConfiguration {
+    /// Metrics kuma-dp aggregates (none).
+    pub aggregate: Vec<Value>,
+}
+
+/// `POST /bootstrap` answer: the Envoy bootstrap (YAML bytes, base64 in JSON as Go encodes
+/// `[]byte`) and kuma-dp's sidecar configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapResponse {
+    /// The Envoy bootstrap, YAML.
+    #[serde(serialize_with = "go_bytes")]
+    pub bootstrap: Vec<u8>,
+    /// kuma-dp's part.
+    pub kuma_sidecar_configuration: KumaSidecarConfiguration,
+}
+
+/// Go's `encoding/json` form of `[]byte`: standard base64 with padding.
+fn go_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// What the zone adds to a request to build the bootstrap.
+#[derive(Debug, Clone)]
+pub struct BootstrapParams {
+    /// Host Envoy reaches ADS by (the bootstrap request's `Host`), a name or an IP.
+    pub ads_host: String,
+    /// ADS port.
+    pub ads_port: u16,
+    /// PEM CA that signed the data-plane server's certificate (used when the request carries
+    /// no `caCert`).
+    pub ca_pem: String,
+}
+
+/// A request that cannot be served: `(field, reason)` pairs (fields as in the request JSON).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid bootstrap request: {}", .0.iter().map(|(f, r)| format!("{f}: {r}")).collect::<Vec<_>>().join("; "))]
+pub struct BootstrapError(pub Vec<(String, String)>);
+
+impl BootstrapRequest {
+    /// Check the request: mesh and name present, a proxy type Umbra serves, and a Dataplane,
+    /// when given, that is valid and names the same mesh and DPP. Returns that Dataplane.
+    ///
+    /// # Errors
+    /// [`BootstrapError`] with every problem.
+    pub fn validate(&self) -> Result<Option<Resource>, BootstrapError> {
+        let mut errors = Vec::new();
+        let mut err = |f: &str, r: String| errors.push((f.to_owned(), r));
+        if self.mesh.is_empty() {
+            err("mesh", "required".into());
+        }
+        if self.name.is_empty() {
+            err("name", "required".into());
+        }
+        match self.proxy_type.as_str() {
+            "" | "dataplane" => {}
+            "ingress" | "egress" => err(
+                "proxyType",
+                format!(
+                    "{:?} proxies are not served by Umbra yet (only dataplane)",
+                    self.proxy_type
+                ),
+            ),
+            other => err(
+                "proxyType",
+                format!("{other:?} is not one of dataplane, ingress, egress"),
+            ),
+        }
+        if self.admin_port > u32::from(u16::MAX) {
+            err("adminPort", format!("{} is not a port", self.admin_port));
+        }
+        let mut dataplane = None;
+        if !self.dataplane_resource.is_empty() {
+            match Resource::from_bytes(self.dataplane_resource.as_bytes()) {
+                Err(e) => err("dataplaneResource", e.to_string()),
+                Ok(r) if r.ty() != ResourceType::Dataplane => {
+                    err(
+                        "dataplaneResource",
+                        format!("is a {}, not a Dataplane", r.ty()),
+                    );
+                }
+                Ok(r) if r.meta.mesh != self.mesh || r.meta.name != self.name => err(
+                    "dataplaneResource",
+                    format!(
+                        "is Dataplane {}/{}, not {}/{} (the request's mesh and name)",
+                        r.meta.mesh, r.meta.name, self.mesh, self.name
+                    ),
+                ),
+                Ok(r) => {
+                    let violations = r.validate();
+                    if violations.has_violations() {
+                        err("dataplaneResource", violations.to_string());
+                    } else {
+                        dataplane = Some(r);
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(dataplane)
+        } else {
+            Err(BootstrapError(errors))
+        }
+    }
+}
+
+/// The answer to `req` for the DPP whose Dataplane is `dataplane` (the request's, or the one
+/// the zone holds): the Envoy bootstrap and kuma-dp's sidecar configuration.
+pub fn generate(
+    req: &BootstrapRequest,
+    dataplane: &Resource,
+    params: &BootstrapParams,
+) -> BootstrapResponse {
+    let admin_port = if req.admin_port == 0 {
+        DEFAULT_ADMIN_PORT
+    } else {
+        req.admin_port
+    };
+    let spec = dataplane.as_dataplane();
+    let service = spec
+        .and_then(|d| d.networking.inbound.first())
+        .map(|i| i.service().to_owned())
+        .or_else(|| {
+            spec.and_then(|d| d.networking.gateway.as_ref())
+                .and_then(|g| g.tags.get(umbra_core::target_ref::SERVICE_TAG).cloned())
+        })
+        .unwrap_or_else(|| req.name.clone());
+    let mut metadata = serde_json::Map::new();
+    for (k, v) in &req.dynamic_metadata {
+        metadata.insert(k.clone(), json!(v));
+    }
+    if !req.dataplane_resource.is_empty() {
+        metadata.insert("dataplane.resource".into(), json!(req.dataplane_resource));
+    }
+    metadata.insert("dataplane.admin.port".into(), json!(admin_port.to_string()));
+    metadata.insert("dataplane.admin.address".into(), json!("127.0.0.1"));
+    metadata.insert("version".into(), json!(req.version));
+    if !req.features.is_empty() {
+        metadata.insert("features".into(), json!(req.features));
+    }
+    let mut grpc_service = json!({"envoy_grpc": {"cluster_name": "ads_cluster"}});
+    if !req.dataplane_token.is_empty() {
+        grpc_service["initial_metadata"] =
+            json!([{"key": "authorization", "value": req.dataplane_token.trim()}]);
+    }
+    let ca = if req.ca_cert.trim().is_empty() {
+        &params.ca_pem
+    } else {
+        &req.ca_cert
+    };
+    let is_ip = params.ads_host.parse::<std::net::IpAddr>().is_ok();
+    let bootstrap = json!({
+        "node": {
+            "id": format!("{}.{}", req.mesh, req.name),
+            "cluster": service,
+            "metadata": metadata,
+        },
+        "admin": {
+            "address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}},
+        },
+        "dynamic_resources": {
+            "ads_config": {
+                "api_type": "GRPC",
+                "transport_api_version": "V3",
+                "set_node_on_first_message_only": true,
+                "grpc_services": [grpc_service],
+            },
+            "cds_config": {"ads": {}, "resource_api_version": "V3"},
+            "lds_config": {"ads": {}, "resource_api_version": "V3"},
+        },
+        "static_resources": {
+            "clusters": [{
+                "name": "ads_cluster",
+                "type": if is_ip { "STATIC" } else { "STRICT_DNS" },
+                // A name such as `localhost` may resolve to ::1 first while the zone listens
+                // on IPv4.
+                "dns_lookup_family": "V4_PREFERRED",
+                "connect_timeout": "1s",
+                "typed_extension_protocol_options": {
+                    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                        "explicit_http_config": {"http2_protocol_options": {
+                            "connection_keepalive": {"interval": "60s", "timeout": "10s"},
+                        }},
+                    },
+                },
+                "upstream_connection_options": {"tcp_keepalive": {"keepalive_probes": 3, "keepalive_time": 10, "keepalive_interval": 10}},
+                "transport_socket": {
+                    "name": "envoy.transport_sockets.tls",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                        "sni": params.ads_host,
+                        "common_tls_context": {
+                            "alpn_protocols": ["h2"],
+                            "validation_context": {
+                                "trusted_ca": {"inline_string": ca},
+                                "match_typed_subject_alt_names": [{
+                                    "san_type": if is_ip { "IP_ADDRESS" } else { "DNS" },
+                                    "matcher": {"exact": params.ads_host},
+                                }],
+                            },
+                        },
+                    },
+                },
+                "load_assignment": {
+                    "cluster_name": "ads_cluster",
+                    "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {
+                        "address": params.ads_host,
+                        "port_value": params.ads_port,
+                    }}}}]}],
+                },
+            }],
+        },
+    });
+    BootstrapResponse {
+        bootstrap: umbra_core::codec::encode_yaml(&bootstrap).into_bytes(),
+        kuma_sidecar_configuration: KumaSidecarConfiguration {
+            networking: NetworkingConfiguration {
+                is_using_transparent_proxy: spec
+                    .is_some_and(|d| d.networking.transparent_proxying.is_some()),
+                corefile_template: Vec::new(),
+                address: spec
+                    .map(|d| d.networking.address.clone())
+                    .unwrap_or_default(),
+            },
+            metrics: MetricsConfiguration::default(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DP: &str = "type: Dataplane\nmesh: default\nname: web-1\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: 8080\n    servicePort: 18080\n    tags: {kuma.io/service: web}\n";
+
+    fn request(extra: Value) -> BootstrapRequest {
+        let mut v = json!({
+            "mesh": "default", "name": "web-1", "proxyType": "dataplane",
+            "dataplaneToken": "tok.en.sig", "dataplaneResource": DP, "adminPort": 9902,
+            "version": {"kumaDp": {"version": "2.7.29"}, "envoy": {"version": "1.30.0", "kumaDpCompatible": true}},
+            "operatingSystem": "linux", "workdir": "/tmp", "metricsResources": {"cpu": 1},
+        });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn kuma_dp_requests_parse_with_unknown_fields_and_never_show_the_token() {
+        let req = request(json!({"someFutureField": [1, 2]}));
+        assert_eq!(req.mesh, "default");
+        assert_eq!(req.admin_port, 9902);
+        let dbg = format!("{req:?}");
+        assert!(
+            !dbg.contains("tok.en.sig") && dbg.contains("<redacted>"),
+            "{dbg}"
+        );
+        assert!(req.validate().unwrap().is_some());
+    }
+
+    #[test]
+    fn invalid_requests_name_every_field() {
+        let req: BootstrapRequest = serde_json::from_value(
+            json!({"proxyType": "gateway", "dataplaneResource": "type: Mesh\nname: x\n"}),
+        )
+        .unwrap();
+        let e = req.validate().unwrap_err();
+        let fields: Vec<&str> = e.0.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["mesh", "name", "proxyType", "dataplaneResource"]);
+        let other = request(json!({"name": "web-2"}));
+        let e = other.validate().unwrap_err();
+        assert!(e.0[0].1.contains("not default/web-2"), "{e}");
+        let ingress = request(json!({"proxyType": "ingress"}));
+        assert!(ingress
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("not served"));
+    }
+
+    #[test]
+    fn the_answer_is_base64_yaml_with_the_token_and_the_ca() {
+        let req = request(json!({}));
+        let dp = req.validate().unwrap().unwrap();
+        let params = BootstrapParams {
+            ads_host: "zone-1-cp".into(),
+            ads_port: 5678,
+            ca_pem: "-----BEGIN CERTIFICATE-----\nzone\n-----END CERTIFICATE-----\n".into(),
+        };
+        let resp = generate(&req, &dp, &params);
+        let json = serde_json::to_value(&resp).unwrap();
+        let b64 = json["bootstrap"].as_str().unwrap();
+        let yaml = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        let doc = umbra_core::codec::decode_one(&yaml, Default::default()).unwrap();
+        assert_eq!(doc["node"]["id"], "default.web-1");
+        assert_eq!(doc["node"]["cluster"], "web");
+        assert_eq!(doc["node"]["metadata"]["dataplane.resource"], DP);
+        let grpc = &doc["dynamic_resources"]["ads_config"]["grpc_services"][0];
+        assert_eq!(grpc["initial_metadata"][0]["value"], "tok.en.sig");
+        let cluster = &doc["static_resources"]["clusters"][0];
+        assert_eq!(cluster["type"], "STRICT_DNS");
+        let tls = &cluster["transport_socket"]["typed_config"];
+        assert_eq!(tls["sni"], "zone-1-cp");
+        assert_eq!(
+            tls["common_tls_context"]["validation_context"]["trusted_ca"]["inline_string"],
+            params.ca_pem.as_str(),
+            "the zone's CA when kuma-dp gave none"
+        );
+        assert_eq!(
+            doc["admin"]["address"]["socket_address"]["port_value"],
+            9902
+        );
+        assert_eq!(
+            json["kumaSidecarConfiguration"]["networking"]["address"],
+            "127.0.0.1"
+        );
+        assert_eq!(
+            json["kumaSidecarConfiguration"]["networking"]["corefileTemplate"],
+            ""
+        );
+        assert_eq!(
+            json["kumaSidecarConfiguration"]["metrics"]["aggregate"],
+            json!([])
+        );
+        // kuma-dp's own CA wins over the zone's.
+        let own = request(
+            json!({"caCert": "-----BEGIN CERTIFICATE-----\nown\n-----END CERTIFICATE-----\n"}),
+        );
+        let doc = umbra_core::codec::decode_one(
+            &generate(&own, &dp, &params).bootstrap,
+            Default::default(),
+        )
+        .unwrap();
+        let ca = &doc["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]
+            ["common_tls_context"]["validation_context"]["trusted_ca"]["inline_string"];
+        assert!(ca.as_str().unwrap().contains("own"), "{ca}");
+    }
+}
