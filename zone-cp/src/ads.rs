@@ -214,33 +214,39 @@ impl Ads {
     }
 
     /// Serve ADS on `listener`, with the HTTP routes of `http` (the bootstrap endpoint) on the
-    /// same port, over TLS with `tls` ([`crate::dp_server`]), until `stop` turns `true`, then
-    /// drain.
+    /// same port, over TLS with `tls` ([`crate::dp_server::tls_incoming`]: ALPN `h2` and
+    /// `http/1.1`), until `stop` turns `true`, then drain.
     ///
     /// # Errors
-    /// An unusable certificate or a failure of the accept loop.
+    /// An unusable certificate or a failure of the server.
     pub async fn listen(
         self,
         listener: tokio::net::TcpListener,
         tls: Option<&crate::dp_server::DpServerTls>,
         http: axum::Router,
         stop: tokio::sync::watch::Receiver<bool>,
-    ) -> Result<(), tonic::transport::Error> {
-        // HTTP/1.1 too: a bootstrap client without ALPN (TLS negotiates h2 when offered).
+    ) -> anyhow::Result<()> {
+        // HTTP/1.1 too: a bootstrap client that does not speak HTTP/2.
         let mut builder = tonic::transport::Server::builder().accept_http1(true);
-        if let Some(t) = tls {
-            builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(
-                tonic::transport::Identity::from_pem(&t.cert_pem, &t.key_pem),
-            ))?;
-        }
         let routes = tonic::service::Routes::from(http).add_service(self.into_server());
-        builder
-            .add_routes(routes)
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                umbra_api::process::stopped(stop),
-            )
-            .await
+        let router = builder.add_routes(routes);
+        match tls {
+            Some(t) => {
+                let incoming = crate::dp_server::tls_incoming(listener, t, stop.clone())?;
+                router
+                    .serve_with_incoming_shutdown(incoming, umbra_api::process::stopped(stop))
+                    .await?;
+            }
+            None => {
+                router
+                    .serve_with_incoming_shutdown(
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                        umbra_api::process::stopped(stop),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// A stream ended.

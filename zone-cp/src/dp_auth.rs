@@ -104,7 +104,7 @@ impl Gate {
         }
         let token = token.ok_or_else(|| {
             Status::unauthenticated(format!(
-                "dataplane {}/{}: no dataplane token (send it as gRPC metadata `authorization`, as kuma-dp's bootstrap does; `umbractl generate dataplane-token`)",
+                "dataplane {}/{}: no dataplane token (kuma-dp sends it as `dataplaneToken` in its bootstrap request, Envoy as gRPC metadata `authorization`; `umbractl generate dataplane-token`)",
                 key.mesh, key.name
             ))
         })?;

@@ -186,6 +186,82 @@ mod tests {
     }
 }
 
+/// Longest a TLS handshake may take before the connection is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshaken connections waiting for the server (bounded; the accept loop waits when full).
+const ACCEPT_QUEUE: usize = 64;
+
+/// A TLS server configuration for `tls` offering ALPN `h2` (Envoy's ADS, Go's kuma-dp) and
+/// `http/1.1` (a bootstrap client without HTTP/2).
+///
+/// # Errors
+/// An unreadable certificate chain or key.
+pub fn server_config(tls: &DpServerTls) -> anyhow::Result<tokio_rustls::rustls::ServerConfig> {
+    use rustls_pki_types::pem::PemObject as _;
+    let chain = rustls_pki_types::CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("data-plane server certificate: {e}"))?;
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes())
+        .map_err(|e| anyhow::anyhow!("data-plane server key: {e}"))?;
+    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(
+        std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()),
+    )
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// TLS connections accepted on `listener` with `tls`, each handshake on its own task (bounded
+/// by [`HANDSHAKE_TIMEOUT`]; a failed one is logged and dropped), until `stop` turns `true`.
+///
+/// # Errors
+/// An unusable certificate ([`server_config`]).
+pub fn tls_incoming(
+    listener: tokio::net::TcpListener,
+    tls: &DpServerTls,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<
+    tokio_stream::wrappers::ReceiverStream<
+        std::io::Result<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+    >,
+> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server_config(tls)?));
+    let (tx, rx) = tokio::sync::mpsc::channel(ACCEPT_QUEUE);
+    tokio::spawn(async move {
+        let stopped = umbra_api::process::stopped(stop);
+        tokio::pin!(stopped);
+        loop {
+            let (tcp, peer) = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "data-plane server: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                () = &mut stopped => return,
+            };
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::info!(%peer, error = %e, "data-plane server: TLS handshake failed")
+                    }
+                    Err(_) => tracing::info!(%peer, "data-plane server: TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
 /// What the bootstrap endpoint needs.
 #[derive(Debug, Clone)]
 pub struct BootstrapState {
