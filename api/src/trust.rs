@@ -339,8 +339,15 @@ impl Authority {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let stored = self
             .store
-            .signing_key(ADMIN_TOKEN_KEY, fresh.into_bytes())
+            .signing_key(ADMIN_TOKEN_KEY, fresh.clone().into_bytes())
             .await?;
+        if stored.is_empty() {
+            // An emptied key is no token: make one.
+            self.store
+                .set_key(ADMIN_TOKEN_KEY, fresh.clone().into_bytes())
+                .await?;
+            return Ok(fresh);
+        }
         Ok(String::from_utf8_lossy(&stored).into_owned())
     }
 }

@@ -1,10 +1,17 @@
-//! umbractl: the Umbra command line. It talks to a control plane's REST API
-//! (`--api-url`, default the Global's `http://127.0.0.1:5681`).
+//! umbractl: the Umbra command line. It talks to a control plane's REST API: `--api-url` and
+//! `--auth-token` (`UMBRA_API_URL`, `UMBRA_AUTH_TOKEN`; the token goes as `Authorization:
+//! Bearer`), else the current context of the config file ([`config`]), else the Global's
+//! `http://127.0.0.1:5681` without a token.
 //!
 //! Commands:
 //! - `apply -f FILE|-`, `get <type> [name]`, `delete <type> <name>` ([`resources`]);
 //! - `generate zone-token --zone <name> [--valid-for <duration>]` asks the Global for a zone
-//!   token (`POST /tokens/zone`, issue 5) and prints it;
+//!   token (`POST /tokens/zone`, issue 5) and prints it; `generate user-token --name <n>
+//!   [--group <g>]... [--valid-for <d>]` and `generate dataplane-token --mesh <m> [--name <n>]
+//!   [--tag k=v]... [--type dataplane|ingress|egress] [--valid-for <d>]` likewise (admin only,
+//!   [`tokens`]);
+//! - `config control-planes add|list|switch|remove` keeps named control planes (address,
+//!   token, CA) in the config file ([`config`], kumactl's contexts);
 //! - `inspect dataplane <name> -m <mesh> --config-dump|--rules [--shadow] [--diff]` shows a
 //!   DPP's config or rules (transition seed 000), the diff rendered per resource with old and
 //!   new values ([`diff`]);
@@ -18,14 +25,17 @@
 //! Exit status ([`CliError::exit_code`]), for scripts:
 //! - `0` success;
 //! - `1` the control plane refused the request (a 4xx other than 404: invalid resource,
-//!   conflict, read-only); the server's detail and every `{field, reason}` are printed;
+//!   conflict, read-only, 401 without a valid token, 403 without the group); the server's
+//!   detail and every `{field, reason}` are printed;
 //! - `2` bad usage or invalid local input (unreadable file, invalid YAML or resource): nothing
 //!   was sent;
 //! - `3` the control plane is unreachable, timed out or failed (5xx);
 //! - `4` not found (404).
 
+pub mod config;
 pub mod diff;
 pub mod resources;
+pub mod tokens;
 
 use std::time::Duration;
 
@@ -35,14 +45,15 @@ use serde_json::Value;
 #[derive(Debug, clap::Parser)]
 #[command(name = "umbractl", about = "Umbra command line")]
 pub struct Cli {
-    /// Control plane API URL.
-    #[arg(
-        long,
-        env = "UMBRA_API_URL",
-        default_value = "http://127.0.0.1:5681",
-        global = true
-    )]
-    pub api_url: String,
+    /// Control plane API URL (default: the current context's, else `http://127.0.0.1:5681`).
+    #[arg(long, env = "UMBRA_API_URL", global = true)]
+    pub api_url: Option<String>,
+    /// User token sent as `Authorization: Bearer` (default: the current context's).
+    #[arg(long, env = "UMBRA_AUTH_TOKEN", hide_env_values = true, global = true)]
+    pub auth_token: Option<String>,
+    /// The contexts file (default `$UMBRA_CONFIG`, else `~/.config/umbra/umbractl.yaml`).
+    #[arg(long, global = true)]
+    pub config_file: Option<std::path::PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -91,6 +102,12 @@ pub enum Command {
         /// What to inspect.
         #[command(subcommand)]
         what: Inspect,
+    },
+    /// umbractl's own configuration (contexts).
+    Config {
+        /// What to configure.
+        #[command(subcommand)]
+        what: tokens::ConfigCommand,
     },
 }
 
@@ -155,6 +172,12 @@ pub enum Inspect {
     },
 }
 
+/// The command line once the address is resolved.
+struct ResolvedCli {
+    api_url: String,
+    command: Command,
+}
+
 /// Things `generate` makes.
 #[derive(Debug, clap::Subcommand)]
 pub enum Generate {
@@ -164,6 +187,36 @@ pub enum Generate {
         #[arg(long)]
         zone: String,
         /// Validity, as a Go duration (`24h`, `8760h`); the Global's default is one year.
+        #[arg(long)]
+        valid_for: Option<String>,
+    },
+    /// A user token (admin only): a name and groups; `mesh-system:admin` makes an admin.
+    UserToken {
+        /// User name.
+        #[arg(long)]
+        name: String,
+        /// Group (repeatable).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// Validity (`24h`); the default is one year.
+        #[arg(long)]
+        valid_for: Option<String>,
+    },
+    /// A dataplane token (admin only), bound to a mesh and a DPP name and/or tags.
+    DataplaneToken {
+        /// Mesh.
+        #[arg(long, short)]
+        mesh: String,
+        /// DPP name (without it: any DPP of the mesh carrying the tags).
+        #[arg(long)]
+        name: Option<String>,
+        /// `key=value` (repeatable; a key repeated allows several values).
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// Proxy type: dataplane (default), ingress, egress.
+        #[arg(long = "type")]
+        proxy_type: Option<String>,
+        /// Validity (`24h`); the default is one year.
         #[arg(long)]
         valid_for: Option<String>,
     },
@@ -265,6 +318,9 @@ fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> CliError {
         msg.truncate(end);
         msg.push_str(" ...");
     }
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        msg.push_str("\n  (authenticate with --auth-token / UMBRA_AUTH_TOKEN, or a context: umbractl config control-planes add --name <n> --address <url> --auth-token <token>)");
+    }
     if status == reqwest::StatusCode::NOT_FOUND {
         CliError::NotFound(msg)
     } else if status.is_server_error() {
@@ -274,9 +330,32 @@ fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> CliError {
     }
 }
 
+/// The token and CA every request of this process uses (set once by [`run`]).
+static TARGET: std::sync::OnceLock<config::Target> = std::sync::OnceLock::new();
+
 fn client(timeout: Duration) -> Result<reqwest::Client, CliError> {
-    reqwest::Client::builder()
-        .timeout(timeout)
+    let mut builder = reqwest::Client::builder().timeout(timeout);
+    if let Some(target) = TARGET.get() {
+        if let Some(token) = &target.auth_token {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+                    .map_err(|_| {
+                        CliError::Input("the auth token is not a valid header value".into())
+                    })?;
+            value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            builder = builder.default_headers(headers);
+        }
+        if let Some(ca) = &target.ca_cert_file {
+            let pem =
+                std::fs::read(ca).map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
+            let cert = reqwest::Certificate::from_pem(&pem)
+                .map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
         .build()
         .map_err(|e| CliError::Unavailable(format!("cannot build an HTTP client: {e}")))
 }
@@ -506,6 +585,21 @@ fn now() -> i64 {
 /// # Errors
 /// What the command fails with.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config_path = config::path(cli.config_file.as_deref());
+    if let Command::Config { what } = cli.command {
+        return tokens::configure(&config_path?, what).await;
+    }
+    let contexts = match &config_path {
+        Ok(p) => config::Config::load(p)?,
+        Err(_) => config::Config::default(),
+    };
+    let target = config::resolve(cli.api_url.as_deref(), cli.auth_token.as_deref(), &contexts);
+    let api_url = target.api_url.clone();
+    let _ = TARGET.set(target);
+    let cli = ResolvedCli {
+        api_url,
+        command: cli.command,
+    };
     match cli.command {
         Command::Apply { files } => {
             let sources = files
@@ -551,6 +645,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 zone_token(&cli.api_url, &zone, valid_for.as_deref()).await?
             );
         }
+        Command::Generate { what } => {
+            println!("{}", tokens::generate(&cli.api_url, what).await?);
+        }
+        Command::Config { .. } => unreachable!("handled above"),
         Command::Inspect {
             what:
                 Inspect::Dataplane {

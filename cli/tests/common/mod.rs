@@ -18,8 +18,15 @@ pub struct Global {
 }
 
 impl Global {
-    /// Start one on ephemeral loopback ports.
+    /// Start one on ephemeral loopback ports (loopback callers are the admin).
+    #[allow(dead_code)] // not every test file uses it
     pub async fn start() -> Global {
+        Self::start_with(Default::default()).await
+    }
+
+    /// Start one whose API follows `policy`.
+    #[allow(dead_code)] // not every test file uses it
+    pub async fn start_with(policy: umbra_api::trust::AccessPolicy) -> Global {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let kds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -30,7 +37,7 @@ impl Global {
             api,
             kds,
             None,
-            Default::default(),
+            policy,
             async {
                 let _ = rx.await;
             },

@@ -1,0 +1,203 @@
+//! `umbractl generate user-token|dataplane-token` (issue 15; Kuma's `POST /tokens/user` and
+//! `POST /tokens/dataplane`, admin only) and `umbractl config control-planes
+//! add|list|switch|remove` over the contexts file ([`crate::config`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{Config, ControlPlane};
+use crate::{client, send, CliError, Generate};
+
+/// `umbractl config ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ConfigCommand {
+    /// The control planes umbractl knows (kumactl's contexts).
+    ControlPlanes {
+        /// What to do.
+        #[command(subcommand)]
+        what: ControlPlanesCommand,
+    },
+}
+
+/// `umbractl config control-planes ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ControlPlanesCommand {
+    /// Add a control plane and make it current.
+    Add {
+        /// Context name.
+        #[arg(long)]
+        name: String,
+        /// API URL (`http://host:5681`, or `https://` with `--ca-cert-file`).
+        #[arg(long)]
+        address: String,
+        /// User token for it.
+        #[arg(long)]
+        auth_token: Option<String>,
+        /// PEM CA certificate to verify an `https://` address with.
+        #[arg(long)]
+        ca_cert_file: Option<PathBuf>,
+        /// Replace a control plane of the same name.
+        #[arg(long)]
+        overwrite: bool,
+        /// Do not check that the address answers (`GET /`).
+        #[arg(long)]
+        skip_verify: bool,
+    },
+    /// List the control planes (`*` marks the current one; tokens are never shown).
+    List,
+    /// Make another control plane current.
+    Switch {
+        /// Context name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Remove a control plane.
+    Remove {
+        /// Context name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+/// Run a `config` command against the file at `path`.
+///
+/// # Errors
+/// A bad file, an unknown or duplicate name, an address that does not answer.
+pub async fn configure(path: &Path, what: ConfigCommand) -> anyhow::Result<()> {
+    let ConfigCommand::ControlPlanes { what } = what;
+    let mut cfg = Config::load(path)?;
+    match what {
+        ControlPlanesCommand::Add {
+            name,
+            address,
+            auth_token,
+            ca_cert_file,
+            overwrite,
+            skip_verify,
+        } => {
+            let cp = ControlPlane {
+                name: name.clone(),
+                address: address.trim_end_matches('/').to_owned(),
+                auth_token,
+                ca_cert_file,
+            };
+            if !skip_verify {
+                verify(&cp).await?;
+            }
+            cfg.add(cp, overwrite)?;
+            cfg.save(path)?;
+            println!("added control plane {name:?} and switched to it");
+        }
+        ControlPlanesCommand::List => print!("{}", cfg.render()),
+        ControlPlanesCommand::Switch { name } => {
+            cfg.switch(&name)?;
+            cfg.save(path)?;
+            println!("switched to control plane {name:?}");
+        }
+        ControlPlanesCommand::Remove { name } => {
+            cfg.remove(&name)?;
+            cfg.save(path)?;
+            println!("removed control plane {name:?}");
+        }
+    }
+    Ok(())
+}
+
+/// `GET /` answers at the control plane's address (with its CA).
+async fn verify(cp: &ControlPlane) -> Result<(), CliError> {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
+    if let Some(ca) = &cp.ca_cert_file {
+        let pem =
+            std::fs::read(ca).map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
+        builder = builder.add_root_certificate(cert);
+    }
+    let http = builder
+        .build()
+        .map_err(|e| CliError::Unavailable(format!("cannot build an HTTP client: {e}")))?;
+    let url = format!("{}/", cp.address);
+    send(&url, http.get(&url))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.context("the control plane does not answer (--skip-verify adds it anyway)"))
+}
+
+/// `key=value` tags into the API's `{key: [values]}`.
+fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, Vec<String>>, CliError> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in tags {
+        let (k, v) = t
+            .split_once('=')
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+            .ok_or_else(|| CliError::Input(format!("--tag {t:?}: expected key=value")))?;
+        out.entry(k.to_owned()).or_default().push(v.to_owned());
+    }
+    Ok(out)
+}
+
+/// Ask the API at `api_url` for the token `what` describes (not a zone token: see
+/// [`crate::zone_token`]).
+///
+/// # Errors
+/// Bad tags, the API's refusal (403 for a non-admin), an unreachable API.
+pub async fn generate(api_url: &str, what: Generate) -> anyhow::Result<String> {
+    let (path, body) = match what {
+        Generate::UserToken {
+            name,
+            groups,
+            valid_for,
+        } => (
+            "/tokens/user",
+            serde_json::json!({"name": name, "groups": groups, "validFor": valid_for}),
+        ),
+        Generate::DataplaneToken {
+            mesh,
+            name,
+            tags,
+            proxy_type,
+            valid_for,
+        } => (
+            "/tokens/dataplane",
+            serde_json::json!({
+                "mesh": mesh,
+                "name": name.unwrap_or_default(),
+                "tags": parse_tags(&tags)?,
+                "type": proxy_type.unwrap_or_default(),
+                "validFor": valid_for,
+            }),
+        ),
+        Generate::ZoneToken { zone, valid_for } => {
+            return crate::zone_token(api_url, &zone, valid_for.as_deref()).await
+        }
+    };
+    let mut body = body;
+    if let Some(o) = body.as_object_mut() {
+        o.retain(|_, v| !v.is_null());
+    }
+    let url = format!("{}{path}", api_url.trim_end_matches('/'));
+    let request = client(Duration::from_secs(30))?
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    Ok(send(&url, request).await?.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_group_values_by_key() {
+        let t = parse_tags(&[
+            "kuma.io/service=web".into(),
+            "kuma.io/service=api".into(),
+            "v=1".into(),
+        ])
+        .unwrap();
+        assert_eq!(t["kuma.io/service"], ["web", "api"]);
+        assert!(parse_tags(&["novalue".into()]).is_err());
+        assert!(parse_tags(&["=x".into()]).is_err());
+    }
+}
