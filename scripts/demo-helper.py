@@ -6,7 +6,11 @@ prints one line saying what was awaited and exits non-zero.
 
   ports-free ADDR...                    fail (listing them) when any HOST:PORT is taken
   policies SEED OLD_OUT SHADOW_OUT      Mesh + Timeouts, then the shadow MeshTimeouts
-  bootstrap NODE_ID DATAPLANE ADS ADMIN  Envoy bootstrap (JSON) on stdout
+  admin-token URL                       the admin user token a loopback caller may fetch
+  bootstrap ISSUER ZONE ADS NAME DATAPLANE ADMIN
+                                        Envoy bootstrap (YAML) on stdout, as kuma-dp gets it:
+                                        a dataplane token from ISSUER (the Global's API), the
+                                        CA from ZONE's API, then POST https://ADS/bootstrap
   wait-up URL                           until URL answers 200
   wait-total URL N                      until the list at URL has `total` >= N
   wait-zones API ZONE...                until the Global lists every ZONE online
@@ -14,16 +18,20 @@ prints one line saying what was awaited and exits non-zero.
   request URL                           until URL answers 200; prints the body
   changed FILE                          the shadow diff's `totals.changed` (fails when absent)
 
+Requests carry `Authorization: Bearer $UMBRA_AUTH_TOKEN` when it is set.
+
 Waits take --timeout SECONDS (default 30) and --watch NAME=PID (repeatable): they fail at once
 when a watched process has exited.
 """
 
 import argparse
+import base64
 import errno
 import json
 import os
 import re
 import socket
+import ssl
 import sys
 import time
 import urllib.error
@@ -35,10 +43,19 @@ def fail(msg):
     sys.exit(1)
 
 
+def request(url, data=None, headers=None, context=None):
+    """A urllib request with the user token of $UMBRA_AUTH_TOKEN, if any."""
+    headers = dict(headers or {})
+    token = os.environ.get("UMBRA_AUTH_TOKEN")
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    return urllib.request.Request(url, data=data, headers=headers)
+
+
 def http_get(url, timeout=10):
     """(status, text); status 0 when the server cannot be reached."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(request(url), timeout=timeout) as resp:
             return resp.status, resp.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(errors="replace")
@@ -151,49 +168,56 @@ def socket_address(addr):
     return {"socketAddress": {"address": host, "portValue": int(port)}}
 
 
+def post_json(url, body, context=None, timeout=10):
+    """(status, text) of a JSON POST."""
+    req = request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def cmd_admin_token(args):
+    status, text = http_get(args.url.rstrip("/") + "/global-secrets/admin-user-token")
+    if status != 200:
+        fail(f"admin token: {status} {text.strip()}")
+    sys.stdout.write(base64.b64decode(json.loads(text)["data"]).decode() + "\n")
+
+
 def cmd_bootstrap(args):
+    mesh, _, name = args.name.partition(".")
     with open(args.dataplane) as f:
         dataplane = f.read()
-    cluster = args.node_id.split(".", 1)[-1]
-    bootstrap = {
-        "node": {
-            "id": args.node_id,
-            "cluster": cluster,
-            # As kuma-dp does: the zone registers the Dataplane carried here.
-            "metadata": {"dataplane.resource": dataplane},
-        },
-        "admin": {"address": socket_address(args.admin)},
-        "dynamicResources": {
-            "adsConfig": {
-                "apiType": "GRPC",
-                "transportApiVersion": "V3",
-                "grpcServices": [{"envoyGrpc": {"clusterName": "ads_cluster"}}],
-            },
-            "cdsConfig": {"ads": {}, "resourceApiVersion": "V3"},
-            "ldsConfig": {"ads": {}, "resourceApiVersion": "V3"},
-        },
-        "staticResources": {
-            "clusters": [
-                {
-                    "name": "ads_cluster",
-                    "type": "STATIC",
-                    "connectTimeout": "1s",
-                    "typedExtensionProtocolOptions": {
-                        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                            "explicitHttpConfig": {"http2ProtocolOptions": {}},
-                        }
-                    },
-                    "loadAssignment": {
-                        "clusterName": "ads_cluster",
-                        "endpoints": [{"lbEndpoints": [{"endpoint": {"address": socket_address(args.ads)}}]}],
-                    },
-                }
-            ]
-        },
+    status, token = post_json(
+        args.issuer.rstrip("/") + "/tokens/dataplane", {"mesh": mesh, "name": name, "validFor": "24h"}
+    )
+    if status != 200:
+        fail(f"dataplane token for {args.name}: {status} {token.strip()}")
+    status, ca = http_get(args.zone.rstrip("/") + "/dp-server/ca.pem")
+    if status != 200:
+        fail(f"data-plane server CA: {status} {ca.strip()}")
+    context = ssl.create_default_context(cadata=ca)
+    body = {
+        "mesh": mesh,
+        "name": name,
+        "proxyType": "dataplane",
+        "adminPort": int(args.admin.rpartition(":")[2]),
+        "dataplaneToken": token.strip(),
+        "dataplaneResource": dataplane,
+        "caCert": ca,
+        "version": {"kumaDp": {"version": "umbra-demo"}, "envoy": {"kumaDpCompatible": True}},
     }
-    json.dump(bootstrap, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    # kuma-dp's call, token in the body; this request carries no user token.
+    saved = os.environ.pop("UMBRA_AUTH_TOKEN", None)
+    try:
+        status, text = post_json(f"https://{args.ads}/bootstrap", body, context=context)
+    finally:
+        if saved is not None:
+            os.environ["UMBRA_AUTH_TOKEN"] = saved
+    if status != 200:
+        fail(f"POST https://{args.ads}/bootstrap for {args.name}: {status} {text.strip()}")
+    sys.stdout.write(base64.b64decode(json.loads(text)["bootstrap"]).decode())
 
 
 def cmd_wait_up(args):
@@ -291,10 +315,15 @@ def main():
     s.add_argument("old_out")
     s.add_argument("shadow_out")
     s.set_defaults(fn=cmd_policies)
+    s = sub.add_parser("admin-token")
+    s.add_argument("url")
+    s.set_defaults(fn=cmd_admin_token)
     s = sub.add_parser("bootstrap")
-    s.add_argument("node_id")
-    s.add_argument("dataplane")
+    s.add_argument("issuer")
+    s.add_argument("zone")
     s.add_argument("ads")
+    s.add_argument("name")
+    s.add_argument("dataplane")
     s.add_argument("admin")
     s.set_defaults(fn=cmd_bootstrap)
     s = waiting(sub.add_parser("wait-up"))

@@ -267,7 +267,7 @@ pub fn generate(
         &req.ca_cert
     };
     let is_ip = params.ads_host.parse::<std::net::IpAddr>().is_ok();
-    let bootstrap = json!({
+    let mut bootstrap = json!({
         "node": {
             "id": format!("{}.{}", req.mesh, req.name),
             "cluster": service,
@@ -307,7 +307,6 @@ pub fn generate(
                     "name": "envoy.transport_sockets.tls",
                     "typed_config": {
                         "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                        "sni": params.ads_host,
                         "common_tls_context": {
                             "alpn_protocols": ["h2"],
                             "validation_context": {
@@ -330,6 +329,11 @@ pub fn generate(
             }],
         },
     });
+    // SNI only for a name (RFC 6066 has no IP literals); the SAN match checks either.
+    if !is_ip {
+        bootstrap["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]["sni"] =
+            json!(params.ads_host);
+    }
     BootstrapResponse {
         bootstrap: umbra_core::codec::encode_yaml(&bootstrap).into_bytes(),
         kuma_sidecar_configuration: KumaSidecarConfiguration {
