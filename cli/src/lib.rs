@@ -259,13 +259,14 @@ pub enum CliError {
     /// Unreachable, timed out, or a 5xx. Exit 3.
     #[error("{0}")]
     Unavailable(String),
-    /// Any of the above with what was being done. Exits as the inner error.
-    #[error("{context}: {source}")]
+    /// Any of the above with what was being done. Exits as the inner error. (Not named
+    /// `source`: that would make it the error's cause too, and `{:#}` would print it twice.)
+    #[error("{context}: {error}")]
     Context {
         /// What was being done.
         context: String,
         /// The failure.
-        source: Box<CliError>,
+        error: Box<CliError>,
     },
 }
 
@@ -277,7 +278,7 @@ impl CliError {
             CliError::Input(_) => 2,
             CliError::Unavailable(_) => 3,
             CliError::NotFound(_) => 4,
-            CliError::Context { source, .. } => source.exit_code(),
+            CliError::Context { error, .. } => error.exit_code(),
         }
     }
 
@@ -285,7 +286,7 @@ impl CliError {
     pub fn context(self, context: impl Into<String>) -> CliError {
         CliError::Context {
             context: context.into(),
-            source: Box::new(self),
+            error: Box::new(self),
         }
     }
 }
@@ -360,6 +361,22 @@ fn client(timeout: Duration) -> Result<reqwest::Client, CliError> {
         .map_err(|e| CliError::Unavailable(format!("cannot build an HTTP client: {e}")))
 }
 
+/// `e` and its causes (reqwest's own message says only "error sending request"; the cause
+/// says which: refused, an untrusted certificate, a timeout).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// Send `request` (to `url`); the status and body of a 2xx answer, else [`api_error`].
 async fn send_request(
     url: &str,
@@ -368,7 +385,7 @@ async fn send_request(
     let response = request
         .send()
         .await
-        .map_err(|e| CliError::Unavailable(format!("cannot reach {url}: {e}")))?;
+        .map_err(|e| CliError::Unavailable(format!("cannot reach {url}: {}", with_causes(&e))))?;
     let status = response.status();
     let text = response
         .text()
