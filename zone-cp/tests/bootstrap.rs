@@ -1,0 +1,101 @@
+//! The kuma-dp bootstrap the zone hands out: a golden file for a fixed request (any change to
+//! the generated Envoy config shows up in review; `UMBRA_UPDATE_GOLDEN=1` rewrites it), and the
+//! real Envoy accepts it (`envoy --mode validate`) with a CA from the zone's own authority.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use umbra_zone_cp::bootstrap::{generate, BootstrapParams, BootstrapRequest};
+
+const DATAPLANE: &str = "type: Dataplane\nmesh: default\nname: frontend-1\nnetworking:\n  address: 10.77.1.11\n  inbound:\n  - port: 8080\n    servicePort: 18080\n    serviceAddress: 127.0.0.1\n    tags: {kuma.io/service: frontend, kuma.io/protocol: http}\n  outbound:\n  - port: 3001\n    tags: {kuma.io/service: backend}\n";
+
+fn request(ca: &str) -> BootstrapRequest {
+    serde_json::from_value(serde_json::json!({
+        "mesh": "default", "name": "frontend-1", "proxyType": "dataplane", "adminPort": 9901,
+        "dataplaneToken": "header.payload.signature", "dataplaneResource": DATAPLANE,
+        "version": {"kumaDp": {"version": "2.7.29"}, "envoy": {"version": "1.30.2", "kumaDpCompatible": true}},
+        "caCert": ca, "dynamicMetadata": {"team": "web"}, "features": ["feature-bind-outbounds"],
+    }))
+    .unwrap()
+}
+
+fn bootstrap(host: &str, ca: &str) -> Vec<u8> {
+    let req = request(ca);
+    let dp = req.validate().unwrap().unwrap();
+    generate(
+        &req,
+        &dp,
+        &BootstrapParams {
+            ads_host: host.into(),
+            ads_port: 5678,
+            ca_pem: String::new(),
+        },
+    )
+    .bootstrap
+}
+
+#[test]
+fn the_bootstrap_matches_its_golden_file() {
+    let ca = "-----BEGIN CERTIFICATE-----\nMIIB-the-zone-ca\n-----END CERTIFICATE-----\n";
+    let text = String::from_utf8(bootstrap("zone-1-cp", ca)).unwrap();
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/bootstrap/frontend-1.yaml");
+    if std::env::var_os("UMBRA_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UMBRA_UPDATE_GOLDEN=1 creates it)", path.display()));
+    assert_eq!(
+        expected,
+        text,
+        "{} differs (UMBRA_UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
+}
+
+/// `UMBRA_ENVOY`, else `envoy` on `PATH`; `None` (skip) locally without it, a failure in CI.
+fn envoy() -> Option<String> {
+    if let Some(p) = std::env::var_os("UMBRA_ENVOY") {
+        return Some(p.to_string_lossy().into_owned());
+    }
+    let found = Command::new("envoy")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "envoy not found on PATH"
+    );
+    found.then(|| "envoy".to_owned())
+}
+
+#[tokio::test]
+async fn envoy_accepts_the_bootstrap_for_a_name_and_an_ip() {
+    let Some(envoy) = envoy() else {
+        eprintln!("skipping: envoy not installed");
+        return;
+    };
+    let store = umbra_store::memory::MemoryStore::new();
+    let tls = umbra_zone_cp::dp_server::generated(&store, "zone-1", &["zone-1-cp".into()])
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("umbra-bootstrap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for host in ["zone-1-cp", "127.0.0.1"] {
+        let path = dir.join(format!("{host}.yaml"));
+        std::fs::write(&path, bootstrap(host, &tls.ca_pem)).unwrap();
+        let out = Command::new(&envoy)
+            .args(["--mode", "validate", "--log-level", "critical", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{host}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
