@@ -11,8 +11,9 @@
 //! - [`Access::Open`]: `/healthz`, `/ready`, the index `/` (product and version only) and
 //!   `/openapi.yaml` (the static API document), and `/metrics` unless
 //!   [`AccessPolicy::metrics_need_token`].
-//! - [`Access::Admin`]: token issuance and revocation (`/tokens/...`) and secrets
-//!   (`/global-secrets/...`): a user outside `mesh-system:admin` gets a 403.
+//! - [`Access::Admin`]: token issuance and revocation (`/tokens/...`), secrets
+//!   (`/global-secrets/...`) and a zone's `POST /global/accept-store`: a user outside
+//!   `mesh-system:admin` gets a 403.
 //! - [`Access::Loopback`]: the admin user token (`/global-secrets/admin-user-token`), only to
 //!   a loopback caller, whatever its token (Kuma's rule: whoever runs on the CP's host).
 //! - [`Access::Authenticated`]: everything else (resources, inspect, zones).
@@ -54,6 +55,8 @@ pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
         "/global-secrets/admin-user-token" => Access::Loopback,
         p if p == "/tokens" || p.starts_with("/tokens/") => Access::Admin,
         p if p == "/global-secrets" || p.starts_with("/global-secrets/") => Access::Admin,
+        // A zone following a Global whose store changed (its removals apply again).
+        "/global/accept-store" => Access::Admin,
         _ => Access::Authenticated,
     }
 }
@@ -187,6 +190,10 @@ mod tests {
             Access::Loopback
         );
         assert_eq!(access(&get, "/meshes", &p), Access::Authenticated);
+        assert_eq!(
+            access(&Method::POST, "/global/accept-store", &p),
+            Access::Admin
+        );
         assert_eq!(access(&get, "/tokensx", &p), Access::Authenticated);
     }
 }

@@ -12,9 +12,10 @@
 //! ```
 //!
 //! The file is `--config-file`, else `$UMBRA_CONFIG`, else `$XDG_CONFIG_HOME/umbra/umbractl.yaml`,
-//! else `$HOME/.config/umbra/umbractl.yaml`. It holds tokens: it is written with mode 0600 (its
-//! directory 0700), through a temporary file renamed over it, so a crash never leaves half a
-//! file. `list` never prints a token.
+//! else `$HOME/.config/umbra/umbractl.yaml`. It holds tokens: it is written with mode 0600 (a
+//! directory umbractl creates for it, 0700; an existing one keeps its mode), through a
+//! temporary file renamed over it, so a crash never leaves half a file. `list` never prints a
+//! token.
 //!
 //! What a request uses ([`resolve`]): `--api-url`/`UMBRA_API_URL` and
 //! `--auth-token`/`UMBRA_AUTH_TOKEN` when given, else the current context's, else
@@ -144,14 +145,20 @@ impl Config {
             .collect();
         let doc = json!({"currentContext": self.current, "controlPlanes": planes});
         let text = umbra_core::codec::encode_yaml(&doc);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
+        if let Some(dir) = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+        {
+            // Only a directory made here is made private: an existing one (`/tmp`, a home
+            // directory) keeps its mode.
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
             #[cfg(unix)]
             {
-                use std::os::unix::fs::PermissionsExt as _;
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                    .map_err(io)?;
+                use std::os::unix::fs::DirBuilderExt as _;
+                builder.mode(0o700);
             }
+            builder.create(dir).map_err(io)?;
         }
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
         {
@@ -302,6 +309,17 @@ mod tests {
                 .mode()
                 & 0o777;
             assert_eq!(mode, 0o700);
+        }
+        // A file in an existing directory leaves that directory's mode alone.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let open_dir = dir.join("open");
+            std::fs::create_dir_all(&open_dir).unwrap();
+            std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            cfg.save(&open_dir.join("umbractl.yaml")).unwrap();
+            let mode = std::fs::metadata(&open_dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o755, "an existing directory keeps its mode");
         }
         let back = Config::load(&file).unwrap();
         assert_eq!(back, cfg);

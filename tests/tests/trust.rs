@@ -92,27 +92,12 @@ impl Seen {
 }
 
 fn admin_token_of(body: &str) -> String {
-    use std::io::Read as _;
+    use base64::Engine as _;
     let v: serde_json::Value = serde_json::from_str(body).unwrap();
-    let data = v["data"].as_str().unwrap().to_owned();
-    // Standard base64, decoded by hand (no extra dependency for one string).
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut bits = 0u32;
-    let mut n = 0;
-    let mut out = Vec::new();
-    for c in data.bytes().filter(|c| *c != b'=') {
-        let v = alphabet.iter().position(|a| *a == c).unwrap() as u32;
-        bits = (bits << 6) | v;
-        n += 6;
-        if n >= 8 {
-            n -= 8;
-            out.push((bits >> n) as u8);
-            bits &= (1 << n) - 1;
-        }
-    }
-    let mut s = String::new();
-    out.as_slice().read_to_string(&mut s).unwrap();
-    s
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v["data"].as_str().unwrap())
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,12 @@ pub struct BootstrapRequest {
     /// Features kuma-dp supports.
     #[serde(default)]
     pub features: Vec<String>,
+    /// Every other field (`dnsPort`, `emptyDnsPort`, `operatingSystem`, `resources`,
+    /// `workdir`, `accessLogSocketPath`, `metricsResources`, ...): accepted, as Kuma's
+    /// server does, but not acted on (Umbra generates no DNS or metrics listeners); the
+    /// handler logs their names ([`BootstrapRequest::not_acted_on`]).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
 }
 
 impl std::fmt::Debug for BootstrapRequest {
@@ -156,6 +162,17 @@ pub struct BootstrapParams {
 pub struct BootstrapError(pub Vec<(String, String)>);
 
 impl BootstrapRequest {
+    /// Names of the fields kuma-dp sent that the bootstrap does not act on (non-empty ones).
+    pub fn not_acted_on(&self) -> Vec<&str> {
+        self.other
+            .iter()
+            .filter(|(_, v)| {
+                !matches!(v, Value::Null) && **v != json!(0) && **v != json!("") && **v != json!({})
+            })
+            .map(|(k, _)| k.as_str())
+            .collect()
+    }
+
     /// Check the request: mesh and name present, a proxy type Umbra serves, and a Dataplane,
     /// when given, that is valid and names the same mesh and DPP. Returns that Dataplane.
     ///
@@ -380,6 +397,15 @@ mod tests {
             "{dbg}"
         );
         assert!(req.validate().unwrap().is_some());
+        assert_eq!(
+            req.not_acted_on(),
+            [
+                "metricsResources",
+                "operatingSystem",
+                "someFutureField",
+                "workdir"
+            ]
+        );
     }
 
     #[test]

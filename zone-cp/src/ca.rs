@@ -155,7 +155,8 @@ fn issue_err(e: rcgen::Error) -> CaError {
     CaError::Issue(e.to_string())
 }
 
-fn offset(t: SystemTime) -> time::OffsetDateTime {
+/// `t` as a certificate validity bound (rcgen's type); the epoch for a time before it.
+pub(crate) fn offset(t: SystemTime) -> time::OffsetDateTime {
     let secs = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()

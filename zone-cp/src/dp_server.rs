@@ -19,6 +19,8 @@ use rcgen::{
 use serde::{Deserialize, Serialize};
 use umbra_store::{Store, StoreError};
 
+use crate::ca::offset;
+
 /// Store key of the zone's data-plane-server CA (JSON `{"certPem", "keyPem"}`).
 pub const CA_KEY: &str = "dp-server-ca";
 
@@ -56,15 +58,6 @@ impl std::fmt::Debug for DpServerTls {
 struct StoredCa {
     cert_pem: String,
     key_pem: String,
-}
-
-fn offset(t: SystemTime) -> time::OffsetDateTime {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> StoreError {
@@ -365,7 +358,8 @@ async fn bootstrap(
             ca_pem: st.ca_pem.clone(),
         },
     );
-    tracing::info!(mesh = %key.mesh, dataplane = %key.name, "bootstrap served");
+    let ignored = req.not_acted_on();
+    tracing::info!(mesh = %key.mesh, dataplane = %key.name, not_acted_on = ?ignored, "bootstrap served");
     Ok((
         [
             (axum::http::header::CONTENT_TYPE, "application/json"),
