@@ -505,6 +505,8 @@ impl Ads {
             let mut changes = ads.reconciler.subscribe();
             let mut shutdown = ads.shutdown.clone();
             let mut trust = ads.gate.trust.subscribe();
+            // The bundle the token last verified with (none yet: the first request checks).
+            let mut checked = None;
             // Far in the future until a token with an expiry opens the stream.
             let expiry = tokio::time::sleep(std::time::Duration::from_secs(u32::MAX.into()));
             tokio::pin!(expiry);
@@ -533,7 +535,7 @@ impl Ads {
                                 Err(status) => { let _ = tx.send(Err(status)).await; break }
                             },
                             Some(c) => {
-                                if let Err(status) = ads.gate.recheck(token.as_deref(), c.key()) {
+                                if let Err(status) = ads.gate.recheck_since(token.as_deref(), c.key(), &mut checked) {
                                     tracing::warn!(reason = %status.message(), "ADS stream ended: its token no longer verifies");
                                     let _ = tx.send(Err(status)).await;
                                     break;
@@ -559,7 +561,7 @@ impl Ads {
                     }
                     Ok(()) = trust.changed(), if stream.is_some() => {
                         let Some(c) = stream.as_ref() else { continue };
-                        if let Err(status) = ads.gate.recheck(token.as_deref(), c.key()) {
+                        if let Err(status) = ads.gate.recheck_since(token.as_deref(), c.key(), &mut checked) {
                             tracing::warn!(reason = %status.message(), "ADS stream ended: its token was revoked");
                             let _ = tx.send(Err(status)).await;
                             break;

@@ -131,17 +131,36 @@ impl Gate {
     /// # Errors
     /// `Unauthenticated` with the reason.
     pub fn recheck(&self, token: Option<&str>, key: &DpKey) -> Result<(), Status> {
+        self.recheck_since(token, key, &mut None)
+    }
+
+    /// [`Gate::recheck`], skipped when the bundle is the one `checked` last verified the token
+    /// with (bundles are replaced, never changed, so the same `Arc` means no revocation or key
+    /// change since; expiry ends the stream on its own timer). Every ADS request calls this,
+    /// so an unchanged bundle costs a pointer comparison instead of a signature check.
+    ///
+    /// # Errors
+    /// `Unauthenticated` with the reason.
+    pub fn recheck_since(
+        &self,
+        token: Option<&str>,
+        key: &DpKey,
+        checked: &mut Option<Arc<umbra_auth::TrustBundle>>,
+    ) -> Result<(), Status> {
         if self.mode == DpAuth::None {
             return Ok(());
         }
-        let token = token.unwrap_or_default();
-        self.trust
-            .bundle()
-            .verify_dataplane(token, umbra_auth::unix_now())
-            .map(|_| ())
+        let bundle = self.trust.bundle();
+        if checked.as_ref().is_some_and(|c| Arc::ptr_eq(c, &bundle)) {
+            return Ok(());
+        }
+        bundle
+            .verify_dataplane(token.unwrap_or_default(), umbra_auth::unix_now())
             .map_err(|e| {
                 Status::unauthenticated(format!("dataplane {}/{}: {e}", key.mesh, key.name))
-            })
+            })?;
+        *checked = Some(bundle);
+        Ok(())
     }
 }
 
@@ -216,6 +235,12 @@ mod tests {
                 .code(),
             tonic::Code::PermissionDenied
         );
+        // A stream's check is cached per bundle: the same bundle is not verified again.
+        let mut checked = None;
+        gate.recheck_since(Some(&own), &key, &mut checked).unwrap();
+        let first = checked.clone().unwrap();
+        gate.recheck_since(Some(&own), &key, &mut checked).unwrap();
+        assert!(Arc::ptr_eq(&first, checked.as_ref().unwrap()));
         // Revoked: refused on the next check.
         let id = umbra_auth::token::token_id(
             &own,
@@ -231,6 +256,13 @@ mod tests {
             .unwrap();
         assert_eq!(
             gate.recheck(Some(&own), &key).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        // The revocation replaced the bundle, so the cached stream check runs again and fails.
+        assert_eq!(
+            gate.recheck_since(Some(&own), &key, &mut checked)
+                .unwrap_err()
+                .code(),
             tonic::Code::Unauthenticated
         );
         // `none` lets anything through.
