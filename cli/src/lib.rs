@@ -334,6 +334,14 @@ fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> CliError {
 /// The token and CA every request of this process uses (set once by [`run`]).
 static TARGET: std::sync::OnceLock<config::Target> = std::sync::OnceLock::new();
 
+/// The PEM CA certificate at `path`, for an `https://` control plane.
+fn ca_certificate(path: &std::path::Path) -> Result<reqwest::Certificate, CliError> {
+    let pem =
+        std::fs::read(path).map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
+    reqwest::Certificate::from_pem(&pem)
+        .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))
+}
+
 fn client(timeout: Duration) -> Result<reqwest::Client, CliError> {
     let mut builder = reqwest::Client::builder().timeout(timeout);
     if let Some(target) = TARGET.get() {

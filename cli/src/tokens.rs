@@ -108,11 +108,7 @@ pub async fn configure(path: &Path, what: ConfigCommand) -> anyhow::Result<()> {
 async fn verify(cp: &ControlPlane) -> Result<(), CliError> {
     let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
     if let Some(ca) = &cp.ca_cert_file {
-        let pem =
-            std::fs::read(ca).map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
-        let cert = reqwest::Certificate::from_pem(&pem)
-            .map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
-        builder = builder.add_root_certificate(cert);
+        builder = builder.add_root_certificate(crate::ca_certificate(ca)?);
     }
     let http = builder
         .build()

@@ -226,16 +226,6 @@ struct ZoneTokenRequest {
     scope: Vec<String>,
 }
 
-/// Body of `POST /tokens/zone/revocations`: the token itself, or its ID (`jti`).
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RevokeRequest {
-    #[serde(default)]
-    token: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-}
-
 /// `POST /tokens/zone/revocations`: revoke a zone token (by the token, or its `jti`). Stored
 /// before the answer; the zone's open KDS streams end at once and it cannot connect with it
 /// again. The answer names the revoked ID, never the token.
@@ -244,30 +234,9 @@ async fn revoke_zone_token(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    umbra_api::negotiate::check_body_type(&headers, umbra_api::negotiate::BODY_TYPES)?;
-    let req: RevokeRequest = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_parameter(
-            "body",
-            format!("expected {{\"token\": ...}} or {{\"id\": ...}}: {e}"),
-        )
+    let id = umbra_api::tokens::revocation_id(&headers, &body, |token| {
+        state.tokens.token_id(token).map_err(|e| e.to_string())
     })?;
-    let id =
-        match (req.token, req.id) {
-            (Some(token), None) => state
-                .tokens
-                .token_id(&token)
-                .map_err(|e| ApiError::bad_parameter("token", e.to_string()))?,
-            (None, Some(id))
-                if (1..=64).contains(&id.trim().len())
-                    && id.trim().bytes().all(|b| b.is_ascii_hexdigit()) =>
-            {
-                id.trim().to_owned()
-            }
-            _ => return Err(ApiError::bad_parameter(
-                "body",
-                "give exactly one of token (the zone token) or id (its jti: up to 64 hex digits)",
-            )),
-        };
     state.tokens.revoke(&*state.store, &id).await?;
     tracing::warn!(token_id = %id, "zone token revoked");
     Ok(Json(json!({ "revoked": id })))

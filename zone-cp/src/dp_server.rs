@@ -185,6 +185,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshaken connections waiting for the server (bounded; the accept loop waits when full).
 const ACCEPT_QUEUE: usize = 64;
 
+/// TLS handshakes in progress at once; the accept loop waits for a slot beyond that.
+pub const MAX_HANDSHAKES: usize = 1024;
+
 /// A TLS server configuration for `tls` offering ALPN `h2` (Envoy's ADS, Go's kuma-dp) and
 /// `http/1.1` (a bootstrap client without HTTP/2).
 ///
@@ -207,8 +210,9 @@ pub fn server_config(tls: &DpServerTls) -> anyhow::Result<tokio_rustls::rustls::
     Ok(config)
 }
 
-/// TLS connections accepted on `listener` with `tls`, each handshake on its own task (bounded
-/// by [`HANDSHAKE_TIMEOUT`]; a failed one is logged and dropped), until `stop` turns `true`.
+/// TLS connections accepted on `listener` with `tls`, each handshake on its own task (at most
+/// [`MAX_HANDSHAKES`] at once, each within [`HANDSHAKE_TIMEOUT`]; a failed one is logged and
+/// dropped), until `stop` turns `true`.
 ///
 /// # Errors
 /// An unusable certificate ([`server_config`]).
@@ -223,6 +227,7 @@ pub fn tls_incoming(
 > {
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server_config(tls)?));
     let (tx, rx) = tokio::sync::mpsc::channel(ACCEPT_QUEUE);
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     tokio::spawn(async move {
         let stopped = umbra_api::process::stopped(stop);
         tokio::pin!(stopped);
@@ -238,8 +243,12 @@ pub fn tls_incoming(
                 },
                 () = &mut stopped => return,
             };
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
+                let _slot = slot;
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;
