@@ -216,6 +216,10 @@ async fn api_tokens_groups_expiry_and_revocation_on_both_cps() -> anyhow::Result
     .await?;
     let (s, _) = seen.call(zone.api, "GET", "/meshes", None, None).await;
     assert_eq!(s, 401, "the zone needs a token too");
+    let (s, _) = seen
+        .call(zone.api, "GET", "/meshes", None, Some(&forged))
+        .await;
+    assert_eq!(s, 401, "a forged token is refused on the zone too");
     let synced = wait_until(Duration::from_secs(15), || async {
         http_with(
             zone.api,
