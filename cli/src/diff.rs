@@ -23,7 +23,7 @@ impl Style {
         }
     }
 
-    fn paint(self, code: &str, text: &str) -> String {
+    pub(crate) fn paint(self, code: &str, text: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{text}\x1b[0m")
         } else {
@@ -154,6 +154,17 @@ pub fn render_fleet_top(result: &Value, style: Style, top: Option<usize>) -> Str
             String::new()
         }
     );
+    for n in result["notGenerated"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "{} {}/{} selects {} DPPs but is not in the diff: {}",
+            style.paint("33", "not generated:"),
+            n["type"].as_str().unwrap_or_default(),
+            n["name"].as_str().unwrap_or_default(),
+            n["dataplanes"],
+            n["reason"].as_str().unwrap_or_default()
+        );
+    }
     for z in result["zones"].as_array().into_iter().flatten() {
         let status = z["status"].as_str().unwrap_or_default();
         let painted = if status == "ok" {
@@ -272,6 +283,18 @@ mod tests {
         let colored = render_patch(&patch, Some(&before), Style { color: true });
         assert!(colored.contains("\x1b[31m  - \"5s\"\x1b[0m"));
         assert!(colored.contains("\x1b[32m  + \"31s\"\x1b[0m"));
+    }
+
+    #[test]
+    fn policies_that_are_not_generated_are_named_above_the_changes() {
+        let result = json!({"mesh": "m", "shadowPolicies": ["MeshHTTPRoute/canary"], "totals": {}, "zones": [],
+            "notGenerated": [{"type": "MeshHTTPRoute", "name": "canary", "reason": "no routes yet", "dataplanes": 4}],
+            "changes": []});
+        let text = render_fleet(&result, PLAIN);
+        assert!(
+            text.contains("not generated: MeshHTTPRoute/canary selects 4 DPPs but is not in the diff: no routes yet"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -457,8 +457,9 @@ pub async fn inspect_dataplane(
         return Ok(pretty(&body));
     }
     let doc_field = if rules { "rules" } else { "xds" };
+    let note = not_generated_note(&body, style);
     if !diff {
-        return Ok(pretty(&body[doc_field]));
+        return Ok(pretty(&body[doc_field]) + &note);
     }
     // The live result gives the values the diff replaces or removes.
     let live = if shadow {
@@ -466,7 +467,26 @@ pub async fn inspect_dataplane(
     } else {
         body[doc_field].clone()
     };
-    Ok(diff::render_patch(&body["diff"], Some(&live), style))
+    Ok(diff::render_patch(&body["diff"], Some(&live), style) + &note)
+}
+
+/// The answer's `notGenerated` policies, one line each (empty when none): they select the DPP
+/// but are not in its config, so the output above does not show them.
+fn not_generated_note(body: &Value, style: diff::Style) -> String {
+    body["notGenerated"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            format!(
+                "\n{} {}/{}: {}",
+                style.paint("33", "not generated:"),
+                n["type"].as_str().unwrap_or_default(),
+                n["name"].as_str().unwrap_or_default(),
+                n["reason"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 /// `inspect shadow-diff`: the text or JSON to print. The summary is read from the API's

@@ -161,6 +161,31 @@ pub struct PolicySet {
     pub view: Option<View>,
 }
 
+/// A policy that selects a DPP but is not in its generated config ([`PolicySet::not_generated`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NotGenerated {
+    /// Policy type (`MeshHTTPRoute`).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Mesh.
+    pub mesh: String,
+    /// Name.
+    pub name: String,
+    /// Why it is not in the config.
+    pub reason: String,
+}
+
+impl NotGenerated {
+    fn of(p: &TargetRefPolicy, reason: &str) -> Self {
+        Self {
+            type_name: p.origin.type_name.clone(),
+            mesh: p.meta().mesh.clone(),
+            name: p.meta().name.clone(),
+            reason: reason.to_owned(),
+        }
+    }
+}
+
 impl PolicySet {
     /// Build the view of `mesh` from `resources` (other meshes, Mesh and Dataplane resources are
     /// ignored). Policies keep their input order; matching sorts them.
@@ -230,6 +255,46 @@ impl PolicySet {
             &routes,
             MatchOptions { include_shadow },
         )
+    }
+
+    /// The policies of this view that select `dp` but whose effect Umbra does not generate yet,
+    /// each with the reason: every MeshHTTPRoute (no Envoy route is built from it, issue 16)
+    /// and every policy whose top-level `targetRef` is a MeshHTTPRoute (its rules target a
+    /// route that is not generated). Sorted by type, then name. The inspect answers list them,
+    /// so a diff is never read as if they were in the config.
+    pub fn not_generated(&self, dp: &DataplaneSpec) -> Vec<NotGenerated> {
+        let routes: Vec<&TargetRefPolicy> = self.routes.iter().collect();
+        let opts = MatchOptions {
+            include_shadow: self.view == Some(View::Shadow),
+        };
+        let mut out: Vec<NotGenerated> = matched_policies(dp, &self.routes, &routes, opts)
+            .dataplane_policies
+            .into_iter()
+            .map(|p| NotGenerated::of(p, "MeshHTTPRoute is accepted, synced and used to resolve targetRefs, but Umbra does not generate its routes yet: this DPP's config has none of them"))
+            .collect();
+        for (ty, list) in &self.new {
+            let on_routes: Vec<TargetRefPolicy> = list
+                .iter()
+                .filter(|p| p.target_ref.kind() == crate::target_ref::TargetRefKind::MeshHTTPRoute)
+                .cloned()
+                .collect();
+            if on_routes.is_empty() {
+                continue;
+            }
+            for p in matched_policies(dp, &on_routes, &routes, opts).dataplane_policies {
+                out.push(NotGenerated::of(
+                    p,
+                    &format!(
+                        "this {} targets MeshHTTPRoute {:?}, whose routes Umbra does not generate yet: it changes nothing in this DPP's config",
+                        ty.name(),
+                        p.target_ref.name
+                    ),
+                ));
+            }
+        }
+        out.sort_by(|a, b| (&a.type_name, &a.name).cmp(&(&b.type_name, &b.name)));
+        out.dedup();
+        out
     }
 
     /// Old policies of `ty` in effect in this view (empty when superseded or absent).

@@ -10,6 +10,11 @@
 //!   diff between the live and shadow rules at the root. Kuma never implemented shadow for
 //!   `_rules`; Umbra does.
 //!
+//! Both answers carry `notGenerated`: the policies of the view that select the DPP but whose
+//! effect Umbra does not generate yet (MeshHTTPRoutes, and policies whose top-level
+//! `targetRef` is one), each with the reason, so neither the config nor a diff is read as if
+//! they were in it.
+//!
 //! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
 //!
 //! [`MeshShadow`] answers the same question for many DPPs of a mesh at once (the Global's
@@ -181,7 +186,7 @@ pub fn config(
     let live = snapshot(resources, mesh, name, dp, View::Live)?;
     let live_doc = live.to_document().map_err(render_err)?;
     if !q.shadow {
-        let mut body = json!({ "xds": live_doc });
+        let mut body = json!({ "xds": live_doc, "notGenerated": not_generated(resources, mesh, dp, View::Live) });
         if q.diff {
             body["diff"] = json!([]);
         }
@@ -189,12 +194,19 @@ pub fn config(
     }
     let shadow = snapshot(resources, mesh, name, dp, View::Shadow)?;
     let shadow_doc = shadow.to_document().map_err(render_err)?;
-    let mut body = json!({ "xds": shadow_doc });
+    let mut body = json!({ "xds": shadow_doc, "notGenerated": not_generated(resources, mesh, dp, View::Shadow) });
     if q.diff {
         let patch = umbra_xds::diff::snapshot_diff(&live, &shadow).map_err(render_err)?;
         body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
     }
     Ok(body)
+}
+
+/// The policies of `view` that select `dp` but are not in its config
+/// ([`PolicySet::not_generated`]), as the answers' `notGenerated` list.
+fn not_generated(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View) -> Value {
+    serde_json::to_value(PolicySet::build(mesh, resources, view).not_generated(dp))
+        .unwrap_or_else(|_| json!([]))
 }
 
 fn rule_json(r: &Rule) -> Value {
@@ -254,10 +266,12 @@ pub fn rules(
     } else {
         live.clone()
     };
+    let view = if q.shadow { View::Shadow } else { View::Live };
     let mut body = json!({
         "resource": {"type": "Dataplane", "mesh": mesh, "name": name},
         "rules": view_doc,
         "httpMatches": [],
+        "notGenerated": not_generated(resources, mesh, dp, view),
     });
     if q.diff {
         body["diff"] = serde_json::to_value(json_patch::diff(&live, &body["rules"]))

@@ -344,3 +344,83 @@ async fn a_standalone_zone_checks_if_match_and_sends_etags() {
     let (status, _, _) = call_versioned(&app, "GET", uri, None, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// MeshHTTPRoutes are accepted but not generated yet (issue 16): `_config` and `_rules` say so
+/// for the view asked about, with the policies that target such a route.
+#[tokio::test]
+async fn routes_and_policies_on_routes_are_listed_as_not_generated() {
+    let app = loaded().await;
+    let route = |name: &str, shadow: bool| {
+        let labels = if shadow {
+            "labels: {kuma.io/effect: shadow}\n"
+        } else {
+            ""
+        };
+        format!("type: MeshHTTPRoute\nmesh: default\nname: {name}\n{labels}spec:\n  targetRef: {{kind: MeshService, name: frontend_kuma-demo_svc_8080}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend_kuma-demo_svc_3001}}\n    rules:\n    - matches: [{{path: {{type: PathPrefix, value: /v2}}}}]\n      default: {{}}\n")
+    };
+    for (name, shadow) in [("live-route", false), ("shadow-route", true)] {
+        let (s, b) = call(
+            &app,
+            "PUT",
+            &format!("/meshes/default/meshhttproutes/{name}"),
+            Some(route(name, shadow)),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let (s, b) = call(
+        &app,
+        "PUT",
+        "/meshes/default/meshtimeouts/on-route",
+        Some("type: MeshTimeout\nmesh: default\nname: on-route\nspec:\n  targetRef: {kind: MeshHTTPRoute, name: live-route}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {requestTimeout: 2s}}\n".into()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let names = |v: &Value| -> Vec<String> {
+        v["notGenerated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                format!(
+                    "{}/{}",
+                    n["type"].as_str().unwrap(),
+                    n["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let base = "/meshes/default/dataplanes/frontend";
+    for path in ["_config", "_rules"] {
+        let (s, live) = call(&app, "GET", &format!("{base}/{path}"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            names(&live),
+            ["MeshHTTPRoute/live-route", "MeshTimeout/on-route"],
+            "{path}"
+        );
+        assert!(live["notGenerated"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not generate"));
+        let (_, shadow) = call(&app, "GET", &format!("{base}/{path}?shadow=true"), None).await;
+        assert_eq!(
+            names(&shadow),
+            [
+                "MeshHTTPRoute/live-route",
+                "MeshHTTPRoute/shadow-route",
+                "MeshTimeout/on-route"
+            ],
+            "{path}"
+        );
+    }
+    // A DPP no route selects has none.
+    let (_, backend) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/backend/_config",
+        None,
+    )
+    .await;
+    assert_eq!(backend["notGenerated"], json!([]));
+}

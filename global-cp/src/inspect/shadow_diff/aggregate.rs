@@ -9,7 +9,9 @@ use umbra_core::view::Promotion;
 use umbra_kds::pb::DataplaneDiff;
 
 use super::plan::Plan;
-use super::report::{ChangeOut, DpLine, DpName, FailureOut, PatchOut, Report, Totals, ZoneTally};
+use super::report::{
+    ChangeOut, DpLine, DpName, FailureOut, NotGeneratedOut, PatchOut, Report, Totals, ZoneTally,
+};
 
 /// DPPs listed per operation group in a `summary`.
 pub const SAMPLE: usize = 10;
@@ -316,6 +318,16 @@ impl Aggregate {
                 p @ Promotion::Only { .. } => Some(p.to_string()),
             },
             shadow_policies: &plan.policies,
+            not_generated: plan
+                .not_generated
+                .iter()
+                .map(|((ty, name), (reason, n))| NotGeneratedOut {
+                    type_name: ty,
+                    name,
+                    reason,
+                    dataplanes: *n,
+                })
+                .collect(),
             format: if full { "full" } else { "summary" },
             partial: self.partial(),
             totals: self.totals(),
@@ -353,6 +365,7 @@ mod tests {
                 ("z1".into(), vec!["d1".into(), "d2".into(), "d3".into()]),
                 ("z2".into(), vec!["d1".into(), "d4".into()]),
             ]),
+            not_generated: BTreeMap::new(),
         }
     }
 

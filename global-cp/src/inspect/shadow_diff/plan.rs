@@ -17,6 +17,10 @@ pub struct Plan {
     pub policies: Vec<String>,
     /// Zone → names in that zone of its DPPs to diff (sorted).
     pub zones: BTreeMap<String, Vec<String>>,
+    /// Shadow policies that select DPPs but whose effect Umbra does not generate yet
+    /// ([`PolicySet::not_generated`]): `(type, name)` → (reason, DPPs they select). The diff
+    /// cannot show them, so the answer lists them.
+    pub not_generated: BTreeMap<(String, String), (String, usize)>,
 }
 
 impl Plan {
@@ -46,6 +50,7 @@ impl Planner {
             plan: Plan {
                 policies: promotion.promoted(mesh, policies),
                 zones: BTreeMap::new(),
+                not_generated: BTreeMap::new(),
             },
         }
     }
@@ -56,6 +61,18 @@ impl Planner {
             let (Some(dp), Some(at)) = (s.resource.as_dataplane(), locate_in(s)) else {
                 continue;
             };
+            let live = self.live.not_generated(dp);
+            for n in self.shadow.not_generated(dp) {
+                if live.contains(&n) {
+                    continue;
+                }
+                let entry = self
+                    .plan
+                    .not_generated
+                    .entry((n.type_name, n.name))
+                    .or_insert((n.reason, 0));
+                entry.1 += 1;
+            }
             if umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
                 self.plan.zones.entry(at.zone).or_default().push(at.local);
             }
@@ -141,6 +158,46 @@ mod tests {
             plan.policies,
             ["MeshTimeout/shadow-backend", "MeshTimeout/shadow-web"]
         );
+    }
+
+    #[test]
+    fn shadow_routes_and_policies_on_them_are_reported_as_not_generated() {
+        let route = res("type: MeshHTTPRoute\nmesh: m\nname: canary\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: web}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /v2}}]\n      default: {}\n");
+        let on_route = res("type: MeshTimeout\nmesh: m\nname: on-canary\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshHTTPRoute, name: canary}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {requestTimeout: 2s}}\n");
+        let mut policies = policies();
+        policies.extend([route, on_route]);
+        let mut planner = Planner::new("m", &policies, &Promotion::All);
+        planner.add(&[
+            stored(Some("zone-1"), "web-1", "web"),
+            stored(Some("zone-2"), "web-2", "web"),
+            stored(Some("zone-1"), "backend-1", "backend"),
+        ]);
+        let plan = planner.finish();
+        let found: Vec<(&str, &str, usize)> = plan
+            .not_generated
+            .iter()
+            .map(|((t, n), (_, count))| (t.as_str(), n.as_str(), *count))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("MeshHTTPRoute", "canary", 2),
+                ("MeshTimeout", "on-canary", 2)
+            ]
+        );
+        assert!(
+            plan.not_generated[&("MeshHTTPRoute".into(), "canary".into())]
+                .0
+                .contains("does not generate")
+        );
+        // Live: nothing to report (the route is shadow).
+        let mut live_only = Planner::new(
+            "m",
+            &policies,
+            &Promotion::parse("MeshTimeout/shadow-web").unwrap(),
+        );
+        live_only.add(&[stored(Some("zone-1"), "web-1", "web")]);
+        assert!(live_only.finish().not_generated.is_empty());
     }
 
     #[test]

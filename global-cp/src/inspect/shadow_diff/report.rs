@@ -1,8 +1,10 @@
 //! The shapes of a fleet-wide diff's answer: per-zone tallies ([`ZoneTally`]), fleet totals
 //! ([`Totals`]), and the serialized forms of the result document and of each streamed line.
-//! The result document is `{kind: "result", mesh, policy?, shadowPolicies, format, partial,
-//! totals, zones, changes: [{operation, count, dataplanes}], failures, dataplanes?}`; changes
-//! are ordered largest group first.
+//! The result document is `{kind: "result", mesh, policy?, shadowPolicies, notGenerated,
+//! format, partial, totals, zones, changes: [{operation, count, dataplanes}], failures,
+//! dataplanes?}`; changes are ordered largest group first. `notGenerated` lists the shadow
+//! policies that select DPPs but whose effect Umbra does not generate yet (`{type, name,
+//! reason, dataplanes}`, `dataplanes` a count): the changes cannot include them.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -105,6 +107,20 @@ pub struct PatchOut<'a> {
     pub patch: Vec<&'a RawValue>,
 }
 
+/// A shadow policy the diff cannot show: Umbra does not generate its effect yet.
+#[derive(Serialize)]
+pub struct NotGeneratedOut<'a> {
+    /// Policy type.
+    #[serde(rename = "type")]
+    pub type_name: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// DPPs it selects.
+    pub dataplanes: usize,
+}
+
 /// The result document.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -117,6 +133,8 @@ pub struct Report<'a> {
     pub policy: Option<String>,
     /// The shadow policies going live.
     pub shadow_policies: &'a [String],
+    /// Shadow policies selecting DPPs whose effect is not generated (not in `changes`).
+    pub not_generated: Vec<NotGeneratedOut<'a>>,
     /// `summary` or `full`.
     pub format: &'static str,
     /// A zone did not answer in full.
