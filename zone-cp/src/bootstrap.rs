@@ -4,7 +4,9 @@
 //! the zone generates for it ([`generate`]).
 //!
 //! The Envoy bootstrap (YAML, as Kuma's) names the DPP `<mesh>.<name>` (node id), carries the
-//! Dataplane in node metadata (`dataplane.resource`) when kuma-dp sent one, reaches ADS at the
+//! Dataplane in node metadata (`dataplane.resource`) when kuma-dp sent one (with Kuma's other
+//! keys: `version`, `features`, `dataplane.admin.port`, `dataplane.admin.address`,
+//! `dataplane.proxyType` and `dynamicMetadata`), reaches ADS at the
 //! address kuma-dp reached the bootstrap endpoint by (the request's `Host`), over TLS verified
 //! with the CA kuma-dp gave (`caCert`) or the zone's own, and sends the dataplane token as gRPC
 //! initial metadata `authorization` on every ADS stream.
@@ -63,7 +65,8 @@ pub struct BootstrapRequest {
     /// PEM CA kuma-dp verified the control plane with (its `--ca-cert-file`).
     #[serde(default)]
     pub ca_cert: String,
-    /// Extra node metadata.
+    /// Extra node metadata (kuma-dp's `--dynamic-metadata`), passed to Envoy as node metadata
+    /// `dynamicMetadata: {key: value}`, as Kuma does.
     #[serde(default)]
     pub dynamic_metadata: BTreeMap<String, String>,
     /// Features kuma-dp supports.
@@ -260,18 +263,24 @@ pub fn generate(
                 .and_then(|g| g.tags.get(umbra_core::target_ref::SERVICE_TAG).cloned())
         })
         .unwrap_or_else(|| req.name.clone());
+    // Kuma's node metadata keys: kuma-dp's extra metadata sits under `dynamicMetadata` (never
+    // beside the keys the control plane reads), `features` is always a list.
     let mut metadata = serde_json::Map::new();
-    for (k, v) in &req.dynamic_metadata {
-        metadata.insert(k.clone(), json!(v));
-    }
+    metadata.insert("version".into(), json!(req.version));
+    metadata.insert("features".into(), json!(req.features));
     if !req.dataplane_resource.is_empty() {
-        metadata.insert("dataplane.resource".into(), json!(req.dataplane_resource));
+        metadata.insert(
+            crate::ads::DATAPLANE_METADATA_KEY.into(),
+            json!(req.dataplane_resource),
+        );
     }
     metadata.insert("dataplane.admin.port".into(), json!(admin_port.to_string()));
     metadata.insert("dataplane.admin.address".into(), json!("127.0.0.1"));
-    metadata.insert("version".into(), json!(req.version));
-    if !req.features.is_empty() {
-        metadata.insert("features".into(), json!(req.features));
+    if !req.proxy_type.is_empty() {
+        metadata.insert("dataplane.proxyType".into(), json!(req.proxy_type));
+    }
+    if !req.dynamic_metadata.is_empty() {
+        metadata.insert("dynamicMetadata".into(), json!(req.dynamic_metadata));
     }
     let mut grpc_service = json!({"envoy_grpc": {"cluster_name": "ads_cluster"}});
     if !req.dataplane_token.is_empty() {
@@ -486,5 +495,111 @@ mod tests {
         let ca = &doc["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]
             ["common_tls_context"]["validation_context"]["trusted_ca"]["inline_string"];
         assert!(ca.as_str().unwrap().contains("own"), "{ca}");
+    }
+
+    #[test]
+    fn a_minimal_request_takes_every_default() {
+        let req: BootstrapRequest =
+            serde_json::from_value(json!({"mesh": "default", "name": "web-1"})).unwrap();
+        assert_eq!(req.admin_port, 0, "0 stands for DEFAULT_ADMIN_PORT");
+        assert!(req.dataplane_token.is_empty() && req.proxy_type.is_empty());
+        assert!(format!("{req:?}").contains("dataplane_token: \"\""));
+        assert!(req.validate().unwrap().is_none(), "no Dataplane carried");
+        let dp = request(json!({})).validate().unwrap().unwrap();
+        let params = BootstrapParams {
+            ads_host: "10.0.0.1".into(),
+            ads_port: 5678,
+            ca_pem: "ca".into(),
+        };
+        let doc = umbra_core::codec::decode_one(
+            &generate(&req, &dp, &params).bootstrap,
+            Default::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            doc["admin"]["address"]["socket_address"]["port_value"],
+            9901
+        );
+        assert_eq!(doc["node"]["metadata"]["dataplane.admin.port"], "9901");
+        assert_eq!(doc["node"]["metadata"]["features"], json!([]));
+        assert!(doc["node"]["metadata"].get("dataplane.resource").is_none());
+        assert!(doc["node"]["metadata"].get("dynamicMetadata").is_none());
+        let grpc = &doc["dynamic_resources"]["ads_config"]["grpc_services"][0];
+        assert!(
+            grpc.get("initial_metadata").is_none(),
+            "no token, no header"
+        );
+        let cluster = &doc["static_resources"]["clusters"][0];
+        assert_eq!(cluster["type"], "STATIC");
+        let tls = &cluster["transport_socket"]["typed_config"];
+        assert!(tls.get("sni").is_none(), "no SNI for an IP");
+        assert_eq!(
+            tls["common_tls_context"]["validation_context"]["match_typed_subject_alt_names"][0]
+                ["san_type"],
+            "IP_ADDRESS"
+        );
+    }
+
+    #[test]
+    fn dynamic_metadata_is_nested_as_kumas_and_shadows_nothing() {
+        let req = request(json!({
+            "dynamicMetadata": {"team": "web", "dataplane.resource": "x", "features": "y"},
+        }));
+        let dp = req.validate().unwrap().unwrap();
+        let params = BootstrapParams {
+            ads_host: "cp".into(),
+            ads_port: 5678,
+            ca_pem: "ca".into(),
+        };
+        let doc = umbra_core::codec::decode_one(
+            &generate(&req, &dp, &params).bootstrap,
+            Default::default(),
+        )
+        .unwrap();
+        let md = &doc["node"]["metadata"];
+        assert_eq!(
+            md["dynamicMetadata"],
+            json!({"dataplane.resource": "x", "features": "y", "team": "web"})
+        );
+        assert_eq!(md["dataplane.resource"], DP);
+        assert_eq!(md["features"], json!([]));
+        assert!(md.get("team").is_none());
+        assert_eq!(md["dataplane.proxyType"], "dataplane");
+        assert_eq!(md["version"]["kumaDp"]["version"], "2.7.29");
+    }
+
+    #[test]
+    fn bytes_are_go_base64_with_padding_and_round_trip() {
+        let resp = BootstrapResponse {
+            bootstrap: b"node: {}\n".to_vec(),
+            kuma_sidecar_configuration: KumaSidecarConfiguration {
+                networking: NetworkingConfiguration {
+                    is_using_transparent_proxy: true,
+                    corefile_template: b"ab".to_vec(),
+                    address: "10.0.0.1".into(),
+                },
+                metrics: MetricsConfiguration::default(),
+            },
+        };
+        let json = serde_json::to_value(&resp).unwrap();
+        assert_eq!(
+            json,
+            json!({
+                "bootstrap": "bm9kZToge30K",
+                "kumaSidecarConfiguration": {
+                    "networking": {
+                        "isUsingTransparentProxy": true,
+                        "corefileTemplate": "YWI=",
+                        "address": "10.0.0.1",
+                    },
+                    "metrics": {"aggregate": []},
+                },
+            })
+        );
+        let engine = base64::engine::general_purpose::STANDARD;
+        assert_eq!(
+            engine.decode(json["bootstrap"].as_str().unwrap()).unwrap(),
+            resp.bootstrap
+        );
     }
 }

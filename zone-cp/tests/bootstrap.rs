@@ -71,7 +71,7 @@ fn envoy() -> Option<String> {
 }
 
 #[tokio::test]
-async fn envoy_accepts_the_bootstrap_for_a_name_and_an_ip() {
+async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
     let Some(envoy) = envoy() else {
         eprintln!("skipping: envoy not installed");
         return;
@@ -82,9 +82,30 @@ async fn envoy_accepts_the_bootstrap_for_a_name_and_an_ip() {
         .unwrap();
     let dir = std::env::temp_dir().join(format!("umbra-bootstrap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for host in ["zone-1-cp", "127.0.0.1"] {
+    // The bare request kuma-dp could send (no version, token, features or Dataplane: nulls and
+    // empty lists in node metadata), with the zone's CA.
+    let bare: BootstrapRequest =
+        serde_json::from_value(serde_json::json!({"mesh": "default", "name": "frontend-1"}))
+            .unwrap();
+    let dp = request("").validate().unwrap().unwrap();
+    let bare = generate(
+        &bare,
+        &dp,
+        &BootstrapParams {
+            ads_host: "zone-1-cp".into(),
+            ads_port: 5678,
+            ca_pem: tls.ca_pem.clone(),
+        },
+    )
+    .bootstrap;
+    let cases = [
+        ("zone-1-cp", bootstrap("zone-1-cp", &tls.ca_pem)),
+        ("127.0.0.1", bootstrap("127.0.0.1", &tls.ca_pem)),
+        ("bare", bare),
+    ];
+    for (host, text) in cases {
         let path = dir.join(format!("{host}.yaml"));
-        std::fs::write(&path, bootstrap(host, &tls.ca_pem)).unwrap();
+        std::fs::write(&path, text).unwrap();
         let out = Command::new(&envoy)
             .args(["--mode", "validate", "--log-level", "critical", "-c"])
             .arg(&path)
