@@ -15,7 +15,12 @@
 //!   (`/global-secrets/...`) and a zone's `POST /global/accept-store`: a user outside
 //!   `mesh-system:admin` gets a 403.
 //! - [`Access::Loopback`]: the admin user token (`/global-secrets/admin-user-token`), only to
-//!   a loopback caller, whatever its token (Kuma's rule: whoever runs on the CP's host).
+//!   a local caller, whatever its token (Kuma's rule: whoever runs on the CP's host); with
+//!   [`AccessPolicy::admin_token_from_loopback`] off, only to the admin.
+//!
+//! A local caller ([`from_loopback`]) is a loopback TCP peer whose `Host` names this host and
+//! that is not a browser's cross-site request, so DNS rebinding and cross-site forms in a
+//! browser on the CP's host get nothing.
 //! - [`Access::Authenticated`]: everything else (resources, inspect, zones).
 //!
 //! The principal is put in the request's extensions for handlers. Refusals are logged with
@@ -87,11 +92,44 @@ fn unauthorized(detail: impl Into<String>) -> ApiError {
     e
 }
 
-/// `true` when the request came from a loopback address.
+/// `true` for `localhost`, `127.0.0.0/8` and `::1` (with or without a port, IPv6 in brackets).
+fn local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(h, p)| {
+            if p.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
+/// `true` when the request is a local caller's: the TCP peer is a loopback address (IPv4-mapped
+/// too), its `Host` names this host, and it is not a browser's cross-site request (`Origin`
+/// naming another host, `Sec-Fetch-Site: cross-site`). A page in a browser on the CP's host
+/// (DNS rebinding, a cross-site form) is therefore not the admin.
 pub fn from_loopback(req: &Request) -> bool {
-    req.extensions()
+    let peer = req
+        .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .is_some_and(|ConnectInfo(a)| a.ip().is_loopback())
+        .is_some_and(|ConnectInfo(a)| a.ip().to_canonical().is_loopback());
+    let headers = req.headers();
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let host_ok = text("host")
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .is_none_or(local_host);
+    let origin_ok = text("origin").is_none_or(|o| {
+        let host = o.split_once("://").map_or(o, |(_, rest)| rest);
+        local_host(host.trim_end_matches('/'))
+    });
+    let fetch_ok = !text("sec-fetch-site").is_some_and(|v| v.eq_ignore_ascii_case("cross-site"));
+    peer && host_ok && origin_ok && fetch_ok
 }
 
 /// The middleware: authenticate, authorize, then run the handler with the [`Principal`] in the
@@ -104,7 +142,7 @@ pub async fn require(State(trust): State<Arc<Trust>>, mut req: Request, next: Ne
         return next.run(req).await;
     }
     let loopback = from_loopback(&req);
-    if need == Access::Loopback {
+    if need == Access::Loopback && trust.policy.admin_token_from_loopback {
         if !loopback {
             tracing::warn!(%path, "refused: only a loopback caller may read this");
             return ApiError::status(
@@ -117,6 +155,12 @@ pub async fn require(State(trust): State<Arc<Trust>>, mut req: Request, next: Ne
         }
         return next.run(req).await;
     }
+    // `--admin-token-from-loopback=false`: the admin token is a secret like any other.
+    let need = if need == Access::Loopback {
+        Access::Admin
+    } else {
+        need
+    };
     let principal = match bearer(req.headers()) {
         Err(e) => return challenge(e, &path),
         Ok(Some(token)) => match trust.bundle().verify_user(token, umbra_auth::unix_now()) {
@@ -168,6 +212,62 @@ pub fn protect<S: Clone + Send + Sync + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(peer: &str, headers: &[(&str, &str)]) -> Request {
+        let mut b = axum::http::Request::builder().uri("/meshes");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let mut r = b.body(axum::body::Body::empty()).unwrap();
+        r.extensions_mut()
+            .insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+        r
+    }
+
+    #[test]
+    fn local_callers_are_loopback_peers_naming_this_host_and_not_cross_site() {
+        assert!(from_loopback(&request(
+            "127.0.0.1:1",
+            &[("host", "127.0.0.1:5681")]
+        )));
+        assert!(from_loopback(&request(
+            "[::1]:1",
+            &[("host", "[::1]:5681")]
+        )));
+        assert!(from_loopback(&request(
+            "[::ffff:127.0.0.1]:1",
+            &[("host", "localhost:5681")]
+        )));
+        assert!(from_loopback(&request("127.0.0.1:1", &[])));
+        assert!(!from_loopback(&request(
+            "10.0.0.1:1",
+            &[("host", "localhost")]
+        )));
+        // DNS rebinding: the page's own name in Host.
+        assert!(!from_loopback(&request(
+            "127.0.0.1:1",
+            &[("host", "evil.example:5681")]
+        )));
+        // A cross-site request from a browser on this host.
+        assert!(!from_loopback(&request(
+            "127.0.0.1:1",
+            &[
+                ("host", "localhost:5681"),
+                ("origin", "https://evil.example")
+            ]
+        )));
+        assert!(!from_loopback(&request(
+            "127.0.0.1:1",
+            &[("host", "localhost:5681"), ("sec-fetch-site", "cross-site")]
+        )));
+        assert!(from_loopback(&request(
+            "127.0.0.1:1",
+            &[
+                ("host", "localhost:5681"),
+                ("origin", "http://localhost:5681")
+            ]
+        )));
+    }
 
     #[test]
     fn classification() {

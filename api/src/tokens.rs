@@ -75,7 +75,9 @@ async fn user_token(
 ) -> Result<Response, ApiError> {
     let req: UserTokenRequest = parse(&headers, &body, r#"{"name", "groups", "validFor"}"#)?;
     let token = trust.issue_user(&req).await?;
-    tracing::info!(user = %req.name, groups = ?req.groups, "user token issued");
+    let id = umbra_auth::token::token_id(&token, TokenKind::User, &trust.bundle().user_keys)
+        .unwrap_or_default();
+    tracing::info!(user = %req.name, groups = ?req.groups, token_id = %id, "user token issued");
     Ok(text(token))
 }
 
@@ -90,7 +92,14 @@ async fn dataplane_token(
         r#"{"mesh", "name", "tags", "type", "validFor"}"#,
     )?;
     let token = trust.issue_dataplane(&req).await?;
-    tracing::info!(mesh = %req.mesh, dataplane = %req.name, "dataplane token issued");
+    let bundle = trust.bundle();
+    let id = umbra_auth::token::token_id(
+        &token,
+        TokenKind::Dataplane,
+        bundle.keys(TokenKind::Dataplane, &req.mesh),
+    )
+    .unwrap_or_default();
+    tracing::info!(mesh = %req.mesh, dataplane = %req.name, token_id = %id, "dataplane token issued");
     Ok(text(token))
 }
 

@@ -57,6 +57,10 @@ pub struct AccessPolicy {
     pub localhost_is_admin: bool,
     /// `/metrics` needs a token too (default `false`: scrapers reach it without one).
     pub metrics_need_token: bool,
+    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
+    /// (Kuma's bootstrap of the first admin; default `true`). With `false` it needs the admin,
+    /// like any secret: for a CP behind a proxy on its own host, where every caller is local.
+    pub admin_token_from_loopback: bool,
 }
 
 impl Default for AccessPolicy {
@@ -64,6 +68,7 @@ impl Default for AccessPolicy {
         Self {
             localhost_is_admin: true,
             metrics_need_token: false,
+            admin_token_from_loopback: true,
         }
     }
 }
@@ -211,13 +216,15 @@ impl Trust {
         let Some(auth) = &self.authority else {
             return Ok(());
         };
+        // The Meshes are read under the lock: a sync that read them earlier must not drop the
+        // key another sync (or an issuance) just made for a new Mesh.
+        let mut issuer = auth.issuer.lock().await;
         let meshes: BTreeSet<String> =
             list_all(&*auth.store, ResourceType::Mesh, None, &Default::default())
                 .await?
                 .into_iter()
                 .map(|s| s.resource.meta.name)
                 .collect();
-        let mut issuer = auth.issuer.lock().await;
         let gone: Vec<String> = issuer
             .dataplane
             .keys()
@@ -323,7 +330,8 @@ impl Trust {
 }
 
 impl Authority {
-    /// The admin user token, created (and stored) on first call.
+    /// The admin user token, created (and stored) on first call, and again when the stored one
+    /// no longer verifies (revoked, expired).
     async fn admin_token(&self) -> Result<String, StoreError> {
         let issuer = self.issuer.lock().await;
         let fresh = issuer
@@ -341,14 +349,20 @@ impl Authority {
             .store
             .signing_key(ADMIN_TOKEN_KEY, fresh.clone().into_bytes())
             .await?;
-        if stored.is_empty() {
-            // An emptied key is no token: make one.
+        let stored = String::from_utf8_lossy(&stored).into_owned();
+        // An emptied key, or a token that was revoked, expired or signed by another key, is
+        // no admin token: make a new one.
+        if issuer
+            .bundle()
+            .verify_user(&stored, umbra_auth::unix_now())
+            .is_err()
+        {
             self.store
                 .set_key(ADMIN_TOKEN_KEY, fresh.clone().into_bytes())
                 .await?;
             return Ok(fresh);
         }
-        Ok(String::from_utf8_lossy(&stored).into_owned())
+        Ok(stored)
     }
 }
 

@@ -30,8 +30,8 @@ use crate::CliError;
 /// The address used when nothing names one.
 pub const DEFAULT_API_URL: &str = "http://127.0.0.1:5681";
 
-/// One control plane of the file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One control plane of the file. `Debug` never shows the token.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ControlPlane {
     /// Context name.
     pub name: String,
@@ -52,8 +52,8 @@ pub struct Config {
     pub control_planes: Vec<ControlPlane>,
 }
 
-/// What requests go to and with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What requests go to and with. `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Target {
     /// API URL.
     pub api_url: String,
@@ -61,6 +61,35 @@ pub struct Target {
     pub auth_token: Option<String>,
     /// PEM CA file.
     pub ca_cert_file: Option<PathBuf>,
+}
+
+fn redacted(token: Option<&String>) -> &'static str {
+    if token.is_some() {
+        "<redacted>"
+    } else {
+        "-"
+    }
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .field("auth_token", &redacted(self.auth_token.as_ref()))
+            .field("ca_cert_file", &self.ca_cert_file)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("api_url", &self.api_url)
+            .field("auth_token", &redacted(self.auth_token.as_ref()))
+            .field("ca_cert_file", &self.ca_cert_file)
+            .finish()
+    }
 }
 
 /// The config file path: `explicit`, else `$UMBRA_CONFIG`, else under `$XDG_CONFIG_HOME` or
@@ -163,8 +192,10 @@ impl Config {
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
         {
             use std::io::Write as _;
+            // A fresh file (never one planted at that name, nor a symlink's target).
+            let _ = std::fs::remove_file(&tmp);
             let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
+            options.write(true).create_new(true);
             #[cfg(unix)]
             {
                 use std::os::unix::fs::OpenOptionsExt as _;
@@ -323,6 +354,10 @@ mod tests {
         }
         let back = Config::load(&file).unwrap();
         assert_eq!(back, cfg);
+        assert!(
+            !format!("{back:?}").contains("tok-a2"),
+            "Debug never shows a token"
+        );
         let table = back.render();
         assert!(
             table.contains("set") && !table.contains("tok-a2"),

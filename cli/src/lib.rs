@@ -41,8 +41,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// Command line.
-#[derive(Debug, clap::Parser)]
+/// Command line. `Debug` never shows the token.
+#[derive(clap::Parser)]
 #[command(name = "umbractl", about = "Umbra command line")]
 pub struct Cli {
     /// Control plane API URL (default: the current context's, else `http://127.0.0.1:5681`).
@@ -57,6 +57,20 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl std::fmt::Debug for Cli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cli")
+            .field("api_url", &self.api_url)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("config_file", &self.config_file)
+            .field("command", &self.command)
+            .finish()
+    }
 }
 
 /// Commands.

@@ -20,8 +20,8 @@ pub enum ConfigCommand {
     },
 }
 
-/// `umbractl config control-planes ...`.
-#[derive(Debug, clap::Subcommand)]
+/// `umbractl config control-planes ...`. `Debug` never shows a token.
+#[derive(clap::Subcommand)]
 pub enum ControlPlanesCommand {
     /// Add a control plane and make it current.
     Add {
@@ -58,6 +58,32 @@ pub enum ControlPlanesCommand {
         #[arg(long)]
         name: String,
     },
+}
+
+impl std::fmt::Debug for ControlPlanesCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Add {
+                name,
+                address,
+                auth_token,
+                ca_cert_file,
+                overwrite,
+                skip_verify,
+            } => f
+                .debug_struct("Add")
+                .field("name", name)
+                .field("address", address)
+                .field("auth_token", &auth_token.as_ref().map(|_| "<redacted>"))
+                .field("ca_cert_file", ca_cert_file)
+                .field("overwrite", overwrite)
+                .field("skip_verify", skip_verify)
+                .finish(),
+            Self::List => f.write_str("List"),
+            Self::Switch { name } => f.debug_struct("Switch").field("name", name).finish(),
+            Self::Remove { name } => f.debug_struct("Remove").field("name", name).finish(),
+        }
+    }
 }
 
 /// Run a `config` command against the file at `path`.

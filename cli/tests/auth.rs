@@ -30,6 +30,7 @@ async fn tokens_flags_and_contexts() {
     let global = common::Global::start_with(umbra_api::trust::AccessPolicy {
         localhost_is_admin: false,
         metrics_need_token: false,
+        admin_token_from_loopback: true,
     })
     .await;
     let url = global.url.clone();

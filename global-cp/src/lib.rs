@@ -76,6 +76,11 @@ pub struct Args {
     /// `/metrics` needs a user token too (default: open to scrapers).
     #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
     pub metrics_auth: bool,
+    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
+    /// (default). Set `false` when a proxy on this host makes every caller local; then read the
+    /// admin token from the store (key `admin-user-token`) or ask with an admin token.
+    #[arg(long, env = "UMBRA_ADMIN_TOKEN_FROM_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
+    pub admin_token_from_loopback: bool,
 }
 
 impl Args {
@@ -84,6 +89,7 @@ impl Args {
         umbra_api::trust::AccessPolicy {
             localhost_is_admin: self.localhost_is_admin,
             metrics_need_token: self.metrics_auth,
+            admin_token_from_loopback: self.admin_token_from_loopback,
         }
     }
 }

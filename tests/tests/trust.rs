@@ -350,6 +350,17 @@ async fn ads_first(
     token: Option<&str>,
     type_url: &str,
 ) -> Result<(DiscoveryResponse, tonic::Streaming<DiscoveryResponse>), tonic::Status> {
+    ads_first_with(dp, node_id, token, type_url, None).await
+}
+
+/// [`ads_first`] carrying `dataplane` in the node metadata (`dataplane.resource`).
+async fn ads_first_with(
+    dp: &DpServer,
+    node_id: &str,
+    token: Option<&str>,
+    type_url: &str,
+    dataplane: Option<&str>,
+) -> Result<(DiscoveryResponse, tonic::Streaming<DiscoveryResponse>), tonic::Status> {
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(&dp.ca_pem))
         .domain_name("localhost");
@@ -365,6 +376,17 @@ async fn ads_first(
     let req = DiscoveryRequest {
         node: Some(Node {
             id: node_id.into(),
+            metadata: dataplane.map(|d| envoy_types::pb::google::protobuf::Struct {
+                fields: [(
+                    "dataplane.resource".to_owned(),
+                    envoy_types::pb::google::protobuf::Value {
+                        kind: Some(envoy_types::pb::google::protobuf::value::Kind::StringValue(
+                            d.to_owned(),
+                        )),
+                    },
+                )]
+                .into(),
+            }),
             ..Node::default()
         }),
         type_url: type_url.into(),
@@ -451,6 +473,35 @@ async fn ads_serves_a_dpp_only_to_its_own_token_over_tls() -> anyhow::Result<()>
         .await
         .unwrap_err();
     assert_eq!(other.code(), tonic::Code::PermissionDenied, "{other:?}");
+
+    // A token bound only to tags may not take over another service's DPP by sending a
+    // Dataplane with its own tags in the node metadata: the stored backend stays as it is.
+    let body =
+        r#"{"mesh": "default", "tags": {"kuma.io/service": ["frontend"]}, "validFor": "1h"}"#;
+    let (s, tagged) = zone.call("POST", "/tokens/dataplane", Some(body)).await?;
+    assert_eq!(s, 200, "{tagged}");
+    let tagged = tagged.as_str().unwrap().trim().to_owned();
+    let (_, before) = zone
+        .call("GET", "/meshes/default/dataplanes/backend", None)
+        .await?;
+    let takeover = umbra_e2e::dataplane_yaml("backend", "frontend", free_port(), free_port(), None);
+    let refused = ads_first_with(
+        &dp,
+        "default.backend",
+        Some(&tagged),
+        CLUSTER_TYPE,
+        Some(&takeover),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let (_, after) = zone
+        .call("GET", "/meshes/default/dataplanes/backend", None)
+        .await?;
+    assert_eq!(
+        before["networking"], after["networking"],
+        "the backend was not overwritten"
+    );
 
     // A real impostor Envoy claiming the backend with the frontend's token gets nothing.
     let impostor = Envoy::start_as(

@@ -177,7 +177,7 @@ impl Ads {
         &self,
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         token: Option<&str>,
-    ) -> Result<(DpKey, Option<u64>), Status> {
+    ) -> Result<(DpKey, Option<umbra_auth::DataplaneIdentity>), Status> {
         let id = node.map(|n| n.id.clone()).unwrap_or_default();
         let key = DpKey::from_node_id(&id).ok_or_else(|| {
             Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
@@ -194,9 +194,22 @@ impl Ads {
             .as_ref()
             .or(stored.as_ref())
             .and_then(umbra_core::resource::Resource::as_dataplane);
-        let identity = self.gate.check(token, &key, spec).inspect_err(|e| {
+        let refused = |e: &Status| {
             tracing::warn!(mesh = %key.mesh, dataplane = %key.name, code = ?e.code(), reason = %e.message(), "ADS stream refused");
-        })?;
+        };
+        let identity = self.gate.check(token, &key, spec).inspect_err(refused)?;
+        // A Dataplane the stream would replace must be one the token allows too: a token bound
+        // to tags may not overwrite another service's DPP by sending its own tags.
+        if let (Some(_), Some(existing)) = (
+            carried.as_ref(),
+            stored
+                .as_ref()
+                .and_then(umbra_core::resource::Resource::as_dataplane),
+        ) {
+            self.gate
+                .check(token, &key, Some(existing))
+                .inspect_err(refused)?;
+        }
         if identity.is_none() {
             tracing::warn!(mesh = %key.mesh, dataplane = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
         }
@@ -210,7 +223,36 @@ impl Ads {
             i.responses_sent = 0;
         });
         tracing::info!(mesh = %key.mesh, dataplane = %key.name, authenticated = identity.is_some(), "Envoy connected");
-        Ok((key, identity.map(|i| i.claims.exp)))
+        Ok((key, identity))
+    }
+
+    /// For a token bound to tags: the DPP as stored now still carries only allowed values (its
+    /// tags can change through the API while the stream is open). `Ok` for other tokens.
+    fn still_allowed(
+        &self,
+        identity: Option<&umbra_auth::DataplaneIdentity>,
+        key: &DpKey,
+    ) -> Result<(), Status> {
+        let Some(id) = identity.filter(|i| !i.claims.tags.is_empty()) else {
+            return Ok(());
+        };
+        let stored = self
+            .store
+            .get(&umbra_core::resource::ResourceKey::dataplane(
+                key.mesh.as_str(),
+                key.name.clone(),
+            ));
+        let tags = stored
+            .as_ref()
+            .and_then(|s| s.resource.as_dataplane())
+            .map(crate::dp_auth::tag_set);
+        id.authorizes(&key.mesh, &key.name, "dataplane", tags.as_ref())
+            .map_err(|why| {
+                Status::permission_denied(format!(
+                    "dataplane {}/{}: the token no longer allows it: {why}",
+                    key.mesh, key.name
+                ))
+            })
     }
 
     /// Serve ADS on `listener`, with the HTTP routes of `http` (the bootstrap endpoint) on the
@@ -507,6 +549,8 @@ impl Ads {
             let mut trust = ads.gate.trust.subscribe();
             // The bundle the token last verified with (none yet: the first request checks).
             let mut checked = None;
+            // What the stream's token allows (`None` without authentication).
+            let mut identity: Option<umbra_auth::DataplaneIdentity> = None;
             // Far in the future until a token with an expiry opens the stream.
             let expiry = tokio::time::sleep(std::time::Duration::from_secs(u32::MAX.into()));
             tokio::pin!(expiry);
@@ -520,8 +564,9 @@ impl Ads {
                         };
                         match stream.as_ref() {
                             None => match ads.open(F::node(&req), token.as_deref()) {
-                                Ok((key, exp)) => {
-                                    if let Some(exp) = exp {
+                                Ok((key, id)) => {
+                                    identity = id;
+                                    if let Some(exp) = identity.as_ref().map(|i| i.claims.exp) {
                                         let left = exp
                                             .saturating_add(umbra_auth::token::LEEWAY_SECS)
                                             .saturating_sub(umbra_auth::unix_now());
@@ -570,6 +615,16 @@ impl Ads {
                     changed = changes.changed() => {
                         if changed.is_err() { break }
                         let Some(c) = stream.as_mut() else { continue };
+                        // Before pushing: the token still verifies (a revocation that came with
+                        // this change), and a tag-bound token still allows the DPP as stored now.
+                        let still = ads.gate.recheck_since(token.as_deref(), c.key(), &mut checked).and_then(|()| {
+                            ads.still_allowed(identity.as_ref(), c.key())
+                        });
+                        if let Err(status) = still {
+                            tracing::warn!(reason = %status.message(), "ADS stream ended: its token no longer allows this DPP");
+                            let _ = tx.send(Err(status)).await;
+                            break;
+                        }
                         for t in TYPE_ORDER {
                             if !c.push(t, &ads.reconciler, &ads.insights, &tx).await { return }
                         }

@@ -559,14 +559,27 @@ impl StoreSink {
             // A removal keeps the last bundle: tokens keep verifying while the Global is away.
             // A Global whose store is not the one this zone synced from has other keys: its
             // bundle waits, like its removals, for the operator (every DPP token would die).
+            // Its revocations still apply (a union: nothing is un-revoked), so a token revoked
+            // meanwhile does not keep working here.
             if self.protect {
-                return Ok(upserts
-                    .into_iter()
-                    .map(|u| Refusal {
+                let mut refused = Vec::new();
+                for u in upserts {
+                    if let Ok(received) = serde_json::from_slice::<umbra_auth::TrustBundle>(&u.body)
+                    {
+                        let mut merged = self.trust.bundle().as_ref().clone();
+                        merged.revoked.user.extend(received.revoked.user);
+                        merged.revoked.dataplane.extend(received.revoked.dataplane);
+                        self.store
+                            .record_trust_bundle(&merged)
+                            .map_err(|e| format!("cannot keep the trust bundle: {e}"))?;
+                        self.trust.replace(merged);
+                    }
+                    refused.push(Refusal {
                         name: u.name,
-                        reason: "kept the last trust bundle: the Global's store is not the one this zone synced from; an operator confirms with POST /global/accept-store on the zone".to_owned(),
-                    })
-                    .collect());
+                        reason: "kept the last trust bundle's keys (its revocations apply): the Global's store is not the one this zone synced from; an operator confirms with POST /global/accept-store on the zone".to_owned(),
+                    });
+                }
+                return Ok(refused);
             }
             return self.take_trust(upserts);
         }
@@ -750,6 +763,64 @@ mod tests {
             version: "v".into(),
             body,
         }
+    }
+
+    #[tokio::test]
+    async fn the_trust_bundle_is_kept_and_in_protected_mode_only_its_revocations_apply() {
+        use umbra_auth::keys::PublicKey;
+        let key = |b: u8| PublicKey::new(vec![b; 32]);
+        let bundle = |k: u8, revoked: &[&str]| {
+            let mut b = umbra_auth::TrustBundle {
+                user_keys: vec![key(k)],
+                ..Default::default()
+            };
+            b.revoked.user = revoked.iter().map(|s| (*s).to_owned()).collect();
+            serde_json::to_vec(&b).unwrap()
+        };
+        let (store, mut sink) = sink();
+        let refused = sink
+            .apply(received(
+                TRUST_BUNDLE_TYPE,
+                vec![up(TRUST_BUNDLE_NAME, bundle(1, &["a"]))],
+                vec![],
+            ))
+            .await
+            .unwrap();
+        assert!(refused.is_empty(), "{refused:?}");
+        assert_eq!(sink.trust.bundle().user_keys, [key(1)]);
+        assert_eq!(
+            store.trust_bundle().unwrap().user_keys,
+            [key(1)],
+            "kept in the store"
+        );
+        // A bundle whose key does not match its ID is refused; the last good one stays.
+        let mut forged: serde_json::Value = serde_json::from_slice(&bundle(2, &[])).unwrap();
+        forged["userKeys"][0]["kid"] = "0000000000000000".into();
+        let refused = sink
+            .apply(received(
+                TRUST_BUNDLE_TYPE,
+                vec![up(TRUST_BUNDLE_NAME, serde_json::to_vec(&forged).unwrap())],
+                vec![],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1);
+        assert_eq!(sink.trust.bundle().user_keys, [key(1)]);
+        // Protected: another Global's keys are not taken, its revocations are.
+        sink.protect = true;
+        let refused = sink
+            .apply(received(
+                TRUST_BUNDLE_TYPE,
+                vec![up(TRUST_BUNDLE_NAME, bundle(3, &["b"]))],
+                vec![],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1, "reported, keys kept");
+        let now = sink.trust.bundle();
+        assert_eq!(now.user_keys, [key(1)]);
+        assert!(now.revoked.user.contains("a") && now.revoked.user.contains("b"));
+        assert!(store.trust_bundle().unwrap().revoked.user.contains("b"));
     }
 
     #[tokio::test]

@@ -72,6 +72,11 @@ pub struct Args {
     /// `/metrics` needs a user token too (default: open to scrapers).
     #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
     pub metrics_auth: bool,
+    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
+    /// (default). Set `false` when a proxy on this host makes every caller local; then read the
+    /// admin token from the store (key `admin-user-token`) or ask with an admin token.
+    #[arg(long, env = "UMBRA_ADMIN_TOKEN_FROM_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
+    pub admin_token_from_loopback: bool,
     /// How Envoys authenticate on ADS: `dpToken` (a dataplane token bound to the DPP, Kuma's
     /// default) or `none` (anyone reaching the port gets any DPP's config and secrets:
     /// development only).
@@ -112,6 +117,7 @@ impl Args {
         umbra_api::trust::AccessPolicy {
             localhost_is_admin: self.localhost_is_admin,
             metrics_need_token: self.metrics_auth,
+            admin_token_from_loopback: self.admin_token_from_loopback,
         }
     }
 
@@ -219,6 +225,13 @@ pub async fn run(
     };
     let kds_config = kds_config(&args, trust.clone())?;
     let tls = dp_server_tls(&args, &store).await?;
+    if args
+        .global_kds_address
+        .as_deref()
+        .is_some_and(|a| a.starts_with("http://"))
+    {
+        tracing::warn!("KDS to the Global is plaintext: policies and the trust bundle (the keys tokens are checked with) travel unprotected; use an https:// address with --kds-ca-file");
+    }
     if args.dp_auth == dp_auth::DpAuth::None {
         tracing::warn!("--dp-auth none: ADS does NOT authenticate Envoys; anyone reaching the data-plane port gets any DPP's configuration and certificates. Development only.");
     }
