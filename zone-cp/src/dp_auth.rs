@@ -164,6 +164,30 @@ impl Gate {
     }
 }
 
+/// For a token bound to tags: the DPP (`spec`, as stored now; `None` when gone) still carries
+/// only values the token allows; its tags can change through the API while a stream is open.
+/// `Ok` for tokens without tags and without authentication.
+///
+/// # Errors
+/// `PermissionDenied` with the reason.
+pub fn still_allowed(
+    identity: Option<&DataplaneIdentity>,
+    key: &DpKey,
+    spec: Option<&DataplaneSpec>,
+) -> Result<(), Status> {
+    let Some(id) = identity.filter(|i| !i.claims.tags.is_empty()) else {
+        return Ok(());
+    };
+    let tags = spec.map(tag_set);
+    id.authorizes(&key.mesh, &key.name, "dataplane", tags.as_ref())
+        .map_err(|why| {
+            Status::permission_denied(format!(
+                "dataplane {}/{}: the token no longer allows it: {why}",
+                key.mesh, key.name
+            ))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

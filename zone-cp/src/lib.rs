@@ -19,6 +19,7 @@ pub mod dp_server;
 pub use umbra_api::error;
 pub mod inspect;
 pub mod kds;
+pub mod node_metadata;
 pub mod reconciler;
 pub mod remote_inspect;
 pub mod store;

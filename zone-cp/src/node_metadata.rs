@@ -1,0 +1,71 @@
+//! The Dataplane an Envoy carries in its node metadata (`dataplane.resource`, as kuma-dp sends
+//! it): parsed and checked against the node id ([`dataplane_from_metadata`]), and registered in
+//! the zone store ([`register_from_metadata`]) once the stream is authenticated.
+
+use tonic::Status;
+use umbra_core::dataplane::DpKey;
+
+/// Node metadata key carrying the Dataplane resource inline (as Kuma's kuma-dp sends it).
+pub const DATAPLANE_METADATA_KEY: &str = "dataplane.resource";
+
+/// Register the Dataplane an Envoy carries in its node metadata ([`dataplane_from_metadata`]).
+/// Nothing to do when the metadata is absent.
+///
+/// # Errors
+/// An `INVALID_ARGUMENT` status listing every problem, `FAILED_PRECONDITION` when the store
+/// refuses it.
+pub fn register_from_metadata(
+    store: &crate::store::Store,
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<(), Status> {
+    match dataplane_from_metadata(key, node)? {
+        Some(resource) => store
+            .put(resource, None)
+            .map(|_| ())
+            .map_err(|e| Status::failed_precondition(e.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// The Dataplane an Envoy carries in its node metadata (`dataplane.resource`, YAML or JSON in
+/// universal format), checked: a valid Dataplane whose mesh and name match the node id.
+/// `None` when the metadata is absent.
+///
+/// # Errors
+/// An `INVALID_ARGUMENT` status listing every problem.
+pub fn dataplane_from_metadata(
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<Option<umbra_core::resource::Resource>, Status> {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    let Some(text) = node
+        .and_then(|n| n.metadata.as_ref())
+        .and_then(|m| m.fields.get(DATAPLANE_METADATA_KEY))
+        .and_then(|v| match &v.kind {
+            Some(Kind::StringValue(s)) => Some(s.clone()),
+            _ => None,
+        })
+    else {
+        return Ok(None);
+    };
+    let resource = umbra_core::resource::Resource::from_bytes(text.as_bytes()).map_err(|e| {
+        Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
+    })?;
+    if resource.ty() != umbra_core::resource::ResourceType::Dataplane
+        || resource.meta.mesh != key.mesh
+        || resource.meta.name != key.name
+    {
+        return Err(Status::invalid_argument(format!(
+            "node metadata {DATAPLANE_METADATA_KEY} must be the Dataplane {}/{} named by the node id",
+            key.mesh, key.name
+        )));
+    }
+    let violations = resource.validate();
+    if violations.has_violations() {
+        return Err(Status::invalid_argument(format!(
+            "node metadata {DATAPLANE_METADATA_KEY}: {violations}"
+        )));
+    }
+    Ok(Some(resource))
+}
