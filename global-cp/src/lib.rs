@@ -68,29 +68,15 @@ pub struct Args {
     /// PEM private key for TLS on the KDS port.
     #[arg(long, env = "UMBRA_KDS_TLS_KEY_FILE", requires = "kds_tls_cert_file")]
     pub kds_tls_key_file: Option<std::path::PathBuf>,
-    /// API callers on a loopback address without a token act as the admin (Kuma's
-    /// `localhostIsAdmin`). With `false`, every call but `/`, `/openapi.yaml`, `/healthz`, `/ready` (and
-    /// `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
-    #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
-    pub localhost_is_admin: bool,
-    /// `/metrics` needs a user token too (default: open to scrapers).
-    #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
-    pub metrics_auth: bool,
-    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
-    /// (default). Set `false` when a proxy on this host makes every caller local; then read the
-    /// admin token from the store (key `admin-user-token`) or ask with an admin token.
-    #[arg(long, env = "UMBRA_ADMIN_TOKEN_FROM_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
-    pub admin_token_from_loopback: bool,
+    /// API authentication.
+    #[command(flatten)]
+    pub access: umbra_api::trust::AccessArgs,
 }
 
 impl Args {
     /// Who may call the API without a token.
     pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
-        umbra_api::trust::AccessPolicy {
-            localhost_is_admin: self.localhost_is_admin,
-            metrics_need_token: self.metrics_auth,
-            admin_token_from_loopback: self.admin_token_from_loopback,
-        }
+        self.access.policy()
     }
 }
 
@@ -136,7 +122,7 @@ pub async fn run(
     };
     let api = umbra_api::process::listen(args.api_addr)?;
     let kds = umbra_api::process::listen(args.kds_addr)?;
-    tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), localhost_is_admin = args.localhost_is_admin, "global-cp listening");
+    tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), localhost_is_admin = args.access.localhost_is_admin, "global-cp listening");
     serve(store, api, kds, tls, args.access_policy(), shutdown).await
 }
 

@@ -65,19 +65,9 @@ pub struct Args {
     /// the zone starts empty and a federated zone receives everything again.
     #[arg(long, env = "UMBRA_DATA_DIR")]
     pub data_dir: Option<std::path::PathBuf>,
-    /// API callers on a loopback address without a token act as the admin (Kuma's
-    /// `localhostIsAdmin`). With `false`, every call but `/`, `/openapi.yaml`, `/healthz`, `/ready` (and
-    /// `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
-    #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
-    pub localhost_is_admin: bool,
-    /// `/metrics` needs a user token too (default: open to scrapers).
-    #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
-    pub metrics_auth: bool,
-    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
-    /// (default). Set `false` when a proxy on this host makes every caller local; then read the
-    /// admin token from the store (key `admin-user-token`) or ask with an admin token.
-    #[arg(long, env = "UMBRA_ADMIN_TOKEN_FROM_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
-    pub admin_token_from_loopback: bool,
+    /// API authentication.
+    #[command(flatten)]
+    pub access: umbra_api::trust::AccessArgs,
     /// How Envoys authenticate on ADS: `dpToken` (a dataplane token bound to the DPP, Kuma's
     /// default) or `none` (anyone reaching the port gets any DPP's config and secrets:
     /// development only).
@@ -115,11 +105,7 @@ pub struct Args {
 impl Args {
     /// Who may call the API without a token.
     pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
-        umbra_api::trust::AccessPolicy {
-            localhost_is_admin: self.localhost_is_admin,
-            metrics_need_token: self.metrics_auth,
-            admin_token_from_loopback: self.admin_token_from_loopback,
-        }
+        self.access.policy()
     }
 
     /// Arguments of a zone named `zone` with every default, listening on `api` and `ads`
