@@ -236,6 +236,28 @@ impl Outbound {
 }
 
 impl DataplaneSpec {
+    /// Tag → values over every inbound and the gateway (Kuma's `TagSet`): what `x-kuma-tags`
+    /// carries and what a tag-bound dataplane token is checked against.
+    pub fn tag_set(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+        let mut out: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        let gateway = self.networking.gateway.iter().map(|g| &g.tags);
+        for tags in self
+            .networking
+            .inbound
+            .iter()
+            .map(|i| &i.tags)
+            .chain(gateway)
+        {
+            for (k, v) in tags {
+                out.entry(k.clone()).or_default().insert(v.clone());
+            }
+        }
+        out
+    }
+
     /// `Gateway` when `networking.gateway` is set, else `Sidecar` (Kuma's proxy type rule).
     pub fn proxy_type(&self) -> ProxyType {
         if self.networking.gateway.is_some() {

@@ -17,7 +17,6 @@
 //! `--dp-auth none` turns this off for development; the zone logs a warning at start and on
 //! every stream.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tonic::Status;
@@ -47,24 +46,6 @@ pub struct Gate {
     pub mode: DpAuth,
     /// Keys and revocations.
     pub trust: Arc<Trust>,
-}
-
-/// Tag → values of a Dataplane: every inbound's tags and the gateway's (Kuma's `TagSet`).
-pub fn tag_set(spec: &DataplaneSpec) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let gateway = spec.networking.gateway.iter().map(|g| &g.tags);
-    for tags in spec
-        .networking
-        .inbound
-        .iter()
-        .map(|i| &i.tags)
-        .chain(gateway)
-    {
-        for (k, v) in tags {
-            out.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    out
 }
 
 /// The token in a stream's metadata, `Bearer ` prefix removed.
@@ -115,7 +96,7 @@ impl Gate {
             .map_err(|e| {
                 Status::unauthenticated(format!("dataplane {}/{}: {e}", key.mesh, key.name))
             })?;
-        let tags = dp.map(tag_set);
+        let tags = dp.map(DataplaneSpec::tag_set);
         id.authorizes(&key.mesh, &key.name, "dataplane", tags.as_ref())
             .map_err(|why| {
                 Status::permission_denied(format!(
@@ -178,7 +159,7 @@ pub fn still_allowed(
     let Some(id) = identity.filter(|i| !i.claims.tags.is_empty()) else {
         return Ok(());
     };
-    let tags = spec.map(tag_set);
+    let tags = spec.map(DataplaneSpec::tag_set);
     id.authorizes(&key.mesh, &key.name, "dataplane", tags.as_ref())
         .map_err(|why| {
             Status::permission_denied(format!(

@@ -42,25 +42,13 @@ use crate::util::{ads, any, sanitize_metric, secs, serialize_tags, socket, tags_
 /// Add the listener of every outbound of `dp` (but those with a `backendRef`) to `snap`, and
 /// the cluster of each service they reach (one per service, shared by its outbounds).
 pub fn generate(snap: &mut Snapshot, dp: &DataplaneSpec, ctx: &MeshContext) {
-    let source_tags = source_tags(dp);
+    let source_tags = dp.tag_set();
     for outbound in &dp.networking.outbound {
         if outbound.backend_ref.is_some() {
             continue;
         }
         add_outbound(snap, outbound, ctx, &source_tags);
     }
-}
-
-/// All tags of the DPP's inbounds (and gateway), values merged: the `x-kuma-tags` source set.
-fn source_tags(dp: &DataplaneSpec) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let gateway = dp.networking.gateway.iter().map(|g| &g.tags);
-    for tags in dp.networking.inbound.iter().map(|i| &i.tags).chain(gateway) {
-        for (k, v) in tags {
-            out.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    out
 }
 
 fn add_outbound(
