@@ -94,6 +94,7 @@ impl<'a> OldPolicyRef<'a> {
             Spec::FaultInjection(p) => (&p.sources, &p.destinations),
             Spec::TrafficPermission(p) => (&p.sources, &p.destinations),
             Spec::ProxyTemplate(p) => (&p.selectors, &[]),
+            Spec::TrafficRoute(p) => (&p.sources, &p.destinations),
             _ => return None,
         };
         Some(OldPolicyRef {

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::policies::mesh_http_route::{self, MeshHttpRoute};
+use crate::policies::mesh_tcp_route::{self, MeshTcpRoute};
 use crate::resource::{from_value_at, Meta, Resource, ResourceType, TypeKind};
 use crate::rules::OriginMeta;
 use crate::target_ref::TargetRef;
@@ -71,7 +73,7 @@ pub struct TargetRefPolicy {
     /// Single-item `default`.
     pub single: Option<Value>,
     /// For MeshHTTPRoute resources: the typed route, to resolve references.
-    pub route: Option<Arc<crate::policies::mesh_http_route::MeshHttpRoute>>,
+    pub route: Option<Arc<MeshHttpRoute>>,
 }
 
 /// Why a document cannot be seen as a targetRef policy.
@@ -135,11 +137,38 @@ impl TargetRefPolicy {
                 })
                 .collect()
         };
-        let route = if type_name == ResourceType::MeshHTTPRoute.name() {
+        let route: Option<Arc<MeshHttpRoute>> = if type_name == ResourceType::MeshHTTPRoute.name() {
             Some(Arc::new(
                 from_value_at(&PathBuilder::rooted_at("spec"), spec.clone())
                     .map_err(|e| shape_err("spec", e.to_string()))?,
             ))
+        } else {
+            None
+        };
+        // Routes' `to` items carry Kuma's `GetDefault` of each entry as their conf.
+        let typed_to: Option<Vec<PolicyItem>> = if let Some(route) = &route {
+            Some(
+                route
+                    .to
+                    .iter()
+                    .map(|t| PolicyItem {
+                        target_ref: t.target_ref.clone(),
+                        conf: mesh_http_route::to_conf(t),
+                    })
+                    .collect(),
+            )
+        } else if type_name == ResourceType::MeshTCPRoute.name() {
+            let tcp: MeshTcpRoute = from_value_at(&PathBuilder::rooted_at("spec"), spec.clone())
+                .map_err(|e| shape_err("spec", e.to_string()))?;
+            Some(
+                tcp.to
+                    .iter()
+                    .map(|t| PolicyItem {
+                        target_ref: t.target_ref.clone(),
+                        conf: mesh_tcp_route::to_conf(t),
+                    })
+                    .collect(),
+            )
         } else {
             None
         };
@@ -155,10 +184,10 @@ impl TargetRefPolicy {
             } else {
                 Vec::new()
             },
-            to: if caps.to && route.is_none() {
-                items("to")?
-            } else {
-                Vec::new()
+            to: match typed_to {
+                Some(to) => to,
+                None if caps.to => items("to")?,
+                None => Vec::new(),
             },
             single: caps.single.then(|| normalize_conf(spec.get("default"))),
             route,

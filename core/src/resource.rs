@@ -67,11 +67,13 @@ resource_types! {
     MeshTrafficPermission => "MeshTrafficPermission", "meshtrafficpermissions", NewPolicy;
     MeshProxyPatch => "MeshProxyPatch", "meshproxypatches", NewPolicy;
     MeshHTTPRoute => "MeshHTTPRoute", "meshhttproutes", NewPolicy;
+    MeshTCPRoute => "MeshTCPRoute", "meshtcproutes", NewPolicy;
     Timeout => "Timeout", "timeouts", OldPolicy;
     CircuitBreaker => "CircuitBreaker", "circuit-breakers", OldPolicy;
     FaultInjection => "FaultInjection", "fault-injections", OldPolicy;
     TrafficPermission => "TrafficPermission", "traffic-permissions", OldPolicy;
     ProxyTemplate => "ProxyTemplate", "proxytemplates", OldPolicy;
+    TrafficRoute => "TrafficRoute", "traffic-routes", OldPolicy;
 }
 
 /// Family of a [`ResourceType`].
@@ -102,7 +104,8 @@ impl ResourceType {
             TrafficPermission => MeshTrafficPermission,
             MeshProxyPatch => ProxyTemplate,
             ProxyTemplate => MeshProxyPatch,
-            Mesh | Dataplane | MeshHTTPRoute => return None,
+            // TrafficRoute gives way per DPP, not per mesh: see `PolicySet::traffic_routes`.
+            Mesh | Dataplane | MeshHTTPRoute | MeshTCPRoute | TrafficRoute => return None,
         })
     }
 
@@ -218,8 +221,10 @@ pub enum Spec {
     MeshTrafficPermission(policies::mesh_traffic_permission::MeshTrafficPermission),
     /// MeshProxyPatch.
     MeshProxyPatch(policies::mesh_proxy_patch::MeshProxyPatch),
-    /// MeshHTTPRoute (used to resolve `targetRef.kind: MeshHTTPRoute`).
+    /// MeshHTTPRoute.
     MeshHTTPRoute(policies::mesh_http_route::MeshHttpRoute),
+    /// MeshTCPRoute.
+    MeshTCPRoute(policies::mesh_tcp_route::MeshTcpRoute),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -230,6 +235,8 @@ pub enum Spec {
     TrafficPermission(old::traffic_permission::TrafficPermission),
     /// Old ProxyTemplate.
     ProxyTemplate(old::proxy_template::ProxyTemplate),
+    /// Old TrafficRoute.
+    TrafficRoute(old::traffic_route::TrafficRoute),
 }
 
 /// A decoded resource: type, metadata and typed spec.
@@ -303,11 +310,13 @@ impl Resource {
             Spec::MeshTrafficPermission(_) => ResourceType::MeshTrafficPermission,
             Spec::MeshProxyPatch(_) => ResourceType::MeshProxyPatch,
             Spec::MeshHTTPRoute(_) => ResourceType::MeshHTTPRoute,
+            Spec::MeshTCPRoute(_) => ResourceType::MeshTCPRoute,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
             Spec::TrafficPermission(_) => ResourceType::TrafficPermission,
             Spec::ProxyTemplate(_) => ResourceType::ProxyTemplate,
+            Spec::TrafficRoute(_) => ResourceType::TrafficRoute,
         }
     }
 
@@ -450,11 +459,13 @@ impl Resource {
             Spec::MeshTrafficPermission(s) => serde_json::to_value(s),
             Spec::MeshProxyPatch(s) => serde_json::to_value(s),
             Spec::MeshHTTPRoute(s) => serde_json::to_value(s),
+            Spec::MeshTCPRoute(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
             Spec::TrafficPermission(s) => serde_json::to_value(s),
             Spec::ProxyTemplate(s) => serde_json::to_value(s),
+            Spec::TrafficRoute(s) => serde_json::to_value(s),
         };
         // Serializing plain data structs with string keys cannot fail.
         r.unwrap_or(Value::Null)
@@ -515,11 +526,13 @@ impl Resource {
             Spec::MeshTrafficPermission(s) => s.validate(),
             Spec::MeshProxyPatch(s) => s.validate(),
             Spec::MeshHTTPRoute(s) => s.validate(),
+            Spec::MeshTCPRoute(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
             Spec::TrafficPermission(s) => s.validate(),
             Spec::ProxyTemplate(s) => s.validate(),
+            Spec::TrafficRoute(s) => s.validate(),
         }
     }
 
@@ -546,11 +559,13 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshTrafficPermission => Spec::MeshTrafficPermission(from_value_at(root, v)?),
         ResourceType::MeshProxyPatch => Spec::MeshProxyPatch(from_value_at(root, v)?),
         ResourceType::MeshHTTPRoute => Spec::MeshHTTPRoute(from_value_at(root, v)?),
+        ResourceType::MeshTCPRoute => Spec::MeshTCPRoute(from_value_at(root, v)?),
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
+        ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
     })
 }
 

@@ -357,7 +357,16 @@ fn create_rule(ss: Subset, items: &[Item<'_>], subsets: &[Subset]) -> Option<Rul
                 .or_insert(item.origin);
         }
     }
-    let conf = merge_confs(&confs)?;
+    // The merge depends on the conf type, as Kuma's reflection on `policyMerge` tags does:
+    // MeshHTTPRoute merges its rules by `matches`.
+    let route = items
+        .first()
+        .is_some_and(|i| i.origin.type_name == crate::resource::ResourceType::MeshHTTPRoute.name());
+    let conf = if route {
+        crate::policies::mesh_http_route::merge_confs(&confs)?
+    } else {
+        merge_confs(&confs)?
+    };
     let mut origin: Vec<OriginMeta> = origins.into_values().cloned().collect();
     origin.sort_by(|a, b| a.meta.name.cmp(&b.meta.name));
     Some(Rule {

@@ -143,10 +143,9 @@ impl std::fmt::Display for Promotion {
 /// The policies of one mesh as one view sees them, ready for per-DPP matching.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PolicySet {
-    /// New (targetRef) policies in the view, by type (MeshHTTPRoute excluded).
+    /// New (targetRef) policies in the view, by type (MeshHTTPRoutes included).
     pub new: BTreeMap<ResourceType, Vec<TargetRefPolicy>>,
-    /// MeshHTTPRoutes of the mesh (all of them), only to resolve references: Umbra does not
-    /// build MeshHTTPRoute's own rules (route generation is not part of the transition scope).
+    /// The MeshHTTPRoutes of the view again, to resolve `targetRef.kind: MeshHTTPRoute`.
     pub routes: Vec<TargetRefPolicy>,
     /// Old policies still in effect (their new counterpart has no policy in the view), by type.
     pub old: BTreeMap<ResourceType, Vec<Resource>>,
@@ -160,6 +159,10 @@ pub struct PolicySet {
     /// The view.
     pub view: Option<View>,
 }
+
+/// Policy types whose top-level `targetRef: {kind: MeshHTTPRoute}` Umbra generates (the route's
+/// Envoy routes get their rules).
+pub const ROUTE_TARGETED_GENERATED: &[ResourceType] = &[ResourceType::MeshTimeout];
 
 /// A policy that selects a DPP but is not in its generated config ([`PolicySet::not_generated`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -209,10 +212,9 @@ impl PolicySet {
                         continue;
                     };
                     if r.ty() == ResourceType::MeshHTTPRoute {
-                        set.routes.push(p);
-                    } else {
-                        set.new.entry(r.ty()).or_default().push(p);
+                        set.routes.push(p.clone());
                     }
+                    set.new.entry(r.ty()).or_default().push(p);
                 }
                 TypeKind::OldPolicy => old.entry(r.ty()).or_default().push(r.clone()),
                 TypeKind::Infra => {}
@@ -257,22 +259,35 @@ impl PolicySet {
         )
     }
 
-    /// The policies of this view that select `dp` but whose effect Umbra does not generate yet,
-    /// each with the reason: every MeshHTTPRoute (no Envoy route is built from it, issue 16)
-    /// and every policy whose top-level `targetRef` is a MeshHTTPRoute (its rules target a
-    /// route that is not generated). Sorted by type, then name. The inspect answers list them,
-    /// so a diff is never read as if they were in the config.
+    /// `true` when the old TrafficRoutes of this view apply to `dp`: no MeshHTTPRoute or
+    /// MeshTCPRoute gives it a `to` rule (Kuma 2.7's route plugins fall back to TrafficRoute only
+    /// then; the old-type-off rule of seed 000, decided per DPP as Kuma does).
+    pub fn traffic_routes_apply(&self, dp: &DataplaneSpec) -> bool {
+        !self.new_routes_apply(dp)
+    }
+
+    /// `true` when a MeshHTTPRoute or MeshTCPRoute of this view gives `dp` a `to` rule.
+    pub fn new_routes_apply(&self, dp: &DataplaneSpec) -> bool {
+        [ResourceType::MeshHTTPRoute, ResourceType::MeshTCPRoute]
+            .into_iter()
+            .any(|ty| !self.matched(ty, dp).to_rules.is_empty())
+    }
+
+    /// The policies of this view that select `dp` but whose effect Umbra does not generate,
+    /// each with the reason: policies whose top-level `targetRef` is a MeshHTTPRoute, of a type
+    /// whose plugin Umbra does not apply per route (every type but MeshTimeout). Sorted by
+    /// type, then name. The inspect answers list them, so a diff is never read as if they were
+    /// in the config.
     pub fn not_generated(&self, dp: &DataplaneSpec) -> Vec<NotGenerated> {
         let routes: Vec<&TargetRefPolicy> = self.routes.iter().collect();
         let opts = MatchOptions {
             include_shadow: self.view == Some(View::Shadow),
         };
-        let mut out: Vec<NotGenerated> = matched_policies(dp, &self.routes, &routes, opts)
-            .dataplane_policies
-            .into_iter()
-            .map(|p| NotGenerated::of(p, "MeshHTTPRoute is accepted, synced and used to resolve targetRefs, but Umbra does not generate its routes yet: this DPP's config has none of them"))
-            .collect();
+        let mut out: Vec<NotGenerated> = Vec::new();
         for (ty, list) in &self.new {
+            if ROUTE_TARGETED_GENERATED.contains(ty) {
+                continue;
+            }
             let on_routes: Vec<TargetRefPolicy> = list
                 .iter()
                 .filter(|p| p.target_ref.kind() == crate::target_ref::TargetRefKind::MeshHTTPRoute)
@@ -285,9 +300,10 @@ impl PolicySet {
                 out.push(NotGenerated::of(
                     p,
                     &format!(
-                        "this {} targets MeshHTTPRoute {:?}, whose routes Umbra does not generate yet: it changes nothing in this DPP's config",
+                        "this {} targets MeshHTTPRoute {:?}; Umbra applies route-targeted policies of type {} only, so it changes nothing in this DPP's config",
                         ty.name(),
-                        p.target_ref.name
+                        p.target_ref.name,
+                        ROUTE_TARGETED_GENERATED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                     ),
                 ));
             }

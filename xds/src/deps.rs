@@ -80,6 +80,9 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
         );
     }
     for (ty, list) in &policies.new {
+        if *ty == ResourceType::MeshHTTPRoute {
+            continue; // pushed above, every one (they resolve references)
+        }
         for p in list {
             if !include_shadow && p.meta().is_shadow() {
                 continue;

@@ -1,5 +1,5 @@
 //! The old source/destination policies (Timeout, CircuitBreaker, FaultInjection,
-//! TrafficPermission, ProxyTemplate): typed specs, validators, and what they share: the
+//! TrafficPermission, ProxyTemplate, TrafficRoute): typed specs, validators, and what they share: the
 //! selectors ([`selectors`]) and the serde helpers reproducing Kuma's JSON loader.
 //! Matching them to a DPP lives in [`crate::old_matching`].
 
@@ -11,6 +11,7 @@ pub mod proxy_template;
 pub mod selectors;
 pub mod timeout;
 pub mod traffic_permission;
+pub mod traffic_route;
 
 pub use selectors::Selector;
 

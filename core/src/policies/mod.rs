@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRefOpts};
 use crate::validate::{PathBuilder, ValidationError};
 
+pub mod backend_ref;
 pub(crate) mod go_json;
 pub(crate) mod lenient;
 pub mod mesh_circuit_breaker;
 pub mod mesh_fault_injection;
 pub mod mesh_http_route;
 pub mod mesh_proxy_patch;
+pub mod mesh_tcp_route;
 pub mod mesh_timeout;
 pub mod mesh_traffic_permission;
 #[cfg(test)]

@@ -44,11 +44,14 @@ test_spec!(
     MeshFaultInjection => crate::policies::mesh_fault_injection::MeshFaultInjection,
     MeshTrafficPermission => crate::policies::mesh_traffic_permission::MeshTrafficPermission,
     MeshProxyPatch => crate::policies::mesh_proxy_patch::MeshProxyPatch,
+    MeshHTTPRoute => crate::policies::mesh_http_route::MeshHttpRoute,
+    MeshTCPRoute => crate::policies::mesh_tcp_route::MeshTcpRoute,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,
     TrafficPermission => crate::old::traffic_permission::TrafficPermission,
     ProxyTemplate => crate::old::proxy_template::ProxyTemplate,
+    TrafficRoute => crate::old::traffic_route::TrafficRoute,
 );
 
 /// A resource document of type `T` holding `spec` (flush-left YAML): indented under `spec:` for
