@@ -49,6 +49,7 @@ pub fn generate(
         dataplane: dp,
         ctx,
         policies,
+        new_routes: policies.new_routes_apply(dp),
     };
     apply_all(&mut snap, &input)?;
     Ok(snap)

@@ -34,7 +34,7 @@ use super::common::{
 };
 use crate::context::{MeshContext, Protocol};
 use crate::names::{
-    outbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER,
+    outbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER, SERVICE,
 };
 use crate::snapshot::Snapshot;
 use crate::util::{ads, any, sanitize_metric, secs, serialize_tags, socket, tags_metadata};
@@ -113,6 +113,18 @@ fn add_outbound(
     if snap.clusters.contains_key(&service) {
         return; // several outbounds to one service share the cluster
     }
+    let cluster = outbound_cluster(&service, &BTreeMap::new(), ctx);
+    snap.clusters.insert(service, cluster);
+}
+
+/// Kuma's EDS cluster of `service` endpoints with `tags` (besides `kuma.io/service`; empty for
+/// the service's own cluster), named [`destination_cluster_name`]: connect timeout 5s,
+/// upstream HTTP/2, upstream mTLS with SNI `<service>{<tags>,mesh=<mesh>}` when mTLS is on
+/// (Kuma's `SNIFromTags`, tags sorted).
+pub fn outbound_cluster(service: &str, tags: &BTreeMap<String, String>, ctx: &MeshContext) -> Cluster {
+    let name = destination_cluster_name(service, tags);
+    let protocol = ctx.service_protocol(service);
+    let stat = sanitize_metric(&name);
     let mut options = http_protocol_options(Protocol::Http2, None);
     if protocol.is_http() {
         options.common_http_protocol_options = Some(CoreHttpProtocolOptions {
@@ -121,8 +133,8 @@ fn add_outbound(
         });
     }
     let mut cluster = Cluster {
-        name: service.clone(),
-        alt_stat_name: if stat == service { String::new() } else { stat },
+        name: name.clone(),
+        alt_stat_name: if stat == name { String::new() } else { stat },
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: Some(ads()),
@@ -135,8 +147,15 @@ fn add_outbound(
         .typed_extension_protocol_options
         .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
     if ctx.mtls {
+        let mut sni_tags: Vec<String> = tags
+            .iter()
+            .filter(|(k, _)| k.as_str() != SERVICE && k.as_str() != "mesh")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        sni_tags.push(format!("mesh={}", ctx.mesh));
+        sni_tags.sort();
         cluster.transport_socket = Some(tls_socket(&UpstreamTlsContext {
-            sni: format!("{service}{{mesh={}}}", ctx.mesh),
+            sni: format!("{service}{{{}}}", sni_tags.join(",")),
             common_tls_context: Some(common_tls(
                 &ctx.mesh,
                 StringMatcher {
@@ -151,5 +170,24 @@ fn add_outbound(
             ..Default::default()
         }));
     }
-    snap.clusters.insert(service, cluster);
+    cluster
+}
+
+/// Kuma's `Tags.DestinationClusterName`: `service` when `tags` (besides `kuma.io/service`) are
+/// empty, else `<service>-<first 8 bytes of SHA-256 over the sorted key/value pairs, hex>`.
+pub fn destination_cluster_name(service: &str, tags: &BTreeMap<String, String>) -> String {
+    use sha2::Digest as _;
+    let mut all = tags.clone();
+    all.insert(SERVICE.to_owned(), service.to_owned());
+    if all.len() == 1 {
+        return service.to_owned();
+    }
+    let mut h = sha2::Sha256::new();
+    for (k, v) in &all {
+        h.update(k.as_bytes());
+        h.update(v.as_bytes());
+    }
+    let digest = h.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{service}-{hex}")
 }

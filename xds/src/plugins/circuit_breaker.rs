@@ -68,14 +68,17 @@ use crate::util::duration;
 pub fn apply(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
-    _origins: &mut Origins,
+    origins: &mut Origins,
 ) -> Result<(), GenerateError> {
-    apply_old(snap, input);
-    apply_new(snap, input)
+    if !input.new_routes {
+        // Kuma's route plugins overwrite the legacy clusters it is baked into.
+        apply_old(snap, input, origins);
+    }
+    apply_new(snap, input, origins)
 }
 
 /// The old CircuitBreaker: one policy per outbound service, configured on its cluster.
-fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) {
+fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) {
     let policies: Vec<&Resource> = input
         .policies
         .old_policies_with_superseded(ResourceType::CircuitBreaker)
@@ -108,11 +111,12 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) {
         else {
             continue;
         };
-        let Some(cluster) = snap.clusters.get_mut(service) else {
-            continue;
-        };
         let default_conf = CircuitBreakerConf::default();
-        configure_old(cluster, cb.conf.as_ref().unwrap_or(&default_conf));
+        for name in origins.clusters_of(service) {
+            if let Some(cluster) = snap.clusters.get_mut(name) {
+                configure_old(cluster, cb.conf.as_ref().unwrap_or(&default_conf));
+            }
+        }
     }
 }
 
@@ -203,7 +207,11 @@ fn go_f64_to_u32(x: f64) -> u32 {
 }
 
 /// MeshCircuitBreaker: the `from` rules on inbound clusters, the `to` rules on outbound ones.
-fn apply_new(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+fn apply_new(
+    snap: &mut Snapshot,
+    input: &PluginInput<'_>,
+    origins: &Origins,
+) -> Result<(), GenerateError> {
     let matched = input
         .policies
         .matched(ResourceType::MeshCircuitBreaker, input.dataplane);
@@ -236,7 +244,9 @@ fn apply_new(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), Generat
             continue; // an inbound cluster's name, not an outbound cluster
         }
         let element = Element::from([(SERVICE_TAG.to_owned(), service.to_owned())]);
-        configure_new(snap, service, &matched.to_rules, &element)?;
+        for name in origins.clusters_of(service) {
+            configure_new(snap, name, &matched.to_rules, &element)?;
+        }
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! read-only) and [`Origins`] (Kuma's `Resource.Origin` of what plugins added, carried from one
 //! plugin to the next). A leaf of the plugin layer: imports only [`crate::context`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::view::PolicySet;
@@ -18,6 +18,11 @@ pub struct PluginInput<'a> {
     pub ctx: &'a MeshContext,
     /// The policies of the view being generated.
     pub policies: &'a PolicySet,
+    /// A MeshHTTPRoute or MeshTCPRoute gives this DPP a `to` rule
+    /// ([`PolicySet::new_routes_apply`]): the route plugins rebuild every outbound listener
+    /// and cluster, so the old policies Kuma bakes into the legacy outbound generator
+    /// (TrafficRoute, Timeout, CircuitBreaker) do not reach them.
+    pub new_routes: bool,
 }
 
 /// Origins (Kuma's `Resource.Origin`, e.g. `mesh-proxy-patch`, `proxy-template-raw`) of the
@@ -32,9 +37,24 @@ pub struct Origins {
     pub clusters: BTreeMap<String, &'static str>,
     /// Origin of added listeners, by name.
     pub listeners: BTreeMap<String, &'static str>,
+    /// The clusters the route plugins added for a service besides the service's own (subset
+    /// clusters `<service>-<hash>`), by service. See [`Origins::clusters_of`].
+    pub service_clusters: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Origins {
+    /// Every cluster of `service`: its own (named after it) then the route plugins' subset
+    /// clusters, sorted. Kuma configures all of them from the service's rules.
+    pub fn clusters_of<'s>(&'s self, service: &'s str) -> impl Iterator<Item = &'s str> + 's {
+        std::iter::once(service).chain(
+            self.service_clusters
+                .get(service)
+                .into_iter()
+                .flatten()
+                .map(String::as_str),
+        )
+    }
+
     /// The origin of cluster `name`: recorded, else `inbound` for `localhost:*`, else
     /// `outbound`.
     pub fn cluster(&self, name: &str) -> &str {

@@ -15,6 +15,7 @@ pub mod edit;
 pub mod fault_injection;
 pub mod input;
 pub mod proxy_patch;
+pub mod route;
 pub mod timeout;
 pub mod traffic_permission;
 
@@ -66,6 +67,14 @@ pub const KUMA_ORDER: [&str; 14] = [
 /// ([`KUMA_ORDER`]), then the old ProxyTemplate (its raw `resources` and `modifications`), which
 /// Kuma applies after every plugin (`docs/research/kuma-2.7-policy-plugins.md` §0, §7).
 pub const ORDERED: &[Plugin] = &[
+    Plugin {
+        policies: &[
+            ResourceType::MeshHTTPRoute,
+            ResourceType::MeshTCPRoute,
+            ResourceType::TrafficRoute,
+        ],
+        apply: route::apply,
+    },
     Plugin {
         policies: &[
             ResourceType::MeshFaultInjection,
@@ -140,6 +149,7 @@ mod tests {
         assert_eq!(
             new.iter().map(|p| p.policies[0].name()).collect::<Vec<_>>(),
             [
+                "MeshHTTPRoute",
                 "MeshFaultInjection",
                 "MeshTimeout",
                 "MeshTrafficPermission",

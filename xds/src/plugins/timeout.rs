@@ -35,7 +35,7 @@
 //! Errors: a MeshTimeout rule conf that does not fit the model is a
 //! [`GenerateError::Policy`] naming the policies and the listener.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::core::v3::HttpProtocolOptions as CoreHttpProtocolOptions;
 use envoy_types::pb::envoy::config::route::v3::route;
@@ -45,7 +45,7 @@ use umbra_core::old::timeout::TimeoutConf;
 use umbra_core::old_matching::{select_outbound_connection_policies, OldPolicyRef};
 use umbra_core::policies::mesh_timeout::Conf;
 use umbra_core::resource::{Resource, ResourceType, Spec};
-use umbra_core::rules::Element;
+use umbra_core::rules::{Element, RULE_MATCHES_HASH_TAG};
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
 
 use super::edit::{edit_hcms, edit_http_protocol_options, edit_tcp_proxies};
@@ -71,16 +71,20 @@ fn d(
 pub fn apply(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
-    _origins: &mut Origins,
+    origins: &mut Origins,
 ) -> Result<(), GenerateError> {
-    let old_timeout_services = apply_old(snap, input);
-    apply_mesh_timeout(snap, input, &old_timeout_services)
+    let old_timeout_services = apply_old(snap, input, origins);
+    apply_mesh_timeout(snap, input, origins, &old_timeout_services)
 }
 
 /// Step 1: bake the old Timeout selected for each outbound service into its listeners and
 /// cluster. Returns the services an old Timeout configured.
-fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) -> BTreeSet<String> {
+fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) -> BTreeSet<String> {
     let dp = input.dataplane;
+    if input.new_routes {
+        // Kuma's route plugins overwrite the legacy listeners and clusters it is baked into.
+        return BTreeSet::new();
+    }
     let timeouts: Vec<&Resource> = input
         .policies
         .old_policies_with_superseded(ResourceType::Timeout)
@@ -105,13 +109,15 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) -> BTreeSet<String> {
         };
         services.insert(service.to_owned());
         let listener = outbound_listener_name(outbound.effective_address(), outbound.port);
-        configure_old(
-            snap,
-            &listener,
-            service,
-            input.ctx.service_protocol(service),
-            timeout,
-        );
+        for cluster in origins.clusters_of(service) {
+            configure_old(
+                snap,
+                &listener,
+                cluster,
+                input.ctx.service_protocol(service),
+                timeout,
+            );
+        }
     }
     services
 }
@@ -183,6 +189,7 @@ fn configure_old(
 fn apply_mesh_timeout(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
+    origins: &Origins,
     old_timeout_services: &BTreeSet<String>,
 ) -> Result<(), GenerateError> {
     let (dp, ctx) = (input.dataplane, input.ctx);
@@ -200,7 +207,7 @@ fn apply_mesh_timeout(
         };
         let protocol = Protocol::parse(inbound.tags.get(PROTOCOL_TAG).map(String::as_str));
         let cluster = inbound_cluster_name(inbound.effective_service_port());
-        configure(snap, &listener, &cluster, protocol, conf.as_ref());
+        configure(snap, &listener, &cluster, protocol, conf.as_ref(), &BTreeMap::new());
     }
     let mut to_confs = Confs::new(&matched.to_rules);
     for outbound in &dp.networking.outbound {
@@ -229,13 +236,30 @@ fn apply_mesh_timeout(
             // Kuma: rules exist but none matches: only the unconditional HCM idle reset.
             None => None,
         };
-        configure(
-            snap,
-            &listener,
-            service,
-            ctx.service_protocol(service),
-            conf.as_ref(),
-        );
+        // Routes generated from a MeshHTTPRoute are named by its rule hash; a MeshTimeout
+        // targeting that route gives them their own conf (Kuma's `configureRequestTimeout`).
+        let mut route_confs = BTreeMap::new();
+        if any_policy {
+            for name in route_names(snap, &listener) {
+                let element = Element::from([
+                    (SERVICE_TAG.to_owned(), service.to_owned()),
+                    (RULE_MATCHES_HASH_TAG.to_owned(), name.clone()),
+                ]);
+                if let Some(c) = to_confs.compute(&element, &listener)? {
+                    route_confs.insert(name, c);
+                }
+            }
+        }
+        for cluster in origins.clusters_of(service) {
+            configure(
+                snap,
+                &listener,
+                cluster,
+                ctx.service_protocol(service),
+                conf.as_ref(),
+                &route_confs,
+            );
+        }
     }
     Ok(())
 }
@@ -287,12 +311,31 @@ impl<'a> Confs<'a> {
     }
 }
 
+/// The names of the routes of `listener`'s inline route configuration (non-empty ones).
+fn route_names(snap: &Snapshot, listener: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(l) = snap.listeners.get(listener) {
+        let mut l = l.clone();
+        edit_hcms(&mut l, |hcm| {
+            if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
+                for vh in &rc.virtual_hosts {
+                    out.extend(vh.routes.iter().map(|r| r.name.clone()).filter(|n| !n.is_empty()));
+                }
+            }
+        });
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn configure(
     snap: &mut Snapshot,
     listener: &str,
     cluster: &str,
     protocol: Protocol,
     conf: Option<&Conf>,
+    route_confs: &BTreeMap<String, Conf>,
 ) {
     let http = conf.and_then(|c| c.http.as_ref());
     if let Some(l) = snap.listeners.get_mut(listener) {
@@ -308,6 +351,9 @@ fn configure(
                 if let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier {
                     for vh in &mut rc.virtual_hosts {
                         for r in &mut vh.routes {
+                            let http = route_confs
+                                .get(&r.name)
+                                .map_or(http, |c| c.http.as_ref());
                             if let Some(route::Action::Route(action)) = &mut r.action {
                                 action.timeout =
                                     Some(d(http.and_then(|h| h.request_timeout.as_ref()), 15));
