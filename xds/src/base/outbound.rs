@@ -121,7 +121,11 @@ fn add_outbound(
 /// the service's own cluster), named [`destination_cluster_name`]: connect timeout 5s,
 /// upstream HTTP/2, upstream mTLS with SNI `<service>{<tags>,mesh=<mesh>}` when mTLS is on
 /// (Kuma's `SNIFromTags`, tags sorted).
-pub fn outbound_cluster(service: &str, tags: &BTreeMap<String, String>, ctx: &MeshContext) -> Cluster {
+pub fn outbound_cluster(
+    service: &str,
+    tags: &BTreeMap<String, String>,
+    ctx: &MeshContext,
+) -> Cluster {
     let name = destination_cluster_name(service, tags);
     let protocol = ctx.service_protocol(service);
     let stat = sanitize_metric(&name);

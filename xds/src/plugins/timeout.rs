@@ -207,7 +207,14 @@ fn apply_mesh_timeout(
         };
         let protocol = Protocol::parse(inbound.tags.get(PROTOCOL_TAG).map(String::as_str));
         let cluster = inbound_cluster_name(inbound.effective_service_port());
-        configure(snap, &listener, &cluster, protocol, conf.as_ref(), &BTreeMap::new());
+        configure(
+            snap,
+            &listener,
+            &cluster,
+            protocol,
+            conf.as_ref(),
+            &BTreeMap::new(),
+        );
     }
     let mut to_confs = Confs::new(&matched.to_rules);
     for outbound in &dp.networking.outbound {
@@ -319,7 +326,12 @@ fn route_names(snap: &Snapshot, listener: &str) -> Vec<String> {
         edit_hcms(&mut l, |hcm| {
             if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
                 for vh in &rc.virtual_hosts {
-                    out.extend(vh.routes.iter().map(|r| r.name.clone()).filter(|n| !n.is_empty()));
+                    out.extend(
+                        vh.routes
+                            .iter()
+                            .map(|r| r.name.clone())
+                            .filter(|n| !n.is_empty()),
+                    );
                 }
             }
         });
@@ -351,9 +363,7 @@ fn configure(
                 if let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier {
                     for vh in &mut rc.virtual_hosts {
                         for r in &mut vh.routes {
-                            let http = route_confs
-                                .get(&r.name)
-                                .map_or(http, |c| c.http.as_ref());
+                            let http = route_confs.get(&r.name).map_or(http, |c| c.http.as_ref());
                             if let Some(route::Action::Route(action)) = &mut r.action {
                                 action.timeout =
                                     Some(d(http.and_then(|h| h.request_timeout.as_ref()), 15));
