@@ -11,9 +11,10 @@
 //!   `_rules`; Umbra does.
 //!
 //! Both answers carry `notGenerated`: the policies of the view that select the DPP but whose
-//! effect Umbra does not generate yet (MeshHTTPRoutes, and policies whose top-level
-//! `targetRef` is one), each with the reason, so neither the config nor a diff is read as if
-//! they were in it.
+//! effect Umbra does not generate (policies of types other than MeshTimeout whose top-level
+//! `targetRef` is a MeshHTTPRoute), each with the reason, so neither the config nor a diff is
+//! read as if they were in it. `_rules` lists MeshHTTPRoute and MeshTCPRoute rules like any
+//! other type and fills `httpMatches` (Kuma's `{hash, match}` per route rule).
 //!
 //! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
 //!
@@ -28,7 +29,9 @@
 //! zone through the API (Envoy's own config dump redacts it too), and policies cannot change it.
 
 use std::collections::HashMap;
+
 use std::sync::Arc;
+use umbra_core::policies::mesh_http_route::hash_matches;
 
 use serde_json::{json, Value};
 use umbra_api::paging::one_of;
@@ -209,6 +212,33 @@ fn not_generated(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: V
         .unwrap_or_else(|_| json!([]))
 }
 
+/// Kuma's `httpMatches`: every rule of the MeshHTTPRoute `to` rules of `dp` as
+/// `{hash, match}` (the rule's `matches` and their [`hash_matches`], the name of its Envoy
+/// routes and the `__rule-matches-hash__` value policies on the route use), sorted by hash.
+fn http_matches(dp: &DataplaneSpec, set: &PolicySet) -> Value {
+    let mut by_hash = std::collections::BTreeMap::new();
+    for rule in &set.matched(ResourceType::MeshHTTPRoute, dp).to_rules.0 {
+        for r in rule
+            .conf
+            .get("rules")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let matches = r.get("matches").cloned().unwrap_or_else(|| json!([]));
+            let typed: Vec<umbra_core::policies::mesh_http_route::Match> =
+                serde_json::from_value(matches.clone()).unwrap_or_default();
+            by_hash.insert(hash_matches(&typed), matches);
+        }
+    }
+    Value::Array(
+        by_hash
+            .into_iter()
+            .map(|(hash, m)| json!({"hash": hash, "match": m}))
+            .collect(),
+    )
+}
+
 fn rule_json(r: &Rule) -> Value {
     json!({
         "matchers": r.subset.0.iter().map(|t| json!({"key": t.key, "value": t.value, "not": t.not})).collect::<Vec<_>>(),
@@ -227,7 +257,7 @@ fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View)
     for ty in ResourceType::ALL
         .iter()
         .copied()
-        .filter(|t| t.kind() == TypeKind::NewPolicy && *t != ResourceType::MeshHTTPRoute)
+        .filter(|t| t.kind() == TypeKind::NewPolicy)
     {
         let m = set.matched(ty, dp);
         if m.dataplane_policies.is_empty() {
@@ -270,7 +300,7 @@ pub fn rules(
     let mut body = json!({
         "resource": {"type": "Dataplane", "mesh": mesh, "name": name},
         "rules": view_doc,
-        "httpMatches": [],
+        "httpMatches": http_matches(dp, &PolicySet::build(mesh, resources, view)),
         "notGenerated": not_generated(resources, mesh, dp, view),
     });
     if q.diff {

@@ -345,10 +345,11 @@ async fn a_standalone_zone_checks_if_match_and_sends_etags() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-/// MeshHTTPRoutes are accepted but not generated yet (issue 16): `_config` and `_rules` say so
-/// for the view asked about, with the policies that target such a route.
+/// MeshHTTPRoutes are generated (issue 16): `_rules` lists their rules and `httpMatches`,
+/// `_config` carries their Envoy routes (a shadow route only in the shadow view, as a diff),
+/// a MeshTimeout on a route is applied, and nothing is listed as not generated.
 #[tokio::test]
-async fn routes_and_policies_on_routes_are_listed_as_not_generated() {
+async fn routes_are_generated_and_inspectable() {
     let app = loaded().await;
     let route = |name: &str, shadow: bool| {
         let labels = if shadow {
@@ -376,51 +377,53 @@ async fn routes_and_policies_on_routes_are_listed_as_not_generated() {
     )
     .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
-    let names = |v: &Value| -> Vec<String> {
-        v["notGenerated"]
+    let base = "/meshes/default/dataplanes/frontend";
+    let v2 = umbra_core::policies::mesh_http_route::hash_matches(&[serde_json::from_value(
+        json!({"path": {"value": "/v2", "type": "PathPrefix"}}),
+    )
+    .unwrap()]);
+    let (s, rules) = call(&app, "GET", &format!("{base}/_rules"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(rules["notGenerated"], json!([]));
+    assert_eq!(
+        rules["httpMatches"],
+        json!([{"hash": v2, "match": [{"path": {"value": "/v2", "type": "PathPrefix"}}]}])
+    );
+    let types: Vec<&str> = rules["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["type"].as_str().unwrap())
+        .collect();
+    assert!(types.contains(&"MeshHTTPRoute"), "{types:?}");
+    let routes = |doc: &Value| -> Vec<Value> {
+        doc["type.googleapis.com/envoy.config.listener.v3.Listener"]["outbound:10.43.13.71:3001"]
+            ["filterChains"][0]["filters"][0]["typedConfig"]["routeConfig"]["virtualHosts"][0]
+            ["routes"]
             .as_array()
             .unwrap()
-            .iter()
-            .map(|n| {
-                format!(
-                    "{}/{}",
-                    n["type"].as_str().unwrap(),
-                    n["name"].as_str().unwrap()
-                )
-            })
-            .collect()
+            .clone()
     };
-    let base = "/meshes/default/dataplanes/frontend";
-    for path in ["_config", "_rules"] {
-        let (s, live) = call(&app, "GET", &format!("{base}/{path}"), None).await;
-        assert_eq!(s, StatusCode::OK);
-        assert_eq!(
-            names(&live),
-            ["MeshHTTPRoute/live-route", "MeshTimeout/on-route"],
-            "{path}"
-        );
-        assert!(live["notGenerated"][0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("does not generate"));
-        let (_, shadow) = call(&app, "GET", &format!("{base}/{path}?shadow=true"), None).await;
-        assert_eq!(
-            names(&shadow),
-            [
-                "MeshHTTPRoute/live-route",
-                "MeshHTTPRoute/shadow-route",
-                "MeshTimeout/on-route"
-            ],
-            "{path}"
-        );
-    }
-    // A DPP no route selects has none.
-    let (_, backend) = call(
+    let (s, live) = call(&app, "GET", &format!("{base}/_config"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(live["notGenerated"], json!([]));
+    let r = routes(&live["xds"]);
+    // `/v2` (path and prefix routes, the MeshTimeout's 2s), then the catch-all.
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert_eq!(r[0]["name"], v2.as_str());
+    assert_eq!(r[0]["match"]["path"], "/v2");
+    assert_eq!(r[1]["match"]["prefix"], "/v2/");
+    assert_eq!(r[0]["route"]["timeout"], "2s");
+    assert_eq!(r[2]["route"]["timeout"], "15s");
+    let (_, shadow) = call(
         &app,
         "GET",
-        "/meshes/default/dataplanes/backend/_config",
+        &format!("{base}/_config?shadow=true&include=diff"),
         None,
     )
     .await;
-    assert_eq!(backend["notGenerated"], json!([]));
+    assert_eq!(shadow["notGenerated"], json!([]));
+    // The shadow route has the same matches as the live one: merged, the shadow one (same
+    // precedence, later name) only adds its origin; the config is unchanged.
+    assert_eq!(routes(&shadow["xds"]).len(), 3);
 }
