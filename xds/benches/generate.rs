@@ -3,7 +3,10 @@
 //! Mesh of 1,000 services (one DPP each, HTTP), the measured DPP with 1 inbound and 50
 //! outbounds, 20 matching policies of mixed types (half of them shadow). Measures, in one run:
 //! - generate one Live snapshot vs prost-encoding that same snapshot (target: <= 3x);
-//! - render both views to JSON + RFC 6902 diff (target: <= 1 ms per DPP), and JSON bytes per DPP.
+//! - render both views to JSON + RFC 6902 diff (target: <= 1 ms per DPP), and JSON bytes per DPP;
+//! - generate the same DPP when each of its 50 outbounds has a 5-rule MeshHTTPRoute (issue 16:
+//!   header, prefix with rewrite, exact, method + query, weighted subset split), next to the
+//!   route-free figure.
 //!
 //! Run: `cargo bench -p umbra-xds --bench generate` (release build).
 
@@ -59,6 +62,17 @@ fn yaml() -> String {
         };
         y.push_str("---\n");
         y.push_str(&body);
+    }
+    y
+}
+
+/// 50 MeshHTTPRoutes, one per outbound service of `client`, 5 rules each.
+fn routes_yaml() -> String {
+    let mut y = String::new();
+    for i in 0..OUTBOUNDS {
+        y.push_str(&format!(
+            "---\ntype: MeshHTTPRoute\nmesh: default\nname: route-{i}\nspec:\n  targetRef: {{kind: MeshService, name: client}}\n  to:\n  - targetRef: {{kind: MeshService, name: svc-{i}}}\n    rules:\n    - matches: [{{path: {{type: PathPrefix, value: /}}, headers: [{{name: x-version, value: v1}}]}}]\n      default: {{backendRefs: [{{kind: MeshServiceSubset, name: svc-{i}, tags: {{version: v1}}}}]}}\n    - matches: [{{path: {{type: PathPrefix, value: /api}}}}]\n      default:\n        filters: [{{type: URLRewrite, urlRewrite: {{path: {{type: ReplacePrefixMatch, replacePrefixMatch: /v2/}}}}}}]\n        backendRefs: [{{kind: MeshServiceSubset, name: svc-{i}, tags: {{version: v2}}}}]\n    - matches: [{{path: {{type: Exact, value: /health}}}}]\n      default: {{}}\n    - matches: [{{method: POST, queryParams: [{{type: Exact, name: dry, value: 'true'}}]}}]\n      default: {{filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: x-dry, value: '1'}}]}}}}]}}\n    - matches: [{{path: {{type: PathPrefix, value: /}}}}]\n      default:\n        backendRefs:\n        - {{kind: MeshServiceSubset, name: svc-{i}, tags: {{version: v0}}, weight: 90}}\n        - {{kind: MeshServiceSubset, name: svc-{i}, tags: {{version: v1}}, weight: 10}}\n"
+        ));
     }
     y
 }
@@ -147,6 +161,19 @@ fn main() {
         .map(|t| live_set.matched(t, client).to_rules.0.len())
     });
     let t_fast_diff = time(iters, || snapshot_diff(&live, &shadow).expect("diff"));
+    let routed = Resource::all_from_bytes(format!("{}{}", yaml(), routes_yaml()).as_bytes())
+        .expect("routes decode");
+    let routed_set = PolicySet::build("default", &routed, View::Live);
+    let routed_snap = generate(proxy, &ctx, &routed_set).expect("routed");
+    let routes_per_dpp = routed_snap
+        .to_document()
+        .expect("render")
+        .to_string()
+        .matches("\"match\":")
+        .count();
+    let t_routed = time(iters, || {
+        generate(proxy, &ctx, &routed_set).expect("routed")
+    });
     let t_mesh_ctx = time(20, || {
         MeshContext::build(
             "default",
@@ -190,6 +217,13 @@ fn main() {
         }
     );
     println!("| diff only, rendering changed resources (`snapshot_diff`), per DPP | {:.3} ms | <= 1 ms {} |", t_fast_diff.as_secs_f64() * 1e3, if t_fast_diff <= Duration::from_millis(1) { "(met)" } else { "(missed)" });
+    println!(
+        "| generate one Live snapshot, each of the {OUTBOUNDS} outbounds with a 5-rule MeshHTTPRoute ({} Envoy routes, {} clusters) | {:.1} µs ({:.1}x route-free) | |",
+        routes_per_dpp,
+        routed_snap.clusters.len(),
+        t_routed.as_secs_f64() * 1e6,
+        t_routed.as_secs_f64() / t_generate.as_secs_f64()
+    );
     println!("| JSON bytes per DPP (Live document) | {json_bytes} | |");
     println!("| diff operations Live -> Shadow | {patch_ops} | |");
     println!(

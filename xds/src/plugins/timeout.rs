@@ -109,10 +109,11 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) ->
         };
         services.insert(service.to_owned());
         let listener = outbound_listener_name(outbound.effective_address(), outbound.port);
-        for cluster in origins.clusters_of(service) {
+        // The listener once, with the service's own cluster; then its subset clusters.
+        for (i, cluster) in origins.clusters_of(service).enumerate() {
             configure_old(
                 snap,
-                &listener,
+                if i == 0 { &listener } else { "" },
                 cluster,
                 input.ctx.service_protocol(service),
                 timeout,
@@ -122,7 +123,8 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) ->
     services
 }
 
-/// The old Timeout `timeout` on listener `listener` and cluster `cluster` of `protocol`: the
+/// The old Timeout `timeout` on listener `listener` (none when empty) and cluster `cluster` of
+/// `protocol`: the
 /// fields the outbound generator of Kuma 2.7 sets from it (unset values 0s, connect 5s).
 fn configure_old(
     snap: &mut Snapshot,
@@ -257,10 +259,11 @@ fn apply_mesh_timeout(
                 }
             }
         }
-        for cluster in origins.clusters_of(service) {
+        // The listener once, with the service's own cluster; then its subset clusters.
+        for (i, cluster) in origins.clusters_of(service).enumerate() {
             configure(
                 snap,
-                &listener,
+                if i == 0 { &listener } else { "" },
                 cluster,
                 ctx.service_protocol(service),
                 conf.as_ref(),
