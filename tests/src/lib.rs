@@ -298,19 +298,54 @@ pub async fn http_app(
                 return;
             };
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut read = 0;
-                // Read the request head (bounded).
-                while read < buf.len() {
-                    match sock.read(&mut buf[read..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => read += n,
-                    }
-                    if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
+                if read_head(&mut sock).await.is_none() {
+                    return;
                 }
                 tokio::time::sleep(delay).await;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    }))
+}
+
+/// Read an HTTP request head from `sock` (at most 8 KiB); `None` when the peer goes away first.
+async fn read_head(sock: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut buf = vec![0u8; 8192];
+    let mut read = 0;
+    while read < buf.len() {
+        match sock.read(&mut buf[read..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => read += n,
+        }
+        if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    Some(String::from_utf8_lossy(&buf[..read]).into_owned())
+}
+
+/// An upstream HTTP app on `port` answering every request `200` with `<name> <path>`, so a test
+/// sees which upstream got a request and the path it got (after any rewrite).
+pub async fn echo_app(
+    port: u16,
+    name: &'static str,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let Some(head) = read_head(&mut sock).await else {
+                    return;
+                };
+                let path = head.split_whitespace().nth(1).unwrap_or("?");
+                let body = format!("{name} {path}");
                 let resp = format!(
                     "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()

@@ -20,46 +20,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use umbra_e2e::{
-    envoy_binary, free_port, http_with, put_yaml, reconciled, wait_until, AdsApi, Envoy, Zone,
+    echo_app, envoy_binary, free_port, http_with, put_yaml, reconciled, wait_until, AdsApi, Envoy,
+    Zone,
 };
 
 const N: usize = 300;
-
-/// An app on `port` answering every request `200` with `<name> <path>`.
-async fn echo_app(port: u16, name: &'static str) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    Ok(tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut read = 0;
-                while read < buf.len() {
-                    match sock.read(&mut buf[read..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => read += n,
-                    }
-                    if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf[..read]);
-                let path = head.split_whitespace().nth(1).unwrap_or("?").to_owned();
-                let body = format!("{name} {path}");
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-            });
-        }
-    }))
-}
 
 fn dataplane(
     name: &str,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::backend_ref::BackendRef;
-use super::{validate_target_ref_at, validate_top_target_ref};
+use super::{validate_route_to_target_ref, validate_route_top_target_ref};
 use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::ValidationError;
 
@@ -59,31 +59,11 @@ impl MeshTcpRoute {
     /// under a MeshGateway) and each rule's backendRefs (MeshService, MeshServiceSubset).
     pub fn validate(&self) -> ValidationError {
         use TargetRefKind::*;
-        let (mut err, spec) = validate_top_target_ref(
-            &self.target_ref,
-            &[
-                Mesh,
-                MeshSubset,
-                MeshGateway,
-                MeshService,
-                MeshServiceSubset,
-            ],
-            true,
-        );
+        let (mut err, spec) = validate_route_top_target_ref(&self.target_ref);
         let top_is_gateway = self.target_ref.kind() == MeshGateway;
         for (i, to) in self.to.iter().enumerate() {
             let path = spec.field("to").index(i);
-            validate_target_ref_at(
-                &mut err,
-                &path.field("targetRef"),
-                &to.target_ref,
-                if top_is_gateway {
-                    &[Mesh]
-                } else {
-                    &[MeshService]
-                },
-                false,
-            );
+            validate_route_to_target_ref(&mut err, &path, &to.target_ref, top_is_gateway);
             for (j, rule) in to.rules.iter().enumerate() {
                 let rp = path
                     .field("rules")

@@ -106,6 +106,41 @@ pub(crate) fn validate_top_target_ref(
     (err, spec)
 }
 
+/// The top-level `targetRef` check the route types share (MeshHTTPRoute, MeshTCPRoute): Mesh,
+/// MeshSubset, MeshGateway (listener tags allowed), MeshService, MeshServiceSubset.
+pub(crate) fn validate_route_top_target_ref(
+    target_ref: &TargetRef,
+) -> (ValidationError, PathBuilder) {
+    use TargetRefKind::*;
+    validate_top_target_ref(
+        target_ref,
+        &[
+            Mesh,
+            MeshSubset,
+            MeshGateway,
+            MeshService,
+            MeshServiceSubset,
+        ],
+        true,
+    )
+}
+
+/// A route `to[i].targetRef` at `path.targetRef`: `Mesh` under a MeshGateway, else
+/// `MeshService` (Kuma's `validateToRef` of both route types).
+pub(crate) fn validate_route_to_target_ref(
+    err: &mut ValidationError,
+    path: &PathBuilder,
+    target_ref: &TargetRef,
+    top_is_gateway: bool,
+) {
+    let kinds: &[TargetRefKind] = if top_is_gateway {
+        &[TargetRefKind::Mesh]
+    } else {
+        &[TargetRefKind::MeshService]
+    };
+    validate_target_ref_at(err, &path.field("targetRef"), target_ref, kinds, false);
+}
+
 /// Validate a `from` or `to` list at `path`: for each item, its `targetRef` against `kinds`
 /// (at `path[i].targetRef`, no gateway listener tags), then `validate_conf` on its `default`
 /// (at `path[i].default`, `None` when absent).
