@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use umbra_core::resource::{ResourceKey, ResourceType, TypeKind};
+use umbra_core::resource::{ResourceKey, ResourceType, Spec, TypeKind};
 use umbra_store::{mesh_key, ListQuery, Store, Stored};
 
 use crate::error::ApiError;
@@ -103,6 +103,13 @@ where
             "/meshes/{mesh}/{plural}/{name}",
             get(get_resource).put(put_resource).delete(delete_resource),
         )
+        .route("/global-secrets", get(list_global_secrets))
+        .route(
+            "/global-secrets/{name}",
+            get(get_global_secret)
+                .put(put_global_secret)
+                .delete(delete_global_secret),
+        )
 }
 
 /// The resource routes as `(path, methods)`, for a CP's OpenAPI route list.
@@ -111,6 +118,8 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/meshes/{name}", &["get", "put", "delete"]),
     ("/meshes/{mesh}/{plural}", &["get"]),
     ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
+    ("/global-secrets", &["get"]),
+    ("/global-secrets/{name}", &["get", "put", "delete"]),
 ];
 
 /// `status` with the resource as body and its version as `ETag` (`"3"`).
@@ -206,9 +215,15 @@ async fn put(
     if let Some(o) = &api.observer {
         o.before_write(&key);
     }
+    // A new Mesh comes with Kuma's default policies, in the same durable step
+    // (`umbra_core::defaults`); they then sync like any policy.
+    let companions = match &resource.spec {
+        Spec::Mesh(spec) => umbra_core::defaults::mesh_defaults(&resource.meta.name, spec),
+        _ => Vec::new(),
+    };
     let (stored, created) = api
         .store
-        .put(resource, expected, None)
+        .put_creating(resource, expected, None, companions)
         .await
         .inspect_err(|_| {
             if let Some(o) = &api.observer {
@@ -264,6 +279,53 @@ async fn delete_mesh(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     delete(&api, &mesh_key(&name), &headers).await
+}
+
+fn global_secret_key(name: String) -> ResourceKey {
+    ResourceKey {
+        ty: ResourceType::GlobalSecret,
+        mesh: String::new(),
+        name,
+    }
+}
+
+async fn list_global_secrets(
+    State(api): State<ResourceApi>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    list(
+        &*api.store,
+        ResourceType::GlobalSecret,
+        "",
+        &query,
+        "/global-secrets",
+    )
+    .await
+}
+
+async fn get_global_secret(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let stored = get_stored(&*api.store, &global_secret_key(name)).await?;
+    Ok(respond(StatusCode::OK, &stored))
+}
+
+async fn put_global_secret(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    put(&api, ResourceType::GlobalSecret, "", &name, &headers, &body).await
+}
+
+async fn delete_global_secret(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    delete(&api, &global_secret_key(name), &headers).await
 }
 
 async fn list_resources(

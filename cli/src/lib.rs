@@ -669,8 +669,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let progress = bar(docs.len() as u64, "applying");
             let result = resources::apply(&cli.api_url, &docs, |doc, applied| {
                 let verb = match applied {
-                    resources::Applied::Created => "created",
-                    resources::Applied::Updated => "updated",
+                    resources::Applied::Created => "created".to_owned(),
+                    resources::Applied::Updated => "updated".to_owned(),
+                    resources::Applied::Skipped(why) => format!("skipped: {why}"),
                 };
                 progress.suspend(|| println!("{} {verb}", doc.describe()));
                 progress.inc(1);

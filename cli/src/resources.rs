@@ -71,6 +71,7 @@ impl Kind {
         let base = match self {
             Kind::Zone => "/zones".to_owned(),
             Kind::Resource(ResourceType::Mesh) => "/meshes".to_owned(),
+            Kind::Resource(ResourceType::GlobalSecret) => "/global-secrets".to_owned(),
             Kind::Resource(ty) => format!("/meshes/{mesh}/{}", ty.plural()),
         };
         match name {
@@ -121,8 +122,8 @@ impl Document {
 
     /// `MeshTimeout default/timeout-global`.
     pub fn describe(&self) -> String {
-        if self.ty == ResourceType::Mesh {
-            format!("Mesh {}", self.name)
+        if !self.ty.is_mesh_scoped() {
+            format!("{} {}", self.ty.name(), self.name)
         } else {
             format!("{} {}/{}", self.ty.name(), self.mesh, self.name)
         }
@@ -156,7 +157,7 @@ pub fn read_documents(sources: &[(String, Vec<u8>)]) -> Result<Vec<Document>, Cl
                     if v.is_empty() {
                         if r.meta.name.is_empty() {
                             let _ = writeln!(problems, "{origin}: name: must be defined");
-                        } else if r.ty() != ResourceType::Mesh && r.meta.mesh.is_empty() {
+                        } else if r.ty().is_mesh_scoped() && r.meta.mesh.is_empty() {
                             let _ = writeln!(problems, "{origin}: mesh: must be defined");
                         } else {
                             docs.push(Document {
@@ -212,6 +213,17 @@ pub enum Applied {
     Created,
     /// It replaced an existing one (200).
     Updated,
+    /// It was not sent, for the reason given ([`skip_reason`]).
+    Skipped(&'static str),
+}
+
+/// Why `apply` does not send `doc`, if it does not: Kuma's own admin token (GlobalSecret
+/// `admin-user-token`, which a Kuma export carries) would mean nothing to Umbra, which issues
+/// its own (`umbractl` reads it from `/global-secrets/admin-user-token`).
+pub fn skip_reason(doc: &Document) -> Option<&'static str> {
+    (doc.ty == ResourceType::GlobalSecret && doc.name == "admin-user-token").then_some(
+        "Kuma's admin user token; Umbra issues its own admin token (GET /global-secrets/admin-user-token), so this one is not stored",
+    )
 }
 
 /// `PUT` each document in order, calling `progress` after each. Stops at the first failure.
@@ -226,6 +238,11 @@ pub async fn apply(
     let http = client(Duration::from_secs(30))?;
     let mut out = Vec::with_capacity(docs.len());
     for (i, doc) in docs.iter().enumerate() {
+        if let Some(reason) = skip_reason(doc) {
+            progress(doc, Applied::Skipped(reason));
+            out.push(Applied::Skipped(reason));
+            continue;
+        }
         let url = format!("{}{}", api_url.trim_end_matches('/'), doc.path());
         let request = http
             .put(&url)

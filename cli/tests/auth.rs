@@ -77,7 +77,11 @@ async fn tokens_flags_and_contexts() {
     );
     assert_eq!(code, 0, "{err}");
     let mesh = std::env::temp_dir().join(format!("umbractl-auth-mesh-{}.yaml", std::process::id()));
-    std::fs::write(&mesh, "type: Mesh\nname: default\n").unwrap();
+    std::fs::write(
+        &mesh,
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    )
+    .unwrap();
     let (code, _, err) = run(
         vec![
             "--api-url",

@@ -26,6 +26,7 @@ conf: {connectTimeout: 5s}
 ---
 type: Mesh
 name: default
+skipCreatingInitialPolicies: ['*']
 ";
 
 /// Run umbractl against `url` with `args`, feeding `stdin`.
@@ -118,7 +119,7 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     assert!(out.lines().nth(1).unwrap().starts_with("default"), "{out}");
 
     // Invalid local input: exit 2, every problem listed, nothing sent.
-    let bad = "type: Mesh\nname: other\n---\ntype: MeshTimeout\nmesh: default\nname: t2\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: soon}\n";
+    let bad = "type: Mesh\nname: other\nskipCreatingInitialPolicies: ['*']\n---\ntype: MeshTimeout\nmesh: default\nname: t2\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: soon}\n";
     let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], bad).await);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
@@ -138,7 +139,7 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
 
     // The server refuses (a policy in a mesh that does not exist): exit 1 with its reason,
     // and the message says what was applied before.
-    let orphan = "type: Mesh\nname: second\n---\ntype: MeshTimeout\nmesh: missing\nname: t3\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 1s}\n";
+    let orphan = "type: Mesh\nname: second\nskipCreatingInitialPolicies: ['*']\n---\ntype: MeshTimeout\nmesh: missing\nname: t3\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 1s}\n";
     let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], orphan).await);
     assert!(code == 1 || code == 4, "{code}: {out}{err}");
     assert_eq!(out.trim(), "Mesh second created");

@@ -21,6 +21,7 @@
 
 pub mod codec;
 pub mod dataplane;
+pub mod defaults;
 pub mod duration;
 pub mod matching;
 pub mod merge;
@@ -31,6 +32,7 @@ pub mod policies;
 pub mod policy;
 pub mod resource;
 pub mod rules;
+pub mod stored;
 pub mod target_ref;
 pub mod validate;
 pub mod view;

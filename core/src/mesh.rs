@@ -47,6 +47,9 @@ pub struct Mtls {
     /// Certificate authority backends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backends: Vec<MtlsBackend>,
+    /// Kuma's switch to skip validating the CA on Mesh updates (stored, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_validation: Option<bool>,
 }
 
 /// One CA backend (`builtin` or `provided`).
@@ -67,6 +70,9 @@ pub struct MtlsBackend {
     /// `PERMISSIVE` or `STRICT` (opaque).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// Root chain settings (`requestTimeout`; stored, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_chain: Option<Value>,
 }
 
 impl MeshSpec {

@@ -19,6 +19,7 @@ use crate::dataplane::DataplaneSpec;
 use crate::mesh::MeshSpec;
 use crate::old;
 use crate::policies;
+use crate::stored;
 use crate::validate::{PathBuilder, ValidationError, Violation};
 
 /// Label marking a policy as shadow: `kuma.io/effect: shadow` (transition seed 000).
@@ -74,6 +75,24 @@ resource_types! {
     TrafficPermission => "TrafficPermission", "traffic-permissions", OldPolicy;
     ProxyTemplate => "ProxyTemplate", "proxytemplates", OldPolicy;
     TrafficRoute => "TrafficRoute", "traffic-routes", OldPolicy;
+    MeshRetry => "MeshRetry", "meshretries", NewPolicy;
+    MeshHealthCheck => "MeshHealthCheck", "meshhealthchecks", NewPolicy;
+    MeshLoadBalancingStrategy => "MeshLoadBalancingStrategy", "meshloadbalancingstrategies", NewPolicy;
+    MeshAccessLog => "MeshAccessLog", "meshaccesslogs", NewPolicy;
+    MeshRateLimit => "MeshRateLimit", "meshratelimits", NewPolicy;
+    MeshTrace => "MeshTrace", "meshtraces", NewPolicy;
+    MeshMetric => "MeshMetric", "meshmetrics", NewPolicy;
+    Retry => "Retry", "retries", OldPolicy;
+    HealthCheck => "HealthCheck", "health-checks", OldPolicy;
+    TrafficLog => "TrafficLog", "traffic-logs", OldPolicy;
+    RateLimit => "RateLimit", "rate-limits", OldPolicy;
+    TrafficTrace => "TrafficTrace", "traffic-traces", OldPolicy;
+    VirtualOutbound => "VirtualOutbound", "virtual-outbounds", OldPolicy;
+    MeshGatewayRoute => "MeshGatewayRoute", "meshgatewayroutes", OldPolicy;
+    MeshGateway => "MeshGateway", "meshgateways", StoredOnly;
+    ExternalService => "ExternalService", "external-services", StoredOnly;
+    Secret => "Secret", "secrets", StoredOnly;
+    GlobalSecret => "GlobalSecret", "global-secrets", StoredOnly;
 }
 
 /// Family of a [`ResourceType`].
@@ -85,12 +104,25 @@ pub enum TypeKind {
     NewPolicy,
     /// A source/destination (or selector) policy.
     OldPolicy,
+    /// Any other Kuma resource (ExternalService, MeshGateway, Secret, GlobalSecret): stored,
+    /// synced and listed, written through the Global like policies, never shadow, and not
+    /// generated ([`crate::stored`]).
+    StoredOnly,
+}
+
+impl TypeKind {
+    /// `true` for `targetRef` and old policies.
+    pub fn is_policy(self) -> bool {
+        matches!(self, TypeKind::NewPolicy | TypeKind::OldPolicy)
+    }
 }
 
 impl ResourceType {
     /// The old type a new policy replaces, and vice versa (transition seed 000):
     /// MeshTimeout↔Timeout, MeshCircuitBreaker↔CircuitBreaker, MeshFaultInjection↔FaultInjection,
-    /// MeshTrafficPermission↔TrafficPermission, MeshProxyPatch↔ProxyTemplate.
+    /// MeshTrafficPermission↔TrafficPermission, MeshProxyPatch↔ProxyTemplate; and by Kuma's
+    /// migration guide MeshRetry↔Retry, MeshHealthCheck↔HealthCheck, MeshAccessLog↔TrafficLog,
+    /// MeshRateLimit↔RateLimit, MeshTrace↔TrafficTrace.
     pub fn counterpart(self) -> Option<ResourceType> {
         use ResourceType::*;
         Some(match self {
@@ -104,14 +136,60 @@ impl ResourceType {
             TrafficPermission => MeshTrafficPermission,
             MeshProxyPatch => ProxyTemplate,
             ProxyTemplate => MeshProxyPatch,
+            MeshRetry => Retry,
+            Retry => MeshRetry,
+            MeshHealthCheck => HealthCheck,
+            HealthCheck => MeshHealthCheck,
+            MeshAccessLog => TrafficLog,
+            TrafficLog => MeshAccessLog,
+            MeshRateLimit => RateLimit,
+            RateLimit => MeshRateLimit,
+            MeshTrace => TrafficTrace,
+            TrafficTrace => MeshTrace,
             // TrafficRoute gives way per DPP, not per mesh: see `PolicySet::traffic_routes`.
-            Mesh | Dataplane | MeshHTTPRoute | MeshTCPRoute | TrafficRoute => return None,
+            Mesh
+            | Dataplane
+            | MeshHTTPRoute
+            | MeshTCPRoute
+            | TrafficRoute
+            | MeshLoadBalancingStrategy
+            | MeshMetric
+            | VirtualOutbound
+            | MeshGatewayRoute
+            | MeshGateway
+            | ExternalService
+            | Secret
+            | GlobalSecret => return None,
         })
     }
 
-    /// `true` for types that live inside a mesh (everything but Mesh itself).
+    /// `true` for types that live inside a mesh (everything but Mesh and GlobalSecret).
     pub fn is_mesh_scoped(self) -> bool {
-        self != ResourceType::Mesh
+        !matches!(self, ResourceType::Mesh | ResourceType::GlobalSecret)
+    }
+
+    /// `true` when Umbra generates Envoy config from resources of this type. The others are
+    /// stored, synced and listed, and every inspect answer about a DPP they select names them
+    /// as not generated ([`crate::view::PolicySet::not_generated`]).
+    pub fn is_generated(self) -> bool {
+        use ResourceType::*;
+        matches!(
+            self,
+            Mesh | Dataplane
+                | MeshTimeout
+                | MeshCircuitBreaker
+                | MeshFaultInjection
+                | MeshTrafficPermission
+                | MeshProxyPatch
+                | MeshHTTPRoute
+                | MeshTCPRoute
+                | Timeout
+                | CircuitBreaker
+                | FaultInjection
+                | TrafficPermission
+                | ProxyTemplate
+                | TrafficRoute
+        )
     }
 }
 
@@ -237,6 +315,24 @@ pub enum Spec {
     ProxyTemplate(old::proxy_template::ProxyTemplate),
     /// Old TrafficRoute.
     TrafficRoute(old::traffic_route::TrafficRoute),
+    /// A stored-only `targetRef` policy (MeshRetry, MeshHealthCheck, ...) and its type.
+    StoredPolicy(ResourceType, policies::stored::StoredPolicy),
+    /// Old Retry.
+    Retry(old::retry::Retry),
+    /// Old HealthCheck.
+    HealthCheck(old::health_check::HealthCheck),
+    /// Old TrafficLog.
+    TrafficLog(old::traffic_log::TrafficLog),
+    /// Old RateLimit.
+    RateLimit(old::rate_limit::RateLimit),
+    /// Old TrafficTrace.
+    TrafficTrace(old::traffic_log::TrafficTrace),
+    /// ExternalService.
+    ExternalService(stored::ExternalService),
+    /// MeshGateway, MeshGatewayRoute or VirtualOutbound, and which.
+    Selected(ResourceType, stored::SelectorResource),
+    /// Secret or GlobalSecret, and which.
+    Secret(ResourceType, stored::SecretSpec),
 }
 
 /// A decoded resource: type, metadata and typed spec.
@@ -317,6 +413,13 @@ impl Resource {
             Spec::TrafficPermission(_) => ResourceType::TrafficPermission,
             Spec::ProxyTemplate(_) => ResourceType::ProxyTemplate,
             Spec::TrafficRoute(_) => ResourceType::TrafficRoute,
+            Spec::StoredPolicy(ty, _) | Spec::Selected(ty, _) | Spec::Secret(ty, _) => *ty,
+            Spec::Retry(_) => ResourceType::Retry,
+            Spec::HealthCheck(_) => ResourceType::HealthCheck,
+            Spec::TrafficLog(_) => ResourceType::TrafficLog,
+            Spec::RateLimit(_) => ResourceType::RateLimit,
+            Spec::TrafficTrace(_) => ResourceType::TrafficTrace,
+            Spec::ExternalService(_) => ResourceType::ExternalService,
         }
     }
 
@@ -407,7 +510,7 @@ impl Resource {
                 let spec = obj.remove("spec").unwrap_or(Value::Object(Map::new()));
                 decode_spec(ty, &PathBuilder::rooted_at("spec"), spec)?
             }
-            TypeKind::Infra | TypeKind::OldPolicy => {
+            TypeKind::Infra | TypeKind::OldPolicy | TypeKind::StoredOnly => {
                 decode_spec(ty, &PathBuilder::root(), Value::Object(obj))?
             }
         };
@@ -439,7 +542,7 @@ impl Resource {
             TypeKind::NewPolicy => {
                 out.insert("spec".into(), spec);
             }
-            TypeKind::Infra | TypeKind::OldPolicy => {
+            TypeKind::Infra | TypeKind::OldPolicy | TypeKind::StoredOnly => {
                 if let Value::Object(m) = spec {
                     out.extend(m);
                 }
@@ -466,6 +569,15 @@ impl Resource {
             Spec::TrafficPermission(s) => serde_json::to_value(s),
             Spec::ProxyTemplate(s) => serde_json::to_value(s),
             Spec::TrafficRoute(s) => serde_json::to_value(s),
+            Spec::StoredPolicy(_, s) => serde_json::to_value(s),
+            Spec::Retry(s) => serde_json::to_value(s),
+            Spec::HealthCheck(s) => serde_json::to_value(s),
+            Spec::TrafficLog(s) => serde_json::to_value(s),
+            Spec::RateLimit(s) => serde_json::to_value(s),
+            Spec::TrafficTrace(s) => serde_json::to_value(s),
+            Spec::ExternalService(s) => serde_json::to_value(s),
+            Spec::Selected(_, s) => serde_json::to_value(s),
+            Spec::Secret(_, s) => serde_json::to_value(s),
         };
         // Serializing plain data structs with string keys cannot fail.
         r.unwrap_or(Value::Null)
@@ -497,6 +609,9 @@ impl Resource {
         }
         if self.ty().is_mesh_scoped() && self.meta.mesh.is_empty() {
             err.violation_field("mesh", "must not be empty");
+        }
+        if self.ty() == ResourceType::GlobalSecret && !self.meta.mesh.is_empty() {
+            err.violation_field("mesh", "must not be set: a GlobalSecret belongs to no mesh");
         }
         if let Some(effect) = self.meta.labels.get(EFFECT_LABEL) {
             if effect != EFFECT_SHADOW {
@@ -533,6 +648,15 @@ impl Resource {
             Spec::TrafficPermission(s) => s.validate(),
             Spec::ProxyTemplate(s) => s.validate(),
             Spec::TrafficRoute(s) => s.validate(),
+            Spec::StoredPolicy(ty, s) => s.validate(*ty, &self.spec_value()),
+            Spec::Retry(s) => s.validate(),
+            Spec::HealthCheck(s) => s.validate(),
+            Spec::TrafficLog(s) => s.validate(),
+            Spec::RateLimit(s) => s.validate(),
+            Spec::TrafficTrace(s) => s.validate(),
+            Spec::ExternalService(s) => s.validate(),
+            Spec::Selected(_, s) => s.validate(),
+            Spec::Secret(_, s) => s.validate(),
         }
     }
 
@@ -566,6 +690,25 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
+        ResourceType::MeshRetry
+        | ResourceType::MeshHealthCheck
+        | ResourceType::MeshLoadBalancingStrategy
+        | ResourceType::MeshAccessLog
+        | ResourceType::MeshRateLimit
+        | ResourceType::MeshTrace
+        | ResourceType::MeshMetric => Spec::StoredPolicy(ty, from_value_at(root, v)?),
+        ResourceType::Retry => Spec::Retry(from_value_at(root, v)?),
+        ResourceType::HealthCheck => Spec::HealthCheck(from_value_at(root, v)?),
+        ResourceType::TrafficLog => Spec::TrafficLog(from_value_at(root, v)?),
+        ResourceType::RateLimit => Spec::RateLimit(from_value_at(root, v)?),
+        ResourceType::TrafficTrace => Spec::TrafficTrace(from_value_at(root, v)?),
+        ResourceType::ExternalService => Spec::ExternalService(from_value_at(root, v)?),
+        ResourceType::VirtualOutbound
+        | ResourceType::MeshGatewayRoute
+        | ResourceType::MeshGateway => Spec::Selected(ty, from_value_at(root, v)?),
+        ResourceType::Secret | ResourceType::GlobalSecret => {
+            Spec::Secret(ty, from_value_at(root, v)?)
+        }
     })
 }
 

@@ -26,7 +26,7 @@ fn app(store: Arc<dyn Store>) -> axum::Router {
     })
 }
 
-const MESH: &str = "type: Mesh\nname: default\n";
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 
 fn timeout(name: &str, idle: &str, labels: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {idle}}}\n")
@@ -428,4 +428,133 @@ async fn hostile_bodies_get_clear_errors_in_the_api_shape_and_store_nothing() {
         revision,
         "nothing was stored"
     );
+}
+
+/// The path a universal-format document is PUT to.
+fn path_of(doc: &Value) -> String {
+    let ty = umbra_core::resource::ResourceType::from_name(doc["type"].as_str().unwrap()).unwrap();
+    let name = doc["name"].as_str().unwrap();
+    match ty {
+        umbra_core::resource::ResourceType::Mesh => format!("/meshes/{name}"),
+        umbra_core::resource::ResourceType::GlobalSecret => format!("/global-secrets/{name}"),
+        _ => format!(
+            "/meshes/{}/{}/{name}",
+            doc["mesh"].as_str().unwrap(),
+            ty.plural()
+        ),
+    }
+}
+
+/// Issue 17: a new Mesh comes with Kuma's default policies unless it skips them, on both
+/// stores (PostgreSQL writes them in the Mesh's transaction); a Kuma export with one resource
+/// of every type applies unchanged and reads back as written.
+#[tokio::test]
+async fn mesh_defaults_and_a_kuma_export_of_every_type() {
+    let pg = TempPostgres::start_or_skip();
+    let mut stores: Vec<(&str, Arc<dyn Store>)> = vec![("memory", Arc::new(MemoryStore::new()))];
+    if let Some(pg) = &pg {
+        let url = pg.create_database("defaults").await.unwrap();
+        stores.push((
+            "postgres",
+            Arc::new(PostgresStore::connect(&url, 4).await.unwrap()),
+        ));
+    }
+    for (label, store) in stores {
+        let app = app(store);
+        let (s, body, _) = call(
+            &app,
+            "PUT",
+            "/meshes/fresh",
+            &[],
+            Some("type: Mesh\nname: fresh\n"),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{label}: {body}");
+        let names = |body: &Value| -> Vec<String> {
+            body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        for (plural, want) in [
+            (
+                "meshtimeouts",
+                vec!["mesh-gateways-timeout-all-fresh", "mesh-timeout-all-fresh"],
+            ),
+            (
+                "meshcircuitbreakers",
+                vec!["mesh-circuit-breaker-all-fresh"],
+            ),
+            ("meshretries", vec!["mesh-retry-all-fresh"]),
+        ] {
+            let (s, body, _) =
+                call(&app, "GET", &format!("/meshes/fresh/{plural}"), &[], None).await;
+            assert_eq!(s, StatusCode::OK, "{label}: {body}");
+            assert_eq!(names(&body), want, "{label} {plural}");
+        }
+        // A deleted default stays deleted when the Mesh is updated.
+        let (s, _, _) = call(
+            &app,
+            "DELETE",
+            "/meshes/fresh/meshretries/mesh-retry-all-fresh",
+            &[],
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, _, _) = call(
+            &app,
+            "PUT",
+            "/meshes/fresh",
+            &[],
+            Some("type: Mesh\nname: fresh\nrouting: {localityAwareLoadBalancing: true}\n"),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let (_, body, _) = call(&app, "GET", "/meshes/fresh/meshretries", &[], None).await;
+        assert!(names(&body).is_empty(), "{label}: {body}");
+        // Skipping one type.
+        let (s, _, _) = call(&app, "PUT", "/meshes/partial", &[], Some("type: Mesh\nname: partial\nskipCreatingInitialPolicies: [MeshTimeout, MeshRetry]\n")).await;
+        assert_eq!(s, StatusCode::CREATED);
+        for (plural, count) in [
+            ("meshtimeouts", 0),
+            ("meshretries", 0),
+            ("meshcircuitbreakers", 1),
+        ] {
+            let (_, body, _) =
+                call(&app, "GET", &format!("/meshes/partial/{plural}"), &[], None).await;
+            assert_eq!(body["total"], count, "{label} {plural}: {body}");
+        }
+
+        // The export: every document applies and reads back as written; nothing else appears.
+        let docs = umbra_core::codec::decode_documents(
+            include_bytes!("../../deploy/kuma-export.yaml"),
+            umbra_core::codec::Limits::default(),
+        )
+        .unwrap();
+        for doc in &docs {
+            let (s, body, _) = call(&app, "PUT", &path_of(doc), &[], Some(&doc.to_string())).await;
+            assert_eq!(s, StatusCode::CREATED, "{label} {}: {body}", path_of(doc));
+            let (s, mut got, _) = call(&app, "GET", &path_of(doc), &[], None).await;
+            assert_eq!(s, StatusCode::OK);
+            let got = got.as_object_mut().unwrap();
+            got.remove("creationTime");
+            got.remove("modificationTime");
+            assert_eq!(&Value::Object(got.clone()), doc, "{label} {}", path_of(doc));
+        }
+        let (_, body, _) = call(&app, "GET", "/meshes/legacy/meshtimeouts", &[], None).await;
+        assert_eq!(
+            names(&body),
+            ["timeout-all"],
+            "{label}: the export's Mesh skips the defaults"
+        );
+        let (_, body, _) = call(&app, "GET", "/global-secrets", &[], None).await;
+        assert_eq!(
+            names(&body),
+            ["user-token-signing-key-1"],
+            "{label}: {body}"
+        );
+    }
 }

@@ -39,7 +39,9 @@ async fn every_documented_route_is_served_and_yaml_is_negotiated() {
     let put = Request::builder()
         .method("PUT")
         .uri("/meshes/default")
-        .body(Body::from("type: Mesh\nname: default\n"))
+        .body(Body::from(
+            "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+        ))
         .unwrap();
     assert!(app
         .clone()

@@ -195,6 +195,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         zone: Option<&str>,
     ) -> Result<(Stored, bool), StoreError>;
 
+    /// [`Store::put`], and when that creates `resource`, also create each of `companions` that
+    /// does not exist yet, in the same durable step: a Mesh and Kuma's default policies
+    /// (issue 17), so an acknowledged Mesh never lacks them and a failure leaves neither.
+    /// Companions live in the mesh `resource` creates (or in an existing one). Returns what
+    /// [`Store::put`] returns for `resource`.
+    ///
+    /// # Errors
+    /// As [`Store::put`].
+    async fn put_creating(
+        &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+        companions: Vec<Resource>,
+    ) -> Result<(Stored, bool), StoreError>;
+
     /// Delete a resource (a Mesh with everything it owns), optionally only at `expected`.
     ///
     /// # Errors
@@ -415,7 +431,7 @@ pub fn labels_match(filter: &BTreeMap<String, String>, labels: &BTreeMap<String,
 /// The mesh a query lists: `Some("")` for Mesh (a Mesh has no mesh), else the query's mesh
 /// (`None`: every mesh).
 pub fn query_mesh(query: &ListQuery) -> Option<String> {
-    if query.ty == ResourceType::Mesh {
+    if !query.ty.is_mesh_scoped() {
         Some(String::new())
     } else {
         query.mesh.clone()

@@ -133,7 +133,7 @@ impl MemoryStore {
         self.lock()
             .resources
             .iter()
-            .filter(|(k, _)| k.ty == ty && (ty == ResourceType::Mesh || k.mesh == mesh))
+            .filter(|(k, _)| k.ty == ty && (!ty.is_mesh_scoped() || k.mesh == mesh))
             .map(|(_, s)| s.clone())
             .collect()
     }
@@ -157,9 +157,23 @@ impl MemoryStore {
     /// As [`Store::put`].
     pub fn put_now(
         &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+    ) -> Result<(Stored, bool), StoreError> {
+        self.put_creating_now(resource, expected, zone, Vec::new())
+    }
+
+    /// [`Store::put_creating`], synchronously.
+    ///
+    /// # Errors
+    /// As [`Store::put`].
+    pub fn put_creating_now(
+        &self,
         mut resource: Resource,
         expected: Option<u64>,
         zone: Option<&str>,
+        companions: Vec<Resource>,
     ) -> Result<(Stored, bool), StoreError> {
         let key = resource.key();
         let mut state = self.lock();
@@ -177,7 +191,27 @@ impl MemoryStore {
             zone: zone.map(str::to_owned),
             revision: state.revision() + 1,
         };
-        state.commit(vec![(key, Some(stored.clone()))])?;
+        let mut changes = vec![(key, Some(stored.clone()))];
+        if current == 0 {
+            for mut c in companions {
+                let ck = c.key();
+                if state.resources.contains_key(&ck) || changes.iter().any(|(k, _)| *k == ck) {
+                    continue;
+                }
+                stamp_times(&mut c, None);
+                let revision = state.revision() + 1 + changes.len() as u64;
+                changes.push((
+                    ck,
+                    Some(Stored {
+                        resource: c,
+                        version: 1,
+                        zone: zone.map(str::to_owned),
+                        revision,
+                    }),
+                ));
+            }
+        }
+        state.commit(changes)?;
         drop(state);
         self.wake();
         Ok((stored, current == 0))
@@ -413,6 +447,16 @@ impl Store for MemoryStore {
         zone: Option<&str>,
     ) -> Result<(Stored, bool), StoreError> {
         self.put_now(resource, expected, zone)
+    }
+
+    async fn put_creating(
+        &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+        companions: Vec<Resource>,
+    ) -> Result<(Stored, bool), StoreError> {
+        self.put_creating_now(resource, expected, zone, companions)
     }
 
     async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {

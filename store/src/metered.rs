@@ -54,6 +54,21 @@ impl Store for Metered {
         timed("put", self.inner.put(resource, expected, zone)).await
     }
 
+    async fn put_creating(
+        &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+        companions: Vec<Resource>,
+    ) -> Result<(Stored, bool), StoreError> {
+        timed(
+            "put",
+            self.inner
+                .put_creating(resource, expected, zone, companions),
+        )
+        .await
+    }
+
     async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
         timed("delete", self.inner.delete(key, expected)).await
     }

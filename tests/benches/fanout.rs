@@ -67,7 +67,10 @@ fn resource(yaml: &str) -> Resource {
 fn zone_dir(root: &std::path::Path, z: usize, dpps: usize) -> anyhow::Result<std::path::PathBuf> {
     let dir = root.join(format!("zone-{z}"));
     std::fs::create_dir_all(&dir)?;
-    let mut docs: Vec<Value> = vec![resource("type: Mesh\nname: default\n").to_value()];
+    let mut docs: Vec<Value> =
+        vec![
+            resource("type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n").to_value(),
+        ];
     docs.extend(synthetic::policies().iter().map(|p| resource(p).to_value()));
     docs.extend(
         (0..dpps).map(|i| resource(&synthetic::dataplane(z, i, services(), OUTBOUNDS)).to_value()),
@@ -89,7 +92,10 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&root)?;
     let global = CpProcess::start(GLOBAL, "--kds-addr", &[], &[], root.join("global.log")).await?;
     global
-        .apply("/meshes/default", "type: Mesh\nname: default\n")
+        .apply(
+            "/meshes/default",
+            "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+        )
         .await?;
     for p in synthetic::policies() {
         let r = resource(&p);

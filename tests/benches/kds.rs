@@ -168,7 +168,9 @@ async fn incremental(
 async fn fill(store: &dyn Store, policies: usize) -> anyhow::Result<()> {
     store
         .put(
-            Resource::from_bytes(b"type: Mesh\nname: default\n")?,
+            Resource::from_bytes(
+                b"type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+            )?,
             None,
             None,
         )

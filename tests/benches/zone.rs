@@ -182,7 +182,7 @@ async fn main() -> anyhow::Result<()> {
             zone.api,
             "PUT",
             "/meshes/default",
-            Some("type: Mesh\nname: default\n"),
+            Some("type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n"),
         )
         .await?;
         settle().await;
@@ -216,7 +216,7 @@ async fn main() -> anyhow::Result<()> {
         zone.api,
         "PUT",
         "/meshes/default",
-        Some("type: Mesh\nname: default\n"),
+        Some("type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n"),
     )
     .await?;
     register(&zone, streams, (streams / 10).max(3)).await?;

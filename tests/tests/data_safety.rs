@@ -19,7 +19,7 @@ use umbra_e2e::{
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
-const MESH: &str = "type: Mesh\nname: default\n";
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(

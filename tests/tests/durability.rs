@@ -21,9 +21,12 @@ async fn a_registered_dataplane_survives_sigkill_right_after_the_answer() {
     let mut zone = CpProcess::start(ZONE, "--ads-addr", &args, &[], dir.join("zone.log"))
         .await
         .unwrap();
-    zone.apply("/meshes/default", "type: Mesh\nname: default\n")
-        .await
-        .unwrap();
+    zone.apply(
+        "/meshes/default",
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    )
+    .await
+    .unwrap();
     const ROUNDS: u16 = 20;
     for round in 0..ROUNDS {
         let name = format!("dp-{round}");

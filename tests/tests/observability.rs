@@ -131,7 +131,10 @@ async fn metrics_move_and_one_trace_spans_global_put_to_zone_push() -> anyhow::R
     )
     .await?;
     global
-        .apply("/meshes/default", "type: Mesh\nname: default\n")
+        .apply(
+            "/meshes/default",
+            "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+        )
         .await?;
     let token = umbra_e2e::zone_token(&global, "zone-1").await?;
     let mut zone_env = telemetry.to_vec();

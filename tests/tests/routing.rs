@@ -82,8 +82,11 @@ async fn traffic_route_then_shadow_mesh_http_route_then_promoted() -> anyhow::Re
         return Ok(());
     };
     let zone = Zone::start("zone-1").await?;
-    zone.apply("/meshes/default", "type: Mesh\nname: default\n")
-        .await?;
+    zone.apply(
+        "/meshes/default",
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    )
+    .await?;
     zone.apply(
         "/meshes/default/traffic-routes/backend-canary",
         TRAFFIC_ROUTE,

@@ -25,7 +25,7 @@ use umbra_e2e::{
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
-const MESH: &str = "type: Mesh\nname: default\n";
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
@@ -423,7 +423,7 @@ async fn ads_serves_a_dpp_only_to_its_own_token_over_tls() -> anyhow::Result<()>
     let zone = Zone::start("zone-1").await?;
     zone.apply(
         "/meshes/default",
-        "type: Mesh\nname: default\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n",
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n",
     )
     .await?;
     zone.apply(

@@ -9,7 +9,7 @@ use umbra_e2e::{
     wait_for_status, wait_until, AdsApi, Envoy, Sidecars, Zone,
 };
 
-const MESH: &str = "type: Mesh\nname: default\n";
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()> {
@@ -144,7 +144,7 @@ async fn mtls_scenario(api: AdsApi) -> anyhow::Result<()> {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let mesh = "type: Mesh\nname: default\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
+    let mesh = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
     // With mTLS, traffic needs a permission (as in Kuma, nothing is allowed by default).
     let allow_all = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
     // Traffic only flows once both sidecars have their identity and the mesh CA over SDS and

@@ -37,7 +37,7 @@ fn services() -> usize {
 }
 
 fn resources(dpps: usize) -> Vec<Resource> {
-    let mut y = vec!["type: Mesh\nname: default\n".to_owned()];
+    let mut y = vec!["type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n".to_owned()];
     y.extend(synthetic::policies());
     y.extend((0..dpps).map(|i| synthetic::dataplane(0, i, services(), OUTBOUNDS)));
     y.iter()

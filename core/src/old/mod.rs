@@ -7,9 +7,13 @@ use serde::{Deserialize, Deserializer, Serializer};
 
 pub mod circuit_breaker;
 pub mod fault_injection;
+pub mod health_check;
 pub mod proxy_template;
+pub mod rate_limit;
+pub mod retry;
 pub mod selectors;
 pub mod timeout;
+pub mod traffic_log;
 pub mod traffic_permission;
 pub mod traffic_route;
 

@@ -14,6 +14,7 @@ use crate::validate::{PathBuilder, ValidationError};
 
 pub mod backend_ref;
 pub(crate) mod go_json;
+pub mod kuma_schema;
 pub(crate) mod lenient;
 pub mod mesh_circuit_breaker;
 pub mod mesh_fault_injection;
@@ -22,6 +23,7 @@ pub mod mesh_proxy_patch;
 pub mod mesh_tcp_route;
 pub mod mesh_timeout;
 pub mod mesh_traffic_permission;
+pub mod stored;
 #[cfg(test)]
 pub(crate) mod test_support;
 

@@ -8,7 +8,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use umbra_api::error::ApiError;
 use umbra_api::paging::PageParams;
-use umbra_core::resource::{ResourceKey, ResourceType, TypeKind};
+use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_core::view::{PolicySet, Promotion, View};
 use umbra_kds::resource::DISPLAY_NAME_LABEL;
 
@@ -61,7 +61,7 @@ pub async fn affected(
     path: &str,
 ) -> Result<Json<Value>, ApiError> {
     let page = PageParams::parse(query)?;
-    if ty.kind() == TypeKind::Infra {
+    if !ty.kind().is_policy() {
         return Err(ApiError::bad_parameter(
             "type",
             format!(

@@ -121,7 +121,7 @@ pub async fn mesh_policies(store: &dyn Store, mesh: &str) -> Result<Vec<Resource
     for ty in ResourceType::ALL
         .iter()
         .copied()
-        .filter(|t| t.kind() != TypeKind::Infra)
+        .filter(|t| t.kind() != TypeKind::Infra && t.is_mesh_scoped() && *t != ResourceType::Secret)
     {
         let items = list_all(store, ty, Some(mesh), &BTreeMap::new())
             .await

@@ -216,6 +216,39 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Insert or replace `resource`'s row at `version` and log it under `revision`.
+    async fn write_row(
+        tx: &mut Transaction<'_, Postgres>,
+        resource: &Resource,
+        version: u64,
+        zone: Option<&str>,
+        revision: i64,
+    ) -> Result<(), StoreError> {
+        let key = resource.key();
+        let labels = serde_json::to_value(&resource.meta.labels).unwrap_or_default();
+        sqlx::query(
+            "INSERT INTO resources (type, mesh, name, version, spec, labels, zone, creation_time, modification_time, revision)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (type, mesh, name) DO UPDATE SET version = EXCLUDED.version, spec = EXCLUDED.spec,
+               labels = EXCLUDED.labels, zone = EXCLUDED.zone, modification_time = EXCLUDED.modification_time,
+               revision = EXCLUDED.revision",
+        )
+        .bind(key.ty.name())
+        .bind(&key.mesh)
+        .bind(&key.name)
+        .bind(to_i64(version))
+        .bind(spec_of(resource))
+        .bind(labels)
+        .bind(zone)
+        .bind(parse_time(resource.meta.creation_time.as_deref()))
+        .bind(parse_time(resource.meta.modification_time.as_deref()))
+        .bind(revision)
+        .execute(&mut **tx)
+        .await
+        .map_err(unavailable)?;
+        Self::log(tx, revision, &key, Op::Put, version).await
+    }
+
     async fn finish(
         mut tx: Transaction<'_, Postgres>,
         head: i64,
@@ -300,9 +333,20 @@ async fn listen(pool: PgPool, url: String, wake: watch::Sender<u64>) {
 impl Store for PostgresStore {
     async fn put(
         &self,
+        resource: Resource,
+        expected: Option<u64>,
+        zone: Option<&str>,
+    ) -> Result<(Stored, bool), StoreError> {
+        self.put_creating(resource, expected, zone, Vec::new())
+            .await
+    }
+
+    async fn put_creating(
+        &self,
         mut resource: Resource,
         expected: Option<u64>,
         zone: Option<&str>,
+        companions: Vec<Resource>,
     ) -> Result<(Stored, bool), StoreError> {
         let key = resource.key();
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
@@ -340,29 +384,29 @@ impl Store for PostgresStore {
         stamp_times(&mut resource, existing.as_ref());
         let version = current + 1;
         let revision = head + 1;
-        let labels = serde_json::to_value(&resource.meta.labels).unwrap_or_default();
-        sqlx::query(
-            "INSERT INTO resources (type, mesh, name, version, spec, labels, zone, creation_time, modification_time, revision)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-             ON CONFLICT (type, mesh, name) DO UPDATE SET version = EXCLUDED.version, spec = EXCLUDED.spec,
-               labels = EXCLUDED.labels, zone = EXCLUDED.zone, modification_time = EXCLUDED.modification_time,
-               revision = EXCLUDED.revision",
-        )
-        .bind(key.ty.name())
-        .bind(&key.mesh)
-        .bind(&key.name)
-        .bind(to_i64(version))
-        .bind(spec_of(&resource))
-        .bind(labels)
-        .bind(zone)
-        .bind(parse_time(resource.meta.creation_time.as_deref()))
-        .bind(parse_time(resource.meta.modification_time.as_deref()))
-        .bind(revision)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        Self::log(&mut tx, revision, &key, Op::Put, version).await?;
-        Self::finish(tx, revision, &self.wake).await?;
+        Self::write_row(&mut tx, &resource, version, zone, revision).await?;
+        let mut last = revision;
+        if current == 0 {
+            for mut c in companions {
+                let ck = c.key();
+                let exists: Option<i64> = sqlx::query_scalar(
+                    "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
+                )
+                .bind(ck.ty.name())
+                .bind(&ck.mesh)
+                .bind(&ck.name)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+                if exists.is_some() {
+                    continue;
+                }
+                stamp_times(&mut c, None);
+                last += 1;
+                Self::write_row(&mut tx, &c, 1, zone, last).await?;
+            }
+        }
+        Self::finish(tx, last, &self.wake).await?;
         Ok((
             Stored {
                 resource,

@@ -1,0 +1,257 @@
+//! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
+//! config for yet: MeshRetry, MeshHealthCheck, MeshLoadBalancingStrategy, MeshAccessLog,
+//! MeshRateLimit, MeshTrace and MeshMetric.
+//!
+//! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
+//! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
+//! those a type has, and which `targetRef` kinds each level allows, come from Kuma 2.7.29's
+//! validators (`pkg/plugins/policies/<name>/api/v1alpha1/validator.go`, see [`rules_for`]).
+//! Every field of every `default` is checked against Kuma's published schema for the type
+//! ([`super::kuma_schema`]): names, JSON types and enums, unknown fields refused.
+//!
+//! Kuma's value rules beyond the schema (a positive health-check interval, one access-log
+//! backend per entry, ...) come with each type's generation. Until then such a policy is
+//! accepted as Kuma's schema allows, and every answer about a DPP it selects says it is not
+//! generated ([`crate::view::PolicySet::not_generated`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{validate_target_ref_at, validate_top_target_ref, Item, FROM_OR_TO_REQUIRED};
+use crate::resource::ResourceType;
+use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::validate::{ValidationError, MUST_NOT_BE_DEFINED};
+
+/// A stored-only `targetRef` policy spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredPolicy {
+    /// The proxies the policy applies to (an absent one is reported by validation).
+    #[serde(default)]
+    pub target_ref: TargetRef,
+    /// Inbound items (types with `from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Vec<Item<Value>>>,
+    /// Outbound items (types with `to`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Vec<Item<Value>>>,
+    /// The single-item configuration (MeshTrace, MeshMetric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+}
+
+/// Kuma's `targetRef` rules for one stored policy type.
+#[derive(Debug, Clone, Copy)]
+pub struct TypeRules {
+    /// Kinds allowed at the top level.
+    pub top: &'static [TargetRefKind],
+    /// Whether a top-level MeshGateway may carry listener tags.
+    pub gateway_listener_tags: bool,
+    /// Kinds allowed in `from[]`; `None` when the type has no `from`.
+    pub from: Option<&'static [TargetRefKind]>,
+    /// Kinds allowed in `to[]`; `None` when the type has no `to`.
+    pub to: Option<&'static [TargetRefKind]>,
+    /// The type has a single top-level `default` instead of items.
+    pub single: bool,
+}
+
+use TargetRefKind::{Mesh, MeshGateway, MeshHTTPRoute, MeshService, MeshServiceSubset, MeshSubset};
+
+const TOP: &[TargetRefKind] = &[
+    Mesh,
+    MeshSubset,
+    MeshGateway,
+    MeshService,
+    MeshServiceSubset,
+];
+const TOP_WITH_ROUTE: &[TargetRefKind] = &[
+    Mesh,
+    MeshSubset,
+    MeshGateway,
+    MeshService,
+    MeshServiceSubset,
+    MeshHTTPRoute,
+];
+const MESH: &[TargetRefKind] = &[Mesh];
+const MESH_OR_SERVICE: &[TargetRefKind] = &[Mesh, MeshService];
+
+/// Kuma 2.7.29's `targetRef` rules for `ty`; `None` for types that are not stored-only
+/// `targetRef` policies.
+pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
+    let items = |from, to| TypeRules {
+        top: TOP,
+        gateway_listener_tags: true,
+        from,
+        to,
+        single: false,
+    };
+    Some(match ty {
+        ResourceType::MeshHealthCheck | ResourceType::MeshLoadBalancingStrategy => {
+            items(None, Some(MESH_OR_SERVICE))
+        }
+        ResourceType::MeshAccessLog => items(Some(MESH), Some(MESH_OR_SERVICE)),
+        ResourceType::MeshRetry => TypeRules {
+            top: TOP_WITH_ROUTE,
+            ..items(None, Some(MESH_OR_SERVICE))
+        },
+        ResourceType::MeshRateLimit => TypeRules {
+            top: TOP_WITH_ROUTE,
+            ..items(Some(MESH), Some(MESH))
+        },
+        ResourceType::MeshTrace => TypeRules {
+            gateway_listener_tags: false,
+            single: true,
+            ..items(None, None)
+        },
+        ResourceType::MeshMetric => TypeRules {
+            single: true,
+            ..items(None, None)
+        },
+        _ => return None,
+    })
+}
+
+impl StoredPolicy {
+    /// Validate a spec of type `ty` (a type [`rules_for`] knows): the `targetRef`s by Kuma's
+    /// rules, the item lists the type has, then `spec_json` (the same spec as JSON) against
+    /// Kuma's schema. Paths are rooted at `spec`.
+    pub fn validate(&self, ty: ResourceType, spec_json: &Value) -> ValidationError {
+        let Some(rules) = rules_for(ty) else {
+            let mut err = ValidationError::new();
+            err.violation_field(
+                "spec",
+                format!("{ty} is not a stored targetRef policy type"),
+            );
+            return err;
+        };
+        let (mut err, spec) =
+            validate_top_target_ref(&self.target_ref, rules.top, rules.gateway_listener_tags);
+        let top = self.target_ref.kind.as_ref();
+        let gateway = matches!(top, Some(TargetRefKind::MeshGateway));
+        let route = matches!(top, Some(TargetRefKind::MeshHTTPRoute));
+        let from = self.from.as_deref().unwrap_or_default();
+        let to = self.to.as_deref().unwrap_or_default();
+        if rules.single {
+            for (name, present) in [("from", self.from.is_some()), ("to", self.to.is_some())] {
+                if present {
+                    err.violation(&spec.field(name), MUST_NOT_BE_DEFINED);
+                }
+            }
+        } else if self.default.is_some() {
+            err.violation(&spec.field("default"), MUST_NOT_BE_DEFINED);
+        }
+        match ty {
+            ResourceType::MeshAccessLog if from.is_empty() && to.is_empty() => {
+                err.violation(&spec, FROM_OR_TO_REQUIRED);
+            }
+            ResourceType::MeshRetry | ResourceType::MeshLoadBalancingStrategy if to.is_empty() => {
+                err.violation(&spec.field("to"), "needs at least one item");
+            }
+            _ => {}
+        }
+        let mut from_kinds = rules.from;
+        let mut to_kinds = rules.to;
+        match ty {
+            // MeshRateLimit: `from` only for sidecars, `to` only for gateways.
+            ResourceType::MeshRateLimit => {
+                if (gateway || route) && !from.is_empty() {
+                    err.violation(&spec.field("from"), MUST_NOT_BE_DEFINED);
+                    from_kinds = None;
+                }
+                if !gateway && !to.is_empty() {
+                    err.violation(&spec.field("to"), MUST_NOT_BE_DEFINED);
+                    to_kinds = None;
+                }
+            }
+            ResourceType::MeshRetry if gateway || route => to_kinds = Some(MESH),
+            _ => {}
+        }
+        for (name, items, kinds, allowed) in [
+            ("from", from, from_kinds, rules.from.is_some()),
+            ("to", to, to_kinds, rules.to.is_some()),
+        ] {
+            if !allowed && !items.is_empty() {
+                err.violation(&spec.field(name), MUST_NOT_BE_DEFINED);
+                continue;
+            }
+            let Some(kinds) = kinds else { continue };
+            for (i, item) in items.iter().enumerate() {
+                validate_target_ref_at(
+                    &mut err,
+                    &spec.field(name).index(i).field("targetRef"),
+                    &item.target_ref,
+                    kinds,
+                    false,
+                );
+            }
+        }
+        // The lists the type does not have are reported above; the schema sees the rest.
+        let mut checked = spec_json.clone();
+        if let Value::Object(map) = &mut checked {
+            for (key, has) in [
+                ("from", rules.from.is_some()),
+                ("to", rules.to.is_some()),
+                ("default", rules.single),
+            ] {
+                if !has {
+                    map.remove(key);
+                }
+            }
+        }
+        err.add(super::kuma_schema::validate(ty, &checked));
+        err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(ty: ResourceType, yaml: &str) -> Vec<String> {
+        let v = crate::codec::decode_one(yaml.as_bytes(), crate::codec::Limits::default()).unwrap();
+        let p: StoredPolicy = serde_json::from_value(v.clone()).unwrap();
+        p.validate(ty, &v)
+            .violations
+            .iter()
+            .map(|v| format!("{}: {}", v.field, v.message))
+            .collect()
+    }
+
+    #[test]
+    fn kuma_target_ref_rules_per_type() {
+        assert!(errors(
+            ResourceType::MeshRetry,
+            "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: MeshService, name: backend}\n  default: {http: {numRetries: 3}}\n"
+        )
+        .is_empty());
+        assert_eq!(
+            errors(ResourceType::MeshRetry, "targetRef: {kind: MeshHTTPRoute, name: r}\nto:\n- targetRef: {kind: MeshService, name: b}\n  default: {}\n"),
+            ["spec.to[0].targetRef.kind: value is not supported"]
+        );
+        assert_eq!(
+            errors(
+                ResourceType::MeshRateLimit,
+                "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: Mesh}\n  default: {}\n"
+            ),
+            ["spec.to: must not be defined"]
+        );
+        assert_eq!(
+            errors(
+                ResourceType::MeshTrace,
+                "targetRef: {kind: Mesh}\nto: []\ndefault: {}\n"
+            ),
+            ["spec.to: must not be defined"]
+        );
+        assert_eq!(
+            errors(ResourceType::MeshAccessLog, "targetRef: {kind: Mesh}\n"),
+            ["spec: at least one of 'from', 'to' has to be defined"]
+        );
+        assert_eq!(
+            errors(
+                ResourceType::MeshHealthCheck,
+                "targetRef: {kind: Mesh}\nfrom:\n- targetRef: {kind: Mesh}\n  default: {}\n"
+            ),
+            ["spec.from: must not be defined"]
+        );
+    }
+}
