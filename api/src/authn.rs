@@ -60,6 +60,8 @@ pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
         "/global-secrets/admin-user-token" => Access::Loopback,
         p if p == "/tokens" || p.starts_with("/tokens/") => Access::Admin,
         p if p == "/global-secrets" || p.starts_with("/global-secrets/") => Access::Admin,
+        // A Mesh's Secrets, as Kuma: only the admin reads or writes them.
+        p if p.split('/').nth(3) == Some("secrets") && p.starts_with("/meshes/") => Access::Admin,
         // A zone following a Global whose store changed (its removals apply again).
         "/global/accept-store" => Access::Admin,
         _ => Access::Authenticated,
@@ -288,6 +290,15 @@ mod tests {
         assert_eq!(
             access(&get, "/global-secrets/admin-user-token", &p),
             Access::Loopback
+        );
+        assert_eq!(access(&get, "/meshes/default/secrets", &p), Access::Admin);
+        assert_eq!(
+            access(&get, "/meshes/default/secrets/tls-key", &p),
+            Access::Admin
+        );
+        assert_eq!(
+            access(&get, "/meshes/default/meshtimeouts", &p),
+            Access::Authenticated
         );
         assert_eq!(access(&get, "/meshes", &p), Access::Authenticated);
         assert_eq!(

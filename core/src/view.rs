@@ -156,8 +156,8 @@ pub struct PolicySet {
     /// MeshTimeout example shows old values "leaking"); generators that must reproduce that
     /// read them here. See [`PolicySet::superseded_policies`].
     pub superseded_old: BTreeMap<ResourceType, Vec<Resource>>,
-    /// Resources of the mesh that are neither policies nor Mesh/Dataplane (ExternalService,
-    /// MeshGateway, Secret): kept to name them in [`PolicySet::not_generated`].
+    /// The mesh's ExternalServices and MeshGateways: kept to name them in
+    /// [`PolicySet::not_generated`].
     pub stored: Vec<Resource>,
     /// The view.
     pub view: Option<View>,
@@ -262,7 +262,16 @@ impl PolicySet {
                     set.new.entry(r.ty()).or_default().push(p);
                 }
                 TypeKind::OldPolicy => old.entry(r.ty()).or_default().push(r.clone()),
-                TypeKind::StoredOnly => set.stored.push(r.clone()),
+                // What `not_generated` names; Secrets concern no DPP and stay out.
+                TypeKind::StoredOnly
+                    if matches!(
+                        r.ty(),
+                        ResourceType::ExternalService | ResourceType::MeshGateway
+                    ) =>
+                {
+                    set.stored.push(r.clone())
+                }
+                TypeKind::StoredOnly => {}
                 TypeKind::Infra => {}
             }
         }
