@@ -227,12 +227,9 @@ mod tests {
     use super::*;
 
     fn errors(yaml: &str) -> Vec<String> {
-        let v = crate::codec::decode_one(yaml.as_bytes(), crate::codec::Limits::default()).unwrap();
-        let r: HealthCheck = serde_json::from_value(v).unwrap();
-        r.validate()
-            .violations
-            .iter()
-            .map(|v| format!("{}: {}", v.field, v.message))
+        crate::policies::test_support::bare_violations::<HealthCheck>(yaml)
+            .into_iter()
+            .map(|(field, message)| format!("{field}: {message}"))
             .collect()
     }
 

@@ -308,12 +308,9 @@ mod tests {
     use super::*;
 
     fn errors(yaml: &str) -> Vec<String> {
-        let v = crate::codec::decode_one(yaml.as_bytes(), crate::codec::Limits::default()).unwrap();
-        let r: Retry = serde_json::from_value(v).unwrap();
-        r.validate()
-            .violations
-            .iter()
-            .map(|v| format!("{}: {}", v.field, v.message))
+        crate::policies::test_support::bare_violations::<Retry>(yaml)
+            .into_iter()
+            .map(|(field, message)| format!("{field}: {message}"))
             .collect()
     }
 

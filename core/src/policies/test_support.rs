@@ -52,6 +52,8 @@ test_spec!(
     TrafficPermission => crate::old::traffic_permission::TrafficPermission,
     ProxyTemplate => crate::old::proxy_template::ProxyTemplate,
     TrafficRoute => crate::old::traffic_route::TrafficRoute,
+    Retry => crate::old::retry::Retry,
+    HealthCheck => crate::old::health_check::HealthCheck,
 );
 
 /// A resource document of type `T` holding `spec` (flush-left YAML): indented under `spec:` for
