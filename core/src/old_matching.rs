@@ -95,6 +95,7 @@ impl<'a> OldPolicyRef<'a> {
             Spec::TrafficPermission(p) => (&p.sources, &p.destinations),
             Spec::ProxyTemplate(p) => (&p.selectors, &[]),
             Spec::TrafficRoute(p) => (&p.sources, &p.destinations),
+            Spec::Retry(p) => (&p.sources, &p.destinations),
             _ => return None,
         };
         Some(OldPolicyRef {

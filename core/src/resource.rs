@@ -183,12 +183,14 @@ impl ResourceType {
                 | MeshProxyPatch
                 | MeshHTTPRoute
                 | MeshTCPRoute
+                | MeshRetry
                 | Timeout
                 | CircuitBreaker
                 | FaultInjection
                 | TrafficPermission
                 | ProxyTemplate
                 | TrafficRoute
+                | Retry
         )
     }
 }
@@ -303,6 +305,8 @@ pub enum Spec {
     MeshHTTPRoute(policies::mesh_http_route::MeshHttpRoute),
     /// MeshTCPRoute.
     MeshTCPRoute(policies::mesh_tcp_route::MeshTcpRoute),
+    /// MeshRetry.
+    MeshRetry(policies::mesh_retry::MeshRetry),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -407,6 +411,7 @@ impl Resource {
             Spec::MeshProxyPatch(_) => ResourceType::MeshProxyPatch,
             Spec::MeshHTTPRoute(_) => ResourceType::MeshHTTPRoute,
             Spec::MeshTCPRoute(_) => ResourceType::MeshTCPRoute,
+            Spec::MeshRetry(_) => ResourceType::MeshRetry,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
@@ -563,6 +568,7 @@ impl Resource {
             Spec::MeshProxyPatch(s) => serde_json::to_value(s),
             Spec::MeshHTTPRoute(s) => serde_json::to_value(s),
             Spec::MeshTCPRoute(s) => serde_json::to_value(s),
+            Spec::MeshRetry(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
@@ -642,6 +648,7 @@ impl Resource {
             Spec::MeshProxyPatch(s) => s.validate(),
             Spec::MeshHTTPRoute(s) => s.validate(),
             Spec::MeshTCPRoute(s) => s.validate(),
+            Spec::MeshRetry(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
@@ -684,14 +691,14 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshProxyPatch => Spec::MeshProxyPatch(from_value_at(root, v)?),
         ResourceType::MeshHTTPRoute => Spec::MeshHTTPRoute(from_value_at(root, v)?),
         ResourceType::MeshTCPRoute => Spec::MeshTCPRoute(from_value_at(root, v)?),
+        ResourceType::MeshRetry => Spec::MeshRetry(from_value_at(root, v)?),
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
-        ResourceType::MeshRetry
-        | ResourceType::MeshHealthCheck
+        ResourceType::MeshHealthCheck
         | ResourceType::MeshLoadBalancingStrategy
         | ResourceType::MeshAccessLog
         | ResourceType::MeshRateLimit

@@ -24,6 +24,8 @@ pub const MUST_NOT_BE_EMPTY: &str = "must not be empty";
 pub const NON_NEGATIVE_WHEN_DEFINED: &str = "must not be negative when defined";
 /// Kuma's `validators.WhenDefinedHasToBeGreaterThanZero`.
 pub const GREATER_THAN_ZERO_WHEN_DEFINED: &str = "must be greater than zero when defined";
+/// Kuma's `validators.MustBeDefinedAndGreaterThanZero`.
+pub const MUST_BE_DEFINED_AND_GREATER_THAN_ZERO: &str = "must be defined and greater than zero";
 /// Kuma's `validators.HasToBeGreaterThanZero`.
 pub const GREATER_THAN_ZERO: &str = "must be greater than 0";
 /// Kuma's `validators.HasToBeInPercentageRange`.

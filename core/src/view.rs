@@ -165,7 +165,8 @@ pub struct PolicySet {
 
 /// Policy types whose top-level `targetRef: {kind: MeshHTTPRoute}` Umbra generates (the route's
 /// Envoy routes get their rules).
-pub const ROUTE_TARGETED_GENERATED: &[ResourceType] = &[ResourceType::MeshTimeout];
+pub const ROUTE_TARGETED_GENERATED: &[ResourceType] =
+    &[ResourceType::MeshTimeout, ResourceType::MeshRetry];
 
 /// A policy that selects a DPP but is not in its generated config ([`PolicySet::not_generated`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -334,8 +335,8 @@ impl PolicySet {
     /// - `targetRef` policies of a type Umbra stores but does not generate
     ///   ([`ResourceType::is_generated`]) whose top-level `targetRef` selects `dp`;
     /// - policies of generated types whose top-level `targetRef` is a MeshHTTPRoute, when their
-    ///   type is not applied per route (every type but MeshTimeout);
-    /// - old policies of a type Umbra does not generate (Retry, HealthCheck, TrafficLog,
+    ///   type is not applied per route (every type but MeshTimeout and MeshRetry);
+    /// - old policies of a type Umbra does not generate (HealthCheck, TrafficLog,
     ///   RateLimit, TrafficTrace, VirtualOutbound, MeshGatewayRoute) that are in effect in the
     ///   view and whose selectors concern `dp` ([`old_selects`]);
     /// - the mesh's ExternalServices (every DPP of the mesh may call them), and MeshGateways

@@ -285,6 +285,38 @@ impl Drop for Envoy {
     }
 }
 
+/// An upstream HTTP app on `port` that fails every other request it receives: the 1st, 3rd,
+/// 5th, ... get `503 flaky`, the others `200 ok`. Sequential requests through a proxy that
+/// retries once on 503 therefore all succeed; without retries every other one fails.
+pub async fn flaky_app(port: u16) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                if read_head(&mut sock).await.is_none() {
+                    return;
+                }
+                let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (status, body) = if n % 2 == 0 {
+                    ("503 Service Unavailable", "flaky")
+                } else {
+                    ("200 OK", "ok")
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    }))
+}
+
 /// An upstream HTTP app on `port` answering every request `200` with `body` after `delay`.
 pub async fn http_app(
     port: u16,

@@ -437,6 +437,8 @@ async fn routes_are_generated_and_inspectable() {
 async fn stored_only_types_are_named_as_not_generated() {
     let app = loaded().await;
     for (path, doc) in [
+        ("meshhealthchecks/hc-frontend", "type: MeshHealthCheck\nmesh: default\nname: hc-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1}\n"),
+        // Generated (issue 17): never listed.
         ("meshretries/retry-frontend", "type: MeshRetry\nmesh: default\nname: retry-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {numRetries: 3}}\n"),
         ("health-checks/hc", "type: HealthCheck\nmesh: default\nname: hc\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\nconf: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1}\n"),
         ("external-services/httpbin", "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443'}\n"),
@@ -475,34 +477,37 @@ async fn stored_only_types_are_named_as_not_generated() {
         None,
     )
     .await;
-    // The shadow view adds the shadow MeshRetry (it replaces Retry, not the HealthCheck).
+    // The shadow view adds the shadow MeshHealthCheck, which switches the old HealthCheck off
+    // in that view (the old-type-off rule).
     assert_eq!(
         listed(&shadow),
-        [
-            "ExternalService/httpbin",
-            "HealthCheck/hc",
-            "MeshRetry/retry-frontend"
-        ]
+        ["ExternalService/httpbin", "MeshHealthCheck/hc-frontend"]
+    );
+    // The shadow MeshRetry is generated: it is in the diff, not in the list.
+    assert!(
+        shadow["diff"].to_string().contains("retryPolicy"),
+        "{}",
+        shadow["diff"]
     );
     let (_, rules) = call(&app, "GET", &format!("{base}/_rules?shadow=true"), None).await;
-    assert!(listed(&rules).contains(&"MeshRetry/retry-frontend".to_owned()));
-    let retry = rules["rules"]
+    assert!(listed(&rules).contains(&"MeshHealthCheck/hc-frontend".to_owned()));
+    let check = rules["rules"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["type"] == "MeshRetry")
+        .find(|r| r["type"] == "MeshHealthCheck")
         .unwrap_or_else(|| panic!("{rules}"));
     assert_eq!(
-        retry["toRules"][0]["conf"],
-        json!({"http": {"numRetries": 3}}),
-        "{retry}"
+        check["toRules"][0]["conf"]["unhealthyThreshold"],
+        json!(3),
+        "{check}"
     );
-    // The backend DPP is not selected by the MeshRetry, and the HealthCheck concerns it as
-    // a destination.
+    // The backend DPP is not selected by the MeshHealthCheck, and the HealthCheck concerns it
+    // as a destination (live view).
     let (_, backend) = call(
         &app,
         "GET",
-        "/meshes/default/dataplanes/backend/_config?shadow=true",
+        "/meshes/default/dataplanes/backend/_config",
         None,
     )
     .await;

@@ -1,6 +1,7 @@
 //! Old Retry policy: HTTP, gRPC and TCP retries from `sources` to `destinations`, and its
-//! validator. Umbra stores and syncs it; its effect is not generated yet (see
-//! [`crate::view::PolicySet::not_generated`]).
+//! validator. The xds crate's retry plugin generates it (Kuma bakes it into the outbound
+//! listeners: a virtual host `retryPolicy` for HTTP and gRPC, tcp_proxy `maxConnectAttempts`
+//! for TCP).
 //!
 //! Follows Kuma v2.7.29: `api/mesh/v1alpha1/retry.proto` (shape, JSON names) and
 //! `pkg/core/resources/apis/mesh/retry_validator.go` (rules, messages and their order).
@@ -171,7 +172,56 @@ pub enum GrpcRetryOn {
     Unavailable,
 }
 
+impl HttpRetryOn {
+    /// Envoy's `retry_on` name (Kuma's `HttpRetryOn`: the enum name, `all_5xx` as `5xx`,
+    /// underscores as hyphens).
+    pub fn envoy_name(self) -> &'static str {
+        match self {
+            Self::All5xx => "5xx",
+            Self::GatewayError => "gateway-error",
+            Self::Reset => "reset",
+            Self::ConnectFailure => "connect-failure",
+            Self::EnvoyRatelimited => "envoy-ratelimited",
+            Self::Retriable4xx => "retriable-4xx",
+            Self::RefusedStream => "refused-stream",
+            Self::RetriableStatusCodes => "retriable-status-codes",
+            Self::RetriableHeaders => "retriable-headers",
+            Self::Http3PostConnectFailure => "http3-post-connect-failure",
+        }
+    }
+}
+
+impl HttpMethod {
+    /// The method's name (`GET`); `NONE` for the placeholder Kuma skips.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NONE => "NONE",
+            Self::CONNECT => "CONNECT",
+            Self::DELETE => "DELETE",
+            Self::GET => "GET",
+            Self::HEAD => "HEAD",
+            Self::OPTIONS => "OPTIONS",
+            Self::PATCH => "PATCH",
+            Self::POST => "POST",
+            Self::PUT => "PUT",
+            Self::TRACE => "TRACE",
+        }
+    }
+}
+
 impl GrpcRetryOn {
+    /// Envoy's gRPC `retry_on` name (the enum name, underscores as hyphens: `cancelled`,
+    /// `deadline-exceeded`, ...).
+    pub fn envoy_name(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::DeadlineExceeded => "deadline-exceeded",
+            Self::Internal => "internal",
+            Self::ResourceExhausted => "resource-exhausted",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Cancelled => "cancelled",

@@ -46,10 +46,6 @@ const SCHEMAS: &[(ResourceType, &str)] = &[
         ResourceType::MeshMetric,
         include_str!("../../schemas/kuma-v2.7.29/meshmetric.yaml"),
     ),
-    (
-        ResourceType::MeshRetry,
-        include_str!("../../schemas/kuma-v2.7.29/meshretry.yaml"),
-    ),
 ];
 
 type Validators = BTreeMap<ResourceType, jsonschema::Validator>;

@@ -2,7 +2,7 @@
 //! treats scalars: a number or boolean given for a string field becomes its Go text, an integer
 //! field accepts a whole float (`503.0`), and `null` leaves a field unset.
 //!
-//! Used by MeshFaultInjection and MeshProxyPatch (`deserialize_with = "lenient::opt_string"`).
+//! Used by MeshFaultInjection, MeshProxyPatch and MeshRetry (`deserialize_with = "lenient::opt_string"`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,6 +48,13 @@ impl<'de> Deserialize<'de> for LenientString {
 /// `Option<String>` field: `null` → `None`, numbers and booleans → their text.
 pub(crate) fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     Ok(Option::<LenientString>::deserialize(d)?.map(|s| s.0))
+}
+
+/// `Option<Vec<String>>` field with lenient items (`retryOn: [500]` reads `"500"`).
+pub(crate) fn opt_string_vec<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    Ok(Option::<Vec<LenientString>>::deserialize(d)?.map(|v| v.into_iter().map(|s| s.0).collect()))
 }
 
 /// `Option<BTreeMap<String, String>>` field with lenient values.

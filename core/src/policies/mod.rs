@@ -20,6 +20,7 @@ pub mod mesh_circuit_breaker;
 pub mod mesh_fault_injection;
 pub mod mesh_http_route;
 pub mod mesh_proxy_patch;
+pub mod mesh_retry;
 pub mod mesh_tcp_route;
 pub mod mesh_timeout;
 pub mod mesh_traffic_permission;

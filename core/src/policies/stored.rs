@@ -1,6 +1,6 @@
 //! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for yet: MeshRetry, MeshHealthCheck, MeshLoadBalancingStrategy, MeshAccessLog,
-//! MeshRateLimit, MeshTrace and MeshMetric.
+//! config for yet: MeshHealthCheck, MeshLoadBalancingStrategy, MeshAccessLog, MeshRateLimit,
+//! MeshTrace and MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -90,10 +90,6 @@ pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
             items(None, Some(MESH_OR_SERVICE))
         }
         ResourceType::MeshAccessLog => items(Some(MESH), Some(MESH_OR_SERVICE)),
-        ResourceType::MeshRetry => TypeRules {
-            top: TOP_WITH_ROUTE,
-            ..items(None, Some(MESH_OR_SERVICE))
-        },
         ResourceType::MeshRateLimit => TypeRules {
             top: TOP_WITH_ROUTE,
             ..items(Some(MESH), Some(MESH))
@@ -144,27 +140,23 @@ impl StoredPolicy {
             ResourceType::MeshAccessLog if from.is_empty() && to.is_empty() => {
                 err.violation(&spec, FROM_OR_TO_REQUIRED);
             }
-            ResourceType::MeshRetry | ResourceType::MeshLoadBalancingStrategy if to.is_empty() => {
+            ResourceType::MeshLoadBalancingStrategy if to.is_empty() => {
                 err.violation(&spec.field("to"), "needs at least one item");
             }
             _ => {}
         }
         let mut from_kinds = rules.from;
         let mut to_kinds = rules.to;
-        match ty {
-            // MeshRateLimit: `from` only for sidecars, `to` only for gateways.
-            ResourceType::MeshRateLimit => {
-                if (gateway || route) && !from.is_empty() {
-                    err.violation(&spec.field("from"), MUST_NOT_BE_DEFINED);
-                    from_kinds = None;
-                }
-                if !gateway && !to.is_empty() {
-                    err.violation(&spec.field("to"), MUST_NOT_BE_DEFINED);
-                    to_kinds = None;
-                }
+        // MeshRateLimit: `from` only for sidecars, `to` only for gateways.
+        if ty == ResourceType::MeshRateLimit {
+            if (gateway || route) && !from.is_empty() {
+                err.violation(&spec.field("from"), MUST_NOT_BE_DEFINED);
+                from_kinds = None;
             }
-            ResourceType::MeshRetry if gateway || route => to_kinds = Some(MESH),
-            _ => {}
+            if !gateway && !to.is_empty() {
+                err.violation(&spec.field("to"), MUST_NOT_BE_DEFINED);
+                to_kinds = None;
+            }
         }
         for (name, items, kinds, allowed) in [
             ("from", from, from_kinds, rules.from.is_some()),
@@ -220,13 +212,13 @@ mod tests {
     #[test]
     fn kuma_target_ref_rules_per_type() {
         assert!(errors(
-            ResourceType::MeshRetry,
-            "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: MeshService, name: backend}\n  default: {http: {numRetries: 3}}\n"
+            ResourceType::MeshLoadBalancingStrategy,
+            "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: MeshService, name: backend}\n  default: {}\n"
         )
         .is_empty());
         assert_eq!(
-            errors(ResourceType::MeshRetry, "targetRef: {kind: MeshHTTPRoute, name: r}\nto:\n- targetRef: {kind: MeshService, name: b}\n  default: {}\n"),
-            ["spec.to[0].targetRef.kind: value is not supported"]
+            errors(ResourceType::MeshRateLimit, "targetRef: {kind: MeshHTTPRoute, name: r}\nfrom:\n- targetRef: {kind: Mesh}\n  default: {}\n"),
+            ["spec.from: must not be defined"]
         );
         assert_eq!(
             errors(

@@ -46,6 +46,7 @@ test_spec!(
     MeshProxyPatch => crate::policies::mesh_proxy_patch::MeshProxyPatch,
     MeshHTTPRoute => crate::policies::mesh_http_route::MeshHttpRoute,
     MeshTCPRoute => crate::policies::mesh_tcp_route::MeshTcpRoute,
+    MeshRetry => crate::policies::mesh_retry::MeshRetry,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,

@@ -15,6 +15,7 @@ pub mod edit;
 pub mod fault_injection;
 pub mod input;
 pub mod proxy_patch;
+pub mod retry;
 pub mod route;
 pub mod timeout;
 pub mod traffic_permission;
@@ -101,6 +102,10 @@ pub const ORDERED: &[Plugin] = &[
         apply: circuit_breaker::apply,
     },
     Plugin {
+        policies: &[ResourceType::MeshRetry, ResourceType::Retry],
+        apply: retry::apply,
+    },
+    Plugin {
         policies: &[ResourceType::MeshProxyPatch],
         apply: proxy_patch::apply_mesh_proxy_patch,
     },
@@ -154,6 +159,7 @@ mod tests {
                 "MeshTimeout",
                 "MeshTrafficPermission",
                 "MeshCircuitBreaker",
+                "MeshRetry",
                 "MeshProxyPatch",
             ]
         );
