@@ -96,6 +96,7 @@ impl<'a> OldPolicyRef<'a> {
             Spec::ProxyTemplate(p) => (&p.selectors, &[]),
             Spec::TrafficRoute(p) => (&p.sources, &p.destinations),
             Spec::Retry(p) => (&p.sources, &p.destinations),
+            Spec::HealthCheck(p) => (&p.sources, &p.destinations),
             _ => return None,
         };
         Some(OldPolicyRef {

@@ -184,6 +184,7 @@ impl ResourceType {
                 | MeshHTTPRoute
                 | MeshTCPRoute
                 | MeshRetry
+                | MeshHealthCheck
                 | Timeout
                 | CircuitBreaker
                 | FaultInjection
@@ -191,6 +192,7 @@ impl ResourceType {
                 | ProxyTemplate
                 | TrafficRoute
                 | Retry
+                | HealthCheck
         )
     }
 }
@@ -307,6 +309,8 @@ pub enum Spec {
     MeshTCPRoute(policies::mesh_tcp_route::MeshTcpRoute),
     /// MeshRetry.
     MeshRetry(policies::mesh_retry::MeshRetry),
+    /// MeshHealthCheck.
+    MeshHealthCheck(policies::mesh_health_check::MeshHealthCheck),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -412,6 +416,7 @@ impl Resource {
             Spec::MeshHTTPRoute(_) => ResourceType::MeshHTTPRoute,
             Spec::MeshTCPRoute(_) => ResourceType::MeshTCPRoute,
             Spec::MeshRetry(_) => ResourceType::MeshRetry,
+            Spec::MeshHealthCheck(_) => ResourceType::MeshHealthCheck,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
@@ -569,6 +574,7 @@ impl Resource {
             Spec::MeshHTTPRoute(s) => serde_json::to_value(s),
             Spec::MeshTCPRoute(s) => serde_json::to_value(s),
             Spec::MeshRetry(s) => serde_json::to_value(s),
+            Spec::MeshHealthCheck(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
@@ -649,6 +655,7 @@ impl Resource {
             Spec::MeshHTTPRoute(s) => s.validate(),
             Spec::MeshTCPRoute(s) => s.validate(),
             Spec::MeshRetry(s) => s.validate(),
+            Spec::MeshHealthCheck(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
@@ -692,14 +699,14 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshHTTPRoute => Spec::MeshHTTPRoute(from_value_at(root, v)?),
         ResourceType::MeshTCPRoute => Spec::MeshTCPRoute(from_value_at(root, v)?),
         ResourceType::MeshRetry => Spec::MeshRetry(from_value_at(root, v)?),
+        ResourceType::MeshHealthCheck => Spec::MeshHealthCheck(from_value_at(root, v)?),
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
-        ResourceType::MeshHealthCheck
-        | ResourceType::MeshLoadBalancingStrategy
+        ResourceType::MeshLoadBalancingStrategy
         | ResourceType::MeshAccessLog
         | ResourceType::MeshRateLimit
         | ResourceType::MeshTrace

@@ -26,6 +26,8 @@ pub const NON_NEGATIVE_WHEN_DEFINED: &str = "must not be negative when defined";
 pub const GREATER_THAN_ZERO_WHEN_DEFINED: &str = "must be greater than zero when defined";
 /// Kuma's `validators.MustBeDefinedAndGreaterThanZero`.
 pub const MUST_BE_DEFINED_AND_GREATER_THAN_ZERO: &str = "must be defined and greater than zero";
+/// Kuma's `validators.WhenDefinedHasToBeValidPath`.
+pub const VALID_PATH_WHEN_DEFINED: &str = "must be a valid path when defined";
 /// Kuma's `validators.HasToBeGreaterThanZero`.
 pub const GREATER_THAN_ZERO: &str = "must be greater than 0";
 /// Kuma's `validators.HasToBeInPercentageRange`.

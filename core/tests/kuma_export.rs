@@ -38,7 +38,7 @@ fn the_example_export_has_every_type_valid_and_lossless() {
 fn stored_only_types_refuse_what_kuma_refuses() {
     let cases = [
         // Unknown field inside a schema-checked default.
-        ("type: MeshHealthCheck\nmesh: m\nname: h\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {intervall: 10s}\n", "spec.to[0].default"),
+        ("type: MeshMetric\nmesh: m\nname: h\nspec:\n  targetRef: {kind: Mesh}\n  default: {sidecarr: {}}\n", "spec.default"),
         // Wrong JSON type.
         ("type: MeshAccessLog\nmesh: m\nname: a\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {backends: [{file: {path: 3}}]}\n", "spec.to[0].default.backends[0].file.path"),
         // Enum.
@@ -64,4 +64,8 @@ fn stored_only_types_refuse_what_kuma_refuses() {
         Resource::from_bytes(b"type: TrafficTrace\nmesh: m\nname: t\nselectors: []\nconff: {}\n")
             .unwrap_err();
     assert!(e.to_string().contains("conff"), "{e}");
+    // Typed (generated) new policies too.
+    let e = Resource::from_bytes(b"type: MeshHealthCheck\nmesh: m\nname: h\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {intervall: 10s}\n")
+        .unwrap_err();
+    assert!(e.to_string().contains("intervall"), "{e}");
 }

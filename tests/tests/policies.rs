@@ -7,6 +7,12 @@
 //!    gateway error) as shadow: `_config?shadow=true&include=diff` shows the route's
 //!    `retryPolicy`; traffic still fails every other time.
 //! 3. The label removed: every request succeeds, its failed first attempt retried.
+//!
+//! Health checks: `backend` has two DPPs; one's sidecar never runs, so its endpoint refuses
+//! connections.
+//! 1. No health check: requests that land on the dead endpoint fail.
+//! 2. A MeshHealthCheck (HTTP check every second, one failure marks a host unhealthy): the dead
+//!    endpoint leaves the rotation and every request succeeds.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,6 +31,8 @@ fn dataplane(name: &str, service: &str, inbound: u16, app: u16, out: Option<u16>
     }
     y
 }
+
+const MESH_HEALTH_CHECK: &str = "type: MeshHealthCheck\nmesh: default\nname: backend-hc\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default:\n      interval: 1s\n      timeout: 1s\n      unhealthyThreshold: 1\n      healthyThreshold: 1\n      healthyPanicThreshold: 0\n      http: {path: /}\n";
 
 fn mesh_retry(labels: &str) -> String {
     format!("type: MeshRetry\nmesh: default\nname: backend-retry\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default:\n      http: {{numRetries: 1}}\n")
@@ -136,6 +144,87 @@ async fn mesh_retry_retries_a_failed_first_attempt() -> anyhow::Result<()> {
     assert!(promoted.is_ok(), "MeshRetry not in effect\n{}", logs());
     let seen = statuses(out, 20).await;
     assert_eq!(seen, [200; 20], "each failed first attempt is retried");
+
+    drop(envoys);
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_health_check_takes_a_dead_endpoint_out_of_rotation() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    zone.apply(
+        "/meshes/default",
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    )
+    .await?;
+    let ports: Vec<u16> = (0..7).map(|_| free_port()).collect();
+    let _backend = echo_app(ports[0], "backend").await?;
+    let _front = echo_app(ports[1], "frontend").await?;
+    // backend-2's app port (ports[2]) and inbound (ports[4]) have no listener: its sidecar
+    // never starts, so its endpoint refuses connections.
+    for (name, service, inbound, app, out) in [
+        ("backend-1", "backend", ports[3], ports[0], None),
+        ("backend-2", "backend", ports[4], ports[2], None),
+        ("frontend", "frontend", ports[5], ports[1], Some(ports[6])),
+    ] {
+        put_yaml(
+            zone.api,
+            &format!("/meshes/default/dataplanes/{name}"),
+            &dataplane(name, service, inbound, app, out),
+        )
+        .await?;
+    }
+    let dp = zone.dp_server().await?;
+    let envoys = [
+        Envoy::start_with(&envoy, "default", "backend-1", &dp, None, AdsApi::Sotw).await?,
+        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
+    ];
+    let out: SocketAddr = format!("127.0.0.1:{}", ports[6]).parse()?;
+    let logs = || {
+        envoys
+            .iter()
+            .map(Envoy::log_tail)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+
+    // 1. No health check: the dead endpoint takes its share of requests, which fail.
+    let up = wait_until(Duration::from_secs(30), || async {
+        statuses(out, 1).await[0] == 200
+    })
+    .await;
+    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
+    let seen = statuses(out, 20).await;
+    assert!(
+        seen.iter().any(|s| *s != 200),
+        "with a dead endpoint and no health check some requests fail: {seen:?}"
+    );
+
+    // 2. MeshHealthCheck: the dead endpoint is ejected, every request succeeds.
+    zone.apply(
+        "/meshes/default/meshhealthchecks/backend-hc",
+        MESH_HEALTH_CHECK,
+    )
+    .await?;
+    let healthy = wait_until(Duration::from_secs(30), || async {
+        statuses(out, 10).await == [200; 10]
+    })
+    .await;
+    assert!(healthy.is_ok(), "MeshHealthCheck not in effect\n{}", logs());
+    let seen = statuses(out, 30).await;
+    assert_eq!(seen, [200; 30], "the dead endpoint is out of rotation");
+    let (_, config) = zone
+        .call("GET", "/meshes/default/dataplanes/frontend/_config", None)
+        .await?;
+    assert!(
+        config["xds"].to_string().contains("httpHealthCheck"),
+        "{}",
+        config["xds"]
+    );
 
     drop(envoys);
     zone.stop().await

@@ -437,10 +437,11 @@ async fn routes_are_generated_and_inspectable() {
 async fn stored_only_types_are_named_as_not_generated() {
     let app = loaded().await;
     for (path, doc) in [
-        ("meshhealthchecks/hc-frontend", "type: MeshHealthCheck\nmesh: default\nname: hc-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1}\n"),
+        ("meshaccesslogs/log-frontend", "type: MeshAccessLog\nmesh: default\nname: log-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {backends: [{type: File, file: {path: /tmp/access.log}}]}\n"),
         // Generated (issue 17): never listed.
         ("meshretries/retry-frontend", "type: MeshRetry\nmesh: default\nname: retry-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {numRetries: 3}}\n"),
         ("health-checks/hc", "type: HealthCheck\nmesh: default\nname: hc\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\nconf: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1}\n"),
+        ("traffic-logs/tl", "type: TrafficLog\nmesh: default\nname: tl\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\n"),
         ("external-services/httpbin", "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443'}\n"),
     ] {
         let (s, b) = call(&app, "PUT", &format!("/meshes/default/{path}"), Some(doc.into())).await;
@@ -469,7 +470,13 @@ async fn stored_only_types_are_named_as_not_generated() {
             .collect()
     };
     let (_, live) = call(&app, "GET", &format!("{base}/_config"), None).await;
-    assert_eq!(listed(&live), ["ExternalService/httpbin", "HealthCheck/hc"]);
+    assert_eq!(listed(&live), ["ExternalService/httpbin", "TrafficLog/tl"]);
+    // The old HealthCheck is generated: on the backend cluster.
+    assert!(
+        live["xds"].to_string().contains("healthChecks"),
+        "{}",
+        live["xds"]
+    );
     let (_, shadow) = call(
         &app,
         "GET",
@@ -477,11 +484,11 @@ async fn stored_only_types_are_named_as_not_generated() {
         None,
     )
     .await;
-    // The shadow view adds the shadow MeshHealthCheck, which switches the old HealthCheck off
-    // in that view (the old-type-off rule).
+    // The shadow view adds the shadow MeshAccessLog, which switches the old TrafficLog off in
+    // that view (the old-type-off rule).
     assert_eq!(
         listed(&shadow),
-        ["ExternalService/httpbin", "MeshHealthCheck/hc-frontend"]
+        ["ExternalService/httpbin", "MeshAccessLog/log-frontend"]
     );
     // The shadow MeshRetry is generated: it is in the diff, not in the list.
     assert!(
@@ -490,20 +497,20 @@ async fn stored_only_types_are_named_as_not_generated() {
         shadow["diff"]
     );
     let (_, rules) = call(&app, "GET", &format!("{base}/_rules?shadow=true"), None).await;
-    assert!(listed(&rules).contains(&"MeshHealthCheck/hc-frontend".to_owned()));
-    let check = rules["rules"]
+    assert!(listed(&rules).contains(&"MeshAccessLog/log-frontend".to_owned()));
+    let log = rules["rules"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["type"] == "MeshHealthCheck")
+        .find(|r| r["type"] == "MeshAccessLog")
         .unwrap_or_else(|| panic!("{rules}"));
     assert_eq!(
-        check["toRules"][0]["conf"]["unhealthyThreshold"],
-        json!(3),
-        "{check}"
+        log["toRules"][0]["conf"]["backends"][0]["type"],
+        json!("File"),
+        "{log}"
     );
-    // The backend DPP is not selected by the MeshHealthCheck, and the HealthCheck concerns it
-    // as a destination (live view).
+    // The backend DPP is not selected by the MeshAccessLog, and the TrafficLog concerns it as
+    // a destination (live view).
     let (_, backend) = call(
         &app,
         "GET",
@@ -513,6 +520,6 @@ async fn stored_only_types_are_named_as_not_generated() {
     .await;
     assert_eq!(
         listed(&backend),
-        ["ExternalService/httpbin", "HealthCheck/hc"]
+        ["ExternalService/httpbin", "TrafficLog/tl"]
     );
 }

@@ -1,6 +1,6 @@
 //! Old HealthCheck policy: active health checking (TCP or HTTP) of `destinations` by
-//! `sources`, and its validator. Umbra stores and syncs it; its effect is not generated yet
-//! (see [`crate::view::PolicySet::not_generated`]).
+//! `sources`, and its validator. The xds crate's health check plugin generates it (Kuma bakes
+//! it into the outbound clusters).
 //!
 //! Follows Kuma v2.7.29: `api/mesh/v1alpha1/health_check.proto` (shape, JSON names) and
 //! `pkg/core/resources/apis/mesh/health_check_validator.go` (rules, messages, order).
@@ -145,6 +145,30 @@ pub struct HeaderValue {
     pub value: String,
 }
 
+/// A protobuf `bytes` field as protojson reads it: standard or URL-safe base64, padded or not.
+/// `None` when `s` is neither.
+pub fn decode_bytes(s: &str) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine as _;
+    [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD]
+        .iter()
+        .find_map(|e| e.decode(s).ok())
+}
+
+impl Tcp {
+    /// `send` decoded (`None` when absent; invalid base64 is refused by validation).
+    pub fn send_bytes(&self) -> Option<Vec<u8>> {
+        self.send.as_deref().and_then(decode_bytes)
+    }
+
+    /// `receive` decoded, in order (entries that are not base64 are refused by validation).
+    pub fn receive_bytes(&self) -> Option<Vec<Vec<u8>>> {
+        self.receive
+            .as_ref()
+            .map(|r| r.iter().filter_map(|s| decode_bytes(s)).collect())
+    }
+}
+
 fn duration(err: &mut ValidationError, path: &PathBuilder, d: &Option<Duration>) {
     if d.as_ref().is_none_or(Duration::is_zero) {
         err.violation(path, POSITIVE);
@@ -215,6 +239,22 @@ impl HealthCheck {
                 }
             }
         }
+        if let Some(tcp) = &conf.tcp {
+            // Kuma's protojson loader refuses a `bytes` value that is not base64.
+            let tp = path.field("tcp");
+            if tcp
+                .send
+                .as_deref()
+                .is_some_and(|s| decode_bytes(s).is_none())
+            {
+                err.violation(&tp.field("send"), "must be base64");
+            }
+            for (i, r) in tcp.receive.iter().flatten().enumerate() {
+                if decode_bytes(r).is_none() {
+                    err.violation(&tp.field("receive").index(i), "must be base64");
+                }
+            }
+        }
         if conf.tcp.is_some() && conf.http.is_some() {
             err.violation(&path, "http and tcp cannot be defined at the same time");
         }
@@ -251,5 +291,14 @@ mod tests {
                 "conf: http and tcp cannot be defined at the same time",
             ]
         );
+        assert_eq!(
+            errors(&format!("{SELECTORS}conf: {{interval: 1s, timeout: 1s, unhealthyThreshold: 1, healthyThreshold: 1, tcp: {{send: 'not base64!', receive: [Zm9v, '%%']}}}}\n")),
+            [
+                "conf.tcp.send: must be base64",
+                "conf.tcp.receive[1]: must be base64",
+            ]
+        );
+        assert_eq!(decode_bytes("Zm9v"), Some(b"foo".to_vec()));
+        assert_eq!(decode_bytes("Zm9vYg"), Some(b"foob".to_vec()));
     }
 }

@@ -23,10 +23,6 @@ use crate::validate::{PathBuilder, ValidationError};
 /// `(type, schema text)` of every embedded schema.
 const SCHEMAS: &[(ResourceType, &str)] = &[
     (
-        ResourceType::MeshHealthCheck,
-        include_str!("../../schemas/kuma-v2.7.29/meshhealthcheck.yaml"),
-    ),
-    (
         ResourceType::MeshLoadBalancingStrategy,
         include_str!("../../schemas/kuma-v2.7.29/meshloadbalancingstrategy.yaml"),
     ),
@@ -154,16 +150,22 @@ mod tests {
 
     #[test]
     fn fields_types_and_unknown_fields_are_checked_with_paths() {
-        let ok = json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {"interval": "10s", "http": {"path": "/health"}}}]});
-        assert!(!validate(ResourceType::MeshHealthCheck, &ok).has_violations());
-        let bad = json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {"interval": 10, "htp": {}}}]});
-        let err = validate(ResourceType::MeshHealthCheck, &bad);
+        let ok = json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {"loadBalancer": {"type": "RingHash", "ringHash": {"minRingSize": 1024}}}}]});
+        assert!(!validate(ResourceType::MeshLoadBalancingStrategy, &ok).has_violations());
+        let bad = json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {"loadBalancer": {"type": "RingHash", "ringHash": {"minRingSize": "big"}}, "localityAwarness": {}}}]});
+        let err = validate(ResourceType::MeshLoadBalancingStrategy, &bad);
         let fields: Vec<&str> = err.violations.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(
             fields,
-            ["spec.to[0].default", "spec.to[0].default.interval"],
+            [
+                "spec.to[0].default",
+                "spec.to[0].default.loadBalancer.ringHash.minRingSize"
+            ],
             "{err}"
         );
-        assert!(err.violations[0].message.contains("htp"), "{err}");
+        assert!(
+            err.violations[0].message.contains("localityAwarness"),
+            "{err}"
+        );
     }
 }

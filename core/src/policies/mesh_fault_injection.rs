@@ -450,7 +450,11 @@ fn validate_conf(err: &mut ValidationError, path: &PathBuilder, conf: &Conf) {
 }
 
 /// Kuma's `ValidatePercentage` with zero allowed; an absent value is Go's zero value, `0`.
-fn validate_percentage(err: &mut ValidationError, path: &PathBuilder, p: Option<&IntOrString>) {
+pub(crate) fn validate_percentage(
+    err: &mut ValidationError,
+    path: &PathBuilder,
+    p: Option<&IntOrString>,
+) {
     let Some(p) = p else { return };
     match p.to_decimal() {
         None => err.violation(path, STRING_MUST_BE_NUMBER),

@@ -18,6 +18,7 @@ pub mod kuma_schema;
 pub(crate) mod lenient;
 pub mod mesh_circuit_breaker;
 pub mod mesh_fault_injection;
+pub mod mesh_health_check;
 pub mod mesh_http_route;
 pub mod mesh_proxy_patch;
 pub mod mesh_retry;

@@ -1,6 +1,6 @@
 //! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for yet: MeshHealthCheck, MeshLoadBalancingStrategy, MeshAccessLog, MeshRateLimit,
-//! MeshTrace and MeshMetric.
+//! config for yet: MeshLoadBalancingStrategy, MeshAccessLog, MeshRateLimit, MeshTrace and
+//! MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -86,9 +86,7 @@ pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
         single: false,
     };
     Some(match ty {
-        ResourceType::MeshHealthCheck | ResourceType::MeshLoadBalancingStrategy => {
-            items(None, Some(MESH_OR_SERVICE))
-        }
+        ResourceType::MeshLoadBalancingStrategy => items(None, Some(MESH_OR_SERVICE)),
         ResourceType::MeshAccessLog => items(Some(MESH), Some(MESH_OR_SERVICE)),
         ResourceType::MeshRateLimit => TypeRules {
             top: TOP_WITH_ROUTE,
@@ -240,8 +238,8 @@ mod tests {
         );
         assert_eq!(
             errors(
-                ResourceType::MeshHealthCheck,
-                "targetRef: {kind: Mesh}\nfrom:\n- targetRef: {kind: Mesh}\n  default: {}\n"
+                ResourceType::MeshLoadBalancingStrategy,
+                "targetRef: {kind: Mesh}\nto: [{targetRef: {kind: Mesh}}]\nfrom:\n- targetRef: {kind: Mesh}\n  default: {}\n"
             ),
             ["spec.from: must not be defined"]
         );

@@ -47,6 +47,7 @@ test_spec!(
     MeshHTTPRoute => crate::policies::mesh_http_route::MeshHttpRoute,
     MeshTCPRoute => crate::policies::mesh_tcp_route::MeshTcpRoute,
     MeshRetry => crate::policies::mesh_retry::MeshRetry,
+    MeshHealthCheck => crate::policies::mesh_health_check::MeshHealthCheck,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,

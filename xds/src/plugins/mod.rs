@@ -13,6 +13,7 @@
 pub mod circuit_breaker;
 pub mod edit;
 pub mod fault_injection;
+pub mod health_check;
 pub mod input;
 pub mod proxy_patch;
 pub mod retry;
@@ -102,6 +103,10 @@ pub const ORDERED: &[Plugin] = &[
         apply: circuit_breaker::apply,
     },
     Plugin {
+        policies: &[ResourceType::MeshHealthCheck, ResourceType::HealthCheck],
+        apply: health_check::apply,
+    },
+    Plugin {
         policies: &[ResourceType::MeshRetry, ResourceType::Retry],
         apply: retry::apply,
     },
@@ -159,6 +164,7 @@ mod tests {
                 "MeshTimeout",
                 "MeshTrafficPermission",
                 "MeshCircuitBreaker",
+                "MeshHealthCheck",
                 "MeshRetry",
                 "MeshProxyPatch",
             ]
