@@ -97,6 +97,7 @@ impl<'a> OldPolicyRef<'a> {
             Spec::TrafficRoute(p) => (&p.sources, &p.destinations),
             Spec::Retry(p) => (&p.sources, &p.destinations),
             Spec::HealthCheck(p) => (&p.sources, &p.destinations),
+            Spec::RateLimit(p) => (&p.sources, &p.destinations),
             _ => return None,
         };
         Some(OldPolicyRef {

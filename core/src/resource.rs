@@ -185,6 +185,7 @@ impl ResourceType {
                 | MeshTCPRoute
                 | MeshRetry
                 | MeshHealthCheck
+                | MeshRateLimit
                 | Timeout
                 | CircuitBreaker
                 | FaultInjection
@@ -193,6 +194,7 @@ impl ResourceType {
                 | TrafficRoute
                 | Retry
                 | HealthCheck
+                | RateLimit
         )
     }
 }
@@ -311,6 +313,8 @@ pub enum Spec {
     MeshRetry(policies::mesh_retry::MeshRetry),
     /// MeshHealthCheck.
     MeshHealthCheck(policies::mesh_health_check::MeshHealthCheck),
+    /// MeshRateLimit.
+    MeshRateLimit(policies::mesh_rate_limit::MeshRateLimit),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -417,6 +421,7 @@ impl Resource {
             Spec::MeshTCPRoute(_) => ResourceType::MeshTCPRoute,
             Spec::MeshRetry(_) => ResourceType::MeshRetry,
             Spec::MeshHealthCheck(_) => ResourceType::MeshHealthCheck,
+            Spec::MeshRateLimit(_) => ResourceType::MeshRateLimit,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
@@ -575,6 +580,7 @@ impl Resource {
             Spec::MeshTCPRoute(s) => serde_json::to_value(s),
             Spec::MeshRetry(s) => serde_json::to_value(s),
             Spec::MeshHealthCheck(s) => serde_json::to_value(s),
+            Spec::MeshRateLimit(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
@@ -656,6 +662,7 @@ impl Resource {
             Spec::MeshTCPRoute(s) => s.validate(),
             Spec::MeshRetry(s) => s.validate(),
             Spec::MeshHealthCheck(s) => s.validate(),
+            Spec::MeshRateLimit(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
@@ -700,6 +707,7 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshTCPRoute => Spec::MeshTCPRoute(from_value_at(root, v)?),
         ResourceType::MeshRetry => Spec::MeshRetry(from_value_at(root, v)?),
         ResourceType::MeshHealthCheck => Spec::MeshHealthCheck(from_value_at(root, v)?),
+        ResourceType::MeshRateLimit => Spec::MeshRateLimit(from_value_at(root, v)?),
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
@@ -708,7 +716,6 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
         ResourceType::MeshLoadBalancingStrategy
         | ResourceType::MeshAccessLog
-        | ResourceType::MeshRateLimit
         | ResourceType::MeshTrace
         | ResourceType::MeshMetric => Spec::StoredPolicy(ty, from_value_at(root, v)?),
         ResourceType::Retry => Spec::Retry(from_value_at(root, v)?),

@@ -13,6 +13,9 @@
 //! 1. No health check: requests that land on the dead endpoint fail.
 //! 2. A MeshHealthCheck (HTTP check every second, one failure marks a host unhealthy): the dead
 //!    endpoint leaves the rotation and every request succeeds.
+//!
+//! Rate limits: a MeshRateLimit on `backend` (2 requests per minute, answered 429 past the
+//! limit) limits requests at the backend's sidecar.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -225,6 +228,75 @@ async fn mesh_health_check_takes_a_dead_endpoint_out_of_rotation() -> anyhow::Re
         "{}",
         config["xds"]
     );
+
+    drop(envoys);
+    zone.stop().await
+}
+
+const MESH_RATE_LIMIT: &str = "type: MeshRateLimit\nmesh: default\nname: backend-rl\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: Mesh}\n    default:\n      local:\n        http:\n          requestRate: {num: 2, interval: 60s}\n          onRateLimit:\n            status: 429\n            headers:\n              set: [{name: x-umbra-limited, value: 'yes'}]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_rate_limit_answers_429_past_the_limit() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    zone.apply(
+        "/meshes/default",
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    )
+    .await?;
+    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+    let _backend = echo_app(ports[0], "backend").await?;
+    let _front = echo_app(ports[1], "frontend").await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/backend",
+        &dataplane("backend", "backend", ports[2], ports[0], None),
+    )
+    .await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/frontend",
+        &dataplane("frontend", "frontend", ports[3], ports[1], Some(ports[4])),
+    )
+    .await?;
+    let dp = zone.dp_server().await?;
+    let envoys = [
+        Envoy::start_with(&envoy, "default", "backend", &dp, None, AdsApi::Sotw).await?,
+        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
+    ];
+    let out: SocketAddr = format!("127.0.0.1:{}", ports[4]).parse()?;
+    let logs = || {
+        envoys
+            .iter()
+            .map(Envoy::log_tail)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    let up = wait_until(Duration::from_secs(30), || async {
+        statuses(out, 1).await[0] == 200
+    })
+    .await;
+    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
+    assert_eq!(statuses(out, 5).await, [200; 5], "no limit yet");
+
+    zone.apply("/meshes/default/meshratelimits/backend-rl", MESH_RATE_LIMIT)
+        .await?;
+    // Once the backend's sidecar has the limit, at most 2 requests a minute pass.
+    let limited = wait_until(Duration::from_secs(30), || async {
+        statuses(out, 1).await[0] == 429
+    })
+    .await;
+    assert!(limited.is_ok(), "MeshRateLimit not in effect\n{}", logs());
+    let seen = statuses(out, 5).await;
+    assert_eq!(
+        seen, [429; 5],
+        "the bucket is empty for the rest of the minute"
+    );
+    let (status, _) = http_with(out, "GET", "/", None, &[]).await?;
+    assert_eq!(status, 429);
 
     drop(envoys);
     zone.stop().await

@@ -1,6 +1,5 @@
 //! Old RateLimit policy: a local HTTP rate limit on `destinations` for requests from `sources`,
-//! and its validator. Umbra stores and syncs it; its effect is not generated yet (see
-//! [`crate::view::PolicySet::not_generated`]).
+//! and its validator. The xds crate's rate limit plugin generates it on inbound listeners.
 //!
 //! Follows Kuma v2.7.29: `api/mesh/v1alpha1/rate_limit.proto` (shape; `onRateLimit` keeps its
 //! camelCase proto name) and `pkg/core/resources/apis/mesh/rate_limit_validator.go` (rules,

@@ -31,10 +31,6 @@ const SCHEMAS: &[(ResourceType, &str)] = &[
         include_str!("../../schemas/kuma-v2.7.29/meshaccesslog.yaml"),
     ),
     (
-        ResourceType::MeshRateLimit,
-        include_str!("../../schemas/kuma-v2.7.29/meshratelimit.yaml"),
-    ),
-    (
         ResourceType::MeshTrace,
         include_str!("../../schemas/kuma-v2.7.29/meshtrace.yaml"),
     ),

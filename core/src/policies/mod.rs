@@ -21,6 +21,7 @@ pub mod mesh_fault_injection;
 pub mod mesh_health_check;
 pub mod mesh_http_route;
 pub mod mesh_proxy_patch;
+pub mod mesh_rate_limit;
 pub mod mesh_retry;
 pub mod mesh_tcp_route;
 pub mod mesh_timeout;

@@ -1,6 +1,5 @@
 //! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for yet: MeshLoadBalancingStrategy, MeshAccessLog, MeshRateLimit, MeshTrace and
-//! MeshMetric.
+//! config for yet: MeshLoadBalancingStrategy, MeshAccessLog, MeshTrace and MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -55,7 +54,7 @@ pub struct TypeRules {
     pub single: bool,
 }
 
-use TargetRefKind::{Mesh, MeshGateway, MeshHTTPRoute, MeshService, MeshServiceSubset, MeshSubset};
+use TargetRefKind::{Mesh, MeshGateway, MeshService, MeshServiceSubset, MeshSubset};
 
 const TOP: &[TargetRefKind] = &[
     Mesh,
@@ -63,14 +62,6 @@ const TOP: &[TargetRefKind] = &[
     MeshGateway,
     MeshService,
     MeshServiceSubset,
-];
-const TOP_WITH_ROUTE: &[TargetRefKind] = &[
-    Mesh,
-    MeshSubset,
-    MeshGateway,
-    MeshService,
-    MeshServiceSubset,
-    MeshHTTPRoute,
 ];
 const MESH: &[TargetRefKind] = &[Mesh];
 const MESH_OR_SERVICE: &[TargetRefKind] = &[Mesh, MeshService];
@@ -88,10 +79,6 @@ pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
     Some(match ty {
         ResourceType::MeshLoadBalancingStrategy => items(None, Some(MESH_OR_SERVICE)),
         ResourceType::MeshAccessLog => items(Some(MESH), Some(MESH_OR_SERVICE)),
-        ResourceType::MeshRateLimit => TypeRules {
-            top: TOP_WITH_ROUTE,
-            ..items(Some(MESH), Some(MESH))
-        },
         ResourceType::MeshTrace => TypeRules {
             gateway_listener_tags: false,
             single: true,
@@ -120,9 +107,6 @@ impl StoredPolicy {
         };
         let (mut err, spec) =
             validate_top_target_ref(&self.target_ref, rules.top, rules.gateway_listener_tags);
-        let top = self.target_ref.kind.as_ref();
-        let gateway = matches!(top, Some(TargetRefKind::MeshGateway));
-        let route = matches!(top, Some(TargetRefKind::MeshHTTPRoute));
         let from = self.from.as_deref().unwrap_or_default();
         let to = self.to.as_deref().unwrap_or_default();
         if rules.single {
@@ -143,19 +127,7 @@ impl StoredPolicy {
             }
             _ => {}
         }
-        let mut from_kinds = rules.from;
-        let mut to_kinds = rules.to;
-        // MeshRateLimit: `from` only for sidecars, `to` only for gateways.
-        if ty == ResourceType::MeshRateLimit {
-            if (gateway || route) && !from.is_empty() {
-                err.violation(&spec.field("from"), MUST_NOT_BE_DEFINED);
-                from_kinds = None;
-            }
-            if !gateway && !to.is_empty() {
-                err.violation(&spec.field("to"), MUST_NOT_BE_DEFINED);
-                to_kinds = None;
-            }
-        }
+        let (from_kinds, to_kinds) = (rules.from, rules.to);
         for (name, items, kinds, allowed) in [
             ("from", from, from_kinds, rules.from.is_some()),
             ("to", to, to_kinds, rules.to.is_some()),
@@ -214,17 +186,6 @@ mod tests {
             "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: MeshService, name: backend}\n  default: {}\n"
         )
         .is_empty());
-        assert_eq!(
-            errors(ResourceType::MeshRateLimit, "targetRef: {kind: MeshHTTPRoute, name: r}\nfrom:\n- targetRef: {kind: Mesh}\n  default: {}\n"),
-            ["spec.from: must not be defined"]
-        );
-        assert_eq!(
-            errors(
-                ResourceType::MeshRateLimit,
-                "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: Mesh}\n  default: {}\n"
-            ),
-            ["spec.to: must not be defined"]
-        );
         assert_eq!(
             errors(
                 ResourceType::MeshTrace,

@@ -48,6 +48,7 @@ test_spec!(
     MeshTCPRoute => crate::policies::mesh_tcp_route::MeshTcpRoute,
     MeshRetry => crate::policies::mesh_retry::MeshRetry,
     MeshHealthCheck => crate::policies::mesh_health_check::MeshHealthCheck,
+    MeshRateLimit => crate::policies::mesh_rate_limit::MeshRateLimit,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,

@@ -81,7 +81,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::{
     header_matcher::HeaderMatchSpecifier, HeaderMatcher,
 };
@@ -105,11 +104,11 @@ use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::rules::{Rule, Subset};
 use umbra_core::target_ref::PROTOCOL_TAG;
 
-use super::edit::edit_hcms;
+use super::edit::{insert_before_router, matching_regex, regex_or};
 use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
-use crate::names::{KUMA_TAGS_HEADER, ROUTER_FILTER};
+use crate::names::KUMA_TAGS_HEADER;
 use crate::snapshot::{Snapshot, LISTENER_TYPE};
 use crate::util::{any, duration};
 
@@ -129,32 +128,6 @@ pub fn apply(
 ) -> Result<(), GenerateError> {
     let with_old = apply_old(snap, input)?;
     apply_mesh_fault_injection(snap, input, &with_old)
-}
-
-/// Kuma's `tags.MatchingRegex`: a regex matching an `x-kuma-tags` value that carries every tag of
-/// `tags`. Keys in order, each `&<key>=[^&]*<value>[,&].*` (`&<key>=.*` for `*`), the whole
-/// prefixed with `.*`. Only `.` in values is escaped; keys are not.
-pub fn matching_regex(tags: &BTreeMap<String, String>) -> String {
-    let mut re = String::from(".*");
-    for (key, value) in tags {
-        re.push('&');
-        re.push_str(key);
-        re.push('=');
-        if value != "*" {
-            re.push_str(&format!("[^&]*{value}[,&]").replace('.', "\\."));
-        }
-        re.push_str(".*");
-    }
-    re
-}
-
-/// Kuma's `tags.RegexOR`: `""` for none, the regex itself for one, `(a|b|…)` otherwise.
-pub fn regex_or(regexes: &[String]) -> String {
-    match regexes {
-        [] => String::new(),
-        [one] => one.clone(),
-        many => format!("({})", many.join("|")),
-    }
 }
 
 /// Kuma's `ConvertPercentage`: an integer `v` gives `v/HUNDRED`; else if `100·v` is an integer,
@@ -369,37 +342,6 @@ fn inbound_protocol(dp: &DataplaneSpec, key: &InboundKey) -> Protocol {
         .find(|i| dp.inbound_key(i) == *key)
         .and_then(|i| i.tags.get(PROTOCOL_TAG));
     Protocol::parse(tags.map(String::as_str))
-}
-
-/// Insert `filters` before the router of every HTTP connection manager of `listener`. Without a
-/// router they are appended when `require_router` is `false` (the old configurer runs before
-/// Kuma adds the router), else it is an error (`InsertHTTPFiltersBeforeRouter`).
-fn insert_before_router(
-    listener: &mut Listener,
-    filters: &[HttpFilter],
-    require_router: bool,
-) -> Result<(), String> {
-    let mut missing_router = false;
-    edit_hcms(listener, |hcm| {
-        match hcm
-            .http_filters
-            .iter()
-            .position(|f| f.name == ROUTER_FILTER)
-        {
-            Some(i) => {
-                hcm.http_filters.splice(i..i, filters.iter().cloned());
-            }
-            None if require_router => missing_router = true,
-            None => hcm.http_filters.extend(filters.iter().cloned()),
-        }
-    });
-    if missing_router {
-        Err(format!(
-            "could not insert filter, {ROUTER_FILTER} is not found in HTTPConnectionManager"
-        ))
-    } else {
-        Ok(())
-    }
 }
 
 fn policy_error(policy: String, listener: &str, reason: String) -> GenerateError {

@@ -16,6 +16,7 @@ pub mod fault_injection;
 pub mod health_check;
 pub mod input;
 pub mod proxy_patch;
+pub mod rate_limit;
 pub mod retry;
 pub mod route;
 pub mod timeout;
@@ -83,6 +84,10 @@ pub const ORDERED: &[Plugin] = &[
             ResourceType::FaultInjection,
         ],
         apply: fault_injection::apply,
+    },
+    Plugin {
+        policies: &[ResourceType::MeshRateLimit, ResourceType::RateLimit],
+        apply: rate_limit::apply,
     },
     Plugin {
         policies: &[ResourceType::MeshTimeout, ResourceType::Timeout],
@@ -161,6 +166,7 @@ mod tests {
             [
                 "MeshHTTPRoute",
                 "MeshFaultInjection",
+                "MeshRateLimit",
                 "MeshTimeout",
                 "MeshTrafficPermission",
                 "MeshCircuitBreaker",
