@@ -23,7 +23,8 @@ pub struct MeshSpec {
     /// Tracing backends (opaque to Umbra).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing: Option<Value>,
-    /// Logging backends (opaque to Umbra).
+    /// Logging backends, kept verbatim; TrafficLog reads them through
+    /// [`MeshSpec::logging_backends`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<Value>,
     /// Metrics backends (opaque to Umbra).
@@ -75,7 +76,93 @@ pub struct MtlsBackend {
     pub root_chain: Option<Value>,
 }
 
+/// A Mesh logging backend (Kuma's `LoggingBackend`), as TrafficLog uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggingBackend {
+    /// Name TrafficLogs refer to.
+    pub name: String,
+    /// Envoy format string; empty means Kuma's default format.
+    pub format: String,
+    /// Where the lines go.
+    pub kind: LoggingBackendKind,
+}
+
+/// The kind of a [`LoggingBackend`] (Kuma's `type` and `conf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoggingBackendKind {
+    /// `type: file`, `conf.path`.
+    File {
+        /// File the proxy appends to.
+        path: String,
+    },
+    /// `type: tcp`, `conf.address` (Kuma streams it through kuma-dp's access log socket).
+    Tcp {
+        /// `host:port` of the collector.
+        address: String,
+    },
+    /// Any other `type`, kept by name.
+    Other(String),
+}
+
+/// A Mesh's `logging` section read for TrafficLog (Kuma's `GetLoggingBackend`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoggingBackends {
+    /// `defaultBackend`: used by a TrafficLog without `conf.backend`.
+    pub default_backend: String,
+    /// `backends`, in order.
+    pub backends: Vec<LoggingBackend>,
+}
+
+impl LoggingBackends {
+    /// The backend called `name`, or the default one when `name` is empty; `None` when there
+    /// is no such backend (Kuma then logs nothing).
+    pub fn get(&self, name: &str) -> Option<&LoggingBackend> {
+        let name = if name.is_empty() {
+            self.default_backend.as_str()
+        } else {
+            name
+        };
+        // Kuma indexes the backends by name: the last one of a name wins.
+        self.backends.iter().rev().find(|b| b.name == name)
+    }
+}
+
 impl MeshSpec {
+    /// The `logging` section read leniently (fields of the wrong type read as absent).
+    pub fn logging_backends(&self) -> LoggingBackends {
+        let Some(logging) = &self.logging else {
+            return LoggingBackends::default();
+        };
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        let backends = logging
+            .get("backends")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                let conf = b.get("conf").cloned().unwrap_or(Value::Null);
+                let kind = match text(b, "type").as_str() {
+                    "file" => LoggingBackendKind::File {
+                        path: text(&conf, "path"),
+                    },
+                    "tcp" => LoggingBackendKind::Tcp {
+                        address: text(&conf, "address"),
+                    },
+                    other => LoggingBackendKind::Other(other.to_owned()),
+                };
+                LoggingBackend {
+                    name: text(b, "name"),
+                    format: text(b, "format"),
+                    kind,
+                }
+            })
+            .collect();
+        LoggingBackends {
+            default_backend: text(logging, "defaultBackend"),
+            backends,
+        }
+    }
+
     /// `true` when mutual TLS is enabled (an `enabledBackend` is set).
     pub fn mtls_enabled(&self) -> bool {
         self.mtls

@@ -98,6 +98,7 @@ impl<'a> OldPolicyRef<'a> {
             Spec::Retry(p) => (&p.sources, &p.destinations),
             Spec::HealthCheck(p) => (&p.sources, &p.destinations),
             Spec::RateLimit(p) => (&p.sources, &p.destinations),
+            Spec::TrafficLog(p) => (&p.sources, &p.destinations),
             _ => return None,
         };
         Some(OldPolicyRef {

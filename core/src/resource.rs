@@ -186,6 +186,7 @@ impl ResourceType {
                 | MeshRetry
                 | MeshHealthCheck
                 | MeshRateLimit
+                | MeshAccessLog
                 | Timeout
                 | CircuitBreaker
                 | FaultInjection
@@ -195,6 +196,7 @@ impl ResourceType {
                 | Retry
                 | HealthCheck
                 | RateLimit
+                | TrafficLog
         )
     }
 }
@@ -315,6 +317,8 @@ pub enum Spec {
     MeshHealthCheck(policies::mesh_health_check::MeshHealthCheck),
     /// MeshRateLimit.
     MeshRateLimit(policies::mesh_rate_limit::MeshRateLimit),
+    /// MeshAccessLog.
+    MeshAccessLog(policies::mesh_access_log::MeshAccessLog),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -422,6 +426,7 @@ impl Resource {
             Spec::MeshRetry(_) => ResourceType::MeshRetry,
             Spec::MeshHealthCheck(_) => ResourceType::MeshHealthCheck,
             Spec::MeshRateLimit(_) => ResourceType::MeshRateLimit,
+            Spec::MeshAccessLog(_) => ResourceType::MeshAccessLog,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
@@ -581,6 +586,7 @@ impl Resource {
             Spec::MeshRetry(s) => serde_json::to_value(s),
             Spec::MeshHealthCheck(s) => serde_json::to_value(s),
             Spec::MeshRateLimit(s) => serde_json::to_value(s),
+            Spec::MeshAccessLog(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
@@ -663,6 +669,7 @@ impl Resource {
             Spec::MeshRetry(s) => s.validate(),
             Spec::MeshHealthCheck(s) => s.validate(),
             Spec::MeshRateLimit(s) => s.validate(),
+            Spec::MeshAccessLog(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
@@ -708,6 +715,7 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshRetry => Spec::MeshRetry(from_value_at(root, v)?),
         ResourceType::MeshHealthCheck => Spec::MeshHealthCheck(from_value_at(root, v)?),
         ResourceType::MeshRateLimit => Spec::MeshRateLimit(from_value_at(root, v)?),
+        ResourceType::MeshAccessLog => Spec::MeshAccessLog(from_value_at(root, v)?),
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
@@ -715,7 +723,6 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
         ResourceType::MeshLoadBalancingStrategy
-        | ResourceType::MeshAccessLog
         | ResourceType::MeshTrace
         | ResourceType::MeshMetric => Spec::StoredPolicy(ty, from_value_at(root, v)?),
         ResourceType::Retry => Spec::Retry(from_value_at(root, v)?),

@@ -40,7 +40,7 @@ fn stored_only_types_refuse_what_kuma_refuses() {
         // Unknown field inside a schema-checked default.
         ("type: MeshMetric\nmesh: m\nname: h\nspec:\n  targetRef: {kind: Mesh}\n  default: {sidecarr: {}}\n", "spec.default"),
         // Wrong JSON type.
-        ("type: MeshAccessLog\nmesh: m\nname: a\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {backends: [{file: {path: 3}}]}\n", "spec.to[0].default.backends[0].file.path"),
+        ("type: MeshTrace\nmesh: m\nname: a\nspec:\n  targetRef: {kind: Mesh}\n  default: {sampling: {overall: []}}\n", "spec.default.sampling.overall"),
         // Enum.
         ("type: MeshLoadBalancingStrategy\nmesh: m\nname: l\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: Random2}}\n", "spec.to[0].default.loadBalancer.type"),
         // targetRef kind per level.

@@ -16,6 +16,9 @@
 //!
 //! Rate limits: a MeshRateLimit on `backend` (2 requests per minute, answered 429 past the
 //! limit) limits requests at the backend's sidecar.
+//!
+//! Access logs: a MeshAccessLog with a File backend on the frontend's outbound writes one line
+//! per request, with Kuma's `%KUMA_*%` values interpolated.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -299,5 +302,95 @@ async fn mesh_rate_limit_answers_429_past_the_limit() -> anyhow::Result<()> {
     assert_eq!(status, 429);
 
     drop(envoys);
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_access_log_writes_a_line_per_request() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let dir = std::env::temp_dir().join(format!("umbra-access-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let log = dir.join("access.log");
+    let zone = Zone::start("zone-1").await?;
+    zone.apply(
+        "/meshes/default",
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    )
+    .await?;
+    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+    let _backend = echo_app(ports[0], "backend").await?;
+    let _front = echo_app(ports[1], "frontend").await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/backend",
+        &dataplane("backend", "backend", ports[2], ports[0], None),
+    )
+    .await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/frontend",
+        &dataplane("frontend", "frontend", ports[3], ports[1], Some(ports[4])),
+    )
+    .await?;
+    zone.apply(
+        "/meshes/default/meshaccesslogs/frontend-log",
+        &format!("type: MeshAccessLog\nmesh: default\nname: frontend-log\nspec:\n  targetRef: {{kind: MeshService, name: frontend}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default:\n      backends:\n      - type: File\n        file:\n          path: {}\n          format: {{type: Plain, plain: '%KUMA_SOURCE_SERVICE%->%KUMA_DESTINATION_SERVICE% %RESPONSE_CODE% %REQ(:PATH)%'}}\n", log.display()),
+    )
+    .await?;
+    let dp = zone.dp_server().await?;
+    let envoys = [
+        Envoy::start_with(&envoy, "default", "backend", &dp, None, AdsApi::Sotw).await?,
+        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
+    ];
+    let out: SocketAddr = format!("127.0.0.1:{}", ports[4]).parse()?;
+    let up = wait_until(Duration::from_secs(30), || async {
+        http_with(out, "GET", "/warm-up", None, &[])
+            .await
+            .is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    let logs = || {
+        envoys
+            .iter()
+            .map(Envoy::log_tail)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
+    for path in ["/one", "/two", "/three"] {
+        let (status, _) = http_with(out, "GET", path, None, &[]).await?;
+        assert_eq!(status, 200);
+    }
+    // Envoy flushes file access logs about every second.
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let flushed = wait_until(Duration::from_secs(15), || async {
+        read().contains("/three")
+    })
+    .await;
+    assert!(
+        flushed.is_ok(),
+        "no access log lines: {:?}\n{}",
+        read(),
+        logs()
+    );
+    let lines: Vec<String> = read()
+        .lines()
+        .filter(|l| !l.ends_with("/warm-up"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "frontend->backend 200 /one",
+            "frontend->backend 200 /two",
+            "frontend->backend 200 /three"
+        ]
+    );
+
+    drop(envoys);
+    let _ = std::fs::remove_dir_all(&dir);
     zone.stop().await
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 
 use umbra_core::dataplane::{DataplaneSpec, InboundState};
-use umbra_core::mesh::MeshSpec;
+use umbra_core::mesh::{LoggingBackends, MeshSpec};
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
 
 use crate::load_assignment::load_assignment;
@@ -77,6 +77,8 @@ pub struct MeshContext {
     /// cluster's name). Shared: every DPP's snapshot holds the same `Arc`, so a mesh of N DPPs
     /// with M outbounds each builds these once, not N×M times.
     pub load_assignments: BTreeMap<String, Arc<ClusterLoadAssignment>>,
+    /// The Mesh's logging backends (what an old TrafficLog refers to).
+    pub logging: LoggingBackends,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -155,6 +157,7 @@ impl MeshContext {
             endpoints,
             protocols,
             load_assignments,
+            logging: spec.logging_backends(),
         }
     }
 

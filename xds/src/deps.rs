@@ -4,7 +4,7 @@
 //! [`generate`](crate::generate::generate) is a pure function of the Dataplane, the
 //! [`MeshContext`](crate::context::MeshContext) and the [`PolicySet`]. Of those, a given DPP only
 //! reads:
-//! - the Mesh (mTLS, name) and its own Dataplane resource;
+//! - the Mesh (mTLS, name, logging backends) and its own Dataplane resource;
 //! - the new (targetRef) policies whose top-level `targetRef` selects it (Kuma's
 //!   `dppSelectedByPolicy`, shadow ones only in the Shadow view), plus every MeshHTTPRoute of the
 //!   mesh (references resolve through them);

@@ -115,6 +115,31 @@ pub fn from_json<M: Message + Name + Default>(value: &Value) -> Result<M, Render
     })
 }
 
+/// Parse proto3 JSON into a typed message, skipping unknown fields (Go's `jsonpb` with
+/// `AllowUnknownFields`, as Kuma's `util_proto.FromJSON` reads a MeshAccessLog body).
+///
+/// # Errors
+/// [`RenderError`] when the JSON does not fit the message's known fields.
+pub fn from_json_allowing_unknown<M: Message + Name + Default>(
+    value: &Value,
+) -> Result<M, RenderError> {
+    let type_name = M::full_name();
+    let desc = pool()
+        .get_message_by_name(&type_name)
+        .ok_or_else(|| RenderError::UnknownType(type_name.clone()))?;
+    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    let dynamic = DynamicMessage::deserialize_with_options(desc, value, &options).map_err(|e| {
+        RenderError::Json {
+            type_name: type_name.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    M::decode(dynamic.encode_to_vec().as_slice()).map_err(|e| RenderError::Decode {
+        type_name,
+        reason: e.to_string(),
+    })
+}
+
 /// Parse proto3 JSON of `type_name` into encoded message bytes.
 ///
 /// # Errors

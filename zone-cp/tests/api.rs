@@ -437,10 +437,11 @@ async fn routes_are_generated_and_inspectable() {
 async fn stored_only_types_are_named_as_not_generated() {
     let app = loaded().await;
     for (path, doc) in [
-        ("meshaccesslogs/log-frontend", "type: MeshAccessLog\nmesh: default\nname: log-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {backends: [{type: File, file: {path: /tmp/access.log}}]}\n"),
+        ("meshtraces/trace-frontend", "type: MeshTrace\nmesh: default\nname: trace-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  default: {backends: [{type: Zipkin, zipkin: {url: 'http://zipkin:9411/api/v2/spans'}}]}\n"),
         // Generated (issue 17): never listed.
         ("meshretries/retry-frontend", "type: MeshRetry\nmesh: default\nname: retry-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {numRetries: 3}}\n"),
         ("health-checks/hc", "type: HealthCheck\nmesh: default\nname: hc\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\nconf: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1}\n"),
+        ("traffic-traces/tt", "type: TrafficTrace\nmesh: default\nname: tt\nselectors: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\nconf: {backend: zipkin}\n"),
         ("traffic-logs/tl", "type: TrafficLog\nmesh: default\nname: tl\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\n"),
         ("external-services/httpbin", "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443'}\n"),
     ] {
@@ -470,7 +471,9 @@ async fn stored_only_types_are_named_as_not_generated() {
             .collect()
     };
     let (_, live) = call(&app, "GET", &format!("{base}/_config"), None).await;
-    assert_eq!(listed(&live), ["ExternalService/httpbin", "TrafficLog/tl"]);
+    // The TrafficLog (no logging backend in the mesh: it logs nothing) is generated; the
+    // TrafficTrace selects the backend DPP only.
+    assert_eq!(listed(&live), ["ExternalService/httpbin"]);
     // The old HealthCheck is generated: on the backend cluster.
     assert!(
         live["xds"].to_string().contains("healthChecks"),
@@ -484,11 +487,10 @@ async fn stored_only_types_are_named_as_not_generated() {
         None,
     )
     .await;
-    // The shadow view adds the shadow MeshAccessLog, which switches the old TrafficLog off in
-    // that view (the old-type-off rule).
+    // The shadow view adds the shadow MeshTrace.
     assert_eq!(
         listed(&shadow),
-        ["ExternalService/httpbin", "MeshAccessLog/log-frontend"]
+        ["ExternalService/httpbin", "MeshTrace/trace-frontend"]
     );
     // The shadow MeshRetry is generated: it is in the diff, not in the list.
     assert!(
@@ -497,20 +499,20 @@ async fn stored_only_types_are_named_as_not_generated() {
         shadow["diff"]
     );
     let (_, rules) = call(&app, "GET", &format!("{base}/_rules?shadow=true"), None).await;
-    assert!(listed(&rules).contains(&"MeshAccessLog/log-frontend".to_owned()));
-    let log = rules["rules"]
+    assert!(listed(&rules).contains(&"MeshTrace/trace-frontend".to_owned()));
+    let trace = rules["rules"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["type"] == "MeshAccessLog")
+        .find(|r| r["type"] == "MeshTrace")
         .unwrap_or_else(|| panic!("{rules}"));
     assert_eq!(
-        log["toRules"][0]["conf"]["backends"][0]["type"],
-        json!("File"),
-        "{log}"
+        trace["proxyRules"][0]["conf"]["backends"][0]["type"],
+        json!("Zipkin"),
+        "{trace}"
     );
-    // The backend DPP is not selected by the MeshAccessLog, and the TrafficLog concerns it as
-    // a destination (live view).
+    // The backend DPP is not selected by the MeshTrace; the TrafficTrace selects it (live
+    // view; in the shadow view the MeshTrace switches it off, the old-type-off rule).
     let (_, backend) = call(
         &app,
         "GET",
@@ -520,6 +522,14 @@ async fn stored_only_types_are_named_as_not_generated() {
     .await;
     assert_eq!(
         listed(&backend),
-        ["ExternalService/httpbin", "TrafficLog/tl"]
+        ["ExternalService/httpbin", "TrafficTrace/tt"]
     );
+    let (_, backend_shadow) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes/backend/_config?shadow=true",
+        None,
+    )
+    .await;
+    assert_eq!(listed(&backend_shadow), ["ExternalService/httpbin"]);
 }

@@ -27,10 +27,6 @@ const SCHEMAS: &[(ResourceType, &str)] = &[
         include_str!("../../schemas/kuma-v2.7.29/meshloadbalancingstrategy.yaml"),
     ),
     (
-        ResourceType::MeshAccessLog,
-        include_str!("../../schemas/kuma-v2.7.29/meshaccesslog.yaml"),
-    ),
-    (
         ResourceType::MeshTrace,
         include_str!("../../schemas/kuma-v2.7.29/meshtrace.yaml"),
     ),

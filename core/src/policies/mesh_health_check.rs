@@ -195,7 +195,7 @@ impl MeshHealthCheck {
 }
 
 /// govalidator's `IsFilePath`: an absolute Unix path (no NUL) or a Windows drive path.
-fn is_file_path(s: &str) -> bool {
+pub(crate) fn is_file_path(s: &str) -> bool {
     let unix = s.starts_with('/') && !s.contains('\0');
     let bytes = s.as_bytes();
     let windows = bytes.len() >= 3

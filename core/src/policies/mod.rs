@@ -16,6 +16,7 @@ pub mod backend_ref;
 pub(crate) mod go_json;
 pub mod kuma_schema;
 pub(crate) mod lenient;
+pub mod mesh_access_log;
 pub mod mesh_circuit_breaker;
 pub mod mesh_fault_injection;
 pub mod mesh_health_check;

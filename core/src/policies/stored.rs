@@ -1,5 +1,5 @@
 //! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for yet: MeshLoadBalancingStrategy, MeshAccessLog, MeshTrace and MeshMetric.
+//! config for yet: MeshLoadBalancingStrategy, MeshTrace and MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{validate_target_ref_at, validate_top_target_ref, Item, FROM_OR_TO_REQUIRED};
+use super::{validate_target_ref_at, validate_top_target_ref, Item};
 use crate::resource::ResourceType;
 use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{ValidationError, MUST_NOT_BE_DEFINED};
@@ -63,7 +63,6 @@ const TOP: &[TargetRefKind] = &[
     MeshService,
     MeshServiceSubset,
 ];
-const MESH: &[TargetRefKind] = &[Mesh];
 const MESH_OR_SERVICE: &[TargetRefKind] = &[Mesh, MeshService];
 
 /// Kuma 2.7.29's `targetRef` rules for `ty`; `None` for types that are not stored-only
@@ -78,7 +77,6 @@ pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
     };
     Some(match ty {
         ResourceType::MeshLoadBalancingStrategy => items(None, Some(MESH_OR_SERVICE)),
-        ResourceType::MeshAccessLog => items(Some(MESH), Some(MESH_OR_SERVICE)),
         ResourceType::MeshTrace => TypeRules {
             gateway_listener_tags: false,
             single: true,
@@ -119,9 +117,6 @@ impl StoredPolicy {
             err.violation(&spec.field("default"), MUST_NOT_BE_DEFINED);
         }
         match ty {
-            ResourceType::MeshAccessLog if from.is_empty() && to.is_empty() => {
-                err.violation(&spec, FROM_OR_TO_REQUIRED);
-            }
             ResourceType::MeshLoadBalancingStrategy if to.is_empty() => {
                 err.violation(&spec.field("to"), "needs at least one item");
             }
@@ -192,10 +187,6 @@ mod tests {
                 "targetRef: {kind: Mesh}\nto: []\ndefault: {}\n"
             ),
             ["spec.to: must not be defined"]
-        );
-        assert_eq!(
-            errors(ResourceType::MeshAccessLog, "targetRef: {kind: Mesh}\n"),
-            ["spec: at least one of 'from', 'to' has to be defined"]
         );
         assert_eq!(
             errors(

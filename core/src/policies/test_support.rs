@@ -49,6 +49,7 @@ test_spec!(
     MeshRetry => crate::policies::mesh_retry::MeshRetry,
     MeshHealthCheck => crate::policies::mesh_health_check::MeshHealthCheck,
     MeshRateLimit => crate::policies::mesh_rate_limit::MeshRateLimit,
+    MeshAccessLog => crate::policies::mesh_access_log::MeshAccessLog,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,

@@ -10,6 +10,7 @@
 //! Layering: family modules import the leaf modules [`edit`] and [`input`] (and crate leaves),
 //! never this module, which only declares them and lists their apply functions.
 
+pub mod access_log;
 pub mod circuit_breaker;
 pub mod edit;
 pub mod fault_injection;
@@ -77,6 +78,10 @@ pub const ORDERED: &[Plugin] = &[
             ResourceType::TrafficRoute,
         ],
         apply: route::apply,
+    },
+    Plugin {
+        policies: &[ResourceType::MeshAccessLog, ResourceType::TrafficLog],
+        apply: access_log::apply,
     },
     Plugin {
         policies: &[
@@ -165,6 +170,7 @@ mod tests {
             new.iter().map(|p| p.policies[0].name()).collect::<Vec<_>>(),
             [
                 "MeshHTTPRoute",
+                "MeshAccessLog",
                 "MeshFaultInjection",
                 "MeshRateLimit",
                 "MeshTimeout",
