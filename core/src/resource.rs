@@ -187,6 +187,7 @@ impl ResourceType {
                 | MeshHealthCheck
                 | MeshRateLimit
                 | MeshAccessLog
+                | MeshTrace
                 | Timeout
                 | CircuitBreaker
                 | FaultInjection
@@ -319,6 +320,8 @@ pub enum Spec {
     MeshRateLimit(policies::mesh_rate_limit::MeshRateLimit),
     /// MeshAccessLog.
     MeshAccessLog(policies::mesh_access_log::MeshAccessLog),
+    /// MeshTrace.
+    MeshTrace(policies::mesh_trace::MeshTrace),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -427,6 +430,7 @@ impl Resource {
             Spec::MeshHealthCheck(_) => ResourceType::MeshHealthCheck,
             Spec::MeshRateLimit(_) => ResourceType::MeshRateLimit,
             Spec::MeshAccessLog(_) => ResourceType::MeshAccessLog,
+            Spec::MeshTrace(_) => ResourceType::MeshTrace,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
@@ -587,6 +591,7 @@ impl Resource {
             Spec::MeshHealthCheck(s) => serde_json::to_value(s),
             Spec::MeshRateLimit(s) => serde_json::to_value(s),
             Spec::MeshAccessLog(s) => serde_json::to_value(s),
+            Spec::MeshTrace(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
@@ -670,6 +675,7 @@ impl Resource {
             Spec::MeshHealthCheck(s) => s.validate(),
             Spec::MeshRateLimit(s) => s.validate(),
             Spec::MeshAccessLog(s) => s.validate(),
+            Spec::MeshTrace(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
@@ -716,15 +722,16 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshHealthCheck => Spec::MeshHealthCheck(from_value_at(root, v)?),
         ResourceType::MeshRateLimit => Spec::MeshRateLimit(from_value_at(root, v)?),
         ResourceType::MeshAccessLog => Spec::MeshAccessLog(from_value_at(root, v)?),
+        ResourceType::MeshTrace => Spec::MeshTrace(from_value_at(root, v)?),
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
-        ResourceType::MeshLoadBalancingStrategy
-        | ResourceType::MeshTrace
-        | ResourceType::MeshMetric => Spec::StoredPolicy(ty, from_value_at(root, v)?),
+        ResourceType::MeshLoadBalancingStrategy | ResourceType::MeshMetric => {
+            Spec::StoredPolicy(ty, from_value_at(root, v)?)
+        }
         ResourceType::Retry => Spec::Retry(from_value_at(root, v)?),
         ResourceType::HealthCheck => Spec::HealthCheck(from_value_at(root, v)?),
         ResourceType::TrafficLog => Spec::TrafficLog(from_value_at(root, v)?),

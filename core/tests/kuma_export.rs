@@ -40,11 +40,11 @@ fn stored_only_types_refuse_what_kuma_refuses() {
         // Unknown field inside a schema-checked default.
         ("type: MeshMetric\nmesh: m\nname: h\nspec:\n  targetRef: {kind: Mesh}\n  default: {sidecarr: {}}\n", "spec.default"),
         // Wrong JSON type.
-        ("type: MeshTrace\nmesh: m\nname: a\nspec:\n  targetRef: {kind: Mesh}\n  default: {sampling: {overall: []}}\n", "spec.default.sampling.overall"),
+        ("type: MeshMetric\nmesh: m\nname: a\nspec:\n  targetRef: {kind: Mesh}\n  default: {sidecar: {includeUnused: 3}}\n", "spec.default.sidecar.includeUnused"),
         // Enum.
         ("type: MeshLoadBalancingStrategy\nmesh: m\nname: l\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: Random2}}\n", "spec.to[0].default.loadBalancer.type"),
         // targetRef kind per level.
-        ("type: MeshTrace\nmesh: m\nname: t\nspec:\n  targetRef: {kind: MeshHTTPRoute, name: r}\n  default: {}\n", "spec.targetRef.kind"),
+        ("type: MeshMetric\nmesh: m\nname: t\nspec:\n  targetRef: {kind: MeshHTTPRoute, name: r}\n  default: {}\n", "spec.targetRef.kind"),
         // Old policies: Kuma's validators.
         ("type: Retry\nmesh: m\nname: r\nsources: [{match: {kuma.io/service: a}}]\ndestinations: [{match: {kuma.io/service: b}}]\nconf: {}\n", "conf"),
         ("type: RateLimit\nmesh: m\nname: r\nsources: [{match: {kuma.io/service: a}}]\ndestinations: [{match: {kuma.io/service: b}}]\nconf: {http: {requests: 0}}\n", "conf.http.requests"),

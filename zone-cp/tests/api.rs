@@ -437,6 +437,8 @@ async fn routes_are_generated_and_inspectable() {
 async fn stored_only_types_are_named_as_not_generated() {
     let app = loaded().await;
     for (path, doc) in [
+        ("meshloadbalancingstrategies/lb-frontend", "type: MeshLoadBalancingStrategy\nmesh: default\nname: lb-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: LeastRequest}}\n"),
+        // Generated (issue 17): never listed.
         ("meshtraces/trace-frontend", "type: MeshTrace\nmesh: default\nname: trace-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  default: {backends: [{type: Zipkin, zipkin: {url: 'http://zipkin:9411/api/v2/spans'}}]}\n"),
         // Generated (issue 17): never listed.
         ("meshretries/retry-frontend", "type: MeshRetry\nmesh: default\nname: retry-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {numRetries: 3}}\n"),
@@ -487,10 +489,13 @@ async fn stored_only_types_are_named_as_not_generated() {
         None,
     )
     .await;
-    // The shadow view adds the shadow MeshTrace.
+    // The shadow view adds the shadow MeshLoadBalancingStrategy.
     assert_eq!(
         listed(&shadow),
-        ["ExternalService/httpbin", "MeshTrace/trace-frontend"]
+        [
+            "ExternalService/httpbin",
+            "MeshLoadBalancingStrategy/lb-frontend"
+        ]
     );
     // The shadow MeshRetry is generated: it is in the diff, not in the list.
     assert!(
@@ -499,17 +504,23 @@ async fn stored_only_types_are_named_as_not_generated() {
         shadow["diff"]
     );
     let (_, rules) = call(&app, "GET", &format!("{base}/_rules?shadow=true"), None).await;
-    assert!(listed(&rules).contains(&"MeshTrace/trace-frontend".to_owned()));
-    let trace = rules["rules"]
+    assert!(listed(&rules).contains(&"MeshLoadBalancingStrategy/lb-frontend".to_owned()));
+    let lb = rules["rules"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["type"] == "MeshTrace")
+        .find(|r| r["type"] == "MeshLoadBalancingStrategy")
         .unwrap_or_else(|| panic!("{rules}"));
     assert_eq!(
-        trace["proxyRules"][0]["conf"]["backends"][0]["type"],
-        json!("Zipkin"),
-        "{trace}"
+        lb["toRules"][0]["conf"]["loadBalancer"]["type"],
+        json!("LeastRequest"),
+        "{lb}"
+    );
+    // The shadow MeshTrace is generated: its tracing is in the diff.
+    assert!(
+        shadow["diff"].to_string().contains("meshtrace:zipkin"),
+        "{}",
+        shadow["diff"]
     );
     // The backend DPP is not selected by the MeshTrace; the TrafficTrace selects it (live
     // view; in the shadow view the MeshTrace switches it off, the old-type-off rule).

@@ -27,10 +27,6 @@ const SCHEMAS: &[(ResourceType, &str)] = &[
         include_str!("../../schemas/kuma-v2.7.29/meshloadbalancingstrategy.yaml"),
     ),
     (
-        ResourceType::MeshTrace,
-        include_str!("../../schemas/kuma-v2.7.29/meshtrace.yaml"),
-    ),
-    (
         ResourceType::MeshMetric,
         include_str!("../../schemas/kuma-v2.7.29/meshmetric.yaml"),
     ),

@@ -284,7 +284,7 @@ fn validate_format(err: &mut ValidationError, path: &PathBuilder, format: &Forma
 }
 
 /// govalidator's `IsURL` for a collector address (see the module docs).
-pub fn is_url(s: &str) -> bool {
+pub(crate) fn is_url(s: &str) -> bool {
     if s.is_empty() || s.len() > 2083 || s.starts_with('.') || s.contains(char::is_whitespace) {
         return false;
     }

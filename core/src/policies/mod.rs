@@ -26,6 +26,7 @@ pub mod mesh_rate_limit;
 pub mod mesh_retry;
 pub mod mesh_tcp_route;
 pub mod mesh_timeout;
+pub mod mesh_trace;
 pub mod mesh_traffic_permission;
 pub mod stored;
 #[cfg(test)]

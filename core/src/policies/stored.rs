@@ -1,5 +1,5 @@
 //! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for yet: MeshLoadBalancingStrategy, MeshTrace and MeshMetric.
+//! config for yet: MeshLoadBalancingStrategy and MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -34,7 +34,7 @@ pub struct StoredPolicy {
     /// Outbound items (types with `to`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<Vec<Item<Value>>>,
-    /// The single-item configuration (MeshTrace, MeshMetric).
+    /// The single-item configuration (MeshMetric).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
 }
@@ -77,11 +77,6 @@ pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
     };
     Some(match ty {
         ResourceType::MeshLoadBalancingStrategy => items(None, Some(MESH_OR_SERVICE)),
-        ResourceType::MeshTrace => TypeRules {
-            gateway_listener_tags: false,
-            single: true,
-            ..items(None, None)
-        },
         ResourceType::MeshMetric => TypeRules {
             single: true,
             ..items(None, None)
@@ -183,7 +178,7 @@ mod tests {
         .is_empty());
         assert_eq!(
             errors(
-                ResourceType::MeshTrace,
+                ResourceType::MeshMetric,
                 "targetRef: {kind: Mesh}\nto: []\ndefault: {}\n"
             ),
             ["spec.to: must not be defined"]

@@ -50,6 +50,7 @@ test_spec!(
     MeshHealthCheck => crate::policies::mesh_health_check::MeshHealthCheck,
     MeshRateLimit => crate::policies::mesh_rate_limit::MeshRateLimit,
     MeshAccessLog => crate::policies::mesh_access_log::MeshAccessLog,
+    MeshTrace => crate::policies::mesh_trace::MeshTrace,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,

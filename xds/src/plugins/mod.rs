@@ -21,6 +21,7 @@ pub mod rate_limit;
 pub mod retry;
 pub mod route;
 pub mod timeout;
+pub mod trace;
 pub mod traffic_permission;
 
 use umbra_core::resource::ResourceType;
@@ -82,6 +83,10 @@ pub const ORDERED: &[Plugin] = &[
     Plugin {
         policies: &[ResourceType::MeshAccessLog, ResourceType::TrafficLog],
         apply: access_log::apply,
+    },
+    Plugin {
+        policies: &[ResourceType::MeshTrace],
+        apply: trace::apply,
     },
     Plugin {
         policies: &[
@@ -171,6 +176,7 @@ mod tests {
             [
                 "MeshHTTPRoute",
                 "MeshAccessLog",
+                "MeshTrace",
                 "MeshFaultInjection",
                 "MeshRateLimit",
                 "MeshTimeout",
