@@ -20,7 +20,8 @@ pub struct MeshSpec {
     /// Routing settings (locality-aware load balancing, zone egress).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<Value>,
-    /// Tracing backends (opaque to Umbra).
+    /// Tracing backends, kept verbatim; TrafficTrace reads them through
+    /// [`MeshSpec::tracing_backends`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing: Option<Value>,
     /// Logging backends, kept verbatim; TrafficLog reads them through
@@ -127,7 +128,108 @@ impl LoggingBackends {
     }
 }
 
+/// A Mesh tracing backend (Kuma's `TracingBackend`), as TrafficTrace uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracingBackend {
+    /// Name TrafficTraces refer to.
+    pub name: String,
+    /// Overall sampling percentage, when set.
+    pub sampling: Option<f64>,
+    /// The collector.
+    pub kind: TracingBackendKind,
+}
+
+/// The kind of a [`TracingBackend`] (Kuma's `type` and `conf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TracingBackendKind {
+    /// `type: zipkin`.
+    Zipkin {
+        /// Collector URL.
+        url: String,
+        /// 128-bit trace ids.
+        trace_id_128bit: bool,
+        /// `httpJson`, `httpProto`, or empty (inferred from the URL).
+        api_version: String,
+        /// Share span context between client and server spans.
+        shared_span_context: Option<bool>,
+    },
+    /// `type: datadog`.
+    Datadog {
+        /// Agent address.
+        address: String,
+        /// Agent port.
+        port: u64,
+        /// Name services per direction.
+        split_service: bool,
+    },
+    /// Any other `type`, kept by name.
+    Other(String),
+}
+
+/// A Mesh's `tracing` section read for TrafficTrace (Kuma's `GetTracingBackend`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TracingBackends {
+    /// `defaultBackend`: used by a TrafficTrace without `conf.backend`.
+    pub default_backend: String,
+    /// `backends`, in order.
+    pub backends: Vec<TracingBackend>,
+}
+
+impl TracingBackends {
+    /// The backend called `name`, or the default one when `name` is empty; `None` when there
+    /// is no such backend (Kuma then traces nothing).
+    pub fn get(&self, name: &str) -> Option<&TracingBackend> {
+        let name = if name.is_empty() {
+            self.default_backend.as_str()
+        } else {
+            name
+        };
+        self.backends.iter().rev().find(|b| b.name == name)
+    }
+}
+
 impl MeshSpec {
+    /// The `tracing` section read leniently (fields of the wrong type read as absent).
+    pub fn tracing_backends(&self) -> TracingBackends {
+        let Some(tracing) = &self.tracing else {
+            return TracingBackends::default();
+        };
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool);
+        let backends = tracing
+            .get("backends")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                let conf = b.get("conf").cloned().unwrap_or(Value::Null);
+                let kind = match text(b, "type").as_str() {
+                    "zipkin" => TracingBackendKind::Zipkin {
+                        url: text(&conf, "url"),
+                        trace_id_128bit: flag(&conf, "traceId128bit").unwrap_or(false),
+                        api_version: text(&conf, "apiVersion"),
+                        shared_span_context: flag(&conf, "sharedSpanContext"),
+                    },
+                    "datadog" => TracingBackendKind::Datadog {
+                        address: text(&conf, "address"),
+                        port: conf.get("port").and_then(Value::as_u64).unwrap_or(0),
+                        split_service: flag(&conf, "splitService").unwrap_or(false),
+                    },
+                    other => TracingBackendKind::Other(other.to_owned()),
+                };
+                TracingBackend {
+                    name: text(b, "name"),
+                    sampling: b.get("sampling").and_then(Value::as_f64),
+                    kind,
+                }
+            })
+            .collect();
+        TracingBackends {
+            default_backend: text(tracing, "defaultBackend"),
+            backends,
+        }
+    }
+
     /// The `logging` section read leniently (fields of the wrong type read as absent).
     pub fn logging_backends(&self) -> LoggingBackends {
         let Some(logging) = &self.logging else {

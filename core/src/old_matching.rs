@@ -86,7 +86,7 @@ pub struct OldPolicyRef<'a> {
 
 impl<'a> OldPolicyRef<'a> {
     /// View an old policy resource for matching; `None` for other types.
-    /// ProxyTemplate's `selectors` play the role of `sources`.
+    /// ProxyTemplate's and TrafficTrace's `selectors` play the role of `sources`.
     pub fn from_resource(idx: usize, r: &'a Resource) -> Option<OldPolicyRef<'a>> {
         let (sources, destinations): (&[Selector], &[Selector]) = match &r.spec {
             Spec::Timeout(p) => (&p.sources, &p.destinations),
@@ -99,6 +99,7 @@ impl<'a> OldPolicyRef<'a> {
             Spec::HealthCheck(p) => (&p.sources, &p.destinations),
             Spec::RateLimit(p) => (&p.sources, &p.destinations),
             Spec::TrafficLog(p) => (&p.sources, &p.destinations),
+            Spec::TrafficTrace(p) => (&p.selectors, &[]),
             _ => return None,
         };
         Some(OldPolicyRef {

@@ -198,6 +198,7 @@ impl ResourceType {
                 | HealthCheck
                 | RateLimit
                 | TrafficLog
+                | TrafficTrace
         )
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 
 use umbra_core::dataplane::{DataplaneSpec, InboundState};
-use umbra_core::mesh::{LoggingBackends, MeshSpec};
+use umbra_core::mesh::{LoggingBackends, MeshSpec, TracingBackends};
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
 
 use crate::load_assignment::load_assignment;
@@ -79,6 +79,8 @@ pub struct MeshContext {
     pub load_assignments: BTreeMap<String, Arc<ClusterLoadAssignment>>,
     /// The Mesh's logging backends (what an old TrafficLog refers to).
     pub logging: LoggingBackends,
+    /// The Mesh's tracing backends (what an old TrafficTrace refers to).
+    pub tracing: TracingBackends,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -158,6 +160,7 @@ impl MeshContext {
             protocols,
             load_assignments,
             logging: spec.logging_backends(),
+            tracing: spec.tracing_backends(),
         }
     }
 

@@ -11,7 +11,7 @@
 //! - the old policies with a selector matching one of its inbounds or its gateway (Kuma's
 //!   `Dataplane.Matches`) on the side that selects the DPP: `sources` for the outbound
 //!   connection policies (Timeout, CircuitBreaker, which match the client), `destinations` for
-//!   the inbound ones (TrafficPermission, FaultInjection), `selectors` for ProxyTemplate. This
+//!   the inbound ones (TrafficPermission, FaultInjection), `selectors` for ProxyTemplate and TrafficTrace. This
 //!   is a superset of Kuma's old-policy selection, which adds destination or source
 //!   requirements on top;
 //! - for each of those old policies, whether its type is superseded in the view (the
@@ -109,7 +109,8 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             let selected = match ty {
                 ResourceType::Timeout
                 | ResourceType::CircuitBreaker
-                | ResourceType::ProxyTemplate => matches(p.sources),
+                | ResourceType::ProxyTemplate
+                | ResourceType::TrafficTrace => matches(p.sources),
                 ResourceType::TrafficPermission | ResourceType::FaultInjection => {
                     matches(p.destinations)
                 }

@@ -85,3 +85,52 @@ fn zipkin_live_and_datadog_in_shadow() {
         &serde_json::to_value(&patch).unwrap(),
     );
 }
+
+#[test]
+fn traffic_trace_live_and_mesh_trace_in_shadow() {
+    let resources = load("traffic-traces.yaml");
+    let live = snapshot(&resources, "web", View::Live);
+    let shadow = snapshot(&resources, "web", View::Shadow);
+    envoy_validates(&live);
+    envoy_validates(&shadow);
+    let (live, shadow) = (live.to_document().unwrap(), shadow.to_document().unwrap());
+    // The more specific TrafficTrace wins: the Mesh's Datadog backend, split service names.
+    let provider =
+        |doc: &Value, listener: &str| filter(doc, listener)["tracing"]["provider"].clone();
+    assert_eq!(
+        provider(&live, "inbound:10.0.0.10:8080"),
+        json!({"name": "envoy.tracers.datadog", "typedConfig": {
+            "@type": "type.googleapis.com/envoy.config.trace.v3.DatadogConfig",
+            "collectorCluster": "tracing:datadog",
+            "serviceName": "web_INBOUND",
+        }})
+    );
+    assert_eq!(
+        provider(&live, "outbound:127.0.0.1:10001")["typedConfig"]["serviceName"],
+        "web_OUTBOUND_backend"
+    );
+    assert_eq!(live[CLUSTER]["tracing:datadog"]["type"], "STATIC");
+    // The other DPP gets the default Zipkin backend with its sampling.
+    let backend = snapshot(&resources, "backend", View::Live);
+    envoy_validates(&backend);
+    let backend = backend.to_document().unwrap();
+    let tracing = &filter(&backend, "inbound:10.0.0.11:80")["tracing"];
+    assert_eq!(tracing["overallSampling"], json!({"value": 80.0}));
+    assert_eq!(
+        tracing["provider"]["typedConfig"]["collectorHostname"],
+        "zipkin.local:9411"
+    );
+    golden("traffic-traces.live.json", &live);
+    // Shadow: MeshTrace replaces the TrafficTraces (same Datadog agent, its own cluster).
+    assert_eq!(
+        provider(&shadow, "inbound:10.0.0.10:8080")["typedConfig"]["collectorCluster"],
+        "meshtrace:datadog"
+    );
+    assert!(shadow[CLUSTER].get("tracing:datadog").is_none());
+    let patch = diff(&live, &shadow);
+    assert_eq!(apply(&live, &patch).unwrap(), shadow);
+    golden(
+        "traffic-traces.shadow-diff.json",
+        &serde_json::to_value(&patch).unwrap(),
+    );
+}
