@@ -188,6 +188,7 @@ impl ResourceType {
                 | MeshRateLimit
                 | MeshAccessLog
                 | MeshTrace
+                | MeshLoadBalancingStrategy
                 | Timeout
                 | CircuitBreaker
                 | FaultInjection
@@ -323,6 +324,8 @@ pub enum Spec {
     MeshAccessLog(policies::mesh_access_log::MeshAccessLog),
     /// MeshTrace.
     MeshTrace(policies::mesh_trace::MeshTrace),
+    /// MeshLoadBalancingStrategy.
+    MeshLoadBalancingStrategy(policies::mesh_load_balancing_strategy::MeshLoadBalancingStrategy),
     /// Old Timeout.
     Timeout(old::timeout::Timeout),
     /// Old CircuitBreaker.
@@ -432,6 +435,7 @@ impl Resource {
             Spec::MeshRateLimit(_) => ResourceType::MeshRateLimit,
             Spec::MeshAccessLog(_) => ResourceType::MeshAccessLog,
             Spec::MeshTrace(_) => ResourceType::MeshTrace,
+            Spec::MeshLoadBalancingStrategy(_) => ResourceType::MeshLoadBalancingStrategy,
             Spec::Timeout(_) => ResourceType::Timeout,
             Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
             Spec::FaultInjection(_) => ResourceType::FaultInjection,
@@ -593,6 +597,7 @@ impl Resource {
             Spec::MeshRateLimit(s) => serde_json::to_value(s),
             Spec::MeshAccessLog(s) => serde_json::to_value(s),
             Spec::MeshTrace(s) => serde_json::to_value(s),
+            Spec::MeshLoadBalancingStrategy(s) => serde_json::to_value(s),
             Spec::Timeout(s) => serde_json::to_value(s),
             Spec::CircuitBreaker(s) => serde_json::to_value(s),
             Spec::FaultInjection(s) => serde_json::to_value(s),
@@ -677,6 +682,7 @@ impl Resource {
             Spec::MeshRateLimit(s) => s.validate(),
             Spec::MeshAccessLog(s) => s.validate(),
             Spec::MeshTrace(s) => s.validate(),
+            Spec::MeshLoadBalancingStrategy(s) => s.validate(),
             Spec::Timeout(s) => s.validate(),
             Spec::CircuitBreaker(s) => s.validate(),
             Spec::FaultInjection(s) => s.validate(),
@@ -724,15 +730,16 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::MeshRateLimit => Spec::MeshRateLimit(from_value_at(root, v)?),
         ResourceType::MeshAccessLog => Spec::MeshAccessLog(from_value_at(root, v)?),
         ResourceType::MeshTrace => Spec::MeshTrace(from_value_at(root, v)?),
+        ResourceType::MeshLoadBalancingStrategy => {
+            Spec::MeshLoadBalancingStrategy(from_value_at(root, v)?)
+        }
         ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
         ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
         ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
         ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
         ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
         ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
-        ResourceType::MeshLoadBalancingStrategy | ResourceType::MeshMetric => {
-            Spec::StoredPolicy(ty, from_value_at(root, v)?)
-        }
+        ResourceType::MeshMetric => Spec::StoredPolicy(ty, from_value_at(root, v)?),
         ResourceType::Retry => Spec::Retry(from_value_at(root, v)?),
         ResourceType::HealthCheck => Spec::HealthCheck(from_value_at(root, v)?),
         ResourceType::TrafficLog => Spec::TrafficLog(from_value_at(root, v)?),

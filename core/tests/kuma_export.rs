@@ -42,7 +42,7 @@ fn stored_only_types_refuse_what_kuma_refuses() {
         // Wrong JSON type.
         ("type: MeshMetric\nmesh: m\nname: a\nspec:\n  targetRef: {kind: Mesh}\n  default: {sidecar: {includeUnused: 3}}\n", "spec.default.sidecar.includeUnused"),
         // Enum.
-        ("type: MeshLoadBalancingStrategy\nmesh: m\nname: l\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: Random2}}\n", "spec.to[0].default.loadBalancer.type"),
+        ("type: MeshMetric\nmesh: m\nname: l\nspec:\n  targetRef: {kind: Mesh}\n  default: {backends: [{type: Graphite}]}\n", "spec.default.backends[0].type"),
         // targetRef kind per level.
         ("type: MeshMetric\nmesh: m\nname: t\nspec:\n  targetRef: {kind: MeshHTTPRoute, name: r}\n  default: {}\n", "spec.targetRef.kind"),
         // Old policies: Kuma's validators.
@@ -64,7 +64,14 @@ fn stored_only_types_refuse_what_kuma_refuses() {
         Resource::from_bytes(b"type: TrafficTrace\nmesh: m\nname: t\nselectors: []\nconff: {}\n")
             .unwrap_err();
     assert!(e.to_string().contains("conff"), "{e}");
-    // Typed (generated) new policies too.
+    // Typed (generated) new policies too, enums included.
+    let e = Resource::from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: m\nname: l\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: Random2}}\n")
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("spec.to[0].default.loadBalancer.type"),
+        "{e}"
+    );
     let e = Resource::from_bytes(b"type: MeshHealthCheck\nmesh: m\nname: h\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {intervall: 10s}\n")
         .unwrap_err();
     assert!(e.to_string().contains("intervall"), "{e}");

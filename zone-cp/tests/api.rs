@@ -437,7 +437,7 @@ async fn routes_are_generated_and_inspectable() {
 async fn stored_only_types_are_named_as_not_generated() {
     let app = loaded().await;
     for (path, doc) in [
-        ("meshloadbalancingstrategies/lb-frontend", "type: MeshLoadBalancingStrategy\nmesh: default\nname: lb-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: LeastRequest}}\n"),
+        ("meshmetrics/metrics-frontend", "type: MeshMetric\nmesh: default\nname: metrics-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  default: {sidecar: {includeUnused: true}}\n"),
         // Generated (issue 17): never listed.
         ("meshtraces/trace-frontend", "type: MeshTrace\nmesh: default\nname: trace-frontend\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend_kuma-demo_svc_8080}\n  default: {backends: [{type: Zipkin, zipkin: {url: 'http://zipkin:9411/api/v2/spans'}}]}\n"),
         // Generated (issue 17): never listed.
@@ -489,13 +489,10 @@ async fn stored_only_types_are_named_as_not_generated() {
         None,
     )
     .await;
-    // The shadow view adds the shadow MeshLoadBalancingStrategy.
+    // The shadow view adds the shadow MeshMetric.
     assert_eq!(
         listed(&shadow),
-        [
-            "ExternalService/httpbin",
-            "MeshLoadBalancingStrategy/lb-frontend"
-        ]
+        ["ExternalService/httpbin", "MeshMetric/metrics-frontend"]
     );
     // The shadow MeshRetry is generated: it is in the diff, not in the list.
     assert!(
@@ -504,17 +501,17 @@ async fn stored_only_types_are_named_as_not_generated() {
         shadow["diff"]
     );
     let (_, rules) = call(&app, "GET", &format!("{base}/_rules?shadow=true"), None).await;
-    assert!(listed(&rules).contains(&"MeshLoadBalancingStrategy/lb-frontend".to_owned()));
-    let lb = rules["rules"]
+    assert!(listed(&rules).contains(&"MeshMetric/metrics-frontend".to_owned()));
+    let metric = rules["rules"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["type"] == "MeshLoadBalancingStrategy")
+        .find(|r| r["type"] == "MeshMetric")
         .unwrap_or_else(|| panic!("{rules}"));
     assert_eq!(
-        lb["toRules"][0]["conf"]["loadBalancer"]["type"],
-        json!("LeastRequest"),
-        "{lb}"
+        metric["proxyRules"][0]["conf"]["sidecar"]["includeUnused"],
+        json!(true),
+        "{metric}"
     );
     // The shadow MeshTrace is generated: its tracing is in the diff.
     assert!(

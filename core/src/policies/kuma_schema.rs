@@ -21,16 +21,10 @@ use crate::resource::ResourceType;
 use crate::validate::{PathBuilder, ValidationError};
 
 /// `(type, schema text)` of every embedded schema.
-const SCHEMAS: &[(ResourceType, &str)] = &[
-    (
-        ResourceType::MeshLoadBalancingStrategy,
-        include_str!("../../schemas/kuma-v2.7.29/meshloadbalancingstrategy.yaml"),
-    ),
-    (
-        ResourceType::MeshMetric,
-        include_str!("../../schemas/kuma-v2.7.29/meshmetric.yaml"),
-    ),
-];
+const SCHEMAS: &[(ResourceType, &str)] = &[(
+    ResourceType::MeshMetric,
+    include_str!("../../schemas/kuma-v2.7.29/meshmetric.yaml"),
+)];
 
 type Validators = BTreeMap<ResourceType, jsonschema::Validator>;
 
@@ -138,22 +132,17 @@ mod tests {
 
     #[test]
     fn fields_types_and_unknown_fields_are_checked_with_paths() {
-        let ok = json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {"loadBalancer": {"type": "RingHash", "ringHash": {"minRingSize": 1024}}}}]});
-        assert!(!validate(ResourceType::MeshLoadBalancingStrategy, &ok).has_violations());
-        let bad = json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {"loadBalancer": {"type": "RingHash", "ringHash": {"minRingSize": "big"}}, "localityAwarness": {}}}]});
-        let err = validate(ResourceType::MeshLoadBalancingStrategy, &bad);
+        let ok =
+            json!({"targetRef": {"kind": "Mesh"}, "default": {"sidecar": {"includeUnused": true}}});
+        assert!(!validate(ResourceType::MeshMetric, &ok).has_violations());
+        let bad = json!({"targetRef": {"kind": "Mesh"}, "default": {"sidecar": {"includeUnused": "yes"}, "backendz": []}});
+        let err = validate(ResourceType::MeshMetric, &bad);
         let fields: Vec<&str> = err.violations.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(
             fields,
-            [
-                "spec.to[0].default",
-                "spec.to[0].default.loadBalancer.ringHash.minRingSize"
-            ],
+            ["spec.default", "spec.default.sidecar.includeUnused"],
             "{err}"
         );
-        assert!(
-            err.violations[0].message.contains("localityAwarness"),
-            "{err}"
-        );
+        assert!(err.violations[0].message.contains("backendz"), "{err}");
     }
 }

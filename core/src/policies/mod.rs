@@ -21,6 +21,7 @@ pub mod mesh_circuit_breaker;
 pub mod mesh_fault_injection;
 pub mod mesh_health_check;
 pub mod mesh_http_route;
+pub mod mesh_load_balancing_strategy;
 pub mod mesh_proxy_patch;
 pub mod mesh_rate_limit;
 pub mod mesh_retry;

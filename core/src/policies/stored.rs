@@ -1,5 +1,5 @@
 //! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for yet: MeshLoadBalancingStrategy and MeshMetric.
+//! config for: MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -63,7 +63,6 @@ const TOP: &[TargetRefKind] = &[
     MeshService,
     MeshServiceSubset,
 ];
-const MESH_OR_SERVICE: &[TargetRefKind] = &[Mesh, MeshService];
 
 /// Kuma 2.7.29's `targetRef` rules for `ty`; `None` for types that are not stored-only
 /// `targetRef` policies.
@@ -76,7 +75,6 @@ pub fn rules_for(ty: ResourceType) -> Option<TypeRules> {
         single: false,
     };
     Some(match ty {
-        ResourceType::MeshLoadBalancingStrategy => items(None, Some(MESH_OR_SERVICE)),
         ResourceType::MeshMetric => TypeRules {
             single: true,
             ..items(None, None)
@@ -110,12 +108,6 @@ impl StoredPolicy {
             }
         } else if self.default.is_some() {
             err.violation(&spec.field("default"), MUST_NOT_BE_DEFINED);
-        }
-        match ty {
-            ResourceType::MeshLoadBalancingStrategy if to.is_empty() => {
-                err.violation(&spec.field("to"), "needs at least one item");
-            }
-            _ => {}
         }
         let (from_kinds, to_kinds) = (rules.from, rules.to);
         for (name, items, kinds, allowed) in [
@@ -172,8 +164,8 @@ mod tests {
     #[test]
     fn kuma_target_ref_rules_per_type() {
         assert!(errors(
-            ResourceType::MeshLoadBalancingStrategy,
-            "targetRef: {kind: Mesh}\nto:\n- targetRef: {kind: MeshService, name: backend}\n  default: {}\n"
+            ResourceType::MeshMetric,
+            "targetRef: {kind: Mesh}\ndefault: {}\n"
         )
         .is_empty());
         assert_eq!(
@@ -185,10 +177,10 @@ mod tests {
         );
         assert_eq!(
             errors(
-                ResourceType::MeshLoadBalancingStrategy,
-                "targetRef: {kind: Mesh}\nto: [{targetRef: {kind: Mesh}}]\nfrom:\n- targetRef: {kind: Mesh}\n  default: {}\n"
+                ResourceType::MeshMetric,
+                "targetRef: {kind: MeshHTTPRoute, name: r}\ndefault: {}\n"
             ),
-            ["spec.from: must not be defined"]
+            ["spec.targetRef.kind: value is not supported"]
         );
     }
 }

@@ -51,6 +51,7 @@ test_spec!(
     MeshRateLimit => crate::policies::mesh_rate_limit::MeshRateLimit,
     MeshAccessLog => crate::policies::mesh_access_log::MeshAccessLog,
     MeshTrace => crate::policies::mesh_trace::MeshTrace,
+    MeshLoadBalancingStrategy => crate::policies::mesh_load_balancing_strategy::MeshLoadBalancingStrategy,
     Timeout => crate::old::timeout::Timeout,
     CircuitBreaker => crate::old::circuit_breaker::CircuitBreaker,
     FaultInjection => crate::old::fault_injection::FaultInjection,

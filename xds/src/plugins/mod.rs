@@ -16,6 +16,7 @@ pub mod edit;
 pub mod fault_injection;
 pub mod health_check;
 pub mod input;
+pub mod load_balancing;
 pub mod proxy_patch;
 pub mod rate_limit;
 pub mod retry;
@@ -79,6 +80,10 @@ pub const ORDERED: &[Plugin] = &[
             ResourceType::TrafficRoute,
         ],
         apply: route::apply,
+    },
+    Plugin {
+        policies: &[ResourceType::MeshLoadBalancingStrategy],
+        apply: load_balancing::apply,
     },
     Plugin {
         policies: &[ResourceType::MeshAccessLog, ResourceType::TrafficLog],
@@ -175,6 +180,7 @@ mod tests {
             new.iter().map(|p| p.policies[0].name()).collect::<Vec<_>>(),
             [
                 "MeshHTTPRoute",
+                "MeshLoadBalancingStrategy",
                 "MeshAccessLog",
                 "MeshTrace",
                 "MeshFaultInjection",
