@@ -529,3 +529,131 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
     drop(envoy);
     Ok(())
 }
+
+/// Issue 17: a Kuma 2.7 export with one resource of every type (`deploy/kuma-export.yaml`)
+/// applies with `umbractl apply -f` on a fresh Global, syncs to a zone, and the fleet-wide
+/// diff of its shadow-labelled half (the new policies replacing the old ones) is computed over
+/// the zone's DPPs, naming what Umbra does not generate. `UMBRA_PRINT_EXPORT_DIFF=1` prints
+/// the text `umbractl inspect shadow-diff` shows (the README's example).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kuma_export_applies_and_its_shadow_half_diffs_across_the_fleet() -> anyhow::Result<()> {
+    let Some(pg) = TempPostgres::start_or_skip() else {
+        return Ok(());
+    };
+    let url = pg.create_database("export_e2e").await?;
+    let dir = temp_dir();
+    let global = CpProcess::start(
+        GLOBAL,
+        "--kds-addr",
+        &["--store".into(), "postgres".into()],
+        &[("UMBRA_POSTGRES_URL", &url)],
+        dir.join("global.log"),
+    )
+    .await?;
+    let api = format!("http://{}", global.api);
+    let export = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/kuma-export.yaml");
+    umbractl::run(umbractl::Cli {
+        api_url: Some(api.clone()),
+        auth_token: None,
+        config_file: Some(dir.join("umbractl.yaml")),
+        command: umbractl::Command::Apply {
+            files: vec![export.display().to_string()],
+        },
+    })
+    .await?;
+    let z1 = start_zone(&global, "zone-1", &dir).await;
+    wait_until(Duration::from_secs(20), || async {
+        get(&z1, "/meshes/legacy/meshmetrics").await.1["total"] == 1
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("the export did not reach the zone:\n{}", z1.log_tail()))?;
+    let dp = |name: &str, service: &str, protocol: &str, port: u16, outbound: &str| {
+        format!("type: Dataplane\nmesh: legacy\nname: {name}\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {port}\n    servicePort: {}\n    tags: {{kuma.io/service: {service}, kuma.io/protocol: {protocol}}}\n{outbound}", port + 1000)
+    };
+    let web_outbounds = "  outbound:\n  - {port: 7001, tags: {kuma.io/service: backend}}\n  - {port: 7002, tags: {kuma.io/service: db}}\n";
+    for (name, yaml) in [
+        ("web", dp("web", "web", "http", 6000, web_outbounds)),
+        ("backend", dp("backend", "backend", "http", 6001, "")),
+        ("db", dp("db", "db", "tcp", 6002, "")),
+    ] {
+        z1.apply(&format!("/meshes/legacy/dataplanes/{name}"), &yaml)
+            .await?;
+    }
+    wait_until(Duration::from_secs(20), || async {
+        get(&global, "/meshes/legacy/dataplanes").await.1["total"] == 3
+    })
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "dataplanes did not reach the Global:\n{}",
+            global.log_tail()
+        )
+    })?;
+
+    let (status, full) = get(&global, "/meshes/legacy/_shadow-diff?format=full").await;
+    assert_eq!(status, 200, "{full}");
+    assert_eq!(full["partial"], false, "{full}");
+    let changed: BTreeSet<String> = full["dataplanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        changed,
+        ["backend", "db", "web"].map(str::to_owned).into(),
+        "{full:#}"
+    );
+    for d in full["dataplanes"].as_array().unwrap() {
+        assert!(d.get("error").is_none(), "{d:#}");
+    }
+    let text = full.to_string();
+    for generated in ["retryPolicy", "healthChecks", "local_ratelimit", "tracing"] {
+        assert!(
+            text.contains(generated),
+            "{generated} is in the diff: {full:#}"
+        );
+    }
+    let not_generated: BTreeSet<String> = full["notGenerated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            format!(
+                "{}/{}",
+                n["type"].as_str().unwrap(),
+                n["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    // What the promotion brings in that Umbra does not generate (the fleet diff names the
+    // shadow view's additions; what both views share is on every DPP's `_config`).
+    assert_eq!(
+        not_generated,
+        [
+            "MeshLoadBalancingStrategy/local-zone-first",
+            "MeshMetric/metrics-default"
+        ]
+        .map(str::to_owned)
+        .into(),
+    );
+
+    let text = umbractl::inspect_shadow_diff(
+        &api,
+        "legacy",
+        None,
+        None,
+        false,
+        None,
+        umbractl::Output::Text,
+        umbractl::diff::Style { color: false },
+        None,
+        |_, _| {},
+    )
+    .await?;
+    assert!(text.contains("dataplanes: 3 considered"), "{text}");
+    if std::env::var_os("UMBRA_PRINT_EXPORT_DIFF").is_some() {
+        println!("{text}");
+    }
+    Ok(())
+}
