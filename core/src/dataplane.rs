@@ -236,6 +236,15 @@ impl Outbound {
 }
 
 impl DataplaneSpec {
+    /// Kuma's `GetIdentifyingService`: the first `kuma.io/service` of [`Self::tag_set`]
+    /// (values sorted), else `unknown`. Access logs and tracing name the DPP by it.
+    pub fn identifying_service(&self) -> String {
+        self.tag_set()
+            .get(crate::target_ref::SERVICE_TAG)
+            .and_then(|s| s.iter().next().cloned())
+            .unwrap_or_else(|| "unknown".to_owned())
+    }
+
     /// Tag → values over every inbound and the gateway (Kuma's `TagSet`): what `x-kuma-tags`
     /// carries and what a tag-bound dataplane token is checked against.
     pub fn tag_set(

@@ -105,29 +105,6 @@ pub enum LoggingBackendKind {
     Other(String),
 }
 
-/// A Mesh's `logging` section read for TrafficLog (Kuma's `GetLoggingBackend`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoggingBackends {
-    /// `defaultBackend`: used by a TrafficLog without `conf.backend`.
-    pub default_backend: String,
-    /// `backends`, in order.
-    pub backends: Vec<LoggingBackend>,
-}
-
-impl LoggingBackends {
-    /// The backend called `name`, or the default one when `name` is empty; `None` when there
-    /// is no such backend (Kuma then logs nothing).
-    pub fn get(&self, name: &str) -> Option<&LoggingBackend> {
-        let name = if name.is_empty() {
-            self.default_backend.as_str()
-        } else {
-            name
-        };
-        // Kuma indexes the backends by name: the last one of a name wins.
-        self.backends.iter().rev().find(|b| b.name == name)
-    }
-}
-
 /// A Mesh tracing backend (Kuma's `TracingBackend`), as TrafficTrace uses it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TracingBackend {
@@ -166,103 +143,129 @@ pub enum TracingBackendKind {
     Other(String),
 }
 
-/// A Mesh's `tracing` section read for TrafficTrace (Kuma's `GetTracingBackend`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TracingBackends {
-    /// `defaultBackend`: used by a TrafficTrace without `conf.backend`.
-    pub default_backend: String,
-    /// `backends`, in order.
-    pub backends: Vec<TracingBackend>,
+/// A backend of a Mesh's `logging` or `tracing` section, found by its name.
+pub trait NamedBackend {
+    /// The name policies refer to it by.
+    fn name(&self) -> &str;
 }
 
-impl TracingBackends {
+impl NamedBackend for LoggingBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl NamedBackend for TracingBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A Mesh's `logging` or `tracing` section as the old policies read it (Kuma's
+/// `GetLoggingBackend` and `GetTracingBackend`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backends<T> {
+    /// `defaultBackend`: used by a policy without `conf.backend`.
+    pub default_backend: String,
+    /// `backends`, in order.
+    pub backends: Vec<T>,
+}
+
+impl<T> Default for Backends<T> {
+    fn default() -> Self {
+        Backends {
+            default_backend: String::new(),
+            backends: Vec::new(),
+        }
+    }
+}
+
+impl<T: NamedBackend> Backends<T> {
     /// The backend called `name`, or the default one when `name` is empty; `None` when there
-    /// is no such backend (Kuma then traces nothing).
-    pub fn get(&self, name: &str) -> Option<&TracingBackend> {
+    /// is no such backend (Kuma then logs or traces nothing). Kuma indexes the backends by
+    /// name: the last one of a name wins.
+    pub fn get(&self, name: &str) -> Option<&T> {
         let name = if name.is_empty() {
             self.default_backend.as_str()
         } else {
             name
         };
-        self.backends.iter().rev().find(|b| b.name == name)
+        self.backends.iter().rev().find(|b| b.name() == name)
+    }
+
+    /// Read a section (`{defaultBackend, backends: [{name, type, conf, ...}]}`) leniently:
+    /// fields of the wrong type read as absent; `backend` builds each entry from the entry,
+    /// its `type` and its `conf`.
+    fn parse(section: Option<&Value>, backend: impl Fn(&Value, &str, &Value) -> T) -> Self {
+        let Some(section) = section else {
+            return Backends::default();
+        };
+        let backends = section
+            .get("backends")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                let conf = b.get("conf").cloned().unwrap_or(Value::Null);
+                backend(b, &text(b, "type"), &conf)
+            })
+            .collect();
+        Backends {
+            default_backend: text(section, "defaultBackend"),
+            backends,
+        }
     }
 }
 
+/// The string at `key` of `v`, empty when absent or not a string.
+fn text(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+/// The Mesh's logging backends.
+pub type LoggingBackends = Backends<LoggingBackend>;
+/// The Mesh's tracing backends.
+pub type TracingBackends = Backends<TracingBackend>;
+
 impl MeshSpec {
-    /// The `tracing` section read leniently (fields of the wrong type read as absent).
+    /// The `tracing` section as TrafficTrace reads it (see [`Backends`]).
     pub fn tracing_backends(&self) -> TracingBackends {
-        let Some(tracing) = &self.tracing else {
-            return TracingBackends::default();
-        };
-        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool);
-        let backends = tracing
-            .get("backends")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|b| {
-                let conf = b.get("conf").cloned().unwrap_or(Value::Null);
-                let kind = match text(b, "type").as_str() {
-                    "zipkin" => TracingBackendKind::Zipkin {
-                        url: text(&conf, "url"),
-                        trace_id_128bit: flag(&conf, "traceId128bit").unwrap_or(false),
-                        api_version: text(&conf, "apiVersion"),
-                        shared_span_context: flag(&conf, "sharedSpanContext"),
-                    },
-                    "datadog" => TracingBackendKind::Datadog {
-                        address: text(&conf, "address"),
-                        port: conf.get("port").and_then(Value::as_u64).unwrap_or(0),
-                        split_service: flag(&conf, "splitService").unwrap_or(false),
-                    },
-                    other => TracingBackendKind::Other(other.to_owned()),
-                };
-                TracingBackend {
-                    name: text(b, "name"),
-                    sampling: b.get("sampling").and_then(Value::as_f64),
-                    kind,
-                }
-            })
-            .collect();
-        TracingBackends {
-            default_backend: text(tracing, "defaultBackend"),
-            backends,
-        }
+        Backends::parse(self.tracing.as_ref(), |b, ty, conf| TracingBackend {
+            name: text(b, "name"),
+            sampling: b.get("sampling").and_then(Value::as_f64),
+            kind: match ty {
+                "zipkin" => TracingBackendKind::Zipkin {
+                    url: text(conf, "url"),
+                    trace_id_128bit: flag(conf, "traceId128bit").unwrap_or(false),
+                    api_version: text(conf, "apiVersion"),
+                    shared_span_context: flag(conf, "sharedSpanContext"),
+                },
+                "datadog" => TracingBackendKind::Datadog {
+                    address: text(conf, "address"),
+                    port: conf.get("port").and_then(Value::as_u64).unwrap_or(0),
+                    split_service: flag(conf, "splitService").unwrap_or(false),
+                },
+                other => TracingBackendKind::Other(other.to_owned()),
+            },
+        })
     }
 
-    /// The `logging` section read leniently (fields of the wrong type read as absent).
+    /// The `logging` section as TrafficLog reads it (see [`Backends`]).
     pub fn logging_backends(&self) -> LoggingBackends {
-        let Some(logging) = &self.logging else {
-            return LoggingBackends::default();
-        };
-        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        let backends = logging
-            .get("backends")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|b| {
-                let conf = b.get("conf").cloned().unwrap_or(Value::Null);
-                let kind = match text(b, "type").as_str() {
-                    "file" => LoggingBackendKind::File {
-                        path: text(&conf, "path"),
-                    },
-                    "tcp" => LoggingBackendKind::Tcp {
-                        address: text(&conf, "address"),
-                    },
-                    other => LoggingBackendKind::Other(other.to_owned()),
-                };
-                LoggingBackend {
-                    name: text(b, "name"),
-                    format: text(b, "format"),
-                    kind,
-                }
-            })
-            .collect();
-        LoggingBackends {
-            default_backend: text(logging, "defaultBackend"),
-            backends,
-        }
+        Backends::parse(self.logging.as_ref(), |b, ty, conf| LoggingBackend {
+            name: text(b, "name"),
+            format: text(b, "format"),
+            kind: match ty {
+                "file" => LoggingBackendKind::File {
+                    path: text(conf, "path"),
+                },
+                "tcp" => LoggingBackendKind::Tcp {
+                    address: text(conf, "address"),
+                },
+                other => LoggingBackendKind::Other(other.to_owned()),
+            },
+        })
     }
 
     /// `true` when mutual TLS is enabled (an `enabledBackend` is set).

@@ -32,6 +32,18 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The protocol of `dp`'s inbound whose listener is `key` (its `kuma.io/protocol` tag;
+    /// TCP when there is no such inbound).
+    pub fn of_inbound(dp: &DataplaneSpec, key: &umbra_core::dataplane::InboundKey) -> Protocol {
+        let tag = dp
+            .networking
+            .inbound
+            .iter()
+            .find(|i| dp.inbound_key(i) == *key)
+            .and_then(|i| i.tags.get(PROTOCOL_TAG));
+        Protocol::parse(tag.map(String::as_str))
+    }
+
     /// Parse a `kuma.io/protocol` value; anything unknown is TCP (Kuma's `ParseProtocol`).
     pub fn parse(s: Option<&str>) -> Protocol {
         match s {

@@ -82,7 +82,13 @@ pub fn sanitize_metric(name: &str) -> String {
 
 /// `filterMetadata["io.kuma.tags"]` = the tags, as Kuma puts on listeners.
 pub fn tags_metadata(tags: &BTreeMap<String, String>) -> Metadata {
-    let fields = tags
+    string_metadata("io.kuma.tags", tags)
+}
+
+/// `filterMetadata[<filter>]` = `values`, as string fields (Kuma's metadata of tags, and its
+/// `LbMetadata` with `envoy.lb`).
+pub fn string_metadata(filter: &str, values: &BTreeMap<String, String>) -> Metadata {
+    let fields = values
         .iter()
         .map(|(k, v)| {
             (
@@ -94,7 +100,7 @@ pub fn tags_metadata(tags: &BTreeMap<String, String>) -> Metadata {
         })
         .collect();
     Metadata {
-        filter_metadata: [("io.kuma.tags".to_owned(), Struct { fields })]
+        filter_metadata: [(filter.to_owned(), Struct { fields })]
             .into_iter()
             .collect(),
         ..Default::default()

@@ -45,12 +45,11 @@ use envoy_types::pb::envoy::config::core::v3::RoutingPriority;
 use envoy_types::pb::google::protobuf::UInt32Value;
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::old::circuit_breaker::CircuitBreakerConf;
-use umbra_core::old_matching::{select_connection_policies, OldPolicyRef};
 use umbra_core::policies::mesh_circuit_breaker::{
     Conf, ConnectionLimits, Detectors, IntOrString, OutlierDetection,
 };
 use umbra_core::policies::mesh_fault_injection::GoDecimal;
-use umbra_core::resource::{Resource, ResourceType, Spec};
+use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::rules::{Element, Rules};
 use umbra_core::target_ref::SERVICE_TAG;
 
@@ -79,21 +78,11 @@ pub fn apply(
 
 /// The old CircuitBreaker: one policy per outbound service, configured on its cluster.
 fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) {
-    let policies: Vec<&Resource> = input
-        .policies
-        .old_policies_with_superseded(ResourceType::CircuitBreaker)
-        .collect();
+    let (policies, chosen) = input.old_connection_policies(ResourceType::CircuitBreaker, true);
     if policies.is_empty() {
         return;
     }
-    let refs: Vec<OldPolicyRef<'_>> = policies
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| OldPolicyRef::from_resource(i, r))
-        .collect();
     let outbounds = &input.dataplane.networking.outbound;
-    let services: Vec<String> = outbounds.iter().map(|o| o.service().to_owned()).collect();
-    let chosen = select_connection_policies(input.dataplane, &services, &refs);
     let targeted: BTreeSet<&str> = outbounds
         .iter()
         .filter(|o| o.backend_ref.is_none())

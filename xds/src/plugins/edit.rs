@@ -2,20 +2,29 @@
 //! connection manager or TCP proxy of a listener, a cluster's upstream HTTP protocol options,
 //! HTTP filters inserted before the router, and Kuma's `x-kuma-tags` regexes (old policies
 //! match their `sources` with them).
-//! A leaf of the plugin layer: imports only [`crate::names`] and [`crate::util`].
+//! A leaf of the plugin layer: imports only crate leaves ([`crate::names`], [`crate::util`],
+//! [`crate::load_assignment`]).
 
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+    ClusterDiscoveryType, DiscoveryType, DnsLookupFamily,
+};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::{transport_socket, TransportSocket};
 use envoy_types::pb::envoy::config::listener::v3::{filter, Listener};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
 use std::collections::BTreeMap;
 
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
-use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    http_protocol_options, HttpProtocolOptions,
+};
 
+use crate::load_assignment::{load_assignment, Endpoint};
 use crate::names::{HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, ROUTER_FILTER, TCP_PROXY_FILTER};
-use crate::util::{any, unpack};
+use crate::util::{any, secs, unpack};
 
 /// Edit every HTTP connection manager of `listener` in place (all filter chains); filters whose
 /// typed config does not decode are left alone.
@@ -114,4 +123,72 @@ pub fn regex_or(regexes: &[String]) -> String {
         [one] => one.clone(),
         many => format!("({})", many.join("|")),
     }
+}
+
+/// A cluster to one collector outside the mesh (Kuma's `ProvidedEndpointCluster` with
+/// `ClientSideTLS` and `DefaultTimeout`, as its tracing and access log plugins build them): one endpoint, `STATIC` for an IP else `STRICT_DNS` (IPv4 only), connect
+/// timeout 5s, HTTP/2 when `http2`, TLS with the host as SNI when `tls`.
+pub fn provided_endpoint_cluster(
+    name: &str,
+    host: &str,
+    port: u32,
+    tls: bool,
+    http2: bool,
+) -> Cluster {
+    let ip = host.parse::<std::net::IpAddr>().is_ok();
+    let mut cluster = Cluster {
+        name: name.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(if ip {
+            DiscoveryType::Static as i32
+        } else {
+            DiscoveryType::StrictDns as i32
+        })),
+        dns_lookup_family: if ip {
+            DnsLookupFamily::Auto as i32
+        } else {
+            DnsLookupFamily::V4Only as i32
+        },
+        connect_timeout: Some(secs(5)),
+        load_assignment: Some(load_assignment(
+            name,
+            &[Endpoint {
+                address: host.to_owned(),
+                port,
+                tags: BTreeMap::new(),
+            }],
+        )),
+        ..Default::default()
+    };
+    if http2 {
+        let options = HttpProtocolOptions {
+            upstream_protocol_options: Some(
+                http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                    http_protocol_options::ExplicitHttpConfig {
+                        protocol_config: Some(
+                            http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                                Default::default(),
+                            ),
+                        ),
+                    },
+                ),
+            ),
+            ..Default::default()
+        };
+        cluster
+            .typed_extension_protocol_options
+            .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+    }
+    if tls {
+        cluster.transport_socket = Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".to_owned(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+                &UpstreamTlsContext {
+                    sni: host.to_owned(),
+                    allow_renegotiation: true,
+                    ..Default::default()
+                },
+            ))),
+        });
+    }
+    cluster
 }

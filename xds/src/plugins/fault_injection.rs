@@ -96,7 +96,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, RegexMatcher, StringMatcher};
 use envoy_types::pb::envoy::r#type::v3::{fractional_percent::DenominatorType, FractionalPercent};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
-use umbra_core::dataplane::{DataplaneSpec, InboundKey};
+use umbra_core::dataplane::InboundKey;
 use umbra_core::old::fault_injection::{FaultInjection, ResponseBandwidth};
 use umbra_core::old_matching::{select_inbound_matching_policies, OldPolicyRef};
 use umbra_core::policies::mesh_fault_injection::{Conf, FaultInjectionConf, IntOrString};
@@ -334,16 +334,6 @@ fn inbound_listener_name(key: &InboundKey) -> String {
     crate::names::inbound_listener_name(&key.address, key.port)
 }
 
-fn inbound_protocol(dp: &DataplaneSpec, key: &InboundKey) -> Protocol {
-    let tags = dp
-        .networking
-        .inbound
-        .iter()
-        .find(|i| dp.inbound_key(i) == *key)
-        .and_then(|i| i.tags.get(PROTOCOL_TAG));
-    Protocol::parse(tags.map(String::as_str))
-}
-
 fn policy_error(policy: String, listener: &str, reason: String) -> GenerateError {
     GenerateError::Policy {
         policy,
@@ -372,7 +362,7 @@ fn apply_old(
             continue;
         }
         matched_inbounds.insert(key.clone());
-        if !inbound_protocol(dp, &key).is_http() {
+        if !Protocol::of_inbound(dp, &key).is_http() {
             continue;
         }
         let listener_name = inbound_listener_name(&key);

@@ -50,9 +50,8 @@ use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use serde::Deserialize;
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::old::health_check::HealthCheckConf;
-use umbra_core::old_matching::{select_connection_policies, OldPolicyRef};
 use umbra_core::policies::mesh_health_check::{Conf, HeaderModifier};
-use umbra_core::resource::{Resource, ResourceType, Spec};
+use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::rules::{Element, Rules};
 use umbra_core::target_ref::SERVICE_TAG;
 
@@ -109,27 +108,10 @@ fn apply_old(
     targeted: &BTreeSet<&str>,
 ) {
     // In effect only: see the module docs on why a superseded one is not baked in.
-    let policies: Vec<&Resource> = input
-        .policies
-        .old_policies(ResourceType::HealthCheck)
-        .iter()
-        .collect();
+    let (policies, chosen) = input.old_connection_policies(ResourceType::HealthCheck, false);
     if policies.is_empty() {
         return;
     }
-    let refs: Vec<OldPolicyRef<'_>> = policies
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| OldPolicyRef::from_resource(i, r))
-        .collect();
-    let services: Vec<String> = input
-        .dataplane
-        .networking
-        .outbound
-        .iter()
-        .map(|o| o.service().to_owned())
-        .collect();
-    let chosen = select_connection_policies(input.dataplane, &services, &refs);
     for service in targeted {
         let Some(Spec::HealthCheck(hc)) = chosen
             .get(*service)

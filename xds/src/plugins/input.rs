@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::old_matching::{select_connection_policies, OldPolicyRef};
+use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::PolicySet;
 
 use crate::context::MeshContext;
@@ -23,6 +25,41 @@ pub struct PluginInput<'a> {
     /// and cluster, so the old policies Kuma bakes into the legacy outbound generator
     /// (TrafficRoute, Timeout, CircuitBreaker) do not reach them.
     pub new_routes: bool,
+}
+
+impl<'a> PluginInput<'a> {
+    /// The old connection policies of `ty` (Retry, HealthCheck, CircuitBreaker) in effect,
+    /// plus the superseded ones when `with_superseded` (what Kuma bakes in regardless), and for
+    /// each outbound service of the DPP the index, in that list, of the one Kuma's
+    /// `SelectConnectionPolicies` picks.
+    pub fn old_connection_policies(
+        &self,
+        ty: ResourceType,
+        with_superseded: bool,
+    ) -> (Vec<&'a Resource>, BTreeMap<String, usize>) {
+        let policies: Vec<&'a Resource> = if with_superseded {
+            self.policies.old_policies_with_superseded(ty).collect()
+        } else {
+            self.policies.old_policies(ty).iter().collect()
+        };
+        if policies.is_empty() {
+            return (policies, BTreeMap::new());
+        }
+        let refs: Vec<OldPolicyRef<'_>> = policies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| OldPolicyRef::from_resource(i, r))
+            .collect();
+        let services: Vec<String> = self
+            .dataplane
+            .networking
+            .outbound
+            .iter()
+            .map(|o| o.service().to_owned())
+            .collect();
+        let chosen = select_connection_policies(self.dataplane, &services, &refs);
+        (policies, chosen)
+    }
 }
 
 /// Origins (Kuma's `Resource.Origin`, e.g. `mesh-proxy-patch`, `proxy-template-raw`) of the

@@ -47,13 +47,12 @@ use envoy_types::pb::envoy::r#type::v3::{
 };
 use envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt32Value};
 use serde::Deserialize;
-use umbra_core::dataplane::{DataplaneSpec, InboundKey};
+use umbra_core::dataplane::InboundKey;
 use umbra_core::old::rate_limit::Http as OldHttp;
 use umbra_core::old_matching::{select_inbound_matching_policies, OldPolicyRef};
 use umbra_core::policies::mesh_rate_limit::{Conf, LocalHttp, LocalTcp};
 use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::Element;
-use umbra_core::target_ref::PROTOCOL_TAG;
 
 use super::edit::{edit_hcms, insert_before_router, matching_regex, regex_or};
 use super::input::{Origins, PluginInput};
@@ -171,16 +170,6 @@ fn http_filter() -> HttpFilter {
     }
 }
 
-fn inbound_protocol(dp: &DataplaneSpec, key: &InboundKey) -> Protocol {
-    let tag = dp
-        .networking
-        .inbound
-        .iter()
-        .find(|i| dp.inbound_key(i) == *key)
-        .and_then(|i| i.tags.get(PROTOCOL_TAG));
-    Protocol::parse(tag.map(String::as_str))
-}
-
 fn policy_error(policy: String, listener: &str, reason: String) -> GenerateError {
     GenerateError::Policy {
         policy,
@@ -230,7 +219,7 @@ fn apply_old(
             continue;
         }
         matched.insert(key.clone());
-        if !inbound_protocol(dp, &key).is_http() {
+        if !Protocol::of_inbound(dp, &key).is_http() {
             continue;
         }
         let name = inbound_listener_name(&key.address, key.port);
