@@ -134,3 +134,17 @@ fn traffic_log_to_a_tcp_backend_is_named_not_generated() {
         .get("accessLog")
         .is_none());
 }
+
+/// Kuma's route plugins rebuild a DPP's outbound listeners without the TrafficLog once a
+/// MeshHTTPRoute gives it a `to` rule.
+#[test]
+fn traffic_log_leaves_outbounds_rebuilt_by_a_mesh_http_route() {
+    let mut resources = load("access-logs.yaml");
+    resources.push(Resource::from_bytes(b"type: MeshHTTPRoute\nmesh: default\nname: to-backend\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default:\n        backendRefs: [{kind: MeshService, name: backend}]\n").unwrap());
+    let live = snapshot(&resources, "web", View::Live);
+    envoy_validates(&live);
+    let live = live.to_document().unwrap();
+    assert!(filter(&live, "outbound:127.0.0.1:10001")
+        .get("accessLog")
+        .is_none());
+}

@@ -134,3 +134,20 @@ fn traffic_trace_live_and_mesh_trace_in_shadow() {
         &serde_json::to_value(&patch).unwrap(),
     );
 }
+
+/// Kuma's route plugins rebuild a DPP's outbound listeners without the old tracing once a
+/// MeshHTTPRoute gives it a `to` rule; its inbounds keep it.
+#[test]
+fn traffic_trace_leaves_outbounds_rebuilt_by_a_mesh_http_route() {
+    let mut resources = load("traffic-traces.yaml");
+    resources.push(umbra_core::resource::Resource::from_bytes(b"type: MeshHTTPRoute\nmesh: default\nname: to-backend\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default:\n        backendRefs: [{kind: MeshService, name: backend}]\n").unwrap());
+    let live = snapshot(&resources, "web", View::Live);
+    envoy_validates(&live);
+    let live = live.to_document().unwrap();
+    assert!(filter(&live, "inbound:10.0.0.10:8080")
+        .get("tracing")
+        .is_some());
+    assert!(filter(&live, "outbound:127.0.0.1:10001")
+        .get("tracing")
+        .is_none());
+}

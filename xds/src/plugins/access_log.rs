@@ -9,7 +9,8 @@
 //! `file` backend appends an `envoy.access_loggers.file` logger to the HTTP connection manager
 //! (HTTP, HTTP/2, gRPC) or tcp_proxy (TCP, Kafka) of the outbound listener: the backend's
 //! `format`, else Kuma's default HTTP or network format, with `%KUMA_*%` values interpolated
-//! and a newline added.
+//! and a newline added. When a MeshHTTPRoute or MeshTCPRoute gives the DPP a `to` rule, Kuma's
+//! route plugins rebuild its outbound listeners without the TrafficLog, so none is added.
 //!
 //! **MeshAccessLog** (`pkg/plugins/policies/meshaccesslog/plugin/{v1alpha1/plugin.go,
 //! xds/configurer.go}`): inbounds take the `from` rules of their listener (computed for the
@@ -85,7 +86,11 @@ pub fn apply(
     input: &PluginInput<'_>,
     origins: &mut Origins,
 ) -> Result<(), GenerateError> {
-    apply_old(snap, input);
+    if !input.new_routes {
+        // Kuma's route plugins rebuild the outbound listeners the old TrafficLog is baked
+        // into, without it.
+        apply_old(snap, input);
+    }
     apply_new(snap, input, origins)
 }
 

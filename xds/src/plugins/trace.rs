@@ -12,7 +12,8 @@
 //! DPP's identifying service for outbounds; `<service>_INBOUND` /
 //! `<service>_OUTBOUND_<destination>` with `splitService`); plus the cluster
 //! `tracing:<backend>` (connect timeout 5s; TLS with the host as SNI for an `https` Zipkin
-//! URL). A Datadog port outside 1..=65535 is a generation error, as in Kuma.
+//! URL). When a MeshHTTPRoute or MeshTCPRoute gives the DPP a `to` rule, Kuma's route plugins
+//! rebuild its outbound listeners without the old tracing: only inbounds keep it. A Datadog port outside 1..=65535 is a generation error, as in Kuma.
 //!
 //! **MeshTrace** (`pkg/plugins/policies/meshtrace/plugin/{v1alpha1/plugin.go,
 //! xds/configurer.go}`): the DPP's single-item rule (the conf of the first rule) with a backend sets, on the HTTP
@@ -138,19 +139,19 @@ fn apply_old(
             )
         })
         .collect();
-    listeners.extend(
-        dp.networking
-            .outbound
-            .iter()
-            .filter(|o| o.backend_ref.is_none())
-            .map(|o| {
-                (
-                    outbound_listener_name(o.effective_address(), o.port),
-                    identifying.clone(),
-                    Some(o.service()),
-                )
-            }),
-    );
+    // Kuma's route plugins rebuild the outbound listeners without the old tracing.
+    let outbounds = dp
+        .networking
+        .outbound
+        .iter()
+        .filter(|o| o.backend_ref.is_none() && !input.new_routes);
+    listeners.extend(outbounds.map(|o| {
+        (
+            outbound_listener_name(o.effective_address(), o.port),
+            identifying.clone(),
+            Some(o.service()),
+        )
+    }));
     for (name, service, destination) in listeners {
         let Some(listener) = snap.listeners.get_mut(&name) else {
             continue;
