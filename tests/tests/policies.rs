@@ -23,6 +23,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use umbra_e2e::{
     echo_app, envoy_binary, flaky_app, free_port, http_with, put_yaml, reconciled, wait_until,
     AdsApi, Envoy, Zone,
@@ -56,53 +57,126 @@ async fn statuses(out: SocketAddr, n: usize) -> Vec<u16> {
     v
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mesh_retry_retries_a_failed_first_attempt() -> anyhow::Result<()> {
-    let Some(envoy) = envoy_binary() else {
-        eprintln!("skipping: envoy not installed");
-        return Ok(());
-    };
-    let zone = Zone::start("zone-1").await?;
-    zone.apply(
-        "/meshes/default",
-        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
-    )
-    .await?;
-    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
-    let _backend = flaky_app(ports[0]).await?;
-    let _front = echo_app(ports[1], "frontend").await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/backend",
-        &dataplane("backend", "backend", ports[2], ports[0], None),
-    )
-    .await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/frontend",
-        &dataplane("frontend", "frontend", ports[3], ports[1], Some(ports[4])),
-    )
-    .await?;
-    let dp = zone.dp_server().await?;
-    let envoys = [
-        Envoy::start_with(&envoy, "default", "backend", &dp, None, AdsApi::Sotw).await?,
-        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
-    ];
-    let out: SocketAddr = format!("127.0.0.1:{}", ports[4]).parse()?;
-    let logs = || {
-        envoys
+/// The scene every test here shares: a zone whose mesh `default` has no default policies, a
+/// `frontend` sidecar whose outbound `out` reaches `backend`, and the `backend` DPPs.
+struct Scene {
+    zone: Zone,
+    envoys: Vec<Envoy>,
+    out: SocketAddr,
+    _apps: Vec<JoinHandle<()>>,
+}
+
+/// A `backend` DPP of a [`Scene`]: its name and app (an app on a free port, or no app and no
+/// sidecar: a dead endpoint).
+enum Backend {
+    /// `flaky_app` or `echo_app` on the DPP's app port, and a sidecar.
+    Up { name: &'static str, flaky: bool },
+    /// Registered, but nothing listens on its inbound.
+    Dead { name: &'static str },
+}
+
+impl Scene {
+    /// Start the scene with `policies` (path, YAML) applied before the sidecars start, and wait
+    /// until the frontend's outbound answers; `None` when Envoy is not installed.
+    async fn start(
+        backends: &[Backend],
+        policies: &[(&str, String)],
+    ) -> anyhow::Result<Option<Scene>> {
+        let Some(envoy) = envoy_binary() else {
+            eprintln!("skipping: envoy not installed");
+            return Ok(None);
+        };
+        let zone = Zone::start("zone-1").await?;
+        zone.apply(
+            "/meshes/default",
+            "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+        )
+        .await?;
+        let mut apps = Vec::new();
+        let mut sidecars = Vec::new();
+        for b in backends {
+            let (app, inbound) = (free_port(), free_port());
+            let name = match b {
+                Backend::Up { name, flaky } => {
+                    apps.push(if *flaky {
+                        flaky_app(app).await?
+                    } else {
+                        echo_app(app, "backend").await?
+                    });
+                    sidecars.push(*name);
+                    *name
+                }
+                Backend::Dead { name } => name,
+            };
+            put_yaml(
+                zone.api,
+                &format!("/meshes/default/dataplanes/{name}"),
+                &dataplane(name, "backend", inbound, app, None),
+            )
+            .await?;
+        }
+        let (app, inbound, outbound) = (free_port(), free_port(), free_port());
+        apps.push(echo_app(app, "frontend").await?);
+        put_yaml(
+            zone.api,
+            "/meshes/default/dataplanes/frontend",
+            &dataplane("frontend", "frontend", inbound, app, Some(outbound)),
+        )
+        .await?;
+        sidecars.push("frontend");
+        for (path, yaml) in policies {
+            zone.apply(path, yaml).await?;
+        }
+        let dp = zone.dp_server().await?;
+        let mut envoys = Vec::new();
+        for name in sidecars {
+            envoys.push(Envoy::start_with(&envoy, "default", name, &dp, None, AdsApi::Sotw).await?);
+        }
+        let scene = Scene {
+            zone,
+            envoys,
+            out: format!("127.0.0.1:{outbound}").parse()?,
+            _apps: apps,
+        };
+        let up = wait_until(Duration::from_secs(30), || async {
+            statuses(scene.out, 1).await[0] != 0
+        })
+        .await;
+        assert!(
+            up.is_ok(),
+            "frontend outbound never answered\n{}",
+            scene.logs()
+        );
+        Ok(Some(scene))
+    }
+
+    /// The sidecars' log tails.
+    fn logs(&self) -> String {
+        self.envoys
             .iter()
             .map(Envoy::log_tail)
             .collect::<Vec<_>>()
             .join("\n---\n")
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        drop(self.envoys);
+        self.zone.stop().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_retry_retries_a_failed_first_attempt() -> anyhow::Result<()> {
+    let backends = [Backend::Up {
+        name: "backend",
+        flaky: true,
+    }];
+    let Some(scene) = Scene::start(&backends, &[]).await? else {
+        return Ok(());
     };
+    let (zone, out) = (&scene.zone, scene.out);
 
     // 1. No retries: the flaky backend shows through.
-    let up = wait_until(Duration::from_secs(30), || async {
-        statuses(out, 1).await[0] != 0
-    })
-    .await;
-    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
     let seen = statuses(out, 10).await;
     assert!(
         seen.contains(&503) && seen.contains(&200),
@@ -147,63 +221,31 @@ async fn mesh_retry_retries_a_failed_first_attempt() -> anyhow::Result<()> {
         statuses(out, 4).await == [200; 4]
     })
     .await;
-    assert!(promoted.is_ok(), "MeshRetry not in effect\n{}", logs());
+    assert!(
+        promoted.is_ok(),
+        "MeshRetry not in effect\n{}",
+        scene.logs()
+    );
     let seen = statuses(out, 20).await;
     assert_eq!(seen, [200; 20], "each failed first attempt is retried");
-
-    drop(envoys);
-    zone.stop().await
+    scene.stop().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_health_check_takes_a_dead_endpoint_out_of_rotation() -> anyhow::Result<()> {
-    let Some(envoy) = envoy_binary() else {
-        eprintln!("skipping: envoy not installed");
+    let backends = [
+        Backend::Up {
+            name: "backend-1",
+            flaky: false,
+        },
+        Backend::Dead { name: "backend-2" },
+    ];
+    let Some(scene) = Scene::start(&backends, &[]).await? else {
         return Ok(());
     };
-    let zone = Zone::start("zone-1").await?;
-    zone.apply(
-        "/meshes/default",
-        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
-    )
-    .await?;
-    let ports: Vec<u16> = (0..7).map(|_| free_port()).collect();
-    let _backend = echo_app(ports[0], "backend").await?;
-    let _front = echo_app(ports[1], "frontend").await?;
-    // backend-2's app port (ports[2]) and inbound (ports[4]) have no listener: its sidecar
-    // never starts, so its endpoint refuses connections.
-    for (name, service, inbound, app, out) in [
-        ("backend-1", "backend", ports[3], ports[0], None),
-        ("backend-2", "backend", ports[4], ports[2], None),
-        ("frontend", "frontend", ports[5], ports[1], Some(ports[6])),
-    ] {
-        put_yaml(
-            zone.api,
-            &format!("/meshes/default/dataplanes/{name}"),
-            &dataplane(name, service, inbound, app, out),
-        )
-        .await?;
-    }
-    let dp = zone.dp_server().await?;
-    let envoys = [
-        Envoy::start_with(&envoy, "default", "backend-1", &dp, None, AdsApi::Sotw).await?,
-        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
-    ];
-    let out: SocketAddr = format!("127.0.0.1:{}", ports[6]).parse()?;
-    let logs = || {
-        envoys
-            .iter()
-            .map(Envoy::log_tail)
-            .collect::<Vec<_>>()
-            .join("\n---\n")
-    };
+    let (zone, out) = (&scene.zone, scene.out);
 
     // 1. No health check: the dead endpoint takes its share of requests, which fail.
-    let up = wait_until(Duration::from_secs(30), || async {
-        statuses(out, 1).await[0] == 200
-    })
-    .await;
-    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
     let seen = statuses(out, 20).await;
     assert!(
         seen.iter().any(|s| *s != 200),
@@ -220,7 +262,11 @@ async fn mesh_health_check_takes_a_dead_endpoint_out_of_rotation() -> anyhow::Re
         statuses(out, 10).await == [200; 10]
     })
     .await;
-    assert!(healthy.is_ok(), "MeshHealthCheck not in effect\n{}", logs());
+    assert!(
+        healthy.is_ok(),
+        "MeshHealthCheck not in effect\n{}",
+        scene.logs()
+    );
     let seen = statuses(out, 30).await;
     assert_eq!(seen, [200; 30], "the dead endpoint is out of rotation");
     let (_, config) = zone
@@ -231,137 +277,61 @@ async fn mesh_health_check_takes_a_dead_endpoint_out_of_rotation() -> anyhow::Re
         "{}",
         config["xds"]
     );
-
-    drop(envoys);
-    zone.stop().await
+    scene.stop().await
 }
 
 const MESH_RATE_LIMIT: &str = "type: MeshRateLimit\nmesh: default\nname: backend-rl\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: Mesh}\n    default:\n      local:\n        http:\n          requestRate: {num: 2, interval: 60s}\n          onRateLimit:\n            status: 429\n            headers:\n              set: [{name: x-umbra-limited, value: 'yes'}]\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_rate_limit_answers_429_past_the_limit() -> anyhow::Result<()> {
-    let Some(envoy) = envoy_binary() else {
-        eprintln!("skipping: envoy not installed");
+    let backends = [Backend::Up {
+        name: "backend",
+        flaky: false,
+    }];
+    let Some(scene) = Scene::start(&backends, &[]).await? else {
         return Ok(());
     };
-    let zone = Zone::start("zone-1").await?;
-    zone.apply(
-        "/meshes/default",
-        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
-    )
-    .await?;
-    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
-    let _backend = echo_app(ports[0], "backend").await?;
-    let _front = echo_app(ports[1], "frontend").await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/backend",
-        &dataplane("backend", "backend", ports[2], ports[0], None),
-    )
-    .await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/frontend",
-        &dataplane("frontend", "frontend", ports[3], ports[1], Some(ports[4])),
-    )
-    .await?;
-    let dp = zone.dp_server().await?;
-    let envoys = [
-        Envoy::start_with(&envoy, "default", "backend", &dp, None, AdsApi::Sotw).await?,
-        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
-    ];
-    let out: SocketAddr = format!("127.0.0.1:{}", ports[4]).parse()?;
-    let logs = || {
-        envoys
-            .iter()
-            .map(Envoy::log_tail)
-            .collect::<Vec<_>>()
-            .join("\n---\n")
-    };
-    let up = wait_until(Duration::from_secs(30), || async {
-        statuses(out, 1).await[0] == 200
-    })
-    .await;
-    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
+    let out = scene.out;
     assert_eq!(statuses(out, 5).await, [200; 5], "no limit yet");
 
-    zone.apply("/meshes/default/meshratelimits/backend-rl", MESH_RATE_LIMIT)
+    scene
+        .zone
+        .apply("/meshes/default/meshratelimits/backend-rl", MESH_RATE_LIMIT)
         .await?;
     // Once the backend's sidecar has the limit, at most 2 requests a minute pass.
     let limited = wait_until(Duration::from_secs(30), || async {
         statuses(out, 1).await[0] == 429
     })
     .await;
-    assert!(limited.is_ok(), "MeshRateLimit not in effect\n{}", logs());
+    assert!(
+        limited.is_ok(),
+        "MeshRateLimit not in effect\n{}",
+        scene.logs()
+    );
     let seen = statuses(out, 5).await;
     assert_eq!(
         seen, [429; 5],
         "the bucket is empty for the rest of the minute"
     );
-    let (status, _) = http_with(out, "GET", "/", None, &[]).await?;
-    assert_eq!(status, 429);
-
-    drop(envoys);
-    zone.stop().await
+    scene.stop().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_access_log_writes_a_line_per_request() -> anyhow::Result<()> {
-    let Some(envoy) = envoy_binary() else {
-        eprintln!("skipping: envoy not installed");
-        return Ok(());
-    };
     let dir = std::env::temp_dir().join(format!("umbra-access-log-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let log = dir.join("access.log");
-    let zone = Zone::start("zone-1").await?;
-    zone.apply(
-        "/meshes/default",
-        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
-    )
-    .await?;
-    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
-    let _backend = echo_app(ports[0], "backend").await?;
-    let _front = echo_app(ports[1], "frontend").await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/backend",
-        &dataplane("backend", "backend", ports[2], ports[0], None),
-    )
-    .await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/frontend",
-        &dataplane("frontend", "frontend", ports[3], ports[1], Some(ports[4])),
-    )
-    .await?;
-    zone.apply(
-        "/meshes/default/meshaccesslogs/frontend-log",
-        &format!("type: MeshAccessLog\nmesh: default\nname: frontend-log\nspec:\n  targetRef: {{kind: MeshService, name: frontend}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default:\n      backends:\n      - type: File\n        file:\n          path: {}\n          format: {{type: Plain, plain: '%KUMA_SOURCE_SERVICE%->%KUMA_DESTINATION_SERVICE% %RESPONSE_CODE% %REQ(:PATH)%'}}\n", log.display()),
-    )
-    .await?;
-    let dp = zone.dp_server().await?;
-    let envoys = [
-        Envoy::start_with(&envoy, "default", "backend", &dp, None, AdsApi::Sotw).await?,
-        Envoy::start_with(&envoy, "default", "frontend", &dp, None, AdsApi::Sotw).await?,
-    ];
-    let out: SocketAddr = format!("127.0.0.1:{}", ports[4]).parse()?;
-    let up = wait_until(Duration::from_secs(30), || async {
-        http_with(out, "GET", "/warm-up", None, &[])
-            .await
-            .is_ok_and(|(s, _)| s == 200)
-    })
-    .await;
-    let logs = || {
-        envoys
-            .iter()
-            .map(Envoy::log_tail)
-            .collect::<Vec<_>>()
-            .join("\n---\n")
+    let policy = format!("type: MeshAccessLog\nmesh: default\nname: frontend-log\nspec:\n  targetRef: {{kind: MeshService, name: frontend}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default:\n      backends:\n      - type: File\n        file:\n          path: {}\n          format: {{type: Plain, plain: '%KUMA_SOURCE_SERVICE%->%KUMA_DESTINATION_SERVICE% %RESPONSE_CODE% %REQ(:PATH)%'}}\n", log.display());
+    let backends = [Backend::Up {
+        name: "backend",
+        flaky: false,
+    }];
+    let policies = [("/meshes/default/meshaccesslogs/frontend-log", policy)];
+    let Some(scene) = Scene::start(&backends, &policies).await? else {
+        return Ok(());
     };
-    assert!(up.is_ok(), "frontend outbound never answered\n{}", logs());
     for path in ["/one", "/two", "/three"] {
-        let (status, _) = http_with(out, "GET", path, None, &[]).await?;
+        let (status, _) = http_with(scene.out, "GET", path, None, &[]).await?;
         assert_eq!(status, 200);
     }
     // Envoy flushes file access logs about every second.
@@ -374,11 +344,12 @@ async fn mesh_access_log_writes_a_line_per_request() -> anyhow::Result<()> {
         flushed.is_ok(),
         "no access log lines: {:?}\n{}",
         read(),
-        logs()
+        scene.logs()
     );
+    // The scene's start-up requests (`/`) are logged too.
     let lines: Vec<String> = read()
         .lines()
-        .filter(|l| !l.ends_with("/warm-up"))
+        .filter(|l| !l.ends_with(" /"))
         .map(str::to_owned)
         .collect();
     assert_eq!(
@@ -389,8 +360,6 @@ async fn mesh_access_log_writes_a_line_per_request() -> anyhow::Result<()> {
             "frontend->backend 200 /three"
         ]
     );
-
-    drop(envoys);
     let _ = std::fs::remove_dir_all(&dir);
-    zone.stop().await
+    scene.stop().await
 }
