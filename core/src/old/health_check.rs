@@ -267,10 +267,7 @@ mod tests {
     use super::*;
 
     fn errors(yaml: &str) -> Vec<String> {
-        crate::policies::test_support::bare_violations::<HealthCheck>(yaml)
-            .into_iter()
-            .map(|(field, message)| format!("{field}: {message}"))
-            .collect()
+        crate::policies::test_support::bare_messages::<HealthCheck>(yaml)
     }
 
     const SELECTORS: &str = "sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: backend}\n";

@@ -358,10 +358,7 @@ mod tests {
     use super::*;
 
     fn errors(yaml: &str) -> Vec<String> {
-        crate::policies::test_support::bare_violations::<Retry>(yaml)
-            .into_iter()
-            .map(|(field, message)| format!("{field}: {message}"))
-            .collect()
+        crate::policies::test_support::bare_messages::<Retry>(yaml)
     }
 
     const SELECTORS: &str = "sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: backend}\n";

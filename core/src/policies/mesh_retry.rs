@@ -395,14 +395,9 @@ fn validate_http(err: &mut ValidationError, path: &PathBuilder, http: &Http) {
     }
     validate_back_off(err, path, http.back_off.as_ref());
     validate_rate_limited_back_off(err, path, http.rate_limited_back_off.as_ref());
-    for (i, item) in http.retry_on.iter().flatten().enumerate() {
-        if HttpRetryOn::parse(item).is_none() {
-            err.violation(
-                &path.field("retryOn").index(i),
-                format!("unknown item '{item}'"),
-            );
-        }
-    }
+    unknown_items(err, path, http.retry_on.as_deref(), |i| {
+        HttpRetryOn::parse(i).is_some()
+    });
     if let Some(predicates) = &http.host_selection {
         validate_host_selection(err, &path.field("hostSelection"), predicates);
     }
@@ -419,8 +414,20 @@ fn validate_grpc(err: &mut ValidationError, path: &PathBuilder, grpc: &Grpc) {
     }
     validate_back_off(err, path, grpc.back_off.as_ref());
     validate_rate_limited_back_off(err, path, grpc.rate_limited_back_off.as_ref());
-    for (i, item) in grpc.retry_on.iter().flatten().enumerate() {
-        if grpc_retry_on(item).is_none() {
+    unknown_items(err, path, grpc.retry_on.as_deref(), |i| {
+        grpc_retry_on(i).is_some()
+    });
+}
+
+/// Kuma's `unknown item '<item>'` at `path.retryOn[i]` for each item `known` refuses.
+fn unknown_items(
+    err: &mut ValidationError,
+    path: &PathBuilder,
+    items: Option<&[String]>,
+    known: impl Fn(&str) -> bool,
+) {
+    for (i, item) in items.unwrap_or_default().iter().enumerate() {
+        if !known(item) {
             err.violation(
                 &path.field("retryOn").index(i),
                 format!("unknown item '{item}'"),

@@ -121,6 +121,14 @@ pub(crate) fn bare_violations<T: TestSpec>(yaml: &str) -> Vec<(String, String)> 
     pairs(bare_spec::<T>(yaml).check())
 }
 
+/// Validation of bare spec YAML decoded straight into `T`, as `field: message` lines.
+pub(crate) fn bare_messages<T: TestSpec>(yaml: &str) -> Vec<String> {
+    bare_violations::<T>(yaml)
+        .into_iter()
+        .map(|(field, message)| format!("{field}: {message}"))
+        .collect()
+}
+
 /// Decode → encode must give back the input document; returns the decoded resource.
 pub(crate) fn assert_round_trip(yaml: &str) -> Resource {
     let input = yaml_value(yaml);
