@@ -1,7 +1,10 @@
 //! Kuma's resource REST API, written once over the [`Store`] contract and mounted by both CPs
 //! ([`routes`]):
 //! - `GET /meshes`, `GET|PUT|DELETE /meshes/{name}`;
-//! - `GET /meshes/{mesh}/{plural}`, `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`.
+//! - `GET /meshes/{mesh}/{plural}`, `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
+//! - `GET /global-secrets`, `GET|PUT|DELETE /global-secrets/{name}`;
+//! - `GET /zone-ingresses`, `GET|PUT|DELETE /zone-ingresses/{name}` (Kuma's path; also under
+//!   `/zoneingresses`, the name Kuma's `+insights` views use).
 //!
 //! Lists are paged (`size`, `offset`; `{total, items, next}`, [`crate::paging`]) and filter by
 //! label with repeatable `label=<key>:<value>` (the form of Kuma's `tag=` filter); listing in
@@ -35,7 +38,8 @@ use crate::resource::{decode_for_path, resource_type};
 /// Which resources a CP's API accepts writes for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {
-    /// The Global: everything but Dataplanes, which zones own and sync up over KDS.
+    /// The Global: everything but Dataplanes and ZoneIngresses, which zones own and sync up
+    /// over KDS.
     Global,
     /// A standalone zone: everything.
     Zone,
@@ -51,10 +55,17 @@ impl WriteMode {
     /// A 405 naming where the resource is managed.
     pub fn check(self, ty: ResourceType) -> Result<(), ApiError> {
         match self {
-            WriteMode::Global if ty == ResourceType::Dataplane => Err(ApiError::status(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "Dataplanes are registered in their zone and synced to the Global over KDS; they are read-only here",
-            )),
+            WriteMode::Global
+                if matches!(ty, ResourceType::Dataplane | ResourceType::ZoneIngress) =>
+            {
+                Err(ApiError::status(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    format!(
+                        "{}s are registered in their zone and synced to the Global over KDS; they are read-only here",
+                        ty.name()
+                    ),
+                ))
+            }
             WriteMode::FederatedZone if ty == ResourceType::Mesh || ty.kind() != TypeKind::Infra => Err(ApiError::status(
                 StatusCode::METHOD_NOT_ALLOWED,
                 format!(
@@ -103,6 +114,20 @@ where
             "/meshes/{mesh}/{plural}/{name}",
             get(get_resource).put(put_resource).delete(delete_resource),
         )
+        .route("/zone-ingresses", get(list_zone_ingresses))
+        .route(
+            "/zone-ingresses/{name}",
+            get(get_zone_ingress)
+                .put(put_zone_ingress)
+                .delete(delete_zone_ingress),
+        )
+        .route("/zoneingresses", get(list_zone_ingresses))
+        .route(
+            "/zoneingresses/{name}",
+            get(get_zone_ingress)
+                .put(put_zone_ingress)
+                .delete(delete_zone_ingress),
+        )
         .route("/global-secrets", get(list_global_secrets))
         .route(
             "/global-secrets/{name}",
@@ -120,6 +145,10 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/meshes/{mesh}/{plural}/{name}", &["get", "put", "delete"]),
     ("/global-secrets", &["get"]),
     ("/global-secrets/{name}", &["get", "put", "delete"]),
+    ("/zone-ingresses", &["get"]),
+    ("/zone-ingresses/{name}", &["get", "put", "delete"]),
+    ("/zoneingresses", &["get"]),
+    ("/zoneingresses/{name}", &["get", "put", "delete"]),
 ];
 
 /// `status` with the resource as body and its version as `ETag` (`"3"`).
@@ -326,6 +355,53 @@ async fn delete_global_secret(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     delete(&api, &global_secret_key(name), &headers).await
+}
+
+fn zone_ingress_key(name: String) -> ResourceKey {
+    ResourceKey {
+        ty: ResourceType::ZoneIngress,
+        mesh: String::new(),
+        name,
+    }
+}
+
+async fn list_zone_ingresses(
+    State(api): State<ResourceApi>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    list(
+        &*api.store,
+        ResourceType::ZoneIngress,
+        "",
+        &query,
+        "/zone-ingresses",
+    )
+    .await
+}
+
+async fn get_zone_ingress(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let stored = get_stored(&*api.store, &zone_ingress_key(name)).await?;
+    Ok(respond(StatusCode::OK, &stored))
+}
+
+async fn put_zone_ingress(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    put(&api, ResourceType::ZoneIngress, "", &name, &headers, &body).await
+}
+
+async fn delete_zone_ingress(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    delete(&api, &zone_ingress_key(name), &headers).await
 }
 
 async fn list_resources(

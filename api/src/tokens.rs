@@ -3,7 +3,9 @@
 //!   `text/plain`;
 //! - `POST /tokens/dataplane` `{"mesh", "name"?, "tags"?: {"<tag>": ["<value>", ..]},
 //!   "type"?: "dataplane"|"ingress"|"egress", "validFor"}` → the token, `text/plain`;
-//! - `POST /tokens/user/revocations`, `POST /tokens/dataplane/revocations` `{"token": ..}` or
+//! - `POST /tokens/zone-ingress` `{"zone", "validFor"}` → a token a ZoneIngress of that zone
+//!   opens its ADS stream with, `text/plain`;
+//! - `POST /tokens/{user,dataplane,zone-ingress}/revocations` `{"token": ..}` or
 //!   `{"id": "<jti>"}` → `{"revoked": "<jti>"}` (stored before the answer; never echoes the
 //!   token);
 //! - `GET /global-secrets/admin-user-token` → `{"type": "GlobalSecret", "name":
@@ -33,6 +35,7 @@ use crate::trust::{Trust, ADMIN_TOKEN_KEY};
 pub const ROUTES: &[Route] = &[
     ("/tokens/user", &["post"]),
     ("/tokens/dataplane", &["post"]),
+    ("/tokens/zone-ingress", &["post"]),
     ("/tokens/{kind}/revocations", &["post"]),
     ("/global-secrets/admin-user-token", &["get"]),
 ];
@@ -46,6 +49,7 @@ where
     Router::new()
         .route("/tokens/user", post(user_token))
         .route("/tokens/dataplane", post(dataplane_token))
+        .route("/tokens/zone-ingress", post(zone_ingress_token))
         .route("/tokens/{kind}/revocations", post(revoke))
         .route("/global-secrets/admin-user-token", get(admin_token))
 }
@@ -103,6 +107,24 @@ async fn dataplane_token(
     Ok(text(token))
 }
 
+async fn zone_ingress_token(
+    State(trust): State<Arc<Trust>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: crate::trust::ZoneIngressTokenRequest =
+        parse(&headers, &body, r#"{"zone", "validFor"}"#)?;
+    let token = trust.issue_zone_ingress(&req).await?;
+    let id = umbra_auth::token::token_id(
+        &token,
+        TokenKind::ZoneIngress,
+        &trust.bundle().user_keys,
+    )
+    .unwrap_or_default();
+    tracing::info!(zone = %req.zone, token_id = %id, "zone-ingress token issued");
+    Ok(text(token))
+}
+
 /// Body of a revocation: the token itself, or its ID.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,9 +171,10 @@ async fn revoke(
     let kind = match kind.as_str() {
         "user" => TokenKind::User,
         "dataplane" => TokenKind::Dataplane,
+        "zone-ingress" => TokenKind::ZoneIngress,
         other => {
             return Err(ApiError::not_found(format!(
-                "no {other:?} tokens here (user, dataplane; zone tokens on the Global's /tokens/zone/revocations)"
+                "no {other:?} tokens here (user, dataplane, zone-ingress; zone tokens on the Global's /tokens/zone/revocations)"
             )))
         }
     };

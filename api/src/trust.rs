@@ -154,7 +154,7 @@ impl Trust {
     ) -> Result<Arc<Self>, StoreError> {
         let user = ensure_key(&*store, USER_TOKEN_KEY).await?;
         let mut revoked = umbra_auth::bundle::Revoked::default();
-        for kind in [TokenKind::User, TokenKind::Dataplane] {
+        for kind in [TokenKind::User, TokenKind::Dataplane, TokenKind::ZoneIngress] {
             let bytes = store
                 .signing_key(&revocations_key(kind), Vec::new())
                 .await?;
@@ -336,6 +336,22 @@ impl Trust {
             .map_err(token_error)
     }
 
+    /// A zone-ingress token for the ingresses of `zone` (Kuma's `POST /tokens/zone-ingress`).
+    ///
+    /// # Errors
+    /// [`ApiError`]: 400 for a bad zone or validity, or on a verifier.
+    pub async fn issue_zone_ingress(
+        &self,
+        req: &ZoneIngressTokenRequest,
+    ) -> Result<String, ApiError> {
+        let auth = self.authority_or_refuse()?;
+        let valid = validity(req.valid_for.as_deref())?;
+        let issuer = auth.issuer.lock().await;
+        issuer
+            .issue_zone_ingress(&req.zone, valid, umbra_auth::unix_now())
+            .map_err(token_error)
+    }
+
     /// Revoke the token of `kind` with ID `id`: stored durably before this returns, then
     /// published (every CP and zone refuses it within a moment).
     ///
@@ -394,6 +410,18 @@ impl Authority {
         }
         Ok(stored)
     }
+}
+
+/// What a zone-ingress token is asked for (`POST /tokens/zone-ingress`, Kuma's shape).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZoneIngressTokenRequest {
+    /// The zone (required).
+    #[serde(default)]
+    pub zone: String,
+    /// Validity, a Kuma duration (`24h`).
+    #[serde(default)]
+    pub valid_for: Option<String>,
 }
 
 /// A request's `validFor` in seconds ([`DEFAULT_VALIDITY`] when absent).

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::keys::PublicKey;
 use crate::token::{
     verify, DataplaneClaims, DataplaneIdentity, Principal, TokenError, TokenKind, UserClaims,
-    AUTHENTICATED_GROUP,
+    ZoneIngressClaims, ZoneIngressIdentity, AUTHENTICATED_GROUP,
 };
 
 /// Revoked token IDs (`jti`) per kind (Kuma keeps them in `user-token-revocations` and
@@ -23,6 +23,9 @@ pub struct Revoked {
     /// Revoked dataplane tokens.
     #[serde(default)]
     pub dataplane: BTreeSet<String>,
+    /// Revoked zone-ingress tokens.
+    #[serde(default, rename = "zoneIngress", skip_serializing_if = "BTreeSet::is_empty")]
+    pub zone_ingress: BTreeSet<String>,
 }
 
 impl Revoked {
@@ -31,6 +34,7 @@ impl Revoked {
         match kind {
             TokenKind::User => &self.user,
             TokenKind::Dataplane => &self.dataplane,
+            TokenKind::ZoneIngress => &self.zone_ingress,
         }
     }
 
@@ -39,6 +43,7 @@ impl Revoked {
         match kind {
             TokenKind::User => &mut self.user,
             TokenKind::Dataplane => &mut self.dataplane,
+            TokenKind::ZoneIngress => &mut self.zone_ingress,
         }
     }
 }
@@ -132,10 +137,30 @@ impl TrustBundle {
         Ok(DataplaneIdentity { claims })
     }
 
+    /// What a zone-ingress token allows, at time `now`.
+    ///
+    /// # Errors
+    /// [`TokenError`]: malformed, forged, of another kind, expired or revoked.
+    pub fn verify_zone_ingress(
+        &self,
+        token: &str,
+        now: u64,
+    ) -> Result<ZoneIngressIdentity, TokenError> {
+        let claims: ZoneIngressClaims = verify(
+            token,
+            TokenKind::ZoneIngress,
+            &self.user_keys,
+            &self.revoked.zone_ingress,
+            now,
+            |c: &ZoneIngressClaims| (c.kind, c.exp, c.jti.as_str()),
+        )?;
+        Ok(ZoneIngressIdentity { claims })
+    }
+
     /// The keys that sign tokens of `kind` (for a dataplane token, of `mesh`).
     pub fn keys(&self, kind: TokenKind, mesh: &str) -> &[PublicKey] {
         match kind {
-            TokenKind::User => &self.user_keys,
+            TokenKind::User | TokenKind::ZoneIngress => &self.user_keys,
             TokenKind::Dataplane => self
                 .dataplane_keys
                 .get(mesh)

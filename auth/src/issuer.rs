@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::bundle::{Revoked, TrustBundle};
 use crate::keys::SigningKey;
 use crate::token::{
-    new_jti, sign, DataplaneClaims, TokenError, TokenKind, UserClaims, MAX_VALIDITY_SECS,
+    new_jti, sign, DataplaneClaims, TokenError, TokenKind, UserClaims, ZoneIngressClaims,
+    MAX_VALIDITY_SECS,
 };
 
 /// What a dataplane token is asked for (`POST /tokens/dataplane`, Kuma's shape).
@@ -107,6 +108,28 @@ impl Issuer {
             kind: TokenKind::User,
             name: req.name.clone(),
             groups: req.groups.clone(),
+            iat: now,
+            exp: now.saturating_add(valid_secs.min(MAX_VALIDITY_SECS)),
+            jti: new_jti(),
+        };
+        Ok(sign(&self.user, &claims))
+    }
+
+    /// A zone-ingress token for the ingresses of `zone`, valid `valid_secs` from `now`,
+    /// signed with the user-token key (kind `zone-ingress`).
+    ///
+    /// # Errors
+    /// [`TokenError::BadRequest`] for an empty or odd zone name.
+    pub fn issue_zone_ingress(
+        &self,
+        zone: &str,
+        valid_secs: u64,
+        now: u64,
+    ) -> Result<String, TokenError> {
+        check_label("zone", zone)?;
+        let claims = ZoneIngressClaims {
+            kind: TokenKind::ZoneIngress,
+            zone: zone.to_owned(),
             iat: now,
             exp: now.saturating_add(valid_secs.min(MAX_VALIDITY_SECS)),
             jti: new_jti(),
@@ -228,6 +251,29 @@ mod tests {
             iss.issue_user(&user("a b", &[]), 60, NOW),
             Err(TokenError::BadRequest { field: "name", .. })
         ));
+    }
+
+    #[test]
+    fn zone_ingress_tokens_bind_a_zone_and_are_no_user_tokens() {
+        let iss = issuer();
+        let b = iss.bundle();
+        let t = iss.issue_zone_ingress("zone-2", 60, NOW).unwrap();
+        let id = b.verify_zone_ingress(&t, NOW).unwrap();
+        assert!(id.authorizes("zone-2").is_ok());
+        assert!(id.authorizes("zone-1").unwrap_err().contains("zone-1"));
+        assert!(b.verify_user(&t, NOW).is_err(), "not a user token");
+        let user = iss.issue_user(&user("alice", &[]), 60, NOW).unwrap();
+        assert!(b.verify_zone_ingress(&user, NOW).is_err(), "not an ingress token");
+        let mut revoked = iss.clone();
+        revoked
+            .revoked
+            .zone_ingress
+            .insert(id.claims.jti.clone());
+        assert!(matches!(
+            revoked.bundle().verify_zone_ingress(&t, NOW),
+            Err(TokenError::Revoked { .. })
+        ));
+        assert!(iss.issue_zone_ingress("", 60, NOW).is_err());
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! - A **dataplane token** (`kind: dataplane`) is bound to a mesh and, optionally, a DPP name,
 //!   tags (a DPP must carry, for each tag of the token, only values the token allows) and a
 //!   proxy type (Kuma's `pkg/tokens/builtin/issuer`, `pkg/xds/auth/universal`).
+//! - A **zone-ingress token** (`kind: zone-ingress`) is bound to a zone: it lets a ZoneIngress
+//!   of that zone open its ADS stream (Kuma's `zone-ingress` token, `POST
+//!   /tokens/zone-ingress`). It is signed with the user-token key; the signed `kind` claim keeps
+//!   the two kinds apart.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,14 +42,18 @@ pub enum TokenKind {
     User,
     /// A DPP on ADS.
     Dataplane,
+    /// A ZoneIngress on ADS.
+    #[serde(rename = "zone-ingress")]
+    ZoneIngress,
 }
 
 impl TokenKind {
-    /// `user` or `dataplane`.
+    /// `user`, `dataplane` or `zone-ingress`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::User => "user",
             Self::Dataplane => "dataplane",
+            Self::ZoneIngress => "zone-ingress",
         }
     }
 }
@@ -127,6 +135,45 @@ pub struct DataplaneClaims {
     pub exp: u64,
     /// Token ID (24 hex digits).
     pub jti: String,
+}
+
+/// Claims of a zone-ingress token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneIngressClaims {
+    /// Always [`TokenKind::ZoneIngress`].
+    pub kind: TokenKind,
+    /// The zone whose ingresses the token admits.
+    pub zone: String,
+    /// Issued at (seconds since the Unix epoch).
+    pub iat: u64,
+    /// Expires at (seconds since the Unix epoch).
+    pub exp: u64,
+    /// Token ID (24 hex digits).
+    pub jti: String,
+}
+
+/// What a valid zone-ingress token allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneIngressIdentity {
+    /// The claims.
+    pub claims: ZoneIngressClaims,
+}
+
+impl ZoneIngressIdentity {
+    /// Check that this token admits a ZoneIngress of `zone`.
+    ///
+    /// # Errors
+    /// Why not (never the token).
+    pub fn authorizes(&self, zone: &str) -> Result<(), String> {
+        if self.claims.zone == zone {
+            Ok(())
+        } else {
+            Err(format!(
+                "the token is for the ingresses of zone {:?}, not {zone:?}",
+                self.claims.zone
+            ))
+        }
+    }
 }
 
 fn default_proxy_type() -> String {

@@ -377,7 +377,7 @@ impl DataplaneSpec {
     }
 }
 
-fn validate_service_tags(path: &PathBuilder, tags: &BTreeMap<String, String>) -> ValidationError {
+pub(crate) fn validate_service_tags(path: &PathBuilder, tags: &BTreeMap<String, String>) -> ValidationError {
     let mut err = ValidationError::new();
     if tags.is_empty() {
         err.violation(path, "must have at least one tag");
@@ -405,7 +405,7 @@ fn validate_service_tags(path: &PathBuilder, tags: &BTreeMap<String, String>) ->
     err
 }
 
-fn is_ip_or_hostname(s: &str) -> bool {
+pub(crate) fn is_ip_or_hostname(s: &str) -> bool {
     if s.parse::<std::net::IpAddr>().is_ok() {
         return true;
     }

@@ -13,7 +13,8 @@
 //! - [`rules`]: subset algebra, rule building (cliques, negations), `Rules::compute`;
 //! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
 //! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
-//! - [`old_matching`]: source/destination selector matching of the old policies.
+//! - [`old_matching`]: source/destination selector matching of the old policies;
+//! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes.
 //!
 //! Everything here is deterministic and bounded: decoding has size/depth/node limits and rule
 //! building has item and combination limits, so hostile input yields an error, never a panic
@@ -36,3 +37,4 @@ pub mod stored;
 pub mod target_ref;
 pub mod validate;
 pub mod view;
+pub mod zone_ingress;

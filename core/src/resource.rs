@@ -93,6 +93,7 @@ resource_types! {
     ExternalService => "ExternalService", "external-services", StoredOnly;
     Secret => "Secret", "secrets", StoredOnly;
     GlobalSecret => "GlobalSecret", "global-secrets", StoredOnly;
+    ZoneIngress => "ZoneIngress", "zone-ingresses", Infra;
 }
 
 /// Family of a [`ResourceType`].
@@ -149,6 +150,7 @@ impl ResourceType {
             // TrafficRoute gives way per DPP, not per mesh: see `PolicySet::traffic_routes`.
             Mesh
             | Dataplane
+            | ZoneIngress
             | MeshHTTPRoute
             | MeshTCPRoute
             | TrafficRoute
@@ -163,9 +165,13 @@ impl ResourceType {
         })
     }
 
-    /// `true` for types that live inside a mesh (everything but Mesh and GlobalSecret).
+    /// `true` for types that live inside a mesh (everything but Mesh, GlobalSecret and
+    /// ZoneIngress).
     pub fn is_mesh_scoped(self) -> bool {
-        !matches!(self, ResourceType::Mesh | ResourceType::GlobalSecret)
+        !matches!(
+            self,
+            ResourceType::Mesh | ResourceType::GlobalSecret | ResourceType::ZoneIngress
+        )
     }
 
     /// `true` when Umbra generates Envoy config from resources of this type. The others are
@@ -176,6 +182,7 @@ impl ResourceType {
         matches!(
             self,
             Mesh | Dataplane
+                | ZoneIngress
                 | MeshTimeout
                 | MeshCircuitBreaker
                 | MeshFaultInjection
@@ -356,6 +363,8 @@ pub enum Spec {
     Selected(ResourceType, stored::SelectorResource),
     /// Secret or GlobalSecret, and which.
     Secret(ResourceType, stored::SecretSpec),
+    /// A ZoneIngress.
+    ZoneIngress(crate::zone_ingress::ZoneIngressSpec),
 }
 
 /// A decoded resource: type, metadata and typed spec.
@@ -449,6 +458,7 @@ impl Resource {
             Spec::RateLimit(_) => ResourceType::RateLimit,
             Spec::TrafficTrace(_) => ResourceType::TrafficTrace,
             Spec::ExternalService(_) => ResourceType::ExternalService,
+            Spec::ZoneIngress(_) => ResourceType::ZoneIngress,
         }
     }
 
@@ -613,6 +623,7 @@ impl Resource {
             Spec::ExternalService(s) => serde_json::to_value(s),
             Spec::Selected(_, s) => serde_json::to_value(s),
             Spec::Secret(_, s) => serde_json::to_value(s),
+            Spec::ZoneIngress(s) => serde_json::to_value(s),
         };
         // Serializing plain data structs with string keys cannot fail.
         r.unwrap_or(Value::Null)
@@ -698,6 +709,15 @@ impl Resource {
             Spec::ExternalService(s) => s.validate(),
             Spec::Selected(_, s) => s.validate(),
             Spec::Secret(_, s) => s.validate(),
+            Spec::ZoneIngress(s) => s.validate(),
+        }
+    }
+
+    /// The ZoneIngress spec, if this is a ZoneIngress.
+    pub fn as_zone_ingress(&self) -> Option<&crate::zone_ingress::ZoneIngressSpec> {
+        match &self.spec {
+            Spec::ZoneIngress(z) => Some(z),
+            _ => None,
         }
     }
 
@@ -752,6 +772,7 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         ResourceType::Secret | ResourceType::GlobalSecret => {
             Spec::Secret(ty, from_value_at(root, v)?)
         }
+        ResourceType::ZoneIngress => Spec::ZoneIngress(from_value_at(root, v)?),
     })
 }
 

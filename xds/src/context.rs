@@ -3,6 +3,14 @@
 //! its EDS ClusterLoadAssignment (built once and shared by every DPP's snapshot, as Kuma's
 //! `xds/cache/cla` does), and whether mTLS is on. Builds the EDS resources with
 //! [`crate::load_assignment`]; [`Endpoint`] is re-exported from there.
+//!
+//! In a multi-zone deployment ([`Zones`]), a service's endpoints also include one endpoint per
+//! other zone's ZoneIngress that offers it (Kuma 2.7's `topology.BuildEdsEndpointMap` and
+//! `fillIngressOutbounds`): the ingress's advertised address, weighted by the service's
+//! instances there, in that zone's locality; local endpoints then weigh the number of remote
+//! ingresses, and with the Mesh's `routing.localityAwareLoadBalancing` remote localities get
+//! priority 1 so the local zone is preferred. Cross-zone traffic is routed by SNI, so remote
+//! endpoints exist only in meshes with mTLS on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,9 +20,23 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use umbra_core::dataplane::{DataplaneSpec, InboundState};
 use umbra_core::mesh::{LoggingBackends, MeshSpec, TracingBackends};
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
+use umbra_core::zone_ingress::ZoneIngressSpec;
 
 use crate::load_assignment::load_assignment;
-pub use crate::load_assignment::Endpoint;
+pub use crate::load_assignment::{Endpoint, Locality};
+
+/// Kuma's zone tag (`kuma.io/zone`), which names an endpoint's zone when its tags carry it.
+pub const ZONE_TAG: &str = "kuma.io/zone";
+
+/// The multi-zone view of a zone CP: its zone's name and every ZoneIngress it knows (its own
+/// and, synced from the Global, other zones').
+#[derive(Debug, Clone, Copy)]
+pub struct Zones<'a> {
+    /// This zone's name.
+    pub local: &'a str,
+    /// The ZoneIngresses known here.
+    pub ingresses: &'a [&'a ZoneIngressSpec],
+}
 
 /// Application protocol of an inbound or a service (`kuma.io/protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -93,6 +115,8 @@ pub struct MeshContext {
     pub logging: LoggingBackends,
     /// The Mesh's tracing backends (what an old TrafficTrace refers to).
     pub tracing: TracingBackends,
+    /// This zone's name, in a multi-zone deployment.
+    pub zone: Option<String>,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -112,14 +136,70 @@ pub fn common_protocol(ps: &BTreeSet<Protocol>) -> Protocol {
 }
 
 impl MeshContext {
-    /// Index `dataplanes` of `mesh`. Inbounds that are not ready (`health.ready: false`,
-    /// `state: NotReady`) and ignored ones give no endpoint.
+    /// Index `dataplanes` of `mesh` (a single-zone view: no localities, no remote endpoints).
+    /// Inbounds that are not ready (`health.ready: false`, `state: NotReady`) and ignored ones
+    /// give no endpoint.
     pub fn build<'a>(
         mesh: &str,
         spec: &MeshSpec,
         dataplanes: impl IntoIterator<Item = &'a DataplaneSpec>,
     ) -> MeshContext {
+        Self::build_in_zone(mesh, spec, dataplanes, None)
+    }
+
+    /// [`MeshContext::build`] in a multi-zone deployment when `zones` is given: every
+    /// endpoint gets its zone as locality, and other zones' ingresses that offer a service of
+    /// this mesh become endpoints of that service (see the module docs).
+    pub fn build_in_zone<'a>(
+        mesh: &str,
+        spec: &MeshSpec,
+        dataplanes: impl IntoIterator<Item = &'a DataplaneSpec>,
+        zones: Option<Zones<'_>>,
+    ) -> MeshContext {
         let mut endpoints: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
+        let locality_aware = spec
+            .routing
+            .as_ref()
+            .and_then(|r| r.get("localityAwareLoadBalancing"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        let locality = |zone: &str, local: &str| Locality {
+            zone: zone.to_owned(),
+            priority: u32::from(locality_aware && zone != local),
+        };
+        let mut ingress_instances = 0u32;
+        if let Some(z) = zones.filter(|_| spec.mtls_enabled()) {
+            // Ingresses behind one load balancer share an address: one endpoint for them all.
+            let mut coordinates = BTreeSet::new();
+            for zi in z.ingresses {
+                if !zi.is_remote(z.local) || !zi.has_public_address() {
+                    continue;
+                }
+                let n = &zi.networking;
+                let at = (n.advertised_address.as_str(), n.advertised_port);
+                if coordinates.contains(&at) {
+                    continue;
+                }
+                if !zi.available_services.is_empty() {
+                    coordinates.insert(at);
+                }
+                for service in zi.available_services.iter().filter(|s| s.mesh == mesh) {
+                    let zone = service.tags.get(ZONE_TAG).unwrap_or(&zi.zone);
+                    endpoints
+                        .entry(service.service().to_owned())
+                        .or_default()
+                        .push(Endpoint {
+                            address: n.advertised_address.clone(),
+                            port: n.advertised_port,
+                            tags: service.tags.clone(),
+                            weight: service.instances,
+                            locality: Some(locality(zone, z.local)),
+                        });
+                }
+            }
+            ingress_instances = u32::try_from(coordinates.len()).unwrap_or(u32::MAX);
+        }
+        let local_weight = ingress_instances.max(1);
         for dp in dataplanes {
             for inbound in &dp.networking.inbound {
                 let ready = inbound.health.as_ref().is_none_or(|h| h.ready)
@@ -145,6 +225,11 @@ impl MeshContext {
                         address,
                         port: inbound.port,
                         tags: inbound.tags.clone(),
+                        weight: local_weight,
+                        locality: zones.map(|z| {
+                            let zone = inbound.tags.get(ZONE_TAG).map_or(z.local, String::as_str);
+                            locality(zone, z.local)
+                        }),
                     });
             }
         }
@@ -173,7 +258,22 @@ impl MeshContext {
             load_assignments,
             logging: spec.logging_backends(),
             tracing: spec.tracing_backends(),
+            zone: zones.map(|z| z.local.to_owned()),
         }
+    }
+
+    /// The endpoints of `service` in this zone (those of other zones' ingresses left out):
+    /// what this zone's ingress forwards to.
+    pub fn local_endpoints(&self, service: &str) -> impl Iterator<Item = &Endpoint> {
+        let zone = self.zone.as_deref();
+        self.endpoints
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter(move |e| match (&e.locality, zone) {
+                (Some(l), Some(z)) => l.zone == z,
+                _ => true,
+            })
     }
 
     /// Adopt the `known` load assignments (service, EDS resource) whose content equals this

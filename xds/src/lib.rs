@@ -15,7 +15,8 @@
 //!   TrafficPermission/MeshTrafficPermission, CircuitBreaker/MeshCircuitBreaker,
 //!   ProxyTemplate/MeshProxyPatch), one module each, and their order ([`plugins::ORDERED`],
 //!   Kuma's);
-//! - [`generate`]: the pipeline, base generators then plugins.
+//! - [`generate`]: the pipeline, base generators then plugins;
+//! - [`ingress`]: a ZoneIngress proxy's config (SNI passthrough to the zone's endpoints).
 //!
 //! Around it:
 //! - [`snapshot`]: a DPP's typed resources by xDS type, its config document, content-hash
@@ -31,6 +32,7 @@ pub mod deps;
 pub mod diff;
 pub mod error;
 pub mod generate;
+pub mod ingress;
 pub mod load_assignment;
 pub mod names;
 pub mod plugins;

@@ -177,11 +177,11 @@ impl Ads {
         &self,
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         token: Option<&str>,
-    ) -> Result<(DpKey, Option<umbra_auth::DataplaneIdentity>), Status> {
-        let id = node.map(|n| n.id.clone()).unwrap_or_default();
-        let key = DpKey::from_node_id(&id).ok_or_else(|| {
-            Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
-        })?;
+    ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>), Status> {
+        let key = crate::node_metadata::proxy_key(node)?;
+        if key.mesh.is_empty() {
+            return self.open_ingress(node, token, key);
+        }
         let carried = dataplane_from_metadata(&key, node)?;
         let stored = self
             .store
@@ -226,12 +226,64 @@ impl Ads {
         Ok((key, identity))
     }
 
+    /// [`Ads::open`] for a ZoneIngress (`key` with an empty mesh): authenticated with a
+    /// zone-ingress token, registered from the node metadata when it carries the ZoneIngress
+    /// (keeping the `zone` and `availableServices` the zone computed for it).
+    fn open_ingress(
+        &self,
+        node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+        token: Option<&str>,
+        key: DpKey,
+    ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>), Status> {
+        let identity = self.gate.check(token, &key, None).inspect_err(|e| {
+            tracing::warn!(zone_ingress = %key.name, code = ?e.code(), reason = %e.message(), "ADS stream refused");
+        })?;
+        if identity.is_none() {
+            tracing::warn!(zone_ingress = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
+        }
+        if let Some(mut resource) = crate::node_metadata::zone_ingress_from_metadata(&key, node)? {
+            let existing = self.store.get(&resource.key());
+            let mut version = None;
+            if let (Some(e), umbra_core::resource::Spec::ZoneIngress(new)) =
+                (&existing, &mut resource.spec)
+            {
+                if let Some(old) = e.resource.as_zone_ingress() {
+                    if new.zone.is_empty() {
+                        new.zone.clone_from(&old.zone);
+                    }
+                    if new.available_services.is_empty() {
+                        new.available_services.clone_from(&old.available_services);
+                    }
+                }
+                version = Some(e.version);
+            }
+            let unchanged = existing
+                .as_ref()
+                .is_some_and(|e| e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels);
+            if !unchanged {
+                self.store
+                    .put(resource, version.or(Some(0)))
+                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
+            }
+        }
+        self.insights.update(&key, |i| {
+            i.connected = true;
+            i.responses_sent = 0;
+        });
+        tracing::info!(zone_ingress = %key.name, authenticated = identity.is_some(), "Envoy connected");
+        Ok((key, identity))
+    }
+
     /// [`crate::dp_auth::still_allowed`] for the DPP as stored now.
     fn still_allowed(
         &self,
-        identity: Option<&umbra_auth::DataplaneIdentity>,
+        identity: Option<&crate::dp_auth::ProxyIdentity>,
         key: &DpKey,
     ) -> Result<(), Status> {
+        let Some(identity) = identity.and_then(crate::dp_auth::ProxyIdentity::dataplane) else {
+            return Ok(());
+        };
+        let identity = Some(identity);
         let stored = self
             .store
             .get(&umbra_core::resource::ResourceKey::dataplane(
@@ -476,7 +528,7 @@ impl Ads {
             // The bundle the token last verified with (none yet: the first request checks).
             let mut checked = None;
             // What the stream's token allows (`None` without authentication).
-            let mut identity: Option<umbra_auth::DataplaneIdentity> = None;
+            let mut identity: Option<crate::dp_auth::ProxyIdentity> = None;
             // Far in the future until a token with an expiry opens the stream.
             let expiry = tokio::time::sleep(std::time::Duration::from_secs(u32::MAX.into()));
             tokio::pin!(expiry);
@@ -492,7 +544,7 @@ impl Ads {
                             None => match ads.open(F::node(&req), token.as_deref()) {
                                 Ok((key, id)) => {
                                     identity = id;
-                                    if let Some(exp) = identity.as_ref().map(|i| i.claims.exp) {
+                                    if let Some(exp) = identity.as_ref().map(crate::dp_auth::ProxyIdentity::expires_at) {
                                         let left = exp
                                             .saturating_add(umbra_auth::token::LEEWAY_SECS)
                                             .saturating_sub(umbra_auth::unix_now());

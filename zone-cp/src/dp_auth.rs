@@ -11,6 +11,10 @@
 //! a single resource, so a DPP's configuration and its SDS secrets go only to a stream
 //! authenticated as that DPP.
 //!
+//! A ZoneIngress (node id `<name>`, node metadata `dataplane.proxyType: ingress`; its key has an
+//! empty mesh) authenticates with a zone-ingress token for this zone instead (issue 18; Kuma's
+//! `zone-ingress` token).
+//!
 //! The token is checked again on every request of the stream and whenever the bundle changes
 //! (a revocation), and the stream ends when the token expires.
 //!
@@ -21,7 +25,7 @@ use std::sync::Arc;
 
 use tonic::Status;
 use umbra_api::trust::Trust;
-use umbra_auth::DataplaneIdentity;
+use umbra_auth::{DataplaneIdentity, ZoneIngressIdentity};
 use umbra_core::dataplane::{DataplaneSpec, DpKey};
 
 /// Metadata key carrying the dataplane token (kuma-dp's).
@@ -46,6 +50,35 @@ pub struct Gate {
     pub mode: DpAuth,
     /// Keys and revocations.
     pub trust: Arc<Trust>,
+    /// This zone's name (what a zone-ingress token must name).
+    pub zone: String,
+}
+
+/// Who a valid token says an ADS stream is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyIdentity {
+    /// A DPP, by its dataplane token.
+    Dataplane(DataplaneIdentity),
+    /// A ZoneIngress, by its zone-ingress token.
+    ZoneIngress(ZoneIngressIdentity),
+}
+
+impl ProxyIdentity {
+    /// The token's `exp` (seconds since the Unix epoch).
+    pub fn expires_at(&self) -> u64 {
+        match self {
+            Self::Dataplane(d) => d.claims.exp,
+            Self::ZoneIngress(z) => z.claims.exp,
+        }
+    }
+
+    /// The dataplane token's identity, for a DPP.
+    pub fn dataplane(&self) -> Option<&DataplaneIdentity> {
+        match self {
+            Self::Dataplane(d) => Some(d),
+            Self::ZoneIngress(_) => None,
+        }
+    }
 }
 
 /// The token in a stream's metadata, `Bearer ` prefix removed.
@@ -65,23 +98,49 @@ impl Gate {
         Self {
             mode: DpAuth::None,
             trust: Trust::verifier(Default::default(), Default::default()),
+            zone: String::new(),
         }
     }
 
-    /// Check that `token` may serve `key`, whose Dataplane is `dp` when known. `Ok(None)`
-    /// with `--dp-auth none`; otherwise the identity (for its expiry).
+    /// Check that `token` may serve the ZoneIngress `name` of this zone.
+    fn check_ingress(&self, token: &str, name: &str) -> Result<ProxyIdentity, Status> {
+        let id = self
+            .trust
+            .bundle()
+            .verify_zone_ingress(token, umbra_auth::unix_now())
+            .map_err(|e| Status::unauthenticated(format!("zone ingress {name}: {e}")))?;
+        id.authorizes(&self.zone).map_err(|why| {
+            Status::permission_denied(format!(
+                "zone ingress {name}: the token does not allow it: {why}"
+            ))
+        })?;
+        Ok(ProxyIdentity::ZoneIngress(id))
+    }
+
+    /// Check that `token` may serve `key`, whose Dataplane is `dp` when known (a key with an
+    /// empty mesh is a ZoneIngress of this zone). `Ok(None)` with `--dp-auth none`; otherwise
+    /// the identity (for its expiry).
     ///
     /// # Errors
     /// `Unauthenticated` for a missing, malformed, forged, expired or revoked token;
-    /// `PermissionDenied` for a token bound to another DPP, mesh, type or tags.
+    /// `PermissionDenied` for a token bound to another DPP, mesh, type, tags or zone.
     pub fn check(
         &self,
         token: Option<&str>,
         key: &DpKey,
         dp: Option<&DataplaneSpec>,
-    ) -> Result<Option<DataplaneIdentity>, Status> {
+    ) -> Result<Option<ProxyIdentity>, Status> {
         if self.mode == DpAuth::None {
             return Ok(None);
+        }
+        if key.mesh.is_empty() {
+            let token = token.ok_or_else(|| {
+                Status::unauthenticated(format!(
+                    "zone ingress {}: no zone-ingress token (gRPC metadata `authorization`; `POST /tokens/zone-ingress`)",
+                    key.name
+                ))
+            })?;
+            return self.check_ingress(token, &key.name).map(Some);
         }
         let token = token.ok_or_else(|| {
             Status::unauthenticated(format!(
@@ -104,7 +163,7 @@ impl Gate {
                     key.mesh, key.name
                 ))
             })?;
-        Ok(Some(id))
+        Ok(Some(ProxyIdentity::Dataplane(id)))
     }
 
     /// Check again an open stream's token (expiry, revocation). `Ok` with `--dp-auth none`.
@@ -133,6 +192,13 @@ impl Gate {
         }
         let bundle = self.trust.bundle();
         if checked.as_ref().is_some_and(|c| Arc::ptr_eq(c, &bundle)) {
+            return Ok(());
+        }
+        if key.mesh.is_empty() {
+            bundle
+                .verify_zone_ingress(token.unwrap_or_default(), umbra_auth::unix_now())
+                .map_err(|e| Status::unauthenticated(format!("zone ingress {}: {e}", key.name)))?;
+            *checked = Some(bundle);
             return Ok(());
         }
         bundle
@@ -198,6 +264,7 @@ mod tests {
         let gate = Gate {
             mode: DpAuth::DpToken,
             trust: trust.clone(),
+            zone: "zone-1".into(),
         };
         let key = DpKey::new("default", "web-1");
         let issue = |name: &str, tags: &[(&str, &str)]| {
@@ -272,5 +339,39 @@ mod tests {
         );
         // `none` lets anything through.
         assert!(Gate::open().check(None, &key, None).unwrap().is_none());
+        // A ZoneIngress needs a zone-ingress token for this zone.
+        let ingress = DpKey::new("", "zi-1");
+        let zi_token = |zone: &str| {
+            let trust = trust.clone();
+            let req = umbra_api::trust::ZoneIngressTokenRequest {
+                zone: zone.into(),
+                valid_for: None,
+            };
+            async move { trust.issue_zone_ingress(&req).await.unwrap() }
+        };
+        let ours = zi_token("zone-1").await;
+        assert!(matches!(
+            gate.check(Some(&ours), &ingress, None),
+            Ok(Some(ProxyIdentity::ZoneIngress(_)))
+        ));
+        assert_eq!(
+            gate.check(Some(&zi_token("zone-2").await), &ingress, None)
+                .unwrap_err()
+                .code(),
+            tonic::Code::PermissionDenied
+        );
+        assert_eq!(
+            gate.check(Some(&web), &ingress, None).unwrap_err().code(),
+            tonic::Code::Unauthenticated,
+            "a dataplane token is no zone-ingress token"
+        );
+        assert_eq!(
+            gate.check(Some(&ours), &key, None).unwrap_err().code(),
+            tonic::Code::Unauthenticated,
+            "nor the other way round"
+        );
+        let mut checked = None;
+        gate.recheck_since(Some(&ours), &ingress, &mut checked)
+            .unwrap();
     }
 }

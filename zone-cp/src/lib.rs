@@ -4,7 +4,8 @@
 //! the resource API and inspect endpoints ([`api`], [`inspect`]) with one error type
 //! ([`error`]), the reconciler ([`reconciler`]), the ADS server ([`ads`], SotW and delta over
 //! [`umbra_xds::delta`]), the builtin mesh CA ([`ca`]) and, in a federated zone, the KDS client
-//! ([`kds`]) that syncs policies from the Global and reports Dataplanes up.
+//! ([`kds`]) that syncs policies from the Global and reports Dataplanes up, and the zone's
+//! ZoneIngresses ([`ingress`]: what they offer other zones).
 //!
 //! The binary (`zone-cp`) parses [`Args`] (every flag also an `UMBRA_*` env var) and calls
 //! [`run`] with a shutdown future.
@@ -17,6 +18,7 @@ pub mod dp_auth;
 pub mod dp_server;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
+pub mod ingress;
 pub mod inspect;
 pub mod kds;
 pub mod node_metadata;
@@ -223,7 +225,9 @@ pub async fn run(
         tracing::warn!("--dp-auth none: ADS does NOT authenticate Envoys; anyone reaching the data-plane port gets any DPP's configuration and certificates. Development only.");
     }
     let insights = std::sync::Arc::new(ads::Insights::default());
-    let reconciler = std::sync::Arc::new(reconciler::Reconciler::new(store.clone()));
+    let reconciler = std::sync::Arc::new(
+        reconciler::Reconciler::new(store.clone()).with_zone(&args.zone, federated),
+    );
     let kds_status = kds::SharedStatus::default();
     let kds_resync = std::sync::Arc::new(tokio::sync::Notify::new());
     let state = api::AppState {
@@ -246,6 +250,11 @@ pub async fn run(
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
     let keys_task = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
+    let ingress_task = tokio::spawn(ingress::track_available_services(
+        store.clone(),
+        args.zone.clone(),
+        stop_rx.clone(),
+    ));
     let kds_task = kds_config.map(|c| {
         tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
         tokio::spawn(kds::run(
@@ -262,6 +271,7 @@ pub async fn run(
     let gate = dp_auth::Gate {
         mode: args.dp_auth,
         trust,
+        zone: args.zone.clone(),
     };
     let bootstrap = dp_server::router(dp_server::BootstrapState {
         store: store.clone(),
@@ -277,6 +287,7 @@ pub async fn run(
     b?;
     let _ = rec_task.await;
     let _ = keys_task.await;
+    let _ = ingress_task.await;
     if let Some(t) = kds_task {
         let _ = t.await;
     }

@@ -8,6 +8,77 @@ use umbra_core::dataplane::DpKey;
 /// Node metadata key carrying the Dataplane resource inline (as Kuma's kuma-dp sends it).
 pub const DATAPLANE_METADATA_KEY: &str = "dataplane.resource";
 
+/// Node metadata key naming the proxy type (`dataplane`, `ingress`; Kuma's kuma-dp).
+pub const PROXY_TYPE_METADATA_KEY: &str = "dataplane.proxyType";
+
+fn string_metadata(
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+    key: &str,
+) -> Option<String> {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    node.and_then(|n| n.metadata.as_ref())
+        .and_then(|m| m.fields.get(key))
+        .and_then(|v| match &v.kind {
+            Some(Kind::StringValue(s)) => Some(s.clone()),
+            _ => None,
+        })
+}
+
+/// Which proxy a stream's node names: a ZoneIngress `("", <node id>)` when its metadata says
+/// `dataplane.proxyType: ingress`, else the DPP of node id `<mesh>.<name>`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a node id of neither shape, or an unknown proxy type.
+pub fn proxy_key(
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<DpKey, Status> {
+    let id = node.map(|n| n.id.clone()).unwrap_or_default();
+    match string_metadata(node, PROXY_TYPE_METADATA_KEY).as_deref() {
+        Some("ingress") if !id.is_empty() => Ok(DpKey::new("", id)),
+        Some("ingress") => Err(Status::invalid_argument(
+            "a zone ingress's node id must be its name",
+        )),
+        None | Some("dataplane" | "") => DpKey::from_node_id(&id).ok_or_else(|| {
+            Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
+        }),
+        Some(other) => Err(Status::invalid_argument(format!(
+            "node metadata {PROXY_TYPE_METADATA_KEY}: {other:?} is not served here (dataplane, ingress)"
+        ))),
+    }
+}
+
+/// The ZoneIngress an ingress Envoy carries in its node metadata (`dataplane.resource`),
+/// checked: a valid ZoneIngress named by the node id. `None` when absent.
+///
+/// # Errors
+/// An `INVALID_ARGUMENT` status listing every problem.
+pub fn zone_ingress_from_metadata(
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<Option<umbra_core::resource::Resource>, Status> {
+    let Some(text) = string_metadata(node, DATAPLANE_METADATA_KEY) else {
+        return Ok(None);
+    };
+    let resource = umbra_core::resource::Resource::from_bytes(text.as_bytes()).map_err(|e| {
+        Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
+    })?;
+    if resource.ty() != umbra_core::resource::ResourceType::ZoneIngress
+        || resource.meta.name != key.name
+    {
+        return Err(Status::invalid_argument(format!(
+            "node metadata {DATAPLANE_METADATA_KEY} must be the ZoneIngress {} named by the node id",
+            key.name
+        )));
+    }
+    let violations = resource.validate();
+    if violations.has_violations() {
+        return Err(Status::invalid_argument(format!(
+            "node metadata {DATAPLANE_METADATA_KEY}: {violations}"
+        )));
+    }
+    Ok(Some(resource))
+}
+
 /// Register the Dataplane an Envoy carries in its node metadata ([`dataplane_from_metadata`]).
 /// Nothing to do when the metadata is absent.
 ///

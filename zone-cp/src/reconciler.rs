@@ -7,6 +7,12 @@
 //! content hashes, see [`Snapshot::resource_versions`]). If a DPP's generation fails because of
 //! a policy, that DPP keeps its last good snapshot and the error (naming the policy) is
 //! recorded; every other DPP is unaffected. Nothing runs while nothing changes.
+//!
+//! In a multi-zone deployment ([`Reconciler::with_zone`]) each mesh's endpoints include other
+//! zones' ingresses ([`MeshContext::build_in_zone`]); a DPP's fingerprint covers the remote
+//! ingresses offering its outbound services. The zone's own ZoneIngresses are generated in
+//! the same pass ([`umbra_xds::ingress`]), keyed `("", <name>)`, and regenerated on every pass
+//! (a handful per zone); only a changed result is published.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -17,7 +23,8 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::watch;
 use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::view::{PolicySet, View};
-use umbra_xds::context::MeshContext;
+use umbra_xds::context::{MeshContext, Zones};
+use umbra_xds::ingress::{generate_ingress, IngressMesh};
 use umbra_xds::deps::dependencies;
 use umbra_xds::generate::{generate, mesh_secrets, Proxy};
 use umbra_xds::snapshot::{
@@ -105,6 +112,10 @@ pub struct Reconciler {
     /// those whose content did not change, so every DPP's snapshot keeps sharing one
     /// allocation per service across passes (DPPs that are not regenerated keep theirs).
     load_assignments: std::sync::Mutex<HashMap<String, LoadAssignments>>,
+    /// This zone's name (what its ingresses answer with).
+    zone: String,
+    /// Part of a multi-zone deployment: endpoints get localities and other zones' ingresses.
+    multi_zone: bool,
 }
 
 type LoadAssignments =
@@ -124,9 +135,25 @@ impl Fp {
 }
 
 /// Per `kuma.io/service`: a digest of the revisions of every Dataplane with an inbound of that
-/// service (the inputs of its endpoints and protocol in [`MeshContext`]).
-fn service_digests(dataplanes: &[&Stored]) -> HashMap<String, [u8; 32]> {
+/// service and of every remote ZoneIngress (of `remote`) offering it in `mesh` (the inputs of
+/// its endpoints and protocol in [`MeshContext`]).
+fn service_digests(
+    mesh: &str,
+    dataplanes: &[&Stored],
+    remote: &[&Stored],
+) -> HashMap<String, [u8; 32]> {
     let mut hashers: HashMap<&str, Sha256> = HashMap::new();
+    for s in remote {
+        let Some(zi) = s.resource.as_zone_ingress() else {
+            continue;
+        };
+        for service in zi.available_services.iter().filter(|a| a.mesh == mesh) {
+            hashers
+                .entry(service.service())
+                .or_default()
+                .update(s.revision.to_le_bytes());
+        }
+    }
     for s in dataplanes {
         let Some(dp) = s.resource.as_dataplane() else {
             continue;
@@ -160,7 +187,19 @@ impl Reconciler {
             push_trace: std::sync::Mutex::default(),
             ca: Authority::new(),
             load_assignments: std::sync::Mutex::default(),
+            zone: String::new(),
+            multi_zone: false,
         }
+    }
+
+    /// This reconciler in zone `zone`; `multi_zone` when the zone is part of a multi-zone
+    /// deployment (federated): endpoints then carry their zone and other zones' ingresses
+    /// become endpoints.
+    #[must_use]
+    pub fn with_zone(mut self, zone: &str, multi_zone: bool) -> Self {
+        zone.clone_into(&mut self.zone);
+        self.multi_zone = multi_zone;
+        self
     }
 
     /// The trace context pushes should join: the latest pass's, when that pass continued a
@@ -268,6 +307,28 @@ impl Reconciler {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         let mut load_assignments = HashMap::new();
+        let ingresses = self.store.list_all(ResourceType::ZoneIngress);
+        let ingress_specs: Vec<&umbra_core::zone_ingress::ZoneIngressSpec> = ingresses
+            .iter()
+            .filter_map(|s| s.resource.as_zone_ingress())
+            .collect();
+        let remote: Vec<&Stored> = ingresses
+            .iter()
+            .filter(|s| {
+                self.multi_zone
+                    && s.resource
+                        .as_zone_ingress()
+                        .is_some_and(|z| z.is_remote(&self.zone))
+            })
+            .collect();
+        let zones = self.multi_zone.then_some(Zones {
+            local: &self.zone,
+            ingresses: &ingress_specs,
+        });
+        // Local endpoints weigh the number of remote ingresses: a new one changes every DPP.
+        let remote_count = remote.len() as u64;
+        // What this zone's ingresses are generated from, per mesh.
+        let mut ingress_meshes: Vec<(MeshContext, PolicySet)> = Vec::new();
         for mesh in meshes {
             let Spec::Mesh(spec) = &mesh.resource.spec else {
                 continue;
@@ -282,10 +343,11 @@ impl Reconciler {
                 .iter()
                 .filter(|s| s.resource.ty() == ResourceType::Dataplane)
                 .collect();
-            let mut ctx = MeshContext::build(
+            let mut ctx = MeshContext::build_in_zone(
                 mesh_name,
                 spec,
                 dataplanes.iter().filter_map(|s| s.resource.as_dataplane()),
+                zones,
             );
             if let Some(earlier) = earlier_load_assignments.get(mesh_name) {
                 ctx.share_load_assignments(earlier);
@@ -293,7 +355,7 @@ impl Reconciler {
             load_assignments.insert(mesh_name.to_owned(), ctx.load_assignments.clone());
             let policies =
                 PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
-            let services = service_digests(&dataplanes);
+            let services = service_digests(mesh_name, &dataplanes, &remote);
             // mTLS: the enabled backend, whose CA issues every DPP's identity (SDS).
             let backend = spec.mtls.as_ref().filter(|_| spec.mtls_enabled()).map(|m| {
                 m.backends
@@ -325,6 +387,7 @@ impl Reconciler {
                     let mut fp = Fp(Sha256::new());
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
+                    fp.u64(remote_count);
                     match &identity {
                         None => fp.u64(0),
                         Some(Ok(id)) => fp.u64(id.serial),
@@ -371,6 +434,27 @@ impl Reconciler {
                 }
                 next.insert(r.key, r.snapshot);
             }
+            ingress_meshes.push((ctx, policies));
+        }
+        // This zone's ingresses, over every mesh.
+        let views: Vec<IngressMesh<'_>> = ingress_meshes
+            .iter()
+            .map(|(ctx, policies)| IngressMesh { ctx, policies })
+            .collect();
+        for s in &ingresses {
+            let Some(zi) = s.resource.as_zone_ingress() else {
+                continue;
+            };
+            if zi.is_remote(&self.zone) {
+                continue;
+            }
+            let key = DpKey::new("", s.resource.meta.name.as_str());
+            let old = previous.get(&key);
+            let snapshot = generate_ingress(&key.name, zi, &views);
+            let (entry, changed) = Self::publish(&key, Ok(snapshot), old, [0; 32]);
+            outcome.regenerated += 1;
+            outcome.changed += usize::from(changed);
+            next.insert(key, entry);
         }
         *self
             .load_assignments
@@ -429,9 +513,7 @@ impl Reconciler {
         );
         metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => "live")
             .record(start.elapsed().as_secs_f64());
-        let generated = generated
-            .map_err(|e| e.to_string())
-            .and_then(|mut snapshot| {
+        let generated = generated.map_err(|e| e.to_string()).and_then(|mut snapshot| {
                 if let Some(identity) = identity {
                     let id = identity?;
                     for secret in mesh_secrets(
@@ -445,6 +527,18 @@ impl Reconciler {
                 }
                 Ok(snapshot)
             });
+        Self::publish(key, generated, old, inputs)
+    }
+
+    /// A DPP's (or ingress's) entry for a generation result: the new snapshot (sharing the old
+    /// one when the content is the same), or the last good one with the error. Returns whether
+    /// what it serves (content or error) changed.
+    fn publish(
+        key: &DpKey,
+        generated: Result<Snapshot, String>,
+        old: Option<&Arc<DpSnapshot>>,
+        inputs: Fingerprint,
+    ) -> (Arc<DpSnapshot>, bool) {
         match generated {
             Ok(snapshot) => {
                 let previous = old.map(|o| (&*o.snapshot, &o.resources));

@@ -151,11 +151,7 @@ pub fn provided_endpoint_cluster(
         connect_timeout: Some(secs(5)),
         load_assignment: Some(load_assignment(
             name,
-            &[Endpoint {
-                address: host.to_owned(),
-                port,
-                tags: BTreeMap::new(),
-            }],
+            &[Endpoint::new(host, port, BTreeMap::new())],
         )),
         ..Default::default()
     };

@@ -1,0 +1,396 @@
+//! Generation for a ZoneIngress proxy (Kuma 2.7's `IngressGenerator` and
+//! `generator/zoneproxy`): the entry point of a zone for other zones' sidecars.
+//!
+//! The ingress never terminates mTLS: a listener `inbound:<address>:<port>` with a TLS
+//! inspector reads the SNI of each connection and a filter chain per SNI passes it through by
+//! TCP to the zone's endpoints of that service, so the callee sees the caller's own
+//! certificate and its MeshTrafficPermission/TrafficPermission apply across zones.
+//!
+//! - **SNIs** (Kuma's `AddFilterChains`): for each service the ingress offers
+//!   (`availableServices`, this mesh's), one per destination of the mesh's routes: every service
+//!   (`{kuma.io/service: *}`) when the mesh has no TrafficRoute, each TrafficRoute split
+//!   destination, each MeshHTTPRoute/MeshTCPRoute `to` target or tagged backend
+//!   (`BuildMeshDestinations`). The SNI is `<service>{<tags>,mesh=<mesh>}`, tags sorted (Kuma's
+//!   `SNIFromTags`), what the caller's outbound cluster sends. Each filter chain matches
+//!   `transportProtocol: tls` and that server name, and TCP-proxies to cluster
+//!   `<mesh>:<service>` with `metadataMatch` on the destination tags that actually split the
+//!   endpoints (Kuma's "relevant tags").
+//! - **Clusters** `<mesh>:<service>`: EDS over ADS, connect timeout 5s, an `lbSubsetConfig`
+//!   (any endpoint as fallback, one selector per tag key set, no fallback per selector) when
+//!   destinations split by tags.
+//! - **Endpoints**: the service's endpoints in this zone, weight 1, in the zone's locality.
+//! - An ingress with nothing to offer gets a listener answering
+//!   `{"proxy":"<name>","zone":"<zone>"}` (Kuma's `GenerateEmptyDirectResponseListener`).
+//!
+//! Pure and deterministic, like [`crate::generate`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+    lb_subset_config, ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbSubsetConfig,
+};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::{
+    data_source, DataSource, Metadata, TrafficDirection,
+};
+use envoy_types::pb::envoy::config::listener::v3::{
+    listener_filter, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter,
+};
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::direct_response::v3::Config as DirectResponse;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{tcp_proxy, TcpProxy};
+use envoy_types::pb::google::protobuf::value::Kind;
+use envoy_types::pb::google::protobuf::{Struct, Value as PbValue};
+use serde_json::Value;
+use umbra_core::resource::ResourceType;
+use umbra_core::target_ref::{TargetRef, TargetRefKind, SERVICE_TAG};
+use umbra_core::view::PolicySet;
+use umbra_core::zone_ingress::ZoneIngressSpec;
+
+use crate::context::MeshContext;
+use crate::load_assignment::{load_assignment, Endpoint};
+use crate::names::{inbound_listener_name, TCP_PROXY_FILTER};
+use crate::snapshot::Snapshot;
+use crate::util::{ads, any, sanitize_metric, secs, socket};
+
+/// Kuma's match-all tag value.
+const MATCH_ALL: &str = "*";
+
+/// Name of the TLS inspector listener filter.
+const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
+
+/// Name of the direct response network filter.
+const DIRECT_RESPONSE: &str = "envoy.filters.network.direct_response";
+
+/// One mesh as the ingress sees it: its context (endpoints) and its policies in one view.
+#[derive(Debug, Clone, Copy)]
+pub struct IngressMesh<'a> {
+    /// The mesh's context (built in this zone).
+    pub ctx: &'a MeshContext,
+    /// The mesh's policies in the view being generated.
+    pub policies: &'a PolicySet,
+}
+
+/// Kuma's `GetMeshClusterName`: `<mesh>:<service>`.
+pub fn mesh_cluster_name(mesh: &str, service: &str) -> String {
+    format!("{mesh}:{service}")
+}
+
+/// Kuma's `SNIFromTags`: `<service>{k=v,...}` over every tag but `kuma.io/service`, sorted.
+pub fn sni_from_tags(tags: &BTreeMap<String, String>) -> String {
+    let service = tags.get(SERVICE_TAG).map_or("", String::as_str);
+    let rest: Vec<String> = tags
+        .iter()
+        .filter(|(k, _)| k.as_str() != SERVICE_TAG)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!("{service}{{{}}}", rest.join(","))
+}
+
+/// Kuma's `tags.FromTargetRef`: `MeshService` → its service, `MeshServiceSubset` → service and
+/// tags; other kinds name no destination.
+fn tags_of(kind: Option<&TargetRefKind>, name: &str, tags: &BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    match kind? {
+        TargetRefKind::MeshService => Some(BTreeMap::from([(SERVICE_TAG.to_owned(), name.to_owned())])),
+        TargetRefKind::MeshServiceSubset => {
+            let mut out = tags.clone();
+            out.insert(SERVICE_TAG.to_owned(), name.to_owned());
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+fn ref_tags(r: &TargetRef) -> Option<BTreeMap<String, String>> {
+    tags_of(r.kind.as_ref(), &r.name, &r.tags)
+}
+
+/// The backends a route rule's `default` sends to (`backendRefs`), as destination tags;
+/// `None` when the rule names no backends.
+fn backend_tags(default: &Value) -> Option<Vec<BTreeMap<String, String>>> {
+    let refs = default.get("backendRefs")?.as_array()?;
+    Some(
+        refs.iter()
+            .filter_map(|b| {
+                let kind: Option<TargetRefKind> =
+                    serde_json::from_value(b.get("kind")?.clone()).ok();
+                let name = b.get("name").and_then(Value::as_str).unwrap_or_default();
+                let tags: BTreeMap<String, String> = b
+                    .get("tags")
+                    .and_then(|t| serde_json::from_value(t.clone()).ok())
+                    .unwrap_or_default();
+                tags_of(kind.as_ref(), name, &tags)
+            })
+            .collect(),
+    )
+}
+
+/// Kuma's `BuildMeshDestinations` (without gateways and VirtualOutbounds, which Umbra does not
+/// generate): service (or `*`) → destination tag sets.
+pub fn mesh_destinations(policies: &PolicySet) -> BTreeMap<String, Vec<BTreeMap<String, String>>> {
+    let mut out: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+    let mut add = |tags: BTreeMap<String, String>| {
+        let service = tags.get(SERVICE_TAG).cloned().unwrap_or_default();
+        out.entry(service).or_default().push(tags);
+    };
+    let traffic_routes = policies.old_policies(ResourceType::TrafficRoute);
+    for r in traffic_routes {
+        if let umbra_core::resource::Spec::TrafficRoute(tr) = &r.spec {
+            let Some(conf) = &tr.conf else { continue };
+            for split in &conf.split {
+                add(split.destination.clone());
+            }
+            if !conf.destination.is_empty() {
+                add(conf.destination.clone());
+            }
+            for http in &conf.http {
+                for split in &http.split {
+                    add(split.destination.clone());
+                }
+                if !http.destination.is_empty() {
+                    add(http.destination.clone());
+                }
+            }
+        }
+    }
+    if traffic_routes.is_empty() {
+        add(BTreeMap::from([(SERVICE_TAG.to_owned(), MATCH_ALL.to_owned())]));
+    }
+    for ty in [ResourceType::MeshHTTPRoute, ResourceType::MeshTCPRoute] {
+        for p in policies.new.get(&ty).into_iter().flatten() {
+            for to in &p.to {
+                let Some(to_tags) = ref_tags(&to.target_ref) else {
+                    continue;
+                };
+                let rules: Vec<&Value> = if ty == ResourceType::MeshHTTPRoute {
+                    to.conf
+                        .get("rules")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r.get("default"))
+                        .collect()
+                } else {
+                    to.conf.get("default").into_iter().collect()
+                };
+                for default in rules {
+                    match backend_tags(default) {
+                        None => add(to_tags.clone()),
+                        Some(backends) => backends.into_iter().for_each(&mut add),
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn lb_metadata(tags: &BTreeMap<String, String>) -> Option<Metadata> {
+    if tags.is_empty() {
+        return None;
+    }
+    let fields = tags
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                PbValue {
+                    kind: Some(Kind::StringValue(v.clone())),
+                },
+            )
+        })
+        .collect();
+    Some(Metadata {
+        filter_metadata: [("envoy.lb".to_owned(), Struct { fields })]
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    })
+}
+
+fn filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
+    Filter {
+        name: name.to_owned(),
+        config_type: Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(any(config))),
+    }
+}
+
+/// The ingress cluster `<mesh>:<service>` subsetting by `tag_keys`.
+fn ingress_cluster(name: &str, tag_keys: &BTreeSet<Vec<String>>) -> Cluster {
+    let stat = sanitize_metric(name);
+    Cluster {
+        name: name.to_owned(),
+        alt_stat_name: if stat == name { String::new() } else { stat },
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads()),
+            ..Default::default()
+        }),
+        connect_timeout: Some(secs(5)),
+        lb_subset_config: (!tag_keys.is_empty()).then(|| LbSubsetConfig {
+            fallback_policy: lb_subset_config::LbSubsetFallbackPolicy::AnyEndpoint as i32,
+            subset_selectors: tag_keys
+                .iter()
+                .map(|keys| lb_subset_config::LbSubsetSelector {
+                    keys: keys.clone(),
+                    fallback_policy:
+                        lb_subset_config::lb_subset_selector::LbSubsetSelectorFallbackPolicy::NoFallback
+                            as i32,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Generate the snapshot of the ZoneIngress `name` (`zi`), serving `meshes` of its zone.
+pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<'_>]) -> Snapshot {
+    let mut snap = Snapshot::default();
+    let address = zi.networking.address.as_str();
+    let port = zi.networking.port;
+    let mut chains = Vec::new();
+    let mut sni_used = BTreeSet::new();
+    for m in meshes {
+        let mesh = m.ctx.mesh.as_str();
+        let destinations = mesh_destinations(m.policies);
+        let match_all = destinations.get(MATCH_ALL).cloned().unwrap_or_default();
+        // Service → (cluster tag sets).
+        let mut services: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+        for service in zi.available_services.iter().filter(|s| s.mesh == mesh) {
+            let service_name = service.service();
+            let cluster = mesh_cluster_name(mesh, service_name);
+            let endpoints: Vec<&Endpoint> = m.ctx.local_endpoints(service_name).collect();
+            let all: BTreeSet<(&str, u32)> = endpoints
+                .iter()
+                .map(|e| (e.address.as_str(), e.port))
+                .collect();
+            let own = destinations.get(service_name).into_iter().flatten();
+            for destination in own.chain(match_all.iter()) {
+                let mut sni_tags = destination.clone();
+                sni_tags.insert(SERVICE_TAG.to_owned(), service_name.to_owned());
+                sni_tags.insert("mesh".to_owned(), mesh.to_owned());
+                let sni = sni_from_tags(&sni_tags);
+                if !sni_used.insert(sni.clone()) {
+                    continue;
+                }
+                // Only tags that split the endpoints go into the metadata match.
+                let relevant: BTreeMap<String, String> = destination
+                    .iter()
+                    .filter(|(k, v)| {
+                        let matched = endpoints
+                            .iter()
+                            .filter(|e| v.as_str() == MATCH_ALL || e.tags.get(*k) == Some(*v))
+                            .map(|e| (e.address.as_str(), e.port))
+                            .collect::<BTreeSet<_>>();
+                        matched.len() < all.len()
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let tcp = TcpProxy {
+                    stat_prefix: sanitize_metric(&cluster),
+                    cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.clone())),
+                    metadata_match: lb_metadata(
+                        &relevant
+                            .iter()
+                            .filter(|(k, _)| k.as_str() != SERVICE_TAG)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    ),
+                    ..Default::default()
+                };
+                chains.push(FilterChain {
+                    filter_chain_match: Some(FilterChainMatch {
+                        server_names: vec![sni],
+                        transport_protocol: "tls".to_owned(),
+                        ..Default::default()
+                    }),
+                    filters: vec![filter(TCP_PROXY_FILTER, &tcp)],
+                    ..Default::default()
+                });
+                services
+                    .entry(service_name.to_owned())
+                    .or_default()
+                    .push(relevant);
+            }
+        }
+        for (service, tag_sets) in services {
+            let cluster = mesh_cluster_name(mesh, &service);
+            let tag_keys: BTreeSet<Vec<String>> = tag_sets
+                .iter()
+                .chain(match_all.iter())
+                .map(|t| {
+                    t.keys()
+                        .filter(|k| k.as_str() != SERVICE_TAG)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .filter(|k| !k.is_empty())
+                .collect();
+            snap.clusters
+                .insert(cluster.clone(), ingress_cluster(&cluster, &tag_keys));
+            let eps: Vec<Endpoint> = m
+                .ctx
+                .local_endpoints(&service)
+                .map(|e| Endpoint {
+                    weight: 1,
+                    ..e.clone()
+                })
+                .collect();
+            snap.endpoints
+                .insert(cluster.clone(), Arc::new(load_assignment(&cluster, &eps)));
+        }
+    }
+    if chains.is_empty() {
+        let response = serde_json::json!({"proxy": name, "zone": zi.zone}).to_string();
+        chains.push(FilterChain {
+            filters: vec![filter(
+                DIRECT_RESPONSE,
+                &DirectResponse {
+                    response: Some(DataSource {
+                        specifier: Some(data_source::Specifier::InlineString(response)),
+                        ..Default::default()
+                    }),
+                },
+            )],
+            ..Default::default()
+        });
+    }
+    let listener_name = inbound_listener_name(address, port);
+    snap.listeners.insert(
+        listener_name.clone(),
+        Listener {
+            name: listener_name,
+            address: Some(socket(address, port)),
+            traffic_direction: TrafficDirection::Inbound as i32,
+            listener_filters: vec![ListenerFilter {
+                name: TLS_INSPECTOR.to_owned(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                    &TlsInspector::default(),
+                ))),
+                ..Default::default()
+            }],
+            filter_chains: chains,
+            ..Default::default()
+        },
+    );
+    snap
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sni_follows_kuma() {
+        let tags = BTreeMap::from([
+            (SERVICE_TAG.to_owned(), "backend".to_owned()),
+            ("mesh".to_owned(), "default".to_owned()),
+            ("version".to_owned(), "v2".to_owned()),
+        ]);
+        assert_eq!(sni_from_tags(&tags), "backend{mesh=default,version=v2}");
+        assert_eq!(mesh_cluster_name("default", "backend"), "default:backend");
+    }
+}
