@@ -3,11 +3,13 @@
 //! invalidParameters}`), decoding a resource body against its path ([`resource`]) and paging
 //! ([`paging`]), JSON-or-YAML output ([`negotiate`]) and OpenAPI-vs-router checks
 //! ([`openapi`]), Prometheus metrics ([`metrics`]), and the binaries' logging, tracing and
-//! shutdown signal ([`process`]).
+//! shutdown signal ([`process`]), and the builtin mesh CAs the owning CP keeps in its store
+//! ([`mesh_ca`]).
 
 pub mod authn;
 pub mod crud;
 pub mod error;
+pub mod mesh_ca;
 pub mod metrics;
 pub mod negotiate;
 pub mod openapi;

@@ -115,12 +115,8 @@ async fn zone_ingress_token(
     let req: crate::trust::ZoneIngressTokenRequest =
         parse(&headers, &body, r#"{"zone", "validFor"}"#)?;
     let token = trust.issue_zone_ingress(&req).await?;
-    let id = umbra_auth::token::token_id(
-        &token,
-        TokenKind::ZoneIngress,
-        &trust.bundle().user_keys,
-    )
-    .unwrap_or_default();
+    let id = umbra_auth::token::token_id(&token, TokenKind::ZoneIngress, &trust.bundle().user_keys)
+        .unwrap_or_default();
     tracing::info!(zone = %req.zone, token_id = %id, "zone-ingress token issued");
     Ok(text(token))
 }

@@ -154,7 +154,11 @@ impl Trust {
     ) -> Result<Arc<Self>, StoreError> {
         let user = ensure_key(&*store, USER_TOKEN_KEY).await?;
         let mut revoked = umbra_auth::bundle::Revoked::default();
-        for kind in [TokenKind::User, TokenKind::Dataplane, TokenKind::ZoneIngress] {
+        for kind in [
+            TokenKind::User,
+            TokenKind::Dataplane,
+            TokenKind::ZoneIngress,
+        ] {
             let bytes = store
                 .signing_key(&revocations_key(kind), Vec::new())
                 .await?;

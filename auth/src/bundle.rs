@@ -24,7 +24,11 @@ pub struct Revoked {
     #[serde(default)]
     pub dataplane: BTreeSet<String>,
     /// Revoked zone-ingress tokens.
-    #[serde(default, rename = "zoneIngress", skip_serializing_if = "BTreeSet::is_empty")]
+    #[serde(
+        default,
+        rename = "zoneIngress",
+        skip_serializing_if = "BTreeSet::is_empty"
+    )]
     pub zone_ingress: BTreeSet<String>,
 }
 

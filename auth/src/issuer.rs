@@ -263,12 +263,12 @@ mod tests {
         assert!(id.authorizes("zone-1").unwrap_err().contains("zone-1"));
         assert!(b.verify_user(&t, NOW).is_err(), "not a user token");
         let user = iss.issue_user(&user("alice", &[]), 60, NOW).unwrap();
-        assert!(b.verify_zone_ingress(&user, NOW).is_err(), "not an ingress token");
+        assert!(
+            b.verify_zone_ingress(&user, NOW).is_err(),
+            "not an ingress token"
+        );
         let mut revoked = iss.clone();
-        revoked
-            .revoked
-            .zone_ingress
-            .insert(id.claims.jti.clone());
+        revoked.revoked.zone_ingress.insert(id.claims.jti.clone());
         assert!(matches!(
             revoked.bundle().verify_zone_ingress(&t, NOW),
             Err(TokenError::Revoked { .. })

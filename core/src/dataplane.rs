@@ -377,7 +377,10 @@ impl DataplaneSpec {
     }
 }
 
-pub(crate) fn validate_service_tags(path: &PathBuilder, tags: &BTreeMap<String, String>) -> ValidationError {
+pub(crate) fn validate_service_tags(
+    path: &PathBuilder,
+    tags: &BTreeMap<String, String>,
+) -> ValidationError {
     let mut err = ValidationError::new();
     if tags.is_empty() {
         err.violation(path, "must have at least one tag");

@@ -4,10 +4,14 @@
 //!   that reconnects with `initial_resource_versions` receives only the difference; large types
 //!   go in bounded chunks; Meshes go first, and no policy is sent while a Mesh response is in
 //!   flight, so a policy never arrives before its Mesh;
-//! - ZoneToGlobalSync asks each zone for its Dataplanes and insights
+//! - ZoneToGlobalSync asks each zone for its Dataplanes, ZoneIngresses and insights
 //!   ([`umbra_kds::sync::request`]) and stores them as that zone's: the zone comes from its
-//!   token, a Dataplane claiming another zone is NACKed on its own, and a zone can neither
+//!   token, a resource claiming another zone is NACKed on its own, and a zone can neither
 //!   overwrite nor delete another zone's resources.
+//! - Each zone's GlobalToZoneSync offer leaves out its own ZoneIngresses
+//!   ([`umbra_kds::resource::for_zone`]): a zone receives every other zone's. The mesh CAs
+//!   (private keys) go only over TLS or to a loopback peer; a zone on plaintext KDS from
+//!   elsewhere gets none and says so (its DPPs' identities wait).
 //!
 //! - InspectSync carries the Global's inspect calls down and the zone's answers up
 //!   ([`crate::inspect::hub`]).
@@ -34,8 +38,9 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_server::{KdsService, KdsServiceServer};
 use umbra_kds::pb::{InspectRequest, InspectResponse};
 use umbra_kds::resource::{
-    global_name, global_to_zone_types, kds_name, split_kds_name, zone_form, zone_to_global_types,
-    Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, ZONE_LABEL,
+    for_zone, global_name, global_to_zone_types, kds_name, split_kds_name, zone_form,
+    zone_to_global_types, Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, MESH_CA_TYPE,
+    ZONE_LABEL, ZONE_OWNED,
 };
 use umbra_kds::sync::{
     request, respond, spawn_reader, Event, OfferWatch, Received, Refusal, RespondConfig, Sink,
@@ -97,6 +102,8 @@ pub struct KdsServer {
     shutdown: watch::Receiver<bool>,
     /// The store's identity, announced on every stream.
     identity: String,
+    /// KDS is served over TLS (the mesh CAs may go to any authenticated zone).
+    tls: bool,
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -125,7 +132,15 @@ impl KdsServer {
             config,
             shutdown,
             identity: String::new(),
+            tls: false,
         }
+    }
+
+    /// Whether KDS is served over TLS: without it, the mesh CAs go to loopback peers only.
+    #[must_use]
+    pub fn with_tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Announce `identity` (the store's, [`crate::store::identity`]) on every stream, so zones
@@ -398,11 +413,15 @@ impl KdsService for KdsServer {
             "GlobalToZoneSync",
         )?;
         let zone = caller.identity.zone.clone();
+        let secure = self.tls || req.remote_addr().is_some_and(|a| a.ip().is_loopback());
         let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
         let (err_tx, err_rx) = mpsc::channel(1);
+        if !secure {
+            tracing::warn!(%zone, peer = %caller.connection, "KDS is plaintext and the zone is not on loopback: the mesh CAs are not sent to it (serve KDS over TLS: --kds-tls-cert-file)");
+        }
         let (offer, config, zones, z) = (
-            self.offer.clone(),
+            zone_offer(self.offer.clone(), zone.clone(), secure),
             self.config.clone(),
             self.zones.clone(),
             zone.clone(),
@@ -434,12 +453,14 @@ impl KdsService for KdsServer {
         )?;
         let zone = caller.identity.zone.clone();
         let mut initial = BTreeMap::new();
-        initial.insert(
-            ResourceType::Dataplane.name().to_owned(),
-            zone_dataplane_versions(&*self.store, &zone)
-                .await
-                .map_err(|e| Status::unavailable(e.to_string()))?,
-        );
+        for ty in ZONE_OWNED {
+            initial.insert(
+                ty.name().to_owned(),
+                zone_owned_versions(&*self.store, ty, &zone)
+                    .await
+                    .map_err(|e| Status::unavailable(e.to_string()))?,
+            );
+        }
         initial.insert(
             DATAPLANE_INSIGHT_TYPE.to_owned(),
             self.zones.insight_versions(&zone),
@@ -488,14 +509,43 @@ impl Drop for Detach {
     }
 }
 
-/// KDS name → version of the Dataplanes `zone` owns on the Global (their zone form).
-async fn zone_dataplane_versions(
+/// `offer` as `zone` receives it ([`for_zone`]: without its own ZoneIngresses; without the
+/// mesh CAs unless `secure`), kept in step
+/// by a task that ends with the stream (when the returned watch is dropped) or the offer.
+fn zone_offer(mut offer: OfferWatch, zone: String, secure: bool) -> OfferWatch {
+    let filter = move |o: &Option<Arc<umbra_kds::sync::Offer>>| {
+        o.as_ref().map(|o| {
+            let mut o = for_zone(o, &zone);
+            if !secure {
+                o.insert(MESH_CA_TYPE.to_owned(), Arc::default());
+            }
+            Arc::new(o)
+        })
+    };
+    let (tx, rx) = watch::channel(filter(&offer.borrow_and_update()));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                r = offer.changed() => if r.is_err() { return },
+                () = tx.closed() => return,
+            }
+            let next = filter(&offer.borrow_and_update());
+            tx.send_replace(next);
+        }
+    });
+    rx
+}
+
+/// KDS name → version of the resources of `ty` (Dataplane, ZoneIngress) `zone` owns on the
+/// Global (their zone form).
+async fn zone_owned_versions(
     store: &dyn Store,
+    ty: ResourceType,
     zone: &str,
 ) -> Result<ResourceVersions, StoreError> {
     let labels = BTreeMap::from([(ZONE_LABEL.to_owned(), zone.to_owned())]);
     let mut out = ResourceVersions::new();
-    for s in list_all(store, ResourceType::Dataplane, None, &labels)
+    for s in list_all(store, ty, None, &labels)
         .await?
         .iter()
         .filter(|s| s.zone.as_deref() == Some(zone))
@@ -531,33 +581,39 @@ impl From<StoreError> for ApplyError {
 }
 
 impl ZoneSink {
-    /// The Global key of the zone's Dataplane with KDS name `name`.
-    fn key(&self, name: &str) -> ResourceKey {
+    /// The Global key of the zone's resource of `ty` with KDS name `name`.
+    fn key(&self, ty: ResourceType, name: &str) -> ResourceKey {
         let (mesh, local) = split_kds_name(name);
         ResourceKey {
-            ty: ResourceType::Dataplane,
+            ty,
             name: global_name(&mesh, &local, &self.zone),
             mesh,
         }
     }
 
-    async fn put_dataplane(&self, name: &str, body: &[u8]) -> Result<(), ApplyError> {
+    async fn put_owned(&self, ty: ResourceType, name: &str, body: &[u8]) -> Result<(), ApplyError> {
         let mut resource =
             Resource::from_bytes(body).map_err(|e| ApplyError::Resource(e.to_string()))?;
-        if resource.ty() != ResourceType::Dataplane
-            || kds_name(&resource.meta.mesh, &resource.meta.name) != name
-        {
+        if resource.ty() != ty || kds_name(&resource.meta.mesh, &resource.meta.name) != name {
             return Err(ApplyError::Resource(format!(
-                "the body is {} {:?} in mesh {:?}, not the Dataplane {name:?}",
+                "the body is {} {:?} in mesh {:?}, not the {ty} {name:?}",
                 resource.ty(),
                 resource.meta.name,
                 resource.meta.mesh
             )));
         }
+        if let Some(zi) = resource.as_zone_ingress() {
+            if zi.zone != self.zone {
+                return Err(ApplyError::Resource(format!(
+                    "zone {:?} cannot report a ZoneIngress of zone {:?}",
+                    self.zone, zi.zone
+                )));
+            }
+        }
         if let Some(claimed) = resource.meta.labels.get(ZONE_LABEL) {
             if claimed != &self.zone {
                 return Err(ApplyError::Resource(format!(
-                    "zone {:?} cannot report a Dataplane of zone {claimed:?}",
+                    "zone {:?} cannot report a {ty} of zone {claimed:?}",
                     self.zone
                 )));
             }
@@ -566,7 +622,7 @@ impl ZoneSink {
         if violations.has_violations() {
             return Err(ApplyError::Resource(violations.to_string()));
         }
-        let key = self.key(name);
+        let key = self.key(ty, name);
         resource
             .meta
             .labels
@@ -594,8 +650,8 @@ impl ZoneSink {
         Ok(())
     }
 
-    async fn delete_dataplane(&self, name: &str) -> Result<(), ApplyError> {
-        let key = self.key(name);
+    async fn delete_owned(&self, ty: ResourceType, name: &str) -> Result<(), ApplyError> {
+        let key = self.key(ty, name);
         let Some(existing) = self.store.get(&key).await? else {
             return Ok(());
         };
@@ -638,8 +694,17 @@ impl Sink for ZoneSink {
             }
             return Ok(refused);
         }
+        let Some(ty) = ResourceType::from_name(type_url).filter(|t| ZONE_OWNED.contains(t)) else {
+            return Ok(upserts
+                .into_iter()
+                .map(|u| Refusal {
+                    name: u.name,
+                    reason: format!("the Global does not take {type_url} from zones"),
+                })
+                .collect());
+        };
         for u in upserts {
-            match self.put_dataplane(&u.name, &u.body).await {
+            match self.put_owned(ty, &u.name, &u.body).await {
                 Ok(()) => {}
                 Err(ApplyError::Resource(reason)) => refused.push(Refusal {
                     name: u.name,
@@ -649,7 +714,7 @@ impl Sink for ZoneSink {
             }
         }
         for name in removed {
-            match self.delete_dataplane(&name).await {
+            match self.delete_owned(ty, &name).await {
                 Ok(()) => {}
                 Err(ApplyError::Resource(reason)) => refused.push(Refusal { name, reason }),
                 Err(ApplyError::Store(e)) => return Err(e.to_string()),

@@ -158,10 +158,20 @@ pub async fn serve(
     });
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
     let traces = Arc::new(offer::TraceLinks::default());
+    // One CA per mesh, owned here and synced to every zone (issue 18).
+    let (cas_tx, cas_rx) = tokio::sync::watch::channel(std::sync::Arc::default());
+    let ca_keeper = std::sync::Arc::new(umbra_api::mesh_ca::CaKeeper::new(
+        store.clone(),
+        std::sync::Arc::new(cas_tx),
+    ));
+    let cas_task = tokio::spawn(ca_keeper.follow(stop_rx.clone()));
     let follower = tokio::spawn(offer::follow_store(
         store.clone(),
         traces.clone(),
-        trust.subscribe(),
+        offer::Extras {
+            trust: trust.subscribe(),
+            cas: cas_rx,
+        },
         offer_tx,
         stop_rx.clone(),
     ));
@@ -178,7 +188,8 @@ pub async fn serve(
     let kds = kds::serve(
         kds,
         kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())
-            .with_identity(identity),
+            .with_identity(identity)
+            .with_tls(tls.is_some()),
         tls,
         stop_rx.clone(),
     );
@@ -187,6 +198,7 @@ pub async fn serve(
     k?;
     let _ = follower.await;
     let _ = keys.await;
+    let _ = cas_task.await;
     Ok(())
 }
 

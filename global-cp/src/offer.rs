@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use umbra_api::mesh_ca::MeshCas;
 use umbra_api::process::TraceContext;
 use umbra_auth::TrustBundle;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_kds::resource::{
-    global_to_zone_types, kds_name, Item, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
+    global_to_zone_types, kds_name, Item, MESH_CA_TYPE, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
 };
 use umbra_kds::sync::{Offer, TypeItems};
 
@@ -99,8 +100,18 @@ impl umbra_api::crud::WriteObserver for TraceLinks {
     }
 }
 
-/// `offer` with the trust bundle as its [`TRUST_BUNDLE_TYPE`] item.
-fn with_trust(offer: &Offer, bundle: &TrustBundle) -> Arc<Offer> {
+/// What the Global offers besides its resources: the trust bundle and the mesh CAs.
+#[derive(Debug, Clone)]
+pub struct Extras {
+    /// Public keys and revocations.
+    pub trust: watch::Receiver<Arc<TrustBundle>>,
+    /// The mesh CAs ([`umbra_api::mesh_ca::CaKeeper`]).
+    pub cas: watch::Receiver<Arc<MeshCas>>,
+}
+
+/// `offer` with the trust bundle as its [`TRUST_BUNDLE_TYPE`] item and the mesh CAs as
+/// [`MESH_CA_TYPE`] items.
+fn with_trust(offer: &Offer, bundle: &TrustBundle, cas: &MeshCas) -> Arc<Offer> {
     let mut out = offer.clone();
     let mut items = TypeItems::default();
     items.insert(
@@ -108,29 +119,48 @@ fn with_trust(offer: &Offer, bundle: &TrustBundle) -> Arc<Offer> {
         Item::from_doc(&serde_json::to_value(bundle).unwrap_or_default()),
     );
     out.insert(TRUST_BUNDLE_TYPE.to_owned(), Arc::new(items));
+    let mut items = TypeItems::default();
+    for (name, ca) in cas {
+        items.insert(
+            name.clone(),
+            Item::from_doc(&serde_json::to_value(ca).unwrap_or_default()),
+        );
+    }
+    out.insert(MESH_CA_TYPE.to_owned(), Arc::new(items));
     Arc::new(out)
 }
 
-/// Keep `tx` publishing the store's Meshes and policies, and the trust bundle `trust`
-/// (public keys and revocations), until `shutdown` turns `true`. Store errors are retried
-/// every second; the offer then catches up from the change log.
+/// Keep `tx` publishing the store's Meshes and policies, and the `extras` (the trust bundle:
+/// public keys and revocations; the mesh CAs), until `shutdown` turns `true`. Store errors are
+/// retried every second; the offer then catches up from the change log.
 pub async fn follow_store(
     store: Arc<dyn Store>,
     links: Arc<TraceLinks>,
-    mut trust: watch::Receiver<Arc<TrustBundle>>,
+    extras: Extras,
     tx: watch::Sender<Option<Arc<Offer>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let Extras {
+        trust: mut trust_rx,
+        mut cas,
+    } = extras;
     let mut wake = store.subscribe();
     let mut state: Option<(u64, Offer)> = None;
-    let bundle = |trust: &mut watch::Receiver<Arc<TrustBundle>>| trust.borrow_and_update().clone();
+    let compose = |offer: &Offer,
+                   trust: &mut watch::Receiver<Arc<TrustBundle>>,
+                   cas: &mut watch::Receiver<Arc<MeshCas>>| {
+        let bundle = trust.borrow_and_update().clone();
+        let cas = cas.borrow_and_update().clone();
+        with_trust(offer, &bundle, &cas)
+    };
+    let trust = &mut trust_rx;
     while !*shutdown.borrow() {
         let step = async {
             match state.take() {
                 None => {
                     let revision = store.revision().await?;
                     let offer = load_offer(&*store).await?;
-                    tx.send_replace(Some(with_trust(&offer, &bundle(&mut trust))));
+                    tx.send_replace(Some(compose(&offer, trust, &mut cas)));
                     Ok::<_, StoreError>(Some((revision, offer)))
                 }
                 Some((mut revision, mut offer)) => {
@@ -177,7 +207,7 @@ pub async fn follow_store(
                         changed = true;
                     }
                     if changed {
-                        tx.send_replace(Some(with_trust(&offer, &bundle(&mut trust))));
+                        tx.send_replace(Some(compose(&offer, trust, &mut cas)));
                     }
                     Ok(Some((revision, offer)))
                 }
@@ -196,7 +226,13 @@ pub async fn follow_store(
                         Ok(()) = trust.changed() => {
                             // A key or a revocation: the zones get it now.
                             if let Some((_, offer)) = &state {
-                                tx.send_replace(Some(with_trust(offer, &bundle(&mut trust))));
+                                tx.send_replace(Some(compose(offer, trust, &mut cas)));
+                            }
+                        }
+                        Ok(()) = cas.changed() => {
+                            // A new mesh CA: the zones get it now.
+                            if let Some((_, offer)) = &state {
+                                tx.send_replace(Some(compose(offer, trust, &mut cas)));
                             }
                         }
                         // The wake-up is only a hint: look at the log now and then anyway.
@@ -237,7 +273,17 @@ mod tests {
         let (tx, mut rx) = watch::channel(None);
         let (_stop_tx, stop) = watch::channel(false);
         let trust = watch::channel(Arc::new(TrustBundle::default())).1;
-        tokio::spawn(follow_store(store.clone(), Arc::default(), trust, tx, stop));
+        let extras = Extras {
+            trust,
+            cas: watch::channel(Arc::default()).1,
+        };
+        tokio::spawn(follow_store(
+            store.clone(),
+            Arc::default(),
+            extras,
+            tx,
+            stop,
+        ));
         rx.wait_for(Option::is_some).await.unwrap();
         // More Dataplane changes than one change-log batch, then a policy.
         for i in 0..(CHANGE_BATCH + 5) {

@@ -27,6 +27,12 @@ pub const DATAPLANE_INSIGHT_TYPE: &str = "DataplaneInsight";
 /// and revoked token IDs), so tokens issued on the Global verify in every zone (issue 15).
 pub const TRUST_BUNDLE_TYPE: &str = "TrustBundle";
 
+/// Type URL of the mesh CAs (Global → zone; not a stored resource type): one item per mesh
+/// and `builtin` backend, named `<mesh>/<backend>`, whose body is the CA (root certificate and
+/// private key, `umbra_api::mesh_ca::MeshCa` in JSON), so every zone issues identities from the
+/// mesh's one CA (issue 18). Sent only over an encrypted connection (KDS TLS) or loopback.
+pub const MESH_CA_TYPE: &str = "MeshCA";
+
 /// Name of the one trust-bundle item.
 pub const TRUST_BUNDLE_NAME: &str = "bundle";
 
@@ -38,7 +44,8 @@ pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
 
 /// Types the Global sends to zones, Mesh first: the Global's responder treats the first type
 /// as a barrier ([`crate::sync::RespondConfig::first_type_barrier`]), so a policy never
-/// arrives before its Mesh.
+/// arrives before its Mesh. ZoneIngresses are among them: every zone receives the other zones'
+/// (never its own back, [`for_zone`]).
 pub fn global_to_zone_types() -> Vec<String> {
     let mut out = vec![ResourceType::Mesh.name().to_owned()];
     out.extend(
@@ -48,15 +55,55 @@ pub fn global_to_zone_types() -> Vec<String> {
             .map(|t| t.name().to_owned()),
     );
     out.push(TRUST_BUNDLE_TYPE.to_owned());
+    out.push(MESH_CA_TYPE.to_owned());
     out
 }
 
-/// Types zones send to the Global.
+/// Types zones send to the Global: their Dataplanes, their ZoneIngresses and insights.
 pub fn zone_to_global_types() -> Vec<String> {
     vec![
         ResourceType::Dataplane.name().to_owned(),
+        ResourceType::ZoneIngress.name().to_owned(),
         DATAPLANE_INSIGHT_TYPE.to_owned(),
     ]
+}
+
+/// The types a zone owns and sends up, stored on the Global as that zone's.
+pub const ZONE_OWNED: [ResourceType; 2] = [ResourceType::Dataplane, ResourceType::ZoneIngress];
+
+/// The zone a ZoneIngress item of an offer belongs to (its `kuma.io/zone` label), read from
+/// its body; `None` when the body says none.
+fn item_zone(item: &Item) -> Option<String> {
+    let doc: Value = serde_json::from_slice(&item.body).ok()?;
+    doc.get("labels")?
+        .get(ZONE_LABEL)?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The offer as `zone` receives it: without its own ZoneIngresses (which it owns; they come
+/// back from nowhere but itself).
+pub fn for_zone(offer: &crate::sync::Offer, zone: &str) -> crate::sync::Offer {
+    let ty = ResourceType::ZoneIngress.name();
+    let Some(items) = offer.get(ty) else {
+        return offer.clone();
+    };
+    let own: Vec<&String> = items
+        .items
+        .iter()
+        .filter(|(_, item)| item_zone(item).as_deref() == Some(zone))
+        .map(|(name, _)| name)
+        .collect();
+    if own.is_empty() {
+        return offer.clone();
+    }
+    let mut filtered = (**items).clone();
+    for name in own {
+        filtered.remove(name);
+    }
+    let mut out = offer.clone();
+    out.insert(ty.to_owned(), std::sync::Arc::new(filtered));
+    out
 }
 
 /// The KDS name of a resource: `<mesh>/<name>`, or `<name>` when `mesh` is empty (a Mesh).
@@ -166,14 +213,18 @@ pub fn content_version(doc: &Value) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// How a zone sends one of its Dataplanes up: `kuma.io/zone` set to the zone and
-/// `kuma.io/display-name` to its name (whatever the labels said), the rest unchanged.
+/// How a zone sends one of its Dataplanes or ZoneIngresses up: `kuma.io/zone` set to the zone
+/// and `kuma.io/display-name` to its name (whatever the labels said), a ZoneIngress's `zone`
+/// set to the zone; the rest unchanged.
 pub fn zone_dataplane_upstream(resource: &Resource, zone: &str) -> Resource {
     let mut r = resource.clone();
     r.meta.labels.insert(ZONE_LABEL.into(), zone.into());
     r.meta
         .labels
         .insert(DISPLAY_NAME_LABEL.into(), r.meta.name.clone());
+    if let umbra_core::resource::Spec::ZoneIngress(zi) = &mut r.spec {
+        zi.zone = zone.to_owned();
+    }
     r
 }
 

@@ -90,9 +90,15 @@ pub fn sni_from_tags(tags: &BTreeMap<String, String>) -> String {
 
 /// Kuma's `tags.FromTargetRef`: `MeshService` → its service, `MeshServiceSubset` → service and
 /// tags; other kinds name no destination.
-fn tags_of(kind: Option<&TargetRefKind>, name: &str, tags: &BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+fn tags_of(
+    kind: Option<&TargetRefKind>,
+    name: &str,
+    tags: &BTreeMap<String, String>,
+) -> Option<BTreeMap<String, String>> {
     match kind? {
-        TargetRefKind::MeshService => Some(BTreeMap::from([(SERVICE_TAG.to_owned(), name.to_owned())])),
+        TargetRefKind::MeshService => {
+            Some(BTreeMap::from([(SERVICE_TAG.to_owned(), name.to_owned())]))
+        }
         TargetRefKind::MeshServiceSubset => {
             let mut out = tags.clone();
             out.insert(SERVICE_TAG.to_owned(), name.to_owned());
@@ -155,7 +161,10 @@ pub fn mesh_destinations(policies: &PolicySet) -> BTreeMap<String, Vec<BTreeMap<
         }
     }
     if traffic_routes.is_empty() {
-        add(BTreeMap::from([(SERVICE_TAG.to_owned(), MATCH_ALL.to_owned())]));
+        add(BTreeMap::from([(
+            SERVICE_TAG.to_owned(),
+            MATCH_ALL.to_owned(),
+        )]));
     }
     for ty in [ResourceType::MeshHTTPRoute, ResourceType::MeshTCPRoute] {
         for p in policies.new.get(&ty).into_iter().flatten() {
@@ -212,7 +221,11 @@ fn lb_metadata(tags: &BTreeMap<String, String>) -> Option<Metadata> {
 fn filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
     Filter {
         name: name.to_owned(),
-        config_type: Some(envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(any(config))),
+        config_type: Some(
+            envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(any(
+                config,
+            )),
+        ),
     }
 }
 

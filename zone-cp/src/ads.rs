@@ -257,9 +257,9 @@ impl Ads {
                 }
                 version = Some(e.version);
             }
-            let unchanged = existing
-                .as_ref()
-                .is_some_and(|e| e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels);
+            let unchanged = existing.as_ref().is_some_and(|e| {
+                e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels
+            });
             if !unchanged {
                 self.store
                     .put(resource, version.or(Some(0)))

@@ -1,7 +1,13 @@
 //! The zone's certificate authority for meshes with mTLS on a `builtin` backend (Kuma's
-//! builtin CA): one self-signed root per mesh and backend, and one identity certificate per
-//! DPP, served over SDS as `mesh_ca:secret:<mesh>` (the root) and
-//! `identity_cert:secret:<mesh>` (certificate chain and private key).
+//! builtin CA): it issues one identity certificate per DPP from the mesh's CA, and serves over
+//! SDS `mesh_ca:secret:<mesh>` (the roots of every `builtin` backend the mesh lists, so a
+//! switch of `enabledBackend` keeps both trusted) and `identity_cert:secret:<mesh>`
+//! (certificate chain and private key).
+//!
+//! The roots are not made here: they are the mesh's one CA ([`umbra_api::mesh_ca`]), created
+//! by the Global and received over KDS in a federated zone, created and kept in the durable
+//! store by a standalone zone, and handed over with [`Authority::set_cas`]. Until a mesh's CA
+//! is there, its DPPs get a clear error instead of an identity.
 //!
 //! Identity SANs follow Kuma: a URI `spiffe://<mesh>/<service>` per inbound `kuma.io/service`
 //! and `kuma://<tag>/<value>` per other inbound tag, which are what the generated TLS contexts
@@ -11,10 +17,8 @@
 //! at [`Authority::next_rotation`]. Certificates are kept until the DPP's SANs change, its
 //! mesh's CA changes, or rotation is due, so regenerating a DPP does not churn its secret.
 //!
-//! Roots are held in memory: a standalone zone that restarts issues a new root (and new
-//! identities) to every DPP, which Envoy takes over SDS without dropping connections. Only the
-//! `builtin` backend type is supported; `provided` (user-supplied CA) is refused with an error
-//! naming the backend.
+//! Only the `builtin` backend type is supported; `provided` (user-supplied CA) is refused with
+//! an error naming the backend.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,18 +26,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+    CertificateParams, DistinguishedName, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
+use umbra_api::mesh_ca::{MeshCa, MeshCas};
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::mesh::MtlsBackend;
 use umbra_core::target_ref::SERVICE_TAG;
 
 /// Identity certificate lifetime when the backend sets none (Kuma's default).
 pub const DEFAULT_IDENTITY_VALIDITY: Duration = Duration::from_secs(24 * 3600);
-
-/// Root certificate lifetime (Kuma's builtin default: 10 years).
-pub const ROOT_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Why an identity cannot be issued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +62,14 @@ pub enum CaError {
     /// Certificate generation failed (rcgen).
     #[error("issuing a certificate failed: {0}")]
     Issue(String),
+    /// The mesh's CA for the backend is not here (yet).
+    #[error("mesh {mesh:?}: no CA for mTLS backend {backend:?} yet (a federated zone receives the mesh CA from the Global over KDS, which needs TLS or loopback)")]
+    NoRoot {
+        /// The mesh.
+        mesh: String,
+        /// The backend.
+        backend: String,
+    },
 }
 
 /// A DPP's identity, PEM encoded, with the root that signed it.
@@ -71,15 +81,15 @@ pub struct Identity {
     pub cert_pem: String,
     /// Its private key (PKCS#8 PEM).
     pub key_pem: String,
-    /// The mesh root (PEM), the SDS validation context.
+    /// The mesh's trusted roots (PEM, every listed `builtin` backend's), the SDS validation
+    /// context.
     pub ca_pem: Arc<str>,
     /// When to reissue.
     pub rotate_at: SystemTime,
 }
 
 struct Root {
-    backend: String,
-    issuer: CertifiedIssuer<'static, KeyPair>,
+    issuer: Issuer<'static, KeyPair>,
     pem: Arc<str>,
     serial: u64,
 }
@@ -93,10 +103,10 @@ struct Issued {
     identity: Arc<Identity>,
 }
 
-/// The zone's CA state: roots per mesh, identities per DPP. Share with `Arc`.
+/// The zone's CA state: the mesh CAs by (mesh, backend), identities per DPP. Share with `Arc`.
 #[derive(Default)]
 pub struct Authority {
-    roots: Mutex<HashMap<String, Arc<Root>>>,
+    roots: Mutex<HashMap<(String, String), Arc<Root>>>,
     identities: Mutex<HashMap<DpKey, Issued>>,
     serials: AtomicU64,
 }
@@ -171,58 +181,57 @@ impl Authority {
         Self::default()
     }
 
-    fn root(
-        &self,
-        mesh: &str,
-        backend: &MtlsBackend,
-        now: SystemTime,
-    ) -> Result<Arc<Root>, CaError> {
+    /// Take `cas` as the mesh CAs: a CA whose certificate is unchanged keeps its root (and the
+    /// identities it issued); the others replace theirs, and CAs no longer in `cas` are
+    /// forgotten. Returns the CAs that could not be read (name and reason; never the key),
+    /// which issue nothing.
+    pub fn set_cas(&self, cas: &MeshCas) -> Vec<(String, String)> {
         let mut roots = self
             .roots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(r) = roots.get(mesh).filter(|r| r.backend == backend.name) {
-            return Ok(r.clone());
+        let mut next = HashMap::new();
+        let mut bad = Vec::new();
+        for (name, ca) in cas {
+            let key = (ca.mesh.clone(), ca.backend.clone());
+            if let Some(r) = roots.get(&key).filter(|r| *r.pem == *ca.cert_pem) {
+                next.insert(key, r.clone());
+                continue;
+            }
+            match self.parse(ca) {
+                Ok(root) => {
+                    next.insert(key, Arc::new(root));
+                }
+                Err(e) => bad.push((name.clone(), e.to_string())),
+            }
         }
-        let mut params = CertificateParams::default();
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::OrganizationName, "Umbra");
-        dn.push(DnType::CommonName, format!("{mesh} {} root", backend.name));
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        params.subject_alt_names = vec![SanType::URI(
-            format!("spiffe://{mesh}").try_into().map_err(issue_err)?,
-        )];
-        params.not_before = offset(now - Duration::from_secs(300));
-        params.not_after = offset(now + ROOT_VALIDITY);
-        let key = KeyPair::generate().map_err(issue_err)?;
-        let issuer = CertifiedIssuer::self_signed(params, key).map_err(issue_err)?;
-        let root = Arc::new(Root {
-            backend: backend.name.clone(),
-            pem: issuer.pem().into(),
-            issuer,
-            serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,
-        });
-        roots.insert(mesh.to_owned(), root.clone());
-        Ok(root)
+        *roots = next;
+        bad
     }
 
-    /// The identity of DPP `name` of `mesh` whose enabled mTLS backend is `backend`: the cached
-    /// one while its SANs and root are current and rotation is not due, a new one otherwise.
+    fn parse(&self, ca: &MeshCa) -> Result<Root, CaError> {
+        let key = KeyPair::from_pem(&ca.key_pem).map_err(issue_err)?;
+        let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, key).map_err(issue_err)?;
+        Ok(Root {
+            issuer,
+            pem: ca.cert_pem.as_str().into(),
+            serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,
+        })
+    }
+
+    /// The identity of DPP `name` of `mesh` whose enabled mTLS backend is `backend` and whose
+    /// mesh lists the `builtin` backends `trusted`: the cached one while its SANs, root and
+    /// trusted roots are current and rotation is not due, a new one otherwise.
     ///
     /// # Errors
     /// [`CaError`] for a non-builtin backend, a bad `dpCert` expiration, a DPP without a
-    /// service, or a signing failure.
+    /// service, a mesh CA not here yet, or a signing failure.
     pub fn identity(
         &self,
         mesh: &str,
         name: &str,
         backend: &MtlsBackend,
+        trusted: &[String],
         dp: &DataplaneSpec,
         now: SystemTime,
     ) -> Result<Arc<Identity>, CaError> {
@@ -237,7 +246,30 @@ impl Authority {
         if !sans.iter().any(|s| s.starts_with("spiffe://")) {
             return Err(CaError::NoIdentity);
         }
-        let root = self.root(mesh, backend, now)?;
+        let (root, ca_pem) = {
+            let roots = self
+                .roots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let root = roots
+                .get(&(mesh.to_owned(), backend.name.clone()))
+                .cloned()
+                .ok_or_else(|| CaError::NoRoot {
+                    mesh: mesh.to_owned(),
+                    backend: backend.name.clone(),
+                })?;
+            // The enabled backend's root first, then every other listed one (a rotation).
+            let mut pem = root.pem.to_string();
+            for other in trusted.iter().filter(|b| **b != backend.name) {
+                if let Some(r) = roots.get(&(mesh.to_owned(), other.clone())) {
+                    if !pem.ends_with('\n') {
+                        pem.push('\n');
+                    }
+                    pem.push_str(&r.pem);
+                }
+            }
+            (root, Arc::<str>::from(pem))
+        };
         let key = DpKey::new(mesh, name);
         {
             let ids = self
@@ -247,6 +279,7 @@ impl Authority {
             if let Some(issued) = ids.get(&key) {
                 if issued.sans == sans
                     && issued.root == root.serial
+                    && issued.identity.ca_pem == ca_pem
                     && now < issued.identity.rotate_at
                 {
                     return Ok(issued.identity.clone());
@@ -279,7 +312,7 @@ impl Authority {
             serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,
             cert_pem: cert.pem(),
             key_pem: leaf_key.serialize_pem(),
-            ca_pem: root.pem.clone(),
+            ca_pem,
             rotate_at: now + lifetime.mul_f64(0.8),
         });
         self.identities
@@ -306,17 +339,13 @@ impl Authority {
             .min()
     }
 
-    /// Forget identities of DPPs for which `keep` is false (removed DPPs, meshes without mTLS)
-    /// and roots of meshes for which `keep_mesh` is false.
-    pub fn retain(&self, keep: impl Fn(&DpKey) -> bool, keep_mesh: impl Fn(&str) -> bool) {
+    /// Forget identities of DPPs for which `keep` is false (removed DPPs, meshes without
+    /// mTLS). The roots stay: they follow [`Authority::set_cas`].
+    pub fn retain(&self, keep: impl Fn(&DpKey) -> bool) {
         self.identities
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|k, _| keep(k));
-        self.roots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|m, _| keep_mesh(m));
     }
 }
 
@@ -327,6 +356,22 @@ mod tests {
 
     fn dp(tags: &str) -> Resource {
         Resource::from_bytes(format!("type: Dataplane\nmesh: m\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {tags}\n").as_bytes()).unwrap()
+    }
+
+    /// An authority holding a CA for backends `ca-1` and `ca-2` of mesh `m`.
+    fn authority() -> Authority {
+        let ca = Authority::new();
+        let cas: MeshCas = ["ca-1", "ca-2"]
+            .iter()
+            .map(|b| {
+                (
+                    umbra_api::mesh_ca::ca_name("m", b),
+                    umbra_api::mesh_ca::generate_root("m", b, SystemTime::now()).unwrap(),
+                )
+            })
+            .collect();
+        assert!(ca.set_cas(&cas).is_empty());
+        ca
     }
 
     fn builtin(extra: &str) -> MtlsBackend {
@@ -344,29 +389,29 @@ mod tests {
 
     #[test]
     fn identities_are_cached_until_sans_change_or_rotation() {
-        let ca = Authority::new();
+        let ca = authority();
         let backend = builtin("1h");
         let now = SystemTime::now();
         let r = dp("{kuma.io/service: web}");
         let a = ca
-            .identity("m", "web", &backend, r.as_dataplane().unwrap(), now)
+            .identity("m", "web", &backend, &[], r.as_dataplane().unwrap(), now)
             .unwrap();
         assert!(a.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(a.key_pem.contains("PRIVATE KEY"));
         assert_eq!(a.rotate_at, now + Duration::from_secs(48 * 60));
         let again = ca
-            .identity("m", "web", &backend, r.as_dataplane().unwrap(), now)
+            .identity("m", "web", &backend, &[], r.as_dataplane().unwrap(), now)
             .unwrap();
         assert_eq!(a, again, "cached");
         let later = now + Duration::from_secs(49 * 60);
         let rotated = ca
-            .identity("m", "web", &backend, r.as_dataplane().unwrap(), later)
+            .identity("m", "web", &backend, &[], r.as_dataplane().unwrap(), later)
             .unwrap();
         assert_ne!(rotated.serial, a.serial);
         assert_eq!(rotated.ca_pem, a.ca_pem, "same root");
         let r2 = dp("{kuma.io/service: web, version: v2}");
         let changed = ca
-            .identity("m", "web", &backend, r2.as_dataplane().unwrap(), later)
+            .identity("m", "web", &backend, &[], r2.as_dataplane().unwrap(), later)
             .unwrap();
         assert_ne!(changed.serial, rotated.serial);
         assert_eq!(
@@ -377,7 +422,7 @@ mod tests {
 
     #[test]
     fn unsupported_backends_and_bad_expirations_are_errors() {
-        let ca = Authority::new();
+        let ca = authority();
         let r = dp("{kuma.io/service: web}");
         let provided: MtlsBackend =
             serde_json::from_value(serde_json::json!({"name": "p", "type": "provided"})).unwrap();
@@ -386,6 +431,7 @@ mod tests {
                 "m",
                 "web",
                 &provided,
+                &[],
                 r.as_dataplane().unwrap(),
                 SystemTime::now(),
             )
@@ -396,6 +442,7 @@ mod tests {
                 "m",
                 "web",
                 &builtin("soon"),
+                &[],
                 r.as_dataplane().unwrap(),
                 SystemTime::now(),
             )
@@ -406,9 +453,72 @@ mod tests {
                 "m",
                 "web",
                 &builtin("1d"),
+                &[],
                 r.as_dataplane().unwrap(),
                 SystemTime::now()
             )
             .is_ok());
+        // No CA for the backend: a clear error.
+        let e = Authority::new()
+            .identity(
+                "m",
+                "web",
+                &builtin("1d"),
+                &[],
+                r.as_dataplane().unwrap(),
+                SystemTime::now(),
+            )
+            .unwrap_err();
+        assert!(matches!(e, CaError::NoRoot { .. }), "{e}");
+    }
+
+    #[test]
+    fn every_listed_root_is_trusted_and_a_new_ca_reissues() {
+        let ca = authority();
+        let r = dp("{kuma.io/service: web}");
+        let now = SystemTime::now();
+        let both = ["ca-1".to_owned(), "ca-2".to_owned()];
+        let a = ca
+            .identity(
+                "m",
+                "web",
+                &builtin("1h"),
+                &both,
+                r.as_dataplane().unwrap(),
+                now,
+            )
+            .unwrap();
+        assert_eq!(
+            a.ca_pem.matches("BEGIN CERTIFICATE").count(),
+            2,
+            "both roots trusted"
+        );
+        // The same CAs again: nothing changes.
+        let cas: MeshCas = ca
+            .roots
+            .lock()
+            .unwrap()
+            .keys()
+            .map(|(m, b)| {
+                (
+                    umbra_api::mesh_ca::ca_name(m, b),
+                    umbra_api::mesh_ca::generate_root(m, b, now).unwrap(),
+                )
+            })
+            .collect();
+        // A new CA for ca-1 (another Global, a recreated mesh): a new identity from it.
+        ca.set_cas(&cas);
+        let b = ca
+            .identity(
+                "m",
+                "web",
+                &builtin("1h"),
+                &both,
+                r.as_dataplane().unwrap(),
+                now,
+            )
+            .unwrap();
+        assert_ne!(a.serial, b.serial);
+        assert_ne!(a.ca_pem, b.ca_pem);
     }
 }

@@ -79,9 +79,9 @@ pub fn update_once(store: &Store, zone: &str) -> Result<Vec<String>, StoreError>
     let dataplanes = store.list_all(ResourceType::Dataplane);
     let services = available_services(
         zone,
-        dataplanes.iter().filter_map(|s| {
-            Some((s.resource.meta.mesh.as_str(), s.resource.as_dataplane()?))
-        }),
+        dataplanes
+            .iter()
+            .filter_map(|s| Some((s.resource.meta.mesh.as_str(), s.resource.as_dataplane()?))),
     );
     let mut written = Vec::new();
     for s in store.list_all(ResourceType::ZoneIngress) {
@@ -119,7 +119,9 @@ pub async fn track_available_services(
                 tracing::info!(zone_ingresses = ?names, "updated ZoneIngress available services");
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot update ZoneIngress available services; retrying on the next change"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot update ZoneIngress available services; retrying on the next change")
+            }
         }
         tokio::select! {
             r = changes.changed() => if r.is_err() { return },
@@ -153,8 +155,7 @@ mod tests {
         ];
         let got = available_services(
             "zone-2",
-            dps.iter()
-                .map(|r| ("default", r.as_dataplane().unwrap())),
+            dps.iter().map(|r| ("default", r.as_dataplane().unwrap())),
         );
         let summary: Vec<(String, u32, Option<&String>)> = got
             .iter()
@@ -176,7 +177,10 @@ mod tests {
         let store = Store::new();
         store.put(res("type: Mesh\nname: default\n"), None).unwrap();
         store
-            .put(res("type: ZoneIngress\nname: zi\nnetworking: {address: 127.0.0.1, port: 10001}\n"), None)
+            .put(
+                res("type: ZoneIngress\nname: zi\nnetworking: {address: 127.0.0.1, port: 10001}\n"),
+                None,
+            )
             .unwrap();
         store
             .put(res("type: ZoneIngress\nname: other\nzone: zone-1\nnetworking: {address: 127.0.0.2, port: 10001}\n"), None)
@@ -196,7 +200,10 @@ mod tests {
         assert_eq!(spec.zone, "zone-2");
         assert_eq!(spec.available_services.len(), 1);
         assert_eq!(spec.available_services[0].service(), "backend");
-        assert!(update_once(&store, "zone-2").unwrap().is_empty(), "unchanged");
+        assert!(
+            update_once(&store, "zone-2").unwrap().is_empty(),
+            "unchanged"
+        );
         store.delete(&res("type: Dataplane\nmesh: default\nname: a\nnetworking: {address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: backend}}]}").key()).unwrap();
         assert_eq!(update_once(&store, "zone-2").unwrap(), ["zi"]);
     }

@@ -6,6 +6,9 @@
 //!   [`umbra_kds::sync::respond`]) and InspectSync (the Global's inspect calls, see
 //!   [`crate::remote_inspect`]). When any ends, all are torn down and the zone
 //!   reconnects with jittered exponential backoff ([`Backoff`]).
+//! - Other zones' ZoneIngresses come down like policies (stored under their Global names,
+//!   `zone` set to theirs); the zone's own go up with its Dataplanes. One that claims this
+//!   zone coming down is NACKed, and a removal never touches a local one.
 //! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
 //!   `--data-dir` the store survives a restart, so that holds across a crash too.
 //! - A resource this zone cannot apply (invalid here, unknown mesh) is NACKed on its own; the
@@ -26,12 +29,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use umbra_api::mesh_ca::{ca_name, MeshCa, MeshCas};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_client::KdsServiceClient;
 use umbra_kds::pb::InspectResponse;
 use umbra_kds::resource::{
     global_to_zone_types, kds_name, split_kds_name, zone_dataplane_upstream, zone_to_global_types,
-    Item, DATAPLANE_INSIGHT_TYPE, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
+    Item, DATAPLANE_INSIGHT_TYPE, MESH_CA_TYPE, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
 };
 use umbra_kds::sync::{
     request, respond, spawn_reader_noting, Event, Offer, OfferWatch, Received, Refusal,
@@ -60,6 +64,8 @@ pub struct KdsClientConfig {
     pub ca_pem: Option<Vec<u8>>,
     /// Where the Global's trust bundle goes (user and dataplane token keys, revocations).
     pub trust: Arc<umbra_api::trust::Trust>,
+    /// Where the Global's mesh CAs go (kept in the store first).
+    pub cas: Arc<watch::Sender<Arc<MeshCas>>>,
 }
 
 /// Where the zone token comes from.
@@ -355,8 +361,10 @@ async fn session(
     });
 
     let types = global_to_zone_types();
-    let initial = held_versions(store, &types);
+    let initial = held_versions(store, &types, &config.zone);
     let mut sink = StoreSink {
+        zone: config.zone.clone(),
+        cas: config.cas.clone(),
         trust: config.trust.clone(),
         store: store.clone(),
         session_start: time::OffsetDateTime::now_utc(),
@@ -408,9 +416,14 @@ async fn session(
     }
 }
 
-/// Versions of the Meshes, policies and trust bundle the store holds, per type URL (what
-/// the zone sends as `initial_resource_versions`, so a reconnect receives only changes).
-fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVersions> {
+/// Versions of the Meshes, policies, other zones' ZoneIngresses and trust bundle the store
+/// holds, per type URL (what the zone sends as `initial_resource_versions`, so a reconnect
+/// receives only changes). The zone's own ZoneIngresses are not the Global's to send.
+fn held_versions(
+    store: &Store,
+    types: &[String],
+    zone: &str,
+) -> BTreeMap<String, ResourceVersions> {
     let mut held: BTreeMap<String, ResourceVersions> = types
         .iter()
         .filter_map(|t| Some((t, ResourceType::from_name(t)?)))
@@ -418,6 +431,11 @@ fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVe
             let versions = store
                 .list_all(ty)
                 .iter()
+                .filter(|s| {
+                    s.resource
+                        .as_zone_ingress()
+                        .is_none_or(|zi| zi.is_remote(zone))
+                })
                 .map(|s| {
                     let r = &s.resource;
                     (
@@ -429,6 +447,16 @@ fn held_versions(store: &Store, types: &[String]) -> BTreeMap<String, ResourceVe
             (t.clone(), versions)
         })
         .collect();
+    let cas = store.mesh_cas();
+    held.insert(
+        MESH_CA_TYPE.to_owned(),
+        cas.iter()
+            .map(|(name, ca)| {
+                let doc = serde_json::to_value(ca).unwrap_or_default();
+                (name.clone(), Item::from_doc(&doc).version)
+            })
+            .collect(),
+    );
     if let Some(bundle) = store.trust_bundle() {
         let version = Item::from_doc(&serde_json::to_value(&bundle).unwrap_or_default()).version;
         held.insert(
@@ -465,6 +493,10 @@ fn record_sync_lag(ty: ResourceType, modified: Option<&str>, session_start: time
 /// Applies the Global's Meshes and policies to the zone store, and its trust bundle to the
 /// zone's [`umbra_api::trust::Trust`].
 struct StoreSink {
+    /// This zone's name.
+    zone: String,
+    /// Where the mesh CAs go once kept.
+    cas: Arc<watch::Sender<Arc<MeshCas>>>,
     trust: Arc<umbra_api::trust::Trust>,
     store: Store,
     /// When this KDS session connected (for [`record_sync_lag`]).
@@ -505,8 +537,70 @@ impl StoreSink {
         Ok(refused)
     }
 
-    /// Decode and check one resource the Global sent as `name` of `ty`.
-    fn decode(ty: ResourceType, u: &Upsert) -> Result<Resource, String> {
+    /// Take the Global's mesh CAs: each checked (named `<mesh>/<backend>` as its body says,
+    /// a certificate and key that parse), the whole set kept in the store (durably) before it
+    /// is used. In protected mode (the Global's store is not the one this zone synced from)
+    /// nothing changes: new roots would reissue every identity of the zone.
+    fn take_cas(
+        &mut self,
+        upserts: Vec<Upsert>,
+        removed: Vec<String>,
+    ) -> Result<Vec<Refusal>, String> {
+        let mut refused = Vec::new();
+        if self.protect {
+            for name in upserts.into_iter().map(|u| u.name).chain(removed) {
+                refused.push(Refusal {
+                    name,
+                    reason: "kept the last mesh CAs: the Global's store is not the one this zone synced from; an operator confirms with POST /global/accept-store on the zone".to_owned(),
+                });
+            }
+            return Ok(refused);
+        }
+        let mut cas = self.store.mesh_cas();
+        for u in upserts {
+            let ca = serde_json::from_slice::<MeshCa>(&u.body)
+                .map_err(|e| format!("not a mesh CA: {e}"))
+                .and_then(|ca| {
+                    if ca_name(&ca.mesh, &ca.backend) != u.name {
+                        return Err(format!(
+                            "the body is the CA of {:?}",
+                            ca_name(&ca.mesh, &ca.backend)
+                        ));
+                    }
+                    let check = crate::ca::Authority::new();
+                    match check
+                        .set_cas(&MeshCas::from([(u.name.clone(), ca.clone())]))
+                        .pop()
+                    {
+                        Some((_, reason)) => Err(reason),
+                        None => Ok(ca),
+                    }
+                });
+            match ca {
+                Ok(ca) => {
+                    cas.insert(u.name, ca);
+                }
+                Err(reason) => refused.push(Refusal {
+                    name: u.name,
+                    reason: format!("unusable mesh CA: {reason}"),
+                }),
+            }
+        }
+        for name in removed {
+            cas.remove(&name);
+        }
+        self.store
+            .record_mesh_cas(&cas)
+            .map_err(|e| format!("cannot keep the mesh CAs: {e}"))?;
+        let names: Vec<&String> = cas.keys().collect();
+        tracing::info!(cas = ?names, "KDS: mesh CAs from the Global applied");
+        self.cas.send_replace(Arc::new(cas));
+        Ok(refused)
+    }
+
+    /// Decode and check one resource the Global sent as `name` of `ty` (a ZoneIngress must be
+    /// another zone's).
+    fn decode(&self, ty: ResourceType, u: &Upsert) -> Result<Resource, String> {
         let resource = Resource::from_bytes(&u.body).map_err(|e| e.to_string())?;
         if resource.ty() != ty || kds_name(&resource.meta.mesh, &resource.meta.name) != u.name {
             return Err(format!(
@@ -520,6 +614,14 @@ impl StoreSink {
         let violations = resource.validate();
         if violations.has_violations() {
             return Err(violations.to_string());
+        }
+        if let Some(zi) = resource.as_zone_ingress() {
+            if !zi.is_remote(&self.zone) {
+                return Err(format!(
+                    "ZoneIngress of zone {:?}: this zone ({:?}) owns its own ingresses and takes only other zones' from the Global",
+                    zi.zone, self.zone
+                ));
+            }
         }
         Ok(resource)
     }
@@ -555,6 +657,9 @@ impl StoreSink {
     fn write(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
         let type_url = received.type_url.as_str();
         let (upserts, removed) = (received.upserts, received.removed);
+        if type_url == MESH_CA_TYPE {
+            return self.take_cas(upserts, removed);
+        }
         if type_url == TRUST_BUNDLE_TYPE {
             // A removal keeps the last bundle: tokens keep verifying while the Global is away.
             // A Global whose store is not the one this zone synced from has other keys: its
@@ -598,7 +703,7 @@ impl StoreSink {
         let mut writes = Vec::new();
         let mut modified = Vec::new();
         for u in upserts {
-            match Self::decode(ty, &u) {
+            match self.decode(ty, &u) {
                 Ok(resource) => {
                     modified.push(resource.meta.modification_time.clone());
                     writes.push(ReplicaWrite::Put(Box::new(resource)));
@@ -619,11 +724,25 @@ impl StoreSink {
                 continue;
             }
             let (mesh, local) = split_kds_name(&name);
-            writes.push(ReplicaWrite::Delete(ResourceKey {
+            let key = ResourceKey {
                 ty,
                 mesh,
                 name: local,
-            }));
+            };
+            let own = self.store.get(&key).is_some_and(|s| {
+                s.resource
+                    .as_zone_ingress()
+                    .is_some_and(|zi| !zi.is_remote(&self.zone))
+            });
+            if own {
+                refused.push(Refusal {
+                    name,
+                    reason: "kept: a ZoneIngress of this zone is not the Global's to remove"
+                        .to_owned(),
+                });
+                continue;
+            }
+            writes.push(ReplicaWrite::Delete(key));
             names.push(name);
         }
         let outcomes = self.store.apply_synced(writes);
@@ -656,7 +775,8 @@ impl StoreSink {
 /// How long changes are gathered before the offer to the Global is rebuilt.
 const OFFER_DEBOUNCE: Duration = Duration::from_millis(50);
 
-/// Keep `tx` offering the zone's Dataplanes (upstream form) and their insights.
+/// Keep `tx` offering the zone's Dataplanes and ZoneIngresses (upstream form) and the
+/// insights.
 async fn publish_offer(
     zone: String,
     store: Store,
@@ -680,6 +800,22 @@ async fn publish_offer(
             dataplanes.insert(kds_name(&key.mesh, &key.name), item.clone());
             seen.insert(key, (s.revision, item));
         }
+        let mut ingresses = TypeItems::default();
+        for s in store.list_all(ResourceType::ZoneIngress) {
+            if s.resource
+                .as_zone_ingress()
+                .is_some_and(|zi| zi.is_remote(&zone))
+            {
+                continue; // another zone's, synced from the Global
+            }
+            let key = s.resource.key();
+            let item = match cache.remove(&key) {
+                Some((rev, item)) if rev == s.revision => item,
+                _ => Item::from_resource(&zone_dataplane_upstream(&s.resource, &zone)),
+            };
+            ingresses.insert(kds_name(&key.mesh, &key.name), item.clone());
+            seen.insert(key, (s.revision, item));
+        }
         cache = seen;
         let mut insight_items = TypeItems::default();
         for (DpKey { mesh, name }, insight) in insights.all() {
@@ -694,6 +830,10 @@ async fn publish_offer(
             (
                 ResourceType::Dataplane.name().to_owned(),
                 Arc::new(dataplanes),
+            ),
+            (
+                ResourceType::ZoneIngress.name().to_owned(),
+                Arc::new(ingresses),
             ),
             (DATAPLANE_INSIGHT_TYPE.to_owned(), Arc::new(insight_items)),
         ]);
@@ -740,6 +880,8 @@ mod tests {
     fn sink() -> (Store, StoreSink) {
         let store = Store::new();
         let sink = StoreSink {
+            zone: "zone-2".into(),
+            cas: Arc::new(watch::channel(Arc::default()).0),
             trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
             store: store.clone(),
             session_start: time::OffsetDateTime::now_utc(),
@@ -895,5 +1037,88 @@ mod tests {
             "the zone's Dataplane stays"
         );
         assert_eq!(store.list(ResourceType::Mesh, "").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn other_zones_ingresses_come_down_and_ours_stay_ours() {
+        let (store, mut sink) = sink();
+        let zi = |name: &str, zone: &str| {
+            up(name, format!("{{\"type\": \"ZoneIngress\", \"name\": \"{name}\", \"zone\": \"{zone}\", \"networking\": {{\"address\": \"10.0.0.1\", \"port\": 10001, \"advertisedAddress\": \"10.0.0.1\", \"advertisedPort\": 10001}}}}").into_bytes())
+        };
+        let refused = sink
+            .apply(received(
+                "ZoneIngress",
+                vec![zi("zi-1-abc", "zone-1"), zi("zi-2-abc", "zone-2")],
+                vec![],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].name, "zi-2-abc");
+        assert!(
+            refused[0].reason.contains("owns its own ingresses"),
+            "{refused:?}"
+        );
+        assert_eq!(store.list_all(ResourceType::ZoneIngress).len(), 1);
+        // A local ingress is never the Global's to remove.
+        store
+            .put(Resource::from_bytes(b"type: ZoneIngress\nname: mine\nnetworking: {address: 10.0.0.2, port: 10001}\n").unwrap(), None)
+            .unwrap();
+        let refused = sink
+            .apply(received(
+                "ZoneIngress",
+                vec![],
+                vec!["mine".into(), "zi-1-abc".into()],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        let left: Vec<String> = store
+            .list_all(ResourceType::ZoneIngress)
+            .into_iter()
+            .map(|s| s.resource.meta.name)
+            .collect();
+        assert_eq!(left, ["mine"]);
+        // Held versions name other zones' ingresses only.
+        let held = held_versions(&store, &global_to_zone_types(), "zone-2");
+        assert!(held["ZoneIngress"].is_empty());
+    }
+
+    #[tokio::test]
+    async fn mesh_cas_are_checked_kept_and_published() {
+        let (store, mut sink) = sink();
+        let mut rx = sink.cas.subscribe();
+        let ca =
+            umbra_api::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
+        let good = up("m/ca-1", serde_json::to_vec(&ca).unwrap());
+        let misnamed = up("m/ca-2", serde_json::to_vec(&ca).unwrap());
+        let mut broken = ca.clone();
+        broken.backend = "ca-3".into();
+        broken.key_pem = "not a key".into();
+        let broken = up("m/ca-3", serde_json::to_vec(&broken).unwrap());
+        let refused = sink
+            .apply(received(MESH_CA_TYPE, vec![good, misnamed, broken], vec![]))
+            .await
+            .unwrap();
+        let names: Vec<&str> = refused.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["m/ca-2", "m/ca-3"]);
+        assert!(
+            refused.iter().all(|r| !r.reason.contains("PRIVATE")),
+            "{refused:?}"
+        );
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(
+            rx.borrow_and_update().keys().collect::<Vec<_>>(),
+            ["m/ca-1"]
+        );
+        assert_eq!(store.mesh_cas()["m/ca-1"], ca, "kept in the store");
+        // Protected mode changes nothing.
+        sink.protect = true;
+        let refused = sink
+            .apply(received(MESH_CA_TYPE, vec![], vec!["m/ca-1".into()]))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1);
+        assert_eq!(store.mesh_cas().len(), 1);
     }
 }

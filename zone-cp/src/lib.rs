@@ -158,6 +158,7 @@ async fn dp_server_tls(
 fn kds_config(
     args: &Args,
     trust: std::sync::Arc<umbra_api::trust::Trust>,
+    cas: std::sync::Arc<tokio::sync::watch::Sender<std::sync::Arc<umbra_api::mesh_ca::MeshCas>>>,
 ) -> anyhow::Result<Option<kds::KdsClientConfig>> {
     let Some(address) = &args.global_kds_address else {
         return Ok(None);
@@ -178,6 +179,7 @@ fn kds_config(
     };
     Ok(Some(kds::KdsClientConfig {
         trust,
+        cas,
         zone: args.zone.clone(),
         address: address.clone(),
         token,
@@ -212,7 +214,23 @@ pub async fn run(
     } else {
         umbra_api::trust::Trust::authority(store.contract(), policy).await?
     };
-    let kds_config = kds_config(&args, trust.clone())?;
+    // The mesh CAs: from the Global (kept in the store since last time) in a federated zone,
+    // this zone's own, kept in its store, when standalone (issue 18).
+    let (cas_tx, cas_rx) = tokio::sync::watch::channel(std::sync::Arc::new(store.mesh_cas()));
+    let cas_tx = std::sync::Arc::new(cas_tx);
+    let keeper = (!federated).then(|| {
+        std::sync::Arc::new(umbra_api::mesh_ca::CaKeeper::new(
+            store.contract(),
+            cas_tx.clone(),
+        ))
+    });
+    if let Some(k) = &keeper {
+        // Before the first reconciliation, so DPPs of mTLS meshes get identities from the start.
+        if let Err(e) = k.sync().await {
+            tracing::warn!(error = %e, "cannot load the mesh CAs yet; retrying in the background");
+        }
+    }
+    let kds_config = kds_config(&args, trust.clone(), cas_tx.clone())?;
     let tls = dp_server_tls(&args, &store).await?;
     if args
         .global_kds_address
@@ -226,7 +244,9 @@ pub async fn run(
     }
     let insights = std::sync::Arc::new(ads::Insights::default());
     let reconciler = std::sync::Arc::new(
-        reconciler::Reconciler::new(store.clone()).with_zone(&args.zone, federated),
+        reconciler::Reconciler::new(store.clone())
+            .with_zone(&args.zone, federated)
+            .with_cas(cas_rx),
     );
     let kds_status = kds::SharedStatus::default();
     let kds_resync = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -250,6 +270,7 @@ pub async fn run(
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
     let keys_task = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
+    let cas_task = keeper.map(|k| tokio::spawn(k.follow(stop_rx.clone())));
     let ingress_task = tokio::spawn(ingress::track_available_services(
         store.clone(),
         args.zone.clone(),
@@ -288,6 +309,9 @@ pub async fn run(
     let _ = rec_task.await;
     let _ = keys_task.await;
     let _ = ingress_task.await;
+    if let Some(t) = cas_task {
+        let _ = t.await;
+    }
     if let Some(t) = kds_task {
         let _ = t.await;
     }

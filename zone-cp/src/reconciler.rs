@@ -24,9 +24,9 @@ use tokio::sync::watch;
 use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::{MeshContext, Zones};
-use umbra_xds::ingress::{generate_ingress, IngressMesh};
 use umbra_xds::deps::dependencies;
 use umbra_xds::generate::{generate, mesh_secrets, Proxy};
+use umbra_xds::ingress::{generate_ingress, IngressMesh};
 use umbra_xds::snapshot::{
     type_version, Snapshot, TypeVersions, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE,
     SECRET_TYPE,
@@ -116,6 +116,8 @@ pub struct Reconciler {
     zone: String,
     /// Part of a multi-zone deployment: endpoints get localities and other zones' ingresses.
     multi_zone: bool,
+    /// The mesh CAs identities are issued from ([`Reconciler::with_cas`]).
+    cas: watch::Receiver<Arc<umbra_api::mesh_ca::MeshCas>>,
 }
 
 type LoadAssignments =
@@ -189,7 +191,17 @@ impl Reconciler {
             load_assignments: std::sync::Mutex::default(),
             zone: String::new(),
             multi_zone: false,
+            cas: watch::channel(Arc::default()).1,
         }
+    }
+
+    /// This reconciler issuing identities from the mesh CAs `cas` (the Global's, received over
+    /// KDS; or the standalone zone's own): each pass takes the current ones, and a change wakes
+    /// [`Reconciler::run`].
+    #[must_use]
+    pub fn with_cas(mut self, cas: watch::Receiver<Arc<umbra_api::mesh_ca::MeshCas>>) -> Self {
+        self.cas = cas;
+        self
     }
 
     /// This reconciler in zone `zone`; `multi_zone` when the zone is part of a multi-zone
@@ -290,6 +302,10 @@ impl Reconciler {
         // it when nothing was written meanwhile.
         let revision = self.store.revision();
         let meshes = self.store.list(ResourceType::Mesh, "");
+        let cas = self.cas.borrow().clone();
+        for (name, reason) in self.ca.set_cas(&cas) {
+            tracing::warn!(ca = %name, %reason, "mesh CA unusable: it issues no identity");
+        }
         let previous = self
             .state
             .read()
@@ -368,6 +384,7 @@ impl Reconciler {
                         )
                     })
             });
+            let trusted = umbra_api::mesh_ca::builtin_backends(spec);
             let now = std::time::SystemTime::now();
             let results: Vec<Regenerated> = dataplanes
                 .par_iter()
@@ -381,7 +398,7 @@ impl Reconciler {
                         backend.as_ref().map(|b| {
                             let b = b.as_ref().map_err(Clone::clone)?;
                             self.ca
-                                .identity(mesh_name, name, b, dp, now)
+                                .identity(mesh_name, name, b, &trusted, dp, now)
                                 .map_err(|e| e.to_string())
                         });
                     let mut fp = Fp(Sha256::new());
@@ -461,11 +478,8 @@ impl Reconciler {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = load_assignments;
         // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
-        // are dropped; so are the roots of meshes without any.
-        self.ca.retain(
-            |k| with_identity.contains(k),
-            |m| with_identity.iter().any(|k| k.mesh == m),
-        );
+        // are dropped.
+        self.ca.retain(|k| with_identity.contains(k));
         // Dataplanes that disappeared count as changes too (their streams must notice).
         outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
         let mut state = self
@@ -513,7 +527,9 @@ impl Reconciler {
         );
         metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => "live")
             .record(start.elapsed().as_secs_f64());
-        let generated = generated.map_err(|e| e.to_string()).and_then(|mut snapshot| {
+        let generated = generated
+            .map_err(|e| e.to_string())
+            .and_then(|mut snapshot| {
                 if let Some(identity) = identity {
                     let id = identity?;
                     for secret in mesh_secrets(
@@ -584,6 +600,7 @@ impl Reconciler {
     /// rotation ([`Authority::next_rotation`]); nothing else runs while nothing changes.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.store.subscribe();
+        let mut cas = self.cas.clone();
         let this = self.clone();
         let _ = tokio::task::spawn_blocking(move || this.reconcile_once()).await;
         loop {
@@ -595,6 +612,7 @@ impl Reconciler {
             });
             tokio::select! {
                 r = revisions.changed() => if r.is_err() { return },
+                Ok(()) = cas.changed() => {}
                 _ = shutdown.changed() => return,
                 () = async {
                     match rotation {
@@ -605,6 +623,7 @@ impl Reconciler {
             }
             tokio::time::sleep(COALESCE).await;
             revisions.borrow_and_update();
+            cas.borrow_and_update();
             let this = self.clone();
             let _ = tokio::task::spawn_blocking(move || this.reconcile_once()).await;
         }

@@ -16,6 +16,9 @@ use umbra_store::memory::MemoryStore;
 pub use umbra_store::memory::ReplicaWrite;
 pub use umbra_store::{StoreError, Stored};
 
+/// Key under which a federated zone keeps the mesh CAs received from the Global (JSON).
+pub const MESH_CAS_KEY: &str = "mesh-cas";
+
 /// Key under which the zone records the Global store identity it synced from.
 pub const RECORDED_GLOBAL_STORE: &str = "recorded-global-store";
 
@@ -122,6 +125,25 @@ impl Store {
         let bytes = serde_json::to_vec(bundle)
             .map_err(|e| StoreError::Unavailable(format!("trust bundle: {e}")))?;
         self.inner.put_key(umbra_api::trust::BUNDLE_KEY, bytes)
+    }
+
+    /// The mesh CAs this (federated) zone last received from the Global (none yet: empty).
+    pub fn mesh_cas(&self) -> umbra_api::mesh_ca::MeshCas {
+        self.inner
+            .key(MESH_CAS_KEY)
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Keep `cas` as the Global's mesh CAs (durable with `--data-dir`), so a restarted zone
+    /// issues from the same roots before the Global is back.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn record_mesh_cas(&self, cas: &umbra_api::mesh_ca::MeshCas) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(cas)
+            .map_err(|e| StoreError::Unavailable(format!("mesh CAs: {e}")))?;
+        self.inner.put_key(MESH_CAS_KEY, bytes)
     }
 
     /// Subscribe to revision changes (a wake-up; read the store for the state).
