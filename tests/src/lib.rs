@@ -168,6 +168,40 @@ impl Envoy {
         dataplane: Option<&str>,
         api: AdsApi,
     ) -> anyhow::Result<Envoy> {
+        let mut node = serde_json::json!({"id": format!("{mesh}.{name}"), "cluster": name});
+        if let Some(dp) = dataplane {
+            node["metadata"] = serde_json::json!({ "dataplane.resource": dp });
+        }
+        Self::start_node(binary, name, node, dp, token, api)
+    }
+
+    /// Start a ZoneIngress's Envoy against `dp`: node id `name`, node metadata
+    /// `dataplane.proxyType: ingress` (Kuma's), sending the zone-ingress `token`.
+    ///
+    /// # Errors
+    /// The Envoy process cannot be started.
+    pub fn start_ingress(
+        binary: &str,
+        name: &str,
+        dp: &DpServer,
+        token: &str,
+    ) -> anyhow::Result<Envoy> {
+        let node = serde_json::json!({
+            "id": name,
+            "cluster": name,
+            "metadata": {"dataplane.proxyType": "ingress"},
+        });
+        Self::start_node(binary, name, node, dp, Some(token), AdsApi::Sotw)
+    }
+
+    fn start_node(
+        binary: &str,
+        name: &str,
+        node: serde_json::Value,
+        dp: &DpServer,
+        token: Option<&str>,
+        api: AdsApi,
+    ) -> anyhow::Result<Envoy> {
         let ads = dp.addr;
         let api_type = match api {
             AdsApi::Sotw => "GRPC",
@@ -180,14 +214,10 @@ impl Envoy {
             admin.port()
         ));
         std::fs::create_dir_all(&dir)?;
-        let mut node = serde_json::json!({"id": format!("{mesh}.{name}"), "cluster": name});
         let mut grpc_service = serde_json::json!({"envoyGrpc": {"clusterName": "ads_cluster"}});
         if let Some(t) = token {
             grpc_service["initialMetadata"] =
                 serde_json::json!([{"key": "authorization", "value": t}]);
-        }
-        if let Some(dp) = dataplane {
-            node["metadata"] = serde_json::json!({ "dataplane.resource": dp });
         }
         let bootstrap = serde_json::json!({
             "node": node,

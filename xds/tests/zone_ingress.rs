@@ -98,7 +98,11 @@ fn remote_ingresses_are_endpoints_in_their_zone() {
         localities,
         [
             // Local: weight = the number of remote ingresses (one reachable).
-            (json!("zone-1"), json!(0), vec![(json!("127.0.0.2"), json!(1))]),
+            (
+                json!("zone-1"),
+                json!(0),
+                vec![(json!("127.0.0.2"), json!(1))]
+            ),
             // zone-2's ingress, once per tag set, weighted by instances; priority 1
             // (locality-aware); zone-3's has no public address, mesh `other` is not ours.
             (
@@ -133,7 +137,11 @@ fn without_mtls_or_outside_a_multi_zone_deployment_there_is_no_remote_endpoint()
         }
     }
     let ctx = context(&resources, "zone-1");
-    assert_eq!(ctx.endpoints["backend"].len(), 1, "cross-zone needs mTLS (SNI)");
+    assert_eq!(
+        ctx.endpoints["backend"].len(),
+        1,
+        "cross-zone needs mTLS (SNI)"
+    );
 }
 
 fn ingress_snapshot(resources: &[Resource], view: View) -> Snapshot {
@@ -158,7 +166,12 @@ fn server_names(doc: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["filterChainMatch"]["serverNames"][0].as_str().unwrap().to_owned())
+        .map(|c| {
+            c["filterChainMatch"]["serverNames"][0]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect()
 }
 
@@ -183,11 +196,16 @@ fn the_ingress_passes_connections_through_by_sni() {
         chain["filters"][0]["typedConfig"]["cluster"],
         "default:backend"
     );
-    assert!(chain.get("transportSocket").is_none(), "mTLS is not terminated");
+    assert!(
+        chain.get("transportSocket").is_none(),
+        "mTLS is not terminated"
+    );
     let eps = &live[ENDPOINTS]["default:backend"]["endpoints"][0];
     assert_eq!(eps["locality"]["zone"], "zone-2");
     assert_eq!(eps["lbEndpoints"].as_array().unwrap().len(), 3);
-    assert!(live[CLUSTER]["default:backend"].get("lbSubsetConfig").is_none());
+    assert!(live[CLUSTER]["default:backend"]
+        .get("lbSubsetConfig")
+        .is_none());
     golden("multi-zone-2.ingress.live.json", &live);
 
     // The shadow split adds one SNI per subset, matched on the version metadata.

@@ -176,7 +176,8 @@ async fn inspect_config(
     Path((mesh, name)): Path<(String, String)>,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    inspect::answer(st.store, mesh, name, &q, inspect::config)
+    let zone = st.reconciler.zone_view();
+    inspect::answer(st.store, zone, mesh, name, &q, inspect::config)
         .await
         .map(Json)
 }
@@ -186,7 +187,8 @@ async fn inspect_rules(
     Path((mesh, name)): Path<(String, String)>,
     Query(q): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    inspect::answer(st.store, mesh, name, &q, inspect::rules)
+    let zone = st.reconciler.zone_view();
+    inspect::answer(st.store, zone, mesh, name, &q, inspect::rules)
         .await
         .map(Json)
 }

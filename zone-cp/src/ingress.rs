@@ -9,6 +9,8 @@
 //!   only when they differ (a compare-and-swap write; a conflict is retried on the next change).
 //! - [`is_local`]: a ZoneIngress registered in this zone, as opposed to another zone's copy
 //!   synced from the Global.
+//! - [`ZoneView`]: the zone's place in a multi-zone deployment, from which inspect builds mesh
+//!   contexts exactly as the reconciler does (remote endpoints included).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +22,51 @@ use umbra_core::zone_ingress::{AvailableService, ZoneIngressSpec};
 use umbra_xds::context::ZONE_TAG;
 
 use crate::store::{Store, StoreError};
+
+/// The zone's place in a multi-zone deployment: its name, whether it is part of one, and the
+/// ZoneIngresses it knows (read from the store when the view is taken).
+#[derive(Debug, Clone, Default)]
+pub struct ZoneView {
+    /// This zone's name.
+    pub zone: String,
+    /// Federated: endpoints carry localities and other zones' ingresses are endpoints.
+    pub multi_zone: bool,
+    /// Every ZoneIngress in the store.
+    pub ingresses: Vec<ZoneIngressSpec>,
+}
+
+impl ZoneView {
+    /// The view of zone `zone` (`multi_zone` when federated) over `store`'s ZoneIngresses now.
+    pub fn of(store: &Store, zone: &str, multi_zone: bool) -> Self {
+        Self {
+            zone: zone.to_owned(),
+            multi_zone,
+            ingresses: store
+                .list_all(ResourceType::ZoneIngress)
+                .into_iter()
+                .filter_map(|s| match s.resource.spec {
+                    Spec::ZoneIngress(zi) => Some(zi),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// The context of `mesh` over `dataplanes`, as the reconciler builds it in this zone.
+    pub fn context<'a>(
+        &self,
+        mesh: &str,
+        spec: &umbra_core::mesh::MeshSpec,
+        dataplanes: impl IntoIterator<Item = &'a DataplaneSpec>,
+    ) -> umbra_xds::context::MeshContext {
+        let refs: Vec<&ZoneIngressSpec> = self.ingresses.iter().collect();
+        let zones = self.multi_zone.then_some(umbra_xds::context::Zones {
+            local: &self.zone,
+            ingresses: &refs,
+        });
+        umbra_xds::context::MeshContext::build_in_zone(mesh, spec, dataplanes, zones)
+    }
+}
 
 /// How long changes are gathered before the available services are computed again.
 const DEBOUNCE: Duration = Duration::from_millis(100);

@@ -45,6 +45,7 @@ use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
 use crate::error::ApiError;
+pub use crate::ingress::ZoneView;
 
 /// Parsed `shadow` and `include` query parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,13 +93,14 @@ impl InspectQuery {
 /// A 400 for bad parameters, `f`'s errors, a 500 if the task fails.
 pub async fn answer(
     store: crate::store::Store,
+    zone: ZoneView,
     mesh: String,
     name: String,
     pairs: &[(String, String)],
-    f: fn(&[Resource], &str, &str, InspectQuery) -> Result<Value, ApiError>,
+    f: fn(&[Resource], &ZoneView, &str, &str, InspectQuery) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
     let q = InspectQuery::parse(pairs)?;
-    tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &mesh, &name, q))
+    tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &zone, &mesh, &name, q))
         .await
         .map_err(|e| {
             ApiError::status(
@@ -131,6 +133,7 @@ fn find<'a>(
 
 fn snapshot(
     resources: &[Resource],
+    zone: &ZoneView,
     mesh: &str,
     name: &str,
     dp: &DataplaneSpec,
@@ -143,7 +146,7 @@ fn snapshot(
             _ => None,
         })
         .unwrap_or_default();
-    let ctx = MeshContext::build(
+    let ctx = zone.context(
         mesh,
         &mesh_spec,
         resources.iter().filter_map(Resource::as_dataplane),
@@ -181,12 +184,13 @@ fn render_err(e: umbra_xds::render::RenderError) -> ApiError {
 /// 404 for an unknown mesh/dataplane, 422 when a policy cannot be applied (the detail names it).
 pub fn config(
     resources: &[Resource],
+    zone: &ZoneView,
     mesh: &str,
     name: &str,
     q: InspectQuery,
 ) -> Result<Value, ApiError> {
     let dp = find(resources, mesh, name)?;
-    let live = snapshot(resources, mesh, name, dp, View::Live)?;
+    let live = snapshot(resources, zone, mesh, name, dp, View::Live)?;
     let live_doc = live.to_document().map_err(render_err)?;
     if !q.shadow {
         let mut body = json!({ "xds": live_doc, "notGenerated": not_generated(resources, mesh, dp, View::Live) });
@@ -195,7 +199,7 @@ pub fn config(
         }
         return Ok(body);
     }
-    let shadow = snapshot(resources, mesh, name, dp, View::Shadow)?;
+    let shadow = snapshot(resources, zone, mesh, name, dp, View::Shadow)?;
     let shadow_doc = shadow.to_document().map_err(render_err)?;
     let mut body = json!({ "xds": shadow_doc, "notGenerated": not_generated(resources, mesh, dp, View::Shadow) });
     if q.diff {
@@ -285,6 +289,7 @@ fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View)
 /// 404 for an unknown mesh/dataplane.
 pub fn rules(
     resources: &[Resource],
+    _zone: &ZoneView,
     mesh: &str,
     name: &str,
     q: InspectQuery,
@@ -338,6 +343,7 @@ impl MeshShadow {
     /// not labelled `kuma.io/effect: shadow`.
     pub fn prepare(
         resources: Vec<Resource>,
+        zone: &ZoneView,
         mesh: &str,
         promotion: &Promotion,
     ) -> Result<Self, ApiError> {
@@ -359,7 +365,7 @@ impl MeshShadow {
             .values()
             .filter_map(|i| resources[*i].as_dataplane());
         Ok(Self {
-            ctx: MeshContext::build(mesh, &mesh_spec, specs),
+            ctx: zone.context(mesh, &mesh_spec, specs),
             live: PolicySet::build(mesh, &resources, View::Live),
             shadow: PolicySet::build_shadow(mesh, &resources, promotion),
             mesh: mesh.to_owned(),
@@ -448,13 +454,13 @@ mod tests {
     #[test]
     fn mesh_shadow_diffs_equal_the_per_dpp_config_diff() {
         let resources = Resource::all_from_bytes(SEED.as_bytes()).unwrap();
-        let shadow = MeshShadow::prepare(resources.clone(), "default", &Promotion::All).unwrap();
+        let shadow = MeshShadow::prepare(resources.clone(), &ZoneView::default(), "default", &Promotion::All).unwrap();
         let q = InspectQuery {
             shadow: true,
             diff: true,
         };
         for name in ["frontend", "backend", "redis"] {
-            let direct = config(&resources, "default", name, q).unwrap()["diff"].clone();
+            let direct = config(&resources, &ZoneView::default(), "default", name, q).unwrap()["diff"].clone();
             // Twice: the second answer comes from the resource diff cache.
             for _ in 0..2 {
                 let patch = serde_json::to_value(shadow.diff(name).unwrap()).unwrap();
@@ -471,6 +477,7 @@ mod tests {
         assert_eq!(
             MeshShadow::prepare(
                 resources.clone(),
+                &ZoneView::default(),
                 "default",
                 &only("nope", ResourceType::MeshTimeout)
             )
@@ -481,6 +488,7 @@ mod tests {
         assert_eq!(
             MeshShadow::prepare(
                 resources.clone(),
+                &ZoneView::default(),
                 "default",
                 &only("timeout-global", ResourceType::Timeout)
             )
@@ -489,7 +497,7 @@ mod tests {
             axum::http::StatusCode::BAD_REQUEST
         );
         assert_eq!(
-            MeshShadow::prepare(resources.clone(), "other", &Promotion::All)
+            MeshShadow::prepare(resources.clone(), &ZoneView::default(), "other", &Promotion::All)
                 .unwrap_err()
                 .status,
             axum::http::StatusCode::NOT_FOUND

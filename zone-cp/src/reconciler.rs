@@ -195,6 +195,11 @@ impl Reconciler {
         }
     }
 
+    /// The zone's place in a multi-zone deployment as of now (inspect builds contexts with it).
+    pub fn zone_view(&self) -> crate::ingress::ZoneView {
+        crate::ingress::ZoneView::of(&self.store, &self.zone, self.multi_zone)
+    }
+
     /// This reconciler issuing identities from the mesh CAs `cas` (the Global's, received over
     /// KDS; or the standalone zone's own): each pass takes the current ones, and a change wakes
     /// [`Reconciler::run`].

@@ -119,7 +119,13 @@ async fn handle(
                 .send(error(id, 400, "the inspect request names no call".into()))
                 .await;
         }
-        Some(Kind::Dataplane(d)) => dataplane(id, d, out, store).await,
+        Some(Kind::Dataplane(d)) => {
+            let zone = reconciler
+                .as_deref()
+                .map(Reconciler::zone_view)
+                .unwrap_or_default();
+            dataplane(id, d, out, store, zone).await;
+        }
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
             let span = tracing::Span::current();
@@ -141,6 +147,7 @@ async fn dataplane(
     d: DataplaneInspect,
     out: &mpsc::Sender<InspectResponse>,
     store: Store,
+    zone: crate::ingress::ZoneView,
 ) {
     let pairs: Vec<(String, String)> = d
         .query
@@ -151,7 +158,7 @@ async fn dataplane(
         Endpoint::Config => inspect::config,
         Endpoint::Rules => inspect::rules,
     };
-    let answer = inspect::answer(store, d.mesh, d.name, &pairs, f).await;
+    let answer = inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await;
     let (status, body) = match answer {
         Ok(v) => (200, v),
         Err(e) => (u32::from(e.status.as_u16()), e.body()),
@@ -212,7 +219,10 @@ fn shadow_diff(
         .filter(|_| store.revision() == revision)
         .and_then(|r| r.live_at(revision, &d.mesh));
     let reused = served.as_ref().map_or(0, std::collections::HashMap::len);
-    let shadow = match MeshShadow::prepare(resources, &d.mesh, &promotion) {
+    let zone = reconciler
+        .map(Reconciler::zone_view)
+        .unwrap_or_default();
+    let shadow = match MeshShadow::prepare(resources, &zone, &d.mesh, &promotion) {
         Ok(s) => s.with_live_snapshots(served.unwrap_or_default()),
         Err(e) => {
             let _ = out.blocking_send(error(id, u32::from(e.status.as_u16()), e.detail));

@@ -1,0 +1,344 @@
+//! End to end, cross-zone traffic (issue 18): a global-cp and two federated zone-cps as separate
+//! processes, real Envoys for a frontend in zone-1, a backend in zone-2 and zone-2's
+//! ZoneIngress, all on loopback.
+//!
+//! - zone-2's ingress registers through its zone's API, its Envoy authenticates with a
+//!   zone-ingress token; the zone fills its `availableServices`, KDS carries it to the Global
+//!   and on to zone-1, where it becomes the endpoint of `backend`;
+//! - a request from the frontend reaches the backend across zones over mTLS through the
+//!   ingress (which passes it through by SNI), and the backend answers with its zone;
+//! - both zones' DPPs trust the same root: the mesh's one CA, from the Global;
+//! - a MeshTrafficPermission denying the frontend (applied on the Global, enforced by the
+//!   backend's sidecar in zone-2 on the frontend's own identity) makes it fail, deleting it
+//!   restores it;
+//! - a SIGKILLed and restarted zone-2 serves the same certificates;
+//! - when zone-2's backend goes, zone-1's endpoint for it goes.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use umbra_e2e::{
+    dataplane_yaml, echo_app, envoy_binary, free_port, http, wait_until, CpProcess, DpServer, Envoy,
+};
+
+const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
+const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
+
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
+const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
+const DENY_FRONTEND: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-frontend\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshService, name: frontend}\n    default: {action: Deny}\n";
+
+fn temp_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "umbra-multizone-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `(status, body)` of `GET /` through `addr`, `(0, error)` when it fails.
+async fn get(addr: SocketAddr) -> (u16, String) {
+    match http(addr, "GET", "/", None).await {
+        Ok(r) => r,
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+/// The serial numbers of the mesh CA and identity certificates an Envoy holds (admin `/certs`).
+async fn certs(envoy: &Envoy) -> (Vec<String>, Vec<String>) {
+    let Ok((200, text)) = http(envoy.admin, "GET", "/certs", None).await else {
+        return (Vec::new(), Vec::new());
+    };
+    let v: Value = serde_json::from_str(&text).unwrap_or_default();
+    let mut ca = Vec::new();
+    let mut chain = Vec::new();
+    // Only the mesh's mTLS contexts (with an identity): the ADS connection's CA is the zone's
+    // own data-plane server CA.
+    let with_identity = v["certificates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["cert_chain"].as_array().is_some_and(|a| !a.is_empty()));
+    for c in with_identity {
+        for (key, out) in [("ca_cert", &mut ca), ("cert_chain", &mut chain)] {
+            for cert in c[key].as_array().into_iter().flatten() {
+                if let Some(s) = cert["serial_number"].as_str() {
+                    out.push(s.to_owned());
+                }
+            }
+        }
+    }
+    ca.sort();
+    ca.dedup();
+    chain.sort();
+    chain.dedup();
+    (ca, chain)
+}
+
+/// The `lbEndpoints` of `backend` in the frontend's live config on zone-1.
+async fn backend_endpoints(zone: &CpProcess) -> Vec<Value> {
+    let (_, body) = zone
+        .call("GET", "/meshes/default/dataplanes/frontend/_config", None)
+        .await
+        .unwrap_or_default();
+    body["xds"]["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]["backend"]
+        ["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| l["lbEndpoints"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+struct Fleet {
+    global: CpProcess,
+    zone1: CpProcess,
+    zone2: CpProcess,
+}
+
+impl Fleet {
+    fn logs(&self) -> String {
+        format!(
+            "--- global:\n{}\n--- zone-1:\n{}\n--- zone-2:\n{}",
+            self.global.log_tail(),
+            self.zone1.log_tail(),
+            self.zone2.log_tail()
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() -> anyhow::Result<()>
+{
+    let Some(envoy_bin) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let dir = temp_dir();
+    let global = CpProcess::start(GLOBAL, "--kds-addr", &[], &[], dir.join("global.log")).await?;
+    global.apply("/meshes/default", MESH).await?;
+    global
+        .apply(
+            "/meshes/default/meshtrafficpermissions/allow-all",
+            ALLOW_ALL,
+        )
+        .await?;
+    let mut zones = Vec::new();
+    for zone in ["zone-1", "zone-2"] {
+        let token = umbra_e2e::zone_token(&global, zone).await?;
+        let data = dir.join(format!("{zone}-data"));
+        zones.push(
+            umbra_e2e::start_federated_zone(
+                ZONE,
+                &global,
+                zone,
+                &token,
+                &["--data-dir".into(), data.display().to_string()],
+                dir.join(format!("{zone}.log")),
+            )
+            .await?,
+        );
+    }
+    let zone2 = zones.pop().unwrap();
+    let zone1 = zones.pop().unwrap();
+    let mut fleet = Fleet {
+        global,
+        zone1,
+        zone2,
+    };
+    for z in [&fleet.zone1, &fleet.zone2] {
+        wait_until(Duration::from_secs(20), || async {
+            matches!(
+                z.call(
+                    "GET",
+                    "/meshes/default/meshtrafficpermissions/allow-all",
+                    None
+                )
+                .await,
+                Ok((200, _))
+            )
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}: the zones did not get the mesh\n{}", fleet.logs()))?;
+    }
+
+    // zone-2: the backend and the ingress.
+    let (backend_app, backend_in) = (free_port(), free_port());
+    let _app = echo_app(backend_app, "backend in zone-2").await?;
+    fleet
+        .zone2
+        .apply(
+            "/meshes/default/dataplanes/backend",
+            &dataplane_yaml("backend", "backend", backend_in, backend_app, None),
+        )
+        .await?;
+    let dp2 = DpServer::of(fleet.zone2.api, fleet.zone2.grpc, fleet.global.api).await?;
+    let backend = Envoy::start(&envoy_bin, "default", "backend", &dp2).await?;
+    let ingress_port = free_port();
+    fleet
+        .zone2
+        .apply(
+            "/zone-ingresses/ingress",
+            &format!("type: ZoneIngress\nname: ingress\nnetworking:\n  address: 127.0.0.1\n  port: {ingress_port}\n  advertisedAddress: 127.0.0.1\n  advertisedPort: {ingress_port}\n"),
+        )
+        .await?;
+    let (status, token) = fleet
+        .global
+        .call(
+            "POST",
+            "/tokens/zone-ingress",
+            Some(r#"{"zone": "zone-2", "validFor": "1h"}"#),
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "zone-ingress token: {status} {token}");
+    let ingress = Envoy::start_ingress(
+        &envoy_bin,
+        "ingress",
+        &dp2,
+        token.as_str().unwrap_or_default().trim(),
+    )?;
+
+    // zone-1: the frontend.
+    let (frontend_app, frontend_in, outbound) = (free_port(), free_port(), free_port());
+    fleet
+        .zone1
+        .apply(
+            "/meshes/default/dataplanes/frontend",
+            &dataplane_yaml(
+                "frontend",
+                "frontend",
+                frontend_in,
+                frontend_app,
+                Some((outbound, "backend")),
+            ),
+        )
+        .await?;
+    let dp1 = DpServer::of(fleet.zone1.api, fleet.zone1.grpc, fleet.global.api).await?;
+    let frontend = Envoy::start(&envoy_bin, "default", "frontend", &dp1).await?;
+    let out: SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
+    let envoy_logs = |fleet: &Fleet| {
+        format!(
+            "{}\n--- frontend:\n{}\n--- ingress:\n{}\n--- backend:\n{}",
+            fleet.logs(),
+            frontend.log_tail(),
+            ingress.log_tail(),
+            backend.log_tail()
+        )
+    };
+    let crossed = wait_until(Duration::from_secs(60), || async {
+        get(out).await == (200, "backend in zone-2 /".to_owned())
+    })
+    .await;
+    anyhow::ensure!(
+        crossed.is_ok(),
+        "no answer from zone-2 ({:?}); frontend endpoints {:?}\n{}",
+        get(out).await,
+        backend_endpoints(&fleet.zone1).await,
+        envoy_logs(&fleet)
+    );
+
+    // The ingress as the Global and zone-1 see it: zone-2's, offering backend.
+    let (_, list) = fleet.global.call("GET", "/zone-ingresses", None).await?;
+    let item = &list["items"][0];
+    assert_eq!(list["total"], 1, "{list}");
+    assert_eq!(item["zone"], "zone-2", "{item}");
+    assert_eq!(item["labels"]["kuma.io/zone"], "zone-2", "{item}");
+    assert_eq!(
+        item["availableServices"][0]["tags"]["kuma.io/service"], "backend",
+        "{item}"
+    );
+    let (_, list) = fleet.zone1.call("GET", "/zone-ingresses", None).await?;
+    assert_eq!(list["total"], 1, "{list}");
+    let endpoints = backend_endpoints(&fleet.zone1).await;
+    assert_eq!(endpoints.len(), 1, "{endpoints:?}");
+    assert_eq!(
+        endpoints[0]["endpoint"]["address"]["socketAddress"]["portValue"], ingress_port,
+        "zone-1 reaches backend through zone-2's ingress"
+    );
+
+    // One CA for the mesh: both zones' DPPs hold the same root.
+    let (ca1, _) = certs(&frontend).await;
+    let (ca2, chain2) = certs(&backend).await;
+    assert!(!ca1.is_empty(), "the frontend holds the mesh root");
+    assert_eq!(ca1, ca2, "zone-1 and zone-2 trust the same root");
+
+    // A MeshTrafficPermission denying the frontend, enforced in zone-2 on its identity.
+    fleet
+        .global
+        .apply(
+            "/meshes/default/meshtrafficpermissions/deny-frontend",
+            DENY_FRONTEND,
+        )
+        .await?;
+    let denied = wait_until(Duration::from_secs(30), || async {
+        get(out).await.0 == 403
+    })
+    .await;
+    anyhow::ensure!(
+        denied.is_ok(),
+        "not denied: {:?}\n{}",
+        get(out).await,
+        envoy_logs(&fleet)
+    );
+    let (status, body) = fleet
+        .global
+        .call(
+            "DELETE",
+            "/meshes/default/meshtrafficpermissions/deny-frontend",
+            None,
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
+    let allowed = wait_until(Duration::from_secs(30), || async {
+        get(out).await.0 == 200
+    })
+    .await;
+    anyhow::ensure!(
+        allowed.is_ok(),
+        "not allowed again: {:?}\n{}",
+        get(out).await,
+        envoy_logs(&fleet)
+    );
+
+    // zone-2 SIGKILLed and restarted: the same root and the same identity certificates.
+    fleet.zone2.restart().await?;
+    let back = wait_until(Duration::from_secs(30), || async {
+        umbra_e2e::dataplane_acked(fleet.zone2.api, "backend").await && get(out).await.0 == 200
+    })
+    .await;
+    anyhow::ensure!(
+        back.is_ok(),
+        "not serving after the restart\n{}",
+        envoy_logs(&fleet)
+    );
+    let (ca2_after, chain2_after) = certs(&backend).await;
+    assert_eq!(ca2_after, ca2, "same root after the restart");
+    assert_eq!(
+        chain2_after, chain2,
+        "same identity certificate after the restart"
+    );
+
+    // The backend goes: zone-1's endpoint for it goes.
+    drop(backend);
+    let (status, body) = fleet
+        .zone2
+        .call("DELETE", "/meshes/default/dataplanes/backend", None)
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
+    let gone = wait_until(Duration::from_secs(30), || async {
+        backend_endpoints(&fleet.zone1).await.is_empty()
+    })
+    .await;
+    anyhow::ensure!(
+        gone.is_ok(),
+        "zone-1 still has {:?}\n{}",
+        backend_endpoints(&fleet.zone1).await,
+        fleet.logs()
+    );
+    fleet.zone1.kill();
+    Ok(())
+}
