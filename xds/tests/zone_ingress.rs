@@ -50,6 +50,9 @@ fn context(resources: &[Resource], zone: &str) -> MeshContext {
     )
 }
 
+/// A rendered locality: zone, priority, and each endpoint's address and weight.
+type Locality = (Value, Value, Vec<(Value, Value)>);
+
 #[test]
 fn remote_ingresses_are_endpoints_in_their_zone() {
     let resources = load("multi-zone-1.yaml");
@@ -72,7 +75,7 @@ fn remote_ingresses_are_endpoints_in_their_zone() {
     envoy_validates(&snap);
     let doc = snap.to_document().unwrap();
     let cla = &doc[ENDPOINTS]["backend"];
-    let localities: Vec<(Value, Value, Vec<(Value, Value)>)> = cla["endpoints"]
+    let localities: Vec<Locality> = cla["endpoints"]
         .as_array()
         .unwrap()
         .iter()

@@ -53,7 +53,8 @@ fn main() {
     let rs = resources(dpps);
     let names: Vec<String> = (0..dpps).map(|i| format!("dp-{i}")).collect();
     let t = Instant::now();
-    let shadow = MeshShadow::prepare(rs.clone(), &Default::default(), "default", &Promotion::All).expect("prepare");
+    let shadow = MeshShadow::prepare(rs.clone(), &Default::default(), "default", &Promotion::All)
+        .expect("prepare");
     let prepare = t.elapsed();
     let t = Instant::now();
     let ops: usize = names
@@ -62,7 +63,8 @@ fn main() {
         .map(|n| shadow.diff(n).expect("diff").0.len())
         .sum();
     let one_thread = t.elapsed() / 200;
-    let shadow = MeshShadow::prepare(rs.clone(), &Default::default(), "default", &Promotion::All).expect("prepare");
+    let shadow = MeshShadow::prepare(rs.clone(), &Default::default(), "default", &Promotion::All)
+        .expect("prepare");
     let t = Instant::now();
     names.par_iter().for_each(|n| {
         shadow.diff(n).expect("diff");

@@ -17,6 +17,11 @@
 //! at [`Authority::next_rotation`]. Certificates are kept until the DPP's SANs change, its
 //! mesh's CA changes, or rotation is due, so regenerating a DPP does not churn its secret.
 //!
+//! Issued identities can be exported and restored ([`Authority::export`],
+//! [`Authority::restore`]): the reconciler keeps them in the zone's durable store, so a zone
+//! that restarts serves every DPP the certificate it had, and reissues nothing until rotation
+//! is due or the DPP or its CA changes.
+//!
 //! Only the `builtin` backend type is supported; `provided` (user-supplied CA) is refused with
 //! an error naming the backend.
 
@@ -91,16 +96,30 @@ pub struct Identity {
 struct Root {
     issuer: Issuer<'static, KeyPair>,
     pem: Arc<str>,
-    serial: u64,
 }
 
 use umbra_core::dataplane::DpKey;
 
-/// A DPP's issued identity with what it was issued for: its SANs and the root's serial.
+/// A DPP's issued identity with what it was issued for: its SANs and the root (PEM).
 struct Issued {
     sans: BTreeSet<String>,
-    root: u64,
+    root: Arc<str>,
     identity: Arc<Identity>,
+}
+
+/// An issued identity as the zone keeps it across restarts (JSON).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    mesh: String,
+    name: String,
+    sans: BTreeSet<String>,
+    root_pem: String,
+    cert_pem: String,
+    key_pem: String,
+    ca_pem: String,
+    /// Seconds since the Unix epoch.
+    rotate_at: u64,
 }
 
 /// The zone's CA state: the mesh CAs by (mesh, backend), identities per DPP. Share with `Arc`.
@@ -109,6 +128,8 @@ pub struct Authority {
     roots: Mutex<HashMap<(String, String), Arc<Root>>>,
     identities: Mutex<HashMap<DpKey, Issued>>,
     serials: AtomicU64,
+    /// An identity was issued or dropped since the last [`Authority::export`].
+    dirty: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Authority {
@@ -198,7 +219,7 @@ impl Authority {
                 next.insert(key, r.clone());
                 continue;
             }
-            match self.parse(ca) {
+            match Self::parse(ca) {
                 Ok(root) => {
                     next.insert(key, Arc::new(root));
                 }
@@ -209,13 +230,12 @@ impl Authority {
         bad
     }
 
-    fn parse(&self, ca: &MeshCa) -> Result<Root, CaError> {
+    fn parse(ca: &MeshCa) -> Result<Root, CaError> {
         let key = KeyPair::from_pem(&ca.key_pem).map_err(issue_err)?;
         let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, key).map_err(issue_err)?;
         Ok(Root {
             issuer,
             pem: ca.cert_pem.as_str().into(),
-            serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,
         })
     }
 
@@ -278,7 +298,7 @@ impl Authority {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(issued) = ids.get(&key) {
                 if issued.sans == sans
-                    && issued.root == root.serial
+                    && *issued.root == *root.pem
                     && issued.identity.ca_pem == ca_pem
                     && now < issued.identity.rotate_at
                 {
@@ -315,6 +335,7 @@ impl Authority {
             ca_pem,
             rotate_at: now + lifetime.mul_f64(0.8),
         });
+        self.dirty.store(true, Ordering::Release);
         self.identities
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -322,11 +343,72 @@ impl Authority {
                 key,
                 Issued {
                     sans,
-                    root: root.serial,
+                    root: root.pem.clone(),
                     identity: identity.clone(),
                 },
             );
         Ok(identity)
+    }
+
+    /// Every issued identity, as JSON for the zone's store, when one was issued or dropped since
+    /// the last export (`None` otherwise).
+    pub fn export(&self) -> Option<Vec<u8>> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let ids = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let kept: Vec<Kept> = ids
+            .iter()
+            .map(|(k, i)| Kept {
+                mesh: k.mesh.clone(),
+                name: k.name.clone(),
+                sans: i.sans.clone(),
+                root_pem: i.root.to_string(),
+                cert_pem: i.identity.cert_pem.clone(),
+                key_pem: i.identity.key_pem.clone(),
+                ca_pem: i.identity.ca_pem.to_string(),
+                rotate_at: i
+                    .identity
+                    .rotate_at
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs(),
+            })
+            .collect();
+        serde_json::to_vec(&kept).ok()
+    }
+
+    /// Take back identities [`Authority::export`]ed earlier (a restarted zone): each is served
+    /// again while its DPP, root and trusted roots are unchanged and rotation is not due.
+    /// Unreadable input restores nothing.
+    pub fn restore(&self, bytes: &[u8]) {
+        let Ok(kept) = serde_json::from_slice::<Vec<Kept>>(bytes) else {
+            return;
+        };
+        let mut ids = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for k in kept {
+            let identity = Identity {
+                serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,
+                cert_pem: k.cert_pem,
+                key_pem: k.key_pem,
+                ca_pem: k.ca_pem.into(),
+                rotate_at: SystemTime::UNIX_EPOCH + Duration::from_secs(k.rotate_at),
+            };
+            ids.insert(
+                DpKey::new(k.mesh, k.name),
+                Issued {
+                    sans: k.sans,
+                    root: k.root_pem.into(),
+                    identity: Arc::new(identity),
+                },
+            );
+        }
     }
 
     /// The earliest time an identity is due for rotation.
@@ -342,10 +424,15 @@ impl Authority {
     /// Forget identities of DPPs for which `keep` is false (removed DPPs, meshes without
     /// mTLS). The roots stay: they follow [`Authority::set_cas`].
     pub fn retain(&self, keep: impl Fn(&DpKey) -> bool) {
-        self.identities
+        let mut ids = self
+            .identities
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|k, _| keep(k));
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = ids.len();
+        ids.retain(|k, _| keep(k));
+        if ids.len() != before {
+            self.dirty.store(true, Ordering::Release);
+        }
     }
 }
 
@@ -520,5 +607,57 @@ mod tests {
             .unwrap();
         assert_ne!(a.serial, b.serial);
         assert_ne!(a.ca_pem, b.ca_pem);
+    }
+
+    #[test]
+    fn exported_identities_are_served_again_after_a_restart() {
+        let ca = authority();
+        let r = dp("{kuma.io/service: web}");
+        let now = SystemTime::now();
+        let a = ca
+            .identity(
+                "m",
+                "web",
+                &builtin("1h"),
+                &[],
+                r.as_dataplane().unwrap(),
+                now,
+            )
+            .unwrap();
+        let kept = ca.export().expect("an identity was issued");
+        assert!(ca.export().is_none(), "nothing new since");
+        // A restarted zone: the same CAs (matched by certificate), identities restored.
+        let restarted = Authority::new();
+        *restarted.roots.lock().unwrap() = ca.roots.lock().unwrap().clone();
+        restarted.restore(&kept);
+        let b = restarted
+            .identity(
+                "m",
+                "web",
+                &builtin("1h"),
+                &[],
+                r.as_dataplane().unwrap(),
+                now,
+            )
+            .unwrap();
+        assert_eq!(
+            a.cert_pem, b.cert_pem,
+            "the same certificate, not a reissue"
+        );
+        assert_eq!(a.key_pem, b.key_pem);
+        restarted.restore(b"not json");
+        // Rotation still happens when due.
+        let later = now + Duration::from_secs(49 * 60);
+        let c = restarted
+            .identity(
+                "m",
+                "web",
+                &builtin("1h"),
+                &[],
+                r.as_dataplane().unwrap(),
+                later,
+            )
+            .unwrap();
+        assert_ne!(c.cert_pem, a.cert_pem);
     }
 }

@@ -85,6 +85,11 @@ impl InspectQuery {
     }
 }
 
+/// An inspect answer (`config` or `rules`) over a mesh's resources, the zone's view, the mesh,
+/// the DPP and the query.
+pub type InspectFn =
+    fn(&[Resource], &ZoneView, &str, &str, InspectQuery) -> Result<Value, ApiError>;
+
 /// Parse the inspect query `pairs` and run `f` (`config` or `rules`) over the store's
 /// resources of `mesh`, off the async runtime (generation is CPU work). What both the zone API
 /// and the Global's forwarded calls ([`crate::remote_inspect`]) answer.
@@ -97,7 +102,7 @@ pub async fn answer(
     mesh: String,
     name: String,
     pairs: &[(String, String)],
-    f: fn(&[Resource], &ZoneView, &str, &str, InspectQuery) -> Result<Value, ApiError>,
+    f: InspectFn,
 ) -> Result<Value, ApiError> {
     let q = InspectQuery::parse(pairs)?;
     tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &zone, &mesh, &name, q))
@@ -454,13 +459,21 @@ mod tests {
     #[test]
     fn mesh_shadow_diffs_equal_the_per_dpp_config_diff() {
         let resources = Resource::all_from_bytes(SEED.as_bytes()).unwrap();
-        let shadow = MeshShadow::prepare(resources.clone(), &ZoneView::default(), "default", &Promotion::All).unwrap();
+        let shadow = MeshShadow::prepare(
+            resources.clone(),
+            &ZoneView::default(),
+            "default",
+            &Promotion::All,
+        )
+        .unwrap();
         let q = InspectQuery {
             shadow: true,
             diff: true,
         };
         for name in ["frontend", "backend", "redis"] {
-            let direct = config(&resources, &ZoneView::default(), "default", name, q).unwrap()["diff"].clone();
+            let direct = config(&resources, &ZoneView::default(), "default", name, q).unwrap()
+                ["diff"]
+                .clone();
             // Twice: the second answer comes from the resource diff cache.
             for _ in 0..2 {
                 let patch = serde_json::to_value(shadow.diff(name).unwrap()).unwrap();
@@ -497,9 +510,14 @@ mod tests {
             axum::http::StatusCode::BAD_REQUEST
         );
         assert_eq!(
-            MeshShadow::prepare(resources.clone(), &ZoneView::default(), "other", &Promotion::All)
-                .unwrap_err()
-                .status,
+            MeshShadow::prepare(
+                resources.clone(),
+                &ZoneView::default(),
+                "other",
+                &Promotion::All
+            )
+            .unwrap_err()
+            .status,
             axum::http::StatusCode::NOT_FOUND
         );
     }

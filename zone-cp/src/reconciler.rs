@@ -180,6 +180,10 @@ impl Reconciler {
     /// [`Reconciler::run`]).
     pub fn new(store: Store) -> Self {
         let (changed, _) = watch::channel(0);
+        let ca = Authority::new();
+        if let Some(kept) = store.identities() {
+            ca.restore(&kept);
+        }
         Self {
             store,
             state: RwLock::new(HashMap::new()),
@@ -187,7 +191,7 @@ impl Reconciler {
             reconciled: std::sync::atomic::AtomicU64::new(0),
             changed,
             push_trace: std::sync::Mutex::default(),
-            ca: Authority::new(),
+            ca,
             load_assignments: std::sync::Mutex::default(),
             zone: String::new(),
             multi_zone: false,
@@ -485,6 +489,12 @@ impl Reconciler {
         // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
         // are dropped.
         self.ca.retain(|k| with_identity.contains(k));
+        // Kept before any proxy is pushed what was issued, so a restart serves the same ones.
+        if let Some(bytes) = self.ca.export() {
+            if let Err(e) = self.store.record_identities(bytes) {
+                tracing::warn!(error = %e, "cannot keep the issued identities; a restart will reissue them");
+            }
+        }
         // Dataplanes that disappeared count as changes too (their streams must notice).
         outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
         let mut state = self

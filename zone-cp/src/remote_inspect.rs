@@ -219,9 +219,7 @@ fn shadow_diff(
         .filter(|_| store.revision() == revision)
         .and_then(|r| r.live_at(revision, &d.mesh));
     let reused = served.as_ref().map_or(0, std::collections::HashMap::len);
-    let zone = reconciler
-        .map(Reconciler::zone_view)
-        .unwrap_or_default();
+    let zone = reconciler.map(Reconciler::zone_view).unwrap_or_default();
     let shadow = match MeshShadow::prepare(resources, &zone, &d.mesh, &promotion) {
         Ok(s) => s.with_live_snapshots(served.unwrap_or_default()),
         Err(e) => {

@@ -16,6 +16,9 @@ use umbra_store::memory::MemoryStore;
 pub use umbra_store::memory::ReplicaWrite;
 pub use umbra_store::{StoreError, Stored};
 
+/// Key under which the zone keeps the identities its CA issued ([`crate::ca::Authority::export`]).
+pub const CA_IDENTITIES_KEY: &str = "ca-identities";
+
 /// Key under which a federated zone keeps the mesh CAs received from the Global (JSON).
 pub const MESH_CAS_KEY: &str = "mesh-cas";
 
@@ -144,6 +147,20 @@ impl Store {
         let bytes = serde_json::to_vec(cas)
             .map_err(|e| StoreError::Unavailable(format!("mesh CAs: {e}")))?;
         self.inner.put_key(MESH_CAS_KEY, bytes)
+    }
+
+    /// The issued identities kept by [`Store::record_identities`], if any.
+    pub fn identities(&self) -> Option<Vec<u8>> {
+        self.inner.key(CA_IDENTITIES_KEY)
+    }
+
+    /// Keep the issued identities (durable with `--data-dir`), so a restarted zone serves the
+    /// same certificates.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn record_identities(&self, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.inner.put_key(CA_IDENTITIES_KEY, bytes)
     }
 
     /// Subscribe to revision changes (a wake-up; read the store for the state).
