@@ -14,7 +14,10 @@
 //! `kuma.io/display-name`); `GET /meshes/{mesh}/dataplanes+insights/{name}` adds the insight
 //! its zone reported. The OpenAPI 3 document is at `/openapi.yaml`.
 //!
-//! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]);
+//! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]), the
+//! number of its Dataplanes here and its ZoneIngresses (name, advertised address, services
+//! offered); a zone that owns resources here but has not connected since this Global started
+//! is listed offline;
 //! `POST /tokens/zone` with `{"zone": "z1", "validFor": "24h"}` issues a zone token (Kuma's
 //! endpoint); user and dataplane tokens and the admin token are [`umbra_api::tokens`]. Every
 //! call is authenticated ([`umbra_api::authn`]: user tokens, loopback is the admin unless
@@ -192,25 +195,89 @@ fn with_timeout(router: Router<AppState>, limit: Duration) -> Router<AppState> {
     )
 }
 
-async fn list_zones(State(state): State<AppState>) -> Json<Value> {
-    let items: Vec<Value> = state
-        .zones
-        .list()
+/// What the store holds of each zone: its ZoneIngresses (as `/zones` shows them) and the
+/// number of its Dataplanes, for `zones` plus every zone owning a ZoneIngress.
+async fn zone_resources(
+    store: &dyn crate::store::Store,
+    zones: impl IntoIterator<Item = String>,
+) -> Result<std::collections::BTreeMap<String, (usize, Vec<Value>)>, ApiError> {
+    use umbra_core::resource::ResourceType;
+    let mut out: std::collections::BTreeMap<String, (usize, Vec<Value>)> =
+        zones.into_iter().map(|z| (z, (0, Vec::new()))).collect();
+    for s in crate::store::list_all(
+        store,
+        ResourceType::ZoneIngress,
+        None,
+        &std::collections::BTreeMap::new(),
+    )
+    .await?
+    {
+        let (Some(zone), Some(zi)) = (s.zone.clone(), s.resource.as_zone_ingress()) else {
+            continue;
+        };
+        let n = &zi.networking;
+        out.entry(zone).or_default().1.push(json!({
+            "name": s.resource.meta.display_name(),
+            "advertisedAddress": n.advertised_address,
+            "advertisedPort": n.advertised_port,
+            "availableServices": zi.available_services.len(),
+            "instances": zi.available_services.iter().map(|a| u64::from(a.instances)).sum::<u64>(),
+        }));
+    }
+    for (zone, entry) in &mut out {
+        let page = store
+            .list(&umbra_store::ListQuery {
+                ty: ResourceType::Dataplane,
+                mesh: None,
+                labels: [(umbra_kds::resource::ZONE_LABEL.to_owned(), zone.clone())].into(),
+                offset: 0,
+                size: 1,
+            })
+            .await?;
+        entry.0 = usize::try_from(page.total).unwrap_or(usize::MAX);
+    }
+    Ok(out)
+}
+
+fn zone_json(
+    status: Option<crate::zones::ZoneStatus>,
+    name: &str,
+    held: &(usize, Vec<Value>),
+) -> Value {
+    let mut v = match status {
+        Some(s) => serde_json::to_value(s).unwrap_or_default(),
+        None => json!({"name": name, "online": false, "streams": 0}),
+    };
+    v["dataplanes"] = json!(held.0);
+    v["zoneIngresses"] = json!(held.1);
+    v
+}
+
+async fn list_zones(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let known = state.zones.list();
+    let held = zone_resources(&*state.store, known.iter().map(|z| z.name.clone())).await?;
+    let items: Vec<Value> = held
         .iter()
-        .map(|z| serde_json::to_value(z).unwrap_or_default())
+        .map(|(name, h)| zone_json(state.zones.get(name), name, h))
         .collect();
-    Json(json!({ "total": items.len(), "items": items, "next": null }))
+    Ok(Json(
+        json!({ "total": items.len(), "items": items, "next": null }),
+    ))
 }
 
 async fn get_zone(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let zone = state
-        .zones
-        .get(&name)
-        .ok_or_else(|| ApiError::not_found(format!("zone {name:?} has never connected")))?;
-    Ok(Json(serde_json::to_value(zone).unwrap_or_default()))
+    let held = zone_resources(&*state.store, [name.clone()]).await?;
+    let status = state.zones.get(&name);
+    let h = held.get(&name).cloned().unwrap_or_default();
+    if status.is_none() && h.0 == 0 && h.1.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "zone {name:?} has never connected"
+        )));
+    }
+    Ok(Json(zone_json(status, &name, &h)))
 }
 
 /// Body of `POST /tokens/zone`.

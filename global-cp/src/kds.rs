@@ -278,11 +278,19 @@ impl OpenStream {
         rpc: &str,
     ) -> Result<Self, Status> {
         let zone = caller.identity.zone.clone();
-        if let Err(holder) = zones.stream_opened(&zone, &caller.connection) {
-            tracing::warn!(%zone, rpc, connection = %caller.connection, %holder, "KDS: second connection refused");
-            return Err(Status::already_exists(format!(
-                "zone {zone:?} is already connected from {holder}; one connection per zone (retry once it is gone)"
-            )));
+        match zones.stream_opened(&zone, &caller.connection) {
+            Ok(()) => {}
+            Err(crate::zones::Refused::Leased(holder)) => {
+                tracing::warn!(%zone, rpc, connection = %caller.connection, %holder, "KDS: second connection refused");
+                return Err(Status::already_exists(format!(
+                    "zone {zone:?} is already connected from {holder}; one connection per zone (retry once it is gone)"
+                )));
+            }
+            Err(crate::zones::Refused::CleaningUp) => {
+                return Err(Status::unavailable(format!(
+                    "zone {zone:?} was offline past --zone-cleanup-after and its resources are being removed; retry in a moment"
+                )));
+            }
         }
         // Only the connection holding the lease speaks for the zone.
         zones.store_view(&zone, global_store, &caller.recorded_store);

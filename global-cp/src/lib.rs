@@ -14,6 +14,7 @@
 //!   the loopback port picker.
 
 pub mod api;
+pub mod cleanup;
 pub mod inspect;
 pub mod kds;
 pub mod offer;
@@ -71,6 +72,39 @@ pub struct Args {
     /// API authentication.
     #[command(flatten)]
     pub access: umbra_api::trust::AccessArgs,
+    /// Remove a zone's Dataplanes and ZoneIngresses once it has been offline this long (a Go
+    /// duration, `72h`, Kuma's dataplane cleanup age; `0s` never). A reconnect brings them back.
+    #[arg(long, env = "UMBRA_ZONE_CLEANUP_AFTER", default_value = "72h", value_parser = parse_period)]
+    pub zone_cleanup_after: std::time::Duration,
+}
+
+/// A Go duration (`72h`, `30s`) as a period; `0s` for none.
+fn parse_period(text: &str) -> Result<std::time::Duration, String> {
+    let d = umbra_core::duration::Duration::parse(text).map_err(|e| e.to_string())?;
+    if d.is_negative() {
+        return Err("must not be negative".into());
+    }
+    Ok(std::time::Duration::from_nanos(
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+    ))
+}
+
+/// How [`serve`] runs besides its listeners and store.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    /// Who may call the API without a token.
+    pub policy: umbra_api::trust::AccessPolicy,
+    /// Zone cleanup period (`None`: never).
+    pub zone_cleanup_after: Option<std::time::Duration>,
+}
+
+impl From<umbra_api::trust::AccessPolicy> for Settings {
+    fn from(policy: umbra_api::trust::AccessPolicy) -> Self {
+        Self {
+            policy,
+            zone_cleanup_after: None,
+        }
+    }
 }
 
 impl Args {
@@ -123,11 +157,16 @@ pub async fn run(
     let api = umbra_api::process::listen(args.api_addr)?;
     let kds = umbra_api::process::listen(args.kds_addr)?;
     tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), localhost_is_admin = args.access.localhost_is_admin, "global-cp listening");
-    serve(store, api, kds, tls, args.access_policy(), shutdown).await
+    let settings = Settings {
+        policy: args.access_policy(),
+        zone_cleanup_after: Some(args.zone_cleanup_after).filter(|d| !d.is_zero()),
+    };
+    serve(store, api, kds, tls, settings, shutdown).await
 }
 
-/// Serve the REST API on `api` (authenticated under `policy`) and KDS on `kds` (TLS with
-/// `tls`) over `store` until `shutdown` completes, then drain.
+/// Serve the REST API on `api` (authenticated under `settings.policy`) and KDS on `kds` (TLS
+/// with `tls`) over `store` until `shutdown` completes, then drain. With
+/// `settings.zone_cleanup_after`, zones offline for longer lose their resources ([`cleanup`]).
 ///
 /// # Errors
 /// When the signing keys cannot be read from the store or a server fails.
@@ -136,9 +175,11 @@ pub async fn serve(
     api: tokio::net::TcpListener,
     kds: tokio::net::TcpListener,
     tls: Option<tonic::transport::Identity>,
-    policy: umbra_api::trust::AccessPolicy,
+    settings: impl Into<Settings>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let settings: Settings = settings.into();
+    let policy = settings.policy;
     umbra_api::metrics::install();
     umbra_kds::metrics::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
@@ -176,6 +217,10 @@ pub async fn serve(
         stop_rx.clone(),
     ));
     let keys = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
+    let cleanup = settings.zone_cleanup_after.map(|after| {
+        let c = cleanup::ZoneCleanup::new(store.clone(), zones.clone(), after);
+        tokio::spawn(Arc::new(c).follow(stop_rx.clone()))
+    });
     let state = api::AppState {
         traces,
         store: store.clone(),
@@ -199,6 +244,9 @@ pub async fn serve(
     let _ = follower.await;
     let _ = keys.await;
     let _ = cas_task.await;
+    if let Some(c) = cleanup {
+        let _ = c.await;
+    }
     Ok(())
 }
 

@@ -88,6 +88,21 @@ pub struct ZoneStatus {
     pub global_to_zone: BTreeMap<String, TypeSync>,
     /// Per type: Dataplanes and insights received from it.
     pub zone_to_global: BTreeMap<String, TypeSync>,
+    /// When its last stream ended (monotonic; for zone cleanup).
+    #[serde(skip)]
+    pub disconnected_at: Option<std::time::Instant>,
+    /// Its resources are being removed ([`crate::cleanup`]): its streams are refused meanwhile.
+    #[serde(skip)]
+    pub cleaning: bool,
+}
+
+/// Why a zone's stream is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Another connection (this peer address) holds the zone's lease.
+    Leased(String),
+    /// The zone's resources are being cleaned up; it may reconnect once that is done.
+    CleaningUp,
 }
 
 /// The registry of zones and their insights.
@@ -145,15 +160,19 @@ impl ZoneRegistry {
     /// same zone's token can never sync, or write that zone's Dataplanes, next to the first.
     ///
     /// # Errors
-    /// The connection holding the lease.
-    pub fn stream_opened(&self, zone: &str, connection: &str) -> Result<(), String> {
+    /// [`Refused`]: the connection holding the lease, or a cleanup in progress.
+    pub fn stream_opened(&self, zone: &str, connection: &str) -> Result<(), Refused> {
         let mut refused = None;
         self.update(zone, |z| {
+            if z.cleaning {
+                refused = Some(Refused::CleaningUp);
+                return;
+            }
             match &z.connection {
                 Some(holder) if z.streams > 0 && holder != connection => {
                     z.refused_connections += 1;
                     z.last_refused = Some(format!("{connection} at {}", now()));
-                    refused = Some(holder.clone());
+                    refused = Some(Refused::Leased(holder.clone()));
                     return;
                 }
                 _ => {}
@@ -179,12 +198,45 @@ impl ZoneRegistry {
             z.online = z.streams > 0;
             if !z.online {
                 z.connection = None;
+                z.disconnected_at = Some(std::time::Instant::now());
             }
             z.disconnect_time = Some(now());
             if error.is_some() {
                 z.last_error = error;
             }
         });
+    }
+
+    /// How long `zone` has been offline: `None` for a zone never seen since this Global
+    /// started, `Some(None)` while it is online.
+    pub fn offline_for(&self, zone: &str) -> Option<Option<std::time::Duration>> {
+        let zones = self
+            .zones
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let z = zones.get(zone)?;
+        if z.online {
+            return Some(None);
+        }
+        Some(z.disconnected_at.map(|t| t.elapsed()))
+    }
+
+    /// Start cleaning up `zone`'s resources: `false` (nothing starts) when it is online;
+    /// otherwise its streams are refused until [`ZoneRegistry::end_cleanup`].
+    pub fn begin_cleanup(&self, zone: &str) -> bool {
+        let mut started = false;
+        self.update(zone, |z| {
+            if !z.online {
+                z.cleaning = true;
+                started = true;
+            }
+        });
+        started
+    }
+
+    /// The cleanup of `zone` is over: it may connect again.
+    pub fn end_cleanup(&self, zone: &str) {
+        self.update(zone, |z| z.cleaning = false);
     }
 
     /// `zone` connected saying it recorded `recorded` as its Global's store identity (empty:

@@ -65,7 +65,7 @@ async fn start_global(store: Arc<dyn Store>) -> anyhow::Result<Global> {
         api,
         kds,
         None,
-        Default::default(),
+        umbra_global_cp::Settings::default(),
         async move {
             let _ = rx.await;
         },

@@ -342,3 +342,139 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
     fleet.zone1.kill();
     Ok(())
 }
+
+/// `GET /zones/{zone}` on the Global.
+async fn zone_status(global: &CpProcess, zone: &str) -> Value {
+    global
+        .call("GET", &format!("/zones/{zone}"), None)
+        .await
+        .map(|(_, v)| v)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_returns(
+) -> anyhow::Result<()> {
+    let dir = temp_dir();
+    let global = CpProcess::start(
+        GLOBAL,
+        "--kds-addr",
+        &["--zone-cleanup-after".into(), "2s".into()],
+        &[],
+        dir.join("global.log"),
+    )
+    .await?;
+    global.apply("/meshes/default", MESH).await?;
+    let mut zones = Vec::new();
+    for zone in ["zone-1", "zone-2"] {
+        let token = umbra_e2e::zone_token(&global, zone).await?;
+        let data = dir.join(format!("{zone}-data"));
+        zones.push(
+            umbra_e2e::start_federated_zone(
+                ZONE,
+                &global,
+                zone,
+                &token,
+                &["--data-dir".into(), data.display().to_string()],
+                dir.join(format!("{zone}.log")),
+            )
+            .await?,
+        );
+    }
+    let mut zone2 = zones.pop().unwrap();
+    let zone1 = zones.pop().unwrap();
+    for z in [&zone1, &zone2] {
+        wait_until(Duration::from_secs(20), || async {
+            matches!(z.call("GET", "/meshes/default", None).await, Ok((200, _)))
+        })
+        .await?;
+    }
+    zone2
+        .apply(
+            "/meshes/default/dataplanes/backend",
+            &dataplane_yaml("backend", "backend", free_port(), free_port(), None),
+        )
+        .await?;
+    zone2
+        .apply(
+            "/zone-ingresses/ingress",
+            "type: ZoneIngress\nname: ingress\nnetworking: {address: 127.0.0.1, port: 10001, advertisedAddress: 127.0.0.1, advertisedPort: 10001}\n",
+        )
+        .await?;
+    zone1
+        .apply(
+            "/meshes/default/dataplanes/frontend",
+            &dataplane_yaml(
+                "frontend",
+                "frontend",
+                free_port(),
+                free_port(),
+                Some((free_port(), "backend")),
+            ),
+        )
+        .await?;
+    let logs = |zone2: &CpProcess| {
+        format!(
+            "--- global:\n{}\n--- zone-1:\n{}\n--- zone-2:\n{}",
+            global.log_tail(),
+            zone1.log_tail(),
+            zone2.log_tail()
+        )
+    };
+    let synced = wait_until(Duration::from_secs(20), || async {
+        backend_endpoints(&zone1).await.len() == 1
+    })
+    .await;
+    anyhow::ensure!(
+        synced.is_ok(),
+        "zone-1 never saw zone-2's ingress\n{}",
+        logs(&zone2)
+    );
+    let status = zone_status(&global, "zone-2").await;
+    assert_eq!(status["online"], true, "{status}");
+    assert_eq!(status["dataplanes"], 1, "{status}");
+    assert_eq!(status["zoneIngresses"][0]["name"], "ingress", "{status}");
+    assert_eq!(status["zoneIngresses"][0]["instances"], 1, "{status}");
+
+    // zone-2 dies: after the period its resources go from the Global and from zone-1.
+    zone2.kill();
+    let cleaned = wait_until(Duration::from_secs(20), || async {
+        let s = zone_status(&global, "zone-2").await;
+        s["online"] == false && s["dataplanes"] == 0 && s["zoneIngresses"] == serde_json::json!([])
+    })
+    .await;
+    anyhow::ensure!(
+        cleaned.is_ok(),
+        "not cleaned up: {}\n{}",
+        zone_status(&global, "zone-2").await,
+        logs(&zone2)
+    );
+    let gone = wait_until(Duration::from_secs(20), || async {
+        backend_endpoints(&zone1).await.is_empty()
+    })
+    .await;
+    anyhow::ensure!(
+        gone.is_ok(),
+        "zone-1 still reaches zone-2: {:?}",
+        backend_endpoints(&zone1).await
+    );
+    assert_eq!(
+        zone_status(&global, "zone-1").await["dataplanes"],
+        1,
+        "zone-1 keeps its own"
+    );
+
+    // zone-2 comes back: everything it has comes back.
+    zone2.restart().await?;
+    let back = wait_until(Duration::from_secs(30), || async {
+        backend_endpoints(&zone1).await.len() == 1
+            && zone_status(&global, "zone-2").await["dataplanes"] == 1
+    })
+    .await;
+    anyhow::ensure!(
+        back.is_ok(),
+        "zone-2's resources did not come back\n{}",
+        logs(&zone2)
+    );
+    Ok(())
+}

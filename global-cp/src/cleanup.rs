@@ -1,0 +1,122 @@
+//! Zone cleanup (issue 18; Kuma's cleanup of what an offline zone left behind): a zone that
+//! stays offline longer than `--zone-cleanup-after` has its Dataplanes and ZoneIngresses
+//! removed from the Global, and so, through KDS, its ingresses from every other zone's
+//! endpoints. Its insights go too. When it reconnects, it sends everything again (the Global
+//! then holds none of its versions) and all of it comes back.
+//!
+//! A zone's offline time runs from its last disconnect, or from this Global's start for a zone
+//! that has not connected since (it may have gone while the Global was down). While a zone is
+//! being cleaned up its streams are refused ([`ZoneRegistry::begin_cleanup`]), so a reconnect
+//! never races the removals: it waits for the next attempt and then resends everything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use umbra_kds::resource::{kds_name, zone_form, ZONE_LABEL, ZONE_OWNED};
+
+use crate::store::{list_all, Store, StoreError};
+use crate::zones::ZoneRegistry;
+
+/// Removes what zones that stay offline leave behind.
+#[derive(Debug)]
+pub struct ZoneCleanup {
+    store: Arc<dyn Store>,
+    zones: Arc<ZoneRegistry>,
+    /// How long a zone may stay offline before its resources go.
+    after: Duration,
+    /// When this Global started.
+    started: Instant,
+}
+
+impl ZoneCleanup {
+    /// Clean up zones of `store` offline for longer than `after` (per `zones`).
+    pub fn new(store: Arc<dyn Store>, zones: Arc<ZoneRegistry>, after: Duration) -> Self {
+        Self {
+            store,
+            zones,
+            after,
+            started: Instant::now(),
+        }
+    }
+
+    /// The zones owning resources in the store: zone → number of resources.
+    async fn owners(&self) -> Result<BTreeMap<String, usize>, StoreError> {
+        let mut out = BTreeMap::new();
+        for ty in ZONE_OWNED {
+            for s in list_all(&*self.store, ty, None, &BTreeMap::new()).await? {
+                if let Some(zone) = s.zone {
+                    *out.entry(zone).or_default() += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One pass: remove the resources of every zone offline for longer than the period.
+    /// Returns the zones cleaned up.
+    ///
+    /// # Errors
+    /// [`StoreError`]; what was removed stays removed, the rest waits for the next pass.
+    pub async fn run_once(&self) -> Result<Vec<String>, StoreError> {
+        let mut cleaned = Vec::new();
+        for zone in self.owners().await?.into_keys() {
+            let offline_for = match self.zones.offline_for(&zone) {
+                Some(Some(d)) => d,
+                Some(None) => continue, // online
+                None => self.started.elapsed(),
+            };
+            if offline_for < self.after || !self.zones.begin_cleanup(&zone) {
+                continue;
+            }
+            let result = self.remove(&zone).await;
+            self.zones.end_cleanup(&zone);
+            let removed = result?;
+            tracing::warn!(%zone, removed, offline_secs = offline_for.as_secs(), "zone offline for longer than --zone-cleanup-after: its Dataplanes and ZoneIngresses are removed (a reconnect brings them back)");
+            cleaned.push(zone);
+        }
+        Ok(cleaned)
+    }
+
+    async fn remove(&self, zone: &str) -> Result<usize, StoreError> {
+        let labels = BTreeMap::from([(ZONE_LABEL.to_owned(), zone.to_owned())]);
+        let mut removed = 0;
+        let mut insights = BTreeSet::new();
+        for ty in ZONE_OWNED {
+            for s in list_all(&*self.store, ty, None, &labels).await? {
+                if s.zone.as_deref() != Some(zone) {
+                    continue;
+                }
+                match self.store.delete(&s.resource.key(), Some(s.version)).await {
+                    Ok(()) | Err(StoreError::NotFound(_)) => removed += 1,
+                    // Changed meanwhile: the next pass looks again.
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+                if let Some(form) = zone_form(&s.resource) {
+                    insights.insert(kds_name(&form.meta.mesh, &form.meta.name));
+                }
+            }
+        }
+        for name in insights {
+            self.zones.remove_insight(zone, &name);
+        }
+        Ok(removed)
+    }
+
+    /// Run a pass every quarter of the period (between 100 ms and 30 s) until `shutdown`
+    /// turns `true`.
+    pub async fn follow(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let every = (self.after / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        loop {
+            if let Err(e) = self.run_once().await {
+                tracing::warn!(error = %e, "zone cleanup: cannot read or write the store; retrying");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+        }
+    }
+}
