@@ -58,6 +58,8 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 const GLOBAL_ROUTES: &[Route] = &[
     ("/zones", &["get"]),
     ("/zones/{name}", &["get"]),
+    ("/zone-ingresses/{name}/_config", &["get"]),
+    ("/zoneingresses/{name}/_config", &["get"]),
     ("/tokens/zone", &["post"]),
     ("/tokens/zone/revocations", &["post"]),
     (
@@ -133,6 +135,8 @@ pub fn router(state: AppState) -> Router {
     let regular = service::base(OPENAPI_YAML, get(index), get(ready))
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
+        .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
+        .route("/zoneingresses/{name}/_config", get(inspect_ingress))
         .route("/tokens/zone", post(zone_token))
         .route("/tokens/zone/revocations", post(revoke_zone_token))
         .merge(umbra_api::tokens::routes())
@@ -357,6 +361,15 @@ async fn inspect_config(
         query,
     )
     .await
+}
+
+async fn inspect_ingress(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    crate::inspect::forward::forward(&state.inspect_context(), "", &name, Endpoint::Config, query)
+        .await
 }
 
 async fn inspect_rules(

@@ -7,6 +7,8 @@
 //!   and on to zone-1, where it becomes the endpoint of `backend`;
 //! - a request from the frontend reaches the backend across zones over mTLS through the
 //!   ingress (which passes it through by SNI), and the backend answers with its zone;
+//! - inspect covers the ingress (a shadow route's new SNI is in its diff, on its zone and
+//!   through the Global) and the frontend's cross-zone subset cluster;
 //! - both zones' DPPs trust the same root: the mesh's one CA, from the Global;
 //! - a MeshTrafficPermission denying the frontend (applied on the Global, enforced by the
 //!   backend's sidecar in zone-2 on the frontend's own identity) makes it fail, deleting it
@@ -28,6 +30,7 @@ const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
 const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
+const SHADOW_ROUTE: &str = "type: MeshHTTPRoute\nmesh: default\nname: backend-v1\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default:\n        backendRefs: [{kind: MeshServiceSubset, name: backend, tags: {version: v1}, weight: 1}]\n";
 const DENY_FRONTEND: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-frontend\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshService, name: frontend}\n    default: {action: Deny}\n";
 
 fn temp_dir() -> PathBuf {
@@ -259,6 +262,76 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         endpoints[0]["endpoint"]["address"]["socketAddress"]["portValue"], ingress_port,
         "zone-1 reaches backend through zone-2's ingress"
     );
+
+    // Inspect covers the ingress (on its zone, and forwarded by the Global) and the
+    // cross-zone cluster: a shadow route to backend v1 would add an SNI the ingress passes
+    // through, and a subset cluster to the frontend.
+    fleet
+        .global
+        .apply("/meshes/default/meshhttproutes/backend-v1", SHADOW_ROUTE)
+        .await?;
+    let sni = "backend{mesh=default,version=v1}";
+    let seen = wait_until(Duration::from_secs(20), || async {
+        let (status, body) = fleet
+            .global
+            .call(
+                "GET",
+                "/zone-ingresses/ingress/_config?shadow=true&include=diff",
+                None,
+            )
+            .await
+            .unwrap_or_default();
+        status == 200 && body["diff"].to_string().contains(sni)
+    })
+    .await;
+    let (status, body) = fleet
+        .global
+        .call(
+            "GET",
+            "/zone-ingresses/ingress/_config?shadow=true&include=diff",
+            None,
+        )
+        .await?;
+    anyhow::ensure!(
+        seen.is_ok(),
+        "no SNI in the ingress's shadow diff: {status} {body}"
+    );
+    let live_sni = &body["xds"]["type.googleapis.com/envoy.config.listener.v3.Listener"];
+    assert!(
+        live_sni.to_string().contains("backend{mesh=default}"),
+        "{body}"
+    );
+    let (status, direct) = fleet
+        .zone2
+        .call(
+            "GET",
+            "/zone-ingresses/ingress/_config?shadow=true&include=diff",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{direct}");
+    assert_eq!(
+        direct["diff"], body["diff"],
+        "the Global relays the zone's answer"
+    );
+    let (status, frontend_diff) = fleet
+        .zone1
+        .call(
+            "GET",
+            "/meshes/default/dataplanes/frontend/_config?shadow=true&include=diff",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{frontend_diff}");
+    assert!(
+        frontend_diff["diff"].to_string().contains(sni),
+        "the frontend's shadow subset cluster asks zone-2's ingress for {sni}: {frontend_diff}"
+    );
+    let (status, body) = fleet
+        .global
+        .call("DELETE", "/meshes/default/meshhttproutes/backend-v1", None)
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
 
     // One CA for the mesh: both zones' DPPs hold the same root.
     let (ca1, _) = certs(&frontend).await;

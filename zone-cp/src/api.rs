@@ -44,6 +44,8 @@ pub fn routes() -> Vec<Route> {
 const ZONE_ROUTES: &[Route] = &[
     ("/global/accept-store", &["post"]),
     ("/dp-server/ca.pem", &["get"]),
+    ("/zone-ingresses/{name}/_config", &["get"]),
+    ("/zoneingresses/{name}/_config", &["get"]),
 ];
 
 /// Shared state of the API.
@@ -112,6 +114,8 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(accept_global_store),
         )
         .route("/dp-server/ca.pem", get(dp_server_ca))
+        .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
+        .route("/zoneingresses/{name}/_config", get(inspect_ingress))
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(service::dataplane_routes(
@@ -178,6 +182,17 @@ async fn inspect_config(
 ) -> Result<Json<Value>, ApiError> {
     let zone = st.reconciler.zone_view();
     inspect::answer(st.store, zone, mesh, name, &q, inspect::config)
+        .await
+        .map(Json)
+}
+
+async fn inspect_ingress(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let zone = st.reconciler.zone_view();
+    inspect::answer_ingress(st.store, zone, name, &q)
         .await
         .map(Json)
 }

@@ -214,6 +214,127 @@ pub fn config(
     Ok(body)
 }
 
+/// The `_config` body of this zone's ZoneIngress `name` (`GET /zone-ingresses/{name}/_config`):
+/// `{xds, notGenerated, diff?}` as for a DPP, generated over every mesh of the zone as the
+/// reconciler does, in the Live view or, with `shadow=true`, the Shadow one (whose routes may
+/// add SNIs it passes through). `notGenerated` names the VirtualOutbounds, MeshGateways and
+/// MeshGatewayRoutes of the view: Kuma's ingress also passes their destinations through, and
+/// Umbra's does not.
+///
+/// # Errors
+/// 404 for an ingress that is not this zone's, a 500 if rendering fails.
+pub fn ingress_config(
+    store: &crate::store::Store,
+    zone: &ZoneView,
+    name: &str,
+    q: InspectQuery,
+) -> Result<Value, ApiError> {
+    let key = umbra_core::resource::ResourceKey {
+        ty: ResourceType::ZoneIngress,
+        mesh: String::new(),
+        name: name.to_owned(),
+    };
+    let stored = store
+        .get(&key)
+        .ok_or_else(|| ApiError::not_found(format!("zone ingress {name:?} not found")))?;
+    let zi = stored
+        .resource
+        .as_zone_ingress()
+        .ok_or_else(|| ApiError::not_found(format!("zone ingress {name:?} not found")))?;
+    if zi.is_remote(&zone.zone) {
+        return Err(ApiError::not_found(format!(
+            "zone ingress {name:?} belongs to zone {:?}: ask that zone, or the Global",
+            zi.zone
+        )));
+    }
+    let mut meshes = Vec::new();
+    for m in store.list(ResourceType::Mesh, "") {
+        let umbra_core::resource::Spec::Mesh(spec) = &m.resource.spec else {
+            continue;
+        };
+        let mesh = m.resource.meta.name.clone();
+        let resources = store.mesh_resources(&mesh);
+        let ctx = zone.context(
+            &mesh,
+            spec,
+            resources.iter().filter_map(Resource::as_dataplane),
+        );
+        let live = PolicySet::build(&mesh, &resources, View::Live);
+        let shadow = PolicySet::build(&mesh, &resources, View::Shadow);
+        meshes.push((ctx, live, shadow, resources));
+    }
+    let generate_view = |view: View| {
+        let views: Vec<umbra_xds::ingress::IngressMesh<'_>> = meshes
+            .iter()
+            .map(|(ctx, live, shadow, _)| umbra_xds::ingress::IngressMesh {
+                ctx,
+                policies: if view == View::Shadow { shadow } else { live },
+            })
+            .collect();
+        umbra_xds::ingress::generate_ingress(name, zi, &views)
+    };
+    let not_generated = |view: View| -> Value {
+        meshes
+            .iter()
+            .flat_map(|(_, _, _, resources)| resources)
+            .filter(|r| {
+                matches!(
+                    r.ty(),
+                    ResourceType::VirtualOutbound
+                        | ResourceType::MeshGateway
+                        | ResourceType::MeshGatewayRoute
+                ) && view.includes(r)
+            })
+            .map(|r| {
+                json!({
+                    "type": r.ty().name(),
+                    "mesh": r.meta.mesh,
+                    "name": r.meta.name,
+                    "reason": "Kuma's zone ingress also passes this resource's destinations through; Umbra's does not generate them",
+                })
+            })
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let live = generate_view(View::Live);
+    let view = if q.shadow { View::Shadow } else { View::Live };
+    let shown = if q.shadow {
+        generate_view(View::Shadow)
+    } else {
+        live.clone()
+    };
+    let mut body = json!({
+        "xds": shown.to_document().map_err(render_err)?,
+        "notGenerated": not_generated(view),
+    });
+    if q.diff {
+        let patch = umbra_xds::diff::snapshot_diff(&live, &shown).map_err(render_err)?;
+        body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
+    }
+    Ok(body)
+}
+
+/// [`ingress_config`] off the async runtime, with the query parsed from `pairs`.
+///
+/// # Errors
+/// A 400 for bad parameters, [`ingress_config`]'s errors, a 500 if the task fails.
+pub async fn answer_ingress(
+    store: crate::store::Store,
+    zone: ZoneView,
+    name: String,
+    pairs: &[(String, String)],
+) -> Result<Value, ApiError> {
+    let q = InspectQuery::parse(pairs)?;
+    tokio::task::spawn_blocking(move || ingress_config(&store, &zone, &name, q))
+        .await
+        .map_err(|e| {
+            ApiError::status(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("inspect task failed: {e}"),
+            )
+        })?
+}
+
 /// The policies of `view` that select `dp` but are not in its config
 /// ([`PolicySet::not_generated`]), as the answers' `notGenerated` list.
 fn not_generated(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View) -> Value {

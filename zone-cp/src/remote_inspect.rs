@@ -158,7 +158,14 @@ async fn dataplane(
         Endpoint::Config => inspect::config,
         Endpoint::Rules => inspect::rules,
     };
-    let answer = inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await;
+    // An empty mesh names one of this zone's ZoneIngresses (they have `_config` only).
+    let answer = match (d.mesh.is_empty(), d.endpoint()) {
+        (true, Endpoint::Config) => inspect::answer_ingress(store, zone, d.name, &pairs).await,
+        (true, Endpoint::Rules) => Err(crate::error::ApiError::not_found(
+            "a zone ingress has no _rules: no policy selects it",
+        )),
+        (false, _) => inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await,
+    };
     let (status, body) = match answer {
         Ok(v) => (200, v),
         Err(e) => (u32::from(e.status.as_u16()), e.body()),

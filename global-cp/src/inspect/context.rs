@@ -74,8 +74,25 @@ pub async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> 
 /// 404 (mesh, DPP, no zone), 400 (the name is ambiguous across zones), store failures.
 pub async fn locate(store: &dyn Store, mesh: &str, name: &str) -> Result<Located, ApiError> {
     mesh_exists(store, mesh).await?;
+    locate_of(store, ResourceType::Dataplane, mesh, name).await
+}
+
+/// Where the ZoneIngress `name` (its Global name, or its name in its zone when unique) lives.
+///
+/// # Errors
+/// 404 when there is none, 400 when several zones have one of that name.
+pub async fn locate_ingress(store: &dyn Store, name: &str) -> Result<Located, ApiError> {
+    locate_of(store, ResourceType::ZoneIngress, "", name).await
+}
+
+async fn locate_of(
+    store: &dyn Store,
+    ty: ResourceType,
+    mesh: &str,
+    name: &str,
+) -> Result<Located, ApiError> {
     let key = ResourceKey {
-        ty: ResourceType::Dataplane,
+        ty,
         mesh: mesh.to_owned(),
         name: name.to_owned(),
     };
@@ -89,19 +106,28 @@ pub async fn locate(store: &dyn Store, mesh: &str, name: &str) -> Result<Located
         return Ok(found);
     }
     let labels = BTreeMap::from([(DISPLAY_NAME_LABEL.to_owned(), name.to_owned())]);
-    let same = list_all(store, ResourceType::Dataplane, Some(mesh), &labels)
+    let scope = (!mesh.is_empty()).then_some(mesh);
+    let same = list_all(store, ty, scope, &labels)
         .await
         .map_err(ApiError::from)?;
+    let what = if ty == ResourceType::ZoneIngress {
+        "zone ingress"
+    } else {
+        "dataplane"
+    };
     match same.as_slice() {
         [one] => locate_in(one)
-            .ok_or_else(|| ApiError::not_found(format!("dataplane {name:?} has no zone"))),
+            .ok_or_else(|| ApiError::not_found(format!("{what} {name:?} has no zone"))),
+        [] if ty == ResourceType::ZoneIngress => {
+            Err(ApiError::not_found(format!("{what} {name:?} not found")))
+        }
         [] => Err(ApiError::not_found(format!(
-            "dataplane {name:?} not found in mesh {mesh:?}"
+            "{what} {name:?} not found in mesh {mesh:?}"
         ))),
         many => Err(ApiError::bad_parameter(
             "name",
             format!(
-                "{} dataplanes are called {name:?} in their zones; use the Global name: {}",
+                "{} {what}s are called {name:?} in their zones; use the Global name: {}",
                 many.len(),
                 many.iter()
                     .map(|s| s.resource.meta.name.as_str())

@@ -4,7 +4,8 @@
 //! it is offline or does not answer within [`FORWARD_TIMEOUT`] (shorter than the API's request
 //! timeout). `name` is the Global's name of the DPP (`<name>-<hash>`) or, when unique in the
 //! mesh, its name in its zone. An answer over [`MAX_FORWARDED_BYTES`] is a 502 naming the DPP
-//! and the size.
+//! and the size. `GET /zone-ingresses/{name}/_config` goes the same way to the ingress's zone
+//! (an empty mesh in the call names a ZoneIngress).
 
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use umbra_kds::pb::inspect_request::Kind;
 use umbra_kds::pb::inspect_response::Body as Frame;
 use umbra_kds::pb::{DataplaneInspect, QueryPair};
 
-use super::context::{call_error, locate, record_fanout, InspectContext};
+use super::context::{call_error, locate, locate_ingress, record_fanout, InspectContext};
 
 /// Deadline of a forwarded per-DPP call (shorter than [`crate::api::REQUEST_TIMEOUT`]).
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
@@ -53,7 +54,12 @@ async fn forward_call(
     endpoint: Endpoint,
     query: Vec<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let dp = locate(&*cx.store, mesh, name).await?;
+    // An empty mesh: a ZoneIngress.
+    let dp = if mesh.is_empty() {
+        locate_ingress(&*cx.store, name).await?
+    } else {
+        locate(&*cx.store, mesh, name).await?
+    };
     let kind = Kind::Dataplane(DataplaneInspect {
         mesh: mesh.to_owned(),
         name: dp.local.clone(),
