@@ -7,8 +7,8 @@
 //!   and on to zone-1, where it becomes the endpoint of `backend`;
 //! - a request from the frontend reaches the backend across zones over mTLS through the
 //!   ingress (which passes it through by SNI), and the backend answers with its zone;
-//! - inspect covers the ingress (a shadow route's new SNI is in its diff, on its zone and
-//!   through the Global) and the frontend's cross-zone subset cluster;
+//! - inspect covers the ingress (a shadow route's new SNI is in its diff, on its zone, through
+//!   the Global and in the fleet-wide diff) and the frontend's cross-zone subset cluster;
 //! - both zones' DPPs trust the same root: the mesh's one CA, from the Global;
 //! - a MeshTrafficPermission denying the frontend (applied on the Global, enforced by the
 //!   backend's sidecar in zone-2 on the frontend's own identity) makes it fail, deleting it
@@ -326,6 +326,26 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
     assert!(
         frontend_diff["diff"].to_string().contains(sni),
         "the frontend's shadow subset cluster asks zone-2's ingress for {sni}: {frontend_diff}"
+    );
+    // The fleet-wide diff covers the ingress, with the patch its zone gives.
+    let (status, fleet_diff) = fleet
+        .global
+        .call("GET", "/meshes/default/_shadow-diff?format=full", None)
+        .await?;
+    assert_eq!(status, 200, "{fleet_diff}");
+    let entry = fleet_diff["dataplanes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["name"] == "zone-ingress/ingress")
+        .unwrap_or_else(|| panic!("no ingress in the fleet diff: {fleet_diff}"));
+    assert_eq!(entry["zone"], "zone-2", "{entry}");
+    assert_eq!(entry["patch"], direct["diff"], "the zone's own patch");
+    assert!(
+        fleet_diff["dataplanes"]
+            .to_string()
+            .contains("\"frontend\""),
+        "and the frontend: {fleet_diff}"
     );
     let (status, body) = fleet
         .global

@@ -54,6 +54,16 @@ use crate::names::{inbound_listener_name, TCP_PROXY_FILTER};
 use crate::snapshot::Snapshot;
 use crate::util::{ads, any, sanitize_metric, secs, socket};
 
+/// How the fleet-wide shadow diff names a ZoneIngress among a mesh's DPPs:
+/// `zone-ingress/<name>` (a Dataplane name never contains `/`).
+pub const FLEET_NAME_PREFIX: &str = "zone-ingress/";
+
+/// `true` when the ingresses' config can differ between the `live` and `shadow` policies of a
+/// mesh: the destinations its routes name differ.
+pub fn views_differ(live: &PolicySet, shadow: &PolicySet) -> bool {
+    mesh_destinations(live) != mesh_destinations(shadow)
+}
+
 /// Kuma's match-all tag value.
 const MATCH_ALL: &str = "*";
 

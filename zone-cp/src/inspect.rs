@@ -458,6 +458,10 @@ pub struct MeshShadow {
     /// Live snapshots already generated for these exact resources (the reconciler's).
     live_snapshots: HashMap<String, Arc<Snapshot>>,
     cache: DiffCache,
+    /// For ingress diffs ([`MeshShadow::with_ingresses`]): this zone's ZoneIngresses and the
+    /// other meshes (context and Live policies, by name) their config also spans.
+    ingresses: HashMap<String, umbra_core::zone_ingress::ZoneIngressSpec>,
+    other_meshes: Vec<(String, MeshContext, PolicySet)>,
 }
 
 impl MeshShadow {
@@ -499,7 +503,78 @@ impl MeshShadow {
             dataplanes,
             live_snapshots: HashMap::new(),
             cache: DiffCache::new(DIFF_CACHE_ENTRIES),
+            ingresses: HashMap::new(),
+            other_meshes: Vec::new(),
         })
+    }
+
+    /// Also answer for this zone's ZoneIngresses (named
+    /// `zone-ingress/<name>`, [`umbra_xds::ingress::FLEET_NAME_PREFIX`]): their config spans
+    /// every mesh, so the other meshes of `store` are read here (Live in both views: only this
+    /// mesh's shadow policies are going live).
+    #[must_use]
+    pub fn with_ingresses(mut self, store: &crate::store::Store, zone: &ZoneView) -> Self {
+        for s in store.list_all(ResourceType::ZoneIngress) {
+            if let umbra_core::resource::Spec::ZoneIngress(zi) = s.resource.spec {
+                if !zi.is_remote(&zone.zone) {
+                    self.ingresses.insert(s.resource.meta.name, zi);
+                }
+            }
+        }
+        for m in store.list(ResourceType::Mesh, "") {
+            let name = m.resource.meta.name.clone();
+            let umbra_core::resource::Spec::Mesh(spec) = &m.resource.spec else {
+                continue;
+            };
+            if name == self.mesh {
+                continue;
+            }
+            let resources = store.mesh_resources(&name);
+            let ctx = zone.context(
+                &name,
+                spec,
+                resources.iter().filter_map(Resource::as_dataplane),
+            );
+            let live = PolicySet::build(&name, &resources, View::Live);
+            self.other_meshes.push((name, ctx, live));
+        }
+        self
+    }
+
+    /// The diff of ZoneIngress `name` between the views (every mesh in name order, as the
+    /// reconciler generates it).
+    fn ingress_diff(&self, name: &str) -> Result<Patch, String> {
+        let zi = self
+            .ingresses
+            .get(name)
+            .ok_or_else(|| format!("zone ingress {name:?} is not one of this zone's"))?;
+        let view = |shadow: bool| {
+            let mut all: Vec<(&str, umbra_xds::ingress::IngressMesh<'_>)> = self
+                .other_meshes
+                .iter()
+                .map(|(n, ctx, live)| {
+                    (
+                        n.as_str(),
+                        umbra_xds::ingress::IngressMesh {
+                            ctx,
+                            policies: live,
+                        },
+                    )
+                })
+                .collect();
+            all.push((
+                self.mesh.as_str(),
+                umbra_xds::ingress::IngressMesh {
+                    ctx: &self.ctx,
+                    policies: if shadow { &self.shadow } else { &self.live },
+                },
+            ));
+            all.sort_by(|a, b| a.0.cmp(b.0));
+            let meshes: Vec<_> = all.into_iter().map(|(_, m)| m).collect();
+            umbra_xds::ingress::generate_ingress(name, zi, &meshes)
+        };
+        umbra_xds::diff::snapshot_diff_cached(&view(false), &view(true), &self.cache)
+            .map_err(|e| format!("rendering failed: {e}"))
     }
 
     /// Use these Live snapshots (by DPP name) instead of generating them. They must have been
@@ -522,6 +597,9 @@ impl MeshShadow {
     /// A message when the DPP is not in the mesh, or generation or rendering fails (naming the
     /// policy when one is at fault).
     pub fn diff(&self, name: &str) -> Result<Patch, String> {
+        if let Some(ingress) = name.strip_prefix(umbra_xds::ingress::FLEET_NAME_PREFIX) {
+            return self.ingress_diff(ingress);
+        }
         let dp = self
             .dataplanes
             .get(name)

@@ -227,7 +227,14 @@ fn shadow_diff(
         .and_then(|r| r.live_at(revision, &d.mesh));
     let reused = served.as_ref().map_or(0, std::collections::HashMap::len);
     let zone = reconciler.map(Reconciler::zone_view).unwrap_or_default();
+    let asks_ingresses = d
+        .dataplanes
+        .iter()
+        .any(|n| n.starts_with(umbra_xds::ingress::FLEET_NAME_PREFIX));
     let shadow = match MeshShadow::prepare(resources, &zone, &d.mesh, &promotion) {
+        Ok(s) if asks_ingresses => s
+            .with_live_snapshots(served.unwrap_or_default())
+            .with_ingresses(store, &zone),
         Ok(s) => s.with_live_snapshots(served.unwrap_or_default()),
         Err(e) => {
             let _ = out.blocking_send(error(id, u32::from(e.status.as_u16()), e.detail));

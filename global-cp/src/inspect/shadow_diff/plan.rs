@@ -1,6 +1,9 @@
 //! Which DPPs a fleet-wide diff asks about ([`Plan`]), worked out by the [`Planner`] from the
 //! mesh's policies and the Dataplanes the zones synced: only those whose dependencies differ
-//! between the Live view and the Shadow view with the promotion can change. Pure.
+//! between the Live view and the Shadow view with the promotion can change. The zones'
+//! ZoneIngresses offering a service of the mesh are asked about too (as
+//! `zone-ingress/<name>`) when the destinations the mesh's routes name differ between the
+//! views: those are the SNIs an ingress passes through. Pure.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +39,7 @@ impl Plan {
 /// both, so no zone needs to generate them. Pure; fed page by page, so only names are kept.
 #[derive(Debug)]
 pub struct Planner {
+    mesh: String,
     live: PolicySet,
     shadow: PolicySet,
     plan: Plan,
@@ -45,6 +49,7 @@ impl Planner {
     /// A planner for `mesh` with its `policies`.
     pub fn new(mesh: &str, policies: &[Resource], promotion: &Promotion) -> Self {
         Self {
+            mesh: mesh.to_owned(),
             live: PolicySet::build(mesh, policies, View::Live),
             shadow: PolicySet::build_shadow(mesh, policies, promotion),
             plan: Plan {
@@ -76,6 +81,26 @@ impl Planner {
             if umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
                 self.plan.zones.entry(at.zone).or_default().push(at.local);
             }
+        }
+    }
+
+    /// Consider these ZoneIngresses (as the Global stores them, each with its zone).
+    pub fn add_ingresses(&mut self, ingresses: &[Stored]) {
+        if !umbra_xds::ingress::views_differ(&self.live, &self.shadow) {
+            return;
+        }
+        for s in ingresses {
+            let (Some(zi), Some(at)) = (s.resource.as_zone_ingress(), locate_in(s)) else {
+                continue;
+            };
+            if !zi.available_services.iter().any(|a| a.mesh == self.mesh) {
+                continue;
+            }
+            self.plan.zones.entry(at.zone).or_default().push(format!(
+                "{}{}",
+                umbra_xds::ingress::FLEET_NAME_PREFIX,
+                at.local
+            ));
         }
     }
 
@@ -204,5 +229,31 @@ mod tests {
             BTreeMap::from([("zone-2".to_owned(), vec!["web-1".to_owned()])])
         );
         assert_eq!(plan.policies, ["MeshTimeout/shadow-web"]);
+    }
+
+    #[test]
+    fn ingresses_are_asked_about_when_route_destinations_differ() {
+        let ingress = |zone: &str, mesh: &str| {
+            Stored {
+            resource: res(&format!("type: ZoneIngress\nname: zi-abc\nlabels: {{kuma.io/display-name: zi}}\nzone: {zone}\nnetworking: {{address: 10.0.0.1, port: 10001}}\navailableServices:\n- {{mesh: {mesh}, instances: 1, tags: {{kuma.io/service: backend}}}}\n")),
+            version: 1,
+            zone: Some(zone.to_owned()),
+            revision: 1,
+        }
+        };
+        let ingresses = [ingress("zone-2", "m"), ingress("zone-3", "other")];
+        // Timeouts only: no destination changes, no ingress to ask.
+        let mut planner = Planner::new("m", &policies(), &Promotion::All);
+        planner.add_ingresses(&ingresses);
+        assert!(planner.finish().zones.is_empty());
+        // A shadow route to a subset: zone-2's ingress (serving mesh m) is asked.
+        let mut policies = policies();
+        policies.push(res("type: MeshHTTPRoute\nmesh: m\nname: v2\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default: {backendRefs: [{kind: MeshServiceSubset, name: backend, tags: {version: v2}}]}\n"));
+        let mut planner = Planner::new("m", &policies, &Promotion::All);
+        planner.add_ingresses(&ingresses);
+        assert_eq!(
+            planner.finish().zones,
+            BTreeMap::from([("zone-2".to_owned(), vec!["zone-ingress/zi".to_owned()])])
+        );
     }
 }

@@ -52,9 +52,16 @@ pub async fn shadow_diff(
         }
     }
     let planner = Planner::new(mesh, &policies, &q.promotion);
-    let mut plan = for_each_dataplane_page(&*cx.store, mesh, planner, Planner::add)
-        .await?
-        .finish();
+    let mut planner = for_each_dataplane_page(&*cx.store, mesh, planner, Planner::add).await?;
+    let ingresses = crate::store::list_all(
+        &*cx.store,
+        umbra_core::resource::ResourceType::ZoneIngress,
+        None,
+        &std::collections::BTreeMap::new(),
+    )
+    .await?;
+    planner.add_ingresses(&ingresses);
+    let mut plan = planner.finish();
     if let Some(zone) = &q.zone {
         plan.zones.retain(|z, _| z == zone);
     }
