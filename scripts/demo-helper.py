@@ -186,14 +186,22 @@ def cmd_admin_token(args):
 
 
 def cmd_bootstrap(args):
-    mesh, _, name = args.name.partition(".")
     with open(args.dataplane) as f:
         dataplane = f.read()
-    status, token = post_json(
-        args.issuer.rstrip("/") + "/tokens/dataplane", {"mesh": mesh, "name": name, "validFor": "24h"}
-    )
+    if args.ingress:
+        # A zone ingress: no mesh, a zone-ingress token for its zone.
+        mesh, name, proxy_type = "", args.name, "ingress"
+        status, token = post_json(
+            args.issuer.rstrip("/") + "/tokens/zone-ingress", {"zone": args.ingress, "validFor": "24h"}
+        )
+    else:
+        mesh, _, name = args.name.partition(".")
+        proxy_type = "dataplane"
+        status, token = post_json(
+            args.issuer.rstrip("/") + "/tokens/dataplane", {"mesh": mesh, "name": name, "validFor": "24h"}
+        )
     if status != 200:
-        fail(f"dataplane token for {args.name}: {status} {token.strip()}")
+        fail(f"{proxy_type} token for {args.name}: {status} {token.strip()}")
     status, ca = http_get(args.zone.rstrip("/") + "/dp-server/ca.pem")
     if status != 200:
         fail(f"data-plane server CA: {status} {ca.strip()}")
@@ -201,7 +209,7 @@ def cmd_bootstrap(args):
     body = {
         "mesh": mesh,
         "name": name,
-        "proxyType": "dataplane",
+        "proxyType": proxy_type,
         "adminPort": int(args.admin.rpartition(":")[2]),
         "dataplaneToken": token.strip(),
         "dataplaneResource": dataplane,
@@ -319,6 +327,7 @@ def main():
     s.add_argument("url")
     s.set_defaults(fn=cmd_admin_token)
     s = sub.add_parser("bootstrap")
+    s.add_argument("--ingress", metavar="ZONE", help="bootstrap the ZoneIngress NAME of ZONE")
     s.add_argument("issuer")
     s.add_argument("zone")
     s.add_argument("ads")

@@ -184,20 +184,24 @@ impl BootstrapRequest {
     pub fn validate(&self) -> Result<Option<Resource>, BootstrapError> {
         let mut errors = Vec::new();
         let mut err = |f: &str, r: String| errors.push((f.to_owned(), r));
-        if self.mesh.is_empty() {
+        let ingress = self.proxy_type == "ingress";
+        if self.mesh.is_empty() && !ingress {
             err("mesh", "required".into());
+        }
+        if !self.mesh.is_empty() && ingress {
+            err(
+                "mesh",
+                "must be empty for a zone ingress: it serves every mesh of its zone".into(),
+            );
         }
         if self.name.is_empty() {
             err("name", "required".into());
         }
         match self.proxy_type.as_str() {
-            "" | "dataplane" => {}
-            "ingress" | "egress" => err(
+            "" | "dataplane" | "ingress" => {}
+            "egress" => err(
                 "proxyType",
-                format!(
-                    "{:?} proxies are not served by Umbra yet (only dataplane)",
-                    self.proxy_type
-                ),
+                "\"egress\" proxies are not served by Umbra yet (dataplane, ingress)".into(),
             ),
             other => err(
                 "proxyType",
@@ -209,12 +213,17 @@ impl BootstrapRequest {
         }
         let mut dataplane = None;
         if !self.dataplane_resource.is_empty() {
+            let want = if ingress {
+                ResourceType::ZoneIngress
+            } else {
+                ResourceType::Dataplane
+            };
             match Resource::from_bytes(self.dataplane_resource.as_bytes()) {
                 Err(e) => err("dataplaneResource", e.to_string()),
-                Ok(r) if r.ty() != ResourceType::Dataplane => {
+                Ok(r) if r.ty() != want => {
                     err(
                         "dataplaneResource",
-                        format!("is a {}, not a Dataplane", r.ty()),
+                        format!("is a {}, not a {want}", r.ty()),
                     );
                 }
                 Ok(r) if r.meta.mesh != self.mesh || r.meta.name != self.name => err(
@@ -295,7 +304,12 @@ pub fn generate(
     let is_ip = params.ads_host.parse::<std::net::IpAddr>().is_ok();
     let mut bootstrap = json!({
         "node": {
-            "id": format!("{}.{}", req.mesh, req.name),
+            // A zone ingress is named by its name alone (it belongs to no mesh).
+            "id": if req.proxy_type == "ingress" {
+                req.name.clone()
+            } else {
+                format!("{}.{}", req.mesh, req.name)
+            },
             "cluster": service,
             "metadata": metadata,
         },
@@ -429,12 +443,39 @@ mod tests {
         let other = request(json!({"name": "web-2"}));
         let e = other.validate().unwrap_err();
         assert!(e.0[0].1.contains("not default/web-2"), "{e}");
-        let ingress = request(json!({"proxyType": "ingress"}));
-        assert!(ingress
+        let egress = request(json!({"proxyType": "egress"}));
+        assert!(egress
             .validate()
             .unwrap_err()
             .to_string()
             .contains("not served"));
+        // A zone ingress has no mesh, and carries a ZoneIngress.
+        let ingress = request(json!({"proxyType": "ingress"}));
+        let fields: Vec<String> = ingress
+            .validate()
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(fields, ["mesh", "dataplaneResource"]);
+        let ingress = request(json!({
+            "proxyType": "ingress", "mesh": "", "name": "zi",
+            "dataplaneResource": "type: ZoneIngress\nname: zi\nnetworking: {address: 10.0.0.1, port: 10001}\n",
+        }));
+        let zi = ingress.validate().unwrap().unwrap();
+        let params = BootstrapParams {
+            ads_host: "zone-1-cp".into(),
+            ads_port: 5678,
+            ca_pem: String::new(),
+        };
+        let json = serde_json::to_value(generate(&ingress, &zi, &params)).unwrap();
+        let yaml = base64::engine::general_purpose::STANDARD
+            .decode(json["bootstrap"].as_str().unwrap())
+            .unwrap();
+        let doc = umbra_core::codec::decode_one(&yaml, Default::default()).unwrap();
+        assert_eq!(doc["node"]["id"], "zi", "an ingress's node id is its name");
+        assert_eq!(doc["node"]["metadata"]["dataplane.proxyType"], "ingress");
     }
 
     #[test]

@@ -324,15 +324,18 @@ async fn bootstrap(
         err.detail = e.to_string();
         err
     })?;
+    // A zone ingress's key has an empty mesh (its bootstrap request has none).
     let key = umbra_core::dataplane::DpKey::new(req.mesh.as_str(), req.name.as_str());
-    let dataplane = carried.or_else(|| {
-        st.store
-            .get(&umbra_core::resource::ResourceKey::dataplane(
-                req.mesh.as_str(),
-                req.name.clone(),
-            ))
-            .map(|s| s.resource)
-    });
+    let stored_key = if req.proxy_type == "ingress" {
+        umbra_core::resource::ResourceKey {
+            ty: umbra_core::resource::ResourceType::ZoneIngress,
+            mesh: String::new(),
+            name: req.name.clone(),
+        }
+    } else {
+        umbra_core::resource::ResourceKey::dataplane(req.mesh.as_str(), req.name.clone())
+    };
+    let dataplane = carried.or_else(|| st.store.get(&stored_key).map(|s| s.resource));
     let token = (!req.dataplane_token.trim().is_empty()).then(|| req.dataplane_token.trim());
     st.gate
         .check(token, &key, dataplane.as_ref().and_then(|d| d.as_dataplane()))
@@ -347,8 +350,8 @@ async fn bootstrap(
         })?;
     let dataplane = dataplane.ok_or_else(|| {
         ApiError::not_found(format!(
-            "Dataplane {}/{} not found: create it on the zone first, or send it in the request (kuma-dp run --dataplane-file)",
-            key.mesh, key.name
+            "{} {} not found: create it on the zone first, or send it in the request (kuma-dp run --dataplane-file)",
+            stored_key.ty, stored_key
         ))
     })?;
     let host = headers
