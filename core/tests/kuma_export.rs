@@ -78,3 +78,17 @@ fn stored_only_types_refuse_what_kuma_refuses() {
         .unwrap_err();
     assert!(e.to_string().contains("intervall"), "{e}");
 }
+
+/// `deploy/policies.yaml`, what the docker-compose deployment applies, is valid too.
+#[test]
+fn the_compose_policies_are_valid() {
+    let text = include_str!("../../deploy/policies.yaml");
+    let resources = Resource::all_from_bytes(text.as_bytes()).unwrap();
+    for r in &resources {
+        let errors = r.validate();
+        assert!(!errors.has_violations(), "{}: {errors}", r.key());
+    }
+    assert!(resources
+        .iter()
+        .any(|r| r.ty() == ResourceType::MeshTrafficPermission));
+}
