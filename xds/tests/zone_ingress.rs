@@ -256,3 +256,68 @@ fn an_ingress_with_nothing_to_offer_answers_who_it_is() {
         r#"{"proxy":"ingress","zone":"zone-2"}"#
     );
 }
+
+#[test]
+fn mesh_load_balancing_strategy_locality_awareness_uses_the_zones() {
+    let mut resources = load("multi-zone-1.yaml");
+    // Without the Mesh's locality-aware flag: a MeshLoadBalancingStrategy alone prefers the
+    // local zone; with cross-zone failover to zone-3 only, zone-2's ingress is dropped.
+    for r in &mut resources {
+        if let umbra_core::resource::Spec::Mesh(m) = &mut r.spec {
+            m.routing = None;
+        }
+    }
+    let priorities = |resources: &[Resource]| -> Vec<(String, u64)> {
+        let ctx = context(resources, "zone-1");
+        let dp = resources
+            .iter()
+            .find(|r| r.meta.name == "frontend")
+            .and_then(Resource::as_dataplane)
+            .unwrap();
+        let policies = PolicySet::build("default", resources, View::Live);
+        let snap = generate(
+            Proxy {
+                name: "frontend",
+                dataplane: dp,
+            },
+            &ctx,
+            &policies,
+        )
+        .unwrap();
+        envoy_validates(&snap);
+        let doc = snap.to_document().unwrap();
+        doc[ENDPOINTS]["backend"]["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["locality"]["zone"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    l.get("priority").and_then(Value::as_u64).unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        priorities(&resources),
+        [("zone-1".into(), 0), ("zone-2".into(), 0)],
+        "no policy, no flag: one priority"
+    );
+    let mut with_lb = resources.clone();
+    with_lb.push(Resource::from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: lb\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: RoundRobin}}\n").unwrap());
+    assert_eq!(
+        priorities(&with_lb),
+        [("zone-1".into(), 0), ("zone-2".into(), 1)],
+        "a MeshLoadBalancingStrategy prefers the local zone"
+    );
+    let mut failover = resources.clone();
+    failover.push(Resource::from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: lb\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default:\n      localityAwareness:\n        crossZone:\n          failover:\n          - to: {type: Only, zones: [zone-3]}\n").unwrap());
+    assert_eq!(
+        priorities(&failover),
+        [("zone-1".into(), 0)],
+        "zone-2 is not a failover target"
+    );
+}

@@ -17,6 +17,7 @@ pub mod fault_injection;
 pub mod health_check;
 pub mod input;
 pub mod load_balancing;
+pub mod locality;
 pub mod proxy_patch;
 pub mod rate_limit;
 pub mod retry;
