@@ -72,6 +72,7 @@ impl Kind {
             Kind::Zone => "/zones".to_owned(),
             Kind::Resource(ResourceType::Mesh) => "/meshes".to_owned(),
             Kind::Resource(ResourceType::GlobalSecret) => "/global-secrets".to_owned(),
+            Kind::Resource(ResourceType::ZoneIngress) => "/zone-ingresses".to_owned(),
             Kind::Resource(ty) => format!("/meshes/{mesh}/{}", ty.plural()),
         };
         match name {

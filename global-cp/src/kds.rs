@@ -734,3 +734,34 @@ impl Sink for ZoneSink {
         Ok(refused)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_mesh_cas_go_only_over_a_secure_connection() {
+        let mut cas = umbra_kds::sync::TypeItems::default();
+        cas.insert(
+            "m/ca-1".into(),
+            Item::from_doc(&serde_json::json!({"mesh": "m", "backend": "ca-1"})),
+        );
+        let offer = umbra_kds::sync::Offer::from([(MESH_CA_TYPE.to_owned(), Arc::new(cas))]);
+        let (tx, rx) = watch::channel(Some(Arc::new(offer)));
+        let count = |o: &OfferWatch| {
+            o.borrow()
+                .as_ref()
+                .map(|o| o[MESH_CA_TYPE].items.len())
+                .unwrap_or_default()
+        };
+        let secure = zone_offer(rx.clone(), "zone-1".into(), true);
+        let plain = zone_offer(rx, "zone-1".into(), false);
+        assert_eq!(count(&secure), 1);
+        assert_eq!(
+            count(&plain),
+            0,
+            "no private key over plaintext to a remote peer"
+        );
+        drop(tx);
+    }
+}

@@ -301,4 +301,36 @@ mod tests {
             content_version(&up.to_value())
         );
     }
+
+    #[test]
+    fn a_zone_is_offered_every_ingress_but_its_own() {
+        let zi = |name: &str, zone: &str| {
+            let r = Resource::from_bytes(format!("type: ZoneIngress\nname: {name}\nlabels: {{kuma.io/zone: {zone}}}\nzone: {zone}\nnetworking: {{address: 10.0.0.1, port: 1}}\n").as_bytes()).unwrap();
+            Item::from_resource(&r)
+        };
+        let mut items = crate::sync::TypeItems::default();
+        items.insert("a-1".into(), zi("a-1", "zone-1"));
+        items.insert("b-2".into(), zi("b-2", "zone-2"));
+        let offer = crate::sync::Offer::from([(
+            ResourceType::ZoneIngress.name().to_owned(),
+            std::sync::Arc::new(items),
+        )]);
+        let names = |o: &crate::sync::Offer| -> Vec<String> {
+            o[ResourceType::ZoneIngress.name()]
+                .items
+                .keys()
+                .cloned()
+                .collect()
+        };
+        assert_eq!(names(&for_zone(&offer, "zone-1")), ["b-2"]);
+        assert_eq!(names(&for_zone(&offer, "zone-2")), ["a-1"]);
+        assert_eq!(names(&for_zone(&offer, "zone-3")), ["a-1", "b-2"]);
+        // The upstream form carries the zone in the spec too.
+        let local = Resource::from_bytes(
+            b"type: ZoneIngress\nname: zi\nnetworking: {address: 10.0.0.1, port: 1}\n",
+        )
+        .unwrap();
+        let up = zone_dataplane_upstream(&local, "zone-1");
+        assert_eq!(up.as_zone_ingress().unwrap().zone, "zone-1");
+    }
 }

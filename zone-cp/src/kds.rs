@@ -586,8 +586,19 @@ impl StoreSink {
                 }),
             }
         }
+        // A CA goes with its Mesh only: a removal while the Mesh is still here (an offer that
+        // leaves the CAs out, as over plaintext KDS from elsewhere) would take every
+        // identity of the mesh down with it.
         for name in removed {
-            cas.remove(&name);
+            let mesh = name.split_once('/').map_or(name.as_str(), |(m, _)| m);
+            if self.store.get(&ResourceKey::mesh(mesh)).is_some() {
+                refused.push(Refusal {
+                    name,
+                    reason: "kept: its Mesh is still here, and every identity of the mesh is issued from it".to_owned(),
+                });
+            } else {
+                cas.remove(&name);
+            }
         }
         self.store
             .record_mesh_cas(&cas)
@@ -1112,7 +1123,36 @@ mod tests {
             ["m/ca-1"]
         );
         assert_eq!(store.mesh_cas()["m/ca-1"], ca, "kept in the store");
+        // A CA stays while its Mesh is here; once the Mesh is gone, it goes.
+        store
+            .put(
+                Resource::from_bytes(b"type: Mesh\nname: m\n").unwrap(),
+                None,
+            )
+            .unwrap();
+        let refused = sink
+            .apply(received(MESH_CA_TYPE, vec![], vec!["m/ca-1".into()]))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(store.mesh_cas().len(), 1);
+        store.delete(&ResourceKey::mesh("m")).unwrap();
+        let refused = sink
+            .apply(received(MESH_CA_TYPE, vec![], vec!["m/ca-1".into()]))
+            .await
+            .unwrap();
+        assert!(refused.is_empty(), "{refused:?}");
+        assert!(store.mesh_cas().is_empty());
         // Protected mode changes nothing.
+        let ca =
+            umbra_api::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
+        sink.apply(received(
+            MESH_CA_TYPE,
+            vec![up("m/ca-1", serde_json::to_vec(&ca).unwrap())],
+            vec![],
+        ))
+        .await
+        .unwrap();
         sink.protect = true;
         let refused = sink
             .apply(received(MESH_CA_TYPE, vec![], vec!["m/ca-1".into()]))
