@@ -95,6 +95,9 @@ pub struct ResourceApi {
     pub mode: WriteMode,
     /// Told of every write.
     pub observer: Option<Arc<dyn WriteObserver>>,
+    /// The zone this API belongs to (a zone CP's): a ZoneIngress written here must be this
+    /// zone's (`zone` empty or this name). `None` on the Global.
+    pub zone: Option<String>,
 }
 
 /// The resource routes, for a router whose state provides a [`ResourceApi`].
@@ -240,6 +243,19 @@ async fn put(
     check_body_type(headers, BODY_TYPES)?;
     let expected = expected_version(headers)?;
     let resource = decode_for_path(ty, mesh, name, body)?;
+    if let (Some(zone), Some(zi)) = (&api.zone, resource.as_zone_ingress()) {
+        if zi.is_remote(zone) {
+            return Err(ApiError::invalid(
+                "the ZoneIngress belongs to another zone",
+                vec![umbra_core::validate::Violation {
+                    field: "zone".into(),
+                    message: format!(
+                        "must be empty or {zone:?}: this zone registers its own ingresses only (other zones' come from the Global)"
+                    ),
+                }],
+            ));
+        }
+    }
     let key = resource.key();
     if let Some(o) = &api.observer {
         o.before_write(&key);

@@ -126,6 +126,7 @@ impl FromRef<AppState> for ResourceApi {
             store: state.store.clone(),
             mode: WriteMode::Global,
             observer: Some(state.traces.clone()),
+            zone: None,
         }
     }
 }

@@ -9,7 +9,7 @@
 //!   token, a resource claiming another zone is NACKed on its own, and a zone can neither
 //!   overwrite nor delete another zone's resources.
 //! - Each zone's GlobalToZoneSync offer leaves out its own ZoneIngresses
-//!   ([`umbra_kds::resource::for_zone`]): a zone receives every other zone's. The mesh CAs
+//!   ([`crate::offer::for_zone`]): a zone receives every other zone's. The mesh CAs
 //!   (private keys) go only over TLS or to a loopback peer; a zone on plaintext KDS from
 //!   elsewhere gets none and says so (its DPPs' identities wait).
 //!
@@ -38,9 +38,8 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_server::{KdsService, KdsServiceServer};
 use umbra_kds::pb::{InspectRequest, InspectResponse};
 use umbra_kds::resource::{
-    for_zone, global_name, global_to_zone_types, kds_name, split_kds_name, zone_form,
-    zone_to_global_types, Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, MESH_CA_TYPE,
-    ZONE_LABEL, ZONE_OWNED,
+    global_name, global_to_zone_types, kds_name, split_kds_name, zone_form, zone_to_global_types,
+    Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, MESH_CA_TYPE, ZONE_LABEL, ZONE_OWNED,
 };
 use umbra_kds::sync::{
     request, respond, spawn_reader, Event, OfferWatch, Received, Refusal, RespondConfig, Sink,
@@ -52,6 +51,7 @@ use umbra_kds::{
 use umbra_xds::snapshot::ResourceVersions;
 
 use crate::inspect::hub::InspectHub;
+use crate::offer::for_zone;
 use crate::store::{list_all, Store, StoreError};
 use crate::tokens::{ZoneIdentity, ZoneTokens};
 use crate::zones::{Direction, ZoneRegistry};

@@ -16,6 +16,7 @@ use umbra_auth::TrustBundle;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_kds::resource::{
     global_to_zone_types, kds_name, Item, MESH_CA_TYPE, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
+    ZONE_LABEL,
 };
 use umbra_kds::sync::{Offer, TypeItems};
 
@@ -107,6 +108,41 @@ pub struct Extras {
     pub trust: watch::Receiver<Arc<TrustBundle>>,
     /// The mesh CAs ([`umbra_api::mesh_ca::CaKeeper`]).
     pub cas: watch::Receiver<Arc<MeshCas>>,
+}
+
+/// The zone a ZoneIngress item of an offer belongs to (its `kuma.io/zone` label), read from
+/// its body; `None` when the body says none.
+fn item_zone(item: &Item) -> Option<String> {
+    let doc: serde_json::Value = serde_json::from_slice(&item.body).ok()?;
+    doc.get("labels")?
+        .get(ZONE_LABEL)?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The offer as `zone` receives it: without its own ZoneIngresses (which it owns; they come
+/// back from nowhere but itself).
+pub fn for_zone(offer: &Offer, zone: &str) -> Offer {
+    let ty = ResourceType::ZoneIngress.name();
+    let Some(items) = offer.get(ty) else {
+        return offer.clone();
+    };
+    let own: Vec<&String> = items
+        .items
+        .iter()
+        .filter(|(_, item)| item_zone(item).as_deref() == Some(zone))
+        .map(|(name, _)| name)
+        .collect();
+    if own.is_empty() {
+        return offer.clone();
+    }
+    let mut filtered = (**items).clone();
+    for name in own {
+        filtered.remove(name);
+    }
+    let mut out = offer.clone();
+    out.insert(ty.to_owned(), Arc::new(filtered));
+    out
 }
 
 /// `offer` with the trust bundle as its [`TRUST_BUNDLE_TYPE`] item and the mesh CAs as
@@ -314,5 +350,27 @@ mod tests {
             !offer.contains_key("Dataplane"),
             "Dataplanes are not offered to zones"
         );
+    }
+
+    #[test]
+    fn a_zone_is_offered_every_ingress_but_its_own() {
+        let zi = |name: &str, zone: &str| {
+            let r = Resource::from_bytes(format!("type: ZoneIngress\nname: {name}\nlabels: {{kuma.io/zone: {zone}}}\nzone: {zone}\nnetworking: {{address: 10.0.0.1, port: 1}}\n").as_bytes()).unwrap();
+            Item::from_resource(&r)
+        };
+        let mut items = TypeItems::default();
+        items.insert("a-1".into(), zi("a-1", "zone-1"));
+        items.insert("b-2".into(), zi("b-2", "zone-2"));
+        let offer = Offer::from([(ResourceType::ZoneIngress.name().to_owned(), Arc::new(items))]);
+        let names = |o: &Offer| -> Vec<String> {
+            o[ResourceType::ZoneIngress.name()]
+                .items
+                .keys()
+                .cloned()
+                .collect()
+        };
+        assert_eq!(names(&for_zone(&offer, "zone-1")), ["b-2"]);
+        assert_eq!(names(&for_zone(&offer, "zone-2")), ["a-1"]);
+        assert_eq!(names(&for_zone(&offer, "zone-3")), ["a-1", "b-2"]);
     }
 }

@@ -214,6 +214,13 @@ async fn crud_validation_cas_paging_and_read_only_dataplanes() {
     let dp = "type: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n";
     let (s, _, _) = call(&app, "PUT", "/meshes/default/dataplanes/web", &[], Some(dp)).await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    // So do ZoneIngresses.
+    let zi = "type: ZoneIngress\nname: zi\nnetworking: {address: 10.0.0.1, port: 10001}\n";
+    let (s, _, _) = call(&app, "PUT", "/zone-ingresses/zi", &[], Some(zi)).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    let (s, list, _) = call(&app, "GET", "/zoneingresses", &[], None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["total"], 0);
 
     // Deleting the mesh deletes its policies.
     let (s, _, _) = call(&app, "DELETE", "/meshes/default", &[], None).await;

@@ -45,7 +45,7 @@ pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
 /// Types the Global sends to zones, Mesh first: the Global's responder treats the first type
 /// as a barrier ([`crate::sync::RespondConfig::first_type_barrier`]), so a policy never
 /// arrives before its Mesh. ZoneIngresses are among them: every zone receives the other zones'
-/// (never its own back, [`for_zone`]).
+/// (never its own back: the Global filters its offer per zone).
 pub fn global_to_zone_types() -> Vec<String> {
     let mut out = vec![ResourceType::Mesh.name().to_owned()];
     out.extend(
@@ -70,41 +70,6 @@ pub fn zone_to_global_types() -> Vec<String> {
 
 /// The types a zone owns and sends up, stored on the Global as that zone's.
 pub const ZONE_OWNED: [ResourceType; 2] = [ResourceType::Dataplane, ResourceType::ZoneIngress];
-
-/// The zone a ZoneIngress item of an offer belongs to (its `kuma.io/zone` label), read from
-/// its body; `None` when the body says none.
-fn item_zone(item: &Item) -> Option<String> {
-    let doc: Value = serde_json::from_slice(&item.body).ok()?;
-    doc.get("labels")?
-        .get(ZONE_LABEL)?
-        .as_str()
-        .map(str::to_owned)
-}
-
-/// The offer as `zone` receives it: without its own ZoneIngresses (which it owns; they come
-/// back from nowhere but itself).
-pub fn for_zone(offer: &crate::sync::Offer, zone: &str) -> crate::sync::Offer {
-    let ty = ResourceType::ZoneIngress.name();
-    let Some(items) = offer.get(ty) else {
-        return offer.clone();
-    };
-    let own: Vec<&String> = items
-        .items
-        .iter()
-        .filter(|(_, item)| item_zone(item).as_deref() == Some(zone))
-        .map(|(name, _)| name)
-        .collect();
-    if own.is_empty() {
-        return offer.clone();
-    }
-    let mut filtered = (**items).clone();
-    for name in own {
-        filtered.remove(name);
-    }
-    let mut out = offer.clone();
-    out.insert(ty.to_owned(), std::sync::Arc::new(filtered));
-    out
-}
 
 /// The KDS name of a resource: `<mesh>/<name>`, or `<name>` when `mesh` is empty (a Mesh).
 pub fn kds_name(mesh: &str, name: &str) -> String {
@@ -303,28 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn a_zone_is_offered_every_ingress_but_its_own() {
-        let zi = |name: &str, zone: &str| {
-            let r = Resource::from_bytes(format!("type: ZoneIngress\nname: {name}\nlabels: {{kuma.io/zone: {zone}}}\nzone: {zone}\nnetworking: {{address: 10.0.0.1, port: 1}}\n").as_bytes()).unwrap();
-            Item::from_resource(&r)
-        };
-        let mut items = crate::sync::TypeItems::default();
-        items.insert("a-1".into(), zi("a-1", "zone-1"));
-        items.insert("b-2".into(), zi("b-2", "zone-2"));
-        let offer = crate::sync::Offer::from([(
-            ResourceType::ZoneIngress.name().to_owned(),
-            std::sync::Arc::new(items),
-        )]);
-        let names = |o: &crate::sync::Offer| -> Vec<String> {
-            o[ResourceType::ZoneIngress.name()]
-                .items
-                .keys()
-                .cloned()
-                .collect()
-        };
-        assert_eq!(names(&for_zone(&offer, "zone-1")), ["b-2"]);
-        assert_eq!(names(&for_zone(&offer, "zone-2")), ["a-1"]);
-        assert_eq!(names(&for_zone(&offer, "zone-3")), ["a-1", "b-2"]);
+    fn a_zone_ingress_goes_up_with_its_zone() {
         // The upstream form carries the zone in the spec too.
         let local = Resource::from_bytes(
             b"type: ZoneIngress\nname: zi\nnetworking: {address: 10.0.0.1, port: 1}\n",

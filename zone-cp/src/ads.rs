@@ -241,31 +241,7 @@ impl Ads {
         if identity.is_none() {
             tracing::warn!(zone_ingress = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
         }
-        if let Some(mut resource) = crate::node_metadata::zone_ingress_from_metadata(&key, node)? {
-            let existing = self.store.get(&resource.key());
-            let mut version = None;
-            if let (Some(e), umbra_core::resource::Spec::ZoneIngress(new)) =
-                (&existing, &mut resource.spec)
-            {
-                if let Some(old) = e.resource.as_zone_ingress() {
-                    if new.zone.is_empty() {
-                        new.zone.clone_from(&old.zone);
-                    }
-                    if new.available_services.is_empty() {
-                        new.available_services.clone_from(&old.available_services);
-                    }
-                }
-                version = Some(e.version);
-            }
-            let unchanged = existing.as_ref().is_some_and(|e| {
-                e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels
-            });
-            if !unchanged {
-                self.store
-                    .put(resource, version.or(Some(0)))
-                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
-            }
-        }
+        crate::node_metadata::register_zone_ingress(&self.store, &self.gate.zone, &key, node)?;
         self.insights.update(&key, |i| {
             i.connected = true;
             i.responses_sent = 0;

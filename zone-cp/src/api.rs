@@ -102,6 +102,7 @@ impl FromRef<AppState> for ResourceApi {
                 WriteMode::Zone
             },
             observer: None,
+            zone: Some(state.reconciler.zone().to_owned()),
         }
     }
 }

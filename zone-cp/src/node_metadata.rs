@@ -47,6 +47,57 @@ pub fn proxy_key(
     }
 }
 
+/// Register the ZoneIngress an ingress Envoy carries in its node metadata
+/// ([`zone_ingress_from_metadata`]), keeping the `zone` and `availableServices` the zone
+/// computed for it (the Envoy's copy has none); nothing when absent or unchanged.
+///
+/// # Errors
+/// What [`zone_ingress_from_metadata`] refuses; `INVALID_ARGUMENT` for another zone's
+/// ingress (`zone` neither empty nor `local_zone`); `FAILED_PRECONDITION` when the store
+/// refuses the write.
+pub fn register_zone_ingress(
+    store: &crate::store::Store,
+    local_zone: &str,
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Result<(), Status> {
+    if let Some(mut resource) = zone_ingress_from_metadata(key, node)? {
+        if resource
+            .as_zone_ingress()
+            .is_some_and(|zi| zi.is_remote(local_zone))
+        {
+            return Err(Status::invalid_argument(format!(
+                "node metadata {DATAPLANE_METADATA_KEY}: zone ingress {} names another zone than {local_zone:?}",
+                key.name
+            )));
+        }
+        let existing = store.get(&resource.key());
+        let mut version = None;
+        if let (Some(e), umbra_core::resource::Spec::ZoneIngress(new)) =
+            (&existing, &mut resource.spec)
+        {
+            if let Some(old) = e.resource.as_zone_ingress() {
+                if new.zone.is_empty() {
+                    new.zone.clone_from(&old.zone);
+                }
+                if new.available_services.is_empty() {
+                    new.available_services.clone_from(&old.available_services);
+                }
+            }
+            version = Some(e.version);
+        }
+        let unchanged = existing.as_ref().is_some_and(|e| {
+            e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels
+        });
+        if !unchanged {
+            store
+                .put(resource, version.or(Some(0)))
+                .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The ZoneIngress an ingress Envoy carries in its node metadata (`dataplane.resource`),
 /// checked: a valid ZoneIngress named by the node id. `None` when absent.
 ///

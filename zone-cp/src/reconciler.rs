@@ -199,6 +199,11 @@ impl Reconciler {
         }
     }
 
+    /// This zone's name (empty when not set, as in some tests).
+    pub fn zone(&self) -> &str {
+        &self.zone
+    }
+
     /// The zone's place in a multi-zone deployment as of now (inspect builds contexts with it).
     pub fn zone_view(&self) -> crate::ingress::ZoneView {
         crate::ingress::ZoneView::of(&self.store, &self.zone, self.multi_zone)

@@ -538,3 +538,67 @@ async fn stored_only_types_are_named_as_not_generated() {
     .await;
     assert_eq!(listed(&backend_shadow), ["ExternalService/httpbin"]);
 }
+
+#[tokio::test]
+async fn zone_ingresses_register_here_and_only_this_zones() {
+    let mut state = AppState::new(Store::new(), true);
+    state.reconciler = std::sync::Arc::new(
+        umbra_zone_cp::reconciler::Reconciler::new(state.store.clone()).with_zone("zone-1", true),
+    );
+    let app = router(state);
+    let zi = |name: &str, zone: &str| {
+        json!({"type": "ZoneIngress", "name": name, "zone": zone,
+               "networking": {"address": "10.0.0.1", "port": 10001}})
+        .to_string()
+    };
+    // Federated or not, the zone registers its own ingresses (Kuma's path and its alias).
+    let (status, body) = call(&app, "PUT", "/zone-ingresses/zi-1", Some(zi("zi-1", ""))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = call(
+        &app,
+        "PUT",
+        "/zoneingresses/zi-2",
+        Some(zi("zi-2", "zone-1")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Another zone's: refused with the field.
+    let (status, body) = call(
+        &app,
+        "PUT",
+        "/zone-ingresses/zi-3",
+        Some(zi("zi-3", "zone-2")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["invalidParameters"][0]["field"], "zone", "{body}");
+    // Kuma's validation.
+    let bad = json!({"type": "ZoneIngress", "name": "zi-4", "networking": {"port": 0}}).to_string();
+    let (status, body) = call(&app, "PUT", "/zone-ingresses/zi-4", Some(bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        body["invalidParameters"][0]["field"], "networking.port",
+        "{body}"
+    );
+    let (status, list) = call(&app, "GET", "/zone-ingresses", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["total"], 2, "{list}");
+    let (status, _) = call(&app, "DELETE", "/zoneingresses/zi-2", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = call(&app, "GET", "/zone-ingresses/zi-2", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    // Its config, live (no meshes: it answers who it is).
+    let (status, body) = call(
+        &app,
+        "GET",
+        "/zone-ingresses/zi-1/_config?include=diff",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["diff"], json!([]));
+    assert!(
+        body["xds"].to_string().contains("direct_response"),
+        "{body}"
+    );
+}

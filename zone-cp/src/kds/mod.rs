@@ -1,0 +1,524 @@
+//! The zone's KDS client (issue 5): dials the Global, keeps the zone store's Meshes and policies
+//! equal to the Global's, and reports the zone's Dataplanes and their insights up.
+//!
+//! - One gRPC connection, three streams: GlobalToZoneSync (this side requests and applies, see
+//!   [`umbra_kds::sync::request`]), ZoneToGlobalSync (this side responds, see
+//!   [`umbra_kds::sync::respond`]) and InspectSync (the Global's inspect calls, see
+//!   [`crate::remote_inspect`]). When any ends, all are torn down and the zone
+//!   reconnects with jittered exponential backoff ([`Backoff`]).
+//! - Other zones' ZoneIngresses come down like policies (stored under their Global names,
+//!   `zone` set to theirs); the zone's own go up with its Dataplanes. One that claims this
+//!   zone coming down is NACKed, and a removal never touches a local one.
+//! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
+//!   `--data-dir` the store survives a restart, so that holds across a crash too.
+//! - A resource this zone cannot apply (invalid here, unknown mesh) is NACKed on its own; the
+//!   others apply. While the Global is unreachable nothing changes: Envoys keep their config.
+//! - The zone authenticates with its zone token (`authorization: Bearer`) and sends its
+//!   configured name ([`umbra_kds::ZONE_NAME_METADATA`]) so a token for another zone is
+//!   refused with a clear reason.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use rand::Rng as _;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use umbra_api::mesh_ca::MeshCas;
+use umbra_core::resource::{ResourceKey, ResourceType};
+use umbra_kds::pb::kds_service_client::KdsServiceClient;
+use umbra_kds::pb::InspectResponse;
+use umbra_kds::resource::{
+    global_to_zone_types, kds_name, zone_dataplane_upstream, zone_to_global_types, Item,
+    DATAPLANE_INSIGHT_TYPE,
+};
+use umbra_kds::sync::{
+    request, respond, spawn_reader_noting, Event, Offer, OfferWatch, RespondConfig, SyncError,
+    TypeItems, STREAM_QUEUE,
+};
+use umbra_kds::{
+    GLOBAL_STORE_METADATA, MAX_MESSAGE_BYTES, RECORDED_STORE_METADATA, ZONE_NAME_METADATA,
+};
+
+use crate::ads::Insights;
+use crate::reconciler::Reconciler;
+use crate::store::Store;
+use umbra_core::dataplane::DpKey;
+
+mod sink;
+use sink::{held_versions, StoreSink};
+
+/// How to reach the Global.
+#[derive(Debug, Clone)]
+pub struct KdsClientConfig {
+    /// This zone's name.
+    pub zone: String,
+    /// The Global's KDS URL (`http://host:5685`, or `https://` with TLS).
+    pub address: String,
+    /// Where the zone token comes from (read again on every connection attempt).
+    pub token: TokenSource,
+    /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
+    pub ca_pem: Option<Vec<u8>>,
+    /// Where the Global's trust bundle goes (user and dataplane token keys, revocations).
+    pub trust: Arc<umbra_api::trust::Trust>,
+    /// Where the Global's mesh CAs go (kept in the store first).
+    pub cas: Arc<watch::Sender<Arc<MeshCas>>>,
+}
+
+/// Where the zone token comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Given on the command line or in the environment.
+    Value(String),
+    /// A file, read again on every connection attempt: an operator replaces an expiring token
+    /// by writing the new one there, and the zone reconnects with it.
+    File(std::path::PathBuf),
+}
+
+/// Never prints the token itself.
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenSource::Value(_) => f.write_str("TokenSource::Value(..)"),
+            TokenSource::File(p) => write!(f, "TokenSource::File({})", p.display()),
+        }
+    }
+}
+
+impl TokenSource {
+    /// The token now.
+    ///
+    /// # Errors
+    /// An unreadable or empty token file.
+    pub fn read(&self) -> Result<String, String> {
+        let token = match self {
+            TokenSource::Value(t) => t.trim().to_owned(),
+            TokenSource::File(p) => std::fs::read_to_string(p)
+                .map_err(|e| format!("zone token file {}: {e}", p.display()))?
+                .trim()
+                .to_owned(),
+        };
+        if token.is_empty() {
+            return Err("the zone token is empty".to_owned());
+        }
+        Ok(token)
+    }
+}
+
+/// What the zone knows of its link to the Global.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KdsStatus {
+    /// Both streams are up.
+    pub connected: bool,
+    /// Connection attempts so far.
+    pub attempts: u64,
+    /// Why the last session ended or the last attempt failed.
+    pub last_error: Option<String>,
+    /// Responses applied from the Global, per type.
+    pub applied: BTreeMap<String, u64>,
+    /// Resources the Global's responses carried, per type (removals not counted).
+    pub resources_received: BTreeMap<String, u64>,
+    /// The last resources this zone refused (NACKed), as `name: reason`.
+    pub last_rejected: Vec<String>,
+    /// The store identity the Global announced on the current (or last) connection.
+    pub global_store: Option<String>,
+    /// The Global store identity this zone recorded when it first synced.
+    pub recorded_global_store: Option<String>,
+    /// The Global's store is not the one this zone synced from (it lost its data, or it is
+    /// another Global): the zone applies no deletions from it and keeps serving its last state
+    /// until an operator confirms (`POST /global/accept-store`) or the Global's data comes back.
+    pub global_store_changed: bool,
+}
+
+/// Shared [`KdsStatus`].
+pub type SharedStatus = Arc<std::sync::RwLock<KdsStatus>>;
+
+fn update_status(status: &SharedStatus, f: impl FnOnce(&mut KdsStatus)) {
+    f(&mut status
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner));
+}
+
+/// Exponential backoff with jitter: attempt `n` waits a random time in
+/// `[d/2, d]`, `d = min(max, base · 2^n)`.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempt: u32,
+}
+
+impl Backoff {
+    /// Starting at `base`, never above `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Self {
+            base,
+            max,
+            attempt: 0,
+        }
+    }
+
+    /// The next wait.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self
+            .base
+            .saturating_mul(1 << self.attempt.min(16))
+            .min(self.max);
+        self.attempt = self.attempt.saturating_add(1);
+        let half = d / 2;
+        half + rand::thread_rng().gen_range(Duration::ZERO..=half)
+    }
+
+    /// Start over (after a session that worked).
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// Run the client until `shutdown` turns `true`. With `reconciler`, the Global's shadow-diff
+/// calls reuse the Live snapshots proxies are served.
+pub async fn run(
+    config: KdsClientConfig,
+    store: Store,
+    insights: Arc<Insights>,
+    reconciler: Option<Arc<Reconciler>>,
+    status: SharedStatus,
+    resync: Arc<tokio::sync::Notify>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (offer_tx, offer_rx) = watch::channel(None);
+    tokio::spawn(publish_offer(
+        config.zone.clone(),
+        store.clone(),
+        insights,
+        offer_tx,
+        shutdown.clone(),
+    ));
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    while !*shutdown.borrow() {
+        update_status(&status, |s| s.attempts += 1);
+        let started = tokio::time::Instant::now();
+        let outcome = tokio::select! {
+            r = session(&config, &store, reconciler.clone(), offer_rx.clone(), &status) => r,
+            () = resync.notified() => Err("reconnecting to resync (an operator accepted the Global's store)".to_owned()),
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        update_status(&status, |s| s.connected = false);
+        let error = match outcome {
+            Ok(()) => "the Global closed the stream".to_owned(),
+            Err(e) => e,
+        };
+        tracing::warn!(zone = %config.zone, global = %config.address, %error, "KDS: disconnected from the Global");
+        update_status(&status, |s| s.last_error = Some(error));
+        // A session that lasted is not a failure streak.
+        if started.elapsed() > Duration::from_secs(30) {
+            backoff.reset();
+        }
+        let delay = backoff.next_delay();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
+    }
+}
+
+async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
+    let mut endpoint = Endpoint::from_shared(config.address.clone())
+        .map_err(|e| format!("bad Global address {:?}: {e}", config.address))?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true)
+        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
+    if let Some(ca) = &config.ca_pem {
+        endpoint = endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
+            .map_err(|e| format!("TLS configuration: {e}"))?;
+    }
+    endpoint
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e:?}", config.address))
+}
+
+/// Compare the store identity the Global announced on `down` with the one this zone recorded
+/// (recording it on the first sync). Returns whether deletions from this Global must be
+/// refused: it is not the store this zone synced from.
+///
+/// # Errors
+/// A Global that announces no identity; a store that cannot record it.
+fn check_global_store<T>(
+    store: &Store,
+    status: &SharedStatus,
+    recorded: Option<String>,
+    down: &tonic::Response<T>,
+) -> Result<bool, String> {
+    let offered = down
+        .metadata()
+        .get(GLOBAL_STORE_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| "the Global announced no store identity".to_owned())?;
+    let recorded = match recorded {
+        Some(r) => r,
+        None => {
+            store
+                .record_global_store(&offered)
+                .map_err(|e| e.to_string())?;
+            offered.clone()
+        }
+    };
+    let changed = recorded != offered;
+    if changed {
+        tracing::warn!(%recorded, %offered, "KDS: the Global's store is not the one this zone synced from; keeping this zone's state and applying no deletions until an operator confirms (POST /global/accept-store)");
+    }
+    update_status(status, |s| {
+        s.global_store = Some(offered);
+        s.recorded_global_store = Some(recorded);
+        s.global_store_changed = changed;
+    });
+    Ok(changed)
+}
+
+/// One connection: both streams until either ends.
+async fn session(
+    config: &KdsClientConfig,
+    store: &Store,
+    reconciler: Option<Arc<Reconciler>>,
+    offer: OfferWatch,
+    status: &SharedStatus,
+) -> Result<(), String> {
+    let token = config.token.read()?;
+    let channel = connect(config).await?;
+    let auth: MetadataValue<_> = format!("Bearer {token}").parse().map_err(|_| {
+        "the zone token contains characters not allowed in gRPC metadata".to_owned()
+    })?;
+    let zone_name: MetadataValue<_> = config
+        .zone
+        .parse()
+        .map_err(|_| "the zone name is not valid gRPC metadata".to_owned())?;
+    let recorded = store.recorded_global_store();
+    let recorded_md: MetadataValue<_> =
+        recorded.clone().unwrap_or_default().parse().map_err(|_| {
+            "the recorded Global store identity is not valid gRPC metadata".to_owned()
+        })?;
+    let mut client =
+        KdsServiceClient::with_interceptor(channel, move |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert("authorization", auth.clone());
+            req.metadata_mut()
+                .insert(ZONE_NAME_METADATA, zone_name.clone());
+            req.metadata_mut()
+                .insert(RECORDED_STORE_METADATA, recorded_md.clone());
+            Ok(req)
+        })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+
+    // Global → zone: subscribe with what the store holds.
+    let (req_tx, req_rx) = mpsc::channel::<DeltaDiscoveryRequest>(STREAM_QUEUE);
+    let down = client
+        .global_to_zone_sync(ReceiverStream::new(req_rx))
+        .await
+        .map_err(|s| format!("GlobalToZoneSync refused: {}", s.message()))?;
+    let protect = check_global_store(store, status, recorded, &down)?;
+    // The status the Global ends a stream with (an expired token, a second connection) says
+    // why the session ended.
+    let ended: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let noting = |ended: &Arc<std::sync::Mutex<Option<String>>>| {
+        let ended = ended.clone();
+        move |status: &tonic::Status| {
+            let mut e = ended
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            e.get_or_insert_with(|| format!("{:?}: {}", status.code(), status.message()));
+        }
+    };
+    let responses = spawn_reader_noting(down.into_inner(), || {}, noting(&ended));
+    // Zone → Global: answer the Global's requests from the offer.
+    let (resp_tx, resp_rx) = mpsc::channel::<DeltaDiscoveryResponse>(STREAM_QUEUE);
+    let up = client
+        .zone_to_global_sync(ReceiverStream::new(resp_rx))
+        .await
+        .map_err(|s| format!("ZoneToGlobalSync refused: {}", s.message()))?;
+    let requests = spawn_reader_noting(up.into_inner(), || {}, noting(&ended));
+    // Inspect: the Global's calls come down, the answers go up (issue 6).
+    let (inspect_tx, inspect_rx) = mpsc::channel::<InspectResponse>(STREAM_QUEUE);
+    let calls = client
+        .inspect_sync(ReceiverStream::new(inspect_rx))
+        .await
+        .map_err(|s| format!("InspectSync refused: {}", s.message()))?;
+    let calls = spawn_reader_noting(calls.into_inner(), || {}, noting(&ended));
+    tracing::info!(zone = %config.zone, global = %config.address, "KDS: connected to the Global");
+    update_status(status, |s| {
+        s.connected = true;
+        s.last_error = None;
+    });
+
+    let types = global_to_zone_types();
+    let initial = held_versions(store, &types, &config.zone);
+    let mut sink = StoreSink {
+        zone: config.zone.clone(),
+        cas: config.cas.clone(),
+        trust: config.trust.clone(),
+        store: store.clone(),
+        session_start: time::OffsetDateTime::now_utc(),
+        protect,
+    };
+    let st = status.clone();
+    let observe_down = move |e: Event| {
+        umbra_kds::metrics::record("global_to_zone", &e);
+        if let Event::Applied {
+            type_url,
+            resources,
+            rejected,
+            ..
+        } = e
+        {
+            update_status(&st, |s| {
+                *s.applied.entry(type_url.clone()).or_default() += 1;
+                *s.resources_received.entry(type_url).or_default() += resources as u64;
+                if !rejected.is_empty() {
+                    s.last_rejected = rejected
+                        .iter()
+                        .map(|r| format!("{}: {}", r.name, r.reason))
+                        .collect();
+                }
+            });
+        }
+    };
+    let down = request(&types, initial, responses, req_tx, &mut sink, &observe_down);
+    let config_up = RespondConfig::new(zone_to_global_types());
+    let up = respond(requests, resp_tx, offer, &config_up, &|e| {
+        umbra_kds::metrics::record("zone_to_global", &e);
+    });
+    let describe = |dir: &str, r: Result<(), SyncError>| {
+        let why = ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        match (r, why) {
+            (_, Some(why)) => format!("{dir} ended by the Global: {why}"),
+            (Ok(()), None) => format!("{dir} stream closed by the Global"),
+            (Err(e), None) => format!("{dir}: {e}"),
+        }
+    };
+    let inspect = crate::remote_inspect::serve(calls, inspect_tx, store.clone(), reconciler);
+    tokio::select! {
+        r = down => Err(describe("GlobalToZoneSync", r)),
+        r = up => Err(describe("ZoneToGlobalSync", r)),
+        () = inspect => Err(describe("InspectSync", Ok(()))),
+    }
+}
+
+/// How long changes are gathered before the offer to the Global is rebuilt.
+const OFFER_DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// Keep `tx` offering the zone's Dataplanes and ZoneIngresses (upstream form) and the
+/// insights.
+async fn publish_offer(
+    zone: String,
+    store: Store,
+    insights: Arc<Insights>,
+    tx: watch::Sender<Option<Arc<Offer>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut store_rx = store.subscribe();
+    let mut insights_rx = insights.subscribe();
+    // Dataplane key → (store revision, item): unchanged Dataplanes are not re-serialized.
+    let mut cache: HashMap<ResourceKey, (u64, Item)> = HashMap::new();
+    loop {
+        let mut dataplanes = TypeItems::default();
+        let mut seen = HashMap::new();
+        for s in store.list_all(ResourceType::Dataplane) {
+            let key = s.resource.key();
+            let item = match cache.remove(&key) {
+                Some((rev, item)) if rev == s.revision => item,
+                _ => Item::from_resource(&zone_dataplane_upstream(&s.resource, &zone)),
+            };
+            dataplanes.insert(kds_name(&key.mesh, &key.name), item.clone());
+            seen.insert(key, (s.revision, item));
+        }
+        let mut ingresses = TypeItems::default();
+        for s in store.list_all(ResourceType::ZoneIngress) {
+            if s.resource
+                .as_zone_ingress()
+                .is_some_and(|zi| zi.is_remote(&zone))
+            {
+                continue; // another zone's, synced from the Global
+            }
+            let key = s.resource.key();
+            let item = match cache.remove(&key) {
+                Some((rev, item)) if rev == s.revision => item,
+                _ => Item::from_resource(&zone_dataplane_upstream(&s.resource, &zone)),
+            };
+            ingresses.insert(kds_name(&key.mesh, &key.name), item.clone());
+            seen.insert(key, (s.revision, item));
+        }
+        cache = seen;
+        let mut insight_items = TypeItems::default();
+        for (DpKey { mesh, name }, insight) in insights.all() {
+            let mut doc = serde_json::to_value(&insight).unwrap_or_default();
+            if let Some(o) = doc.as_object_mut() {
+                o.insert("mesh".into(), mesh.clone().into());
+                o.insert("name".into(), name.clone().into());
+            }
+            insight_items.insert(kds_name(&mesh, &name), Item::from_doc(&doc));
+        }
+        let offer = Offer::from([
+            (
+                ResourceType::Dataplane.name().to_owned(),
+                Arc::new(dataplanes),
+            ),
+            (
+                ResourceType::ZoneIngress.name().to_owned(),
+                Arc::new(ingresses),
+            ),
+            (DATAPLANE_INSIGHT_TYPE.to_owned(), Arc::new(insight_items)),
+        ]);
+        tx.send_if_modified(|current| {
+            if current.as_deref() == Some(&offer) {
+                false
+            } else {
+                *current = Some(Arc::new(offer));
+                true
+            }
+        });
+        tokio::select! {
+            r = store_rx.changed() => if r.is_err() { return },
+            r = insights_rx.changed() => if r.is_err() { return },
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        tokio::time::sleep(OFFER_DEBOUNCE).await;
+        store_rx.borrow_and_update();
+        insights_rx.borrow_and_update();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        let d0 = b.next_delay();
+        assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100));
+        let d1 = b.next_delay();
+        assert!(d1 >= Duration::from_millis(100) && d1 <= Duration::from_millis(200));
+        for _ in 0..40 {
+            assert!(b.next_delay() <= Duration::from_secs(2));
+        }
+        let late = b.next_delay();
+        assert!(late >= Duration::from_secs(1), "{late:?}");
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+}
