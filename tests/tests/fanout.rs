@@ -630,12 +630,7 @@ async fn kuma_export_applies_and_its_shadow_half_diffs_across_the_fleet() -> any
     // shadow view's additions; what both views share is on every DPP's `_config`).
     assert_eq!(
         not_generated,
-        [
-            "MeshLoadBalancingStrategy/local-zone-first",
-            "MeshMetric/metrics-default"
-        ]
-        .map(str::to_owned)
-        .into(),
+        ["MeshMetric/metrics-default"].map(str::to_owned).into(),
     );
 
     let text = umbractl::inspect_shadow_diff(
