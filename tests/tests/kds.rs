@@ -328,8 +328,9 @@ impl FakeZone {
             responses: tx,
             nonce: 0,
         };
-        // The Global subscribes to Dataplanes and insights first.
-        for _ in 0..2 {
+        // The Global subscribes to every zone-owned type first (Dataplanes, ZoneIngresses,
+        // insights).
+        for _ in 0..umbra_kds::resource::zone_to_global_types().len() {
             z.next_request().await;
         }
         Ok(z)
