@@ -257,6 +257,7 @@ async fn put(
         }
     }
     let key = resource.key();
+    check_not_synced_ingress(api, &key).await?;
     if let Some(o) = &api.observer {
         o.before_write(&key);
     }
@@ -290,8 +291,34 @@ async fn delete(
 ) -> Result<Json<Value>, ApiError> {
     api.mode.check(key.ty)?;
     let expected = expected_version(headers)?;
+    check_not_synced_ingress(api, key).await?;
     api.store.delete(key, expected).await?;
     Ok(Json(json!({})))
+}
+
+/// On a zone: `key` is not another zone's ZoneIngress synced from the Global (the Global
+/// owns those copies here; writing or deleting one would desync them).
+async fn check_not_synced_ingress(api: &ResourceApi, key: &ResourceKey) -> Result<(), ApiError> {
+    let Some(zone) = api
+        .zone
+        .as_deref()
+        .filter(|_| key.ty == ResourceType::ZoneIngress)
+    else {
+        return Ok(());
+    };
+    let existing = api.store.get(key).await?;
+    if let Some(zi) = existing.as_ref().and_then(|s| s.resource.as_zone_ingress()) {
+        if zi.is_remote(zone) {
+            return Err(ApiError::status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!(
+                    "{key} is zone {:?}'s, synced from the Global: it is read-only here",
+                    zi.zone
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 async fn list_meshes(

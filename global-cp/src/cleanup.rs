@@ -5,7 +5,10 @@
 //! then holds none of its versions) and all of it comes back.
 //!
 //! A zone's offline time runs from its last disconnect, or from this Global's start for a zone
-//! that has not connected since (it may have gone while the Global was down). While a zone is
+//! that has not connected since (it may have gone while the Global was down). Zones that have
+//! connected since the start are known from the registry; the others are found by reading
+//! which zones own resources in the store, at the first pass and then once per period (a read
+//! of every Dataplane, so not every pass: the store may hold a whole fleet). While a zone is
 //! being cleaned up its streams are refused ([`ZoneRegistry::begin_cleanup`]), so a reconnect
 //! never races the removals: it waits for the next attempt and then resends everything.
 
@@ -28,6 +31,8 @@ pub struct ZoneCleanup {
     after: Duration,
     /// When this Global started.
     started: Instant,
+    /// The zones found owning resources at the last full read, and when that was.
+    owners: std::sync::Mutex<Option<(Instant, BTreeSet<String>)>>,
 }
 
 impl ZoneCleanup {
@@ -38,30 +43,47 @@ impl ZoneCleanup {
             zones,
             after,
             started: Instant::now(),
+            owners: std::sync::Mutex::default(),
         }
     }
 
-    /// The zones owning resources in the store: zone → number of resources.
-    async fn owners(&self) -> Result<BTreeMap<String, usize>, StoreError> {
-        let mut out = BTreeMap::new();
+    /// The zones owning resources in the store, read again when the last read is older than
+    /// the period.
+    async fn owners(&self) -> Result<BTreeSet<String>, StoreError> {
+        let cached = self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some((_, zones)) = cached.filter(|(at, _)| at.elapsed() < self.after) {
+            return Ok(zones);
+        }
+        let mut out = BTreeSet::new();
         for ty in ZONE_OWNED {
             for s in list_all(&*self.store, ty, None, &BTreeMap::new()).await? {
                 if let Some(zone) = s.zone {
-                    *out.entry(zone).or_default() += 1;
+                    out.insert(zone);
                 }
             }
         }
+        *self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((Instant::now(), out.clone()));
         Ok(out)
     }
 
     /// One pass: remove the resources of every zone offline for longer than the period.
-    /// Returns the zones cleaned up.
+    /// Returns the zones whose resources were removed.
     ///
     /// # Errors
     /// [`StoreError`]; what was removed stays removed, the rest waits for the next pass.
     pub async fn run_once(&self) -> Result<Vec<String>, StoreError> {
         let mut cleaned = Vec::new();
-        for zone in self.owners().await?.into_keys() {
+        let mut zones = self.owners().await?;
+        zones.extend(self.zones.list().into_iter().map(|z| z.name));
+        for zone in zones {
             let offline_for = match self.zones.offline_for(&zone) {
                 Some(Some(d)) => d,
                 Some(None) => continue, // online
@@ -73,8 +95,10 @@ impl ZoneCleanup {
             let result = self.remove(&zone).await;
             self.zones.end_cleanup(&zone);
             let removed = result?;
-            tracing::warn!(%zone, removed, offline_secs = offline_for.as_secs(), "zone offline for longer than --zone-cleanup-after: its Dataplanes and ZoneIngresses are removed (a reconnect brings them back)");
-            cleaned.push(zone);
+            if removed > 0 {
+                tracing::warn!(%zone, removed, offline_secs = offline_for.as_secs(), "zone offline for longer than --zone-cleanup-after: its Dataplanes and ZoneIngresses are removed (a reconnect brings them back)");
+                cleaned.push(zone);
+            }
         }
         Ok(cleaned)
     }

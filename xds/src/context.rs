@@ -117,6 +117,9 @@ pub struct MeshContext {
     pub tracing: TracingBackends,
     /// This zone's name, in a multi-zone deployment.
     pub zone: Option<String>,
+    /// Reachable remote ingresses offering services (distinct advertised addresses): the
+    /// weight of every local endpoint (Kuma's `endpointWeight`), 0 when there is none.
+    pub ingress_instances: u32,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -259,6 +262,7 @@ impl MeshContext {
             logging: spec.logging_backends(),
             tracing: spec.tracing_backends(),
             zone: zones.map(|z| z.local.to_owned()),
+            ingress_instances,
         }
     }
 

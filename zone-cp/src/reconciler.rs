@@ -355,8 +355,6 @@ impl Reconciler {
             local: &self.zone,
             ingresses: &ingress_specs,
         });
-        // Local endpoints weigh the number of remote ingresses: a new one changes every DPP.
-        let remote_count = remote.len() as u64;
         // What this zone's ingresses are generated from, per mesh.
         let mut ingress_meshes: Vec<(MeshContext, PolicySet)> = Vec::new();
         for mesh in meshes {
@@ -418,7 +416,8 @@ impl Reconciler {
                     let mut fp = Fp(Sha256::new());
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
-                    fp.u64(remote_count);
+                    // Local endpoints weigh the number of remote ingresses: every DPP.
+                    fp.u64(u64::from(ctx.ingress_instances));
                     match &identity {
                         None => fp.u64(0),
                         Some(Ok(id)) => fp.u64(id.serial),

@@ -545,7 +545,17 @@ async fn zone_ingresses_register_here_and_only_this_zones() {
     state.reconciler = std::sync::Arc::new(
         umbra_zone_cp::reconciler::Reconciler::new(state.store.clone()).with_zone("zone-1", true),
     );
+    // Another zone's ingress, as synced from the Global: read-only here.
+    let remote = Resource::from_bytes(b"type: ZoneIngress\nname: far-abc\nzone: zone-2\nnetworking: {address: 10.0.0.2, port: 10001}\n").unwrap();
+    state.store.put_synced(remote).unwrap();
     let app = router(state);
+    for method in ["DELETE", "PUT"] {
+        let body = (method == "PUT").then(|| {
+            json!({"type": "ZoneIngress", "name": "far-abc", "networking": {"address": "10.0.0.3", "port": 1}}).to_string()
+        });
+        let (status, body) = call(&app, method, "/zone-ingresses/far-abc", body).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method}: {body}");
+    }
     let zi = |name: &str, zone: &str| {
         json!({"type": "ZoneIngress", "name": name, "zone": zone,
                "networking": {"address": "10.0.0.1", "port": 10001}})
@@ -582,7 +592,7 @@ async fn zone_ingresses_register_here_and_only_this_zones() {
     );
     let (status, list) = call(&app, "GET", "/zone-ingresses", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(list["total"], 2, "{list}");
+    assert_eq!(list["total"], 3, "{list}");
     let (status, _) = call(&app, "DELETE", "/zoneingresses/zi-2", None).await;
     assert_eq!(status, StatusCode::OK);
     let (status, body) = call(&app, "GET", "/zone-ingresses/zi-2", None).await;
