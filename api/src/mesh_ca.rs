@@ -80,7 +80,8 @@ pub fn builtin_backends(spec: &MeshSpec) -> Vec<String> {
         .collect()
 }
 
-fn offset(t: SystemTime) -> time::OffsetDateTime {
+/// `t` as a certificate validity bound (rcgen's type); the epoch for a time before it.
+pub fn offset(t: SystemTime) -> time::OffsetDateTime {
     let secs = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()

@@ -97,6 +97,32 @@ async fn backend_endpoints(zone: &CpProcess) -> Vec<Value> {
         .collect()
 }
 
+/// zone-1 and zone-2 federated to `global`, each with a `--data-dir` under `dir`.
+async fn start_zones(
+    global: &CpProcess,
+    dir: &std::path::Path,
+) -> anyhow::Result<(CpProcess, CpProcess)> {
+    let mut zones = Vec::new();
+    for zone in ["zone-1", "zone-2"] {
+        let token = umbra_e2e::zone_token(global, zone).await?;
+        let data = dir.join(format!("{zone}-data"));
+        zones.push(
+            umbra_e2e::start_federated_zone(
+                ZONE,
+                global,
+                zone,
+                &token,
+                &["--data-dir".into(), data.display().to_string()],
+                dir.join(format!("{zone}.log")),
+            )
+            .await?,
+        );
+    }
+    let zone2 = zones.pop().expect("two zones started");
+    let zone1 = zones.pop().expect("two zones started");
+    Ok((zone1, zone2))
+}
+
 struct Fleet {
     global: CpProcess,
     zone1: CpProcess,
@@ -130,24 +156,7 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
             ALLOW_ALL,
         )
         .await?;
-    let mut zones = Vec::new();
-    for zone in ["zone-1", "zone-2"] {
-        let token = umbra_e2e::zone_token(&global, zone).await?;
-        let data = dir.join(format!("{zone}-data"));
-        zones.push(
-            umbra_e2e::start_federated_zone(
-                ZONE,
-                &global,
-                zone,
-                &token,
-                &["--data-dir".into(), data.display().to_string()],
-                dir.join(format!("{zone}.log")),
-            )
-            .await?,
-        );
-    }
-    let zone2 = zones.pop().unwrap();
-    let zone1 = zones.pop().unwrap();
+    let (zone1, zone2) = start_zones(&global, &dir).await?;
     let mut fleet = Fleet {
         global,
         zone1,
@@ -458,24 +467,7 @@ async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_ret
     )
     .await?;
     global.apply("/meshes/default", MESH).await?;
-    let mut zones = Vec::new();
-    for zone in ["zone-1", "zone-2"] {
-        let token = umbra_e2e::zone_token(&global, zone).await?;
-        let data = dir.join(format!("{zone}-data"));
-        zones.push(
-            umbra_e2e::start_federated_zone(
-                ZONE,
-                &global,
-                zone,
-                &token,
-                &["--data-dir".into(), data.display().to_string()],
-                dir.join(format!("{zone}.log")),
-            )
-            .await?,
-        );
-    }
-    let mut zone2 = zones.pop().unwrap();
-    let zone1 = zones.pop().unwrap();
+    let (zone1, mut zone2) = start_zones(&global, &dir).await?;
     for z in [&zone1, &zone2] {
         wait_until(Duration::from_secs(20), || async {
             matches!(z.call("GET", "/meshes/default", None).await, Ok((200, _)))

@@ -27,9 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::config::cluster::v3::cluster::{
-    lb_subset_config, ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbSubsetConfig,
-};
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{lb_subset_config, LbSubsetConfig};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{
     data_source, DataSource, Metadata, TrafficDirection,
@@ -40,8 +38,6 @@ use envoy_types::pb::envoy::config::listener::v3::{
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::direct_response::v3::Config as DirectResponse;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{tcp_proxy, TcpProxy};
-use envoy_types::pb::google::protobuf::value::Kind;
-use envoy_types::pb::google::protobuf::{Struct, Value as PbValue};
 use serde_json::Value;
 use umbra_core::resource::ResourceType;
 use umbra_core::target_ref::{TargetRef, TargetRefKind, SERVICE_TAG};
@@ -52,7 +48,7 @@ use crate::context::MeshContext;
 use crate::load_assignment::{load_assignment, Endpoint};
 use crate::names::{inbound_listener_name, TCP_PROXY_FILTER};
 use crate::snapshot::Snapshot;
-use crate::util::{ads, any, sanitize_metric, secs, socket};
+use crate::util::{any, eds_cluster, sanitize_metric, socket, string_metadata};
 
 /// How the fleet-wide shadow diff names a ZoneIngress among a mesh's DPPs:
 /// `zone-ingress/<name>` (a Dataplane name never contains `/`).
@@ -205,27 +201,9 @@ pub fn mesh_destinations(policies: &PolicySet) -> BTreeMap<String, Vec<BTreeMap<
     out
 }
 
+/// Kuma's `LbMetadata`: `envoy.lb` = `tags`; none for no tags.
 fn lb_metadata(tags: &BTreeMap<String, String>) -> Option<Metadata> {
-    if tags.is_empty() {
-        return None;
-    }
-    let fields = tags
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                PbValue {
-                    kind: Some(Kind::StringValue(v.clone())),
-                },
-            )
-        })
-        .collect();
-    Some(Metadata {
-        filter_metadata: [("envoy.lb".to_owned(), Struct { fields })]
-            .into_iter()
-            .collect(),
-        ..Default::default()
-    })
+    (!tags.is_empty()).then(|| string_metadata("envoy.lb", tags))
 }
 
 fn filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
@@ -241,16 +219,7 @@ fn filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
 
 /// The ingress cluster `<mesh>:<service>` subsetting by `tag_keys`.
 fn ingress_cluster(name: &str, tag_keys: &BTreeSet<Vec<String>>) -> Cluster {
-    let stat = sanitize_metric(name);
     Cluster {
-        name: name.to_owned(),
-        alt_stat_name: if stat == name { String::new() } else { stat },
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
-        eds_cluster_config: Some(EdsClusterConfig {
-            eds_config: Some(ads()),
-            ..Default::default()
-        }),
-        connect_timeout: Some(secs(5)),
         lb_subset_config: (!tag_keys.is_empty()).then(|| LbSubsetConfig {
             fallback_policy: lb_subset_config::LbSubsetFallbackPolicy::AnyEndpoint as i32,
             subset_selectors: tag_keys
@@ -265,7 +234,7 @@ fn ingress_cluster(name: &str, tag_keys: &BTreeSet<Vec<String>>) -> Cluster {
                 .collect(),
             ..Default::default()
         }),
-        ..Default::default()
+        ..eds_cluster(name)
     }
 }
 

@@ -67,6 +67,27 @@ pub fn ads() -> ConfigSource {
     }
 }
 
+/// An EDS cluster `name` over ADS with Kuma's 5 s connect timeout, its stats under the
+/// sanitized name when that differs (`alt_stat_name`): the base of outbound and ingress
+/// clusters.
+pub fn eds_cluster(name: &str) -> envoy_types::pb::envoy::config::cluster::v3::Cluster {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+        ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
+    };
+    let stat = sanitize_metric(name);
+    envoy_types::pb::envoy::config::cluster::v3::Cluster {
+        name: name.to_owned(),
+        alt_stat_name: if stat == name { String::new() } else { stat },
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads()),
+            ..Default::default()
+        }),
+        connect_timeout: Some(secs(5)),
+        ..Default::default()
+    }
+}
+
 /// Kuma's `SanitizeMetric`: every char outside `[a-zA-Z0-9_-]` becomes `_`.
 pub fn sanitize_metric(name: &str) -> String {
     name.chars()

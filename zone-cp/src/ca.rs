@@ -34,7 +34,7 @@ use rcgen::{
     CertificateParams, DistinguishedName, ExtendedKeyUsagePurpose, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
-use umbra_api::mesh_ca::{MeshCa, MeshCas};
+use umbra_api::mesh_ca::{offset, MeshCa, MeshCas};
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::mesh::MtlsBackend;
 use umbra_core::target_ref::SERVICE_TAG;
@@ -184,16 +184,6 @@ fn validity(backend: &MtlsBackend) -> Result<Duration, CaError> {
 
 fn issue_err(e: rcgen::Error) -> CaError {
     CaError::Issue(e.to_string())
-}
-
-/// `t` as a certificate validity bound (rcgen's type); the epoch for a time before it.
-pub(crate) fn offset(t: SystemTime) -> time::OffsetDateTime {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 impl Authority {

@@ -19,7 +19,7 @@ use rcgen::{
 use serde::{Deserialize, Serialize};
 use umbra_store::{Store, StoreError};
 
-use crate::ca::offset;
+use umbra_api::mesh_ca::offset;
 
 /// Store key of the zone's data-plane-server CA (JSON `{"certPem", "keyPem"}`).
 pub const CA_KEY: &str = "dp-server-ca";

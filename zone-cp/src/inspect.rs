@@ -105,14 +105,22 @@ pub async fn answer(
     f: InspectFn,
 ) -> Result<Value, ApiError> {
     let q = InspectQuery::parse(pairs)?;
-    tokio::task::spawn_blocking(move || f(&store.mesh_resources(&mesh), &zone, &mesh, &name, q))
-        .await
-        .map_err(|e| {
-            ApiError::status(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                format!("inspect task failed: {e}"),
-            )
-        })?
+    blocking(move || f(&store.mesh_resources(&mesh), &zone, &mesh, &name, q)).await
+}
+
+/// Run `work` (generation: CPU work) off the async runtime.
+///
+/// # Errors
+/// `work`'s error, or a 500 if the task fails.
+async fn blocking(
+    work: impl FnOnce() -> Result<Value, ApiError> + Send + 'static,
+) -> Result<Value, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        ApiError::status(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("inspect task failed: {e}"),
+        )
+    })?
 }
 
 /// The DPP and its mesh's resources, or a 404.
@@ -325,14 +333,7 @@ pub async fn answer_ingress(
     pairs: &[(String, String)],
 ) -> Result<Value, ApiError> {
     let q = InspectQuery::parse(pairs)?;
-    tokio::task::spawn_blocking(move || ingress_config(&store, &zone, &name, q))
-        .await
-        .map_err(|e| {
-            ApiError::status(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                format!("inspect task failed: {e}"),
-            )
-        })?
+    blocking(move || ingress_config(&store, &zone, &name, q)).await
 }
 
 /// The policies of `view` that select `dp` but are not in its config

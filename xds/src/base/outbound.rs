@@ -11,9 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envoy_types::pb::envoy::config::cluster::v3::cluster::{
-    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig,
-};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, HttpProtocolOptions as CoreHttpProtocolOptions,
@@ -37,7 +34,7 @@ use crate::names::{
     outbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER, SERVICE,
 };
 use crate::snapshot::Snapshot;
-use crate::util::{ads, any, sanitize_metric, secs, serialize_tags, socket, tags_metadata};
+use crate::util::{any, eds_cluster, sanitize_metric, secs, serialize_tags, socket, tags_metadata};
 
 /// Add the listener of every outbound of `dp` (but those with a `backendRef`) to `snap`, and
 /// the cluster of each service they reach (one per service, shared by its outbounds).
@@ -128,7 +125,6 @@ pub fn outbound_cluster(
 ) -> Cluster {
     let name = destination_cluster_name(service, tags);
     let protocol = ctx.service_protocol(service);
-    let stat = sanitize_metric(&name);
     let mut options = http_protocol_options(Protocol::Http2, None);
     if protocol.is_http() {
         options.common_http_protocol_options = Some(CoreHttpProtocolOptions {
@@ -136,17 +132,7 @@ pub fn outbound_cluster(
             ..Default::default()
         });
     }
-    let mut cluster = Cluster {
-        name: name.clone(),
-        alt_stat_name: if stat == name { String::new() } else { stat },
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
-        eds_cluster_config: Some(EdsClusterConfig {
-            eds_config: Some(ads()),
-            ..Default::default()
-        }),
-        connect_timeout: Some(secs(5)),
-        ..Default::default()
-    };
+    let mut cluster = eds_cluster(&name);
     cluster
         .typed_extension_protocol_options
         .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
