@@ -53,16 +53,15 @@ fn context(resources: &[Resource], zone: &str) -> MeshContext {
 /// A rendered locality: zone, priority, and each endpoint's address and weight.
 type Locality = (Value, Value, Vec<(Value, Value)>);
 
-#[test]
-fn remote_ingresses_are_endpoints_in_their_zone() {
-    let resources = load("multi-zone-1.yaml");
-    let ctx = context(&resources, "zone-1");
+/// The frontend's live config in zone-1 (checked by Envoy).
+fn frontend_config(resources: &[Resource]) -> Value {
+    let ctx = context(resources, "zone-1");
     let dp = resources
         .iter()
         .find(|r| r.meta.name == "frontend")
         .and_then(Resource::as_dataplane)
         .unwrap();
-    let policies = PolicySet::build("default", &resources, View::Live);
+    let policies = PolicySet::build("default", resources, View::Live);
     let snap = generate(
         Proxy {
             name: "frontend",
@@ -73,7 +72,13 @@ fn remote_ingresses_are_endpoints_in_their_zone() {
     )
     .unwrap();
     envoy_validates(&snap);
-    let doc = snap.to_document().unwrap();
+    snap.to_document().unwrap()
+}
+
+#[test]
+fn remote_ingresses_are_endpoints_in_their_zone() {
+    let resources = load("multi-zone-1.yaml");
+    let doc = frontend_config(&resources);
     let cla = &doc[ENDPOINTS]["backend"];
     let localities: Vec<Locality> = cla["endpoints"]
         .as_array()
@@ -268,25 +273,7 @@ fn mesh_load_balancing_strategy_locality_awareness_uses_the_zones() {
         }
     }
     let priorities = |resources: &[Resource]| -> Vec<(String, u64)> {
-        let ctx = context(resources, "zone-1");
-        let dp = resources
-            .iter()
-            .find(|r| r.meta.name == "frontend")
-            .and_then(Resource::as_dataplane)
-            .unwrap();
-        let policies = PolicySet::build("default", resources, View::Live);
-        let snap = generate(
-            Proxy {
-                name: "frontend",
-                dataplane: dp,
-            },
-            &ctx,
-            &policies,
-        )
-        .unwrap();
-        envoy_validates(&snap);
-        let doc = snap.to_document().unwrap();
-        doc[ENDPOINTS]["backend"]["endpoints"]
+        frontend_config(resources)[ENDPOINTS]["backend"]["endpoints"]
             .as_array()
             .unwrap()
             .iter()
