@@ -207,8 +207,8 @@ impl ZoneRegistry {
         });
     }
 
-    /// How long `zone` has been offline: `None` for a zone never seen since this Global
-    /// started, `Some(None)` while it is online.
+    /// How long `zone` has been offline: `None` when unknown (not connected since this
+    /// Global started: offline since then), `Some(None)` while it is online.
     pub fn offline_for(&self, zone: &str) -> Option<Option<std::time::Duration>> {
         let zones = self
             .zones
@@ -218,7 +218,7 @@ impl ZoneRegistry {
         if z.online {
             return Some(None);
         }
-        Some(z.disconnected_at.map(|t| t.elapsed()))
+        Some(Some(z.disconnected_at?.elapsed()))
     }
 
     /// Start cleaning up `zone`'s resources: `false` (nothing starts) when it is online;

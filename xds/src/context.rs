@@ -8,7 +8,7 @@
 //! other zone's ZoneIngress that offers it (Kuma 2.7's `topology.BuildEdsEndpointMap` and
 //! `fillIngressOutbounds`): the ingress's advertised address, weighted by the service's
 //! instances there, in that zone's locality; local endpoints then weigh the number of remote
-//! ingresses, and with the Mesh's `routing.localityAwareLoadBalancing` remote localities get
+//! ingresses (every endpoint's `kuma.io/zone` tag is its zone, as Kuma's zone CP sets it), and with the Mesh's `routing.localityAwareLoadBalancing` remote localities get
 //! priority 1 so the local zone is preferred. Cross-zone traffic is routed by SNI, so remote
 //! endpoints exist only in meshes with mTLS on.
 
@@ -117,9 +117,6 @@ pub struct MeshContext {
     pub tracing: TracingBackends,
     /// This zone's name, in a multi-zone deployment.
     pub zone: Option<String>,
-    /// Reachable remote ingresses offering services (distinct advertised addresses): the
-    /// weight of every local endpoint (Kuma's `endpointWeight`), 0 when there is none.
-    pub ingress_instances: u32,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -187,16 +184,19 @@ impl MeshContext {
                     coordinates.insert(at);
                 }
                 for service in zi.available_services.iter().filter(|s| s.mesh == mesh) {
-                    let zone = service.tags.get(ZONE_TAG).unwrap_or(&zi.zone);
+                    // The ingress's zone, whatever the tags claim (the Global took it only
+                    // from that zone).
+                    let mut tags = service.tags.clone();
+                    tags.insert(ZONE_TAG.to_owned(), zi.zone.clone());
                     endpoints
                         .entry(service.service().to_owned())
                         .or_default()
                         .push(Endpoint {
                             address: n.advertised_address.clone(),
                             port: n.advertised_port,
-                            tags: service.tags.clone(),
+                            tags,
                             weight: service.instances,
-                            locality: Some(locality(zone, z.local)),
+                            locality: Some(locality(&zi.zone, z.local)),
                         });
                 }
             }
@@ -227,12 +227,18 @@ impl MeshContext {
                     .push(Endpoint {
                         address,
                         port: inbound.port,
-                        tags: inbound.tags.clone(),
+                        // In a multi-zone deployment a local endpoint is in this zone, whatever
+                        // its tags say (Kuma's zone CP sets the tag on every inbound).
+                        tags: match zones {
+                            Some(z) => {
+                                let mut tags = inbound.tags.clone();
+                                tags.insert(ZONE_TAG.to_owned(), z.local.to_owned());
+                                tags
+                            }
+                            None => inbound.tags.clone(),
+                        },
                         weight: local_weight,
-                        locality: zones.map(|z| {
-                            let zone = inbound.tags.get(ZONE_TAG).map_or(z.local, String::as_str);
-                            locality(zone, z.local)
-                        }),
+                        locality: zones.map(|z| locality(z.local, z.local)),
                     });
             }
         }
@@ -262,7 +268,6 @@ impl MeshContext {
             logging: spec.logging_backends(),
             tracing: spec.tracing_backends(),
             zone: zones.map(|z| z.local.to_owned()),
-            ingress_instances,
         }
     }
 

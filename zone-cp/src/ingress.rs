@@ -2,8 +2,9 @@
 //!
 //! - [`available_services`] is Kuma 2.7's `GetIngressAvailableServices`: one entry per mesh and
 //!   distinct tag set of the zone's healthy inbounds, with the number of inbounds carrying it,
-//!   sorted by mesh then tags. Umbra adds `kuma.io/zone: <zone>` to each tag set, as Kuma's
-//!   zone CP does on the inbounds themselves, so other zones see where a service runs.
+//!   sorted by mesh then tags. Umbra sets `kuma.io/zone: <zone>` in each tag set (whatever the
+//!   inbound said), as Kuma's zone CP does on the inbounds themselves, so other zones see where
+//!   a service runs.
 //! - [`track_available_services`] is Kuma's `ZoneAvailableServicesTracker`: it keeps every local
 //!   ZoneIngress's `zone` and `availableServices` current as Dataplanes come and go, writing
 //!   only when they differ (a compare-and-swap write; a conflict is retried on the next change).
@@ -93,9 +94,9 @@ pub fn available_services<'a>(
             if !healthy {
                 continue;
             }
+            // The zone is this zone, whatever the inbound says (Kuma's zone CP overwrites it).
             let mut tags = inbound.tags.clone();
-            tags.entry(ZONE_TAG.to_owned())
-                .or_insert_with(|| zone.to_owned());
+            tags.insert(ZONE_TAG.to_owned(), zone.to_owned());
             // Kuma's `Tags.String()`: `k=v` pairs, sorted, joined by `&`.
             let text = tags
                 .iter()

@@ -72,6 +72,16 @@ pub fn register_zone_ingress(
             )));
         }
         let existing = store.get(&resource.key());
+        if existing
+            .as_ref()
+            .and_then(|e| e.resource.as_zone_ingress())
+            .is_some_and(|zi| zi.is_remote(local_zone))
+        {
+            return Err(Status::permission_denied(format!(
+                "zone ingress {}: that name is another zone's ingress, synced from the Global",
+                key.name
+            )));
+        }
         let mut version = None;
         if let (Some(e), umbra_core::resource::Spec::ZoneIngress(new)) =
             (&existing, &mut resource.spec)
@@ -190,4 +200,91 @@ pub fn dataplane_from_metadata(
         )));
     }
     Ok(Some(resource))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::core::v3::Node;
+    use envoy_types::pb::google::protobuf::{value::Kind, Struct, Value};
+    use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+
+    fn node(id: &str, resource: &str) -> Node {
+        let s = |v: &str| Value {
+            kind: Some(Kind::StringValue(v.to_owned())),
+        };
+        Node {
+            id: id.to_owned(),
+            metadata: Some(Struct {
+                fields: [
+                    (PROXY_TYPE_METADATA_KEY.to_owned(), s("ingress")),
+                    (DATAPLANE_METADATA_KEY.to_owned(), s(resource)),
+                ]
+                .into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn ingress(
+        store: &crate::store::Store,
+        name: &str,
+    ) -> Option<umbra_core::zone_ingress::ZoneIngressSpec> {
+        store
+            .get(&ResourceKey {
+                ty: ResourceType::ZoneIngress,
+                mesh: String::new(),
+                name: name.into(),
+            })
+            .and_then(|s| s.resource.as_zone_ingress().cloned())
+    }
+
+    #[test]
+    fn an_ingress_registers_itself_and_nothing_else() {
+        let store = crate::store::Store::new();
+        let n = node(
+            "zi",
+            "type: ZoneIngress\nname: zi\nnetworking: {address: 10.0.0.1, port: 10001}\n",
+        );
+        let key = proxy_key(Some(&n)).unwrap();
+        assert_eq!(key, DpKey::new("", "zi"));
+        register_zone_ingress(&store, "zone-1", &key, Some(&n)).unwrap();
+        assert!(ingress(&store, "zi").is_some());
+        // What the zone computed stays when the Envoy reconnects with its bare copy.
+        let mut spec = ingress(&store, "zi").unwrap();
+        spec.zone = "zone-1".into();
+        spec.available_services = vec![umbra_core::zone_ingress::AvailableService {
+            tags: [("kuma.io/service".to_owned(), "b".to_owned())].into(),
+            instances: 1,
+            mesh: "m".into(),
+            external_service: false,
+        }];
+        let mut r = Resource::from_bytes(
+            b"type: ZoneIngress\nname: zi\nnetworking: {address: 10.0.0.1, port: 10001}\n",
+        )
+        .unwrap();
+        r.spec = umbra_core::resource::Spec::ZoneIngress(spec);
+        store.put(r, None).unwrap();
+        register_zone_ingress(&store, "zone-1", &key, Some(&n)).unwrap();
+        assert_eq!(ingress(&store, "zi").unwrap().available_services.len(), 1);
+        // Another zone's ingress: neither claimed nor taken over.
+        let claim = node("zj", "type: ZoneIngress\nname: zj\nzone: zone-2\nnetworking: {address: 10.0.0.1, port: 10001}\n");
+        let e = register_zone_ingress(&store, "zone-1", &DpKey::new("", "zj"), Some(&claim))
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        store
+            .put_synced(Resource::from_bytes(b"type: ZoneIngress\nname: far\nzone: zone-2\nnetworking: {address: 10.9.9.9, port: 10001}\n").unwrap())
+            .unwrap();
+        let takeover = node(
+            "far",
+            "type: ZoneIngress\nname: far\nnetworking: {address: 10.6.6.6, port: 10001}\n",
+        );
+        let e = register_zone_ingress(&store, "zone-1", &DpKey::new("", "far"), Some(&takeover))
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            ingress(&store, "far").unwrap().networking.address,
+            "10.9.9.9"
+        );
+    }
 }

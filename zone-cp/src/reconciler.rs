@@ -9,8 +9,8 @@
 //! recorded; every other DPP is unaffected. Nothing runs while nothing changes.
 //!
 //! In a multi-zone deployment ([`Reconciler::with_zone`]) each mesh's endpoints include other
-//! zones' ingresses ([`MeshContext::build_in_zone`]); a DPP's fingerprint covers the remote
-//! ingresses offering its outbound services. The zone's own ZoneIngresses are generated in
+//! zones' ingresses ([`MeshContext::build_in_zone`]); a DPP's fingerprint covers the endpoints
+//! of its outbound services as built, remote ones included. The zone's own ZoneIngresses are generated in
 //! the same pass ([`umbra_xds::ingress`]), keyed `("", <name>)`, and regenerated on every pass
 //! (a handful per zone); only a changed result is published.
 
@@ -136,42 +136,35 @@ impl Fp {
     }
 }
 
-/// Per `kuma.io/service`: a digest of the revisions of every Dataplane with an inbound of that
-/// service and of every remote ZoneIngress (of `remote`) offering it in `mesh` (the inputs of
-/// its endpoints and protocol in [`MeshContext`]).
-fn service_digests(
-    mesh: &str,
-    dataplanes: &[&Stored],
-    remote: &[&Stored],
-) -> HashMap<String, [u8; 32]> {
-    let mut hashers: HashMap<&str, Sha256> = HashMap::new();
-    for s in remote {
-        let Some(zi) = s.resource.as_zone_ingress() else {
-            continue;
-        };
-        for service in zi.available_services.iter().filter(|a| a.mesh == mesh) {
-            hashers
-                .entry(service.service())
-                .or_default()
-                .update(s.revision.to_le_bytes());
-        }
-    }
-    for s in dataplanes {
-        let Some(dp) = s.resource.as_dataplane() else {
-            continue;
-        };
-        for inbound in &dp.networking.inbound {
-            if let Some(service) = inbound.tags.get(umbra_core::target_ref::SERVICE_TAG) {
-                hashers
-                    .entry(service)
-                    .or_default()
-                    .update(s.revision.to_le_bytes());
+/// Per `kuma.io/service`: a digest of its endpoints as `ctx` built them (address, port,
+/// weight, locality, tags): everything of the service that other DPPs' configs read (its EDS
+/// resources, its protocol). Taken from what was built rather than from its inputs, so no
+/// input is missed: Dataplanes, remote ingresses and how they are de-duplicated, local
+/// weights.
+fn service_digests(ctx: &MeshContext) -> HashMap<String, [u8; 32]> {
+    ctx.endpoints
+        .iter()
+        .map(|(service, eps)| {
+            let mut fp = Fp(Sha256::new());
+            for e in eps {
+                fp.str(&e.address);
+                fp.u64(u64::from(e.port));
+                fp.u64(u64::from(e.weight));
+                match &e.locality {
+                    Some(l) => {
+                        fp.str(&l.zone);
+                        fp.u64(u64::from(l.priority));
+                    }
+                    None => fp.u64(u64::MAX),
+                }
+                fp.u64(e.tags.len() as u64);
+                for (k, v) in &e.tags {
+                    fp.str(k);
+                    fp.str(v);
+                }
             }
-        }
-    }
-    hashers
-        .into_iter()
-        .map(|(k, h)| (k.to_owned(), h.finalize().into()))
+            (service.clone(), fp.0.finalize().into())
+        })
         .collect()
 }
 
@@ -342,15 +335,6 @@ impl Reconciler {
             .iter()
             .filter_map(|s| s.resource.as_zone_ingress())
             .collect();
-        let remote: Vec<&Stored> = ingresses
-            .iter()
-            .filter(|s| {
-                self.multi_zone
-                    && s.resource
-                        .as_zone_ingress()
-                        .is_some_and(|z| z.is_remote(&self.zone))
-            })
-            .collect();
         let zones = self.multi_zone.then_some(Zones {
             local: &self.zone,
             ingresses: &ingress_specs,
@@ -383,7 +367,7 @@ impl Reconciler {
             load_assignments.insert(mesh_name.to_owned(), ctx.load_assignments.clone());
             let policies =
                 PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
-            let services = service_digests(mesh_name, &dataplanes, &remote);
+            let services = service_digests(&ctx);
             // mTLS: the enabled backend, whose CA issues every DPP's identity (SDS).
             let backend = spec.mtls.as_ref().filter(|_| spec.mtls_enabled()).map(|m| {
                 m.backends
@@ -416,8 +400,6 @@ impl Reconciler {
                     let mut fp = Fp(Sha256::new());
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
-                    // Local endpoints weigh the number of remote ingresses: every DPP.
-                    fp.u64(u64::from(ctx.ingress_instances));
                     match &identity {
                         None => fp.u64(0),
                         Some(Ok(id)) => fp.u64(id.serial),
@@ -767,7 +749,40 @@ mod tests {
             "type: ProxyTemplate\nmesh: m\nname: pt\nselectors: []\nconf:\n  imports: [default-proxy]\n  modifications:\n  - cluster: {operation: add, value: \"name: everyone\\nconnectTimeout: 2s\\ntype: STATIC\"}\n",
             "type: MeshProxyPatch\nmesh: m\nname: pt\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Patch\n        match: {name: 'localhost:80'}\n        jsonPatches: [{op: replace, path: /no/such/path, value: 1}]\n",
         ],
+        // Two ingresses of zone-2 behind one advertised address (one endpoint for both), then
+        // at their own; and this zone's own ingress.
+        &[
+            "type: ZoneIngress\nname: zi-a\nzone: zone-2\nnetworking: {address: 10.2.0.1, port: 10001, advertisedAddress: 192.168.2.1, advertisedPort: 10001}\navailableServices:\n- {mesh: m, instances: 2, tags: {kuma.io/service: backend, kuma.io/protocol: http}}\n",
+            "type: ZoneIngress\nname: zi-a\nzone: zone-2\nnetworking: {address: 10.2.0.1, port: 10001, advertisedAddress: 192.168.2.1, advertisedPort: 10001}\navailableServices:\n- {mesh: m, instances: 3, tags: {kuma.io/service: backend, kuma.io/protocol: http}}\n- {mesh: m, instances: 1, tags: {kuma.io/service: db, kuma.io/protocol: tcp}}\n",
+        ],
+        &[
+            "type: ZoneIngress\nname: zi-b\nzone: zone-2\nnetworking: {address: 10.2.0.2, port: 10001, advertisedAddress: 192.168.2.1, advertisedPort: 10001}\navailableServices:\n- {mesh: m, instances: 1, tags: {kuma.io/service: db, kuma.io/protocol: tcp}}\n",
+            "type: ZoneIngress\nname: zi-b\nzone: zone-2\nnetworking: {address: 10.2.0.2, port: 10001, advertisedAddress: 192.168.2.2, advertisedPort: 10001}\navailableServices:\n- {mesh: m, instances: 1, tags: {kuma.io/service: db, kuma.io/protocol: tcp}}\n",
+        ],
+        &[
+            "type: ZoneIngress\nname: local-zi\nnetworking: {address: 10.1.0.1, port: 10001}\n",
+        ],
     ];
+
+    /// A reconciler of zone-1 (multi-zone when `multi`), issuing from one CA for mesh `m`.
+    fn zone_reconciler(
+        store: &Store,
+        multi: bool,
+        cas: &watch::Sender<Arc<umbra_api::mesh_ca::MeshCas>>,
+    ) -> Reconciler {
+        Reconciler::new(store.clone())
+            .with_zone("zone-1", multi)
+            .with_cas(cas.subscribe())
+    }
+
+    fn mesh_cas() -> watch::Sender<Arc<umbra_api::mesh_ca::MeshCas>> {
+        let ca =
+            umbra_api::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
+        watch::channel(Arc::new(
+            [(umbra_api::mesh_ca::ca_name("m", "ca-1"), ca)].into(),
+        ))
+        .0
+    }
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -799,20 +814,25 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
         /// Regenerating only the DPPs whose fingerprint changed gives exactly what a full
-        /// regeneration from scratch gives, after every change.
+        /// regeneration from scratch gives, after every change, in a single-zone and in a
+        /// multi-zone deployment (other zones' ingresses as endpoints).
         #[test]
-        fn incremental_reconciliation_equals_full(ops in proptest::collection::vec(op(), 1..14)) {
+        fn incremental_reconciliation_equals_full(
+            ops in proptest::collection::vec(op(), 1..14),
+            multi in proptest::bool::ANY,
+        ) {
             let store = Store::new();
             put(&store, SLOTS[0][0]);
-            let incremental = Reconciler::new(store.clone());
+            let cas = mesh_cas();
+            let incremental = zone_reconciler(&store, multi, &cas);
             incremental.reconcile_once();
             for op in &ops {
                 apply(&store, op);
                 incremental.reconcile_once();
-                let full = Reconciler::new(store.clone());
+                let full = zone_reconciler(&store, multi, &cas);
                 full.reconcile_once();
                 let a = incremental.state.read().unwrap().clone();
                 let b = full.state.read().unwrap().clone();

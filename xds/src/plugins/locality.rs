@@ -11,9 +11,8 @@
 //!   a `crossZone.failover` rule applying from this zone admits it (`Any`, `Only` those zones,
 //!   `AnyExcept` those), with priority = the rule's position + 1; the others are dropped. The
 //!   overprovisioning factor is 200, or `100 / failoverThreshold.percentage` × 100 (integer
-//!   division, Kuma's). Endpoints keep their weight and metadata. An endpoint's zone is its
-//!   `kuma.io/zone` tag, else the zone of its locality (Umbra does not add that tag to local
-//!   inbounds; the zone CP knows their zone).
+//!   division, Kuma's). Endpoints keep their weight and metadata. An endpoint's zone is the
+//!   zone of its locality (set by the zone CP), else its `kuma.io/zone` tag.
 //! - Otherwise, unless `disabled: true`, every locality of another zone gets priority 1, so the
 //!   local zone is preferred ([`prefer_local`]).
 //!
@@ -143,7 +142,11 @@ pub fn locality_aware(
     for l in &cla.endpoints {
         let locality_zone = l.locality.as_ref().map_or("", |z| z.zone.as_str());
         for e in &l.lb_endpoints {
-            let zone = lb_tag(e, ZONE_TAG).unwrap_or(locality_zone);
+            let zone = if locality_zone.is_empty() {
+                lb_tag(e, ZONE_TAG).unwrap_or_default()
+            } else {
+                locality_zone
+            };
             let placed = if zone == local || zone.is_empty() {
                 Some(
                     affinity

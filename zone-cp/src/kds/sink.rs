@@ -234,6 +234,21 @@ impl StoreSink {
                     zi.zone, self.zone
                 ));
             }
+            let own = self
+                .store
+                .get(&resource.key())
+                .and_then(|s| {
+                    s.resource
+                        .as_zone_ingress()
+                        .map(|z| !z.is_remote(&self.zone))
+                })
+                .unwrap_or(false);
+            if own {
+                return Err(format!(
+                    "a ZoneIngress of this zone is called {:?}: kept, another zone's cannot replace it",
+                    resource.meta.name
+                ));
+            }
         }
         Ok(resource)
     }
@@ -286,6 +301,10 @@ impl StoreSink {
                         let mut merged = self.trust.bundle().as_ref().clone();
                         merged.revoked.user.extend(received.revoked.user);
                         merged.revoked.dataplane.extend(received.revoked.dataplane);
+                        merged
+                            .revoked
+                            .zone_ingress
+                            .extend(received.revoked.zone_ingress);
                         self.store
                             .record_trust_bundle(&merged)
                             .map_err(|e| format!("cannot keep the trust bundle: {e}"))?;
@@ -592,6 +611,20 @@ mod tests {
             .map(|s| s.resource.meta.name)
             .collect();
         assert_eq!(left, ["mine"]);
+        // Another zone's cannot replace one of ours.
+        let refused = sink
+            .apply(received("ZoneIngress", vec![zi("mine", "zone-1")], vec![]))
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(store
+            .get(&ResourceKey {
+                ty: ResourceType::ZoneIngress,
+                mesh: String::new(),
+                name: "mine".into()
+            })
+            .and_then(|s| s.resource.as_zone_ingress().map(|z| z.zone.is_empty()))
+            .unwrap());
         // Held versions name other zones' ingresses only.
         let held = held_versions(&store, &global_to_zone_types(), "zone-2");
         assert!(held["ZoneIngress"].is_empty());
