@@ -123,6 +123,23 @@ async fn start_zones(
     Ok((zone1, zone2))
 }
 
+/// The hosts of cluster `backend` a running Envoy holds (admin `/clusters`: what the zone
+/// really pushed, not what inspect generates).
+async fn envoy_backend_hosts(envoy: &Envoy) -> Vec<String> {
+    let Ok((200, text)) = http(envoy.admin, "GET", "/clusters", None).await else {
+        return vec!["(admin unreachable)".into()];
+    };
+    let mut hosts: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("backend::"))
+        .filter_map(|rest| rest.split_once("::").map(|(host, _)| host.to_owned()))
+        .filter(|host| host.contains(':') && !host.contains('_'))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
 struct Fleet {
     global: CpProcess,
     zone1: CpProcess,
@@ -424,7 +441,12 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         "same identity certificate after the restart"
     );
 
-    // The backend goes: zone-1's endpoint for it goes.
+    // The backend goes: zone-1's endpoint for it goes (from what its Envoy holds).
+    assert_eq!(
+        envoy_backend_hosts(&frontend).await,
+        [format!("127.0.0.1:{ingress_port}")],
+        "the frontend's Envoy reaches backend through zone-2's ingress"
+    );
     drop(backend);
     let (status, body) = fleet
         .zone2
@@ -432,13 +454,13 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         .await?;
     anyhow::ensure!(status == 200, "{status} {body}");
     let gone = wait_until(Duration::from_secs(30), || async {
-        backend_endpoints(&fleet.zone1).await.is_empty()
+        envoy_backend_hosts(&frontend).await.is_empty()
     })
     .await;
     anyhow::ensure!(
         gone.is_ok(),
-        "zone-1 still has {:?}\n{}",
-        backend_endpoints(&fleet.zone1).await,
+        "zone-1's frontend still has {:?}\n{}",
+        envoy_backend_hosts(&frontend).await,
         fleet.logs()
     );
     fleet.zone1.kill();
@@ -457,6 +479,10 @@ async fn zone_status(global: &CpProcess, zone: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_returns(
 ) -> anyhow::Result<()> {
+    let Some(envoy_bin) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
     let dir = temp_dir();
     let global = CpProcess::start(
         GLOBAL,
@@ -498,16 +524,21 @@ async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_ret
             ),
         )
         .await?;
+    // A real Envoy for the frontend: what zone-1 pushes, not only what inspect generates.
+    let dp1 = DpServer::of(zone1.api, zone1.grpc, global.api).await?;
+    let frontend = Envoy::start(&envoy_bin, "default", "frontend", &dp1).await?;
     let logs = |zone2: &CpProcess| {
         format!(
-            "--- global:\n{}\n--- zone-1:\n{}\n--- zone-2:\n{}",
+            "--- global:\n{}\n--- zone-1:\n{}\n--- zone-2:\n{}\n--- frontend:\n{}",
             global.log_tail(),
             zone1.log_tail(),
-            zone2.log_tail()
+            zone2.log_tail(),
+            frontend.log_tail()
         )
     };
     let synced = wait_until(Duration::from_secs(20), || async {
         backend_endpoints(&zone1).await.len() == 1
+            && envoy_backend_hosts(&frontend).await == ["127.0.0.1:10001"]
     })
     .await;
     anyhow::ensure!(
@@ -536,12 +567,14 @@ async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_ret
     );
     let gone = wait_until(Duration::from_secs(20), || async {
         backend_endpoints(&zone1).await.is_empty()
+            && envoy_backend_hosts(&frontend).await.is_empty()
     })
     .await;
     anyhow::ensure!(
         gone.is_ok(),
-        "zone-1 still reaches zone-2: {:?}",
-        backend_endpoints(&zone1).await
+        "zone-1 still reaches zone-2: {:?}, its Envoy {:?}",
+        backend_endpoints(&zone1).await,
+        envoy_backend_hosts(&frontend).await
     );
     assert_eq!(
         zone_status(&global, "zone-1").await["dataplanes"],
@@ -552,7 +585,7 @@ async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_ret
     // zone-2 comes back: everything it has comes back.
     zone2.restart().await?;
     let back = wait_until(Duration::from_secs(30), || async {
-        backend_endpoints(&zone1).await.len() == 1
+        envoy_backend_hosts(&frontend).await == ["127.0.0.1:10001"]
             && zone_status(&global, "zone-2").await["dataplanes"] == 1
     })
     .await;
