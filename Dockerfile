@@ -24,16 +24,17 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && cp target/release/global-cp target/release/zone-cp target/release/umbractl /out/
 
 FROM debian:bookworm-slim
-# curl: container health checks (GET /ready).
+# curl: container health checks (GET /ready); openssl: the compose `kds-tls` one-shot (KDS
+# TLS certificates).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && apt-get install -y --no-install-recommends ca-certificates curl openssl \
     && rm -rf /var/lib/apt/lists/*
-# A fixed non-root uid; /tokens and /var/lib/umbra exist owned by it so that named volumes
+# A fixed non-root uid; /tokens, /kds-tls and /var/lib/umbra exist owned by it so that named volumes
 # mounted there start writable for it.
 RUN groupadd --system --gid 10001 umbra \
     && useradd --system --uid 10001 --gid umbra --home-dir /var/lib/umbra --shell /usr/sbin/nologin umbra \
-    && mkdir -p /var/lib/umbra /tokens \
-    && chown umbra:umbra /var/lib/umbra /tokens
+    && mkdir -p /var/lib/umbra /tokens /kds-tls \
+    && chown umbra:umbra /var/lib/umbra /tokens /kds-tls
 COPY --from=builder /out/ /usr/local/bin/
 # Listen on every interface by default inside a container (the binaries default to 127.0.0.1);
 # flags override these.
