@@ -3,7 +3,7 @@
 //! 1. **RSS per DPP**: a zone with `UMBRA_BENCH_DPPS` (default 10,000) registered Dataplanes,
 //!    each with its Live snapshot generated; (RSS after − RSS before) / DPPs.
 //! 2. **Change propagation**: `UMBRA_BENCH_STREAMS` (default 1,000) simulated SotW ADS clients
-//!    (one TCP connection each, subscribing to CDS, EDS and LDS, ACKing every response at
+//!    (one TLS connection each, authenticated with a dataplane token as Envoys are, subscribing to CDS, EDS and LDS, ACKing every response at
 //!    once), then one mesh-wide MeshTimeout PUT; per stream, the time from the PUT to its ACK of
 //!    the new listeners (the last type of the push); p50, p99, max.
 //! 3. **Idle CPU**: process CPU time over 5 s with every stream connected and nothing changing.
@@ -121,9 +121,54 @@ async fn register(zone: &Zone, n: usize, services: usize) -> anyhow::Result<()> 
 /// ACK events of all streams: (stream, type URL, when).
 type Events = Arc<Mutex<Vec<(usize, &'static str, Instant)>>>;
 
+/// How the simulated Envoys reach ADS, as real ones do: TLS verified with the zone's
+/// data-plane server CA, and a dataplane token (one for any DPP of the mesh).
+struct AdsAccess {
+    tls: tonic::transport::ClientTlsConfig,
+    authorization: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+}
+
+impl AdsAccess {
+    async fn of(zone: &Zone) -> anyhow::Result<Arc<AdsAccess>> {
+        let (status, ca) = http(zone.api, "GET", "/dp-server/ca.pem", None).await?;
+        anyhow::ensure!(status == 200, "CA: {status} {ca}");
+        let (status, token) = http(
+            zone.api,
+            "POST",
+            "/tokens/dataplane",
+            Some(r#"{"mesh": "default", "validFor": "1h"}"#),
+        )
+        .await?;
+        anyhow::ensure!(status == 200, "token: {status} {token}");
+        Ok(Arc::new(AdsAccess {
+            tls: tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+                .domain_name("localhost"),
+            authorization: token.trim().parse()?,
+        }))
+    }
+}
+
 /// One simulated Envoy: SotW ADS for `default.dp-{i}`, ACKing every response.
-async fn client(ads: SocketAddr, i: usize, events: Events) -> anyhow::Result<()> {
-    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{ads}")).await?;
+async fn client(
+    ads: SocketAddr,
+    i: usize,
+    events: Events,
+    access: Arc<AdsAccess>,
+) -> anyhow::Result<()> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("https://{ads}"))?
+        .tls_config(access.tls.clone())?
+        .connect()
+        .await?;
+    let authorization = access.authorization.clone();
+    let mut client = AggregatedDiscoveryServiceClient::with_interceptor(
+        channel,
+        move |mut req: tonic::Request<()>| {
+            req.metadata_mut()
+                .insert("authorization", authorization.clone());
+            Ok(req)
+        },
+    );
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let node = Node {
         id: format!("default.dp-{i}"),
@@ -223,9 +268,10 @@ async fn main() -> anyhow::Result<()> {
     settle().await;
     let events: Events = Arc::default();
     let mut clients = tokio::task::JoinSet::new();
+    let access = AdsAccess::of(&zone).await?;
     let connect = Instant::now();
     for i in 0..streams {
-        clients.spawn(client(zone.ads, i, events.clone()));
+        clients.spawn(client(zone.ads, i, events.clone(), access.clone()));
     }
     let ready = |events: &Events| {
         let e = events
