@@ -55,8 +55,29 @@ async fn get(out: SocketAddr, path: &str, headers: &[(&str, &str)]) -> String {
     }
 }
 
+/// Wait until `/` answers from v1 or v2 ten times in a row: both backends' sidecars serve
+/// (one route reaching v2 says nothing of v1's listener, which may still be warming).
+async fn both_backends_serve(out: SocketAddr) {
+    let ready = wait_until(Duration::from_secs(20), || async {
+        for _ in 0..10 {
+            let body = get(out, "/", &[]).await;
+            if body != "v1 /" && body != "v2 /" {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    assert!(
+        ready.is_ok(),
+        "/ does not reach both backends: {:?}",
+        get(out, "/", &[]).await
+    );
+}
+
 /// How many of `N` requests to `/` reached v2 (every answer must come from v1 or v2).
 async fn v2_share(out: SocketAddr) -> usize {
+    both_backends_serve(out).await;
     let mut v2 = 0;
     for _ in 0..N {
         let body = get(out, "/", &[]).await;
