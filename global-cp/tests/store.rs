@@ -8,7 +8,7 @@ use std::time::Duration;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::{ConnectError, PostgresStore};
-use umbra_global_cp::store::{ListQuery, Op, Store, StoreError};
+use umbra_global_cp::store::{ListQuery, Op, Store, StoreError, Write};
 use umbra_global_cp::testing::TempPostgres;
 
 fn res(yaml: &str) -> Resource {
@@ -320,6 +320,132 @@ async fn suite(store: Arc<dyn Store>) {
     );
     store.set_key("new", vec![7]).await.unwrap();
     assert_eq!(store.signing_key("new", vec![8]).await.unwrap(), vec![7]);
+    assert_eq!(store.get_key("new").await.unwrap(), Some(vec![7]));
+    assert_eq!(store.get_key("absent").await.unwrap(), None);
+    assert_eq!(
+        store.get_key("absent").await.unwrap(),
+        None,
+        "reading creates nothing"
+    );
+
+    transactions(&*store).await;
+}
+
+/// [`Store::transact`]: all or nothing, consecutive revisions, preconditions checked first.
+async fn transactions(store: &dyn Store) {
+    store
+        .put(res("type: Mesh\nname: tx\n"), None, None)
+        .await
+        .unwrap();
+    let (old, _) = store
+        .put(timeout("tx", "old", "1s", ""), None, None)
+        .await
+        .unwrap();
+    let (shadow, _) = store
+        .put(
+            timeout("tx", "new", "2s", "labels: {kuma.io/effect: shadow}\n"),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let head = store.revision().await.unwrap();
+    let promote = |expected| Write::Put {
+        resource: timeout("tx", "new", "2s", ""),
+        expected: Some(expected),
+    };
+    let retire = |expected| Write::Delete {
+        key: old.resource.key(),
+        expected: Some(expected),
+    };
+    // A stale precondition on the last write: nothing of the batch is written.
+    let stale = store
+        .transact(vec![promote(shadow.version), retire(old.version + 1)])
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::Conflict { .. })),
+        "{stale:?}"
+    );
+    assert_eq!(store.revision().await.unwrap(), head, "nothing written");
+    assert!(store
+        .get(&shadow.resource.key())
+        .await
+        .unwrap()
+        .unwrap()
+        .resource
+        .meta
+        .is_shadow());
+    // A delete of a missing resource, a Mesh deletion, a missing mesh: refused whole.
+    let missing = Write::Delete {
+        key: key(ResourceType::MeshTimeout, "tx", "absent"),
+        expected: None,
+    };
+    assert!(matches!(
+        store.transact(vec![promote(shadow.version), missing]).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let mesh_delete = Write::Delete {
+        key: ResourceKey::mesh("tx"),
+        expected: None,
+    };
+    assert!(matches!(
+        store.transact(vec![mesh_delete]).await,
+        Err(StoreError::InUse { .. })
+    ));
+    let no_mesh = Write::Put {
+        resource: timeout("nowhere", "t", "1s", ""),
+        expected: None,
+    };
+    assert!(matches!(
+        store.transact(vec![promote(shadow.version), no_mesh]).await,
+        Err(StoreError::NoMesh(_))
+    ));
+    assert_eq!(store.revision().await.unwrap(), head, "nothing written");
+    // Both at once: consecutive revisions, one commit.
+    let out = store
+        .transact(vec![promote(shadow.version), retire(old.version)])
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 2);
+    let promoted = out[0].clone().unwrap();
+    assert_eq!(promoted.version, shadow.version + 1);
+    assert!(!promoted.resource.meta.is_shadow());
+    assert!(out[1].is_none());
+    assert_eq!(store.revision().await.unwrap(), head + 2);
+    let log = store.changes_since(head, 10).await.unwrap();
+    assert_eq!(
+        log.iter()
+            .map(|c| (c.revision, c.key.name.as_str(), c.op))
+            .collect::<Vec<_>>(),
+        [(head + 1, "new", Op::Put), (head + 2, "old", Op::Delete)]
+    );
+    assert!(store.get(&old.resource.key()).await.unwrap().is_none());
+    // Rolling back: re-create what was deleted (expected 0) and re-label, in one step.
+    let back = store
+        .transact(vec![
+            Write::Put {
+                resource: shadow.resource.clone(),
+                expected: Some(promoted.version),
+            },
+            Write::Put {
+                resource: old.resource.clone(),
+                expected: Some(0),
+            },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(back[1].as_ref().unwrap().version, 1);
+    assert!(back[0].as_ref().unwrap().resource.meta.is_shadow());
+    // A batch that changes nothing writes nothing.
+    let head = store.revision().await.unwrap();
+    store
+        .transact(vec![Write::Put {
+            resource: old.resource.clone(),
+            expected: None,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.revision().await.unwrap(), head);
 }
 
 #[tokio::test]

@@ -137,6 +137,46 @@ impl Page {
     }
 }
 
+/// One write of a [`Store::transact`]. Resources written by a transaction are the store's own
+/// (no owning zone).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Create or replace the resource, only at `expected` version when given (0: must not
+    /// exist).
+    Put {
+        /// The resource.
+        resource: Resource,
+        /// The version precondition.
+        expected: Option<u64>,
+    },
+    /// Delete the resource (not a Mesh), only at `expected` version when given.
+    Delete {
+        /// The resource.
+        key: ResourceKey,
+        /// The version precondition.
+        expected: Option<u64>,
+    },
+}
+
+impl Write {
+    /// The resource written.
+    pub fn key(&self) -> ResourceKey {
+        match self {
+            Write::Put { resource, .. } => resource.key(),
+            Write::Delete { key, .. } => key.clone(),
+        }
+    }
+}
+
+/// The error of a transaction that deletes a Mesh (not supported: deleting a Mesh takes what
+/// it owns with it, which a transaction's preconditions cannot cover).
+pub fn mesh_delete_in_transaction(key: &ResourceKey) -> StoreError {
+    StoreError::InUse {
+        mesh: key.name.clone(),
+        attached: "a transaction cannot delete a Mesh; delete it on its own".to_owned(),
+    }
+}
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -217,6 +257,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`StoreError::NotFound`], [`StoreError::Conflict`], [`StoreError::Unavailable`].
     async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError>;
 
+    /// Apply `writes` in order as one transaction: every precondition is checked first, then
+    /// every change commits durably under consecutive revisions, or nothing does (issue 19:
+    /// a migration promotes its new policies and deletes the old ones in one step). A put
+    /// that changes nothing is skipped. Returns, per write, what a put stored (`None` for a
+    /// delete).
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] (the first precondition that fails), [`StoreError::NotFound`]
+    /// (a delete of a missing resource), [`StoreError::NoMesh`], [`StoreError::InUse`] for a
+    /// Mesh deletion ([`mesh_delete_in_transaction`]), [`StoreError::Unavailable`]; nothing is
+    /// written then.
+    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError>;
+
     /// One resource.
     ///
     /// # Errors
@@ -248,6 +301,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`StoreError::Unavailable`].
     async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError>;
+
+    /// The key kept for `purpose`, if any (nothing is created).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn get_key(&self, purpose: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// Replace the key kept for `purpose` with `value` (e.g. a list of revoked token IDs),
     /// durably before it returns.

@@ -19,7 +19,7 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use crate::journal::{Journal, Record};
 use crate::{
     check_expected, labels_match, mesh_key, query_mesh, stamp_times, unchanged, Change, ListQuery,
-    Op, Page, Store, StoreError, Stored, MAX_PAGE,
+    Op, Page, Store, StoreError, Stored, Write, MAX_PAGE,
 };
 
 #[derive(Debug, Default)]
@@ -303,6 +303,81 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// [`Store::transact`], synchronously.
+    ///
+    /// # Errors
+    /// As [`Store::transact`].
+    pub fn transact_now(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+        let mut state = self.lock();
+        // Preconditions first, against the state as each earlier write of the batch leaves it.
+        let mut versions: BTreeMap<ResourceKey, u64> = BTreeMap::new();
+        let mut meshes: BTreeMap<String, bool> = BTreeMap::new();
+        for w in &writes {
+            let key = w.key();
+            let current = *versions
+                .entry(key.clone())
+                .or_insert_with(|| state.resources.get(&key).map_or(0, |s| s.version));
+            match w {
+                Write::Put { expected, .. } => {
+                    check_expected(&key, *expected, current)?;
+                    if key.ty.is_mesh_scoped() {
+                        let present = *meshes
+                            .entry(key.mesh.clone())
+                            .or_insert_with(|| state.resources.contains_key(&mesh_key(&key.mesh)));
+                        if !present {
+                            return Err(StoreError::NoMesh(key.mesh.clone()));
+                        }
+                    }
+                    if key.ty == ResourceType::Mesh {
+                        meshes.insert(key.name.clone(), true);
+                    }
+                    versions.insert(key, current + 1);
+                }
+                Write::Delete { expected, .. } => {
+                    if key.ty == ResourceType::Mesh {
+                        return Err(crate::mesh_delete_in_transaction(&key));
+                    }
+                    if current == 0 {
+                        return Err(StoreError::NotFound(key));
+                    }
+                    check_expected(&key, *expected, current)?;
+                    versions.insert(key, 0);
+                }
+            }
+        }
+        let mut batch = Batch::default();
+        let mut out = Vec::with_capacity(writes.len());
+        for w in writes {
+            match w {
+                Write::Put { mut resource, .. } => {
+                    let key = resource.key();
+                    let existing = state.resources.get(&key);
+                    if let Some(e) = existing.filter(|e| unchanged(e, &resource, None)) {
+                        out.push(Some(e.clone()));
+                        continue;
+                    }
+                    stamp_times(&mut resource, existing);
+                    let stored = Stored {
+                        resource,
+                        version: existing.map_or(0, |s| s.version) + 1,
+                        zone: None,
+                        revision: state.revision() + 1,
+                    };
+                    state.stage(&mut batch, key, Some(stored.clone()));
+                    out.push(Some(stored));
+                }
+                Write::Delete { key, .. } => {
+                    state.stage(&mut batch, key, None);
+                    out.push(None);
+                }
+            }
+        }
+        state.persist(batch)?;
+        drop(state);
+        self.wake();
+        Ok(out)
+    }
+
     /// The key stored for `purpose`, if any.
     pub fn key(&self, purpose: &str) -> Option<Vec<u8>> {
         self.lock().keys.get(purpose).cloned()
@@ -461,6 +536,14 @@ impl Store for MemoryStore {
 
     async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
         self.delete_now(key, expected)
+    }
+
+    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+        self.transact_now(writes)
+    }
+
+    async fn get_key(&self, purpose: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.key(purpose))
     }
 
     async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError> {

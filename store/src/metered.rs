@@ -9,7 +9,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey};
 
-use crate::{Change, ListQuery, Page, Store, StoreError, Stored};
+use crate::{Change, ListQuery, Page, Store, StoreError, Stored, Write};
 
 /// `umbra_store_operation_seconds{op}`: latency of each store call (`put`, `delete`, `get`,
 /// `list`, `changes_since`, `revision`, `signing_key`, `set_key`), whatever the backend.
@@ -71,6 +71,14 @@ impl Store for Metered {
 
     async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
         timed("delete", self.inner.delete(key, expected)).await
+    }
+
+    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+        timed("transact", self.inner.transact(writes)).await
+    }
+
+    async fn get_key(&self, purpose: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        timed("get_key", self.inner.get_key(purpose)).await
     }
 
     async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError> {

@@ -19,7 +19,7 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
     check_expected, check_unused, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times,
-    unchanged, Change, ListQuery, Op, Page, Store, StoreError, Stored, MAX_PAGE, MESH_USERS,
+    unchanged, Change, ListQuery, Op, Page, Store, StoreError, Stored, Write, MAX_PAGE, MESH_USERS,
 };
 
 /// The migrations this build knows (embedded at compile time).
@@ -497,6 +497,115 @@ impl Store for PostgresStore {
         head += 1;
         Self::log(&mut tx, head, key, Op::Delete, current).await?;
         Self::finish(tx, head, &self.wake).await
+    }
+
+    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut head = Self::lock_head(&mut tx).await?;
+        let first = head;
+        // Under the log head's lock no other writer runs: read, check, then write.
+        let mut known: BTreeMap<ResourceKey, Option<Stored>> = BTreeMap::new();
+        for w in &writes {
+            let key = w.key();
+            if key.ty == ResourceType::Mesh && matches!(w, Write::Delete { .. }) {
+                return Err(super::mesh_delete_in_transaction(&key));
+            }
+            if known.contains_key(&key) {
+                continue;
+            }
+            let row =
+                sqlx::query("SELECT * FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
+                    .bind(key.ty.name())
+                    .bind(&key.mesh)
+                    .bind(&key.name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(unavailable)?
+                    .map(|row| Self::row_to_stored(&row))
+                    .transpose()?;
+            known.insert(key, row);
+        }
+        let mut out = Vec::with_capacity(writes.len());
+        for w in writes {
+            let key = w.key();
+            let existing = known.get(&key).cloned().flatten();
+            let current = existing.as_ref().map_or(0, |s| s.version);
+            match w {
+                Write::Put {
+                    mut resource,
+                    expected,
+                } => {
+                    check_expected(&key, expected, current)?;
+                    if key.ty.is_mesh_scoped() {
+                        let mk = mesh_key(&key.mesh);
+                        let in_batch = known.get(&mk).is_some_and(Option::is_some);
+                        let exists = in_batch
+                            || sqlx::query_scalar::<_, i64>(
+                                "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
+                            )
+                            .bind(mk.ty.name())
+                            .bind(&mk.mesh)
+                            .bind(&mk.name)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(unavailable)?
+                            .is_some();
+                        if !exists {
+                            return Err(StoreError::NoMesh(key.mesh));
+                        }
+                    }
+                    if let Some(e) = existing.as_ref().filter(|e| unchanged(e, &resource, None)) {
+                        out.push(Some(e.clone()));
+                        continue;
+                    }
+                    stamp_times(&mut resource, existing.as_ref());
+                    head += 1;
+                    let version = current + 1;
+                    Self::write_row(&mut tx, &resource, version, None, head).await?;
+                    let stored = Stored {
+                        resource,
+                        version,
+                        zone: None,
+                        revision: to_u64(head),
+                    };
+                    known.insert(key, Some(stored.clone()));
+                    out.push(Some(stored));
+                }
+                Write::Delete { expected, .. } => {
+                    if current == 0 {
+                        return Err(StoreError::NotFound(key));
+                    }
+                    check_expected(&key, expected, current)?;
+                    sqlx::query(
+                        "DELETE FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
+                    )
+                    .bind(key.ty.name())
+                    .bind(&key.mesh)
+                    .bind(&key.name)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(unavailable)?;
+                    head += 1;
+                    Self::log(&mut tx, head, &key, Op::Delete, current).await?;
+                    known.insert(key, None);
+                    out.push(None);
+                }
+            }
+        }
+        if head == first {
+            // Nothing changed: nothing to commit or announce.
+            return Ok(out);
+        }
+        Self::finish(tx, head, &self.wake).await?;
+        Ok(out)
+    }
+
+    async fn get_key(&self, purpose: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        sqlx::query_scalar::<_, Vec<u8>>("SELECT key FROM signing_keys WHERE name = $1")
+            .bind(purpose)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
     }
 
     async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError> {
