@@ -123,6 +123,8 @@ impl KdsServer {
         let mut config = RespondConfig::new(global_to_zone_types());
         // Meshes first: a policy never reaches a zone before its Mesh.
         config.first_type_barrier = true;
+        // Generations end with the commit marker: a zone applies each one as one batch.
+        config.commit_type = Some(umbra_kds::resource::COMMIT_TYPE.to_owned());
         Self {
             store,
             tokens,

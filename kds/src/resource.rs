@@ -33,6 +33,17 @@ pub const TRUST_BUNDLE_TYPE: &str = "TrustBundle";
 /// mesh's one CA (issue 18). Sent only over an encrypted connection (KDS TLS) or loopback.
 pub const MESH_CA_TYPE: &str = "MeshCA";
 
+/// Type URL of the commit marker (Global → zone; not a stored resource type): one item,
+/// [`COMMIT_NAME`], whose version moves on with every generation of the Global's offer. The
+/// Global sends it once every other type of a generation has been sent and acknowledged; a zone
+/// keeps what arrives in between aside and writes it to its store as one batch when the marker
+/// arrives, so a store transaction on the Global (issue 19: a migration promoting new policies
+/// and deleting old ones) reaches the zone's proxies as one change, never half of it.
+pub const COMMIT_TYPE: &str = "Commit";
+
+/// Name of the one commit-marker item.
+pub const COMMIT_NAME: &str = "generation";
+
 /// Name of the one trust-bundle item.
 pub const TRUST_BUNDLE_NAME: &str = "bundle";
 
@@ -45,7 +56,8 @@ pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
 /// Types the Global sends to zones, Mesh first: the Global's responder treats the first type
 /// as a barrier ([`crate::sync::RespondConfig::first_type_barrier`]), so a policy never
 /// arrives before its Mesh. ZoneIngresses are among them: every zone receives the other zones'
-/// (never its own back: the Global filters its offer per zone).
+/// (never its own back: the Global filters its offer per zone). The commit marker
+/// ([`COMMIT_TYPE`]) comes last.
 pub fn global_to_zone_types() -> Vec<String> {
     let mut out = vec![ResourceType::Mesh.name().to_owned()];
     out.extend(
@@ -56,6 +68,7 @@ pub fn global_to_zone_types() -> Vec<String> {
     );
     out.push(TRUST_BUNDLE_TYPE.to_owned());
     out.push(MESH_CA_TYPE.to_owned());
+    out.push(COMMIT_TYPE.to_owned());
     out
 }
 

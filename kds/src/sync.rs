@@ -74,6 +74,12 @@ pub struct RespondConfig {
     /// The first type is a barrier: while it has a response in flight, no other type is sent
     /// (Global → zone: a policy never arrives before its Mesh).
     pub first_type_barrier: bool,
+    /// The commit-marker type ([`crate::resource::COMMIT_TYPE`]), when the peer subscribes to
+    /// it: the offer is then served one generation at a time (an offer published while a
+    /// generation is in flight waits, later ones replacing it), and each generation ends with
+    /// the marker, sent once every other type is sent and acknowledged, so the peer can apply
+    /// the generation as one batch.
+    pub commit_type: Option<String>,
 }
 
 impl RespondConfig {
@@ -87,6 +93,7 @@ impl RespondConfig {
             },
             ack_timeout: Duration::from_secs(30),
             first_type_barrier: false,
+            commit_type: None,
         }
     }
 }
@@ -223,8 +230,26 @@ pub async fn respond(
     let mut last_progress = Instant::now();
     let mut nonce = 0u64;
     let empty = Arc::new(TypeItems::default());
+    let commit = config.commit_type.as_deref();
+    // The offer generation being served, and one published meanwhile (served next).
+    let mut generation = 1u64;
+    let mut newest: Option<Arc<Offer>> = None;
+    let mut settled = false;
     loop {
+        let grouped = commit.is_some_and(|c| states.contains_key(c));
+        if let Some(next) = newest.take() {
+            if grouped && !settled {
+                newest = Some(next);
+            } else {
+                current = next;
+                generation += 1;
+            }
+        }
+        let mut sent = false;
         for (index, type_url) in config.types.iter().enumerate() {
+            if Some(type_url.as_str()) == commit {
+                continue;
+            }
             if index > 0
                 && config.first_type_barrier
                 && states
@@ -270,6 +295,51 @@ pub async fn respond(
                 .send(response)
                 .await
                 .map_err(|_| SyncError::Closed)?;
+            sent = true;
+        }
+        if let (Some(commit), true) = (commit, grouped) {
+            // Every other type sent and acknowledged: end the generation with the marker.
+            let others_idle = states
+                .iter()
+                .all(|(t, s)| t.as_str() == commit || s.pending.is_none());
+            if !sent && others_idle {
+                let marker = commit_marker(generation);
+                let next_nonce = (nonce + 1).to_string();
+                if let Some(state) = states.get_mut(commit) {
+                    if let Some(update) =
+                        state.next(&marker.versions, &next_nonce, config.limit, &|_| 0)
+                    {
+                        nonce += 1;
+                        let resources: Vec<_> = update
+                            .send
+                            .iter()
+                            .filter_map(|n| marker.items.get(n).map(|i| i.to_xds(n)))
+                            .collect();
+                        observe(Event::Sent {
+                            type_url: commit.to_owned(),
+                            resources: resources.len(),
+                            removed: update.removed.len(),
+                        });
+                        last_progress = Instant::now();
+                        responses
+                            .send(DeltaDiscoveryResponse {
+                                type_url: commit.to_owned(),
+                                resources,
+                                removed_resources: update.removed,
+                                nonce: next_nonce,
+                                ..DeltaDiscoveryResponse::default()
+                            })
+                            .await
+                            .map_err(|_| SyncError::Closed)?;
+                        sent = true;
+                    }
+                }
+            }
+            settled = !sent && states.values().all(|s| s.pending.is_none());
+            if settled && newest.is_some() {
+                // The generation is done: serve the one that waited now.
+                continue;
+            }
         }
         let deadline = states
             .iter()
@@ -300,7 +370,7 @@ pub async fn respond(
                     return Err(SyncError::Closed);
                 }
                 if let Some(o) = offer.borrow_and_update().clone() {
-                    current = o;
+                    newest = Some(o);
                 }
             }
             () = async {
@@ -314,6 +384,16 @@ pub async fn respond(
             }
         }
     }
+}
+
+/// The commit marker of `generation`: one item, [`crate::resource::COMMIT_NAME`].
+fn commit_marker(generation: u64) -> TypeItems {
+    let mut items = TypeItems::default();
+    items.insert(
+        crate::resource::COMMIT_NAME.to_owned(),
+        Item::from_doc(&serde_json::json!({ "generation": generation })),
+    );
+    items
 }
 
 /// One resource of a response, for a [`Sink`] to apply.
@@ -359,11 +439,23 @@ pub trait Sink: Send {
     /// # Errors
     /// When nothing can be applied now (the stream ends; the peer resumes later).
     async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String>;
+
+    /// A commit marker arrived ([`crate::resource::COMMIT_TYPE`]): make what
+    /// [`Sink::apply`] kept aside since the last one durable, as one batch. The default, for a
+    /// sink that writes in `apply`, does nothing.
+    ///
+    /// # Errors
+    /// When the batch cannot be written now (the stream ends; the peer resumes later).
+    async fn commit(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The requesting side of a stream: subscribes (wildcard) to `types`, saying it holds
 /// `initial` (type URL → name → version), applies each response through `sink` and answers it
-/// with an ACK, or a NACK naming every refused resource. Runs until the peer closes (`Ok`).
+/// with an ACK, or a NACK naming every refused resource. A response of the commit-marker type
+/// ([`crate::resource::COMMIT_TYPE`], when `types` holds it) makes the sink commit what it
+/// kept aside ([`Sink::commit`]) before it is acknowledged. Runs until the peer closes (`Ok`).
 ///
 /// # Errors
 /// [`SyncError::Protocol`] for a response of a type not asked for, [`SyncError::Sink`],
@@ -397,6 +489,22 @@ pub async fn request(
                 "response for {:?}, which was not requested",
                 response.type_url
             )));
+        }
+        if response.type_url == crate::resource::COMMIT_TYPE {
+            sink.commit().await.map_err(SyncError::Sink)?;
+            observe(Event::Applied {
+                type_url: response.type_url.clone(),
+                resources: response.resources.len(),
+                removed: 0,
+                rejected: Vec::new(),
+            });
+            let answer = DeltaDiscoveryRequest {
+                type_url: response.type_url,
+                response_nonce: response.nonce,
+                ..DeltaDiscoveryRequest::default()
+            };
+            requests.send(answer).await.map_err(|_| SyncError::Closed)?;
+            continue;
         }
         let mut rejected = Vec::new();
         let mut upserts = Vec::with_capacity(response.resources.len());
@@ -715,6 +823,109 @@ mod tests {
             [3],
             "one response, nothing resent one by one"
         );
+        responder.abort();
+        requester.abort();
+    }
+
+    /// A sink that keeps each response aside until the commit marker, and records every state
+    /// it committed.
+    #[derive(Default)]
+    struct Grouped {
+        staged: Vec<(String, String, Option<String>)>,
+        state: BTreeMap<(String, String), String>,
+        commits: Arc<Mutex<Vec<BTreeMap<(String, String), String>>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Sink for Grouped {
+        async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+            for u in received.upserts {
+                self.staged
+                    .push((received.type_url.clone(), u.name, Some(u.version)));
+            }
+            for name in received.removed {
+                self.staged.push((received.type_url.clone(), name, None));
+            }
+            Ok(Vec::new())
+        }
+
+        async fn commit(&mut self) -> Result<(), String> {
+            for (t, n, v) in self.staged.drain(..) {
+                match v {
+                    Some(v) => self.state.insert((t, n), v),
+                    None => self.state.remove(&(t, n)),
+                };
+            }
+            self.commits.lock().unwrap().push(self.state.clone());
+            Ok(())
+        }
+    }
+
+    fn two_types(m: &str, t: &str) -> Option<Arc<Offer>> {
+        let item = |body: &str| {
+            let mut items = TypeItems::default();
+            items.insert(
+                "x".to_owned(),
+                Item::from_doc(&serde_json::json!({ "body": body })),
+            );
+            Arc::new(items)
+        };
+        Some(Arc::new(BTreeMap::from([
+            ("M".to_owned(), item(m)),
+            ("T".to_owned(), item(t)),
+        ])))
+    }
+
+    #[tokio::test]
+    async fn a_generation_of_the_offer_arrives_as_one_commit() {
+        use crate::resource::COMMIT_TYPE;
+        let (tx, rx) = watch::channel(two_types("m1", "t1"));
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let types: Vec<String> = vec!["M".into(), "T".into(), COMMIT_TYPE.into()];
+        let mut config = RespondConfig::new(types.clone());
+        config.first_type_barrier = true;
+        config.commit_type = Some(COMMIT_TYPE.to_owned());
+        let responder = tokio::spawn(async move {
+            let _ = respond(req_rx, resp_tx, rx, &config, &|_| {}).await;
+        });
+        let commits = Arc::new(Mutex::new(Vec::new()));
+        let mut sink = Grouped {
+            commits: commits.clone(),
+            ..Grouped::default()
+        };
+        let requester = tokio::spawn(async move {
+            let _ = request(&types, BTreeMap::new(), resp_rx, req_tx, &mut sink, &|_| {}).await;
+        });
+        settle().await;
+        let version = |body: &str| Item::from_doc(&serde_json::json!({ "body": body })).version;
+        let state = |m: &str, t: &str| {
+            BTreeMap::from([
+                (("M".to_owned(), "x".to_owned()), version(m)),
+                (("T".to_owned(), "x".to_owned()), version(t)),
+            ])
+        };
+        assert_eq!(
+            *commits.lock().unwrap(),
+            [state("m1", "t1")],
+            "the initial sync is one commit"
+        );
+        // Both types change in one offer: never one without the other. Offers published while a
+        // generation is in flight wait and coalesce, never interleave.
+        tx.send(two_types("m2", "t2")).unwrap();
+        tokio::task::yield_now().await;
+        tx.send(two_types("m3", "t3")).unwrap();
+        settle().await;
+        let seen = commits.lock().unwrap().clone();
+        assert_eq!(seen.last(), Some(&state("m3", "t3")));
+        for c in &seen {
+            let m = &c[&("M".to_owned(), "x".to_owned())];
+            let t = &c[&("T".to_owned(), "x".to_owned())];
+            let pair = [("m1", "t1"), ("m2", "t2"), ("m3", "t3")]
+                .iter()
+                .any(|(a, b)| *m == version(a) && *t == version(b));
+            assert!(pair, "a commit mixed generations: {c:?}");
+        }
         responder.abort();
         requester.abort();
     }

@@ -371,6 +371,8 @@ async fn session(
         store: store.clone(),
         session_start: time::OffsetDateTime::now_utc(),
         protect,
+        group_commit: true,
+        staged: Vec::new(),
     };
     let st = status.clone();
     let observe_down = move |e: Event| {

@@ -1,6 +1,7 @@
 //! What the zone does with what the Global sends ([`StoreSink`]): Meshes, policies and other
-//! zones' ZoneIngresses into the zone store (one durable batch per response, per-resource
-//! NACKs), the trust bundle to the zone's [`umbra_api::trust::Trust`], the mesh CAs to the
+//! zones' ZoneIngresses into the zone store (checked per resource as each response arrives,
+//! NACKed by name; written as one durable batch per generation of the Global's offer, when its
+//! commit marker arrives), the trust bundle to the zone's [`umbra_api::trust::Trust`], the mesh CAs to the
 //! reconciler; and the versions it holds, sent on (re)connect ([`held_versions`]).
 
 use std::collections::BTreeMap;
@@ -104,6 +105,22 @@ pub(super) struct StoreSink {
     pub(super) session_start: time::OffsetDateTime,
     /// Refuse removals: the Global is not the store this zone synced from.
     pub(super) protect: bool,
+    /// Keep the store writes of each response aside until the Global's commit marker, then
+    /// write them as one batch ([`Sink::commit`]): what the Global changed in one transaction
+    /// reaches the reconciler, and so every proxy, as one change.
+    pub(super) group_commit: bool,
+    /// The writes kept aside since the last commit marker, response by response.
+    pub(super) staged: Vec<Staged>,
+}
+
+/// The store writes of one response, kept aside until the commit marker.
+pub(super) struct Staged {
+    ty: ResourceType,
+    /// The KDS name of each write.
+    names: Vec<String>,
+    writes: Vec<ReplicaWrite>,
+    /// The modification time of each put (the puts come first), for the sync-lag metric.
+    modified: Vec<Option<String>>,
 }
 
 impl StoreSink {
@@ -277,6 +294,23 @@ impl Sink for StoreSink {
             .note_trace(span.in_scope(umbra_api::process::current_context));
         out
     }
+
+    /// Write everything kept aside since the last commit marker as one durable batch. What
+    /// the store refuses now (the response was acknowledged already) is logged.
+    async fn commit(&mut self) -> Result<(), String> {
+        let staged = std::mem::take(&mut self.staged);
+        if staged.is_empty() {
+            return Ok(());
+        }
+        let refused = self.write_staged(staged)?;
+        if !refused.is_empty() {
+            tracing::warn!(
+                ?refused,
+                "KDS: the zone store refused part of the Global's change"
+            );
+        }
+        Ok(())
+    }
 }
 
 impl StoreSink {
@@ -376,13 +410,47 @@ impl StoreSink {
             writes.push(ReplicaWrite::Delete(key));
             names.push(name);
         }
+        let staged = Staged {
+            ty,
+            names,
+            writes,
+            modified,
+        };
+        if self.group_commit {
+            self.staged.push(staged);
+        } else {
+            refused.extend(self.write_staged(vec![staged])?);
+        }
+        if !refused.is_empty() {
+            tracing::warn!(type_url, ?refused, "KDS: NACK to the Global");
+        }
+        Ok(refused)
+    }
+
+    /// Write `batches` to the store as one durable batch; what the store refused, by name.
+    ///
+    /// # Errors
+    /// When the store cannot write (nothing of the batch is applied).
+    fn write_staged(&mut self, batches: Vec<Staged>) -> Result<Vec<Refusal>, String> {
+        let mut names = Vec::new();
+        let mut writes = Vec::new();
+        let mut lags = Vec::new();
+        for b in batches {
+            let count = b.writes.len();
+            names.extend(b.names);
+            writes.extend(b.writes);
+            lags.extend(
+                b.modified
+                    .into_iter()
+                    .map(Some)
+                    .chain(std::iter::repeat(None))
+                    .take(count)
+                    .map(|m| (b.ty, m)),
+            );
+        }
         let outcomes = self.store.apply_synced(writes);
-        for ((name, outcome), at) in names.into_iter().zip(outcomes).zip(
-            modified
-                .into_iter()
-                .map(Some)
-                .chain(std::iter::repeat(None)),
-        ) {
+        let mut refused = Vec::new();
+        for ((name, outcome), (ty, at)) in names.into_iter().zip(outcomes).zip(lags) {
             match outcome {
                 Ok(_) => {
                     if let Some(at) = at {
@@ -395,9 +463,6 @@ impl StoreSink {
                     reason: e.to_string(),
                 }),
             }
-        }
-        if !refused.is_empty() {
-            tracing::warn!(type_url, ?refused, "KDS: NACK to the Global");
         }
         Ok(refused)
     }
@@ -418,6 +483,8 @@ mod tests {
             store: store.clone(),
             session_start: time::OffsetDateTime::now_utc(),
             protect: false,
+            group_commit: false,
+            staged: Vec::new(),
         };
         (store, sink)
     }
