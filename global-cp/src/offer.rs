@@ -190,6 +190,8 @@ pub async fn follow_store(
         with_trust(offer, &bundle, &cas)
     };
     let trust = &mut trust_rx;
+    // Changes read but not published yet (the log had more to read).
+    let pending = std::sync::atomic::AtomicBool::new(false);
     while !*shutdown.borrow() {
         let step = async {
             match state.take() {
@@ -211,7 +213,11 @@ pub async fn follow_store(
                     if changes.is_empty() {
                         return Ok(Some((revision, offer)));
                     }
-                    let mut changed = false;
+                    // Published once caught up with the log (a short read): a transaction's
+                    // changes are committed together, so the offer never shows part of one
+                    // (issue 19), however long the log is.
+                    let caught_up = changes.len() < CHANGE_BATCH;
+                    let mut changed = pending.load(std::sync::atomic::Ordering::Relaxed);
                     for change in &changes {
                         // Every change moves the revision on, whatever its type.
                         let at = change.revision;
@@ -242,9 +248,11 @@ pub async fn follow_store(
                         revision = at;
                         changed = true;
                     }
-                    if changed {
+                    if changed && caught_up {
                         tx.send_replace(Some(compose(&offer, trust, &mut cas)));
+                        changed = false;
                     }
+                    pending.store(changed, std::sync::atomic::Ordering::Relaxed);
                     Ok(Some((revision, offer)))
                 }
             }
