@@ -80,12 +80,14 @@ impl ApiError {
     }
 }
 
-/// 404 for an unknown promoted policy, 400 (parameter `policy`) for one that is not shadow.
+/// 404 for an unknown promoted or retired policy, 400 (parameter `policy`) for a promoted one
+/// that is not shadow or a retired one that is.
 impl From<umbra_core::view::PromotionError> for ApiError {
     fn from(e: umbra_core::view::PromotionError) -> Self {
         match e {
             umbra_core::view::PromotionError::NotFound(..) => Self::not_found(e.to_string()),
-            umbra_core::view::PromotionError::NotShadow(_) => {
+            umbra_core::view::PromotionError::NotShadow(_)
+            | umbra_core::view::PromotionError::RetireShadow(_) => {
                 Self::bad_parameter("policy", e.to_string())
             }
         }

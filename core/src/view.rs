@@ -8,7 +8,7 @@
 //!   mesh, the policies of the old type it replaces (Timeout) are not applied. The rule is
 //!   evaluated per view, so a shadow MeshTimeout switches Timeout off in the Shadow view only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dataplane::DataplaneSpec;
 use crate::matching::{matched_policies, MatchOptions, MatchedPolicies};
@@ -31,9 +31,13 @@ impl View {
     }
 }
 
+/// A policy by type and name (within the mesh being considered).
+pub type PolicyRef = (ResourceType, String);
+
 /// Which shadow policies the [`View::Shadow`] view takes in: all of them (the question "what
-/// if every shadow policy went live?"), or one (the effect of promoting just that policy, the
-/// fleet-wide diff's `policy=<Type>/<name>`, issue 6).
+/// if every shadow policy went live?"), one (the effect of promoting just that policy, the
+/// fleet-wide diff's `policy=<Type>/<name>`, issue 6), or a migration step (issue 19): some
+/// shadow policies go live and some live policies (the old ones they replace) are deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum Promotion {
     /// Every shadow policy of the mesh.
@@ -46,42 +50,76 @@ pub enum Promotion {
         /// Its name.
         name: String,
     },
+    /// A migration step: these shadow policies go live (the other shadow policies stay out of
+    /// both views) and these live policies are deleted (left out of the Shadow view).
+    Set {
+        /// Shadow policies promoted.
+        promote: BTreeSet<PolicyRef>,
+        /// Live policies retired (deleted).
+        retire: BTreeSet<PolicyRef>,
+    },
+}
+
+/// Parse one `<Type>/<name>` of a policy type.
+fn parse_ref(s: &str) -> Result<PolicyRef, String> {
+    let (ty, name) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not <Type>/<name> (e.g. MeshTimeout/timeout-global)"))?;
+    let ty = ResourceType::from_name(ty)
+        .filter(|t| t.kind().is_policy())
+        .ok_or_else(|| format!("{ty:?} is not a policy type"))?;
+    if name.is_empty() {
+        return Err(format!("{s:?} has an empty policy name"));
+    }
+    Ok((ty, name.to_owned()))
 }
 
 impl Promotion {
-    /// Parse `""` (all) or `"<Type>/<name>"` (`MeshTimeout/timeout-global`).
+    /// Parse `""` (all), `"<Type>/<name>"` (`MeshTimeout/timeout-global`: only that one), or a
+    /// comma-separated list of them where an item starting with `-` is a live policy deleted
+    /// in the same step (`MeshTimeout/a,MeshTimeout/b,-Timeout/old`): a [`Promotion::Set`].
     ///
     /// # Errors
-    /// A message when the value has no `/`, the type is unknown or not a policy type, or the
-    /// name is empty.
+    /// A message when an item has no `/`, the type is unknown or not a policy type, a name is
+    /// empty, or a list promotes nothing and retires nothing.
     pub fn parse(s: &str) -> Result<Self, String> {
         if s.is_empty() {
             return Ok(Self::All);
         }
-        let (ty, name) = s.split_once('/').ok_or_else(|| {
-            format!("{s:?} is not <Type>/<name> (e.g. MeshTimeout/timeout-global)")
-        })?;
-        let ty = ResourceType::from_name(ty)
-            .filter(|t| t.kind().is_policy())
-            .ok_or_else(|| format!("{ty:?} is not a policy type"))?;
-        if name.is_empty() {
-            return Err(format!("{s:?} has an empty policy name"));
+        if !s.contains(',') && !s.starts_with('-') {
+            let (ty, name) = parse_ref(s)?;
+            return Ok(Self::Only { ty, name });
         }
-        Ok(Self::Only {
-            ty,
-            name: name.to_owned(),
-        })
+        let (mut promote, mut retire) = (BTreeSet::new(), BTreeSet::new());
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item.strip_prefix('-') {
+                Some(r) => retire.insert(parse_ref(r)?),
+                None => promote.insert(parse_ref(item)?),
+            };
+        }
+        if promote.is_empty() && retire.is_empty() {
+            return Err(format!("{s:?} names no policy"));
+        }
+        Ok(Self::Set { promote, retire })
     }
 
     /// `true` when `r` takes part in the Shadow view under this promotion (every resource that
-    /// is not shadow does).
+    /// is not shadow does, unless a [`Promotion::Set`] retires it).
     pub fn admits(&self, r: &Resource) -> bool {
+        let named = |set: &BTreeSet<PolicyRef>| {
+            set.iter()
+                .any(|(ty, name)| r.ty() == *ty && r.meta.name == *name)
+        };
         if !r.meta.is_shadow() {
-            return true;
+            return match self {
+                Self::Set { retire, .. } => !named(retire),
+                _ => true,
+            };
         }
         match self {
             Self::All => true,
             Self::Only { ty, name } => r.ty() == *ty && r.meta.name == *name,
+            Self::Set { promote, .. } => named(promote),
         }
     }
 }
@@ -95,6 +133,9 @@ pub enum PromotionError {
     /// The policy is not labelled `kuma.io/effect: shadow`: it is already live.
     #[error("{0} is not a shadow policy (label kuma.io/effect: shadow); it is already live")]
     NotShadow(String),
+    /// A policy to delete is itself shadow: only live policies are retired.
+    #[error("{0} is a shadow policy; only live policies can be retired")]
+    RetireShadow(String),
 }
 
 impl Promotion {
@@ -104,17 +145,49 @@ impl Promotion {
     /// # Errors
     /// [`PromotionError`].
     pub fn check(&self, mesh: &str, resources: &[Resource]) -> Result<(), PromotionError> {
-        let Self::Only { ty, name } = self else {
-            return Ok(());
+        let find = |ty: ResourceType, name: &str| {
+            let shown = format!("{}/{name}", ty.name());
+            resources
+                .iter()
+                .find(|r| r.ty() == ty && r.meta.name == name && r.meta.mesh == mesh)
+                .map(|r| (r.meta.is_shadow(), shown.clone()))
+                .ok_or_else(|| PromotionError::NotFound(shown, mesh.to_owned()))
         };
-        let policy = resources
-            .iter()
-            .find(|r| r.ty() == *ty && r.meta.name == *name && r.meta.mesh == mesh)
-            .ok_or_else(|| PromotionError::NotFound(self.to_string(), mesh.to_owned()))?;
-        if policy.meta.is_shadow() {
-            Ok(())
-        } else {
-            Err(PromotionError::NotShadow(self.to_string()))
+        let (promote, retire): (Vec<&PolicyRef>, Vec<&PolicyRef>) = match self {
+            Self::All => return Ok(()),
+            Self::Only { ty, name } => {
+                let (shadow, shown) = find(*ty, name)?;
+                return if shadow {
+                    Ok(())
+                } else {
+                    Err(PromotionError::NotShadow(shown))
+                };
+            }
+            Self::Set { promote, retire } => (promote.iter().collect(), retire.iter().collect()),
+        };
+        for (ty, name) in promote {
+            let (shadow, shown) = find(*ty, name)?;
+            if !shadow {
+                return Err(PromotionError::NotShadow(shown));
+            }
+        }
+        for (ty, name) in retire {
+            let (shadow, shown) = find(*ty, name)?;
+            if shadow {
+                return Err(PromotionError::RetireShadow(shown));
+            }
+        }
+        Ok(())
+    }
+
+    /// `"<Type>/<name>"` of each live policy of `mesh` this promotion deletes, sorted.
+    pub fn retired(&self) -> Vec<String> {
+        match self {
+            Self::Set { retire, .. } => retire
+                .iter()
+                .map(|(ty, name)| format!("{}/{name}", ty.name()))
+                .collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -136,6 +209,18 @@ impl std::fmt::Display for Promotion {
         match self {
             Self::All => f.write_str("every shadow policy"),
             Self::Only { ty, name } => write!(f, "{}/{name}", ty.name()),
+            Self::Set { promote, retire } => {
+                let items: Vec<String> = promote
+                    .iter()
+                    .map(|(ty, name)| format!("{}/{name}", ty.name()))
+                    .chain(
+                        retire
+                            .iter()
+                            .map(|(ty, name)| format!("-{}/{name}", ty.name())),
+                    )
+                    .collect();
+                f.write_str(&items.join(","))
+            }
         }
     }
 }
@@ -547,6 +632,67 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn a_migration_set_promotes_some_shadow_policies_and_retires_live_ones() {
+        let p =
+            Promotion::parse("MeshTimeout/timeout-global,-Timeout/timeout-all-default").unwrap();
+        assert_eq!(
+            p.to_string(),
+            "MeshTimeout/timeout-global,-Timeout/timeout-all-default"
+        );
+        assert_eq!(Promotion::parse(&p.to_string()).unwrap(), p);
+        assert_eq!(p.retired(), ["Timeout/timeout-all-default"]);
+        for bad in [
+            ",",
+            "-",
+            "-Timeout/",
+            "MeshTimeout/a,Nope/b",
+            "MeshTimeout/a,x",
+        ] {
+            assert!(Promotion::parse(bad).is_err(), "{bad}");
+        }
+        let other = MESH_TIMEOUT_SHADOW.replace("name: timeout-global", "name: other");
+        let all = res(&format!("{TIMEOUTS}---\n{MESH_TIMEOUT_SHADOW}---\n{other}"));
+        let timeouts: Vec<String> = all
+            .iter()
+            .filter(|r| r.ty() == ResourceType::Timeout)
+            .map(|r| r.meta.name.clone())
+            .collect();
+        let retire_all = timeouts
+            .iter()
+            .map(|n| format!("-Timeout/{n}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let p = Promotion::parse(&format!("MeshTimeout/timeout-global,{retire_all}")).unwrap();
+        p.check("default", &all).unwrap();
+        let set = PolicySet::build_shadow("default", &all, &p);
+        let names: Vec<&str> = set.new[&ResourceType::MeshTimeout]
+            .iter()
+            .map(|pol| pol.meta().name.as_str())
+            .collect();
+        assert_eq!(names, ["timeout-global"]);
+        // Retired Timeouts are gone: neither in effect nor kept aside to leak.
+        assert!(set.old_policies(ResourceType::Timeout).is_empty());
+        assert!(set.superseded_policies(ResourceType::Timeout).is_empty());
+        // Checks: promoted must be shadow, retired must be live, both must exist.
+        let live_promoted =
+            Promotion::parse(&format!("Timeout/{},MeshTimeout/other", timeouts[0])).unwrap();
+        assert!(matches!(
+            live_promoted.check("default", &all),
+            Err(PromotionError::NotShadow(_))
+        ));
+        let shadow_retired = Promotion::parse("-MeshTimeout/other").unwrap();
+        assert!(matches!(
+            shadow_retired.check("default", &all),
+            Err(PromotionError::RetireShadow(_))
+        ));
+        let missing = Promotion::parse("MeshTimeout/other,-Timeout/absent").unwrap();
+        assert!(matches!(
+            missing.check("default", &all),
+            Err(PromotionError::NotFound(..))
+        ));
     }
 
     #[test]

@@ -24,6 +24,9 @@
 //! `--localhost-is-admin=false`; issuance and revocation are admin-only). A store outage is a
 //! 503 with a clear body; the same process serves again once the database is back. Bodies are
 //! limited to [`umbra_api::service::MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
+//!
+//! `POST /meshes/{mesh}/_migration/plan|apply|rollback` are the migration workflow
+//! ([`crate::migration`]), under the fleet-wide diff's longer deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +70,9 @@ const GLOBAL_ROUTES: &[Route] = &[
         &["get"],
     ),
     ("/meshes/{mesh}/_shadow-diff", &["get"]),
+    ("/meshes/{mesh}/_migration/plan", &["post"]),
+    ("/meshes/{mesh}/_migration/apply", &["post"]),
+    ("/meshes/{mesh}/_migration/rollback", &["post"]),
 ];
 
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
@@ -153,7 +159,14 @@ pub fn router(state: AppState) -> Router {
         );
     // Zones get their own deadline in a fleet-wide diff (`timeout=`, at most 120 s); the HTTP
     // one is longer.
-    let fleet = Router::new().route("/meshes/{mesh}/_shadow-diff", get(shadow_diff));
+    let fleet = Router::new()
+        .route("/meshes/{mesh}/_shadow-diff", get(shadow_diff))
+        .route("/meshes/{mesh}/_migration/plan", post(migration_plan))
+        .route("/meshes/{mesh}/_migration/apply", post(migration_apply))
+        .route(
+            "/meshes/{mesh}/_migration/rollback",
+            post(migration_rollback),
+        );
     let trust = state.trust.clone();
     service::layered(umbra_api::authn::protect(
         with_timeout(regular, REQUEST_TIMEOUT).merge(with_timeout(
@@ -416,6 +429,56 @@ async fn shadow_diff(
         ndjson,
     )
     .await
+}
+
+/// A JSON body of type `T`, or a 400 naming what is wrong.
+fn json_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    umbra_api::negotiate::check_body_type(headers, &["application/json"])?;
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_parameter("body", e.to_string()))
+}
+
+async fn migration_plan(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req = json_body(&headers, &body)?;
+    crate::migration::plan(&state.inspect_context(), &mesh, req)
+        .await
+        .map(Json)
+}
+
+async fn migration_apply(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req = json_body(&headers, &body)?;
+    crate::migration::apply(&state.inspect_context(), &mesh, req)
+        .await
+        .map(Json)
+}
+
+async fn migration_rollback(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req = json_body(&headers, &body)?;
+    crate::migration::rollback(&state.inspect_context(), &mesh, req)
+        .await
+        .map(Json)
 }
 
 async fn dataplane_insight(

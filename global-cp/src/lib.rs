@@ -7,6 +7,8 @@
 //!   connection per zone, tokens checked for their whole life; [`offer`]: what it offers;
 //! - [`inspect`]: the inspect API answered by the zones over KDS (hub, per-DPP forwarding,
 //!   affected DPPs, the fleet-wide shadow diff);
+//! - [`migration`]: the migration workflow (plan, apply, roll back the switch from old
+//!   policies to their shadow replacements, one store transaction each);
 //! - [`tokens`]: zone tokens (issue, verify, revoke); [`zones`]: what the Global knows of each
 //!   zone;
 //! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
@@ -17,6 +19,7 @@ pub mod api;
 pub mod cleanup;
 pub mod inspect;
 pub mod kds;
+pub mod migration;
 pub mod offer;
 pub mod store;
 #[cfg(feature = "testing")]

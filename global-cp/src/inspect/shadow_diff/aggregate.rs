@@ -315,7 +315,7 @@ impl Aggregate {
             mesh,
             policy: match promotion {
                 Promotion::All => None,
-                p @ Promotion::Only { .. } => Some(p.to_string()),
+                p => Some(p.to_string()),
             },
             shadow_policies: &plan.policies,
             not_generated: plan

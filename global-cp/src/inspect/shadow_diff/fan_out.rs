@@ -43,7 +43,7 @@ pub async fn fan_out(
     let permits = Arc::new(Semaphore::new(ZONES_IN_FLIGHT));
     let policy = match &promotion {
         Promotion::All => String::new(),
-        p @ Promotion::Only { .. } => p.to_string(),
+        p => p.to_string(),
     };
     let mut tasks = tokio::task::JoinSet::new();
     for (zone, names) in plan_zones {

@@ -17,7 +17,7 @@ use umbra_core::view::Promotion;
 
 use super::aggregate::{Aggregate, DpOutcome};
 use super::fan_out::{fan_out, FanoutEvent};
-use super::plan::Planner;
+use super::plan::{Plan, Planner};
 use super::query::ShadowDiffQuery;
 use super::report::ZoneTally;
 use crate::inspect::context::{
@@ -51,34 +51,8 @@ pub async fn shadow_diff(
             )));
         }
     }
-    let planner = Planner::new(mesh, &policies, &q.promotion);
-    let mut planner = for_each_dataplane_page(&*cx.store, mesh, planner, Planner::add).await?;
-    let ingresses = crate::store::list_all(
-        &*cx.store,
-        umbra_core::resource::ResourceType::ZoneIngress,
-        None,
-        &std::collections::BTreeMap::new(),
-    )
-    .await?;
-    planner.add_ingresses(&ingresses);
-    let mut plan = planner.finish();
-    if let Some(zone) = &q.zone {
-        plan.zones.retain(|z, _| z == zone);
-    }
-    let plan = Arc::new(plan);
-    let (tx, rx) = mpsc::channel(EVENT_QUEUE);
-    // The request's span goes along, so each zone's inspect call joins its trace.
-    tokio::spawn(
-        fan_out(
-            cx.hub.clone(),
-            mesh.to_owned(),
-            plan.zones.clone(),
-            q.promotion.clone(),
-            q.timeout,
-            tx,
-        )
-        .instrument(tracing::Span::current()),
-    );
+    let plan = Arc::new(plan_fleet(cx, mesh, &policies, &q.promotion, q.zone.as_deref()).await?);
+    let rx = start_fan_out(cx, mesh, &plan, &q.promotion, q.timeout);
     let aggregate = Aggregate::new(&plan, q.full && !ndjson);
     if !ndjson {
         let (aggregate, _) = fold(aggregate, rx, None, |_| Vec::new()).await;
@@ -95,6 +69,7 @@ pub async fn shadow_diff(
         "kind": "start",
         "mesh": mesh,
         "policy": match &q.promotion { Promotion::All => None, p => Some(p.to_string()) },
+        "retiredPolicies": q.promotion.retired(),
         "shadowPolicies": plan.policies,
         "considered": plan.considered(),
         "zones": plan.zones.keys().collect::<Vec<_>>(),
@@ -139,6 +114,76 @@ pub async fn shadow_diff(
         Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(lines_rx)),
     )
         .into_response())
+}
+
+/// The [`Plan`] of a fleet-wide diff of `mesh` (its `policies` already read) under
+/// `promotion`: the DPPs and ingresses whose config can differ, limited to `zone` when given.
+///
+/// # Errors
+/// 503 when the store is unavailable.
+pub async fn plan_fleet(
+    cx: &InspectContext,
+    mesh: &str,
+    policies: &[umbra_core::resource::Resource],
+    promotion: &Promotion,
+    zone: Option<&str>,
+) -> Result<Plan, ApiError> {
+    let planner = Planner::new(mesh, policies, promotion);
+    let mut planner = for_each_dataplane_page(&*cx.store, mesh, planner, Planner::add).await?;
+    let ingresses = crate::store::list_all(
+        &*cx.store,
+        umbra_core::resource::ResourceType::ZoneIngress,
+        None,
+        &std::collections::BTreeMap::new(),
+    )
+    .await?;
+    planner.add_ingresses(&ingresses);
+    let mut plan = planner.finish();
+    if let Some(zone) = zone {
+        plan.zones.retain(|z, _| z == zone);
+    }
+    Ok(plan)
+}
+
+/// Ask the zones of `plan` for their diffs under `promotion` (each within `timeout`), in the
+/// background; the events arrive on the returned channel.
+fn start_fan_out(
+    cx: &InspectContext,
+    mesh: &str,
+    plan: &Plan,
+    promotion: &Promotion,
+    timeout: std::time::Duration,
+) -> mpsc::Receiver<FanoutEvent> {
+    let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+    // The request's span goes along, so each zone's inspect call joins its trace.
+    tokio::spawn(
+        fan_out(
+            cx.hub.clone(),
+            mesh.to_owned(),
+            plan.zones.clone(),
+            promotion.clone(),
+            timeout,
+            tx,
+        )
+        .instrument(tracing::Span::current()),
+    );
+    rx
+}
+
+/// The whole fleet-wide diff of `plan` under `promotion`, every zone within `timeout`, as
+/// the aggregate of every answer (patches kept when `full`).
+pub async fn fleet_aggregate(
+    cx: &InspectContext,
+    mesh: &str,
+    plan: &Plan,
+    promotion: &Promotion,
+    timeout: std::time::Duration,
+    full: bool,
+) -> Aggregate {
+    let rx = start_fan_out(cx, mesh, plan, promotion, timeout);
+    fold(Aggregate::new(plan, full), rx, None, |_| Vec::new())
+        .await
+        .0
 }
 
 fn ndjson_line(v: &Value) -> Bytes {

@@ -1,0 +1,446 @@
+//! The migration workflow on the Global (issue 19): plan, apply and roll back the switch from
+//! old policies to their shadow `targetRef` replacements, promoting exactly what was reviewed.
+//!
+//! - `POST /meshes/{mesh}/_migration/plan` ([`plan`]): the fleet-wide diff of promoting the
+//!   selected shadow policies (default: every shadow policy of the mesh) together with
+//!   deleting the old policies they replace (default: each one's `umbra.io/converted-from`
+//!   source, plus any `retire` named), with each change's causes from the converter's notes,
+//!   and a **fingerprint** over the inputs (every policy of the mesh at its store version) and
+//!   the diff. The plan is stored durably before the answer.
+//! - `POST /meshes/{mesh}/_migration/apply` ([`apply`]): only when nothing changed since the
+//!   plan: the inputs are at the planned versions and the fleet diff, computed again, has the
+//!   same fingerprint (409 naming what changed otherwise; 503 when a zone does not answer, as
+//!   the diff cannot then be proven unchanged). Then the shadow labels are removed and the old
+//!   policies deleted in **one store transaction** (consecutive revisions, all or nothing, each
+//!   write compare-and-swapped against its planned version).
+//! - `POST /meshes/{mesh}/_migration/rollback` ([`rollback`]): restores the planned state in
+//!   one transaction (the promoted policies shadow again, the deleted ones re-created), only
+//!   when none of them was touched since the apply (409 otherwise).
+//!
+//! Plans are kept in the store's key table under [`record::plan_key`], so they survive
+//! restarts of the Global like everything else it acknowledged.
+
+pub mod record;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use umbra_api::error::ApiError;
+use umbra_core::resource::{Resource, ResourceType, TypeKind};
+use umbra_core::view::{PolicyRef, Promotion};
+
+use crate::inspect::context::{mesh_exists, InspectContext};
+use crate::inspect::shadow_diff::query::{DEFAULT_FLEET_TIMEOUT, MAX_FLEET_TIMEOUT};
+use crate::inspect::shadow_diff::respond::{fleet_aggregate, plan_fleet};
+use crate::store::{list_all, mesh_key, now_rfc3339, Store, StoreError, Stored, Write};
+use record::{
+    annotate_causes, changed_inputs, default_retire, fingerprint, inputs_of, plan_key, Applied,
+    PlanRecord, Planned,
+};
+
+/// The body of `POST /meshes/{mesh}/_migration/plan`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PlanRequest {
+    /// Shadow policies to promote, `<Type>/<name>` (default: every shadow policy of the mesh).
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// Live policies to delete besides each promoted policy's converted-from source.
+    #[serde(default)]
+    pub retire: Vec<String>,
+    /// Each zone's deadline (`30s` by default, at most 120 s).
+    #[serde(default)]
+    pub timeout: Option<String>,
+}
+
+/// The body of `POST /meshes/{mesh}/_migration/apply` and `.../rollback`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PlanRef {
+    /// The plan's fingerprint.
+    pub plan: String,
+    /// Each zone's deadline when the diff is computed again (apply only).
+    #[serde(default)]
+    pub timeout: Option<String>,
+}
+
+/// Parse an optional `timeout` (a duration above 0, at most [`MAX_FLEET_TIMEOUT`]).
+fn zone_timeout(v: Option<&str>) -> Result<Duration, ApiError> {
+    let Some(v) = v else {
+        return Ok(DEFAULT_FLEET_TIMEOUT);
+    };
+    umbra_core::duration::Duration::parse(v)
+        .ok()
+        .filter(|d| !d.is_negative())
+        .and_then(|d| u64::try_from(d.as_nanos()).ok())
+        .map(Duration::from_nanos)
+        .filter(|d| !d.is_zero() && *d <= MAX_FLEET_TIMEOUT)
+        .ok_or_else(|| {
+            ApiError::bad_parameter(
+                "timeout",
+                format!(
+                    "must be a duration like 10s, above 0 and at most {} s, got {v:?}",
+                    MAX_FLEET_TIMEOUT.as_secs()
+                ),
+            )
+        })
+}
+
+/// Every policy of `mesh` and the Mesh, as stored (versions included).
+async fn mesh_stored(store: &dyn Store, mesh: &str) -> Result<Vec<Stored>, ApiError> {
+    let mut out = Vec::new();
+    for ty in ResourceType::ALL
+        .iter()
+        .copied()
+        .filter(|t| t.kind().is_policy() || t.kind() == TypeKind::StoredOnly)
+        .filter(|t| t.is_mesh_scoped() && *t != ResourceType::Secret)
+    {
+        out.extend(list_all(store, ty, Some(mesh), &Default::default()).await?);
+    }
+    if let Some(m) = store.get(&mesh_key(mesh)).await? {
+        out.push(m);
+    }
+    Ok(out)
+}
+
+fn parse_refs(field: &str, items: &[String]) -> Result<BTreeSet<PolicyRef>, ApiError> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let p = Promotion::parse(s)
+                .map_err(|e| ApiError::bad_parameter(&format!("{field}[{i}]"), e))?;
+            match p {
+                Promotion::Only { ty, name } => Ok((ty, name)),
+                _ => Err(ApiError::bad_parameter(
+                    &format!("{field}[{i}]"),
+                    format!("{s:?} is not <Type>/<name>"),
+                )),
+            }
+        })
+        .collect()
+}
+
+fn conflict(detail: impl Into<String>) -> ApiError {
+    ApiError::status(StatusCode::CONFLICT, detail)
+}
+
+/// The fleet diff of `promotion` over `mesh` (full format), with its fingerprint.
+async fn fleet_diff(
+    cx: &InspectContext,
+    mesh: &str,
+    policies: &[Resource],
+    inputs: &[record::Input],
+    promotion: &Promotion,
+    timeout: Duration,
+) -> Result<(Value, String), ApiError> {
+    let plan = plan_fleet(cx, mesh, policies, promotion, None).await?;
+    let aggregate = fleet_aggregate(cx, mesh, &plan, promotion, timeout, false).await;
+    let report: Value =
+        serde_json::from_slice(&aggregate.report(mesh, &plan, promotion, true)).unwrap_or_default();
+    let fp = fingerprint(mesh, &promotion.to_string(), inputs, &report);
+    Ok((report, fp))
+}
+
+/// `POST /meshes/{mesh}/_migration/plan`: see the module docs. Answers the plan: its
+/// `fingerprint`, what it promotes and retires, the fleet diff (`diff`, the `_shadow-diff`
+/// result in full format, each change with its `causes`) and how many changes no converter
+/// note explains (`unexplained`).
+///
+/// # Errors
+/// 400 for a bad body or a selection that is not shadow/live as required, 404 for an unknown
+/// mesh or policy, 409 when there is nothing to promote, 503 when the store is unavailable.
+pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<Value, ApiError> {
+    let timeout = zone_timeout(req.timeout.as_deref())?;
+    mesh_exists(&*cx.store, mesh).await?;
+    let stored = mesh_stored(&*cx.store, mesh).await?;
+    let policies: Vec<Resource> = stored.iter().map(|s| s.resource.clone()).collect();
+    let promote = if req.policies.is_empty() {
+        policies
+            .iter()
+            .filter(|r| r.meta.is_shadow() && r.ty().kind().is_policy())
+            .map(|r| (r.ty(), r.meta.name.clone()))
+            .collect()
+    } else {
+        parse_refs("policies", &req.policies)?
+    };
+    if promote.is_empty() {
+        return Err(conflict(format!(
+            "mesh {mesh:?} has no shadow policy to promote (label kuma.io/effect: shadow)"
+        )));
+    }
+    let mut retire = default_retire(&promote, &policies);
+    retire.extend(parse_refs("retire", &req.retire)?);
+    let promotion = Promotion::Set {
+        promote: promote.clone(),
+        retire: retire.clone(),
+    };
+    promotion.check(mesh, &policies).map_err(ApiError::from)?;
+    let inputs = inputs_of(&stored);
+    let (mut report, fp) = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout).await?;
+    let pick = |set: &BTreeSet<PolicyRef>| -> Vec<Planned> {
+        stored
+            .iter()
+            .filter(|s| set.contains(&(s.resource.ty(), s.resource.meta.name.clone())))
+            .map(Planned::of)
+            .collect()
+    };
+    let record = PlanRecord {
+        mesh: mesh.to_owned(),
+        fingerprint: fp.clone(),
+        promotion: promotion.to_string(),
+        created_at: now_rfc3339(),
+        inputs,
+        promote: pick(&promote),
+        retire: pick(&retire),
+        applied: None,
+        rolled_back: None,
+    };
+    let retired: Vec<Resource> = record
+        .retire
+        .iter()
+        .filter_map(|p| p.decode().ok())
+        .collect();
+    let unexplained = annotate_causes(&mut report, &retired);
+    save(&*cx.store, &record).await?;
+    Ok(json!({
+        "mesh": mesh,
+        "fingerprint": fp,
+        "promote": record.promote.iter().map(Planned::shown).collect::<Vec<_>>(),
+        "retire": record.retire.iter().map(Planned::shown).collect::<Vec<_>>(),
+        "partial": report.get("partial").cloned().unwrap_or(json!(false)),
+        "unexplained": unexplained,
+        "diff": report,
+    }))
+}
+
+async fn save(store: &dyn Store, record: &PlanRecord) -> Result<(), ApiError> {
+    let bytes = serde_json::to_vec(record)
+        .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    store
+        .set_key(&plan_key(&record.mesh, &record.fingerprint), bytes)
+        .await?;
+    Ok(())
+}
+
+async fn load(store: &dyn Store, mesh: &str, fp: &str) -> Result<PlanRecord, ApiError> {
+    if fp.is_empty() || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_parameter(
+            "plan",
+            format!("{fp:?} is not a plan fingerprint (hex)"),
+        ));
+    }
+    let bytes = store
+        .get_key(&plan_key(mesh, fp))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no migration plan {fp} for mesh {mesh:?}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the stored plan {fp} cannot be read: {e}"),
+        )
+    })
+}
+
+fn undecodable(p: &Planned, e: &str) -> ApiError {
+    ApiError::status(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("the plan's copy of {} cannot be read: {e}", p.shown()),
+    )
+}
+
+fn store_conflict(e: StoreError, what: &str) -> ApiError {
+    match e {
+        StoreError::Conflict { .. } | StoreError::NotFound(_) => {
+            conflict(format!("{what}: {e}; nothing was changed"))
+        }
+        e => ApiError::from(e),
+    }
+}
+
+/// `POST /meshes/{mesh}/_migration/apply`: see the module docs. Answers `{applied: true,
+/// revision, promoted, retired}`.
+///
+/// # Errors
+/// 404 for an unknown mesh or plan, 409 when anything changed since the plan (naming what),
+/// 503 when a zone did not answer or the store is unavailable.
+pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Value, ApiError> {
+    let timeout = zone_timeout(req.timeout.as_deref())?;
+    mesh_exists(&*cx.store, mesh).await?;
+    let mut record = load(&*cx.store, mesh, &req.plan).await?;
+    let stored = mesh_stored(&*cx.store, mesh).await?;
+    let inputs = inputs_of(&stored);
+    let changed = changed_inputs(&record.inputs, &inputs);
+    if !changed.is_empty() {
+        return Err(conflict(format!(
+            "the mesh changed since plan {}: {}; plan again",
+            record.fingerprint,
+            changed.join("; ")
+        )));
+    }
+    let promotion = Promotion::parse(&record.promotion)
+        .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let policies: Vec<Resource> = stored.iter().map(|s| s.resource.clone()).collect();
+    let (report, fp) = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout).await?;
+    if report.get("partial") == Some(&json!(true)) {
+        return Err(ApiError::status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not every zone answered, so the fleet diff cannot be shown unchanged since plan {}: {}; try again when the zones are back",
+                record.fingerprint,
+                failing_zones(&report)
+            ),
+        ));
+    }
+    if fp != record.fingerprint {
+        return Err(conflict(format!(
+            "the fleet diff changed since plan {} (now {fp}: the DPPs or what they run differ); plan again and review",
+            record.fingerprint
+        )));
+    }
+    let mut writes = Vec::new();
+    for p in &record.promote {
+        let r = p.decode().map_err(|e| undecodable(p, &e))?;
+        writes.push(Write::Put {
+            resource: record::promoted(&r),
+            expected: Some(p.version),
+        });
+    }
+    for p in &record.retire {
+        let r = p.decode().map_err(|e| undecodable(p, &e))?;
+        writes.push(Write::Delete {
+            key: r.key(),
+            expected: Some(p.version),
+        });
+    }
+    cx.store
+        .transact(writes)
+        .await
+        .map_err(|e| store_conflict(e, "a planned policy changed while applying"))?;
+    let revision = cx.store.revision().await?;
+    record.applied = Some(Applied {
+        at: now_rfc3339(),
+        revision,
+    });
+    record.rolled_back = None;
+    if let Err(e) = save(&*cx.store, &record).await {
+        // The transaction is what counts; the record's note of it is informational.
+        tracing::warn!(error = ?e, plan = %record.fingerprint, "migration applied but its record was not updated");
+    }
+    tracing::info!(%mesh, plan = %record.fingerprint, revision, "migration plan applied");
+    Ok(json!({
+        "applied": true,
+        "plan": record.fingerprint,
+        "revision": revision,
+        "promoted": record.promote.iter().map(Planned::shown).collect::<Vec<_>>(),
+        "retired": record.retire.iter().map(Planned::shown).collect::<Vec<_>>(),
+    }))
+}
+
+fn failing_zones(report: &Value) -> String {
+    report
+        .get("zones")
+        .and_then(Value::as_array)
+        .map(|zones| {
+            zones
+                .iter()
+                .filter(|z| z.get("status").and_then(Value::as_str) != Some("ok"))
+                .map(|z| {
+                    format!(
+                        "zone {} {}",
+                        z.get("zone").and_then(Value::as_str).unwrap_or("?"),
+                        z.get("error").and_then(Value::as_str).unwrap_or("failed")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// `POST /meshes/{mesh}/_migration/rollback`: see the module docs. Answers
+/// `{rolledBack: true, revision, restored}`.
+///
+/// # Errors
+/// 404 for an unknown mesh or plan, 409 when the plan is not applied or anything it changed
+/// was touched since (naming what), 503 when the store is unavailable.
+pub async fn rollback(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Value, ApiError> {
+    mesh_exists(&*cx.store, mesh).await?;
+    let mut record = load(&*cx.store, mesh, &req.plan).await?;
+    let mut touched = Vec::new();
+    let mut writes = Vec::new();
+    for p in &record.promote {
+        let r = p.decode().map_err(|e| undecodable(p, &e))?;
+        let now = cx.store.get(&r.key()).await?;
+        let live = record::promoted(&r);
+        let applied = now.as_ref().is_some_and(|s| {
+            s.version == p.version + 1
+                && s.resource.spec == live.spec
+                && s.resource.meta.labels == live.meta.labels
+        });
+        if !applied {
+            touched.push(match now {
+                None => format!("{}: deleted since", p.shown()),
+                Some(s) if s.version == p.version => format!("{}: not applied", p.shown()),
+                Some(s) => format!(
+                    "{}: at version {}, the apply left it at {}",
+                    p.shown(),
+                    s.version,
+                    p.version + 1
+                ),
+            });
+        }
+        writes.push(Write::Put {
+            resource: r,
+            expected: Some(p.version + 1),
+        });
+    }
+    for p in &record.retire {
+        let r = p.decode().map_err(|e| undecodable(p, &e))?;
+        if let Some(s) = cx.store.get(&r.key()).await? {
+            touched.push(format!(
+                "{}: exists again (version {})",
+                p.shown(),
+                s.version
+            ));
+        }
+        writes.push(Write::Put {
+            resource: r,
+            expected: Some(0),
+        });
+    }
+    if !touched.is_empty() {
+        return Err(conflict(format!(
+            "plan {} cannot be rolled back: {}",
+            record.fingerprint,
+            touched.join("; ")
+        )));
+    }
+    cx.store
+        .transact(writes)
+        .await
+        .map_err(|e| store_conflict(e, "a policy changed while rolling back"))?;
+    let revision = cx.store.revision().await?;
+    record.rolled_back = Some(Applied {
+        at: now_rfc3339(),
+        revision,
+    });
+    if let Err(e) = save(&*cx.store, &record).await {
+        tracing::warn!(error = ?e, plan = %record.fingerprint, "migration rolled back but its record was not updated");
+    }
+    tracing::info!(%mesh, plan = %record.fingerprint, revision, "migration plan rolled back");
+    Ok(json!({
+        "rolledBack": true,
+        "plan": record.fingerprint,
+        "revision": revision,
+        "restored": record
+            .promote
+            .iter()
+            .chain(&record.retire)
+            .map(Planned::shown)
+            .collect::<Vec<_>>(),
+    }))
+}

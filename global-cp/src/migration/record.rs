@@ -1,0 +1,363 @@
+//! The pure half of a migration plan (issue 19): what a plan records ([`PlanRecord`]), its
+//! fingerprint over the inputs and the diff ([`fingerprint`]), the default retirements of a
+//! promotion ([`default_retire`]), and the causes of each remaining difference, from the
+//! converter's notes ([`annotate_causes`]). No IO.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use umbra_core::convert::{
+    convert_one, Options, CONVERTED_FROM_NAME_LABEL, CONVERTED_FROM_TYPE_LABEL,
+};
+use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind, EFFECT_LABEL};
+use umbra_core::view::PolicyRef;
+
+use crate::store::Stored;
+
+/// One resource a plan depends on, at the version it was planned against.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Input {
+    /// Type name (`MeshTimeout`).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Name.
+    pub name: String,
+    /// Store version.
+    pub version: u64,
+}
+
+/// A resource a plan changes: its version and whole content when planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Planned {
+    /// Type name.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Name.
+    pub name: String,
+    /// Store version when planned.
+    pub version: u64,
+    /// The resource as stored when planned (Kuma's universal document).
+    pub resource: Value,
+}
+
+impl Planned {
+    /// The record of `s`.
+    pub fn of(s: &Stored) -> Self {
+        Self {
+            type_name: s.resource.ty().name().to_owned(),
+            name: s.resource.meta.name.clone(),
+            version: s.version,
+            resource: s.resource.to_value(),
+        }
+    }
+
+    /// `<Type>/<name>`.
+    pub fn shown(&self) -> String {
+        format!("{}/{}", self.type_name, self.name)
+    }
+
+    /// The resource as planned.
+    ///
+    /// # Errors
+    /// A message when the recorded document no longer decodes.
+    pub fn decode(&self) -> Result<Resource, String> {
+        Resource::from_value(self.resource.clone()).map_err(|e| e.to_string())
+    }
+}
+
+/// When a plan was applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Applied {
+    /// RFC 3339.
+    pub at: String,
+    /// The store revision of the transaction's last change.
+    pub revision: u64,
+}
+
+/// What `POST /meshes/{mesh}/_migration/plan` stores (durably, before it answers), keyed by
+/// [`plan_key`]: enough to check an apply against, and to roll it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanRecord {
+    /// The mesh.
+    pub mesh: String,
+    /// The fingerprint ([`fingerprint`]).
+    pub fingerprint: String,
+    /// The promotion as `policy=` reads it (`MeshTimeout/a,-Timeout/b`).
+    pub promotion: String,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    /// Every policy of the mesh and the Mesh itself, at their versions.
+    pub inputs: Vec<Input>,
+    /// Shadow policies the plan promotes, as they were.
+    pub promote: Vec<Planned>,
+    /// Live policies the plan deletes, as they were.
+    pub retire: Vec<Planned>,
+    /// When it was applied, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Applied>,
+    /// When it was rolled back, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<Applied>,
+}
+
+/// The store key ([`crate::store::Store::set_key`]) of the plan `fingerprint` of `mesh`.
+pub fn plan_key(mesh: &str, fingerprint: &str) -> String {
+    format!("migration-plan/{mesh}/{fingerprint}")
+}
+
+/// The inputs of a plan: every stored policy of the mesh and the Mesh, sorted.
+pub fn inputs_of(stored: &[Stored]) -> Vec<Input> {
+    let mut out: Vec<Input> = stored
+        .iter()
+        .map(|s| Input {
+            type_name: s.resource.ty().name().to_owned(),
+            name: s.resource.meta.name.clone(),
+            version: s.version,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What changed between the planned `inputs` and `now`: one line per resource added,
+/// removed or at another version (`MeshTimeout/a: version 3, planned at 2`).
+pub fn changed_inputs(planned: &[Input], now: &[Input]) -> Vec<String> {
+    let key = |i: &Input| (i.type_name.clone(), i.name.clone());
+    let a: BTreeMap<_, u64> = planned.iter().map(|i| (key(i), i.version)).collect();
+    let b: BTreeMap<_, u64> = now.iter().map(|i| (key(i), i.version)).collect();
+    let mut out = Vec::new();
+    for ((ty, name), v) in &a {
+        match b.get(&(ty.clone(), name.clone())) {
+            None => out.push(format!("{ty}/{name}: deleted (planned at version {v})")),
+            Some(w) if w != v => out.push(format!("{ty}/{name}: version {w}, planned at {v}")),
+            Some(_) => {}
+        }
+    }
+    for ((ty, name), w) in &b {
+        if !a.contains_key(&(ty.clone(), name.clone())) {
+            out.push(format!("{ty}/{name}: created since (version {w})"));
+        }
+    }
+    out
+}
+
+/// The live policies promoting `promote` retires by default: the old policy each promoted
+/// policy was converted from ([`CONVERTED_FROM_TYPE_LABEL`], [`CONVERTED_FROM_NAME_LABEL`]),
+/// when it is stored in the mesh and live.
+pub fn default_retire(promote: &BTreeSet<PolicyRef>, policies: &[Resource]) -> BTreeSet<PolicyRef> {
+    let mut out = BTreeSet::new();
+    for r in policies {
+        if !promote.contains(&(r.ty(), r.meta.name.clone())) {
+            continue;
+        }
+        let (Some(ty), Some(name)) = (
+            r.meta
+                .labels
+                .get(CONVERTED_FROM_TYPE_LABEL)
+                .and_then(|t| ResourceType::from_name(t)),
+            r.meta.labels.get(CONVERTED_FROM_NAME_LABEL),
+        ) else {
+            continue;
+        };
+        let live = policies
+            .iter()
+            .any(|o| o.ty() == ty && o.meta.name == *name && !o.meta.is_shadow());
+        if live {
+            out.insert((ty, name.clone()));
+        }
+    }
+    out
+}
+
+/// The fingerprint of a plan: SHA-256 (hex) over the mesh, the promotion, every input at its
+/// version, and the diff's operations with the DPPs each applies to (sorted, so the order in
+/// which zones answered does not matter).
+pub fn fingerprint(mesh: &str, promotion: &str, inputs: &[Input], report: &Value) -> String {
+    let mut changes: Vec<Value> = report
+        .get("changes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut c| {
+            if let Some(dps) = c.get_mut("dataplanes").and_then(Value::as_array_mut) {
+                dps.sort_by_key(|d| d.to_string());
+            }
+            json!({"operation": c.get("operation"), "dataplanes": c.get("dataplanes")})
+        })
+        .collect();
+    changes.sort_by_key(|c| c.to_string());
+    let doc = json!({
+        "mesh": mesh,
+        "promotion": promotion,
+        "inputs": inputs,
+        "changes": changes,
+        "totals": report.get("totals"),
+    });
+    let digest = ring::digest::digest(&ring::digest::SHA256, doc.to_string().as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The promoted policy as it goes live: the stored one without the shadow label.
+pub fn promoted(resource: &Resource) -> Resource {
+    let mut r = resource.clone();
+    r.meta.labels.remove(EFFECT_LABEL);
+    r
+}
+
+/// Annotate each `changes[]` entry of a fleet diff `report` with its `causes`: the notes of
+/// the conversion of each retired old policy whose Envoy fields the operation's path names
+/// (seed 000's leaking defaults and the like). Returns how many changes no note explains.
+pub fn annotate_causes(report: &mut Value, retired: &[Resource]) -> usize {
+    let notes: Vec<(String, umbra_core::convert::Note)> = retired
+        .iter()
+        .filter(|r| r.ty().kind() == TypeKind::OldPolicy)
+        .filter_map(|r| {
+            let c = convert_one(r, &Options::default()).ok()?;
+            Some(
+                c.notes
+                    .into_iter()
+                    .map(move |n| (format!("{}/{}", r.ty().name(), r.meta.name), n)),
+            )
+        })
+        .flatten()
+        .collect();
+    let mut unexplained = 0;
+    let Some(changes) = report.get_mut("changes").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    for c in changes {
+        let path = c
+            .pointer("/operation/path")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let segments: Vec<String> = path
+            .split('/')
+            .skip(1)
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        let causes: Vec<Value> = notes
+            .iter()
+            .filter(|(_, n)| n.affects.iter().any(|a| segments.contains(a)))
+            .map(|(policy, n)| {
+                json!({"policy": policy, "kind": n.kind, "field": n.field, "message": n.message})
+            })
+            .collect();
+        if causes.is_empty() {
+            unexplained += 1;
+        }
+        c["causes"] = Value::Array(causes);
+    }
+    unexplained
+}
+
+/// `<Type>/<name>` of a key.
+pub fn shown(key: &ResourceKey) -> String {
+    format!("{}/{}", key.ty.name(), key.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(y: &str) -> Resource {
+        Resource::from_bytes(y.as_bytes()).unwrap()
+    }
+
+    fn input(ty: &str, name: &str, version: u64) -> Input {
+        Input {
+            type_name: ty.into(),
+            name: name.into(),
+            version,
+        }
+    }
+
+    #[test]
+    fn changed_inputs_name_every_difference() {
+        let planned = [input("MeshTimeout", "a", 1), input("Timeout", "b", 2)];
+        let now = [input("MeshTimeout", "a", 2), input("MeshRetry", "c", 1)];
+        assert_eq!(
+            changed_inputs(&planned, &now),
+            [
+                "MeshTimeout/a: version 2, planned at 1",
+                "Timeout/b: deleted (planned at version 2)",
+                "MeshRetry/c: created since (version 1)",
+            ]
+        );
+        assert!(changed_inputs(&planned, &planned).is_empty());
+    }
+
+    #[test]
+    fn the_fingerprint_ignores_answer_order_and_follows_inputs_and_diff() {
+        let report = |dps: Value| {
+            json!({"totals": {"changed": 2}, "changes": [
+                {"operation": {"op": "remove", "path": "/x"}, "count": 2, "dataplanes": dps},
+                {"operation": {"op": "add", "path": "/y", "value": 1}, "count": 1, "dataplanes": [{"zone": "z1", "name": "a"}]},
+            ]})
+        };
+        let inputs = [input("MeshTimeout", "a", 1)];
+        let a = report(json!([{"zone": "z1", "name": "a"}, {"zone": "z2", "name": "b"}]));
+        let b = report(json!([{"zone": "z2", "name": "b"}, {"zone": "z1", "name": "a"}]));
+        let fa = fingerprint("m", "MeshTimeout/a", &inputs, &a);
+        assert_eq!(fa.len(), 64);
+        assert_eq!(fa, fingerprint("m", "MeshTimeout/a", &inputs, &b));
+        let fewer = report(json!([{"zone": "z1", "name": "a"}]));
+        assert_ne!(fa, fingerprint("m", "MeshTimeout/a", &inputs, &fewer));
+        assert_ne!(
+            fa,
+            fingerprint("m", "MeshTimeout/a", &[input("MeshTimeout", "a", 2)], &a)
+        );
+        assert_ne!(
+            fa,
+            fingerprint("m", "MeshTimeout/a,-Timeout/b", &inputs, &a)
+        );
+        assert_ne!(fa, fingerprint("other", "MeshTimeout/a", &inputs, &a));
+    }
+
+    #[test]
+    fn converted_policies_retire_their_live_source_by_default() {
+        let policies = vec![
+            res("type: Timeout\nmesh: m\nname: old\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {connectTimeout: 5s}\n"),
+            res("type: MeshTimeout\nmesh: m\nname: new\nlabels: {kuma.io/effect: shadow, umbra.io/converted-from-type: Timeout, umbra.io/converted-from: old}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 5s}\n"),
+            res("type: MeshTimeout\nmesh: m\nname: gone\nlabels: {kuma.io/effect: shadow, umbra.io/converted-from-type: Timeout, umbra.io/converted-from: absent}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 5s}\n"),
+        ];
+        let promote: BTreeSet<PolicyRef> = [
+            (ResourceType::MeshTimeout, "new".to_owned()),
+            (ResourceType::MeshTimeout, "gone".to_owned()),
+        ]
+        .into();
+        assert_eq!(
+            default_retire(&promote, &policies),
+            BTreeSet::from([(ResourceType::Timeout, "old".to_owned())])
+        );
+        assert!(default_retire(&BTreeSet::new(), &policies).is_empty());
+        let p = promoted(&policies[1]);
+        assert!(!p.meta.is_shadow());
+        assert_eq!(p.meta.labels.get(CONVERTED_FROM_NAME_LABEL).unwrap(), "old");
+    }
+
+    #[test]
+    fn plan_records_round_trip() {
+        let record = PlanRecord {
+            mesh: "m".into(),
+            fingerprint: "f".into(),
+            promotion: "MeshTimeout/a".into(),
+            created_at: "2026-11-26T00:00:00Z".into(),
+            inputs: vec![input("Mesh", "m", 1)],
+            promote: vec![],
+            retire: vec![],
+            applied: None,
+            rolled_back: None,
+        };
+        let bytes = serde_json::to_vec(&record).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<PlanRecord>(&bytes).unwrap(),
+            record
+        );
+        assert_eq!(plan_key("m", "f"), "migration-plan/m/f");
+    }
+}
