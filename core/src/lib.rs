@@ -3,6 +3,7 @@
 //! Umbra's pure core, shared by every binary: no async runtime, no IO.
 //!
 //! - [`codec`]: YAML/JSON bytes to documents, bounded against hostile input;
+//! - [`convert`]: old-to-new policy conversion for the migration workflow;
 //! - [`resource`]: Kuma's universal resource envelope and the typed specs
 //!   ([`mesh`], [`dataplane`], [`policies`], [`old`]);
 //! - [`validate`]: `{field, message}` violations with Kuma's field paths;
@@ -21,6 +22,7 @@
 //! or unbounded work.
 
 pub mod codec;
+pub mod convert;
 pub mod dataplane;
 pub mod defaults;
 pub mod duration;
