@@ -18,6 +18,8 @@
 //! - `inspect shadow-diff -m <mesh> [--policy <Type>/<name>] [--zone z] [--full]` shows the
 //!   fleet-wide effect of the shadow policies (a Global's `_shadow-diff`, issue 6).
 //!
+//! - `convert -f old.yaml` and `migrate plan|apply|rollback` ([`migrate`], issue 19).
+//!
 //! `-o json` prints the API's JSON instead. Long work shows a progress bar on stderr when it is
 //! a terminal (indicatif): `apply` per document, `inspect shadow-diff` from the API's NDJSON
 //! `progress` lines.
@@ -34,6 +36,7 @@
 
 pub mod config;
 pub mod diff;
+pub mod migrate;
 pub mod resources;
 pub mod tokens;
 
@@ -116,6 +119,14 @@ pub enum Command {
         /// What to inspect.
         #[command(subcommand)]
         what: Inspect,
+    },
+    /// Convert old policies (Timeout, ...) to their targetRef equivalents, as shadow (local).
+    Convert(migrate::ConvertArgs),
+    /// Plan, apply or roll back a migration to the new policies (Global only).
+    Migrate {
+        /// What to do.
+        #[command(subcommand)]
+        what: migrate::Migrate,
     },
     /// umbractl's own configuration (contexts).
     Config {
@@ -709,6 +720,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", tokens::generate(&cli.api_url, what).await?);
         }
         Command::Config { .. } => unreachable!("handled above"),
+        Command::Convert(args) => println!("{}", migrate::convert_files(&args)?),
+        Command::Migrate { what } => {
+            println!("{}", migrate::run(&cli.api_url, what).await?.trim_end());
+        }
         Command::Inspect {
             what:
                 Inspect::Dataplane {

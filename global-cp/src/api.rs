@@ -431,18 +431,20 @@ async fn shadow_diff(
     .await
 }
 
-/// A JSON body of type `T`, or a 400 naming what is wrong.
+/// A body of type `T` (JSON, or YAML: `Content-Type` as for resources; empty reads as `{}`),
+/// or a 400 naming what is wrong.
 fn json_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<T, ApiError> {
-    umbra_api::negotiate::check_body_type(headers, &["application/json"])?;
-    let body = if body.iter().all(u8::is_ascii_whitespace) {
-        b"{}"
+    umbra_api::negotiate::check_body_type(headers, umbra_api::negotiate::BODY_TYPES)?;
+    let value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
     } else {
-        body
+        umbra_core::codec::decode_one(body, umbra_core::codec::Limits::default())
+            .map_err(|e| ApiError::bad_parameter("body", e.to_string()))?
     };
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_parameter("body", e.to_string()))
+    serde_json::from_value(value).map_err(|e| ApiError::bad_parameter("body", e.to_string()))
 }
 
 async fn migration_plan(

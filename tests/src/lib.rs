@@ -15,6 +15,7 @@ pub use umbra_global_cp::testing::free_port;
 
 mod dp;
 mod http;
+pub mod seed;
 pub use dp::{https_post, DpServer};
 pub use http::{call_json, http, http_request, http_with};
 

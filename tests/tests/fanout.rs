@@ -20,13 +20,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use umbra_e2e::seed::{plural, seed_docs};
 use umbra_e2e::{envoy_binary, free_port, http_with, wait_until, CpProcess, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
-/// The seed's example: Mesh, kuma-demo Dataplanes, three Timeouts, four shadow MeshTimeouts.
-const SEED: &str = include_str!("../../xds/tests/data/timeouts.yaml");
 /// A shadow MeshTimeout selecting only backend DPPs (top-level targetRef).
 const BACKEND_ONLY: &str = "type: MeshTimeout\nmesh: default\nname: backend-inbound\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: backend_kuma-demo_svc_3001}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 3h}\n";
 
@@ -38,35 +37,6 @@ fn temp_dir() -> PathBuf {
     ));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// The seed's documents: (kind, name, YAML), its 10.42/10.43 addresses moved to loopback
-/// (127.42/127.43) so a real Envoy can bind them.
-fn seed_docs() -> Vec<(String, String, String)> {
-    SEED.replace(" 10.4", " 127.4")
-        .split("\n---")
-        .map(|doc| {
-            let doc = doc.to_owned();
-            let v: Value = serde_json::to_value(
-                umbra_core::codec::decode_one(doc.as_bytes(), umbra_core::codec::Limits::default())
-                    .unwrap(),
-            )
-            .unwrap();
-            (
-                v["type"].as_str().unwrap().to_owned(),
-                v["name"].as_str().unwrap().to_owned(),
-                doc,
-            )
-        })
-        .collect()
-}
-
-fn plural(kind: &str) -> &'static str {
-    match kind {
-        "Timeout" => "timeouts",
-        "MeshTimeout" => "meshtimeouts",
-        other => panic!("unexpected kind {other}"),
-    }
 }
 
 async fn start_zone(global: &CpProcess, zone: &str, dir: &std::path::Path) -> CpProcess {

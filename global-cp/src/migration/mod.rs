@@ -128,7 +128,8 @@ fn conflict(detail: impl Into<String>) -> ApiError {
     ApiError::status(StatusCode::CONFLICT, detail)
 }
 
-/// The fleet diff of `promotion` over `mesh` (full format), with its fingerprint.
+/// The fleet diff of `promotion` over `mesh` (full format; each changed DPP's own patch too
+/// when `patches`), with its fingerprint.
 async fn fleet_diff(
     cx: &InspectContext,
     mesh: &str,
@@ -136,9 +137,10 @@ async fn fleet_diff(
     inputs: &[record::Input],
     promotion: &Promotion,
     timeout: Duration,
+    patches: bool,
 ) -> Result<(Value, String), ApiError> {
     let plan = plan_fleet(cx, mesh, policies, promotion, None).await?;
-    let aggregate = fleet_aggregate(cx, mesh, &plan, promotion, timeout, false).await;
+    let aggregate = fleet_aggregate(cx, mesh, &plan, promotion, timeout, patches).await;
     let report: Value =
         serde_json::from_slice(&aggregate.report(mesh, &plan, promotion, true)).unwrap_or_default();
     let fp = fingerprint(mesh, &promotion.to_string(), inputs, &report);
@@ -147,7 +149,7 @@ async fn fleet_diff(
 
 /// `POST /meshes/{mesh}/_migration/plan`: see the module docs. Answers the plan: its
 /// `fingerprint`, what it promotes and retires, the fleet diff (`diff`, the `_shadow-diff`
-/// result in full format, each change with its `causes`) and how many changes no converter
+/// result in full format with each changed DPP's patch, each change with its `causes`) and how many changes no converter
 /// note explains (`unexplained`).
 ///
 /// # Errors
@@ -180,7 +182,8 @@ pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<V
     };
     promotion.check(mesh, &policies).map_err(ApiError::from)?;
     let inputs = inputs_of(&stored);
-    let (mut report, fp) = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout).await?;
+    let (mut report, fp) =
+        fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout, true).await?;
     let pick = |set: &BTreeSet<PolicyRef>| -> Vec<Planned> {
         stored
             .iter()
@@ -284,7 +287,7 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
     let promotion = Promotion::parse(&record.promotion)
         .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     let policies: Vec<Resource> = stored.iter().map(|s| s.resource.clone()).collect();
-    let (report, fp) = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout).await?;
+    let (report, fp) = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout, false).await?;
     if report.get("partial") == Some(&json!(true)) {
         return Err(ApiError::status(
             StatusCode::SERVICE_UNAVAILABLE,
