@@ -12,11 +12,12 @@ prints one line saying what was awaited and exits non-zero.
                                         a dataplane token from ISSUER (the Global's API), the
                                         CA from ZONE's API, then POST https://ADS/bootstrap
   wait-up URL                           until URL answers 200
-  wait-total URL N                      until the list at URL has `total` >= N
+  wait-total URL N [--exact]            until the list at URL has `total` >= N (== N)
   wait-zones API ZONE...                until the Global lists every ZONE online
   wait-acked API NAME...                until every DPP is connected, ACKed, with no NACK
   request URL                           until URL answers 200; prints the body
   changed FILE                          the shadow diff's `totals.changed` (fails when absent)
+  fingerprint FILE                      a migration plan's `fingerprint` (fails when absent)
 
 Requests carry `Authorization: Bearer $UMBRA_AUTH_TOKEN` when it is set.
 
@@ -240,7 +241,8 @@ def cmd_wait_total(args):
     def check():
         body = get_json(args.url)
         total = body.get("total") if isinstance(body, dict) else None
-        return (isinstance(total, int) and total >= args.n), f"total {total}, want {args.n}"
+        enough = isinstance(total, int) and (total == args.n if args.exact else total >= args.n)
+        return enough, f"total {total}, want {args.n}"
 
     wait(args, f"{args.n} item(s) at {args.url}", check)
 
@@ -306,6 +308,14 @@ def cmd_changed(args):
         fail(f"{args.file}: no totals.changed in the shadow diff ({e})")
 
 
+def cmd_fingerprint(args):
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            print(json.load(f)["fingerprint"])
+    except (OSError, ValueError, KeyError) as e:
+        fail(f"{args.file}: no fingerprint in the migration plan ({e})")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -341,6 +351,7 @@ def main():
     s = waiting(sub.add_parser("wait-total"))
     s.add_argument("url")
     s.add_argument("n", type=int)
+    s.add_argument("--exact", action="store_true")
     s.set_defaults(fn=cmd_wait_total)
     s = waiting(sub.add_parser("wait-zones"))
     s.add_argument("api")
@@ -356,6 +367,9 @@ def main():
     s = sub.add_parser("changed")
     s.add_argument("file")
     s.set_defaults(fn=cmd_changed)
+    s = sub.add_parser("fingerprint")
+    s.add_argument("file")
+    s.set_defaults(fn=cmd_fingerprint)
     args = p.parse_args()
     args.fn(args)
 
