@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::resource::{Resource, ResourceKey, ResourceType, EFFECT_LABEL, EFFECT_SHADOW};
+use crate::mesh::MeshSpec;
+use crate::resource::{Resource, ResourceKey, ResourceType, Spec, EFFECT_LABEL, EFFECT_SHADOW};
 
 pub mod circuit_breaker;
 pub mod fault_injection;
@@ -157,6 +158,9 @@ pub struct Ctx<'a> {
     pub options: &'a Options,
     /// The old policy being converted.
     pub source: &'a Resource,
+    /// The source's Mesh, when the caller has it ([`convert`] finds it among the resources):
+    /// TrafficLog and TrafficTrace name its `logging`/`tracing` backends.
+    pub mesh_spec: Option<&'a MeshSpec>,
 }
 
 impl Ctx<'_> {
@@ -260,7 +264,24 @@ impl Ctx<'_> {
 /// # Errors
 /// [`ConvertError`]: an unsupported type, an output that does not validate, nothing to convert.
 pub fn convert_one(source: &Resource, options: &Options) -> Result<Conversion, ConvertError> {
-    let ctx = Ctx { options, source };
+    convert_one_in(source, options, None)
+}
+
+/// Convert one old policy of the Mesh `mesh_spec` (needed by TrafficLog and TrafficTrace,
+/// whose backends are the Mesh's).
+///
+/// # Errors
+/// As [`convert_one`].
+pub fn convert_one_in(
+    source: &Resource,
+    options: &Options,
+    mesh_spec: Option<&MeshSpec>,
+) -> Result<Conversion, ConvertError> {
+    let ctx = Ctx {
+        options,
+        source,
+        mesh_spec,
+    };
     let (outputs, notes) = match source.ty() {
         ResourceType::Timeout => timeout::convert(&ctx)?,
         ResourceType::CircuitBreaker => circuit_breaker::convert(&ctx)?,
@@ -291,6 +312,12 @@ pub fn convert(resources: &[Resource], options: &Options) -> Vec<Result<Conversi
     resources
         .iter()
         .filter(|r| r.ty().kind() == crate::resource::TypeKind::OldPolicy)
-        .map(|r| convert_one(r, options))
+        .map(|r| {
+            let mesh = resources.iter().find_map(|m| match &m.spec {
+                Spec::Mesh(spec) if m.meta.name == r.meta.mesh => Some(spec),
+                _ => None,
+            });
+            convert_one_in(r, options, mesh)
+        })
         .collect()
 }

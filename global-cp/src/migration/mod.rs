@@ -17,8 +17,9 @@
 //!   one transaction (the promoted policies shadow again, the deleted ones re-created), only
 //!   when none of them was touched since the apply (409 otherwise).
 //!
-//! Plans are kept in the store's key table under [`record::plan_key`], so they survive
-//! restarts of the Global like everything else it acknowledged.
+//! Plans are kept in the store's key table under [`record::plans_key`] (the latest
+//! [`record::MAX_PLANS`] per mesh, an applied one longest), so they survive restarts of the
+//! Global like everything else it acknowledged.
 
 pub mod record;
 
@@ -37,7 +38,7 @@ use crate::inspect::shadow_diff::query::{DEFAULT_FLEET_TIMEOUT, MAX_FLEET_TIMEOU
 use crate::inspect::shadow_diff::respond::{fleet_aggregate, plan_fleet};
 use crate::store::{list_all, mesh_key, now_rfc3339, Store, StoreError, Stored, Write};
 use record::{
-    annotate_causes, changed_inputs, default_retire, fingerprint, inputs_of, plan_key, Applied,
+    annotate_causes, changed_inputs, default_retire, fingerprint, inputs_of, plans_key, Applied,
     PlanRecord, Planned,
 };
 
@@ -220,12 +221,29 @@ pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<V
     }))
 }
 
+/// Serialises the read-modify-write of a mesh's plans within this process.
+static PLANS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn read_plans(store: &dyn Store, mesh: &str) -> Result<Vec<PlanRecord>, ApiError> {
+    let Some(bytes) = store.get_key(&plans_key(mesh)).await? else {
+        return Ok(Vec::new());
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the stored migration plans of mesh {mesh:?} cannot be read: {e}"),
+        )
+    })
+}
+
+/// Keep `record` among its mesh's plans ([`record::keep`]), durably before it returns.
 async fn save(store: &dyn Store, record: &PlanRecord) -> Result<(), ApiError> {
-    let bytes = serde_json::to_vec(record)
+    let _guard = PLANS.lock().await;
+    let mut plans = read_plans(store, &record.mesh).await?;
+    record::keep(&mut plans, record.clone());
+    let bytes = serde_json::to_vec(&plans)
         .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    store
-        .set_key(&plan_key(&record.mesh, &record.fingerprint), bytes)
-        .await?;
+    store.set_key(&plans_key(&record.mesh), bytes).await?;
     Ok(())
 }
 
@@ -236,16 +254,16 @@ async fn load(store: &dyn Store, mesh: &str, fp: &str) -> Result<PlanRecord, Api
             format!("{fp:?} is not a plan fingerprint (hex)"),
         ));
     }
-    let bytes = store
-        .get_key(&plan_key(mesh, fp))
+    read_plans(store, mesh)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("no migration plan {fp} for mesh {mesh:?}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        ApiError::status(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the stored plan {fp} cannot be read: {e}"),
-        )
-    })
+        .into_iter()
+        .find(|p| p.fingerprint == fp)
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no migration plan {fp} for mesh {mesh:?} (the latest {} plans of a mesh are kept)",
+                record::MAX_PLANS
+            ))
+        })
 }
 
 fn undecodable(p: &Planned, e: &str) -> ApiError {

@@ -76,8 +76,8 @@ pub struct Applied {
     pub revision: u64,
 }
 
-/// What `POST /meshes/{mesh}/_migration/plan` stores (durably, before it answers), keyed by
-/// [`plan_key`]: enough to check an apply against, and to roll it back.
+/// What `POST /meshes/{mesh}/_migration/plan` stores (durably, before it answers), among the
+/// mesh's plans under [`plans_key`]: enough to check an apply against, and to roll it back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanRecord {
@@ -103,9 +103,26 @@ pub struct PlanRecord {
     pub rolled_back: Option<Applied>,
 }
 
-/// The store key ([`crate::store::Store::set_key`]) of the plan `fingerprint` of `mesh`.
-pub fn plan_key(mesh: &str, fingerprint: &str) -> String {
-    format!("migration-plan/{mesh}/{fingerprint}")
+/// The store key ([`crate::store::Store::set_key`]) holding the plans of `mesh` (a JSON array
+/// of [`PlanRecord`]s, oldest first, at most [`MAX_PLANS`]).
+pub fn plans_key(mesh: &str) -> String {
+    format!("migration-plans/{mesh}")
+}
+
+/// Plans kept per mesh: planning again and again never grows the store without bound.
+pub const MAX_PLANS: usize = 16;
+
+/// Keep `record` among `plans` (replacing the one with its fingerprint), then drop the oldest
+/// plans past [`MAX_PLANS`]: first those never applied, then the oldest of the rest (a plan
+/// that is applied and not rolled back stays longest, so it can still be rolled back).
+pub fn keep(plans: &mut Vec<PlanRecord>, record: PlanRecord) {
+    plans.retain(|p| p.fingerprint != record.fingerprint);
+    plans.push(record);
+    while plans.len() > MAX_PLANS {
+        let live = |p: &PlanRecord| p.applied.is_some() && p.rolled_back.is_none();
+        let victim = plans.iter().position(|p| !live(p)).unwrap_or(0);
+        plans.remove(victim);
+    }
 }
 
 /// The inputs of a plan: every stored policy of the mesh and the Mesh, sorted.
@@ -358,6 +375,39 @@ mod tests {
             serde_json::from_slice::<PlanRecord>(&bytes).unwrap(),
             record
         );
-        assert_eq!(plan_key("m", "f"), "migration-plan/m/f");
+        assert_eq!(plans_key("m"), "migration-plans/m");
+    }
+
+    #[test]
+    fn plans_are_bounded_and_an_applied_one_stays_longest() {
+        let plan = |fp: String, applied: bool| PlanRecord {
+            mesh: "m".into(),
+            fingerprint: fp,
+            promotion: String::new(),
+            created_at: String::new(),
+            inputs: vec![],
+            promote: vec![],
+            retire: vec![],
+            applied: applied.then(|| Applied {
+                at: String::new(),
+                revision: 1,
+            }),
+            rolled_back: None,
+        };
+        let mut plans = Vec::new();
+        keep(&mut plans, plan("applied".into(), true));
+        for i in 0..40 {
+            keep(&mut plans, plan(format!("p{i}"), false));
+        }
+        assert_eq!(plans.len(), MAX_PLANS);
+        assert_eq!(plans[0].fingerprint, "applied");
+        assert_eq!(plans.last().unwrap().fingerprint, "p39");
+        // Saving a plan again replaces it.
+        let mut again = plan("p39".into(), true);
+        again.created_at = "later".into();
+        keep(&mut plans, again);
+        assert_eq!(plans.len(), MAX_PLANS);
+        assert_eq!(plans.iter().filter(|p| p.fingerprint == "p39").count(), 1);
+        assert_eq!(plans.last().unwrap().created_at, "later");
     }
 }

@@ -176,9 +176,11 @@ pub fn output_spec(report: &Report, ty: ResourceType, name: &str) -> Value {
 mod circuit_breaker;
 mod fault_injection;
 mod health_check;
-mod retry;
-mod timeout;
-mod traffic_permission;
-mod traffic_route;
 mod proxy_template;
 mod rate_limit;
+mod retry;
+mod timeout;
+mod traffic_log;
+mod traffic_permission;
+mod traffic_route;
+mod traffic_trace;
