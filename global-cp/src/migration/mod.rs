@@ -208,7 +208,10 @@ pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<V
         .iter()
         .filter_map(|p| p.decode().ok())
         .collect();
-    let unexplained = annotate_causes(&mut report, &retired);
+    let the_mesh = policies
+        .iter()
+        .find(|r| r.ty() == ResourceType::Mesh && r.meta.name == mesh);
+    let unexplained = annotate_causes(&mut report, &retired, the_mesh);
     save(&*cx.store, &record).await?;
     Ok(json!({
         "mesh": mesh,

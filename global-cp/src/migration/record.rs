@@ -7,9 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use umbra_core::convert::{
-    convert_one, Options, CONVERTED_FROM_NAME_LABEL, CONVERTED_FROM_TYPE_LABEL,
-};
+use umbra_core::convert::{convert, Options, CONVERTED_FROM_NAME_LABEL, CONVERTED_FROM_TYPE_LABEL};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind, EFFECT_LABEL};
 use umbra_core::view::PolicyRef;
 
@@ -226,21 +224,27 @@ pub fn promoted(resource: &Resource) -> Resource {
 }
 
 /// Annotate each `changes[]` entry of a fleet diff `report` with its `causes`: the notes of
-/// the conversion of each retired old policy whose Envoy fields the operation's path names
-/// (seed 000's leaking defaults and the like). Returns how many changes no note explains.
-pub fn annotate_causes(report: &mut Value, retired: &[Resource]) -> usize {
-    let notes: Vec<(String, umbra_core::convert::Note)> = retired
-        .iter()
-        .filter(|r| r.ty().kind() == TypeKind::OldPolicy)
-        .filter_map(|r| {
-            let c = convert_one(r, &Options::default()).ok()?;
-            Some(
-                c.notes
-                    .into_iter()
-                    .map(move |n| (format!("{}/{}", r.ty().name(), r.meta.name), n)),
-            )
+/// the conversion of the retired old policies (converted together, as `umbractl convert`
+/// converts a file, with their `mesh` for the backends some need) whose Envoy fields the
+/// operation's path names (seed 000's leaking defaults and the like). Returns how many
+/// changes no note explains.
+pub fn annotate_causes(report: &mut Value, retired: &[Resource], mesh: Option<&Resource>) -> usize {
+    let inputs: Vec<Resource> = mesh
+        .into_iter()
+        .chain(
+            retired
+                .iter()
+                .filter(|r| r.ty().kind() == TypeKind::OldPolicy),
+        )
+        .cloned()
+        .collect();
+    let notes: Vec<(String, umbra_core::convert::Note)> = convert(&inputs, &Options::default())
+        .into_iter()
+        .filter_map(Result::ok)
+        .flat_map(|c| {
+            let source = shown(&c.source);
+            c.notes.into_iter().map(move |n| (source.clone(), n))
         })
-        .flatten()
         .collect();
     let mut unexplained = 0;
     let Some(changes) = report.get_mut("changes").and_then(Value::as_array_mut) else {
@@ -409,5 +413,21 @@ mod tests {
         assert_eq!(plans.len(), MAX_PLANS);
         assert_eq!(plans.iter().filter(|p| p.fingerprint == "p39").count(), 1);
         assert_eq!(plans.last().unwrap().created_at, "later");
+    }
+
+    #[test]
+    fn causes_come_from_the_retired_policies_conversion_notes() {
+        let old = res("type: Timeout\nmesh: m\nname: old\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {connectTimeout: 5s, http: {requestTimeout: 15s}}\n");
+        let mut report = json!({"changes": [
+            {"operation": {"op": "add", "path": "/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:10.0.0.1:80/filterChains/0/filters/0/typedConfig/requestHeadersTimeout", "value": "0s"}},
+            {"operation": {"op": "replace", "path": "/type.googleapis.com~1envoy.config.cluster.v3.Cluster/web/connectTimeout", "value": "9s"}},
+        ]});
+        let unexplained = annotate_causes(&mut report, &[old], None);
+        assert_eq!(unexplained, 1);
+        let causes = report["changes"][0]["causes"].as_array().unwrap();
+        assert!(!causes.is_empty());
+        assert_eq!(causes[0]["policy"], "Timeout/old");
+        assert!(causes[0]["message"].as_str().unwrap().contains("requestHeadersTimeout"));
+        assert_eq!(report["changes"][1]["causes"], json!([]));
     }
 }
