@@ -351,7 +351,7 @@ async fn transactions(store: &dyn Store) {
         .unwrap();
     let head = store.revision().await.unwrap();
     let promote = |expected| Write::Put {
-        resource: timeout("tx", "new", "2s", ""),
+        resource: Box::new(timeout("tx", "new", "2s", "")),
         expected: Some(expected),
     };
     let retire = |expected| Write::Delete {
@@ -393,7 +393,7 @@ async fn transactions(store: &dyn Store) {
         Err(StoreError::InUse { .. })
     ));
     let no_mesh = Write::Put {
-        resource: timeout("nowhere", "t", "1s", ""),
+        resource: Box::new(timeout("nowhere", "t", "1s", "")),
         expected: None,
     };
     assert!(matches!(
@@ -424,11 +424,11 @@ async fn transactions(store: &dyn Store) {
     let back = store
         .transact(vec![
             Write::Put {
-                resource: shadow.resource.clone(),
+                resource: Box::new(shadow.resource.clone()),
                 expected: Some(promoted.version),
             },
             Write::Put {
-                resource: old.resource.clone(),
+                resource: Box::new(old.resource.clone()),
                 expected: Some(0),
             },
         ])
@@ -440,7 +440,7 @@ async fn transactions(store: &dyn Store) {
     let head = store.revision().await.unwrap();
     store
         .transact(vec![Write::Put {
-            resource: old.resource.clone(),
+            resource: Box::new(old.resource.clone()),
             expected: None,
         }])
         .await

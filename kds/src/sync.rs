@@ -827,13 +827,16 @@ mod tests {
         requester.abort();
     }
 
+    /// (type URL, name) → version.
+    type Held = BTreeMap<(String, String), String>;
+
     /// A sink that keeps each response aside until the commit marker, and records every state
     /// it committed.
     #[derive(Default)]
     struct Grouped {
         staged: Vec<(String, String, Option<String>)>,
-        state: BTreeMap<(String, String), String>,
-        commits: Arc<Mutex<Vec<BTreeMap<(String, String), String>>>>,
+        state: Held,
+        commits: Arc<Mutex<Vec<Held>>>,
     }
 
     #[async_trait::async_trait]

@@ -145,7 +145,7 @@ pub enum Write {
     /// exist).
     Put {
         /// The resource.
-        resource: Resource,
+        resource: Box<Resource>,
         /// The version precondition.
         expected: Option<u64>,
     },

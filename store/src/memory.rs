@@ -349,7 +349,8 @@ impl MemoryStore {
         let mut out = Vec::with_capacity(writes.len());
         for w in writes {
             match w {
-                Write::Put { mut resource, .. } => {
+                Write::Put { resource, .. } => {
+                    let mut resource = *resource;
                     let key = resource.key();
                     let existing = state.resources.get(&key);
                     if let Some(e) = existing.filter(|e| unchanged(e, &resource, None)) {

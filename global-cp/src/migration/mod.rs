@@ -329,7 +329,7 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
     for p in &record.promote {
         let r = p.decode().map_err(|e| undecodable(p, &e))?;
         writes.push(Write::Put {
-            resource: record::promoted(&r),
+            resource: Box::new(record::promoted(&r)),
             expected: Some(p.version),
         });
     }
@@ -418,7 +418,7 @@ pub async fn rollback(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<V
             });
         }
         writes.push(Write::Put {
-            resource: r,
+            resource: Box::new(r),
             expected: Some(p.version + 1),
         });
     }
@@ -432,7 +432,7 @@ pub async fn rollback(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<V
             ));
         }
         writes.push(Write::Put {
-            resource: r,
+            resource: Box::new(r),
             expected: Some(0),
         });
     }

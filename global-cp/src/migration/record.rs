@@ -427,7 +427,10 @@ mod tests {
         let causes = report["changes"][0]["causes"].as_array().unwrap();
         assert!(!causes.is_empty());
         assert_eq!(causes[0]["policy"], "Timeout/old");
-        assert!(causes[0]["message"].as_str().unwrap().contains("requestHeadersTimeout"));
+        assert!(causes[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requestHeadersTimeout"));
         assert_eq!(report["changes"][1]["causes"], json!([]));
     }
 }

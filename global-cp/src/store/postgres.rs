@@ -531,10 +531,8 @@ impl Store for PostgresStore {
             let existing = known.get(&key).cloned().flatten();
             let current = existing.as_ref().map_or(0, |s| s.version);
             match w {
-                Write::Put {
-                    mut resource,
-                    expected,
-                } => {
+                Write::Put { resource, expected } => {
+                    let mut resource = *resource;
                     check_expected(&key, expected, current)?;
                     if key.ty.is_mesh_scoped() {
                         let mk = mesh_key(&key.mesh);
