@@ -89,10 +89,17 @@ async fn sent_to(global: &CpProcess, zone: &str) -> anyhow::Result<Value> {
     Ok(v)
 }
 
+/// Resources the Global sent a zone, over every type but the commit marker (one per
+/// generation of its offer, not a resource of the zone's).
 fn resources_sent(zone_status: &Value) -> u64 {
     zone_status["globalToZone"]
         .as_object()
-        .map(|m| m.values().filter_map(|t| t["resources"].as_u64()).sum())
+        .map(|m| {
+            m.iter()
+                .filter(|(t, _)| t.as_str() != umbra_kds::resource::COMMIT_TYPE)
+                .filter_map(|(_, t)| t["resources"].as_u64())
+                .sum()
+        })
         .unwrap_or(0)
 }
 

@@ -5,6 +5,7 @@
 //!
 //! - [`convert`]: the entry point over a list of resources;
 //! - [`selectors`]: old selectors (`sources`/`destinations`/`selectors`) to `targetRef`s;
+//! - [`precedence`]: names a list's outputs so that merging reproduces the old precedence;
 //! - one module per family ([`timeout`], ...), each a `convert(&Resource, &Ctx)`.
 //!
 //! Every output is a complete resource that [`Resource::validate`] accepts (a converter that
@@ -23,6 +24,7 @@ use crate::resource::{Resource, ResourceKey, ResourceType, Spec, EFFECT_LABEL, E
 pub mod circuit_breaker;
 pub mod fault_injection;
 pub mod health_check;
+pub mod precedence;
 pub mod proxy_template;
 pub mod rate_limit;
 pub mod retry;
@@ -308,8 +310,12 @@ pub fn convert_one_in(
 
 /// Convert every old policy among `resources` (other resources are skipped), in input order:
 /// one result per old policy, so one that cannot be converted does not stop the others.
+///
+/// Unlike [`convert_one`], the outputs of the families whose old precedence is "the single most
+/// specific policy wins" are then named so that the new merge order reproduces it, and each of
+/// their conversions gets a precedence note ([`precedence`]).
 pub fn convert(resources: &[Resource], options: &Options) -> Vec<Result<Conversion, ConvertError>> {
-    resources
+    let mut results: Vec<Result<Conversion, ConvertError>> = resources
         .iter()
         .filter(|r| r.ty().kind() == crate::resource::TypeKind::OldPolicy)
         .map(|r| {
@@ -319,5 +325,7 @@ pub fn convert(resources: &[Resource], options: &Options) -> Vec<Result<Conversi
             });
             convert_one_in(r, options, mesh)
         })
-        .collect()
+        .collect();
+    precedence::apply(resources, &mut results);
+    results
 }

@@ -312,7 +312,7 @@ fn precedence_note() -> Note {
     Note::new(
         NoteKind::Semantics,
         "sources",
-        "Kuma applies the single most specific Timeout per outbound service (selector rank, then newest), MeshTimeouts merge (top-level targetRef kind, then name, the lexically smallest name last and winning): every field is written explicitly, so a converted policy that wins the merge gives the old values, but which one wins depends on the top-level kinds and the names; rename the outputs (seed 000 prefixes the more specific ones with `aaa-`) where the old ranking differs",
+        "Kuma applies the single most specific Timeout per outbound service (selector rank, then newest), MeshTimeouts merge (top-level targetRef kind, then name, the lexically smallest name last and winning): every field is written explicitly, so a converted policy that wins the merge gives the old values, but which one wins depends on the top-level kinds and the names; converting a list names the outputs (seed 000's `aaa-` prefix) so that the old ranking holds where it can (the precedence note on `sources`)",
     )
 }
 

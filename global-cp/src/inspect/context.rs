@@ -143,19 +143,33 @@ async fn locate_of(
 /// # Errors
 /// Store failures.
 pub async fn mesh_policies(store: &dyn Store, mesh: &str) -> Result<Vec<Resource>, ApiError> {
+    Ok(mesh_stored(store, mesh)
+        .await?
+        .into_iter()
+        .map(|s| s.resource)
+        .collect())
+}
+
+/// [`mesh_policies`] as stored (versions included): every policy of `mesh`, its
+/// ExternalServices and MeshGateways, and the Mesh last.
+///
+/// # Errors
+/// 503 when the store is unavailable.
+pub async fn mesh_stored(store: &dyn Store, mesh: &str) -> Result<Vec<Stored>, ApiError> {
     let mut out = Vec::new();
     for ty in ResourceType::ALL
         .iter()
         .copied()
         .filter(|t| t.kind() != TypeKind::Infra && t.is_mesh_scoped() && *t != ResourceType::Secret)
     {
-        let items = list_all(store, ty, Some(mesh), &BTreeMap::new())
-            .await
-            .map_err(ApiError::from)?;
-        out.extend(items.into_iter().map(|s| s.resource));
+        out.extend(
+            list_all(store, ty, Some(mesh), &BTreeMap::new())
+                .await
+                .map_err(ApiError::from)?,
+        );
     }
     if let Some(m) = store.get(&mesh_key(mesh)).await.map_err(ApiError::from)? {
-        out.push(m.resource);
+        out.push(m);
     }
     Ok(out)
 }

@@ -33,10 +33,10 @@ use umbra_api::error::ApiError;
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 use umbra_core::view::{PolicyRef, Promotion};
 
-use crate::inspect::context::{mesh_exists, InspectContext};
-use crate::inspect::shadow_diff::query::{DEFAULT_FLEET_TIMEOUT, MAX_FLEET_TIMEOUT};
+use crate::inspect::context::{mesh_exists, mesh_stored, InspectContext};
+use crate::inspect::shadow_diff::query::{fleet_timeout, DEFAULT_FLEET_TIMEOUT};
 use crate::inspect::shadow_diff::respond::{fleet_aggregate, plan_fleet};
-use crate::store::{list_all, mesh_key, now_rfc3339, Store, StoreError, Stored, Write};
+use crate::store::{now_rfc3339, Store, StoreError, Write};
 use record::{
     annotate_causes, changed_inputs, default_retire, fingerprint, inputs_of, plans_key, Applied,
     PlanRecord, Planned,
@@ -68,43 +68,9 @@ pub struct PlanRef {
     pub timeout: Option<String>,
 }
 
-/// Parse an optional `timeout` (a duration above 0, at most [`MAX_FLEET_TIMEOUT`]).
+/// An optional `timeout` ([`fleet_timeout`]; [`DEFAULT_FLEET_TIMEOUT`] when absent).
 fn zone_timeout(v: Option<&str>) -> Result<Duration, ApiError> {
-    let Some(v) = v else {
-        return Ok(DEFAULT_FLEET_TIMEOUT);
-    };
-    umbra_core::duration::Duration::parse(v)
-        .ok()
-        .filter(|d| !d.is_negative())
-        .and_then(|d| u64::try_from(d.as_nanos()).ok())
-        .map(Duration::from_nanos)
-        .filter(|d| !d.is_zero() && *d <= MAX_FLEET_TIMEOUT)
-        .ok_or_else(|| {
-            ApiError::bad_parameter(
-                "timeout",
-                format!(
-                    "must be a duration like 10s, above 0 and at most {} s, got {v:?}",
-                    MAX_FLEET_TIMEOUT.as_secs()
-                ),
-            )
-        })
-}
-
-/// Every policy of `mesh` and the Mesh, as stored (versions included).
-async fn mesh_stored(store: &dyn Store, mesh: &str) -> Result<Vec<Stored>, ApiError> {
-    let mut out = Vec::new();
-    for ty in ResourceType::ALL
-        .iter()
-        .copied()
-        .filter(|t| t.kind().is_policy() || t.kind() == TypeKind::StoredOnly)
-        .filter(|t| t.is_mesh_scoped() && *t != ResourceType::Secret)
-    {
-        out.extend(list_all(store, ty, Some(mesh), &Default::default()).await?);
-    }
-    if let Some(m) = store.get(&mesh_key(mesh)).await? {
-        out.push(m);
-    }
-    Ok(out)
+    v.map_or(Ok(DEFAULT_FLEET_TIMEOUT), fleet_timeout)
 }
 
 fn parse_refs(field: &str, items: &[String]) -> Result<BTreeSet<PolicyRef>, ApiError> {

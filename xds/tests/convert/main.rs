@@ -176,6 +176,7 @@ pub fn output_spec(report: &Report, ty: ResourceType, name: &str) -> Value {
 mod circuit_breaker;
 mod fault_injection;
 mod health_check;
+mod precedence;
 mod proxy_template;
 mod rate_limit;
 mod retry;

@@ -14,6 +14,29 @@ pub const MAX_FLEET_TIMEOUT: Duration = Duration::from_secs(120);
 /// The HTTP timeout of the fleet-wide route: longer than any zone deadline.
 pub const FLEET_HTTP_TIMEOUT: Duration = Duration::from_secs(130);
 
+/// A zone deadline of a fleet-wide request (`timeout=`): a duration like `10s`, above 0 and at
+/// most [`MAX_FLEET_TIMEOUT`].
+///
+/// # Errors
+/// A 400 naming the parameter `timeout`.
+pub fn fleet_timeout(v: &str) -> Result<Duration, ApiError> {
+    umbra_core::duration::Duration::parse(v)
+        .ok()
+        .filter(|d| !d.is_negative())
+        .and_then(|d| u64::try_from(d.as_nanos()).ok())
+        .map(Duration::from_nanos)
+        .filter(|d| !d.is_zero() && *d <= MAX_FLEET_TIMEOUT)
+        .ok_or_else(|| {
+            ApiError::bad_parameter(
+                "timeout",
+                format!(
+                    "must be a duration like 10s, above 0 and at most {} s, got {v:?}",
+                    MAX_FLEET_TIMEOUT.as_secs()
+                ),
+            )
+        })
+}
+
 /// The query of `GET /meshes/{mesh}/_shadow-diff`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShadowDiffQuery {
@@ -47,24 +70,7 @@ impl ShadowDiffQuery {
                 }
                 "zone" => q.zone = Some(v.clone()).filter(|z| !z.is_empty()),
                 "format" => q.full = one_of("format", v, &[("summary", false), ("full", true)])?,
-                "timeout" => {
-                    let d = umbra_core::duration::Duration::parse(v)
-                        .ok()
-                        .filter(|d| !d.is_negative())
-                        .and_then(|d| u64::try_from(d.as_nanos()).ok())
-                        .map(Duration::from_nanos)
-                        .filter(|d| !d.is_zero() && *d <= MAX_FLEET_TIMEOUT)
-                        .ok_or_else(|| {
-                            ApiError::bad_parameter(
-                                "timeout",
-                                format!(
-                                    "must be a duration like 10s, above 0 and at most {} s, got {v:?}",
-                                    MAX_FLEET_TIMEOUT.as_secs()
-                                ),
-                            )
-                        })?;
-                    q.timeout = d;
-                }
+                "timeout" => q.timeout = fleet_timeout(v)?,
                 _ => {}
             }
         }
