@@ -27,7 +27,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{selectors, ConvertError, Ctx, Note, NoteKind, Output};
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::old::circuit_breaker::{CircuitBreakerConf, Errors};
 use crate::resource::{ResourceType, Spec};
 

@@ -30,8 +30,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors::{self, describe};
-use super::{ConvertError, Ctx, Note, NoteKind, Output};
 use crate::old::health_check::{decode_bytes, HealthCheck, HealthCheckConf, Http, Tcp};
 use crate::resource::{ResourceType, Spec};
 

@@ -58,7 +58,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Conversion, ConvertError, Note, NoteKind};
+use super::model::{Conversion, ConvertError, Note, NoteKind};
 use crate::dataplane::{DataplaneSpec, Inbound, Networking};
 use crate::matching::{precedence as merge_order, select, tags_match};
 use crate::merge::merge_confs;
@@ -1258,7 +1258,7 @@ mod tests {
             assert!(n.message.contains("reproduces Kuma's"), "{}", n.message);
             // The source stays named in the labels.
             assert_eq!(
-                c.outputs[0].meta.labels[super::super::CONVERTED_FROM_NAME_LABEL],
+                c.outputs[0].meta.labels[super::super::model::CONVERTED_FROM_NAME_LABEL],
                 c.source.name
             );
         }

@@ -25,7 +25,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{selectors, ConvertError, Ctx, Note, NoteKind, Output};
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::codec::{decode_one, encode_yaml, Limits};
 use crate::old::proxy_template::{Modification, ModificationOf, ProxyTemplateConf, RawResource};
 use crate::resource::{ResourceType, Spec};

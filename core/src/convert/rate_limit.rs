@@ -22,8 +22,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors::{self, describe};
-use super::{ConvertError, Ctx, Note, NoteKind, Output};
 use crate::old::rate_limit::{Http, RateLimit};
 use crate::resource::{ResourceType, Spec};
 

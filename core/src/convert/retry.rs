@@ -24,8 +24,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors::{self, describe};
-use super::{ConvertError, Ctx, Note, NoteKind, Output};
 use crate::old::retry::{BackOff, Grpc, GrpcRetryOn, Http, HttpRetryOn, Retry, Tcp};
 use crate::policies::mesh_retry::HttpRetryOn as NewRetryOn;
 use crate::resource::{ResourceType, Spec};

@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{Note, NoteKind};
+use super::model::{Note, NoteKind};
 use crate::old::Selector;
 use crate::target_ref::SERVICE_TAG;
 

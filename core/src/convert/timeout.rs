@@ -27,7 +27,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{selectors, ConvertError, Ctx, Note, NoteKind, Output};
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::duration::Duration;
 use crate::old::timeout::TimeoutConf;
 use crate::resource::{ResourceType, Spec};

@@ -19,8 +19,8 @@
 
 use serde_json::{json, Value};
 
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors::{self, describe};
-use super::{ConvertError, Ctx, Note, NoteKind, Output};
 use crate::mesh::LoggingBackendKind;
 use crate::old::traffic_log::TrafficLog;
 use crate::resource::{ResourceType, Spec};

@@ -22,7 +22,8 @@
 
 use serde_json::{json, Value};
 
-use super::{selectors, ConvertError, Ctx, Note, NoteKind, Output};
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::resource::{ResourceType, Spec};
 
 /// Convert a TrafficPermission to MeshTrafficPermissions.

@@ -36,8 +36,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors::{self, describe};
-use super::{ConvertError, Ctx, Note, NoteKind, Output};
 use crate::old::traffic_route::{
     Conf, Headers, Http, HttpMatch, LoadBalancer, Modify, Split, StringMatcher, TrafficRoute,
 };

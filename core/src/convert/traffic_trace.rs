@@ -20,8 +20,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors::{self, describe};
-use super::{ConvertError, Ctx, Note, NoteKind, Output};
 use crate::mesh::TracingBackendKind;
 use crate::old::traffic_log::TrafficTrace;
 use crate::resource::{ResourceType, Spec};
