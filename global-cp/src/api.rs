@@ -161,12 +161,7 @@ pub fn router(state: AppState) -> Router {
     // one is longer.
     let fleet = Router::new()
         .route("/meshes/{mesh}/_shadow-diff", get(shadow_diff))
-        .route("/meshes/{mesh}/_migration/plan", post(migration_plan))
-        .route("/meshes/{mesh}/_migration/apply", post(migration_apply))
-        .route(
-            "/meshes/{mesh}/_migration/rollback",
-            post(migration_rollback),
-        );
+        .route("/meshes/{mesh}/_migration/{step}", post(migration_step));
     let trust = state.trust.clone();
     service::layered(umbra_api::authn::protect(
         with_timeout(regular, REQUEST_TIMEOUT).merge(with_timeout(
@@ -447,40 +442,24 @@ fn json_body<T: serde::de::DeserializeOwned>(
     serde_json::from_value(value).map_err(|e| ApiError::bad_parameter("body", e.to_string()))
 }
 
-async fn migration_plan(
+/// `POST /meshes/{mesh}/_migration/{plan|apply|rollback}` ([`crate::migration`]).
+async fn migration_step(
     State(state): State<AppState>,
-    Path(mesh): Path<String>,
+    Path((mesh, step)): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let req = json_body(&headers, &body)?;
-    crate::migration::plan(&state.inspect_context(), &mesh, req)
-        .await
-        .map(Json)
-}
-
-async fn migration_apply(
-    State(state): State<AppState>,
-    Path(mesh): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let req = json_body(&headers, &body)?;
-    crate::migration::apply(&state.inspect_context(), &mesh, req)
-        .await
-        .map(Json)
-}
-
-async fn migration_rollback(
-    State(state): State<AppState>,
-    Path(mesh): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let req = json_body(&headers, &body)?;
-    crate::migration::rollback(&state.inspect_context(), &mesh, req)
-        .await
-        .map(Json)
+    let cx = state.inspect_context();
+    match step.as_str() {
+        "plan" => crate::migration::plan(&cx, &mesh, json_body(&headers, &body)?).await,
+        "apply" => crate::migration::apply(&cx, &mesh, json_body(&headers, &body)?).await,
+        "rollback" => crate::migration::rollback(&cx, &mesh, json_body(&headers, &body)?).await,
+        other => Err(ApiError::not_found(format!(
+            "{} POST /meshes/{mesh}/_migration/{other}",
+            umbra_api::negotiate::NO_ROUTE
+        ))),
+    }
+    .map(Json)
 }
 
 async fn dataplane_insight(

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 pub use umbra_global_cp::testing::free_port;
 
 mod dp;
+pub mod fleet;
 mod http;
 pub mod seed;
 pub use dp::{https_post, DpServer};

@@ -20,38 +20,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use umbra_e2e::fleet::{start_zone, temp_dir};
 use umbra_e2e::seed::{plural, seed_docs};
-use umbra_e2e::{envoy_binary, free_port, http_with, wait_until, CpProcess, Envoy};
+use umbra_e2e::{envoy_binary, http_with, wait_until, CpProcess, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 /// A shadow MeshTimeout selecting only backend DPPs (top-level targetRef).
 const BACKEND_ONLY: &str = "type: MeshTimeout\nmesh: default\nname: backend-inbound\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: backend_kuma-demo_svc_3001}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 3h}\n";
-
-fn temp_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "umbra-fanout-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-async fn start_zone(global: &CpProcess, zone: &str, dir: &std::path::Path) -> CpProcess {
-    let token = umbra_e2e::zone_token(global, zone).await.unwrap();
-    umbra_e2e::start_federated_zone(
-        ZONE,
-        global,
-        zone,
-        &token,
-        &[],
-        dir.join(format!("{zone}.log")),
-    )
-    .await
-    .unwrap()
-}
 
 async fn get(cp: &CpProcess, path: &str) -> (u16, Value) {
     cp.call("GET", path, None).await.unwrap()
@@ -78,7 +55,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         return Ok(());
     };
     let url = pg.create_database("fanout_e2e").await?;
-    let dir = temp_dir();
+    let dir = temp_dir("fanout");
     let global = CpProcess::start(
         GLOBAL,
         "--kds-addr",
@@ -104,8 +81,8 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         .apply("/meshes/default/meshtimeouts/backend-inbound", BACKEND_ONLY)
         .await?;
 
-    let z1 = start_zone(&global, "zone-1", &dir).await;
-    let mut z2 = start_zone(&global, "zone-2", &dir).await;
+    let z1 = start_zone(ZONE, &global, "zone-1", &dir).await?;
+    let mut z2 = start_zone(ZONE, &global, "zone-2", &dir).await?;
     for z in [&z1, &z2] {
         wait_until(Duration::from_secs(20), || async {
             get(z, "/meshes/default/meshtimeouts").await.1["total"] == 5
@@ -511,7 +488,7 @@ async fn kuma_export_applies_and_its_shadow_half_diffs_across_the_fleet() -> any
         return Ok(());
     };
     let url = pg.create_database("export_e2e").await?;
-    let dir = temp_dir();
+    let dir = temp_dir("fanout");
     let global = CpProcess::start(
         GLOBAL,
         "--kds-addr",
@@ -531,7 +508,7 @@ async fn kuma_export_applies_and_its_shadow_half_diffs_across_the_fleet() -> any
         },
     })
     .await?;
-    let z1 = start_zone(&global, "zone-1", &dir).await;
+    let z1 = start_zone(ZONE, &global, "zone-1", &dir).await?;
     wait_until(Duration::from_secs(20), || async {
         get(&z1, "/meshes/legacy/meshmetrics").await.1["total"] == 1
     })

@@ -10,41 +10,17 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use umbra_core::resource::Resource;
+use umbra_e2e::fleet::{start_zone, temp_dir};
 use umbra_e2e::seed::{plural, seed_docs};
-use umbra_e2e::{envoy_binary, free_port, http, wait_until, CpProcess, Envoy};
+use umbra_e2e::{envoy_binary, http, wait_until, CpProcess, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
-
-fn temp_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "umbra-migration-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-async fn start_zone(global: &CpProcess, zone: &str, dir: &std::path::Path) -> CpProcess {
-    let token = umbra_e2e::zone_token(global, zone).await.unwrap();
-    umbra_e2e::start_federated_zone(
-        ZONE,
-        global,
-        zone,
-        &token,
-        &[],
-        dir.join(format!("{zone}.log")),
-    )
-    .await
-    .unwrap()
-}
 
 async fn get(cp: &CpProcess, path: &str) -> (u16, Value) {
     cp.call("GET", path, None).await.unwrap()
@@ -99,7 +75,7 @@ async fn convert_plan_apply_rollback_across_two_zones() -> anyhow::Result<()> {
         return Ok(());
     };
     let url = pg.create_database("migration_e2e").await?;
-    let dir = temp_dir();
+    let dir = temp_dir("migration");
     let global = CpProcess::start(
         GLOBAL,
         "--kds-addr",
@@ -140,8 +116,8 @@ async fn convert_plan_apply_rollback_across_two_zones() -> anyhow::Result<()> {
             .await?;
     }
 
-    let z1 = start_zone(&global, "zone-1", &dir).await;
-    let z2 = start_zone(&global, "zone-2", &dir).await;
+    let z1 = start_zone(ZONE, &global, "zone-1", &dir).await?;
+    let z2 = start_zone(ZONE, &global, "zone-2", &dir).await?;
     for z in [&z1, &z2] {
         wait_until(Duration::from_secs(20), || async {
             total(z, "meshtimeouts").await == 3 && total(z, "timeouts").await == 3

@@ -30,7 +30,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use umbra_api::error::ApiError;
-use umbra_core::resource::{Resource, ResourceType, TypeKind};
+use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::{PolicyRef, Promotion};
 
 use crate::inspect::context::{mesh_exists, mesh_stored, InspectContext};

@@ -183,6 +183,39 @@ impl PostgresStore {
         })
     }
 
+    /// The version of `key` in `tx`, if it exists.
+    async fn version_in(
+        tx: &mut Transaction<'_, Postgres>,
+        key: &ResourceKey,
+    ) -> Result<Option<u64>, StoreError> {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
+        )
+        .bind(key.ty.name())
+        .bind(&key.mesh)
+        .bind(&key.name)
+        .fetch_optional(&mut **tx)
+        .await
+        .map(|v| v.map(to_u64))
+        .map_err(unavailable)
+    }
+
+    /// `key` as stored in `tx`, if it exists.
+    async fn stored_in(
+        tx: &mut Transaction<'_, Postgres>,
+        key: &ResourceKey,
+    ) -> Result<Option<Stored>, StoreError> {
+        sqlx::query("SELECT * FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
+            .bind(key.ty.name())
+            .bind(&key.mesh)
+            .bind(&key.name)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(unavailable)?
+            .map(|row| Self::row_to_stored(&row))
+            .transpose()
+    }
+
     /// Lock the log head; returns the current revision.
     async fn lock_head(tx: &mut Transaction<'_, Postgres>) -> Result<i64, StoreError> {
         sqlx::query_scalar("SELECT revision FROM log_head FOR UPDATE")
@@ -351,31 +384,14 @@ impl Store for PostgresStore {
         let key = resource.key();
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let head = Self::lock_head(&mut tx).await?;
-        if key.ty.is_mesh_scoped() {
-            let mk = mesh_key(&key.mesh);
-            let exists: Option<i64> = sqlx::query_scalar(
-                "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
-            )
-            .bind(mk.ty.name())
-            .bind(&mk.mesh)
-            .bind(&mk.name)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-            if exists.is_none() {
-                return Err(StoreError::NoMesh(key.mesh));
-            }
+        if key.ty.is_mesh_scoped()
+            && Self::version_in(&mut tx, &mesh_key(&key.mesh))
+                .await?
+                .is_none()
+        {
+            return Err(StoreError::NoMesh(key.mesh));
         }
-        let existing =
-            sqlx::query("SELECT * FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
-                .bind(key.ty.name())
-                .bind(&key.mesh)
-                .bind(&key.name)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(unavailable)?
-                .map(|row| Self::row_to_stored(&row))
-                .transpose()?;
+        let existing = Self::stored_in(&mut tx, &key).await?;
         let current = existing.as_ref().map_or(0, |s| s.version);
         check_expected(&key, expected, current)?;
         if let Some(e) = existing.as_ref().filter(|e| unchanged(e, &resource, zone)) {
@@ -388,17 +404,7 @@ impl Store for PostgresStore {
         let mut last = revision;
         if current == 0 {
             for mut c in companions {
-                let ck = c.key();
-                let exists: Option<i64> = sqlx::query_scalar(
-                    "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
-                )
-                .bind(ck.ty.name())
-                .bind(&ck.mesh)
-                .bind(&ck.name)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-                if exists.is_some() {
+                if Self::version_in(&mut tx, &c.key()).await?.is_some() {
                     continue;
                 }
                 stamp_times(&mut c, None);
@@ -421,16 +427,7 @@ impl Store for PostgresStore {
     async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let mut head = Self::lock_head(&mut tx).await?;
-        let current: Option<i64> = sqlx::query_scalar(
-            "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
-        )
-        .bind(key.ty.name())
-        .bind(&key.mesh)
-        .bind(&key.name)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        let Some(current) = current.map(to_u64) else {
+        let Some(current) = Self::version_in(&mut tx, key).await? else {
             return Err(StoreError::NotFound(key.clone()));
         };
         check_expected(key, expected, current)?;
@@ -513,16 +510,7 @@ impl Store for PostgresStore {
             if known.contains_key(&key) {
                 continue;
             }
-            let row =
-                sqlx::query("SELECT * FROM resources WHERE type = $1 AND mesh = $2 AND name = $3")
-                    .bind(key.ty.name())
-                    .bind(&key.mesh)
-                    .bind(&key.name)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(unavailable)?
-                    .map(|row| Self::row_to_stored(&row))
-                    .transpose()?;
+            let row = Self::stored_in(&mut tx, &key).await?;
             known.insert(key, row);
         }
         let mut out = Vec::with_capacity(writes.len());
@@ -537,17 +525,7 @@ impl Store for PostgresStore {
                     if key.ty.is_mesh_scoped() {
                         let mk = mesh_key(&key.mesh);
                         let in_batch = known.get(&mk).is_some_and(Option::is_some);
-                        let exists = in_batch
-                            || sqlx::query_scalar::<_, i64>(
-                                "SELECT version FROM resources WHERE type = $1 AND mesh = $2 AND name = $3",
-                            )
-                            .bind(mk.ty.name())
-                            .bind(&mk.mesh)
-                            .bind(&mk.name)
-                            .fetch_optional(&mut *tx)
-                            .await
-                            .map_err(unavailable)?
-                            .is_some();
+                        let exists = in_batch || Self::version_in(&mut tx, &mk).await?.is_some();
                         if !exists {
                             return Err(StoreError::NoMesh(key.mesh));
                         }
