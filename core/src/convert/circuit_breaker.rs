@@ -56,37 +56,25 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     let mut notes = Vec::new();
     let default = to_default(conf, &mut notes);
 
-    let mut to: Vec<Value> = Vec::new();
-    for (i, destination) in cb.destinations.iter().enumerate() {
-        let (target, n) = selectors::service_or_mesh(destination, &format!("destinations[{i}]"));
-        notes.extend(n);
-        let item = json!({"targetRef": target, "default": default});
-        if !to.contains(&item) {
-            to.push(item);
-        }
-    }
-    let mut targets: Vec<Value> = Vec::new();
-    for (i, source) in cb.sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(source, &format!("sources[{i}]"));
-        notes.extend(n);
-        if !targets.contains(&target) {
-            targets.push(target);
-        }
-    }
+    let to = selectors::items(
+        &cb.destinations,
+        "destinations",
+        selectors::service_or_mesh,
+        &default,
+        &mut notes,
+    );
+    let targets = selectors::distinct_targets(&cb.sources, "sources", &mut notes);
     notes.push(Note::new(
         NoteKind::Semantics,
         "sources",
         "Kuma applies the single most specific CircuitBreaker per outbound service, whole (selector rank, then newest); MeshCircuitBreakers merge field by field (top-level targetRef kind, then name, the lexically smallest name last and winning): a field this policy leaves unset (a connection limit, a detector) is taken from a broader MeshCircuitBreaker instead of Envoy's default, and which policy wins depends on the top-level kinds and the names",
     ));
 
-    let mut outputs = Vec::with_capacity(targets.len());
-    for (i, target) in targets.iter().enumerate() {
-        outputs.push(ctx.output(
-            ResourceType::MeshCircuitBreaker,
-            &ctx.output_name(i, targets.len()),
-            json!({"targetRef": target, "to": to}),
-        )?);
-    }
+    let outputs = ctx.output_per_target(
+        ResourceType::MeshCircuitBreaker,
+        &targets,
+        |target| json!({"targetRef": target, "to": to}),
+    )?;
     Ok((outputs, notes))
 }
 
@@ -269,26 +257,16 @@ fn go_f64_to_u32(x: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Conversion, Options};
-    use crate::resource::Resource;
+    use crate::convert::model::testing::{self, affects, names, policy, ANY_TO_ANY};
+    use crate::convert::Conversion;
 
-    fn conv(yaml: &str) -> Result<Conversion, ConvertError> {
-        convert_one(
-            &Resource::from_bytes(yaml.as_bytes()).unwrap(),
-            &Options::default(),
-        )
+    /// The conversion of the CircuitBreaker `cb` with `body` (selectors and conf).
+    fn conv(body: &str) -> Result<Conversion, ConvertError> {
+        testing::convert(&policy("CircuitBreaker", "cb", body))
     }
 
-    fn ok(yaml: &str) -> Conversion {
-        conv(yaml).unwrap()
-    }
-
-    fn affects(c: &Conversion) -> Vec<(&str, Vec<String>)> {
-        c.notes
-            .iter()
-            .filter(|n| !n.affects.is_empty())
-            .map(|n| (n.field.as_str(), n.affects.clone()))
-            .collect()
+    fn ok(body: &str) -> Conversion {
+        conv(body).unwrap()
     }
 
     /// The seed 000 example.
@@ -331,7 +309,7 @@ conf:
 
     #[test]
     fn the_seed_example_converts_to_the_seed_replacement() {
-        let c = ok(SEED);
+        let c = testing::ok(SEED);
         assert_eq!(c.outputs.len(), 1);
         assert_eq!(c.outputs[0].ty(), ResourceType::MeshCircuitBreaker);
         assert_eq!(
@@ -380,20 +358,10 @@ conf:
 
     #[test]
     fn thresholds_only_still_replace_outlier_detection() {
-        let c = ok("
-type: CircuitBreaker
-mesh: default
-name: cb
-sources:
-- match:
-    kuma.io/service: web
-destinations:
-- match:
-    kuma.io/service: backend
-conf:
-  thresholds:
-    maxConnections: 3
-");
+        let c = ok(&format!(
+            "{}conf:\n  thresholds:\n    maxConnections: 3\n",
+            testing::WEB_TO_BACKEND
+        ));
         let spec = c.outputs[0].spec_value();
         assert_eq!(
             spec["targetRef"],
@@ -430,25 +398,17 @@ conf:
 
     #[test]
     fn detectors_without_counts_get_envoys_default() {
-        let c = ok("
-type: CircuitBreaker
-mesh: default
-name: cb
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
+        let c = ok(&format!(
+            "{ANY_TO_ANY}conf:
   detectors:
-    totalErrors: {}
-    gatewayErrors: {}
+    totalErrors: {{}}
+    gatewayErrors: {{}}
     localErrors:
       consecutive: 2
-    standardDeviation: {}
-    failure: {}
-");
+    standardDeviation: {{}}
+    failure: {{}}
+"
+        ));
         let d = &c.outputs[0].spec_value()["to"][0]["default"];
         assert!(d.get("connectionLimits").is_none());
         assert_eq!(
@@ -489,32 +449,15 @@ conf:
         assert_eq!(notes[0].field, "conf.detectors.standardDeviation.factor");
         assert!(notes[0].affects.is_empty());
         // A non-positive factor gives a policy MeshCircuitBreaker rejects.
-        let r = conv(
-            "
-type: CircuitBreaker
-mesh: default
-name: cb
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
-  detectors:
-    standardDeviation:
-      factor: 0
-",
-        );
+        let r = conv(&format!(
+            "{ANY_TO_ANY}conf:\n  detectors:\n    standardDeviation:\n      factor: 0\n"
+        ));
         assert!(matches!(r, Err(ConvertError::Invalid { .. })), "{r:?}");
     }
 
     #[test]
     fn several_sources_and_destinations() {
         let c = ok("
-type: CircuitBreaker
-mesh: default
-name: cb
 sources:
 - match:
     kuma.io/service: web
@@ -530,8 +473,7 @@ conf:
   thresholds:
     maxRetries: 1
 ");
-        let names: Vec<&str> = c.outputs.iter().map(|o| o.meta.name.as_str()).collect();
-        assert_eq!(names, ["cb-1", "cb-2"]);
+        assert_eq!(names(&c), ["cb-1", "cb-2"]);
         let spec = c.outputs[1].spec_value();
         assert_eq!(
             spec["targetRef"],
@@ -546,25 +488,10 @@ conf:
 
     #[test]
     fn errors() {
-        let no_conf = conv(
-            "
-type: CircuitBreaker
-mesh: default
-name: cb
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-",
-        );
+        let no_conf = conv(ANY_TO_ANY);
         assert!(matches!(no_conf, Err(ConvertError::Empty { .. })));
         let no_destinations = conv(
             "
-type: CircuitBreaker
-mesh: default
-name: cb
 sources:
 - match:
     kuma.io/service: '*'
@@ -575,22 +502,9 @@ conf:
         );
         assert!(matches!(no_destinations, Err(ConvertError::Empty { .. })));
         // The old policy accepts a zero limit, MeshCircuitBreaker does not.
-        let zero = conv(
-            "
-type: CircuitBreaker
-mesh: default
-name: cb
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
-  thresholds:
-    maxRetries: 0
-",
-        );
+        let zero = conv(&format!(
+            "{ANY_TO_ANY}conf:\n  thresholds:\n    maxRetries: 0\n"
+        ));
         assert!(
             matches!(zero, Err(ConvertError::Invalid { .. })),
             "{zero:?}"

@@ -27,7 +27,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
+use super::model::{int_or_decimal, push_unique, ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors;
 use crate::old::fault_injection::FaultInjectionConf;
 use crate::resource::{ResourceType, Spec};
@@ -54,15 +54,13 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     let mut notes = Vec::new();
     let default = json!({"http": [fault(conf)]});
 
-    let mut from: Vec<Value> = Vec::new();
-    for (i, source) in fi.sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(source, &format!("sources[{i}]"));
-        notes.extend(n);
-        let item = json!({"targetRef": target, "default": default});
-        if !from.contains(&item) {
-            from.push(item);
-        }
-    }
+    let from = selectors::items(
+        &fi.sources,
+        "sources",
+        selectors::target_ref,
+        &default,
+        &mut notes,
+    );
     notes.push(
         Note::new(
             NoteKind::Default,
@@ -102,12 +100,8 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         }
         let (mut target, n) = selectors::target_ref(destination, &field);
         notes.extend(n);
-        if matches!(selectors::kind(&target), "Mesh" | "MeshSubset") {
-            target["proxyTypes"] = json!(["Sidecar"]);
-        }
-        if !targets.contains(&target) {
-            targets.push(target);
-        }
+        selectors::sidecars_only(&mut target);
+        push_unique(&mut targets, target);
     }
     if targets.is_empty() {
         return Err(
@@ -127,14 +121,11 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "Kuma injects the faults of every FaultInjection matching an inbound, one filter each (most specific source first); MeshFaultInjection merges the policies selecting an inbound and `http` lists replace each other: for clients several converted policies cover, only the highest-precedence policy's faults (top-level targetRef kind, then the lexically smallest name) are injected",
     ));
 
-    let mut outputs = Vec::with_capacity(targets.len());
-    for (i, target) in targets.iter().enumerate() {
-        outputs.push(ctx.output(
-            ResourceType::MeshFaultInjection,
-            &ctx.output_name(i, targets.len()),
-            json!({"targetRef": target, "from": from}),
-        )?);
-    }
+    let outputs = ctx.output_per_target(
+        ResourceType::MeshFaultInjection,
+        &targets,
+        |target| json!({"targetRef": target, "from": from}),
+    )?;
     Ok((outputs, notes))
 }
 
@@ -148,7 +139,7 @@ fn fault(conf: &FaultInjectionConf) -> Value {
             m.insert("httpStatus".to_owned(), json!(s));
         }
         if let Some(p) = a.percentage {
-            m.insert("percentage".to_owned(), percentage(p));
+            m.insert("percentage".to_owned(), int_or_decimal(p));
         }
         out.insert("abort".to_owned(), Value::Object(m));
     }
@@ -158,7 +149,7 @@ fn fault(conf: &FaultInjectionConf) -> Value {
             m.insert("value".to_owned(), json!(v.as_str()));
         }
         if let Some(p) = d.percentage {
-            m.insert("percentage".to_owned(), percentage(p));
+            m.insert("percentage".to_owned(), int_or_decimal(p));
         }
         out.insert("delay".to_owned(), Value::Object(m));
     }
@@ -168,39 +159,32 @@ fn fault(conf: &FaultInjectionConf) -> Value {
             m.insert("limit".to_owned(), json!(l));
         }
         if let Some(p) = r.percentage {
-            m.insert("percentage".to_owned(), percentage(p));
+            m.insert("percentage".to_owned(), int_or_decimal(p));
         }
         out.insert("responseBandwidth".to_owned(), Value::Object(m));
     }
     Value::Object(out)
 }
 
-/// A percentage as MeshFaultInjection writes it: an integer when integral, else the shortest
-/// decimal string that parses back to the same float (so Kuma's conversion gives the same
-/// fractional percent).
-fn percentage(p: f64) -> Value {
-    if p.fract() == 0.0 && p.abs() <= f64::from(i32::MAX) {
-        json!(p as i64)
-    } else {
-        json!(p.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Conversion, Options};
-    use crate::resource::Resource;
+    use crate::convert::model::testing::{self, has_affecting, names, policy};
+    use crate::convert::Conversion;
 
-    fn conv(yaml: &str) -> Result<Conversion, ConvertError> {
-        convert_one(
-            &Resource::from_bytes(yaml.as_bytes()).unwrap(),
-            &Options::default(),
-        )
+    /// The conversion of the FaultInjection `fi` with `body` (selectors and conf).
+    fn conv(body: &str) -> Result<Conversion, ConvertError> {
+        testing::convert(&policy("FaultInjection", "fi", body))
     }
 
-    fn ok(yaml: &str) -> Conversion {
-        conv(yaml).unwrap()
+    fn ok(body: &str) -> Conversion {
+        conv(body).unwrap()
+    }
+
+    /// `sources` selecting every service, `destinations` every service of protocol
+    /// `protocol`.
+    fn any_to(protocol: &str) -> String {
+        format!("sources:\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: '*', kuma.io/protocol: {protocol}}}\n")
     }
 
     /// Seed 004's "current configuration".
@@ -230,7 +214,7 @@ conf:
 
     #[test]
     fn the_seed_example_maps_every_field() {
-        let c = ok(SEED);
+        let c = testing::ok(SEED);
         assert_eq!(c.outputs.len(), 1);
         assert_eq!(c.outputs[0].ty(), ResourceType::MeshFaultInjection);
         assert_eq!(
@@ -271,21 +255,10 @@ conf:
 
     #[test]
     fn wildcard_destinations_are_narrowed_to_sidecars() {
-        let c = ok("
-type: FaultInjection
-mesh: default
-name: fi
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-    kuma.io/protocol: http2
-conf:
-  delay:
-    value: 1s
-");
+        let c = ok(&format!(
+            "{}conf:\n  delay:\n    value: 1s\n",
+            any_to("http2")
+        ));
         let spec = c.outputs[0].spec_value();
         assert_eq!(
             spec["targetRef"],
@@ -302,9 +275,6 @@ conf:
     #[test]
     fn several_sources_and_destinations_and_grpc() {
         let c = ok("
-type: FaultInjection
-mesh: default
-name: fi
 sources:
 - match:
     kuma.io/service: web
@@ -327,8 +297,7 @@ conf:
     httpStatus: 503
     percentage: 33.3
 ");
-        let names: Vec<&str> = c.outputs.iter().map(|o| o.meta.name.as_str()).collect();
-        assert_eq!(names, ["fi-1", "fi-2"]);
+        assert_eq!(names(&c), ["fi-1", "fi-2"]);
         let spec = c.outputs[1].spec_value();
         assert_eq!(spec["targetRef"]["name"], "c");
         // Duplicate sources give one item.
@@ -339,11 +308,8 @@ conf:
             json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "east"}})
         );
         assert_eq!(from[0]["default"]["http"][0]["abort"]["percentage"], "33.3");
-        let has = |kind, field: &str, affects: &[&str]| {
-            c.notes
-                .iter()
-                .any(|n| n.kind == kind && n.field == field && n.affects == affects)
-        };
+        let has =
+            |kind, field: &str, affects: &[&str]| has_affecting(&c.notes, kind, field, affects);
         assert!(has(
             NoteKind::Dropped,
             "destinations[1].match",
@@ -354,73 +320,19 @@ conf:
     }
 
     #[test]
-    fn percentages_parse_back_to_the_same_float() {
-        for p in [0.0, 50.0, 50.5, 33.3, 0.1, 99.99, 1e-5] {
-            let v = percentage(p);
-            let back = match &v {
-                Value::Number(n) => n.as_f64().unwrap(),
-                Value::String(s) => s.parse::<f64>().unwrap(),
-                other => panic!("{other}"),
-            };
-            assert_eq!(back, p, "{v}");
-        }
-        assert_eq!(percentage(50.0), json!(50));
-        assert_eq!(percentage(0.1), json!("0.1"));
-    }
-
-    #[test]
     fn errors() {
-        let only_grpc = conv(
-            "
-type: FaultInjection
-mesh: default
-name: fi
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-    kuma.io/protocol: grpc
-conf:
-  delay:
-    value: 1s
-",
-        );
+        let only_grpc = conv(&format!(
+            "{}conf:\n  delay:\n    value: 1s\n",
+            any_to("grpc")
+        ));
         assert!(matches!(only_grpc, Err(ConvertError::Empty { .. })));
-        let no_conf = conv(
-            "
-type: FaultInjection
-mesh: default
-name: fi
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-    kuma.io/protocol: http
-",
-        );
+        let no_conf = conv(&any_to("http"));
         assert!(matches!(no_conf, Err(ConvertError::Empty { .. })));
         // An abort without a status: Kuma aborted with 0; MeshFaultInjection rejects it.
-        let no_status = conv(
-            "
-type: FaultInjection
-mesh: default
-name: fi
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-    kuma.io/protocol: http
-conf:
-  abort:
-    percentage: 10
-",
-        );
+        let no_status = conv(&format!(
+            "{}conf:\n  abort:\n    percentage: 10\n",
+            any_to("http")
+        ));
         assert!(
             matches!(no_status, Err(ConvertError::Invalid { .. })),
             "{no_status:?}"

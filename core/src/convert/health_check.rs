@@ -30,8 +30,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
-use super::selectors::{self, describe};
+use super::model::{int_or_decimal, set_and_add, ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::old::health_check::{decode_bytes, HealthCheck, HealthCheckConf, Http, Tcp};
 use crate::resource::{ResourceType, Spec};
 
@@ -70,47 +70,15 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "Kuma applies only the most specific HealthCheck per source and destination; every MeshHealthCheck targeting the proxy and destination merges (by targetRef kind, then name), so optional fields this policy leaves unset (jitters, panic settings, noTrafficInterval, reuseConnection, eventLogPath, tcp.send, http headers) may come from less specific MeshHealthChecks",
     ));
 
-    let mut to = Vec::new();
-    for (i, d) in destinations.iter().enumerate() {
-        let (target, n) = selectors::service_or_mesh(d, &format!("destinations[{i}]"));
-        notes.extend(n);
-        if !to.iter().any(|t: &Value| t["targetRef"] == target) {
-            to.push(json!({"targetRef": target, "default": default}));
-        }
-    }
-    let mut outputs = Vec::new();
-    for (i, s) in sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(s, &format!("sources[{i}]"));
-        notes.extend(n);
-        let name = ctx.output_name(i, sources.len());
-        if sources.len() > 1 {
-            notes.push(Note::new(
-                NoteKind::Selector,
-                format!("sources[{i}]"),
-                format!(
-                    "one MeshHealthCheck per source: {name} targets {}",
-                    describe(&target)
-                ),
-            ));
-        }
-        outputs.push(ctx.output(
-            ResourceType::MeshHealthCheck,
-            &name,
-            json!({"targetRef": target, "to": to}),
-        )?);
-    }
+    let outputs = selectors::outputs_per_source(
+        ctx,
+        ResourceType::MeshHealthCheck,
+        sources,
+        destinations,
+        &default,
+        &mut notes,
+    )?;
     Ok((outputs, notes))
-}
-
-/// The value Kuma renders for an old `healthyPanicThreshold` (a protobuf float widened to a
-/// double) as a MeshHealthCheck value that parses to the same double.
-fn panic_threshold(p: f64) -> Value {
-    let widened = f64::from(p as f32);
-    if widened.fract() == 0.0 && widened.abs() <= f64::from(i32::MAX) {
-        json!(widened as i32)
-    } else {
-        json!(widened.to_string())
-    }
 }
 
 /// `conf` as MeshHealthCheck's `default`.
@@ -138,7 +106,8 @@ fn convert_conf(conf: &HealthCheckConf, notes: &mut Vec<Note>) -> Value {
         json!(conf.interval_jitter_percent.unwrap_or(0)),
     );
     if let Some(p) = conf.healthy_panic_threshold {
-        put("healthyPanicThreshold", panic_threshold(p));
+        // The value Kuma renders: a protobuf float widened to a double.
+        put("healthyPanicThreshold", int_or_decimal(f64::from(p as f32)));
     }
     if let Some(b) = conf.fail_traffic_on_panic {
         put("failTrafficOnPanic", json!(b));
@@ -260,10 +229,7 @@ fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
         )
         .affecting(&["requestHeadersToAdd"]),
     );
-    let mut add = Vec::new();
-    let mut set = Vec::new();
-    let mut seen_set = false;
-    let mut reordered = false;
+    let mut headers = Vec::new();
     for (i, h) in http.request_headers_to_add.iter().flatten().enumerate() {
         let Some(header) = &h.header else {
             notes.push(Note::new(
@@ -283,34 +249,19 @@ fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
                 .affecting(&["requestHeadersToAdd"]),
             );
         }
-        let kv = json!({"name": header.key, "value": header.value});
-        if h.append == Some(true) {
-            reordered |= seen_set;
-            add.push(kv);
-        } else {
-            seen_set = true;
-            set.push(kv);
-        }
+        headers.push((
+            json!({"name": header.key, "value": header.value}),
+            h.append == Some(true),
+        ));
     }
-    if reordered {
-        notes.push(
-            Note::new(
-                NoteKind::Semantics,
-                "conf.http.requestHeadersToAdd",
-                "MeshHealthCheck adds the appended headers before the overwriting ones: the order changes",
-            )
-            .affecting(&["requestHeadersToAdd"]),
-        );
-    }
-    if !add.is_empty() || !set.is_empty() {
-        let mut h = Map::new();
-        if !set.is_empty() {
-            h.insert("set".to_owned(), json!(set));
-        }
-        if !add.is_empty() {
-            h.insert("add".to_owned(), json!(add));
-        }
-        m.insert("requestHeadersToAdd".to_owned(), Value::Object(h));
+    if let Some(h) = set_and_add(
+        headers,
+        "MeshHealthCheck",
+        "conf.http.requestHeadersToAdd",
+        "requestHeadersToAdd",
+        notes,
+    ) {
+        m.insert("requestHeadersToAdd".to_owned(), h);
     }
     Value::Object(m)
 }
@@ -318,23 +269,19 @@ fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Options};
+    use crate::convert::model::testing::{convert, policy, targets, WEB_TO_BACKEND as SEL};
     use crate::policies::mesh_fault_injection::IntOrString;
     use crate::resource::Resource;
 
     fn hc(body: &str) -> Resource {
-        Resource::from_bytes(
-            format!("type: HealthCheck\nmesh: default\nname: hc\n{body}").as_bytes(),
-        )
-        .unwrap()
+        policy("HealthCheck", "hc", body)
     }
 
-    const SEL: &str = "sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: backend}\n";
     const BASE: &str =
         "conf:\n  interval: 10s\n  timeout: 2s\n  unhealthyThreshold: 3\n  healthyThreshold: 1\n";
 
     fn run(body: &str) -> (Value, Vec<Note>) {
-        let c = convert_one(&hc(body), &Options::default()).unwrap();
+        let c = convert(&hc(body)).unwrap();
         assert_eq!(c.outputs.len(), 1);
         assert_eq!(c.outputs[0].ty(), ResourceType::MeshHealthCheck);
         (c.outputs[0].spec_value(), c.notes)
@@ -443,37 +390,24 @@ mod tests {
 
     #[test]
     fn errors() {
-        let e = convert_one(&hc(SEL), &Options::default()).unwrap_err();
+        let e = convert(&hc(SEL)).unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }));
-        let e = convert_one(
-            &hc(&format!("{SEL}{BASE}  tcp: {{}}\n  http: {{path: /}}\n")),
-            &Options::default(),
-        )
+        let e = convert(&hc(&format!(
+            "{SEL}{BASE}  tcp: {{}}\n  http: {{path: /}}\n"
+        )))
         .unwrap_err();
         assert!(matches!(e, ConvertError::Unsupported { .. }));
         // Not a file path for MeshHealthCheck.
-        let e = convert_one(
-            &hc(&format!("{SEL}{BASE}  eventLogPath: relative.log\n")),
-            &Options::default(),
-        )
-        .unwrap_err();
+        let e = convert(&hc(&format!("{SEL}{BASE}  eventLogPath: relative.log\n"))).unwrap_err();
         assert!(matches!(e, ConvertError::Invalid { .. }), "{e}");
     }
 
     #[test]
     fn one_output_per_source() {
-        let c = convert_one(
-            &hc(&format!("sources:\n- match: {{kuma.io/service: web}}\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: '*'}}\n{BASE}")),
-            &Options::default(),
-        )
+        let c = convert(&hc(&format!("sources:\n- match: {{kuma.io/service: web}}\n- match: {{kuma.io/service: '*'}}\ndestinations:\n- match: {{kuma.io/service: '*'}}\n{BASE}")))
         .unwrap();
-        let tops: Vec<Value> = c
-            .outputs
-            .iter()
-            .map(|o| o.spec_value()["targetRef"].clone())
-            .collect();
         assert_eq!(
-            tops,
+            targets(&c),
             [
                 json!({"kind": "MeshService", "name": "web"}),
                 json!({"kind": "Mesh"})

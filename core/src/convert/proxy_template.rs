@@ -62,14 +62,7 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         );
     }
 
-    let mut targets: Vec<Value> = Vec::new();
-    for (i, selector) in pt.selectors.iter().enumerate() {
-        let (target, n) = selectors::target_ref(selector, &format!("selectors[{i}]"));
-        notes.extend(n);
-        if !targets.contains(&target) {
-            targets.push(target);
-        }
-    }
+    let mut targets = selectors::distinct_targets(&pt.selectors, "selectors", &mut notes);
     if targets.is_empty() {
         targets.push(json!({"kind": "Mesh"}));
     }
@@ -86,14 +79,11 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "Kuma applies only the best-matching ProxyTemplate per proxy (most specific selector, then newest); every MeshProxyPatch selecting a proxy appends its modifications (least specific policy first), so a converted broad template (e.g. `kuma.io/service: '*'`) now also modifies the proxies a more specific template used to cover alone",
     ));
 
-    let mut outputs = Vec::with_capacity(targets.len());
-    for (i, target) in targets.iter().enumerate() {
-        outputs.push(ctx.output(
-            ResourceType::MeshProxyPatch,
-            &ctx.output_name(i, targets.len()),
-            json!({"targetRef": target, "default": {"appendModifications": mods}}),
-        )?);
-    }
+    let outputs = ctx.output_per_target(
+        ResourceType::MeshProxyPatch,
+        &targets,
+        |target| json!({"targetRef": target, "default": {"appendModifications": mods}}),
+    )?;
     Ok((outputs, notes))
 }
 
@@ -302,30 +292,21 @@ fn raw_resource(raw: &RawResource, field: &str, notes: &mut Vec<Note>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Conversion, Options};
-    use crate::resource::Resource;
+    use crate::convert::model::testing::{self, affects, fields, names, policy};
+    use crate::convert::Conversion;
 
-    fn conv(yaml: &str) -> Result<Conversion, ConvertError> {
-        convert_one(
-            &Resource::from_bytes(yaml.as_bytes()).unwrap(),
-            &Options::default(),
-        )
+    /// The conversion of the ProxyTemplate `pt` with `body` (selectors and conf).
+    fn conv(body: &str) -> Result<Conversion, ConvertError> {
+        testing::convert(&policy("ProxyTemplate", "pt", body))
     }
 
-    fn ok(yaml: &str) -> Conversion {
-        conv(yaml).unwrap()
-    }
-
-    fn fields(c: &Conversion) -> Vec<(NoteKind, &str)> {
-        c.notes.iter().map(|n| (n.kind, n.field.as_str())).collect()
+    fn ok(body: &str) -> Conversion {
+        conv(body).unwrap()
     }
 
     #[test]
     fn every_modification_kind_and_operation() {
         let c = ok(r#"
-type: ProxyTemplate
-mesh: default
-name: pt
 selectors:
 - match:
     kuma.io/service: frontend
@@ -424,9 +405,6 @@ conf:
     #[test]
     fn raw_resources_become_adds_first() {
         let c = ok(r#"
-type: ProxyTemplate
-mesh: default
-name: pt
 conf:
   resources:
   - name: raw-cluster
@@ -480,14 +458,8 @@ conf:
             mods[3]["cluster"]["match"],
             json!({"name": "raw-cluster", "origin": "mesh-proxy-patch"})
         );
-        let affects: Vec<(&str, Vec<String>)> = c
-            .notes
-            .iter()
-            .filter(|n| !n.affects.is_empty())
-            .map(|n| (n.field.as_str(), n.affects.clone()))
-            .collect();
         assert_eq!(
-            affects,
+            affects(&c),
             [
                 ("conf.resources[1].resource", vec!["name".to_owned()]),
                 (
@@ -510,9 +482,6 @@ conf:
     #[test]
     fn several_selectors() {
         let c = ok("
-type: ProxyTemplate
-mesh: default
-name: pt
 selectors:
 - match:
     kuma.io/service: a
@@ -524,8 +493,7 @@ conf:
   - cluster:
       operation: remove
 ");
-        let names: Vec<&str> = c.outputs.iter().map(|o| o.meta.name.as_str()).collect();
-        assert_eq!(names, ["pt-1", "pt-2"]);
+        assert_eq!(names(&c), ["pt-1", "pt-2"]);
         assert_eq!(
             c.outputs[1].spec_value()["targetRef"],
             json!({"kind": "MeshServiceSubset", "name": "b", "tags": {"version": "v2"}})
@@ -545,37 +513,12 @@ conf:
 
     #[test]
     fn errors() {
-        let only_imports = conv(
-            "
-type: ProxyTemplate
-mesh: default
-name: pt
-conf:
-  imports:
-  - default-proxy
-",
-        );
+        let only_imports = conv("conf:\n  imports:\n  - default-proxy\n");
         assert!(matches!(only_imports, Err(ConvertError::Empty { .. })));
-        let no_conf = conv(
-            "
-type: ProxyTemplate
-mesh: default
-name: pt
-",
-        );
+        let no_conf = conv("");
         assert!(matches!(no_conf, Err(ConvertError::Empty { .. })));
         // A patch without a value: MeshProxyPatch wants a value or jsonPatches.
-        let patch = conv(
-            "
-type: ProxyTemplate
-mesh: default
-name: pt
-conf:
-  modifications:
-  - cluster:
-      operation: patch
-",
-        );
+        let patch = conv("conf:\n  modifications:\n  - cluster:\n      operation: patch\n");
         assert!(
             matches!(patch, Err(ConvertError::Invalid { .. })),
             "{patch:?}"

@@ -22,8 +22,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
-use super::selectors::{self, describe};
+use super::model::{set_and_add, ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::old::rate_limit::{Http, RateLimit};
 use crate::resource::{ResourceType, Spec};
 
@@ -79,23 +79,14 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     let default = json!({"local": {"http": convert_http(http, &mut notes)}});
 
     let mut outputs = Vec::new();
-    for (i, d) in destinations.iter().enumerate() {
-        let (mut target, n) = selectors::target_ref(d, &format!("destinations[{i}]"));
-        notes.extend(n);
-        if matches!(selectors::kind(&target), "Mesh" | "MeshSubset") {
-            target["proxyTypes"] = json!(["Sidecar"]);
-        }
-        let name = ctx.output_name(i, destinations.len());
-        if destinations.len() > 1 {
-            notes.push(Note::new(
-                NoteKind::Selector,
-                format!("destinations[{i}]"),
-                format!(
-                    "one MeshRateLimit per destination: {name} targets {}",
-                    describe(&target)
-                ),
-            ));
-        }
+    for (name, mut target) in selectors::per_selector(
+        ctx,
+        destinations,
+        "destinations",
+        "MeshRateLimit per destination",
+        &mut notes,
+    ) {
+        selectors::sidecars_only(&mut target);
         outputs.push(ctx.output(
             ResourceType::MeshRateLimit,
             &name,
@@ -119,49 +110,29 @@ fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
         if let Some(status) = on.status.filter(|s| *s != 0) {
             o.insert("status".to_owned(), json!(status));
         }
-        let mut add = Vec::new();
-        let mut set = Vec::new();
-        let mut seen_set = false;
-        let mut reordered = false;
+        let mut headers = Vec::new();
         for (i, h) in on.headers.iter().enumerate() {
-            let kv = json!({"name": h.key, "value": h.value});
-            if h.append == Some(true) {
-                reordered |= seen_set;
-                add.push(kv);
-            } else {
-                seen_set = true;
-                if h.value.contains(',') {
-                    notes.push(
-                        Note::new(
-                            NoteKind::Semantics,
-                            format!("conf.http.onRateLimit.headers[{i}].value"),
-                            "MeshRateLimit sets one header per comma-separated value",
-                        )
-                        .affecting(&["responseHeadersToAdd"]),
-                    );
-                }
-                set.push(kv);
+            let append = h.append == Some(true);
+            if !append && h.value.contains(',') {
+                notes.push(
+                    Note::new(
+                        NoteKind::Semantics,
+                        format!("conf.http.onRateLimit.headers[{i}].value"),
+                        "MeshRateLimit sets one header per comma-separated value",
+                    )
+                    .affecting(&["responseHeadersToAdd"]),
+                );
             }
+            headers.push((json!({"name": h.key, "value": h.value}), append));
         }
-        if reordered {
-            notes.push(
-                Note::new(
-                    NoteKind::Semantics,
-                    "conf.http.onRateLimit.headers",
-                    "MeshRateLimit adds the appended headers before the overwriting ones: the order changes",
-                )
-                .affecting(&["responseHeadersToAdd"]),
-            );
-        }
-        if !add.is_empty() || !set.is_empty() {
-            let mut h = Map::new();
-            if !add.is_empty() {
-                h.insert("add".to_owned(), json!(add));
-            }
-            if !set.is_empty() {
-                h.insert("set".to_owned(), json!(set));
-            }
-            o.insert("headers".to_owned(), Value::Object(h));
+        if let Some(h) = set_and_add(
+            headers,
+            "MeshRateLimit",
+            "conf.http.onRateLimit.headers",
+            "responseHeadersToAdd",
+            notes,
+        ) {
+            o.insert("headers".to_owned(), h);
         }
         if !o.is_empty() {
             out.insert("onRateLimit".to_owned(), Value::Object(o));
@@ -173,16 +144,16 @@ fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Conversion, Options};
+    use crate::convert::model::testing::{convert, policy, targets};
+    use crate::convert::Conversion;
     use crate::resource::Resource;
 
     fn rl(body: &str) -> Resource {
-        Resource::from_bytes(format!("type: RateLimit\nmesh: default\nname: rl\n{body}").as_bytes())
-            .unwrap()
+        policy("RateLimit", "rl", body)
     }
 
     fn run(body: &str) -> Conversion {
-        convert_one(&rl(body), &Options::default()).unwrap()
+        convert(&rl(body)).unwrap()
     }
 
     const ALL_TO_BACKEND: &str = "sources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: backend}\n";
@@ -239,13 +210,8 @@ mod tests {
     #[test]
     fn specific_sources_are_widened_and_mesh_targets_sidecars() {
         let c = run("sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: '*'}\n- match: {kuma.io/zone: z1}\n- match: {kuma.io/service: backend, version: v2}\nconf:\n  http: {requests: 1, interval: 1s}\n");
-        let tops: Vec<Value> = c
-            .outputs
-            .iter()
-            .map(|o| o.spec_value()["targetRef"].clone())
-            .collect();
         assert_eq!(
-            tops,
+            targets(&c),
             [
                 json!({"kind": "Mesh", "proxyTypes": ["Sidecar"]}),
                 json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "z1"}, "proxyTypes": ["Sidecar"]}),
@@ -260,19 +226,12 @@ mod tests {
 
     #[test]
     fn errors() {
-        let e = convert_one(
-            &rl(&format!("{ALL_TO_BACKEND}conf: {{}}\n")),
-            &Options::default(),
-        )
-        .unwrap_err();
+        let e = convert(&rl(&format!("{ALL_TO_BACKEND}conf: {{}}\n"))).unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }));
         // MeshRateLimit needs an interval above 50ms.
-        let e = convert_one(
-            &rl(&format!(
-                "{ALL_TO_BACKEND}conf:\n  http: {{requests: 1, interval: 10ms}}\n"
-            )),
-            &Options::default(),
-        )
+        let e = convert(&rl(&format!(
+            "{ALL_TO_BACKEND}conf:\n  http: {{requests: 1, interval: 10ms}}\n"
+        )))
         .unwrap_err();
         assert!(matches!(e, ConvertError::Invalid { .. }), "{e}");
     }

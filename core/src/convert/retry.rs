@@ -25,7 +25,8 @@
 use serde_json::{json, Map, Value};
 
 use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
-use super::selectors::{self, describe};
+use super::selectors;
+use crate::duration::Duration;
 use crate::old::retry::{BackOff, Grpc, GrpcRetryOn, Http, HttpRetryOn, Retry, Tcp};
 use crate::policies::mesh_retry::HttpRetryOn as NewRetryOn;
 use crate::resource::{ResourceType, Spec};
@@ -96,36 +97,35 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "Kuma applies only the most specific Retry per source and destination; every MeshRetry targeting the proxy and destination merges (by targetRef kind, then name), so fields this policy leaves unset may come from less specific MeshRetries",
     ));
 
-    let mut to = Vec::new();
-    for (i, d) in destinations.iter().enumerate() {
-        let (target, n) = selectors::service_or_mesh(d, &format!("destinations[{i}]"));
-        notes.extend(n);
-        if !to.iter().any(|t: &Value| t["targetRef"] == target) {
-            to.push(json!({"targetRef": target, "default": default}));
-        }
-    }
-    let mut outputs = Vec::new();
-    for (i, s) in sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(s, &format!("sources[{i}]"));
-        notes.extend(n);
-        let name = ctx.output_name(i, sources.len());
-        if sources.len() > 1 {
-            notes.push(Note::new(
-                NoteKind::Selector,
-                format!("sources[{i}]"),
-                format!(
-                    "one MeshRetry per source: {name} targets {}",
-                    describe(&target)
-                ),
-            ));
-        }
-        outputs.push(ctx.output(
-            ResourceType::MeshRetry,
-            &name,
-            json!({"targetRef": target, "to": to}),
-        )?);
-    }
+    let outputs = selectors::outputs_per_source(
+        ctx,
+        ResourceType::MeshRetry,
+        sources,
+        destinations,
+        &Value::Object(default),
+        &mut notes,
+    )?;
     Ok((outputs, notes))
+}
+
+/// The fields MeshRetry's `http` and `grpc` share with the old ones: `numRetries`,
+/// `perTryTimeout`, `backOff`.
+fn shared_fields(
+    num_retries: Option<u32>,
+    per_try_timeout: Option<&Duration>,
+    backoff: Option<&BackOff>,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(n) = num_retries {
+        m.insert("numRetries".to_owned(), json!(n));
+    }
+    if let Some(d) = per_try_timeout {
+        m.insert("perTryTimeout".to_owned(), json!(d));
+    }
+    if let Some(b) = backoff {
+        m.insert("backOff".to_owned(), back_off(b));
+    }
+    m
 }
 
 /// `backOff` as MeshRetry writes it.
@@ -219,16 +219,11 @@ fn new_http_retry_on(items: &[String]) -> String {
 
 /// `conf.http` as MeshRetry's `http`.
 fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
-    let mut m = Map::new();
-    if let Some(n) = http.num_retries {
-        m.insert("numRetries".to_owned(), json!(n));
-    }
-    if let Some(d) = &http.per_try_timeout {
-        m.insert("perTryTimeout".to_owned(), json!(d));
-    }
-    if let Some(b) = &http.back_off {
-        m.insert("backOff".to_owned(), back_off(b));
-    }
+    let mut m = shared_fields(
+        http.num_retries,
+        http.per_try_timeout.as_ref(),
+        http.back_off.as_ref(),
+    );
     let mut items: Vec<String> = Vec::new();
     for (i, c) in http.retry_on.iter().flatten().enumerate() {
         match http_condition(*c) {
@@ -284,16 +279,11 @@ fn convert_http(http: &Http, notes: &mut Vec<Note>) -> Value {
 
 /// `conf.grpc` as MeshRetry's `grpc`.
 fn convert_grpc(grpc: &Grpc, notes: &mut Vec<Note>) -> Value {
-    let mut m = Map::new();
-    if let Some(n) = grpc.num_retries {
-        m.insert("numRetries".to_owned(), json!(n));
-    }
-    if let Some(d) = &grpc.per_try_timeout {
-        m.insert("perTryTimeout".to_owned(), json!(d));
-    }
-    if let Some(b) = &grpc.back_off {
-        m.insert("backOff".to_owned(), back_off(b));
-    }
+    let mut m = shared_fields(
+        grpc.num_retries,
+        grpc.per_try_timeout.as_ref(),
+        grpc.back_off.as_ref(),
+    );
     if let Some(on) = &grpc.retry_on {
         let items: Vec<&str> = on
             .iter()
@@ -323,18 +313,17 @@ fn convert_grpc(grpc: &Grpc, notes: &mut Vec<Note>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Options};
+    use crate::convert::model::testing::{
+        convert, has, names, policy, targets, WEB_TO_BACKEND as SEL,
+    };
     use crate::resource::Resource;
 
     fn retry(body: &str) -> Resource {
-        Resource::from_bytes(format!("type: Retry\nmesh: default\nname: r\n{body}").as_bytes())
-            .unwrap()
+        policy("Retry", "r", body)
     }
 
-    const SEL: &str = "sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: backend}\n";
-
     fn run(body: &str) -> (Vec<Value>, Vec<Note>) {
-        let c = convert_one(&retry(body), &Options::default()).unwrap();
+        let c = convert(&retry(body)).unwrap();
         for o in &c.outputs {
             assert_eq!(o.ty(), ResourceType::MeshRetry);
         }
@@ -342,10 +331,6 @@ mod tests {
             c.outputs.iter().map(Resource::spec_value).collect(),
             c.notes,
         )
-    }
-
-    fn has(notes: &[Note], kind: NoteKind, field: &str) -> bool {
-        notes.iter().any(|n| n.kind == kind && n.field == field)
     }
 
     #[test]
@@ -492,20 +477,11 @@ mod tests {
 
     #[test]
     fn selectors_one_output_per_source() {
-        let c = convert_one(
-            &retry("sources:\n- match: {kuma.io/service: '*'}\n- match: {kuma.io/service: web, version: v2}\n- match: {kuma.io/service: '*', team: a, zone: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\n- match: {kuma.io/service: backend}\n- match: {kuma.io/service: '*'}\nconf:\n  tcp: {maxConnectAttempts: 2}\n"),
-            &Options::default(),
-        )
+        let c = convert(&retry("sources:\n- match: {kuma.io/service: '*'}\n- match: {kuma.io/service: web, version: v2}\n- match: {kuma.io/service: '*', team: a, zone: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\n- match: {kuma.io/service: backend}\n- match: {kuma.io/service: '*'}\nconf:\n  tcp: {maxConnectAttempts: 2}\n"))
         .unwrap();
-        let names: Vec<&str> = c.outputs.iter().map(|o| o.meta.name.as_str()).collect();
-        assert_eq!(names, ["r-1", "r-2", "r-3"]);
-        let tops: Vec<Value> = c
-            .outputs
-            .iter()
-            .map(|o| o.spec_value()["targetRef"].clone())
-            .collect();
+        assert_eq!(names(&c), ["r-1", "r-2", "r-3"]);
         assert_eq!(
-            tops,
+            targets(&c),
             [
                 json!({"kind": "Mesh"}),
                 json!({"kind": "MeshServiceSubset", "name": "web", "tags": {"version": "v2"}}),
@@ -535,15 +511,11 @@ mod tests {
 
     #[test]
     fn missing_conf_or_sections_is_an_error() {
-        let err = convert_one(&retry(SEL), &Options::default()).unwrap_err();
+        let err = convert(&retry(SEL)).unwrap_err();
         assert!(matches!(err, ConvertError::Empty { .. }));
-        let err =
-            convert_one(&retry(&format!("{SEL}conf: {{}}\n")), &Options::default()).unwrap_err();
+        let err = convert(&retry(&format!("{SEL}conf: {{}}\n"))).unwrap_err();
         assert!(matches!(err, ConvertError::Empty { .. }));
-        let err = convert_one(
-            &retry("destinations:\n- match: {kuma.io/service: backend}\nconf:\n  tcp: {maxConnectAttempts: 2}\n"),
-            &Options::default(),
-        )
+        let err = convert(&retry("destinations:\n- match: {kuma.io/service: backend}\nconf:\n  tcp: {maxConnectAttempts: 2}\n"))
         .unwrap_err();
         assert!(matches!(err, ConvertError::Empty { .. }));
     }

@@ -7,11 +7,16 @@
 //!
 //! A tag with the value `*` ("has this tag, any value") has no `targetRef` form: it is left
 //! out, which widens the target, and a [`Note`] of kind [`NoteKind::Selector`] says so.
+//!
+//! Lists of selectors become the distinct top-level targets ([`distinct_targets`]), `to` or
+//! `from` items ([`items`]) or one target per selector ([`per_selector`], and
+//! [`outputs_per_source`] for the outbound policies written that way).
 
 use serde_json::{json, Map, Value};
 
-use super::model::{Note, NoteKind};
+use super::model::{push_unique, ConvertError, Ctx, Note, NoteKind};
 use crate::old::Selector;
+use crate::resource::{Resource, ResourceType};
 use crate::target_ref::SERVICE_TAG;
 
 /// A selector as a `targetRef` value, with the notes of what it could not express.
@@ -94,6 +99,116 @@ pub fn describe(target_ref: &Value) -> String {
         s.push_str(&format!(" {{{}}}", tags.join(", ")));
     }
     s
+}
+
+/// The distinct values `target` makes of the selectors of `list` (`{field}[i]`), in order,
+/// pushing their notes.
+fn distinct(
+    list: &[Selector],
+    field: &str,
+    target: fn(&Selector, &str) -> (Value, Vec<Note>),
+    notes: &mut Vec<Note>,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (i, selector) in list.iter().enumerate() {
+        let (value, n) = target(selector, &format!("{field}[{i}]"));
+        notes.extend(n);
+        push_unique(&mut out, value);
+    }
+    out
+}
+
+/// The distinct [`target_ref`]s of the selectors of `list` (`{field}[i]`, `field` being
+/// `sources`, `destinations` or `selectors`), in order, pushing their notes: the top-level
+/// targets of a family with one output per distinct target.
+pub fn distinct_targets(list: &[Selector], field: &str, notes: &mut Vec<Note>) -> Vec<Value> {
+    distinct(list, field, target_ref, notes)
+}
+
+/// One `{targetRef, default}` item per distinct target `target` ([`target_ref`] or
+/// [`service_or_mesh`]) makes of the selectors of `list` (`{field}[i]`), in order, pushing
+/// their notes: a `to` or `from` list whose items share `default`.
+pub fn items(
+    list: &[Selector],
+    field: &str,
+    target: fn(&Selector, &str) -> (Value, Vec<Note>),
+    default: &Value,
+    notes: &mut Vec<Note>,
+) -> Vec<Value> {
+    distinct(list, field, target, notes)
+        .into_iter()
+        .map(|t| json!({"targetRef": t, "default": default}))
+        .collect()
+}
+
+/// The [`target_ref`] of each selector of `list` (`{field}[i]`) with the name of its output
+/// ([`Ctx::output_name`]), for a family with one output per selector, pushing the selector
+/// notes and, when there are several, a note naming each output (`per`: `MeshRetry per
+/// source`).
+pub fn per_selector(
+    ctx: &Ctx,
+    list: &[Selector],
+    field: &str,
+    per: &str,
+    notes: &mut Vec<Note>,
+) -> Vec<(String, Value)> {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, selector) in list.iter().enumerate() {
+        let (target, n) = target_ref(selector, &format!("{field}[{i}]"));
+        notes.extend(n);
+        let name = ctx.output_name(i, list.len());
+        if list.len() > 1 {
+            notes.push(Note::new(
+                NoteKind::Selector,
+                format!("{field}[{i}]"),
+                format!("one {per}: {name} targets {}", describe(&target)),
+            ));
+        }
+        out.push((name, target));
+    }
+    out
+}
+
+/// The outputs of an outbound policy written as one output of type `ty` per source
+/// ([`per_selector`]), each with one `to` item per distinct destination ([`service_or_mesh`]),
+/// all with `default`.
+///
+/// # Errors
+/// As [`Ctx::output`].
+pub fn outputs_per_source(
+    ctx: &Ctx,
+    ty: ResourceType,
+    sources: &[Selector],
+    destinations: &[Selector],
+    default: &Value,
+    notes: &mut Vec<Note>,
+) -> Result<Vec<Resource>, ConvertError> {
+    let to = items(
+        destinations,
+        "destinations",
+        service_or_mesh,
+        default,
+        notes,
+    );
+    per_selector(
+        ctx,
+        sources,
+        "sources",
+        &format!("{} per source", ty.name()),
+        notes,
+    )
+    .into_iter()
+    .map(|(name, target)| ctx.output(ty, &name, json!({"targetRef": target, "to": to})))
+    .collect()
+}
+
+/// `target` limited to sidecars when it is `Mesh` or `MeshSubset`, which include gateways: the
+/// inbound policies' targets (Kuma only configured sidecar inbounds, and a target that includes
+/// gateways cannot have `from`).
+pub fn sidecars_only(target: &mut Value) {
+    if matches!(kind(target), "Mesh" | "MeshSubset") {
+        target["proxyTypes"] = json!(["Sidecar"]);
+    }
 }
 
 #[cfg(test)]

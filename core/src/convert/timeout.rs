@@ -60,15 +60,13 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     let mut notes = Vec::new();
     let default = to_default(conf, &mut notes);
 
-    let mut to: Vec<Value> = Vec::new();
-    for (i, destination) in timeout.destinations.iter().enumerate() {
-        let (target, n) = selectors::service_or_mesh(destination, &format!("destinations[{i}]"));
-        notes.extend(n);
-        let item = json!({"targetRef": target, "default": default});
-        if !to.contains(&item) {
-            to.push(item);
-        }
-    }
+    let to = selectors::items(
+        &timeout.destinations,
+        "destinations",
+        selectors::service_or_mesh,
+        &default,
+        &mut notes,
+    );
     let from = json!([{
         "targetRef": {"kind": "Mesh"},
         "default": {
@@ -78,27 +76,16 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         },
     }]);
 
-    let mut targets: Vec<Value> = Vec::new();
-    for (i, source) in timeout.sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(source, &format!("sources[{i}]"));
-        notes.extend(n);
-        if !targets.contains(&target) {
-            targets.push(target);
-        }
-    }
+    let targets = selectors::distinct_targets(&timeout.sources, "sources", &mut notes);
     let all_mesh = targets.iter().all(|t| selectors::kind(t) == "Mesh");
     notes.push(inbound_note(all_mesh));
     notes.push(precedence_note());
 
-    let mut outputs = Vec::with_capacity(targets.len());
-    for (i, target) in targets.iter().enumerate() {
-        let spec = json!({"targetRef": target, "to": to, "from": from});
-        outputs.push(ctx.output(
-            ResourceType::MeshTimeout,
-            &ctx.output_name(i, targets.len()),
-            spec,
-        )?);
-    }
+    let outputs = ctx.output_per_target(
+        ResourceType::MeshTimeout,
+        &targets,
+        |target| json!({"targetRef": target, "to": to, "from": from}),
+    )?;
     Ok((outputs, notes))
 }
 
@@ -320,34 +307,25 @@ fn precedence_note() -> Note {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert::model::testing::{
+        convert, fields, has_affecting, names, policy, targets, ANY_TO_ANY,
+    };
     use crate::convert::{convert_one, Conversion, Options};
-    use crate::resource::Resource;
 
-    fn conv(yaml: &str) -> Result<Conversion, ConvertError> {
-        convert_one(
-            &Resource::from_bytes(yaml.as_bytes()).unwrap(),
-            &Options::default(),
-        )
+    /// The conversion of the Timeout `t` with `body` (selectors and conf).
+    fn conv(body: &str) -> Result<Conversion, ConvertError> {
+        convert(&policy("Timeout", "t", body))
     }
 
-    fn ok(yaml: &str) -> Conversion {
-        conv(yaml).unwrap()
+    fn ok(body: &str) -> Conversion {
+        conv(body).unwrap()
     }
 
     fn has(c: &Conversion, kind: NoteKind, field: &str, affects: &[&str]) -> bool {
-        c.notes
-            .iter()
-            .any(|n| n.kind == kind && n.field == field && n.affects == affects)
-    }
-
-    fn fields(c: &Conversion) -> Vec<(NoteKind, &str)> {
-        c.notes.iter().map(|n| (n.kind, n.field.as_str())).collect()
+        has_affecting(&c.notes, kind, field, affects)
     }
 
     const FULL: &str = "
-type: Timeout
-mesh: default
-name: t
 sources:
 - match:
     kuma.io/service: '*'
@@ -438,9 +416,6 @@ conf:
     #[test]
     fn unset_fields_are_written_with_the_old_built_in_values() {
         let c = ok("
-type: Timeout
-mesh: default
-name: t
 sources:
 - match:
     kuma.io/service: web
@@ -490,19 +465,7 @@ conf:
 
     #[test]
     fn no_idle_timeout_at_all_maps_to_zero() {
-        let c = ok("
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
-  connectTimeout: 3s
-");
+        let c = ok(&format!("{ANY_TO_ANY}conf:\n  connectTimeout: 3s\n"));
         let d = &c.outputs[0].spec_value()["to"][0]["default"];
         assert_eq!(d["idleTimeout"], "0s");
         assert_eq!(d["connectionTimeout"], "3s");
@@ -511,22 +474,14 @@ conf:
 
     #[test]
     fn differing_tcp_and_http_idle_timeouts_keep_the_http_one() {
-        let c = ok("
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
+        let c = ok(&format!(
+            "{ANY_TO_ANY}conf:
   tcp:
     idleTimeout: 22s
   http:
     idleTimeout: 24s
-");
+"
+        ));
         assert_eq!(
             c.outputs[0].spec_value()["to"][0]["default"]["idleTimeout"],
             "24s"
@@ -539,20 +494,9 @@ conf:
         assert_eq!(n.kind, NoteKind::Semantics);
         assert!(n.message.contains("22s"), "{}", n.message);
         // Only http.idleTimeout: TCP destinations get it.
-        let c = ok("
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
-  http:
-    idleTimeout: 24s
-");
+        let c = ok(&format!(
+            "{ANY_TO_ANY}conf:\n  http:\n    idleTimeout: 24s\n"
+        ));
         assert!(has(
             &c,
             NoteKind::Semantics,
@@ -569,21 +513,13 @@ conf:
 
     #[test]
     fn grpc_fields() {
-        let c = ok("
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
+        let c = ok(&format!(
+            "{ANY_TO_ANY}conf:
   grpc:
     streamIdleTimeout: 7s
     maxStreamDuration: 8s
-");
+"
+        ));
         let d = &c.outputs[0].spec_value()["to"][0]["default"];
         assert_eq!(d["http"]["streamIdleTimeout"], "7s");
         assert_eq!(d["http"]["maxStreamDuration"], "0s");
@@ -606,17 +542,8 @@ conf:
             &["maxStreamDuration"]
         ));
         // With the http fields set, the gRPC ones were already ignored by Kuma.
-        let c = ok("
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
+        let c = ok(&format!(
+            "{ANY_TO_ANY}conf:
   http:
     requestTimeout: 1s
     streamIdleTimeout: 2s
@@ -624,7 +551,8 @@ conf:
   grpc:
     streamIdleTimeout: 7s
     maxStreamDuration: 8s
-");
+"
+        ));
         let d = &c.outputs[0].spec_value()["to"][0]["default"];
         assert_eq!(d["http"]["streamIdleTimeout"], "2s");
         assert_eq!(d["http"]["maxStreamDuration"], "3s");
@@ -645,9 +573,6 @@ conf:
     #[test]
     fn several_sources_and_destinations() {
         let c = ok("
-type: Timeout
-mesh: default
-name: t
 sources:
 - match:
     kuma.io/service: web
@@ -668,15 +593,9 @@ destinations:
 conf:
   connectTimeout: 2s
 ");
-        let names: Vec<&str> = c.outputs.iter().map(|o| o.meta.name.as_str()).collect();
-        assert_eq!(names, ["t-1", "t-2", "t-3"]);
-        let tops: Vec<Value> = c
-            .outputs
-            .iter()
-            .map(|o| o.spec_value()["targetRef"].clone())
-            .collect();
+        assert_eq!(names(&c), ["t-1", "t-2", "t-3"]);
         assert_eq!(
-            tops,
+            targets(&c),
             [
                 json!({"kind": "MeshServiceSubset", "name": "web", "tags": {"version": "v2"}}),
                 json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "z1"}}),
@@ -696,25 +615,10 @@ conf:
 
     #[test]
     fn errors() {
-        let no_conf = conv(
-            "
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-",
-        );
+        let no_conf = conv(ANY_TO_ANY);
         assert!(matches!(no_conf, Err(ConvertError::Empty { .. })));
         let no_sources = conv(
             "
-type: Timeout
-mesh: default
-name: t
 destinations:
 - match:
     kuma.io/service: '*'
@@ -724,21 +628,7 @@ conf:
         );
         assert!(matches!(no_sources, Err(ConvertError::Empty { .. })));
         // MeshTimeout rejects a zero connection timeout the old Timeout let through.
-        let zero = conv(
-            "
-type: Timeout
-mesh: default
-name: t
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
-  connectTimeout: 0s
-",
-        );
+        let zero = conv(&format!("{ANY_TO_ANY}conf:\n  connectTimeout: 0s\n"));
         assert!(
             matches!(zero, Err(ConvertError::Invalid { .. })),
             "{zero:?}"
@@ -748,7 +638,7 @@ conf:
     #[test]
     fn options_mesh_and_labels() {
         let c = convert_one(
-            &Resource::from_bytes(FULL.as_bytes()).unwrap(),
+            &policy("Timeout", "t", FULL),
             &Options {
                 mesh: Some("other".to_owned()),
             },

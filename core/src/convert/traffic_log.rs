@@ -17,11 +17,11 @@
 //! The generated loggers are the same (format, `%KUMA_*%` values, path); only precedence
 //! differs (one TrafficLog per outbound versus merged MeshAccessLogs).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
-use super::selectors::{self, describe};
-use crate::mesh::LoggingBackendKind;
+use super::selectors;
+use crate::mesh::{LoggingBackendKind, MeshSpec};
 use crate::old::traffic_log::TrafficLog;
 use crate::resource::{ResourceType, Spec};
 
@@ -44,21 +44,12 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     if sources.is_empty() || destinations.is_empty() {
         return Err(ctx.empty("the TrafficLog has no sources or no destinations"));
     }
-    let mesh = ctx.mesh_spec.ok_or_else(|| {
-        ctx.unsupported("the Mesh is needed to convert a TrafficLog (its backend is one of the Mesh's logging backends)")
-    })?;
-    let name = conf.as_ref().map_or("", |c| c.backend.as_str());
-    let backends = mesh.logging_backends();
-    let backend = backends.get(name).ok_or_else(|| {
-        ctx.empty(format!(
-            "the Mesh has no logging backend {:?}: the TrafficLog logs nothing",
-            if name.is_empty() {
-                backends.default_backend.as_str()
-            } else {
-                name
-            }
-        ))
-    })?;
+    let (backend, copied) = ctx.mesh_backend(
+        "logging",
+        "log",
+        MeshSpec::logging_backends,
+        conf.as_ref().map_or("", |c| c.backend.as_str()),
+    )?;
     let format =
         (!backend.format.is_empty()).then(|| json!({"type": "Plain", "plain": backend.format}));
     let new_backend = match &backend.kind {
@@ -88,66 +79,34 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "sources",
         "Kuma applies only the most specific TrafficLog per proxy and outbound; MeshAccessLogs targeting the proxy and destination merge (by targetRef kind, then name; the last backends list wins), so another policy may win",
     )];
-    if conf.as_ref().is_none_or(|c| c.backend.is_empty()) {
-        notes.push(Note::new(
-            NoteKind::Semantics,
-            "conf.backend",
-            format!(
-                "the Mesh's default logging backend {:?} is copied: changing the Mesh's default no longer changes this log",
-                backend.name
-            ),
-        ));
-    }
-    let default = json!({"backends": [new_backend]});
-    let mut to: Vec<Value> = Vec::new();
-    for (i, d) in destinations.iter().enumerate() {
-        let (target, n) = selectors::service_or_mesh(d, &format!("destinations[{i}]"));
-        notes.extend(n);
-        if !to.iter().any(|t| t["targetRef"] == target) {
-            to.push(json!({"targetRef": target, "default": default}));
-        }
-    }
-    let mut outputs = Vec::new();
-    for (i, s) in sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(s, &format!("sources[{i}]"));
-        notes.extend(n);
-        let name = ctx.output_name(i, sources.len());
-        if sources.len() > 1 {
-            notes.push(Note::new(
-                NoteKind::Selector,
-                format!("sources[{i}]"),
-                format!(
-                    "one MeshAccessLog per source: {name} targets {}",
-                    describe(&target)
-                ),
-            ));
-        }
-        outputs.push(ctx.output(
-            ResourceType::MeshAccessLog,
-            &name,
-            json!({"targetRef": target, "to": to}),
-        )?);
-    }
+    notes.extend(copied);
+    let outputs = selectors::outputs_per_source(
+        ctx,
+        ResourceType::MeshAccessLog,
+        sources,
+        destinations,
+        &json!({"backends": [new_backend]}),
+        &mut notes,
+    )?;
     Ok((outputs, notes))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
-    use crate::convert::{convert_one, convert_one_in, Conversion, Options};
-    use crate::mesh::MeshSpec;
+    use crate::convert::model::testing::{self, convert, policy, WEB_TO_BACKEND as SEL};
+    use crate::convert::{convert_one_in, Conversion, Options};
     use crate::resource::Resource;
 
     fn log(body: &str) -> Resource {
-        Resource::from_bytes(
-            format!("type: TrafficLog\nmesh: default\nname: tl\n{body}").as_bytes(),
-        )
-        .unwrap()
+        policy("TrafficLog", "tl", body)
     }
 
     fn mesh() -> MeshSpec {
-        let r = Resource::from_bytes(
-            br#"type: Mesh
+        testing::mesh(
+            r#"type: Mesh
 name: default
 logging:
   defaultBackend: file-default
@@ -166,17 +125,15 @@ logging:
     type: syslog
 "#,
         )
-        .unwrap();
-        match r.spec {
-            Spec::Mesh(m) => m,
-            _ => unreachable!(),
-        }
     }
 
-    const SEL: &str = "sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: backend}\n";
+    /// The conversion of `body` in the [`mesh`].
+    fn conv(body: &str) -> Result<Conversion, ConvertError> {
+        convert_one_in(&log(body), &Options::default(), Some(&mesh()))
+    }
 
     fn run(body: &str) -> Conversion {
-        convert_one_in(&log(body), &Options::default(), Some(&mesh())).unwrap()
+        conv(body).unwrap()
     }
 
     #[test]
@@ -224,28 +181,13 @@ logging:
 
     #[test]
     fn errors() {
-        let e = convert_one(&log(SEL), &Options::default()).unwrap_err();
+        let e = convert(&log(SEL)).unwrap_err();
         assert!(matches!(e, ConvertError::Unsupported { .. }), "{e}");
-        let e = convert_one_in(
-            &log(&format!("{SEL}conf: {{backend: nope}}\n")),
-            &Options::default(),
-            Some(&mesh()),
-        )
-        .unwrap_err();
+        let e = conv(&format!("{SEL}conf: {{backend: nope}}\n")).unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }), "{e}");
-        let e = convert_one_in(
-            &log(&format!("{SEL}conf: {{backend: weird}}\n")),
-            &Options::default(),
-            Some(&mesh()),
-        )
-        .unwrap_err();
+        let e = conv(&format!("{SEL}conf: {{backend: weird}}\n")).unwrap_err();
         assert!(matches!(e, ConvertError::Unsupported { .. }), "{e}");
-        let e = convert_one_in(
-            &log("destinations:\n- match: {kuma.io/service: backend}\n"),
-            &Options::default(),
-            Some(&mesh()),
-        )
-        .unwrap_err();
+        let e = conv("destinations:\n- match: {kuma.io/service: backend}\n").unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }), "{e}");
     }
 

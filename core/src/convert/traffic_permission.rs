@@ -20,7 +20,7 @@
 //! TrafficPermission per inbound; new: every MeshTrafficPermission selecting the inbound adds
 //! its clients).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
 use super::selectors;
@@ -39,24 +39,16 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     }
     let mut notes = Vec::new();
 
-    let mut from: Vec<Value> = Vec::new();
-    for (i, source) in tp.sources.iter().enumerate() {
-        // The selector notes (a `*` tag left out) do not apply here: Kuma's principal for the
-        // old source leaves the same tags out.
-        let (target, _) = selectors::target_ref(source, &format!("sources[{i}]"));
-        let item = json!({"targetRef": target, "default": {"action": "Allow"}});
-        if !from.contains(&item) {
-            from.push(item);
-        }
-    }
-    let mut targets: Vec<Value> = Vec::new();
-    for (i, destination) in tp.destinations.iter().enumerate() {
-        let (target, n) = selectors::target_ref(destination, &format!("destinations[{i}]"));
-        notes.extend(n);
-        if !targets.contains(&target) {
-            targets.push(target);
-        }
-    }
+    // The sources' selector notes (a `*` tag left out) do not apply here: Kuma's principal for
+    // the old source leaves the same tags out.
+    let from = selectors::items(
+        &tp.sources,
+        "sources",
+        selectors::target_ref,
+        &json!({"action": "Allow"}),
+        &mut Vec::new(),
+    );
+    let targets = selectors::distinct_targets(&tp.destinations, "destinations", &mut notes);
 
     notes.push(
         Note::new(
@@ -72,33 +64,18 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "Kuma applies only the best-matching TrafficPermission per inbound (most specific destination, then newest): another one matching the same inbound has no effect; every MeshTrafficPermission selecting an inbound adds its clients, so a broader converted policy (e.g. from a `kuma.io/service: '*'` destination) now also allows its sources on inbounds a more specific TrafficPermission used to restrict",
     ));
 
-    let mut outputs = Vec::with_capacity(targets.len());
-    for (i, target) in targets.iter().enumerate() {
-        outputs.push(ctx.output(
-            ResourceType::MeshTrafficPermission,
-            &ctx.output_name(i, targets.len()),
-            json!({"targetRef": target, "from": from}),
-        )?);
-    }
+    let outputs = ctx.output_per_target(
+        ResourceType::MeshTrafficPermission,
+        &targets,
+        |target| json!({"targetRef": target, "from": from}),
+    )?;
     Ok((outputs, notes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Conversion, Options};
-    use crate::resource::Resource;
-
-    fn conv(yaml: &str) -> Result<Conversion, ConvertError> {
-        convert_one(
-            &Resource::from_bytes(yaml.as_bytes()).unwrap(),
-            &Options::default(),
-        )
-    }
-
-    fn ok(yaml: &str) -> Conversion {
-        conv(yaml).unwrap()
-    }
+    use crate::convert::model::testing::{conv, fields, names, ok};
 
     #[test]
     fn the_seed_examples_convert_to_the_seed_replacements() {
@@ -134,10 +111,8 @@ destinations:
                 ],
             })
         );
-        let fields: Vec<(NoteKind, &str)> =
-            c.notes.iter().map(|n| (n.kind, n.field.as_str())).collect();
         assert_eq!(
-            fields,
+            fields(&c),
             [
                 (NoteKind::Default, "destinations"),
                 (NoteKind::Semantics, "destinations"),
@@ -189,8 +164,7 @@ destinations:
       team: payments
       version: '*'
 ");
-        let names: Vec<&str> = c.outputs.iter().map(|o| o.meta.name.as_str()).collect();
-        assert_eq!(names, ["tp-1", "tp-2"]);
+        assert_eq!(names(&c), ["tp-1", "tp-2"]);
         let spec = c.outputs[1].spec_value();
         assert_eq!(
             spec["targetRef"],

@@ -36,8 +36,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
-use super::selectors::{self, describe};
+use super::model::{push_unique, ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
 use crate::old::traffic_route::{
     Conf, Headers, Http, HttpMatch, LoadBalancer, Modify, Split, StringMatcher, TrafficRoute,
 };
@@ -196,20 +196,9 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     ));
 
     let mut outputs = Vec::new();
-    for (i, s) in sources.iter().enumerate() {
-        let (target, n) = selectors::target_ref(s, &format!("sources[{i}]"));
-        notes.extend(n);
-        let name = ctx.output_name(i, sources.len());
-        if sources.len() > 1 {
-            notes.push(Note::new(
-                NoteKind::Selector,
-                format!("sources[{i}]"),
-                format!(
-                    "one output per source: {name} targets {}",
-                    describe(&target)
-                ),
-            ));
-        }
+    for (name, target) in
+        selectors::per_selector(ctx, sources, "sources", "output per source", &mut notes)
+    {
         if !http_to.is_empty() {
             outputs.push(ctx.output(
                 ResourceType::MeshHTTPRoute,
@@ -237,17 +226,9 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     // Destinations share the rules: their notes once.
     let mut unique: Vec<Note> = Vec::new();
     for n in notes {
-        if !unique.contains(&n) {
-            unique.push(n);
-        }
+        push_unique(&mut unique, n);
     }
     Ok((outputs, unique))
-}
-
-fn push_unique(list: &mut Vec<Value>, v: Value) {
-    if !list.contains(&v) {
-        list.push(v);
-    }
 }
 
 /// `true` when `tags` (a split destination) is the outbound of `service` itself: its service
@@ -632,20 +613,18 @@ fn load_balancer(lb: &LoadBalancer, notes: &mut Vec<Note>) -> Result<Value, Conv
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, Conversion, Options};
+    use crate::convert::model::testing::{
+        convert, has as testing_has, policy, ANY_TO_ANY, WEB_TO_BACKEND as SEL,
+    };
+    use crate::convert::Conversion;
     use crate::resource::Resource;
 
     fn tr(body: &str) -> Resource {
-        Resource::from_bytes(
-            format!("type: TrafficRoute\nmesh: default\nname: tr\n{body}").as_bytes(),
-        )
-        .unwrap()
+        policy("TrafficRoute", "tr", body)
     }
 
-    const SEL: &str = "sources:\n- match: {kuma.io/service: web}\ndestinations:\n- match: {kuma.io/service: backend}\n";
-
     fn run(body: &str) -> Conversion {
-        convert_one(&tr(body), &Options::default()).unwrap()
+        convert(&tr(body)).unwrap()
     }
 
     fn spec(c: &Conversion, ty: ResourceType) -> Value {
@@ -657,7 +636,7 @@ mod tests {
     }
 
     fn has(c: &Conversion, kind: NoteKind, field: &str) -> bool {
-        c.notes.iter().any(|n| n.kind == kind && n.field == field)
+        testing_has(&c.notes, kind, field)
     }
 
     #[test]
@@ -820,7 +799,7 @@ mod tests {
     #[test]
     fn routing_to_itself_needs_no_route() {
         // Kuma's route-all, with a balancer.
-        let c = run("sources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  destination: {kuma.io/service: '*'}\n  loadBalancer: {ringHash: {hashFunction: MURMUR_HASH_2, minRingSize: 64}}\n");
+        let c = run(&format!("{ANY_TO_ANY}conf:\n  destination: {{kuma.io/service: '*'}}\n  loadBalancer: {{ringHash: {{hashFunction: MURMUR_HASH_2, minRingSize: 64}}}}\n"));
         let types: Vec<ResourceType> = c.outputs.iter().map(Resource::ty).collect();
         assert_eq!(types, [ResourceType::MeshLoadBalancingStrategy]);
         assert_eq!(
@@ -895,10 +874,9 @@ mod tests {
     #[test]
     fn destinations_and_sources() {
         // A wildcard destination with a split cannot name the `to` service.
-        let e = convert_one(
-            &tr("sources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  destination: {kuma.io/service: '*', version: v2}\n"),
-            &Options::default(),
-        )
+        let e = convert(&tr(&format!(
+            "{ANY_TO_ANY}conf:\n  destination: {{kuma.io/service: '*', version: v2}}\n"
+        )))
         .unwrap_err();
         assert!(matches!(e, ConvertError::Unsupported { .. }), "{e}");
         // Two sources, two destinations.
@@ -928,12 +906,9 @@ mod tests {
         );
         assert!(has(&c, NoteKind::Selector, "sources[1]"));
         // Errors.
-        let e = convert_one(&tr(SEL), &Options::default()).unwrap_err();
+        let e = convert(&tr(SEL)).unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }));
-        let e = convert_one(
-            &tr(&format!("{SEL}conf:\n  destination: {{kuma.io/service: backend}}\n  http:\n  - match: {{path: {{prefix: /a}}}}\n    modify: {{host: {{value: Not_A_Host}}}}\n    destination: {{kuma.io/service: backend}}\n")),
-            &Options::default(),
-        )
+        let e = convert(&tr(&format!("{SEL}conf:\n  destination: {{kuma.io/service: backend}}\n  http:\n  - match: {{path: {{prefix: /a}}}}\n    modify: {{host: {{value: Not_A_Host}}}}\n    destination: {{kuma.io/service: backend}}\n")))
         .unwrap_err();
         assert!(matches!(e, ConvertError::Invalid { .. }), "{e}");
     }

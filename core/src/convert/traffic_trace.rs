@@ -20,9 +20,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::model::{ConvertError, Ctx, Note, NoteKind, Output};
-use super::selectors::{self, describe};
-use crate::mesh::TracingBackendKind;
+use super::model::{int_or_decimal, ConvertError, Ctx, Note, NoteKind, Output};
+use super::selectors;
+use crate::mesh::{MeshSpec, TracingBackendKind};
 use crate::old::traffic_log::TrafficTrace;
 use crate::resource::{ResourceType, Spec};
 
@@ -44,21 +44,12 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     if sels.is_empty() {
         return Err(ctx.empty("the TrafficTrace has no selectors"));
     }
-    let mesh = ctx.mesh_spec.ok_or_else(|| {
-        ctx.unsupported("the Mesh is needed to convert a TrafficTrace (its backend is one of the Mesh's tracing backends)")
-    })?;
-    let name = conf.as_ref().map_or("", |c| c.backend.as_str());
-    let backends = mesh.tracing_backends();
-    let backend = backends.get(name).ok_or_else(|| {
-        ctx.empty(format!(
-            "the Mesh has no tracing backend {:?}: the TrafficTrace traces nothing",
-            if name.is_empty() {
-                backends.default_backend.as_str()
-            } else {
-                name
-            }
-        ))
-    })?;
+    let (backend, copied) = ctx.mesh_backend(
+        "tracing",
+        "trace",
+        MeshSpec::tracing_backends,
+        conf.as_ref().map_or("", |c| c.backend.as_str()),
+    )?;
     let mut notes = Vec::new();
     let (new_backend, provider) = match &backend.kind {
         TracingBackendKind::Zipkin {
@@ -124,38 +115,18 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "selectors",
         "Kuma applies only the most specific TrafficTrace per proxy; MeshTraces targeting the proxy merge (by targetRef kind, then name; the last backends list wins), so another policy may win",
     ));
-    if conf.as_ref().is_none_or(|c| c.backend.is_empty()) {
-        notes.push(Note::new(
-            NoteKind::Semantics,
-            "conf.backend",
-            format!(
-                "the Mesh's default tracing backend {:?} is copied: changing the Mesh's default no longer changes this trace",
-                backend.name
-            ),
-        ));
-    }
+    notes.extend(copied);
     let mut default = Map::new();
     default.insert("backends".to_owned(), json!([new_backend]));
     if let Some(s) = backend.sampling {
-        default.insert("sampling".to_owned(), json!({"overall": percentage(s)}));
+        default.insert("sampling".to_owned(), json!({"overall": int_or_decimal(s)}));
     }
     let default = Value::Object(default);
 
     let mut outputs = Vec::new();
-    for (i, s) in sels.iter().enumerate() {
-        let (target, n) = selectors::target_ref(s, &format!("selectors[{i}]"));
-        notes.extend(n);
-        let name = ctx.output_name(i, sels.len());
-        if sels.len() > 1 {
-            notes.push(Note::new(
-                NoteKind::Selector,
-                format!("selectors[{i}]"),
-                format!(
-                    "one MeshTrace per selector: {name} targets {}",
-                    describe(&target)
-                ),
-            ));
-        }
+    for (name, target) in
+        selectors::per_selector(ctx, sels, "selectors", "MeshTrace per selector", &mut notes)
+    {
         outputs.push(ctx.output(
             ResourceType::MeshTrace,
             &name,
@@ -165,34 +136,20 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
     Ok((outputs, notes))
 }
 
-/// A sampling percentage as MeshTrace writes it, parsing back to the same double: an integer
-/// when whole, else the shortest decimal string.
-fn percentage(p: f64) -> Value {
-    if p.fract() == 0.0 && p.abs() <= f64::from(i32::MAX) {
-        json!(p as i32)
-    } else {
-        json!(p.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{convert_one, convert_one_in, Conversion, Options};
-    use crate::mesh::MeshSpec;
-    use crate::policies::mesh_fault_injection::IntOrString;
+    use crate::convert::model::testing::{self, convert, policy};
+    use crate::convert::{convert_one_in, Conversion, Options};
     use crate::resource::Resource;
 
     fn trace(body: &str) -> Resource {
-        Resource::from_bytes(
-            format!("type: TrafficTrace\nmesh: default\nname: tt\n{body}").as_bytes(),
-        )
-        .unwrap()
+        policy("TrafficTrace", "tt", body)
     }
 
     fn mesh() -> MeshSpec {
-        let r = Resource::from_bytes(
-            br#"type: Mesh
+        testing::mesh(
+            r#"type: Mesh
 name: default
 tracing:
   defaultBackend: zipkin
@@ -212,17 +169,17 @@ tracing:
     type: jaeger
 "#,
         )
-        .unwrap();
-        match r.spec {
-            Spec::Mesh(m) => m,
-            _ => unreachable!(),
-        }
     }
 
     const SEL: &str = "selectors:\n- match: {kuma.io/service: web}\n";
 
+    /// The conversion of `body` in the [`mesh`].
+    fn conv(body: &str) -> Result<Conversion, ConvertError> {
+        convert_one_in(&trace(body), &Options::default(), Some(&mesh()))
+    }
+
     fn run(body: &str) -> Conversion {
-        convert_one_in(&trace(body), &Options::default(), Some(&mesh())).unwrap()
+        conv(body).unwrap()
     }
 
     #[test]
@@ -282,37 +239,14 @@ tracing:
     }
 
     #[test]
-    fn percentages_parse_back_to_the_same_double() {
-        for p in [0.0, 1.0, 12.5, 33.3, 0.001, 99.99] {
-            let v: IntOrString = serde_json::from_value(percentage(p)).unwrap();
-            assert_eq!(v.to_f64(), Some(p), "{p}");
-        }
-    }
-
-    #[test]
     fn errors() {
-        let e = convert_one(&trace(SEL), &Options::default()).unwrap_err();
+        let e = convert(&trace(SEL)).unwrap_err();
         assert!(matches!(e, ConvertError::Unsupported { .. }), "{e}");
-        let e = convert_one_in(
-            &trace(&format!("{SEL}conf: {{backend: missing}}\n")),
-            &Options::default(),
-            Some(&mesh()),
-        )
-        .unwrap_err();
+        let e = conv(&format!("{SEL}conf: {{backend: missing}}\n")).unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }), "{e}");
-        let e = convert_one_in(
-            &trace(&format!("{SEL}conf: {{backend: weird}}\n")),
-            &Options::default(),
-            Some(&mesh()),
-        )
-        .unwrap_err();
+        let e = conv(&format!("{SEL}conf: {{backend: weird}}\n")).unwrap_err();
         assert!(matches!(e, ConvertError::Unsupported { .. }), "{e}");
-        let e = convert_one_in(
-            &trace("conf: {backend: dd}\n"),
-            &Options::default(),
-            Some(&mesh()),
-        )
-        .unwrap_err();
+        let e = conv("conf: {backend: dd}\n").unwrap_err();
         assert!(matches!(e, ConvertError::Empty { .. }), "{e}");
     }
 }

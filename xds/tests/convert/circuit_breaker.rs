@@ -4,106 +4,19 @@
 //! detector count written out.
 
 use serde_json::json;
-use umbra_core::resource::ResourceType;
+use umbra_core::resource::{Resource, ResourceType};
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{kuma_demo, KUMA_DEMO_DPPS as DPPS};
+use super::{common, converts, equivalence, ops, output_spec, scenario, CLUSTER};
 
-/// The kuma-demo topology of seed 000: frontend calls backend (HTTP) and redis (TCP).
-const TOPOLOGY: &str = "
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ['*']
----
-type: Dataplane
-mesh: default
-name: frontend
-networking:
-  address: 10.42.0.29
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: frontend
-      kuma.io/protocol: http
-  outbound:
-  - port: 3001
-    address: 10.43.13.71
-    tags:
-      kuma.io/service: backend
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.42.0.30
-  inbound:
-  - port: 3001
-    tags:
-      kuma.io/service: backend
-      kuma.io/protocol: http
-  outbound:
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: redis
-networking:
-  address: 10.42.0.28
-  inbound:
-  - port: 6379
-    tags:
-      kuma.io/service: redis
-      kuma.io/protocol: tcp
-";
-
-const DPPS: &[&str] = &["frontend", "backend", "redis"];
-
+/// Seed 000's example (`circuit-breakers.yaml`): its kuma-demo topology and the old
+/// CircuitBreaker, without the seed's MeshCircuitBreaker replacement.
 #[test]
 fn the_seed_circuit_breaker_converts_with_an_empty_diff() {
-    let resources = scenario(&format!(
-        "{TOPOLOGY}---
-type: CircuitBreaker
-mesh: default
-name: circuit-breaker-example
-sources:
-- match:
-    kuma.io/service: '*'
-destinations:
-- match:
-    kuma.io/service: '*'
-conf:
-  interval: 21s
-  baseEjectionTime: 22s
-  maxEjectionPercent: 23
-  splitExternalAndLocalErrors: false
-  thresholds:
-    maxConnections: 24
-    maxPendingRequests: 25
-    maxRequests: 26
-    maxRetries: 27
-  detectors:
-    totalErrors:
-      consecutive: 28
-    gatewayErrors:
-      consecutive: 29
-    localErrors:
-      consecutive: 30
-    standardDeviation:
-      requestVolume: 31
-      minimumHosts: 32
-      factor: 1.33
-    failure:
-      requestVolume: 34
-      minimumHosts: 35
-      threshold: 36
-"
-    ));
+    let resources: Vec<Resource> = common::load("circuit-breakers.yaml")
+        .into_iter()
+        .filter(|r| r.ty() != ResourceType::MeshCircuitBreaker)
+        .collect();
     let report = equivalence(&resources, DPPS);
     assert_eq!(report.conversions.len(), 1);
     assert_eq!(report.ops, []);
@@ -125,7 +38,7 @@ conf:
 #[test]
 fn partial_circuit_breakers_leave_only_the_announced_enforcings() {
     let resources = scenario(&format!(
-        "{TOPOLOGY}---
+        "{}---
 type: CircuitBreaker
 mesh: default
 name: cb-global
@@ -182,37 +95,32 @@ conf:
   detectors:
     localErrors:
       consecutive: 7
-"
+",
+        kuma_demo("")
     ));
-    let report = equivalence(&resources, DPPS);
-    assert_eq!(report.conversions.len(), old_policies(&resources));
-    assert_eq!(output_types(&report), [ResourceType::MeshCircuitBreaker]);
-    let od = |cluster: &str, field: &str| {
-        format!("/type.googleapis.com~1envoy.config.cluster.v3.Cluster/{cluster}/outlierDetection/{field}")
+    let report = converts(&resources, DPPS, &[ResourceType::MeshCircuitBreaker]);
+    let od = |cluster: &str, field: &str| format!("{CLUSTER}/{cluster}/outlierDetection/{field}");
+    // A CircuitBreaker without success rate and failure detectors: the local-origin
+    // enforcings MeshCircuitBreaker sets to 0.
+    let local_origin = |dp: &'static str| {
+        [
+            (
+                dp,
+                "add",
+                od("redis", "enforcingFailurePercentageLocalOrigin"),
+            ),
+            (dp, "add", od("redis", "enforcingLocalOriginSuccessRate")),
+        ]
     };
-    let expected: Vec<Op> = [
-        // backend -> redis: cb-global (no detector): the two local-origin enforcings.
-        (
-            "backend",
-            od("redis", "enforcingFailurePercentageLocalOrigin"),
-        ),
-        ("backend", od("redis", "enforcingLocalOriginSuccessRate")),
+    let expected = ops([
+        // backend -> redis: cb-global (no detector).
+        &local_origin("backend")[..],
         // frontend -> backend: cb-backend, totalErrors without a count.
-        ("frontend", od("backend", "consecutive5xx")),
-        // frontend -> redis: cb-frontend-redis, no success rate or failure detector.
-        (
-            "frontend",
-            od("redis", "enforcingFailurePercentageLocalOrigin"),
-        ),
-        ("frontend", od("redis", "enforcingLocalOriginSuccessRate")),
+        &[("frontend", "add", od("backend", "consecutive5xx"))],
+        // frontend -> redis: cb-frontend-redis (a local errors detector only).
+        &local_origin("frontend"),
     ]
-    .into_iter()
-    .map(|(dp, path)| Op {
-        dataplane: dp.to_owned(),
-        op: "add".to_owned(),
-        path,
-    })
-    .collect();
+    .concat());
     assert_eq!(report.ops, expected);
 
     let backend = output_spec(&report, ResourceType::MeshCircuitBreaker, "cb-backend");

@@ -6,56 +6,21 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{dataplane, MESH};
+use super::{converts, ops_on, output_spec, scenario, typed_config};
 
-const SCENARIO: &str = "
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ['*']
----
-type: Dataplane
-mesh: default
-name: frontend
-networking:
-  address: 10.42.0.29
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: frontend
-      kuma.io/protocol: http
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.42.0.30
-  inbound:
-  - port: 3001
-    tags:
-      kuma.io/service: backend
-      kuma.io/protocol: http
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.42.0.31
-  inbound:
-  - port: 8081
-    tags:
-      kuma.io/service: web
-      kuma.io/protocol: http2
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.42.0.32
-  inbound:
-  - port: 9090
-    tags:
-      kuma.io/service: api
-      kuma.io/protocol: grpc
+/// frontend and backend (HTTP), web (HTTP/2) and api (gRPC) servers.
+fn topology() -> String {
+    [
+        dataplane("frontend", "10.42.0.29", 8080, "http", &[]),
+        dataplane("backend", "10.42.0.30", 3001, "http", &[]),
+        dataplane("web", "10.42.0.31", 8081, "http2", &[]),
+        dataplane("api", "10.42.0.32", 9090, "grpc", &[]),
+    ]
+    .concat()
+}
+
+const FAULT_INJECTIONS: &str = "
 ---
 type: FaultInjection
 mesh: default
@@ -115,103 +80,56 @@ const DPPS: &[&str] = &["frontend", "backend", "web", "api"];
 
 #[test]
 fn fault_injection_to_mesh_fault_injection_leaves_only_the_announced_matchers() {
-    let resources = scenario(SCENARIO);
-    let report = equivalence(&resources, DPPS);
-    assert_eq!(report.conversions.len(), old_policies(&resources));
-    assert_eq!(output_types(&report), [ResourceType::MeshFaultInjection]);
-    let expected: Vec<Op> = [
+    let resources = scenario(&format!("{MESH}{}{FAULT_INJECTIONS}", topology()));
+    let report = converts(&resources, DPPS, &[ResourceType::MeshFaultInjection]);
+    // The matcher of a client's `x-kuma-tags` changes form.
+    let matcher = [
+        ("add", "0/typedConfig/headers/0/stringMatch"),
+        ("remove", "0/typedConfig/headers/0/safeRegexMatch"),
+    ];
+    let mut expected = [
         // api (gRPC): fi-any's gRPC destination is dropped, the fault filter disappears (the
         // router moves up to index 0).
-        (
+        ops_on(
             "api",
-            "remove",
-            filters("inbound:10.42.0.32:9090", "0/typedConfig/delay"),
-        ),
-        (
-            "api",
-            "remove",
-            filters("inbound:10.42.0.32:9090", "0/typedConfig/headers"),
-        ),
-        ("api", "remove", filters("inbound:10.42.0.32:9090", "1")),
-        (
-            "api",
-            "replace",
-            filters("inbound:10.42.0.32:9090", "0/name"),
-        ),
-        (
-            "api",
-            "replace",
-            filters("inbound:10.42.0.32:9090", "0/typedConfig/@type"),
+            |rest| filters("inbound:10.42.0.32:9090", rest),
+            &[
+                ("remove", "0/typedConfig/delay"),
+                ("remove", "0/typedConfig/headers"),
+                ("remove", "1"),
+                ("replace", "0/name"),
+                ("replace", "0/typedConfig/@type"),
+            ],
         ),
         // backend: one source, the same fault; only the matcher's form changes.
-        (
+        ops_on(
             "backend",
-            "add",
-            filters(
-                "inbound:10.42.0.30:3001",
-                "0/typedConfig/headers/0/stringMatch",
-            ),
-        ),
-        (
-            "backend",
-            "remove",
-            filters(
-                "inbound:10.42.0.30:3001",
-                "0/typedConfig/headers/0/safeRegexMatch",
-            ),
+            |rest| filters("inbound:10.42.0.30:3001", rest),
+            &matcher,
         ),
         // frontend: fi-any's `*` source is `Mesh`, without a matcher.
-        (
+        ops_on(
             "frontend",
-            "remove",
-            filters("inbound:10.42.0.29:8080", "0/typedConfig/headers"),
+            |rest| filters("inbound:10.42.0.29:8080", rest),
+            &[("remove", "0/typedConfig/headers")],
         ),
         // web: two sources, two filters (one per client), then the router.
-        (
+        ops_on(
             "web",
-            "add",
-            filters(
-                "inbound:10.42.0.31:8081",
-                "0/typedConfig/headers/0/stringMatch",
-            ),
-        ),
-        (
-            "web",
-            "add",
-            filters("inbound:10.42.0.31:8081", "1/typedConfig/headers"),
-        ),
-        (
-            "web",
-            "add",
-            filters("inbound:10.42.0.31:8081", "1/typedConfig/responseRateLimit"),
-        ),
-        ("web", "add", filters("inbound:10.42.0.31:8081", "2")),
-        (
-            "web",
-            "remove",
-            filters(
-                "inbound:10.42.0.31:8081",
-                "0/typedConfig/headers/0/safeRegexMatch",
-            ),
-        ),
-        (
-            "web",
-            "replace",
-            filters("inbound:10.42.0.31:8081", "1/name"),
-        ),
-        (
-            "web",
-            "replace",
-            filters("inbound:10.42.0.31:8081", "1/typedConfig/@type"),
+            |rest| filters("inbound:10.42.0.31:8081", rest),
+            &[
+                matcher[0],
+                matcher[1],
+                ("add", "1/typedConfig/headers"),
+                ("add", "1/typedConfig/responseRateLimit"),
+                ("add", "2"),
+                ("replace", "1/name"),
+                ("replace", "1/typedConfig/@type"),
+            ],
         ),
     ]
-    .into_iter()
-    .map(|(dp, op, path)| Op {
-        dataplane: dp.to_owned(),
-        op: op.to_owned(),
-        path,
-    })
-    .collect();
+    .concat();
+    expected.sort();
     assert_eq!(report.ops, expected);
 
     let backend = output_spec(&report, ResourceType::MeshFaultInjection, "fi-backend");
@@ -238,7 +156,5 @@ fn fault_injection_to_mesh_fault_injection_leaves_only_the_announced_matchers() 
 
 /// The path of `rest` under the HTTP filters of listener `name`.
 fn filters(name: &str, rest: &str) -> String {
-    format!(
-        "/type.googleapis.com~1envoy.config.listener.v3.Listener/{name}/filterChains/0/filters/0/typedConfig/httpFilters/{rest}"
-    )
+    typed_config(name, &format!("httpFilters/{rest}"))
 }

@@ -7,75 +7,29 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{api_and_protocol_services, dataplane, MESH};
+use super::{converts, equivalence, output_spec, scenario, Op, CLUSTER};
 
-const MESH_AND_DPPS: &str = r#"
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ["*"]
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.0.0.10
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: web, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: http-service}}
-  - {port: 10002, tags: {kuma.io/service: grpc-service}}
-  - {port: 10003, tags: {kuma.io/service: tcp-service}}
-  - {port: 10004, tags: {kuma.io/service: http2-service}}
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.0.0.20
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: api, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: http-service}}
-  - {port: 10003, tags: {kuma.io/service: tcp-service}}
----
-type: Dataplane
-mesh: default
-name: http-service
-networking:
-  address: 10.0.0.11
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: http-service, kuma.io/protocol: http}
----
-type: Dataplane
-mesh: default
-name: grpc-service
-networking:
-  address: 10.0.0.12
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: grpc-service, kuma.io/protocol: grpc}
----
-type: Dataplane
-mesh: default
-name: tcp-service
-networking:
-  address: 10.0.0.13
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: tcp-service, kuma.io/protocol: tcp}
----
-type: Dataplane
-mesh: default
-name: http2-service
-networking:
-  address: 10.0.0.14
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: http2-service, kuma.io/protocol: http2}
-"#;
+/// web calls a service of each protocol (HTTP, gRPC, TCP, HTTP/2), api the HTTP and TCP ones.
+fn topology() -> String {
+    let web = dataplane(
+        "web",
+        "10.0.0.10",
+        8080,
+        "http",
+        &[
+            (10001, "http-service"),
+            (10002, "grpc-service"),
+            (10003, "tcp-service"),
+            (10004, "http2-service"),
+        ],
+    );
+    format!(
+        "{MESH}{web}{}{}",
+        api_and_protocol_services(),
+        dataplane("http2-service", "10.0.0.14", 80, "http2", &[])
+    )
+}
 
 /// A TCP check for every destination, with most common fields.
 const HC_ALL: &str = r#"
@@ -158,14 +112,10 @@ conf:
     - header: {key: x-mode, value: probe}
 "#;
 
-const CLUSTER: &str = "/type.googleapis.com~1envoy.config.cluster.v3.Cluster";
-
 #[test]
 fn health_check_http_keeps_kuma_tags_and_event_sink_differences() {
-    let scenario = scenario(&format!("{MESH_AND_DPPS}{HC_ALL}{HC_WEB_HTTP}"));
-    let report = equivalence(&scenario, &["web", "api"]);
-    assert_eq!(report.conversions.len(), old_policies(&scenario));
-    assert_eq!(output_types(&report), [ResourceType::MeshHealthCheck]);
+    let scenario = scenario(&format!("{}{HC_ALL}{HC_WEB_HTTP}", topology()));
+    let report = converts(&scenario, &["web", "api"], &[ResourceType::MeshHealthCheck]);
     let web_http = output_spec(&report, ResourceType::MeshHealthCheck, "hc-web-http");
     assert_eq!(
         web_http["to"][1]["default"]["http"],
@@ -190,11 +140,7 @@ fn health_check_http_keeps_kuma_tags_and_event_sink_differences() {
             ("replace", format!("{headers}/1/header/value")),
             ("remove", format!("{headers}/1/appendAction")),
         ] {
-            expected.push(Op {
-                dataplane: "web".to_owned(),
-                op: op.to_owned(),
-                path,
-            });
+            expected.push(Op::new("web", op, path));
         }
     }
     expected.sort();
@@ -203,7 +149,7 @@ fn health_check_http_keeps_kuma_tags_and_event_sink_differences() {
 
 #[test]
 fn health_check_tcp_converts_with_an_empty_diff() {
-    let scenario = scenario(&format!("{MESH_AND_DPPS}{HC_ALL}{HC_API_TCP}"));
+    let scenario = scenario(&format!("{}{HC_ALL}{HC_API_TCP}", topology()));
     let report = equivalence(&scenario, &["web", "api"]);
     assert_eq!(report.ops, []);
     assert_eq!(

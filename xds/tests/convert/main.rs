@@ -27,6 +27,47 @@ pub struct Op {
     pub path: String,
 }
 
+impl Op {
+    /// The operation `op` at `path` of the diff of `dataplane`.
+    pub fn new(dataplane: &str, op: &str, path: impl Into<String>) -> Self {
+        Op {
+            dataplane: dataplane.to_owned(),
+            op: op.to_owned(),
+            path: path.into(),
+        }
+    }
+}
+
+/// The operations `(dataplane, op, path)`.
+pub fn ops<'a>(list: impl IntoIterator<Item = (&'a str, &'a str, String)>) -> Vec<Op> {
+    list.into_iter()
+        .map(|(dp, op, path)| Op::new(dp, op, path))
+        .collect()
+}
+
+/// The operations `(op, rest)` of the diff of `dataplane`, each at `path(rest)`.
+pub fn ops_on(dataplane: &str, path: impl Fn(&str) -> String, list: &[(&str, &str)]) -> Vec<Op> {
+    list.iter()
+        .map(|(op, rest)| Op::new(dataplane, op, path(rest)))
+        .collect()
+}
+
+/// The JSON pointer of the listeners in a generated document.
+pub const LISTENER: &str = "/type.googleapis.com~1envoy.config.listener.v3.Listener";
+/// The JSON pointer of the clusters in a generated document.
+pub const CLUSTER: &str = "/type.googleapis.com~1envoy.config.cluster.v3.Cluster";
+
+/// The path of `rest` under the filters of listener `name`'s first chain.
+pub fn filters(name: &str, rest: &str) -> String {
+    format!("{LISTENER}/{name}/filterChains/0/filters/{rest}")
+}
+
+/// The path of `rest` in the typed config of listener `name`'s first filter (its connection
+/// manager or TCP proxy).
+pub fn typed_config(name: &str, rest: &str) -> String {
+    filters(name, &format!("0/typedConfig/{rest}"))
+}
+
 /// What [`equivalence`] found.
 #[derive(Debug)]
 pub struct Report {
@@ -97,20 +138,16 @@ pub fn equivalence(scenario: &[Resource], dataplanes: &[&str]) -> Report {
     let after = migrated(scenario, &conversions);
     let mut ops = Vec::new();
     for dp in dataplanes {
-        let before = common::snapshot(scenario, dp, View::Live)
-            .to_document()
-            .unwrap();
-        let now = common::snapshot(&after, dp, View::Live)
-            .to_document()
-            .unwrap();
+        let before = document(scenario, dp);
+        let now = document(&after, dp);
         let patch = diff(&before, &now);
         assert_eq!(apply(&before, &patch).unwrap(), now);
         for op in serde_json::to_value(&patch).unwrap().as_array().unwrap() {
-            ops.push(Op {
-                dataplane: (*dp).to_owned(),
-                op: op["op"].as_str().unwrap().to_owned(),
-                path: op["path"].as_str().unwrap().to_owned(),
-            });
+            ops.push(Op::new(
+                dp,
+                op["op"].as_str().unwrap(),
+                op["path"].as_str().unwrap(),
+            ));
         }
     }
     ops.sort();
@@ -136,6 +173,22 @@ pub fn equivalence(scenario: &[Resource], dataplanes: &[&str]) -> Report {
         report.ops
     );
     report
+}
+
+/// [`equivalence`] of a scenario that converts whole: every old policy converts, to outputs of
+/// the types `types` (sorted) only.
+pub fn converts(scenario: &[Resource], dataplanes: &[&str], types: &[ResourceType]) -> Report {
+    let report = equivalence(scenario, dataplanes);
+    assert_eq!(report.conversions.len(), old_policies(scenario));
+    assert_eq!(output_types(&report), types);
+    report
+}
+
+/// The live configuration of the DPP `dp` generated from `resources`, as JSON.
+pub fn document(resources: &[Resource], dp: &str) -> Value {
+    common::snapshot(resources, dp, View::Live)
+        .to_document()
+        .unwrap()
 }
 
 /// Parse a multi-document YAML scenario.
@@ -172,7 +225,10 @@ pub fn output_spec(report: &Report, ty: ResourceType, name: &str) -> Value {
         .spec_value()
 }
 
-// Family modules (one per old-policy family) follow; each holds its scenario and tests.
+// The scenario pieces several families share, then the family modules (one per old-policy
+// family), each with its policies and tests.
+mod scenarios;
+
 mod circuit_breaker;
 mod fault_injection;
 mod health_check;

@@ -7,67 +7,13 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
-
-const TOPOLOGY: &str = "
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ['*']
----
-type: Dataplane
-mesh: default
-name: frontend
-networking:
-  address: 10.42.0.29
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: frontend
-      kuma.io/protocol: http
-  outbound:
-  - port: 3001
-    address: 10.43.13.71
-    tags:
-      kuma.io/service: backend
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.42.0.30
-  inbound:
-  - port: 3001
-    tags:
-      kuma.io/service: backend
-      kuma.io/protocol: http
-  outbound:
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: redis
-networking:
-  address: 10.42.0.28
-  inbound:
-  - port: 6379
-    tags:
-      kuma.io/service: redis
-      kuma.io/protocol: tcp
-";
-
-const DPPS: &[&str] = &["frontend", "backend", "redis"];
+use super::scenarios::{kuma_demo, KUMA_DEMO_DPPS as DPPS};
+use super::{converts, document, equivalence, migrated, ops, output_spec, scenario, CLUSTER};
 
 #[test]
 fn proxy_templates_convert_with_an_empty_diff() {
     let resources = scenario(&format!(
-        "{TOPOLOGY}---
+        "{}---
 type: ProxyTemplate
 mesh: default
 name: frontend-template
@@ -156,11 +102,10 @@ conf:
       operation: remove
       match:
         name: extra-cluster
-"
+",
+        kuma_demo("")
     ));
-    let report = equivalence(&resources, DPPS);
-    assert_eq!(report.conversions.len(), old_policies(&resources));
-    assert_eq!(output_types(&report), [ResourceType::MeshProxyPatch]);
+    let report = converts(&resources, DPPS, &[ResourceType::MeshProxyPatch]);
     assert_eq!(report.ops, []);
     // Every note is about semantics or dropped fields without an effect here.
     assert!(report.notes().all(|n| n.affects.is_empty()));
@@ -175,10 +120,7 @@ conf:
     );
     assert_eq!(mods[2]["httpFilter"]["operation"], "AddFirst");
     // The modifications had an effect (the diff is empty because both did the same).
-    let after = super::migrated(&resources, &report.conversions);
-    let doc = super::common::snapshot(&after, "frontend", umbra_core::view::View::Live)
-        .to_document()
-        .unwrap();
+    let doc = document(&migrated(&resources, &report.conversions), "frontend");
     assert_eq!(
         doc["type.googleapis.com/envoy.config.cluster.v3.Cluster"]["raw-cluster"]["connectTimeout"],
         "3s"
@@ -188,7 +130,7 @@ conf:
 #[test]
 fn raw_resources_meshproxypatch_cannot_add_as_they_were_leave_the_announced_changes() {
     let resources = scenario(&format!(
-        "{TOPOLOGY}---
+        "{}---
 type: ProxyTemplate
 mesh: default
 name: raw-template
@@ -214,30 +156,24 @@ conf:
       name: named
       connectTimeout: 4s
       type: STATIC
-"
+",
+        kuma_demo("")
     ));
     let report = equivalence(&resources, DPPS);
-    let cluster =
-        |rest: &str| format!("/type.googleapis.com~1envoy.config.cluster.v3.Cluster/{rest}");
-    let expected: Vec<Op> = [
+    let cluster = |rest: &str| format!("{CLUSTER}/{rest}");
+    let expected = ops([
         // Keyed by its own name rather than the raw resource's.
-        ("add", cluster("named")),
+        ("redis", "add", cluster("named")),
         // The cluster without a name gets the raw resource's.
-        ("add", cluster("unnamed/name")),
-        ("remove", cluster("keyed")),
+        ("redis", "add", cluster("unnamed/name")),
+        ("redis", "remove", cluster("keyed")),
         // The route configuration is dropped.
         (
+            "redis",
             "remove",
             "/type.googleapis.com~1envoy.config.route.v3.RouteConfiguration".to_owned(),
         ),
-    ]
-    .into_iter()
-    .map(|(op, path)| Op {
-        dataplane: "redis".to_owned(),
-        op: op.to_owned(),
-        path,
-    })
-    .collect();
+    ]);
     assert_eq!(report.ops, expected);
     let spec = output_spec(&report, ResourceType::MeshProxyPatch, "raw-template");
     assert_eq!(

@@ -8,44 +8,26 @@ use serde_json::json;
 use umbra_core::convert::NoteKind;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{dataplane, MESH};
+use super::{converts, output_spec, scenario, typed_config, Op};
 
-const SCENARIO: &str = r#"
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ["*"]
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.0.0.11
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: backend, kuma.io/protocol: http}
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.0.0.10
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: web, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.0.0.20
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: api, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
-  - {port: 10002, tags: {kuma.io/service: web}}
+/// backend and web (HTTP), web calling backend, api calling both.
+fn topology() -> String {
+    format!(
+        "{MESH}{}{}{}",
+        dataplane("backend", "10.0.0.11", 80, "http", &[]),
+        dataplane("web", "10.0.0.10", 8080, "http", &[(10001, "backend")]),
+        dataplane(
+            "api",
+            "10.0.0.20",
+            8080,
+            "http",
+            &[(10001, "backend"), (10002, "web")]
+        ),
+    )
+}
+
+const LIMITS: &str = r#"
 ---
 type: RateLimit
 mesh: default
@@ -77,14 +59,14 @@ conf:
     interval: 1m
 "#;
 
-const LISTENER: &str = "/type.googleapis.com~1envoy.config.listener.v3.Listener";
-
 #[test]
 fn rate_limit_moves_to_the_catch_all_route() {
-    let scenario = scenario(SCENARIO);
-    let report = equivalence(&scenario, &["backend", "web", "api"]);
-    assert_eq!(report.conversions.len(), old_policies(&scenario));
-    assert_eq!(output_types(&report), [ResourceType::MeshRateLimit]);
+    let scenario = scenario(&format!("{}{LIMITS}", topology()));
+    let report = converts(
+        &scenario,
+        &["backend", "web", "api"],
+        &[ResourceType::MeshRateLimit],
+    );
     assert_eq!(
         output_spec(&report, ResourceType::MeshRateLimit, "backend-limit"),
         json!({
@@ -108,18 +90,14 @@ fn rate_limit_moves_to_the_catch_all_route() {
         ("backend", "inbound:10.0.0.11:80"),
         ("web", "inbound:10.0.0.10:8080"),
     ] {
-        let routes =
-            format!("{LISTENER}/{listener}/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes");
-        expected.push(Op {
-            dataplane: dp.to_owned(),
-            op: "remove".to_owned(),
-            path: format!("{routes}/0/match/headers"),
-        });
-        expected.push(Op {
-            dataplane: dp.to_owned(),
-            op: "remove".to_owned(),
-            path: format!("{routes}/1"),
-        });
+        let routes = |rest: &str| {
+            typed_config(
+                listener,
+                &format!("routeConfig/virtualHosts/0/routes/{rest}"),
+            )
+        };
+        expected.push(Op::new(dp, "remove", routes("0/match/headers")));
+        expected.push(Op::new(dp, "remove", routes("1")));
     }
     expected.sort();
     assert_eq!(report.ops, expected);

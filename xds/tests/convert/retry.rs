@@ -6,67 +6,26 @@
 use serde_json::json;
 use umbra_core::convert::NoteKind;
 use umbra_core::resource::ResourceType;
-use umbra_core::view::View;
 
-use super::{common, equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{api_and_protocol_services, tagged_dataplane, MESH};
+use super::{converts, document, equivalence, migrated, output_spec, scenario, typed_config, Op};
 
-const MESH_AND_DPPS: &str = r#"
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ["*"]
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.0.0.10
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: web, kuma.io/protocol: http, version: v1}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: http-service}}
-  - {port: 10002, tags: {kuma.io/service: grpc-service}}
-  - {port: 10003, tags: {kuma.io/service: tcp-service}}
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.0.0.20
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: api, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: http-service}}
-  - {port: 10003, tags: {kuma.io/service: tcp-service}}
----
-type: Dataplane
-mesh: default
-name: http-service
-networking:
-  address: 10.0.0.11
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: http-service, kuma.io/protocol: http}
----
-type: Dataplane
-mesh: default
-name: grpc-service
-networking:
-  address: 10.0.0.12
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: grpc-service, kuma.io/protocol: grpc}
----
-type: Dataplane
-mesh: default
-name: tcp-service
-networking:
-  address: 10.0.0.13
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: tcp-service, kuma.io/protocol: tcp}
-"#;
+/// web (with a version tag) calls a service of each protocol (HTTP, gRPC, TCP), api the HTTP
+/// and TCP ones.
+fn topology() -> String {
+    let web = tagged_dataplane(
+        "web",
+        "10.0.0.10",
+        8080,
+        "kuma.io/service: web, kuma.io/protocol: http, version: v1",
+        &[
+            (10001, "http-service"),
+            (10002, "grpc-service"),
+            (10003, "tcp-service"),
+        ],
+    );
+    format!("{MESH}{web}{}", api_and_protocol_services())
+}
 
 const OLD_RETRIES: &str = r#"
 ---
@@ -134,24 +93,12 @@ conf:
   tcp: {maxConnectAttempts: 9}
 "#;
 
-const LISTENER: &str = "/type.googleapis.com~1envoy.config.listener.v3.Listener";
-
-fn op(dp: &str, op: &str, path: &str) -> Op {
-    Op {
-        dataplane: dp.to_owned(),
-        op: op.to_owned(),
-        path: format!("{LISTENER}/{path}"),
-    }
-}
-
-const VH: &str = "filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0";
+const VH: &str = "routeConfig/virtualHosts/0";
 
 #[test]
 fn retry_http_and_grpc_move_to_routes() {
-    let scenario = scenario(&format!("{MESH_AND_DPPS}{OLD_RETRIES}"));
-    let report = equivalence(&scenario, &["web", "api"]);
-    assert_eq!(report.conversions.len(), old_policies(&scenario));
-    assert_eq!(output_types(&report), [ResourceType::MeshRetry]);
+    let scenario = scenario(&format!("{}{OLD_RETRIES}", topology()));
+    let report = converts(&scenario, &["web", "api"], &[ResourceType::MeshRetry]);
     assert_eq!(
         output_spec(&report, ResourceType::MeshRetry, "retry-all"),
         json!({
@@ -187,9 +134,14 @@ fn retry_http_and_grpc_move_to_routes() {
     let mut expected = Vec::new();
     for (dp, ports) in [("web", &[10001, 10002][..]), ("api", &[10001][..])] {
         for port in ports {
-            let l = format!("outbound:127.0.0.1:{port}/{VH}");
-            expected.push(op(dp, "add", &format!("{l}/routes/0/route/retryPolicy")));
-            expected.push(op(dp, "remove", &format!("{l}/retryPolicy")));
+            let vh = |rest: &str| {
+                typed_config(
+                    &format!("outbound:127.0.0.1:{port}"),
+                    &format!("{VH}/{rest}"),
+                )
+            };
+            expected.push(Op::new(dp, "add", vh("routes/0/route/retryPolicy")));
+            expected.push(Op::new(dp, "remove", vh("retryPolicy")));
         }
     }
     expected.sort();
@@ -198,16 +150,14 @@ fn retry_http_and_grpc_move_to_routes() {
     // Precedence became merging: web -> http-service had retry-web alone. retry-web sets
     // every field retry-all sets (numRetries, perTryTimeout, backOff, retryOn), so nothing of
     // retry-all leaks into the merge: the policy is the same, only moved.
-    let live = common::snapshot(&scenario, "web", View::Live)
-        .to_document()
-        .unwrap();
-    let after = super::migrated(&scenario, &report.conversions);
-    let now = common::snapshot(&after, "web", View::Live)
-        .to_document()
-        .unwrap();
+    let live = document(&scenario, "web");
+    let now = document(&migrated(&scenario, &report.conversions), "web");
     let at = |doc: &serde_json::Value, tail: &str| {
-        doc.pointer(&format!("{LISTENER}/outbound:127.0.0.1:10001/{VH}{tail}"))
-            .cloned()
+        doc.pointer(&typed_config(
+            "outbound:127.0.0.1:10001",
+            &format!("{VH}{tail}"),
+        ))
+        .cloned()
     };
     let old = at(&live, "/retryPolicy").unwrap();
     let new = at(&now, "/routes/0/route/retryPolicy").unwrap();
@@ -221,7 +171,7 @@ fn retry_http_and_grpc_move_to_routes() {
 
 #[test]
 fn retry_tcp_only_converts_with_an_empty_diff() {
-    let scenario = scenario(&format!("{MESH_AND_DPPS}{TCP_RETRIES}"));
+    let scenario = scenario(&format!("{}{TCP_RETRIES}", topology()));
     let report = equivalence(&scenario, &["web", "api"]);
     assert_eq!(report.ops, []);
     let names: Vec<&str> = report

@@ -8,74 +8,24 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{dataplane, kuma_demo};
+use super::{converts, ops, output_spec, scenario, typed_config, CLUSTER};
 
-const SCENARIO: &str = "
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ['*']
----
-type: Dataplane
-mesh: default
-name: frontend
-networking:
-  address: 10.42.0.29
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: frontend
-      kuma.io/protocol: http
-  outbound:
-  - port: 3001
-    address: 10.43.13.71
-    tags:
-      kuma.io/service: backend
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
-  - port: 5000
+/// Seed 000's kuma-demo topology, frontend also calling api (gRPC).
+fn topology() -> String {
+    let api_outbound = "  - port: 5000
     address: 10.43.50.10
     tags:
       kuma.io/service: api
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.42.0.30
-  inbound:
-  - port: 3001
-    tags:
-      kuma.io/service: backend
-      kuma.io/protocol: http
-  outbound:
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: redis
-networking:
-  address: 10.42.0.28
-  inbound:
-  - port: 6379
-    tags:
-      kuma.io/service: redis
-      kuma.io/protocol: tcp
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.42.0.31
-  inbound:
-  - port: 5000
-    tags:
-      kuma.io/service: api
-      kuma.io/protocol: grpc
+";
+    format!(
+        "{}{}",
+        kuma_demo(api_outbound),
+        dataplane("api", "10.42.0.31", 5000, "grpc", &[])
+    )
+}
+
+const TIMEOUTS: &str = "
 ---
 type: Timeout
 mesh: default
@@ -149,131 +99,48 @@ const DPPS: &[&str] = &["frontend", "backend", "redis", "api"];
 
 #[test]
 fn timeout_to_mesh_timeout_leaves_only_the_announced_defaults() {
-    let resources = scenario(SCENARIO);
-    let report = equivalence(&resources, DPPS);
-    assert_eq!(report.conversions.len(), old_policies(&resources));
-    assert_eq!(output_types(&report), [ResourceType::MeshTimeout]);
-    let expected: Vec<Op> = [
+    let resources = scenario(&format!("{}{TIMEOUTS}", topology()));
+    let report = converts(&resources, DPPS, &[ResourceType::MeshTimeout]);
+    // On an HTTP connection manager MeshTimeout adds requestHeadersTimeout and a route
+    // idleTimeout, and replaces `idle` (the idle timeout moving to the cluster, or the stream
+    // idle timeout moving to the route).
+    let hcm = |dp: &'static str, listener: &str, idle: &str| {
+        [
+            (dp, "add", typed_config(listener, "requestHeadersTimeout")),
+            (dp, "add", typed_config(listener, ROUTE_IDLE)),
+            (dp, "replace", typed_config(listener, idle)),
+        ]
+    };
+    // On an HTTP cluster it adds maxConnectionDuration and maxStreamDuration (both 0s).
+    let http_cluster = |dp: &'static str, name: &str| {
+        [
+            (dp, "add", cluster(name, "maxConnectionDuration")),
+            (dp, "add", cluster(name, "maxStreamDuration")),
+        ]
+    };
+    let mut expected = ops([
         // The gRPC server: only its inbound listener (MeshTimeout leaves gRPC clusters alone).
-        (
-            "api",
-            "add",
-            listener("inbound:10.42.0.31:5000", "requestHeadersTimeout"),
-        ),
-        (
-            "api",
-            "add",
-            listener("inbound:10.42.0.31:5000", ROUTE_IDLE),
-        ),
-        (
-            "api",
-            "replace",
-            listener("inbound:10.42.0.31:5000", HCM_IDLE),
-        ),
+        &hcm("api", "inbound:10.42.0.31:5000", HCM_IDLE)[..],
         // backend: its HTTP inbound, and redis (TCP) gets http.idleTimeout 24s, not tcp's 22s.
-        (
-            "backend",
-            "add",
-            cluster("localhost:3001", "maxConnectionDuration"),
-        ),
-        (
-            "backend",
-            "add",
-            cluster("localhost:3001", "maxStreamDuration"),
-        ),
-        (
-            "backend",
-            "add",
-            listener("inbound:10.42.0.30:3001", "requestHeadersTimeout"),
-        ),
-        (
-            "backend",
-            "add",
-            listener("inbound:10.42.0.30:3001", ROUTE_IDLE),
-        ),
-        (
+        &http_cluster("backend", "localhost:3001"),
+        &hcm("backend", "inbound:10.42.0.30:3001", HCM_IDLE),
+        &[(
             "backend",
             "replace",
-            listener("inbound:10.42.0.30:3001", HCM_IDLE),
-        ),
-        (
-            "backend",
-            "replace",
-            listener("outbound:10.43.83.105:6379", "idleTimeout"),
-        ),
+            typed_config("outbound:10.43.83.105:6379", "idleTimeout"),
+        )],
         // frontend: backend (HTTP, timeout-backend without maxStreamDuration), its inbound and
         // api (gRPC: the stream idle timeout moves to the route, maxStreamDuration is lost);
         // redis (timeout-frontend-redis, TCP) is exact.
-        (
-            "frontend",
-            "add",
-            cluster("backend", "maxConnectionDuration"),
-        ),
-        ("frontend", "add", cluster("backend", "maxStreamDuration")),
-        (
-            "frontend",
-            "add",
-            cluster("localhost:8080", "maxConnectionDuration"),
-        ),
-        (
-            "frontend",
-            "add",
-            cluster("localhost:8080", "maxStreamDuration"),
-        ),
-        (
-            "frontend",
-            "add",
-            listener("inbound:10.42.0.29:8080", "requestHeadersTimeout"),
-        ),
-        (
-            "frontend",
-            "add",
-            listener("inbound:10.42.0.29:8080", ROUTE_IDLE),
-        ),
-        (
-            "frontend",
-            "add",
-            listener("outbound:10.43.13.71:3001", "requestHeadersTimeout"),
-        ),
-        (
-            "frontend",
-            "add",
-            listener("outbound:10.43.13.71:3001", ROUTE_IDLE),
-        ),
-        (
-            "frontend",
-            "add",
-            listener("outbound:10.43.50.10:5000", "requestHeadersTimeout"),
-        ),
-        (
-            "frontend",
-            "add",
-            listener("outbound:10.43.50.10:5000", ROUTE_IDLE),
-        ),
-        ("frontend", "remove", cluster("api", "maxStreamDuration")),
-        (
-            "frontend",
-            "replace",
-            listener("inbound:10.42.0.29:8080", HCM_IDLE),
-        ),
-        (
-            "frontend",
-            "replace",
-            listener("outbound:10.43.13.71:3001", HCM_IDLE),
-        ),
-        (
-            "frontend",
-            "replace",
-            listener("outbound:10.43.50.10:5000", "streamIdleTimeout"),
-        ),
+        &http_cluster("frontend", "backend"),
+        &http_cluster("frontend", "localhost:8080"),
+        &hcm("frontend", "inbound:10.42.0.29:8080", HCM_IDLE),
+        &hcm("frontend", "outbound:10.43.13.71:3001", HCM_IDLE),
+        &hcm("frontend", "outbound:10.43.50.10:5000", "streamIdleTimeout"),
+        &[("frontend", "remove", cluster("api", "maxStreamDuration"))],
     ]
-    .into_iter()
-    .map(|(dp, op, path)| Op {
-        dataplane: dp.to_owned(),
-        op: op.to_owned(),
-        path,
-    })
-    .collect();
+    .concat());
+    expected.sort();
     assert_eq!(report.ops, expected);
 
     // Every field explicit, unset ones with the old built-in values; inbound defaults restated.
@@ -304,19 +171,12 @@ fn timeout_to_mesh_timeout_leaves_only_the_announced_defaults() {
     assert!(fields.contains(&"conf.grpc.maxStreamDuration"));
 }
 
-const LISTENER: &str = "type.googleapis.com~1envoy.config.listener.v3.Listener";
-const CLUSTER: &str = "type.googleapis.com~1envoy.config.cluster.v3.Cluster";
 const HCM_IDLE: &str = "commonHttpProtocolOptions/idleTimeout";
 const ROUTE_IDLE: &str = "routeConfig/virtualHosts/0/routes/0/route/idleTimeout";
-
-/// The path of `rest` in the first filter of listener `name`.
-fn listener(name: &str, rest: &str) -> String {
-    format!("/{LISTENER}/{name}/filterChains/0/filters/0/typedConfig/{rest}")
-}
 
 /// The path of `field` in the upstream common HTTP options of cluster `name`.
 fn cluster(name: &str, field: &str) -> String {
     format!(
-        "/{CLUSTER}/{name}/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/{field}"
+        "{CLUSTER}/{name}/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/{field}"
     )
 }

@@ -7,67 +7,41 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{common, equivalence, old_policies, output_spec, output_types, scenario};
-use umbra_core::view::View;
+use super::scenarios::{dataplane, MESH};
+use super::{converts, document, output_spec, scenario};
 
-const SCENARIO: &str = r#"
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ["*"]
-logging:
+/// The Mesh's logging backends (a formatted file, the default; a plain file; a TCP one); web
+/// calls backend (HTTP) and db (TCP), api calls backend.
+fn topology() -> String {
+    format!(
+        "{MESH}logging:
   defaultBackend: file-log
   backends:
   - name: file-log
     type: file
     format: '%KUMA_SOURCE_SERVICE% -> %KUMA_DESTINATION_SERVICE% %RESPONSE_CODE%'
-    conf: {path: /tmp/umbra-access.log}
+    conf: {{path: /tmp/umbra-access.log}}
   - name: plain-file
     type: file
-    conf: {path: /tmp/umbra-plain.log}
+    conf: {{path: /tmp/umbra-plain.log}}
   - name: logstash
     type: tcp
-    conf: {address: '127.0.0.1:5000'}
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.0.0.10
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: web, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
-  - {port: 10002, tags: {kuma.io/service: db}}
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.0.0.20
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: api, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.0.0.11
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: backend, kuma.io/protocol: http}
----
-type: Dataplane
-mesh: default
-name: db
-networking:
-  address: 10.0.0.12
-  inbound:
-  - port: 5432
-    tags: {kuma.io/service: db, kuma.io/protocol: tcp}
+    conf: {{address: '127.0.0.1:5000'}}
+{}{}{}{}",
+        dataplane(
+            "web",
+            "10.0.0.10",
+            8080,
+            "http",
+            &[(10001, "backend"), (10002, "db")]
+        ),
+        dataplane("api", "10.0.0.20", 8080, "http", &[(10001, "backend")]),
+        dataplane("backend", "10.0.0.11", 80, "http", &[]),
+        dataplane("db", "10.0.0.12", 5432, "tcp", &[]),
+    )
+}
+
+const LOGS: &str = r#"
 ---
 type: TrafficLog
 mesh: default
@@ -100,10 +74,8 @@ const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
 #[test]
 fn traffic_log_converts_with_an_empty_diff() {
-    let scenario = scenario(SCENARIO);
-    let report = equivalence(&scenario, &["web", "api"]);
-    assert_eq!(report.conversions.len(), old_policies(&scenario));
-    assert_eq!(output_types(&report), [ResourceType::MeshAccessLog]);
+    let scenario = scenario(&format!("{}{LOGS}", topology()));
+    let report = converts(&scenario, &["web", "api"], &[ResourceType::MeshAccessLog]);
     assert_eq!(report.ops, []);
     assert_eq!(
         output_spec(&report, ResourceType::MeshAccessLog, "log-all"),
@@ -119,9 +91,7 @@ fn traffic_log_converts_with_an_empty_diff() {
     assert!(report.notes().all(|n| n.affects.is_empty()));
     // Not vacuous: the old policies do log (web: a plain-format file logger on the db TCP
     // proxy, the formatted one on backend's connection manager).
-    let doc = common::snapshot(&scenario, "web", View::Live)
-        .to_document()
-        .unwrap();
+    let doc = document(&scenario, "web");
     let filter = |port: u16| {
         doc[LISTENER][format!("outbound:127.0.0.1:{port}")]["filterChains"][0]["filters"][0]
             ["typedConfig"]["accessLog"][0]["typedConfig"]["path"]

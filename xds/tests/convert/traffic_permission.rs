@@ -6,52 +6,37 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{dataplane, tagged_dataplane, MESH};
+use super::{converts, document, filters, migrated, ops_on, output_spec, scenario, Op};
 
-const SCENARIO: &str = "
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ['*']
-mtls:
+/// The Mesh with mTLS, frontend and backend (HTTP, with one more tag each), redis (TCP).
+fn topology() -> String {
+    format!(
+        "{MESH}mtls:
   enabledBackend: ca-1
   backends:
   - name: ca-1
     type: builtin
----
-type: Dataplane
-mesh: default
-name: frontend
-networking:
-  address: 10.42.0.29
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: frontend
-      kuma.io/protocol: http
-      env: prod
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.42.0.30
-  inbound:
-  - port: 3001
-    tags:
-      kuma.io/service: backend
-      kuma.io/protocol: http
-      version: v1
----
-type: Dataplane
-mesh: default
-name: redis
-networking:
-  address: 10.42.0.28
-  inbound:
-  - port: 6379
-    tags:
-      kuma.io/service: redis
-      kuma.io/protocol: tcp
+{}{}{}",
+        tagged_dataplane(
+            "frontend",
+            "10.42.0.29",
+            8080,
+            "kuma.io/service: frontend, kuma.io/protocol: http, env: prod",
+            &[]
+        ),
+        tagged_dataplane(
+            "backend",
+            "10.42.0.30",
+            3001,
+            "kuma.io/service: backend, kuma.io/protocol: http, version: v1",
+            &[]
+        ),
+        dataplane("redis", "10.42.0.28", 6379, "tcp", &[]),
+    )
+}
+
+const PERMISSIONS: &str = "
 ---
 type: TrafficPermission
 name: on-redis
@@ -93,54 +78,49 @@ const DPPS: &[&str] = &["frontend", "backend", "redis"];
 
 #[test]
 fn traffic_permission_to_mesh_traffic_permission_leaves_only_the_rbac_form() {
-    let resources = scenario(SCENARIO);
-    let report = equivalence(&resources, DPPS);
-    assert_eq!(report.conversions.len(), old_policies(&resources));
-    assert_eq!(output_types(&report), [ResourceType::MeshTrafficPermission]);
+    let resources = scenario(&format!("{}{PERMISSIONS}", topology()));
+    let report = converts(&resources, DPPS, &[ResourceType::MeshTrafficPermission]);
     // On HTTP inbounds the network RBAC filter (filters[0]) gives way to the connection
     // manager (filters[1] moves up), which gains an HTTP RBAC filter: the diff turns filters[0]
     // into the connection manager field by field and removes filters[1].
     let http_inbound = |dp: &str, listener: &str| {
-        [
-            ("add", "0/typedConfig/commonHttpProtocolOptions"),
-            ("add", "0/typedConfig/forwardClientCertDetails"),
-            ("add", "0/typedConfig/httpFilters"),
-            ("add", "0/typedConfig/routeConfig"),
-            ("add", "0/typedConfig/setCurrentClientCertDetails"),
-            ("add", "0/typedConfig/streamIdleTimeout"),
-            ("remove", "0/typedConfig/rules"),
-            ("remove", "1"),
-            ("replace", "0/name"),
-            ("replace", "0/typedConfig/@type"),
-            ("replace", "0/typedConfig/statPrefix"),
-        ]
-        .map(|(op, rest)| Op {
-            dataplane: dp.to_owned(),
-            op: op.to_owned(),
-            path: filters(listener, rest),
-        })
+        let path = |rest: &str| filters(listener, rest);
+        ops_on(
+            dp,
+            path,
+            &[
+                ("add", "0/typedConfig/commonHttpProtocolOptions"),
+                ("add", "0/typedConfig/forwardClientCertDetails"),
+                ("add", "0/typedConfig/httpFilters"),
+                ("add", "0/typedConfig/routeConfig"),
+                ("add", "0/typedConfig/setCurrentClientCertDetails"),
+                ("add", "0/typedConfig/streamIdleTimeout"),
+                ("remove", "0/typedConfig/rules"),
+                ("remove", "1"),
+                ("replace", "0/name"),
+                ("replace", "0/typedConfig/@type"),
+                ("replace", "0/typedConfig/statPrefix"),
+            ],
+        )
     };
     let mut expected: Vec<Op> = Vec::new();
     expected.extend(http_inbound("backend", "inbound:10.42.0.30:3001"));
     expected.extend(http_inbound("frontend", "inbound:10.42.0.29:8080"));
     // On TCP inbounds only the policy key changes.
     for (op, key) in [("add", "MeshTrafficPermission"), ("remove", "on-redis")] {
-        expected.push(Op {
-            dataplane: "redis".to_owned(),
-            op: op.to_owned(),
-            path: filters(
+        expected.push(Op::new(
+            "redis",
+            op,
+            filters(
                 "inbound:10.42.0.28:6379",
                 &format!("0/typedConfig/rules/policies/{key}"),
             ),
-        });
+        ));
     }
     assert_eq!(report.ops, expected);
 
     // The HTTP RBAC filter holds the same principals as the old network one.
-    let after = super::migrated(&resources, &report.conversions);
-    let doc = super::common::snapshot(&after, "backend", umbra_core::view::View::Live)
-        .to_document()
-        .unwrap();
+    let doc = document(&migrated(&resources, &report.conversions), "backend");
     let hcm = &doc["type.googleapis.com/envoy.config.listener.v3.Listener"]
         ["inbound:10.42.0.30:3001"]["filterChains"][0]["filters"][0]["typedConfig"];
     assert_eq!(
@@ -168,11 +148,4 @@ fn traffic_permission_to_mesh_traffic_permission_leaves_only_the_rbac_form() {
         backend["targetRef"],
         json!({"kind": "MeshServiceSubset", "name": "backend", "tags": {"version": "v1"}})
     );
-}
-
-/// The path of `rest` under the filters of listener `name`'s first chain.
-fn filters(name: &str, rest: &str) -> String {
-    format!(
-        "/type.googleapis.com~1envoy.config.listener.v3.Listener/{name}/filterChains/0/filters/{rest}"
-    )
 }

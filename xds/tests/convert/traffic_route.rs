@@ -9,86 +9,48 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{dataplane, tagged_dataplane, MESH};
+use super::{
+    converts, equivalence, ops, output_spec, output_types, scenario, typed_config, CLUSTER,
+};
 
-const LISTENER: &str = "/type.googleapis.com~1envoy.config.listener.v3.Listener";
-const CLUSTER: &str = "/type.googleapis.com~1envoy.config.cluster.v3.Cluster";
+/// web calls backend (HTTP), db (TCP) and other (HTTP), api calls backend and db; backend and
+/// db have a v1 and a v2 Dataplane.
+fn topology() -> String {
+    let versioned = |name: &str, address: &str, port: u16, protocol: &str, version: &str| {
+        let service = &name[..name.rfind('-').unwrap()];
+        let tags =
+            format!("kuma.io/service: {service}, kuma.io/protocol: {protocol}, version: {version}");
+        tagged_dataplane(name, address, port, &tags, &[])
+    };
+    [
+        MESH.to_owned(),
+        dataplane(
+            "web",
+            "10.0.0.10",
+            8080,
+            "http",
+            &[(10001, "backend"), (10002, "db"), (10003, "other")],
+        ),
+        dataplane(
+            "api",
+            "10.0.0.20",
+            8080,
+            "http",
+            &[(10001, "backend"), (10002, "db")],
+        ),
+        versioned("backend-v1", "10.0.0.21", 80, "http", "v1"),
+        versioned("backend-v2", "10.0.0.22", 80, "http", "v2"),
+        versioned("db-v1", "10.0.0.31", 5432, "tcp", "v1"),
+        versioned("db-v2", "10.0.0.32", 5432, "tcp", "v2"),
+        dataplane("other", "10.0.0.40", 80, "http", &[]),
+        ROUTE_ALL.to_owned(),
+    ]
+    .concat()
+}
 
-const MESH_AND_DPPS: &str = r#"
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ["*"]
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.0.0.10
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: web, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
-  - {port: 10002, tags: {kuma.io/service: db}}
-  - {port: 10003, tags: {kuma.io/service: other}}
----
-type: Dataplane
-mesh: default
-name: api
-networking:
-  address: 10.0.0.20
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: api, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
-  - {port: 10002, tags: {kuma.io/service: db}}
----
-type: Dataplane
-mesh: default
-name: backend-v1
-networking:
-  address: 10.0.0.21
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: backend, kuma.io/protocol: http, version: v1}
----
-type: Dataplane
-mesh: default
-name: backend-v2
-networking:
-  address: 10.0.0.22
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: backend, kuma.io/protocol: http, version: v2}
----
-type: Dataplane
-mesh: default
-name: db-v1
-networking:
-  address: 10.0.0.31
-  inbound:
-  - port: 5432
-    tags: {kuma.io/service: db, kuma.io/protocol: tcp, version: v1}
----
-type: Dataplane
-mesh: default
-name: db-v2
-networking:
-  address: 10.0.0.32
-  inbound:
-  - port: 5432
-    tags: {kuma.io/service: db, kuma.io/protocol: tcp, version: v2}
----
-type: Dataplane
-mesh: default
-name: other
-networking:
-  address: 10.0.0.40
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: other, kuma.io/protocol: http}
----
+/// Kuma's default routing.
+const ROUTE_ALL: &str = r#"---
 type: TrafficRoute
 mesh: default
 name: route-all
@@ -172,16 +134,15 @@ conf:
 
 #[test]
 fn traffic_route_rebuilds_outbounds_and_keeps_the_tcp_split() {
-    let scenario = scenario(&format!("{MESH_AND_DPPS}{ROUTES}"));
-    let report = equivalence(&scenario, &["web", "api"]);
-    assert_eq!(report.conversions.len(), old_policies(&scenario));
-    assert_eq!(
-        output_types(&report),
-        [
+    let scenario = scenario(&format!("{}{ROUTES}", topology()));
+    let report = converts(
+        &scenario,
+        &["web", "api"],
+        &[
             ResourceType::MeshHTTPRoute,
             ResourceType::MeshTCPRoute,
-            ResourceType::MeshLoadBalancingStrategy
-        ]
+            ResourceType::MeshLoadBalancingStrategy,
+        ],
     );
     // route-all is the default routing: nothing replaces it.
     assert!(report.conversions[0].outputs.is_empty());
@@ -214,93 +175,43 @@ fn traffic_route_rebuilds_outbounds_and_keeps_the_tcp_split() {
     // outbound of a proxy a route applies to (web's backend and other, api's backend) gets
     // normalizePath and loses the legacy streamIdleTimeout; the balancer also reaches the
     // plain backend cluster. The db TCP split is exact.
-    let backend = "outbound:127.0.0.1:10001/filterChains/0/filters/0/typedConfig";
-    let other = "outbound:127.0.0.1:10003/filterChains/0/filters/0/typedConfig";
-    let routes = format!("{backend}/routeConfig/virtualHosts/0/routes");
-    let mut expected: Vec<Op> = [
-        ("api", "add", format!("{LISTENER}/{backend}/normalizePath")),
-        (
-            "api",
-            "add",
-            format!("{LISTENER}/{backend}/routeConfig/virtualHosts/0/routes/0/name"),
-        ),
-        (
-            "api",
-            "remove",
-            format!("{LISTENER}/{backend}/streamIdleTimeout"),
-        ),
+    let rebuilt = |dp: &'static str, port: u16| {
+        let outbound = format!("outbound:127.0.0.1:{port}");
+        [
+            (dp, "add", typed_config(&outbound, "normalizePath")),
+            (dp, "add", typed_config(&outbound, &route(0, "name"))),
+            (dp, "remove", typed_config(&outbound, "streamIdleTimeout")),
+        ]
+    };
+    let backend =
+        |op: &'static str, rest: &str| ("web", op, typed_config("outbound:127.0.0.1:10001", rest));
+    let mut expected = ops([
+        rebuilt("api", 10001),
+        rebuilt("web", 10001),
+        rebuilt("web", 10003),
+    ]
+    .concat()
+    .into_iter()
+    .chain([
         ("web", "add", format!("{CLUSTER}/backend/lbPolicy")),
         (
             "web",
             "add",
             format!("{CLUSTER}/backend/leastRequestLbConfig"),
         ),
-        ("web", "add", format!("{LISTENER}/{backend}/normalizePath")),
-        (
-            "web",
-            "remove",
-            format!("{LISTENER}/{backend}/streamIdleTimeout"),
-        ),
-        ("web", "add", format!("{LISTENER}/{routes}/0/match/path")),
-        (
-            "web",
-            "remove",
-            format!("{LISTENER}/{routes}/0/match/prefix"),
-        ),
-        ("web", "add", format!("{LISTENER}/{routes}/0/name")),
-        (
-            "web",
-            "add",
-            format!("{LISTENER}/{routes}/0/route/regexRewrite"),
-        ),
-        (
-            "web",
-            "remove",
-            format!("{LISTENER}/{routes}/0/route/prefixRewrite"),
-        ),
-        ("web", "add", format!("{LISTENER}/{routes}/1/match/headers")),
-        (
-            "web",
-            "replace",
-            format!("{LISTENER}/{routes}/1/match/prefix"),
-        ),
-        ("web", "add", format!("{LISTENER}/{routes}/1/name")),
-        (
-            "web",
-            "add",
-            format!("{LISTENER}/{routes}/1/requestHeadersToAdd"),
-        ),
-        ("web", "add", format!("{LISTENER}/{routes}/1/route/cluster")),
-        (
-            "web",
-            "add",
-            format!("{LISTENER}/{routes}/1/route/prefixRewrite"),
-        ),
-        (
-            "web",
-            "remove",
-            format!("{LISTENER}/{routes}/1/route/weightedClusters"),
-        ),
-        ("web", "add", format!("{LISTENER}/{routes}/2")),
-        ("web", "add", format!("{LISTENER}/{other}/normalizePath")),
-        (
-            "web",
-            "add",
-            format!("{LISTENER}/{other}/routeConfig/virtualHosts/0/routes/0/name"),
-        ),
-        (
-            "web",
-            "remove",
-            format!("{LISTENER}/{other}/streamIdleTimeout"),
-        ),
-    ]
-    .into_iter()
-    .map(|(dp, op, path)| Op {
-        dataplane: dp.to_owned(),
-        op: op.to_owned(),
-        path,
-    })
-    .collect();
+        backend("add", &route(0, "match/path")),
+        backend("remove", &route(0, "match/prefix")),
+        backend("add", &route(0, "route/regexRewrite")),
+        backend("remove", &route(0, "route/prefixRewrite")),
+        backend("add", &route(1, "match/headers")),
+        backend("replace", &route(1, "match/prefix")),
+        backend("add", &route(1, "name")),
+        backend("add", &route(1, "requestHeadersToAdd")),
+        backend("add", &route(1, "route/cluster")),
+        backend("add", &route(1, "route/prefixRewrite")),
+        backend("remove", &route(1, "route/weightedClusters")),
+        backend("add", "routeConfig/virtualHosts/0/routes/2"),
+    ]));
     expected.sort();
     assert_eq!(report.ops, expected);
     // The notes that explain them.
@@ -323,7 +234,7 @@ fn traffic_route_rebuilds_outbounds_and_keeps_the_tcp_split() {
 
 #[test]
 fn traffic_route_balancers_convert_with_an_empty_diff() {
-    let scenario = scenario(&format!("{MESH_AND_DPPS}{BALANCERS}"));
+    let scenario = scenario(&format!("{}{BALANCERS}", topology()));
     let report = equivalence(&scenario, &["web", "api"]);
     assert_eq!(report.ops, []);
     assert_eq!(
@@ -343,4 +254,9 @@ fn traffic_route_balancers_convert_with_an_empty_diff() {
         }]})
     );
     assert!(report.notes().all(|n| n.affects.is_empty()));
+}
+
+/// The path of `rest` in route `index` of a connection manager's first virtual host.
+fn route(index: usize, rest: &str) -> String {
+    format!("routeConfig/virtualHosts/0/routes/{index}/{rest}")
 }

@@ -10,43 +10,30 @@
 use serde_json::json;
 use umbra_core::resource::ResourceType;
 
-use super::{equivalence, old_policies, output_spec, output_types, scenario, Op};
+use super::scenarios::{dataplane, MESH};
+use super::{converts, output_spec, scenario, typed_config, Op, CLUSTER};
 
-const SCENARIO: &str = r#"
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ["*"]
-tracing:
+/// The Mesh's tracing backends (Zipkin, the default; Datadog); web calls backend.
+fn topology() -> String {
+    format!(
+        "{MESH}tracing:
   defaultBackend: zipkin
   backends:
   - name: zipkin
     type: zipkin
     sampling: 80
-    conf: {url: 'http://zipkin.local:9411/api/v2/spans', traceId128bit: true}
+    conf: {{url: 'http://zipkin.local:9411/api/v2/spans', traceId128bit: true}}
   - name: datadog
     type: datadog
     sampling: 12.5
-    conf: {address: 127.0.0.1, port: 8126, splitService: true}
----
-type: Dataplane
-mesh: default
-name: web
-networking:
-  address: 10.0.0.10
-  inbound:
-  - port: 8080
-    tags: {kuma.io/service: web, kuma.io/protocol: http}
-  outbound:
-  - {port: 10001, tags: {kuma.io/service: backend}}
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.0.0.11
-  inbound:
-  - port: 80
-    tags: {kuma.io/service: backend, kuma.io/protocol: http}
+    conf: {{address: 127.0.0.1, port: 8126, splitService: true}}
+{}{}",
+        dataplane("web", "10.0.0.10", 8080, "http", &[(10001, "backend")]),
+        dataplane("backend", "10.0.0.11", 80, "http", &[]),
+    )
+}
+
+const TRACES: &str = r#"
 ---
 type: TrafficTrace
 mesh: default
@@ -62,15 +49,10 @@ selectors:
 conf: {backend: datadog}
 "#;
 
-const LISTENER: &str = "/type.googleapis.com~1envoy.config.listener.v3.Listener";
-const CLUSTER: &str = "/type.googleapis.com~1envoy.config.cluster.v3.Cluster";
-
 #[test]
 fn traffic_trace_renames_the_collector_cluster() {
-    let scenario = scenario(SCENARIO);
-    let report = equivalence(&scenario, &["web", "backend"]);
-    assert_eq!(report.conversions.len(), old_policies(&scenario));
-    assert_eq!(output_types(&report), [ResourceType::MeshTrace]);
+    let scenario = scenario(&format!("{}{TRACES}", topology()));
+    let report = converts(&scenario, &["web", "backend"], &[ResourceType::MeshTrace]);
     assert_eq!(
         output_spec(&report, ResourceType::MeshTrace, "web"),
         json!({"targetRef": {"kind": "MeshService", "name": "web"}, "default": {
@@ -82,8 +64,7 @@ fn traffic_trace_renames_the_collector_cluster() {
         output_spec(&report, ResourceType::MeshTrace, "everyone")["default"]["backends"],
         json!([{"type": "Zipkin", "zipkin": {"url": "http://zipkin.local:9411/api/v2/spans", "traceId128bit": true}}])
     );
-    let provider =
-        "filterChains/0/filters/0/typedConfig/tracing/provider/typedConfig/collectorCluster";
+    let provider = "tracing/provider/typedConfig/collectorCluster";
     let mut expected = Vec::new();
     for (dp, old, new, listeners) in [
         (
@@ -99,15 +80,10 @@ fn traffic_trace_renames_the_collector_cluster() {
             &["inbound:10.0.0.11:80"][..],
         ),
     ] {
-        let op = |op: &str, path: String| Op {
-            dataplane: dp.to_owned(),
-            op: op.to_owned(),
-            path,
-        };
-        expected.push(op("remove", format!("{CLUSTER}/{old}")));
-        expected.push(op("add", format!("{CLUSTER}/{new}")));
+        expected.push(Op::new(dp, "remove", format!("{CLUSTER}/{old}")));
+        expected.push(Op::new(dp, "add", format!("{CLUSTER}/{new}")));
         for l in listeners {
-            expected.push(op("replace", format!("{LISTENER}/{l}/{provider}")));
+            expected.push(Op::new(dp, "replace", typed_config(l, provider)));
         }
     }
     expected.sort();
