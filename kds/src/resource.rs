@@ -35,7 +35,7 @@ pub const MESH_CA_TYPE: &str = "MeshCA";
 
 /// Type URL of the commit marker (Global → zone; not a stored resource type): one item,
 /// [`COMMIT_NAME`], whose version moves on with every generation of the Global's offer. The
-/// Global sends it once every other type of a generation has been sent and acknowledged; a zone
+/// Global sends it right behind the last response of a generation; a zone
 /// keeps what arrives in between aside and writes it to its store as one batch when the marker
 /// arrives, so a store transaction on the Global (issue 19: a migration promoting new policies
 /// and deleting old ones) reaches the zone's proxies as one change, never half of it.

@@ -76,9 +76,10 @@ pub struct RespondConfig {
     pub first_type_barrier: bool,
     /// The commit-marker type ([`crate::resource::COMMIT_TYPE`]), when the peer subscribes to
     /// it: the offer is then served one generation at a time (an offer published while a
-    /// generation is in flight waits, later ones replacing it), and each generation ends with
-    /// the marker, sent once every other type is sent and acknowledged, so the peer can apply
-    /// the generation as one batch.
+    /// generation is in flight waits until everything of it is acknowledged, later ones
+    /// replacing it), and each generation ends with the marker, sent right behind the last
+    /// response that completes it (no type has a further chunk to send), so the peer, reading
+    /// responses in order, can apply the generation as one batch.
     pub commit_type: Option<String>,
 }
 
@@ -230,6 +231,10 @@ pub async fn respond(
     let mut last_progress = Instant::now();
     let mut nonce = 0u64;
     let empty = Arc::new(TypeItems::default());
+    // Per type, the items the peer is known to hold whole: a pass skips walking them again
+    // (a walk is O(resources of the type); after an acknowledged, untruncated update nothing
+    // can differ until the offer gives the type new items or the peer asks for something).
+    let mut clean: HashMap<String, Arc<TypeItems>> = HashMap::new();
     let commit = config.commit_type.as_deref();
     // The offer generation being served, and one published meanwhile (served next).
     let mut generation = 1u64;
@@ -246,6 +251,8 @@ pub async fn respond(
             }
         }
         let mut sent = false;
+        // Types with nothing left to send for `current` once this pass's responses arrive.
+        let mut done = 0usize;
         for (index, type_url) in config.types.iter().enumerate() {
             if Some(type_url.as_str()) == commit {
                 continue;
@@ -263,11 +270,28 @@ pub async fn respond(
                 continue;
             };
             let items = current.get(type_url).unwrap_or(&empty);
+            // Nothing to look for: the peer holds these very items (an untruncated update of
+            // them acknowledged, or nothing to send for them since).
+            if state.pending.is_none() && clean.get(type_url).is_some_and(|c| Arc::ptr_eq(c, items))
+            {
+                done += 1;
+                continue;
+            }
             let next_nonce = (nonce + 1).to_string();
             let size = |n: &str| items.items.get(n).map_or(0, |i| i.body.len());
             let Some(update) = state.next(&items.versions, &next_nonce, config.limit, &size) else {
+                if state.pending.is_none() {
+                    done += 1;
+                    clean.insert(type_url.clone(), items.clone());
+                }
                 continue;
             };
+            if update.truncated {
+                clean.remove(type_url);
+            } else {
+                done += 1;
+                clean.insert(type_url.clone(), items.clone());
+            }
             nonce += 1;
             let resources: Vec<_> = update
                 .send
@@ -298,11 +322,10 @@ pub async fn respond(
             sent = true;
         }
         if let (Some(commit), true) = (commit, grouped) {
-            // Every other type sent and acknowledged: end the generation with the marker.
-            let others_idle = states
-                .iter()
-                .all(|(t, s)| t.as_str() == commit || s.pending.is_none());
-            if !sent && others_idle {
+            // Every other type has all of this generation on its way (the peer reads them in
+            // order): end the generation with the marker, right behind them.
+            let subscribed = states.keys().filter(|t| t.as_str() != commit).count();
+            if done == subscribed {
                 let marker = commit_marker(generation);
                 let next_nonce = (nonce + 1).to_string();
                 if let Some(state) = states.get_mut(commit) {
@@ -358,11 +381,16 @@ pub async fn respond(
                         type_url: req.type_url.clone(),
                         held: state.held.len(),
                     }),
-                    Reply::Nack(error) => observe(Event::Nack {
-                        type_url: req.type_url.clone(),
-                        error,
-                    }),
-                    Reply::Subscription | Reply::Stale => {}
+                    Reply::Nack(error) => {
+                        clean.remove(&req.type_url);
+                        observe(Event::Nack {
+                            type_url: req.type_url.clone(),
+                            error,
+                        });
+                    }
+                    Reply::Subscription | Reply::Stale => {
+                        clean.remove(&req.type_url);
+                    }
                 }
             }
             changed = offer.changed() => {
@@ -929,6 +957,45 @@ mod tests {
                 .any(|(a, b)| *m == version(a) && *t == version(b));
             assert!(pair, "a commit mixed generations: {c:?}");
         }
+        responder.abort();
+        requester.abort();
+    }
+
+    #[tokio::test]
+    async fn a_chunked_generation_commits_only_after_its_last_chunk() {
+        use crate::resource::COMMIT_TYPE;
+        let mut items = TypeItems::default();
+        for n in ["a", "b", "c"] {
+            items.insert(n.to_owned(), Item::from_doc(&serde_json::json!({ "n": n })));
+        }
+        let (_tx, rx) = watch::channel(Some(Arc::new(BTreeMap::from([(
+            "T".to_owned(),
+            Arc::new(items),
+        )]))));
+        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
+        let (resp_tx, resp_rx) = mpsc::channel(STREAM_QUEUE);
+        let types: Vec<String> = vec!["T".into(), COMMIT_TYPE.into()];
+        let mut config = RespondConfig::new(types.clone());
+        config.limit = Limit {
+            resources: 1,
+            bytes: usize::MAX,
+        };
+        config.commit_type = Some(COMMIT_TYPE.to_owned());
+        let responder = tokio::spawn(async move {
+            let _ = respond(req_rx, resp_tx, rx, &config, &|_| {}).await;
+        });
+        let commits = Arc::new(Mutex::new(Vec::new()));
+        let mut sink = Grouped {
+            commits: commits.clone(),
+            ..Grouped::default()
+        };
+        let requester = tokio::spawn(async move {
+            let _ = request(&types, BTreeMap::new(), resp_rx, req_tx, &mut sink, &|_| {}).await;
+        });
+        settle().await;
+        let seen = commits.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "one commit, after the third chunk: {seen:?}");
+        assert_eq!(seen[0].len(), 3);
         responder.abort();
         requester.abort();
     }

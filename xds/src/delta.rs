@@ -60,6 +60,9 @@ pub struct Update {
     pub send: Vec<String>,
     /// Names for `removed_resources`.
     pub removed: Vec<String>,
+    /// More differences remain after this one (the limit cut it, or a rejected response's
+    /// resources are being retried one at a time): the next update comes after its answer.
+    pub truncated: bool,
 }
 
 /// Delta state of one type URL on one stream.
@@ -241,6 +244,7 @@ impl DeltaType {
         while let Some(name) = self.isolating.pop_first() {
             if self.held.get(&name) != current.get(&name) {
                 update.send.push(name);
+                update.truncated = true;
                 break;
             }
         }
@@ -256,6 +260,7 @@ impl DeltaType {
                         && (update.send.len() >= limit.resources
                             || bytes.saturating_add(len) > limit.bytes)
                     {
+                        update.truncated = true;
                         break;
                     }
                     bytes = bytes.saturating_add(len);
