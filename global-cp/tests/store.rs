@@ -401,12 +401,40 @@ async fn transactions(store: &dyn Store) {
         Err(StoreError::NoMesh(_))
     ));
     assert_eq!(store.revision().await.unwrap(), head, "nothing written");
-    // Both at once: consecutive revisions, one commit.
+    // A check of something the batch does not write: stale or absent refuses the whole batch.
+    let pin = |expected| Write::Check {
+        key: ResourceKey::mesh("tx"),
+        expected,
+    };
+    assert!(matches!(
+        store.transact(vec![promote(shadow.version), pin(7)]).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let absent = Write::Check {
+        key: key(ResourceType::MeshTimeout, "tx", "absent"),
+        expected: 1,
+    };
+    assert!(matches!(
+        store.transact(vec![promote(shadow.version), absent]).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(store.revision().await.unwrap(), head, "nothing written");
+    // Both at once, the Mesh pinned: consecutive revisions, one commit.
+    let mesh_version = store
+        .get(&ResourceKey::mesh("tx"))
+        .await
+        .unwrap()
+        .unwrap()
+        .version;
     let out = store
-        .transact(vec![promote(shadow.version), retire(old.version)])
+        .transact(vec![
+            promote(shadow.version),
+            retire(old.version),
+            pin(mesh_version),
+        ])
         .await
         .unwrap();
-    assert_eq!(out.len(), 2);
+    assert_eq!(out.len(), 3);
     let promoted = out[0].clone().unwrap();
     assert_eq!(promoted.version, shadow.version + 1);
     assert!(!promoted.resource.meta.is_shadow());

@@ -156,6 +156,14 @@ pub enum Write {
         /// The version precondition.
         expected: Option<u64>,
     },
+    /// Write nothing, but only commit if the resource is at `expected` (0: absent): pins a
+    /// resource the transaction's decision read.
+    Check {
+        /// The resource.
+        key: ResourceKey,
+        /// The version it must be at.
+        expected: u64,
+    },
 }
 
 impl Write {
@@ -163,7 +171,7 @@ impl Write {
     pub fn key(&self) -> ResourceKey {
         match self {
             Write::Put { resource, .. } => resource.key(),
-            Write::Delete { key, .. } => key.clone(),
+            Write::Delete { key, .. } | Write::Check { key, .. } => key.clone(),
         }
     }
 }
@@ -259,9 +267,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Apply `writes` in order as one transaction: every precondition is checked first, then
     /// every change commits durably under consecutive revisions, or nothing does (issue 19:
-    /// a migration promotes its new policies and deletes the old ones in one step). A put
-    /// that changes nothing is skipped. Returns, per write, what a put stored (`None` for a
-    /// delete).
+    /// a migration promotes its new policies and deletes the old ones in one step, and checks
+    /// that nothing else it read moved). A put that changes nothing is skipped. Returns, per
+    /// write, what a put stored (`None` for a delete or a check).
     ///
     /// # Errors
     /// [`StoreError::Conflict`] (the first precondition that fails), [`StoreError::NotFound`]

@@ -343,6 +343,7 @@ impl MemoryStore {
                     check_expected(&key, *expected, current)?;
                     versions.insert(key, 0);
                 }
+                Write::Check { expected, .. } => check_expected(&key, Some(*expected), current)?,
             }
         }
         let mut batch = Batch::default();
@@ -371,6 +372,7 @@ impl MemoryStore {
                     state.stage(&mut batch, key, None);
                     out.push(None);
                 }
+                Write::Check { .. } => out.push(None),
             }
         }
         state.persist(batch)?;

@@ -12,7 +12,8 @@
 //!   same fingerprint (409 naming what changed otherwise; 503 when a zone does not answer, as
 //!   the diff cannot then be proven unchanged). Then the shadow labels are removed and the old
 //!   policies deleted in **one store transaction** (consecutive revisions, all or nothing, each
-//!   write compare-and-swapped against its planned version).
+//!   write compare-and-swapped against its planned version, every other input checked at its
+//!   version).
 //! - `POST /meshes/{mesh}/_migration/rollback` ([`rollback`]): restores the planned state in
 //!   one transaction (the promoted policies shadow again, the deleted ones re-created), only
 //!   when none of them was touched since the apply (409 otherwise).
@@ -30,7 +31,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use umbra_api::error::ApiError;
-use umbra_core::resource::{Resource, ResourceType};
+use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_core::view::{PolicyRef, Promotion};
 
 use crate::inspect::context::{mesh_exists, mesh_stored, InspectContext};
@@ -306,10 +307,39 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
             expected: Some(p.version),
         });
     }
+    // Everything else the plan read stays pinned: a policy changed since the check above
+    // refuses the transaction.
+    let written: BTreeSet<(String, String)> = record
+        .promote
+        .iter()
+        .chain(&record.retire)
+        .map(|p| (p.type_name.clone(), p.name.clone()))
+        .collect();
+    for i in &inputs {
+        if written.contains(&(i.type_name.clone(), i.name.clone())) {
+            continue;
+        }
+        let Some(ty) = ResourceType::from_name(&i.type_name) else {
+            continue;
+        };
+        let key = if ty == ResourceType::Mesh {
+            ResourceKey::mesh(i.name.as_str())
+        } else {
+            ResourceKey {
+                ty,
+                mesh: mesh.to_owned(),
+                name: i.name.clone(),
+            }
+        };
+        writes.push(Write::Check {
+            key,
+            expected: i.version,
+        });
+    }
     cx.store
         .transact(writes)
         .await
-        .map_err(|e| store_conflict(e, "a planned policy changed while applying"))?;
+        .map_err(|e| store_conflict(e, "the mesh changed while applying"))?;
     let revision = cx.store.revision().await?;
     record.applied = Some(Applied {
         at: now_rfc3339(),

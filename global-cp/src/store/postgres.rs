@@ -566,6 +566,10 @@ impl Store for PostgresStore {
                     known.insert(key, None);
                     out.push(None);
                 }
+                Write::Check { expected, .. } => {
+                    check_expected(&key, Some(expected), current)?;
+                    out.push(None);
+                }
             }
         }
         if head == first {
