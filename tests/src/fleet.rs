@@ -19,6 +19,26 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// Start a Global (binary `global_bin`) on the PostgreSQL database at `url`, logging to
+/// `<dir>/global.log`.
+///
+/// # Errors
+/// When it does not come up.
+pub async fn global_on_postgres(
+    global_bin: &str,
+    url: &str,
+    dir: &Path,
+) -> anyhow::Result<CpProcess> {
+    CpProcess::start(
+        global_bin,
+        "--kds-addr",
+        &["--store".into(), "postgres".into()],
+        &[("UMBRA_POSTGRES_URL", url)],
+        dir.join("global.log"),
+    )
+    .await
+}
+
 /// Start `zone` (binary `zone_bin`) federated to `global` with a zone token issued for it,
 /// logging to `<dir>/<zone>.log`.
 ///

@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use umbra_e2e::fleet::{start_zone, temp_dir};
-use umbra_e2e::seed::{plural, seed_docs};
+use umbra_e2e::fleet::{global_on_postgres, start_zone, temp_dir};
+use umbra_e2e::seed::{plural, register_split_dataplanes, seed_docs};
 use umbra_e2e::{envoy_binary, http_with, wait_until, CpProcess, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
@@ -56,14 +56,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
     };
     let url = pg.create_database("fanout_e2e").await?;
     let dir = temp_dir("fanout");
-    let global = CpProcess::start(
-        GLOBAL,
-        "--kds-addr",
-        &["--store".into(), "postgres".into()],
-        &[("UMBRA_POSTGRES_URL", &url)],
-        dir.join("global.log"),
-    )
-    .await?;
+    let global = global_on_postgres(GLOBAL, &url, &dir).await?;
     let docs = seed_docs();
     // Mesh and policies go to the Global.
     for (kind, name, yaml) in &docs {
@@ -90,28 +83,7 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
         .await
         .map_err(|_| anyhow::anyhow!("policies did not reach the zone:\n{}", z.log_tail()))?;
     }
-    let dp = |name: &str| docs.iter().find(|d| d.1 == name).unwrap().2.clone();
-    z1.apply("/meshes/default/dataplanes/frontend", &dp("frontend"))
-        .await?;
-    z1.apply("/meshes/default/dataplanes/redis", &dp("redis"))
-        .await?;
-    z2.apply("/meshes/default/dataplanes/backend", &dp("backend"))
-        .await?;
-    z2.apply(
-        "/meshes/default/dataplanes/frontend",
-        &dp("frontend").replace("127.42.0.29", "127.42.1.29"),
-    )
-    .await?;
-    wait_until(Duration::from_secs(20), || async {
-        get(&global, "/meshes/default/dataplanes").await.1["total"] == 4
-    })
-    .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "dataplanes did not reach the Global:\n{}",
-            global.log_tail()
-        )
-    })?;
+    register_split_dataplanes(&docs, &z1, &z2, &global).await?;
     // A real proxy on zone-1's frontend: it gets the Live config, never the shadow one.
     let dp = umbra_e2e::DpServer::of(z1.api, z1.grpc, global.api).await?;
     let envoy = Envoy::start(&envoy_bin, "default", "frontend", &dp).await?;
@@ -489,14 +461,7 @@ async fn kuma_export_applies_and_its_shadow_half_diffs_across_the_fleet() -> any
     };
     let url = pg.create_database("export_e2e").await?;
     let dir = temp_dir("fanout");
-    let global = CpProcess::start(
-        GLOBAL,
-        "--kds-addr",
-        &["--store".into(), "postgres".into()],
-        &[("UMBRA_POSTGRES_URL", &url)],
-        dir.join("global.log"),
-    )
-    .await?;
+    let global = global_on_postgres(GLOBAL, &url, &dir).await?;
     let api = format!("http://{}", global.api);
     let export = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/kuma-export.yaml");
     umbractl::run(umbractl::Cli {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use umbra_core::resource::Resource;
-use umbra_e2e::fleet::{start_zone, temp_dir};
-use umbra_e2e::seed::{plural, seed_docs};
+use umbra_e2e::fleet::{global_on_postgres, start_zone, temp_dir};
+use umbra_e2e::seed::{plural, register_split_dataplanes, seed_docs};
 use umbra_e2e::{envoy_binary, http, wait_until, CpProcess, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
@@ -76,14 +76,7 @@ async fn convert_plan_apply_rollback_across_two_zones() -> anyhow::Result<()> {
     };
     let url = pg.create_database("migration_e2e").await?;
     let dir = temp_dir("migration");
-    let global = CpProcess::start(
-        GLOBAL,
-        "--kds-addr",
-        &["--store".into(), "postgres".into()],
-        &[("UMBRA_POSTGRES_URL", &url)],
-        dir.join("global.log"),
-    )
-    .await?;
+    let global = global_on_postgres(GLOBAL, &url, &dir).await?;
     let docs = seed_docs();
     // The Mesh and the old Timeouts (the seed's own MeshTimeouts are left out: convert makes
     // the replacements).
@@ -125,28 +118,7 @@ async fn convert_plan_apply_rollback_across_two_zones() -> anyhow::Result<()> {
         .await
         .map_err(|_| anyhow::anyhow!("policies did not reach the zone:\n{}", z.log_tail()))?;
     }
-    let dp = |name: &str| docs.iter().find(|d| d.1 == name).unwrap().2.clone();
-    z1.apply("/meshes/default/dataplanes/frontend", &dp("frontend"))
-        .await?;
-    z1.apply("/meshes/default/dataplanes/redis", &dp("redis"))
-        .await?;
-    z2.apply("/meshes/default/dataplanes/backend", &dp("backend"))
-        .await?;
-    z2.apply(
-        "/meshes/default/dataplanes/frontend",
-        &dp("frontend").replace("127.42.0.29", "127.42.1.29"),
-    )
-    .await?;
-    wait_until(Duration::from_secs(20), || async {
-        total(&global, "dataplanes").await == 4
-    })
-    .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "dataplanes did not reach the Global:\n{}",
-            global.log_tail()
-        )
-    })?;
+    register_split_dataplanes(&docs, &z1, &z2, &global).await?;
     // A real Envoy for each zone's frontend.
     let mut envoys = Vec::new();
     for z in [&z1, &z2] {
@@ -200,7 +172,11 @@ async fn convert_plan_apply_rollback_across_two_zones() -> anyhow::Result<()> {
     let first = plan["fingerprint"].as_str().unwrap().to_owned();
 
     // A concurrent change: refused, nothing moves.
-    let redis = dp("timeout-to-redis").replace("41s", "40s");
+    let redis = docs
+        .iter()
+        .find(|d| d.1 == "timeout-to-redis")
+        .map(|d| d.2.replace("41s", "40s"))
+        .unwrap();
     global
         .apply("/meshes/default/timeouts/timeout-to-redis", &redis)
         .await?;

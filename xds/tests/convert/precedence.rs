@@ -6,6 +6,7 @@
 use umbra_core::convert::NoteKind;
 use umbra_core::resource::{Resource, ResourceType};
 
+use super::scenarios::kuma_demo;
 use super::{common, equivalence, old_policies, output_spec, output_types, scenario, Op, Report};
 
 /// The output names, in conversion order.
@@ -96,60 +97,6 @@ fn seed_000_timeouts_keep_their_values_once_converted() {
         .message
         .contains("renamed aaa-timeout-to-backend"));
 }
-
-/// frontend calls backend (HTTP) and redis (TCP).
-const CB_TOPOLOGY: &str = "
-type: Mesh
-name: default
-skipCreatingInitialPolicies: ['*']
----
-type: Dataplane
-mesh: default
-name: frontend
-networking:
-  address: 10.42.0.29
-  inbound:
-  - port: 8080
-    tags:
-      kuma.io/service: frontend
-      kuma.io/protocol: http
-  outbound:
-  - port: 3001
-    address: 10.43.13.71
-    tags:
-      kuma.io/service: backend
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: backend
-networking:
-  address: 10.42.0.30
-  inbound:
-  - port: 3001
-    tags:
-      kuma.io/service: backend
-      kuma.io/protocol: http
-  outbound:
-  - port: 6379
-    address: 10.43.83.105
-    tags:
-      kuma.io/service: redis
----
-type: Dataplane
-mesh: default
-name: redis
-networking:
-  address: 10.42.0.28
-  inbound:
-  - port: 6379
-    tags:
-      kuma.io/service: redis
-      kuma.io/protocol: tcp
-";
 
 /// A mesh-wide CircuitBreaker and a service-specific one whose name sorts after it: the
 /// specific one must win on backend.
@@ -269,7 +216,7 @@ const CB_DPPS: &[&str] = &["frontend", "backend", "redis"];
 
 #[test]
 fn a_service_specific_circuit_breaker_wins_over_the_mesh_wide_one() {
-    let resources = scenario(&format!("{CB_TOPOLOGY}{CB_MESH_AND_SERVICE}"));
+    let resources = scenario(&format!("{}{CB_MESH_AND_SERVICE}", kuma_demo("")));
     let report = equivalence(&resources, CB_DPPS);
     // "cb-all" sorts before "cb-to-backend": the specific one is renamed to sort first.
     assert_eq!(names(&report), ["cb-all", "aaa-cb-to-backend"]);
@@ -285,7 +232,8 @@ fn a_service_specific_circuit_breaker_wins_over_the_mesh_wide_one() {
 #[test]
 fn a_top_level_kind_that_forces_another_winner_is_explained() {
     let resources = scenario(&format!(
-        "{CB_TOPOLOGY}{CB_MESH_AND_SERVICE}{CB_FROM_FRONTEND}"
+        "{}{CB_MESH_AND_SERVICE}{CB_FROM_FRONTEND}",
+        kuma_demo("")
     ));
     let report = equivalence(&resources, CB_DPPS);
     assert_eq!(
@@ -313,7 +261,8 @@ fn a_top_level_kind_that_forces_another_winner_is_explained() {
 fn creation_times_that_agree_with_the_top_level_kind_leave_an_empty_diff() {
     // cb-zz-frontend created after cb-to-backend: Kuma picks it for frontend -> backend too.
     let resources = scenario(&format!(
-        "{CB_TOPOLOGY}{}{}",
+        "{}{}{}",
+        kuma_demo(""),
         CB_MESH_AND_SERVICE.replace(
             "name: cb-to-backend\n",
             "name: cb-to-backend\ncreationTime: '2024-01-01T00:00:00Z'\n"
