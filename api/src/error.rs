@@ -102,7 +102,7 @@ impl From<umbra_store::StoreError> for ApiError {
         use umbra_store::StoreError;
         match e {
             StoreError::NotFound(k) => ApiError::not_found(format!("{k} not found")),
-            StoreError::Conflict { .. } | StoreError::InUse { .. } => {
+            StoreError::Conflict { .. } | StoreError::InUse { .. } | StoreError::Changed { .. } => {
                 ApiError::status(StatusCode::CONFLICT, e.to_string())
             }
             StoreError::NoMesh(m) => ApiError::status(

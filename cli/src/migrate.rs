@@ -72,6 +72,9 @@ pub enum Migrate {
         /// The plan's fingerprint.
         #[arg(long)]
         plan: String,
+        /// Each zone's deadline while the diff is computed again (`30s`; at most `120s`).
+        #[arg(long)]
+        timeout: Option<String>,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -299,8 +302,17 @@ pub async fn run(api_url: &str, what: Migrate) -> Result<String, CliError> {
                 Output::Text => render_plan(&plan),
             })
         }
-        Migrate::Apply { mesh, plan, output } => {
-            let answer = post_json(api_url, &path(&mesh, "apply"), &json!({"plan": plan}))
+        Migrate::Apply {
+            mesh,
+            plan,
+            timeout,
+            output,
+        } => {
+            let mut body = json!({"plan": plan});
+            if let Some(t) = timeout {
+                body["timeout"] = json!(t);
+            }
+            let answer = post_json(api_url, &path(&mesh, "apply"), &body)
                 .await
                 .map_err(|e| e.context(format!("applying plan {plan} to mesh {mesh:?}")))?;
             Ok(match output {

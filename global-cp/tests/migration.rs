@@ -261,4 +261,19 @@ async fn plan_apply_rollback_on_postgres_and_plans_outlive_a_restart() {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
+    // A policy created since the apply keeps the rollback from restoring what was reviewed.
+    put(
+        &restarted,
+        "/meshes/default/meshtimeouts/newer",
+        &new_timeout("newer", "none", "8s").replace("kuma.io/effect: shadow, ", ""),
+    )
+    .await;
+    let (s, b) = post(
+        &restarted,
+        "/meshes/default/_migration/rollback",
+        &json!({"plan": plan["fingerprint"]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert!(b["detail"].as_str().unwrap().contains("newer"), "{b}");
 }

@@ -401,44 +401,54 @@ async fn transactions(store: &dyn Store) {
         Err(StoreError::NoMesh(_))
     ));
     assert_eq!(store.revision().await.unwrap(), head, "nothing written");
-    // A check of something the batch does not write: stale or absent refuses the whole batch.
-    let pin = |expected| Write::Check {
-        key: ResourceKey::mesh("tx"),
-        expected,
+    // The mesh must be unchanged since a revision: a policy created after it (or an edit)
+    // refuses the batch; a Dataplane does not count.
+    let unchanged_since = |since| Write::MeshUnchanged {
+        mesh: "tx".into(),
+        since,
     };
-    assert!(matches!(
-        store.transact(vec![promote(shadow.version), pin(7)]).await,
-        Err(StoreError::Conflict { .. })
-    ));
-    let absent = Write::Check {
-        key: key(ResourceType::MeshTimeout, "tx", "absent"),
-        expected: 1,
-    };
-    assert!(matches!(
-        store.transact(vec![promote(shadow.version), absent]).await,
-        Err(StoreError::Conflict { .. })
-    ));
-    assert_eq!(store.revision().await.unwrap(), head, "nothing written");
-    // Both at once, the Mesh pinned: consecutive revisions, one commit.
-    let mesh_version = store
-        .get(&ResourceKey::mesh("tx"))
+    store
+        .put(timeout("tx", "created", "9s", ""), None, None)
         .await
-        .unwrap()
-        .unwrap()
-        .version;
-    let out = store
+        .unwrap();
+    let refused = store
+        .transact(vec![promote(shadow.version), unchanged_since(head)])
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::Changed { key, revision, .. }) if key.name == "created" && *revision == head + 1),
+        "{refused:?}"
+    );
+    assert_eq!(store.revision().await.unwrap(), head + 1, "nothing written");
+    store
+        .delete(&key(ResourceType::MeshTimeout, "tx", "created"), None)
+        .await
+        .unwrap();
+    let head = store.revision().await.unwrap();
+    store
+        .put(
+            res("type: Dataplane\nmesh: tx\nname: dp\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n"),
+            None,
+            Some("zone-1"),
+        )
+        .await
+        .unwrap();
+    // Both at once, the mesh pinned: consecutive revisions, one commit.
+    let done = store
         .transact(vec![
             promote(shadow.version),
             retire(old.version),
-            pin(mesh_version),
+            unchanged_since(head),
         ])
         .await
         .unwrap();
+    let out = done.stored;
     assert_eq!(out.len(), 3);
     let promoted = out[0].clone().unwrap();
     assert_eq!(promoted.version, shadow.version + 1);
     assert!(!promoted.resource.meta.is_shadow());
     assert!(out[1].is_none());
+    let head = head + 1; // the Dataplane
+    assert_eq!(done.revision, head + 2);
     assert_eq!(store.revision().await.unwrap(), head + 2);
     let log = store.changes_since(head, 10).await.unwrap();
     assert_eq!(
@@ -461,18 +471,27 @@ async fn transactions(store: &dyn Store) {
             },
         ])
         .await
-        .unwrap();
+        .unwrap()
+        .stored;
     assert_eq!(back[1].as_ref().unwrap().version, 1);
     assert!(back[0].as_ref().unwrap().resource.meta.is_shadow());
-    // A batch that changes nothing writes nothing.
+    // A batch that changes nothing writes nothing; a put of the same content counts as the
+    // same version for a later precondition on it.
     let head = store.revision().await.unwrap();
-    store
-        .transact(vec![Write::Put {
-            resource: Box::new(old.resource.clone()),
-            expected: None,
-        }])
+    let same = store
+        .transact(vec![
+            Write::Put {
+                resource: Box::new(old.resource.clone()),
+                expected: None,
+            },
+            Write::Put {
+                resource: Box::new(old.resource.clone()),
+                expected: Some(1),
+            },
+        ])
         .await
         .unwrap();
+    assert_eq!(same.revision, head);
     assert_eq!(store.revision().await.unwrap(), head);
 }
 

@@ -156,14 +156,35 @@ pub enum Write {
         /// The version precondition.
         expected: Option<u64>,
     },
-    /// Write nothing, but only commit if the resource is at `expected` (0: absent): pins a
-    /// resource the transaction's decision read.
-    Check {
-        /// The resource.
-        key: ResourceKey,
-        /// The version it must be at.
-        expected: u64,
+    /// Write nothing, but only commit if nothing of `mesh` (the Mesh, its policies and other
+    /// resources; Dataplanes and ZoneIngresses aside, which zones keep changing) changed after
+    /// revision `since`: pins everything a transaction's decision read at `since`, including
+    /// what did not exist yet.
+    MeshUnchanged {
+        /// The mesh.
+        mesh: String,
+        /// The revision the decision read the mesh at.
+        since: u64,
     },
+}
+
+/// What [`Store::transact`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transacted {
+    /// The revision of the transaction's last change (the store's revision before it when it
+    /// changed nothing).
+    pub revision: u64,
+    /// Per write, what a put stored (`None` for a delete or a check).
+    pub stored: Vec<Option<Stored>>,
+}
+
+/// `true` for a change to `mesh` that [`Write::MeshUnchanged`] refuses: its Mesh, or a
+/// mesh-scoped resource other than a Dataplane or ZoneIngress.
+pub fn changes_mesh(key: &ResourceKey, mesh: &str) -> bool {
+    if key.ty == ResourceType::Mesh {
+        return key.name == mesh;
+    }
+    key.mesh == mesh && !matches!(key.ty, ResourceType::Dataplane | ResourceType::ZoneIngress)
 }
 
 impl Write {
@@ -171,7 +192,8 @@ impl Write {
     pub fn key(&self) -> ResourceKey {
         match self {
             Write::Put { resource, .. } => resource.key(),
-            Write::Delete { key, .. } | Write::Check { key, .. } => key.clone(),
+            Write::Delete { key, .. } => key.clone(),
+            Write::MeshUnchanged { mesh, .. } => ResourceKey::mesh(mesh.as_str()),
         }
     }
 }
@@ -214,6 +236,19 @@ pub enum StoreError {
         mesh: String,
         /// Which resources, summarised (`3 Dataplanes (a, b, c)`).
         attached: String,
+    },
+    /// Something of the mesh changed after the revision a transaction read it at
+    /// ([`Write::MeshUnchanged`]).
+    #[error("mesh {mesh:?} changed after revision {since}: {key} at revision {revision}")]
+    Changed {
+        /// The mesh.
+        mesh: String,
+        /// The revision the transaction read it at.
+        since: u64,
+        /// The first resource that changed.
+        key: ResourceKey,
+        /// The revision of that change.
+        revision: u64,
     },
     /// The backing database cannot be reached or failed; nothing was written.
     #[error("the store is unavailable: {0}")]
@@ -268,15 +303,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Apply `writes` in order as one transaction: every precondition is checked first, then
     /// every change commits durably under consecutive revisions, or nothing does (issue 19:
     /// a migration promotes its new policies and deletes the old ones in one step, and checks
-    /// that nothing else it read moved). A put that changes nothing is skipped. Returns, per
-    /// write, what a put stored (`None` for a delete or a check).
+    /// that nothing else it read moved). A put that changes nothing is skipped. Returns the
+    /// revision of its last change and, per write, what a put stored.
     ///
     /// # Errors
-    /// [`StoreError::Conflict`] (the first precondition that fails), [`StoreError::NotFound`]
-    /// (a delete of a missing resource), [`StoreError::NoMesh`], [`StoreError::InUse`] for a
-    /// Mesh deletion ([`mesh_delete_in_transaction`]), [`StoreError::Unavailable`]; nothing is
-    /// written then.
-    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError>;
+    /// [`StoreError::Conflict`] (the first precondition that fails), [`StoreError::Changed`],
+    /// [`StoreError::NotFound`] (a delete of a missing resource), [`StoreError::NoMesh`],
+    /// [`StoreError::InUse`] for a Mesh deletion ([`mesh_delete_in_transaction`]),
+    /// [`StoreError::Unavailable`]; nothing is written then.
+    async fn transact(&self, writes: Vec<Write>) -> Result<Transacted, StoreError>;
 
     /// One resource.
     ///

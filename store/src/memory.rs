@@ -19,7 +19,7 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use crate::journal::{Journal, Record};
 use crate::{
     check_expected, labels_match, mesh_key, query_mesh, stamp_times, unchanged, Change, ListQuery,
-    Op, Page, Store, StoreError, Stored, Write, MAX_PAGE,
+    Op, Page, Store, StoreError, Stored, Transacted, Write, MAX_PAGE,
 };
 
 #[derive(Debug, Default)]
@@ -307,18 +307,24 @@ impl MemoryStore {
     ///
     /// # Errors
     /// As [`Store::transact`].
-    pub fn transact_now(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+    pub fn transact_now(&self, writes: Vec<Write>) -> Result<Transacted, StoreError> {
         let mut state = self.lock();
         // Preconditions first, against the state as each earlier write of the batch leaves it.
         let mut versions: BTreeMap<ResourceKey, u64> = BTreeMap::new();
         let mut meshes: BTreeMap<String, bool> = BTreeMap::new();
         for w in &writes {
+            if let Write::MeshUnchanged { mesh, since } = w {
+                state.check_unchanged(mesh, *since)?;
+                continue;
+            }
             let key = w.key();
             let current = *versions
                 .entry(key.clone())
                 .or_insert_with(|| state.resources.get(&key).map_or(0, |s| s.version));
             match w {
-                Write::Put { expected, .. } => {
+                Write::Put {
+                    expected, resource, ..
+                } => {
                     check_expected(&key, *expected, current)?;
                     if key.ty.is_mesh_scoped() {
                         let present = *meshes
@@ -331,7 +337,13 @@ impl MemoryStore {
                     if key.ty == ResourceType::Mesh {
                         meshes.insert(key.name.clone(), true);
                     }
-                    versions.insert(key, current + 1);
+                    // A put that changes nothing keeps the version (as the write pass skips it).
+                    let same = state
+                        .resources
+                        .get(&key)
+                        .filter(|e| e.version == current)
+                        .is_some_and(|e| unchanged(e, resource, None));
+                    versions.insert(key, if same { current } else { current + 1 });
                 }
                 Write::Delete { expected, .. } => {
                     if key.ty == ResourceType::Mesh {
@@ -343,7 +355,7 @@ impl MemoryStore {
                     check_expected(&key, *expected, current)?;
                     versions.insert(key, 0);
                 }
-                Write::Check { expected, .. } => check_expected(&key, Some(*expected), current)?,
+                Write::MeshUnchanged { .. } => {}
             }
         }
         let mut batch = Batch::default();
@@ -372,13 +384,17 @@ impl MemoryStore {
                     state.stage(&mut batch, key, None);
                     out.push(None);
                 }
-                Write::Check { .. } => out.push(None),
+                Write::MeshUnchanged { .. } => out.push(None),
             }
         }
         state.persist(batch)?;
+        let revision = state.revision();
         drop(state);
         self.wake();
-        Ok(out)
+        Ok(Transacted {
+            revision,
+            stored: out,
+        })
     }
 
     /// The key stored for `purpose`, if any.
@@ -412,6 +428,30 @@ impl MemoryStore {
 impl State {
     fn revision(&self) -> u64 {
         self.log_base + self.log.len() as u64
+    }
+
+    /// [`Write::MeshUnchanged`]: no change to `mesh` logged after `since` (a `since` before
+    /// this process's log cannot be shown unchanged and is refused).
+    fn check_unchanged(&self, mesh: &str, since: u64) -> Result<(), StoreError> {
+        let changed = |key: ResourceKey, revision: u64| StoreError::Changed {
+            mesh: mesh.to_owned(),
+            since,
+            key,
+            revision,
+        };
+        if since < self.log_base {
+            return Err(changed(mesh_key(mesh), self.log_base));
+        }
+        let start = usize::try_from(since - self.log_base).unwrap_or(usize::MAX);
+        match self
+            .log
+            .iter()
+            .skip(start)
+            .find(|c| crate::changes_mesh(&c.key, mesh))
+        {
+            Some(c) => Err(changed(c.key.clone(), c.revision)),
+            None => Ok(()),
+        }
     }
 
     fn check_mesh(&self, key: &ResourceKey) -> Result<(), StoreError> {
@@ -541,7 +581,7 @@ impl Store for MemoryStore {
         self.delete_now(key, expected)
     }
 
-    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+    async fn transact(&self, writes: Vec<Write>) -> Result<Transacted, StoreError> {
         self.transact_now(writes)
     }
 

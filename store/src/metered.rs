@@ -9,7 +9,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey};
 
-use crate::{Change, ListQuery, Page, Store, StoreError, Stored, Write};
+use crate::{Change, ListQuery, Page, Store, StoreError, Stored, Transacted, Write};
 
 /// `umbra_store_operation_seconds{op}`: latency of each store call (`put`, `delete`, `get`,
 /// `list`, `changes_since`, `revision`, `signing_key`, `set_key`), whatever the backend.
@@ -73,7 +73,7 @@ impl Store for Metered {
         timed("delete", self.inner.delete(key, expected)).await
     }
 
-    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+    async fn transact(&self, writes: Vec<Write>) -> Result<Transacted, StoreError> {
         timed("transact", self.inner.transact(writes)).await
     }
 

@@ -12,11 +12,12 @@
 //!   same fingerprint (409 naming what changed otherwise; 503 when a zone does not answer, as
 //!   the diff cannot then be proven unchanged). Then the shadow labels are removed and the old
 //!   policies deleted in **one store transaction** (consecutive revisions, all or nothing, each
-//!   write compare-and-swapped against its planned version, every other input checked at its
-//!   version).
+//!   write compare-and-swapped against its planned version, and refused if anything else of the
+//!   mesh changed after it was read).
 //! - `POST /meshes/{mesh}/_migration/rollback` ([`rollback`]): restores the planned state in
 //!   one transaction (the promoted policies shadow again, the deleted ones re-created), only
-//!   when none of them was touched since the apply (409 otherwise).
+//!   when none of them, nor anything else of the mesh, was touched since the apply (409
+//!   otherwise).
 //!
 //! Plans are kept in the store's key table under [`record::plans_key`] (the latest
 //! [`record::MAX_PLANS`] per mesh, an applied one longest), so they survive restarts of the
@@ -31,7 +32,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use umbra_api::error::ApiError;
-use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::{PolicyRef, Promotion};
 
 use crate::inspect::context::{mesh_exists, mesh_stored, InspectContext};
@@ -245,7 +246,7 @@ fn undecodable(p: &Planned, e: &str) -> ApiError {
 
 fn store_conflict(e: StoreError, what: &str) -> ApiError {
     match e {
-        StoreError::Conflict { .. } | StoreError::NotFound(_) => {
+        StoreError::Conflict { .. } | StoreError::NotFound(_) | StoreError::Changed { .. } => {
             conflict(format!("{what}: {e}; nothing was changed"))
         }
         e => ApiError::from(e),
@@ -262,6 +263,9 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
     let timeout = zone_timeout(req.timeout.as_deref())?;
     mesh_exists(&*cx.store, mesh).await?;
     let mut record = load(&*cx.store, mesh, &req.plan).await?;
+    // The mesh is read at `read_at` at the latest; the transaction commits only if nothing of
+    // it changed after (a policy created or edited while the zones recompute the diff).
+    let read_at = cx.store.revision().await?;
     let stored = mesh_stored(&*cx.store, mesh).await?;
     let inputs = inputs_of(&stored);
     let changed = changed_inputs(&record.inputs, &inputs);
@@ -307,40 +311,16 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
             expected: Some(p.version),
         });
     }
-    // Everything else the plan read stays pinned: a policy changed since the check above
-    // refuses the transaction.
-    let written: BTreeSet<(String, String)> = record
-        .promote
-        .iter()
-        .chain(&record.retire)
-        .map(|p| (p.type_name.clone(), p.name.clone()))
-        .collect();
-    for i in &inputs {
-        if written.contains(&(i.type_name.clone(), i.name.clone())) {
-            continue;
-        }
-        let Some(ty) = ResourceType::from_name(&i.type_name) else {
-            continue;
-        };
-        let key = if ty == ResourceType::Mesh {
-            ResourceKey::mesh(i.name.as_str())
-        } else {
-            ResourceKey {
-                ty,
-                mesh: mesh.to_owned(),
-                name: i.name.clone(),
-            }
-        };
-        writes.push(Write::Check {
-            key,
-            expected: i.version,
-        });
-    }
-    cx.store
+    writes.push(Write::MeshUnchanged {
+        mesh: mesh.to_owned(),
+        since: read_at,
+    });
+    let revision = cx
+        .store
         .transact(writes)
         .await
-        .map_err(|e| store_conflict(e, "the mesh changed while applying"))?;
-    let revision = cx.store.revision().await?;
+        .map_err(|e| store_conflict(e, "the mesh changed while applying"))?
+        .revision;
     record.applied = Some(Applied {
         at: now_rfc3339(),
         revision,
@@ -439,11 +419,20 @@ pub async fn rollback(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<V
             touched.join("; ")
         )));
     }
-    cx.store
+    // Nothing of the mesh may have changed since the apply (a policy created since would
+    // keep the restored old policies switched off).
+    if let Some(applied) = &record.applied {
+        writes.push(Write::MeshUnchanged {
+            mesh: mesh.to_owned(),
+            since: applied.revision,
+        });
+    }
+    let revision = cx
+        .store
         .transact(writes)
         .await
-        .map_err(|e| store_conflict(e, "a policy changed while rolling back"))?;
-    let revision = cx.store.revision().await?;
+        .map_err(|e| store_conflict(e, "the mesh changed since the apply"))?
+        .revision;
     record.rolled_back = Some(Applied {
         at: now_rfc3339(),
         revision,

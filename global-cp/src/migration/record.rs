@@ -111,14 +111,17 @@ pub fn plans_key(mesh: &str) -> String {
 pub const MAX_PLANS: usize = 16;
 
 /// Keep `record` among `plans` (replacing the one with its fingerprint), then drop the oldest
-/// plans past [`MAX_PLANS`]: first those never applied, then the oldest of the rest (a plan
-/// that is applied and not rolled back stays longest, so it can still be rolled back).
+/// plans past [`MAX_PLANS`]: first those not applied (or rolled back), then the oldest of the
+/// rest (a plan that is applied and not rolled back stays longest, so it can still be rolled
+/// back); never `record` itself, whose fingerprint the caller is about to answer.
 pub fn keep(plans: &mut Vec<PlanRecord>, record: PlanRecord) {
     plans.retain(|p| p.fingerprint != record.fingerprint);
     plans.push(record);
     while plans.len() > MAX_PLANS {
+        // Never the plan just kept (the last one).
+        let older = plans.len() - 1;
         let live = |p: &PlanRecord| p.applied.is_some() && p.rolled_back.is_none();
-        let victim = plans.iter().position(|p| !live(p)).unwrap_or(0);
+        let victim = plans[..older].iter().position(|p| !live(p)).unwrap_or(0);
         plans.remove(victim);
     }
 }
@@ -172,7 +175,8 @@ pub fn default_retire(promote: &BTreeSet<PolicyRef>, policies: &[Resource]) -> B
             r.meta
                 .labels
                 .get(CONVERTED_FROM_TYPE_LABEL)
-                .and_then(|t| ResourceType::from_name(t)),
+                .and_then(|t| ResourceType::from_name(t))
+                .filter(|t| t.kind() == TypeKind::OldPolicy),
             r.meta.labels.get(CONVERTED_FROM_NAME_LABEL),
         ) else {
             continue;
@@ -413,6 +417,14 @@ mod tests {
         assert_eq!(plans.len(), MAX_PLANS);
         assert_eq!(plans.iter().filter(|p| p.fingerprint == "p39").count(), 1);
         assert_eq!(plans.last().unwrap().created_at, "later");
+        // Every kept plan applied: a new one is still kept (the oldest applied one goes).
+        let mut applied: Vec<PlanRecord> = (0..MAX_PLANS)
+            .map(|i| plan(format!("a{i}"), true))
+            .collect();
+        keep(&mut applied, plan("new".into(), false));
+        assert_eq!(applied.len(), MAX_PLANS);
+        assert_eq!(applied.last().unwrap().fingerprint, "new");
+        assert_eq!(applied[0].fingerprint, "a1");
     }
 
     #[test]

@@ -19,7 +19,8 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
     check_expected, check_unused, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times,
-    unchanged, Change, ListQuery, Op, Page, Store, StoreError, Stored, Write, MAX_PAGE, MESH_USERS,
+    unchanged, Change, ListQuery, Op, Page, Store, StoreError, Stored, Transacted, Write, MAX_PAGE,
+    MESH_USERS,
 };
 
 /// The migrations this build knows (embedded at compile time).
@@ -214,6 +215,41 @@ impl PostgresStore {
             .map_err(unavailable)?
             .map(|row| Self::row_to_stored(&row))
             .transpose()
+    }
+
+    /// [`Write::MeshUnchanged`] in `tx` (under the log head's lock): no change to `mesh` logged
+    /// after `since`.
+    async fn check_unchanged(
+        tx: &mut Transaction<'_, Postgres>,
+        mesh: &str,
+        since: u64,
+    ) -> Result<(), StoreError> {
+        let row = sqlx::query(
+            "SELECT revision, type, mesh, name FROM changes WHERE revision > $1
+               AND ((type = 'Mesh' AND name = $2)
+                 OR (mesh = $2 AND type NOT IN ('Mesh', 'Dataplane', 'ZoneIngress')))
+             ORDER BY revision LIMIT 1",
+        )
+        .bind(to_i64(since))
+        .bind(mesh)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(unavailable)?;
+        let Some(row) = row else {
+            return Ok(());
+        };
+        let ty: String = row.try_get("type").map_err(unavailable)?;
+        let key = ResourceKey {
+            ty: ResourceType::from_name(&ty).unwrap_or(ResourceType::Mesh),
+            mesh: row.try_get("mesh").map_err(unavailable)?,
+            name: row.try_get("name").map_err(unavailable)?,
+        };
+        Err(StoreError::Changed {
+            mesh: mesh.to_owned(),
+            since,
+            key,
+            revision: to_u64(row.try_get("revision").map_err(unavailable)?),
+        })
     }
 
     /// Lock the log head; returns the current revision.
@@ -496,13 +532,17 @@ impl Store for PostgresStore {
         Self::finish(tx, head, &self.wake).await
     }
 
-    async fn transact(&self, writes: Vec<Write>) -> Result<Vec<Option<Stored>>, StoreError> {
+    async fn transact(&self, writes: Vec<Write>) -> Result<Transacted, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let mut head = Self::lock_head(&mut tx).await?;
         let first = head;
         // Under the log head's lock no other writer runs: read, check, then write.
         let mut known: BTreeMap<ResourceKey, Option<Stored>> = BTreeMap::new();
         for w in &writes {
+            if let Write::MeshUnchanged { mesh, since } = w {
+                Self::check_unchanged(&mut tx, mesh, *since).await?;
+                continue;
+            }
             let key = w.key();
             if key.ty == ResourceType::Mesh && matches!(w, Write::Delete { .. }) {
                 return Err(super::mesh_delete_in_transaction(&key));
@@ -566,18 +606,19 @@ impl Store for PostgresStore {
                     known.insert(key, None);
                     out.push(None);
                 }
-                Write::Check { expected, .. } => {
-                    check_expected(&key, Some(expected), current)?;
-                    out.push(None);
-                }
+                Write::MeshUnchanged { .. } => out.push(None),
             }
         }
+        let done = Transacted {
+            revision: to_u64(head),
+            stored: out,
+        };
         if head == first {
             // Nothing changed: nothing to commit or announce.
-            return Ok(out);
+            return Ok(done);
         }
         Self::finish(tx, head, &self.wake).await?;
-        Ok(out)
+        Ok(done)
     }
 
     async fn get_key(&self, purpose: &str) -> Result<Option<Vec<u8>>, StoreError> {
