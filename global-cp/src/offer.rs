@@ -6,6 +6,7 @@
 //! apply joins the `PUT`'s trace.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,10 @@ use crate::store::{list_all, Store, StoreError};
 
 /// Changes read from the log per batch.
 const CHANGE_BATCH: usize = 1000;
+
+/// Reads of the change log an offer waits for the log to stop moving before it is published
+/// anyway.
+const MAX_DEFERRED: u32 = 16;
 
 /// Pause after a store error before reading again.
 const STORE_RETRY: Duration = Duration::from_secs(1);
@@ -190,15 +195,21 @@ pub async fn follow_store(
         with_trust(offer, &bundle, &cas)
     };
     let trust = &mut trust_rx;
-    // Changes read but not published yet (the log had more to read).
-    let pending = std::sync::atomic::AtomicBool::new(false);
+    // Reads whose changes are not published yet (the log moved on meanwhile).
+    let deferred = AtomicU32::new(0);
     while !*shutdown.borrow() {
         let step = async {
             match state.take() {
                 None => {
                     let revision = store.revision().await?;
                     let offer = load_offer(&*store).await?;
-                    tx.send_replace(Some(compose(&offer, trust, &mut cas)));
+                    // Read type by type: consistent only if nothing committed meanwhile; else
+                    // the change log catches up first (and publishes, as below).
+                    if store.revision().await? <= revision {
+                        tx.send_replace(Some(compose(&offer, trust, &mut cas)));
+                    } else {
+                        deferred.store(1, Ordering::Relaxed);
+                    }
                     Ok::<_, StoreError>(Some((revision, offer)))
                 }
                 Some((mut revision, mut offer)) => {
@@ -210,14 +221,14 @@ pub async fn follow_store(
                             return Err(e);
                         }
                     };
+                    let mut changed = deferred.load(Ordering::Relaxed) > 0;
                     if changes.is_empty() {
+                        if changed && store.revision().await? <= revision {
+                            tx.send_replace(Some(compose(&offer, trust, &mut cas)));
+                            deferred.store(0, Ordering::Relaxed);
+                        }
                         return Ok(Some((revision, offer)));
                     }
-                    // Published once caught up with the log (a short read): a transaction's
-                    // changes are committed together, so the offer never shows part of one
-                    // (issue 19), however long the log is.
-                    let caught_up = changes.len() < CHANGE_BATCH;
-                    let mut changed = pending.load(std::sync::atomic::Ordering::Relaxed);
                     for change in &changes {
                         // Every change moves the revision on, whatever its type.
                         let at = change.revision;
@@ -248,11 +259,26 @@ pub async fn follow_store(
                         revision = at;
                         changed = true;
                     }
-                    if changed && caught_up {
-                        tx.send_replace(Some(compose(&offer, trust, &mut cas)));
-                        changed = false;
+                    // Published only when consistent: nothing committed after the last change
+                    // read before the reads above ended, so every resource read is as of
+                    // `revision` and a transaction (issue 19: a migration's promotions and
+                    // deletions) is never offered in part. Under writes that never pause, the
+                    // offer goes out anyway after MAX_DEFERRED reads, so zones are never
+                    // starved.
+                    if changed {
+                        let consistent = store.revision().await? <= revision;
+                        let waited = deferred.fetch_add(1, Ordering::Relaxed) + 1;
+                        if consistent || waited >= MAX_DEFERRED {
+                            if !consistent {
+                                tracing::debug!(
+                                    revision,
+                                    "KDS: offer published while the log still moves"
+                                );
+                            }
+                            tx.send_replace(Some(compose(&offer, trust, &mut cas)));
+                            deferred.store(0, Ordering::Relaxed);
+                        }
                     }
-                    pending.store(changed, std::sync::atomic::Ordering::Relaxed);
                     Ok(Some((revision, offer)))
                 }
             }
@@ -305,6 +331,46 @@ mod tests {
 
     fn res(y: &str) -> Resource {
         Resource::from_bytes(y.as_bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_backlog_of_one_whole_batch_reaches_the_offer() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store
+            .put(res("type: Mesh\nname: m\n"), None, None)
+            .await
+            .unwrap();
+        let (tx, mut rx) = watch::channel(None);
+        let (_stop_tx, stop) = watch::channel(false);
+        let extras = Extras {
+            trust: watch::channel(Arc::new(TrustBundle::default())).1,
+            cas: watch::channel(Arc::default()).1,
+        };
+        tokio::spawn(follow_store(
+            store.clone(),
+            Arc::default(),
+            extras,
+            tx,
+            stop,
+        ));
+        rx.wait_for(Option::is_some).await.unwrap();
+        // A backlog of exactly one change-log batch: every change reaches the offer (it used
+        // to wait for a short read that never came).
+        for i in 0..CHANGE_BATCH {
+            let t = format!("type: MeshTimeout\nmesh: m\nname: t-{i}\nspec: {{targetRef: {{kind: Mesh}}, to: [{{targetRef: {{kind: Mesh}}, default: {{idleTimeout: 1s}}}}]}}\n");
+            store.put(res(&t), None, None).await.unwrap();
+        }
+        let found = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|o| {
+                o.as_ref()
+                    .and_then(|o| o.get("MeshTimeout"))
+                    .is_some_and(|t| t.items.len() == CHANGE_BATCH)
+            }),
+        )
+        .await
+        .is_ok();
+        assert!(found, "the last batch was never published");
     }
 
     #[tokio::test]
