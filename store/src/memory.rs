@@ -397,6 +397,15 @@ impl MemoryStore {
         })
     }
 
+    /// `Ok` when the Mesh `mesh` could be deleted now: nothing this store's zone registered
+    /// (a Dataplane) is in it ([`crate::check_unused`]).
+    ///
+    /// # Errors
+    /// [`StoreError::InUse`].
+    pub fn mesh_removable(&self, mesh: &str) -> Result<(), StoreError> {
+        self.lock().check_unused(mesh)
+    }
+
     /// The key stored for `purpose`, if any.
     pub fn key(&self, purpose: &str) -> Option<Vec<u8>> {
         self.lock().keys.get(purpose).cloned()

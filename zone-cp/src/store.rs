@@ -203,6 +203,14 @@ impl Store {
         self.inner.apply_replica(writes)
     }
 
+    /// `Ok` when the Global may delete the Mesh `mesh` here: no Dataplane of this zone is in it.
+    ///
+    /// # Errors
+    /// [`StoreError::InUse`].
+    pub fn mesh_removable(&self, mesh: &str) -> Result<(), StoreError> {
+        self.inner.mesh_removable(mesh)
+    }
+
     /// Every resource of `ty`, in every mesh.
     pub fn list_all(&self, ty: ResourceType) -> Vec<Stored> {
         self.inner.of_type(ty)

@@ -209,7 +209,14 @@ impl StoreSink {
         // identity of the mesh down with it.
         for name in removed {
             let mesh = name.split_once('/').map_or(name.as_str(), |(m, _)| m);
-            if self.store.get(&ResourceKey::mesh(mesh)).is_some() {
+            let mesh_key = ResourceKey::mesh(mesh);
+            // A Mesh deletion kept aside in this generation counts as done.
+            let leaving = self.staged.iter().any(|b| {
+                b.writes
+                    .iter()
+                    .any(|w| matches!(w, ReplicaWrite::Delete(k) if *k == mesh_key))
+            });
+            if self.store.get(&mesh_key).is_some() && !leaving {
                 refused.push(Refusal {
                     name,
                     reason: "kept: its Mesh is still here, and every identity of the mesh is issued from it".to_owned(),
@@ -273,9 +280,10 @@ impl StoreSink {
 
 #[async_trait::async_trait]
 impl Sink for StoreSink {
-    /// Decode and validate each resource, then write what is valid (and the removals) to the
-    /// store as one durable batch before the ACK goes back. A store that cannot write ends
-    /// the stream (the Global resends on reconnect); a resource the store refuses is NACKed.
+    /// Decode and validate each resource and check each removal, NACKing what is refused;
+    /// keep the rest aside until the Global's commit marker ([`Sink::commit`]; with
+    /// `group_commit` off, write it to the store as one durable batch before the ACK goes
+    /// back). A store that cannot write ends the stream (the Global resends on reconnect).
     async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
         if received.trace_context.is_empty() {
             return self.write(received);
@@ -406,6 +414,17 @@ impl StoreSink {
                         .to_owned(),
                 });
                 continue;
+            }
+            // Checked now, so it is NACKed: a write the store refuses at the commit marker
+            // can only be logged.
+            if ty == ResourceType::Mesh {
+                if let Err(e) = self.store.mesh_removable(&key.name) {
+                    refused.push(Refusal {
+                        name,
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
             }
             writes.push(ReplicaWrite::Delete(key));
             names.push(name);
@@ -606,6 +625,40 @@ mod tests {
             .unwrap()
             .is_empty());
         assert!(store.list(ResourceType::MeshTimeout, "m").is_empty());
+    }
+
+    #[tokio::test]
+    async fn with_group_commit_a_generation_reaches_the_store_at_the_marker_only() {
+        let (store, mut sink) = sink();
+        sink.group_commit = true;
+        let mesh = br#"{"type":"Mesh","name":"m"}"#.to_vec();
+        let timeout = br#"{"type":"MeshTimeout","mesh":"m","name":"t","spec":{"targetRef":{"kind":"Mesh"},"to":[{"targetRef":{"kind":"Mesh"},"default":{"idleTimeout":"1s"}}]}}"#.to_vec();
+        let bad = br#"{"type":"MeshTimeout","mesh":"m","name":"bad","spec":{"targetRef":{"kind":"Mesh"},"to":[{"targetRef":{"kind":"Mesh"},"default":{"idleTimeout":"-1s"}}]}}"#.to_vec();
+        assert!(sink
+            .apply(received("Mesh", vec![up("m", mesh)], vec![]))
+            .await
+            .unwrap()
+            .is_empty());
+        let refused = sink
+            .apply(received(
+                "MeshTimeout",
+                vec![up("m/t", timeout), up("m/bad", bad)],
+                vec![],
+            ))
+            .await
+            .unwrap();
+        // Refused at once (NACKed), the rest kept aside: nothing in the store yet.
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].name, "m/bad");
+        assert!(store.get(&ResourceKey::mesh("m")).is_none());
+        let before = store.revision();
+        sink.commit().await.unwrap();
+        // One batch: the Mesh and the policy together.
+        assert_eq!(store.revision(), before + 2);
+        assert!(store.get(&ResourceKey::mesh("m")).is_some());
+        assert_eq!(store.list_all(ResourceType::MeshTimeout).len(), 1);
+        sink.commit().await.unwrap();
+        assert_eq!(store.revision(), before + 2, "nothing left aside");
     }
 
     #[tokio::test]
