@@ -333,15 +333,20 @@ mod tests {
         Resource::from_bytes(y.as_bytes()).unwrap()
     }
 
-    #[tokio::test]
-    async fn a_backlog_of_one_whole_batch_reaches_the_offer() {
+    /// A memory store with the Mesh `m` and an offer following it (loaded once returned); the
+    /// stop sender must stay alive.
+    async fn followed() -> (
+        Arc<dyn Store>,
+        watch::Receiver<Option<Arc<Offer>>>,
+        watch::Sender<bool>,
+    ) {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         store
             .put(res("type: Mesh\nname: m\n"), None, None)
             .await
             .unwrap();
         let (tx, mut rx) = watch::channel(None);
-        let (_stop_tx, stop) = watch::channel(false);
+        let (stop_tx, stop) = watch::channel(false);
         let extras = Extras {
             trust: watch::channel(Arc::new(TrustBundle::default())).1,
             cas: watch::channel(Arc::default()).1,
@@ -354,6 +359,12 @@ mod tests {
             stop,
         ));
         rx.wait_for(Option::is_some).await.unwrap();
+        (store, rx, stop_tx)
+    }
+
+    #[tokio::test]
+    async fn a_backlog_of_one_whole_batch_reaches_the_offer() {
+        let (store, mut rx, _stop) = followed().await;
         // A backlog of exactly one change-log batch: every change reaches the offer (it used
         // to wait for a short read that never came).
         for i in 0..CHANGE_BATCH {
@@ -375,26 +386,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_offer_follows_policies_past_long_runs_of_dataplane_changes() {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        store
-            .put(res("type: Mesh\nname: m\n"), None, None)
-            .await
-            .unwrap();
-        let (tx, mut rx) = watch::channel(None);
-        let (_stop_tx, stop) = watch::channel(false);
-        let trust = watch::channel(Arc::new(TrustBundle::default())).1;
-        let extras = Extras {
-            trust,
-            cas: watch::channel(Arc::default()).1,
-        };
-        tokio::spawn(follow_store(
-            store.clone(),
-            Arc::default(),
-            extras,
-            tx,
-            stop,
-        ));
-        rx.wait_for(Option::is_some).await.unwrap();
+        let (store, mut rx, _stop) = followed().await;
         // More Dataplane changes than one change-log batch, then a policy.
         for i in 0..(CHANGE_BATCH + 5) {
             let dp = format!("type: Dataplane\nmesh: m\nname: dp-{i}\nnetworking: {{address: 10.0.0.1, inbound: [{{port: 80, tags: {{kuma.io/service: s}}}}]}}\n");

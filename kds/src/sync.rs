@@ -907,18 +907,25 @@ mod tests {
         ])))
     }
 
-    #[tokio::test]
-    async fn a_generation_of_the_offer_arrives_as_one_commit() {
+    /// Both halves back to back, the responder ending generations with the commit marker and
+    /// the requester keeping responses aside until it ([`Grouped`]); returns the tasks and
+    /// every state the requester committed.
+    fn grouped_sync(
+        offer: OfferWatch,
+        mut config: RespondConfig,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        tokio::task::JoinHandle<()>,
+        Arc<Mutex<Vec<Held>>>,
+    ) {
         use crate::resource::COMMIT_TYPE;
-        let (tx, rx) = watch::channel(two_types("m1", "t1"));
         let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
         let (resp_tx, resp_rx) = mpsc::channel(STREAM_QUEUE);
-        let types: Vec<String> = vec!["M".into(), "T".into(), COMMIT_TYPE.into()];
-        let mut config = RespondConfig::new(types.clone());
-        config.first_type_barrier = true;
+        config.types.push(COMMIT_TYPE.into());
         config.commit_type = Some(COMMIT_TYPE.to_owned());
+        let types = config.types.clone();
         let responder = tokio::spawn(async move {
-            let _ = respond(req_rx, resp_tx, rx, &config, &|_| {}).await;
+            let _ = respond(req_rx, resp_tx, offer, &config, &|_| {}).await;
         });
         let commits = Arc::new(Mutex::new(Vec::new()));
         let mut sink = Grouped {
@@ -928,6 +935,15 @@ mod tests {
         let requester = tokio::spawn(async move {
             let _ = request(&types, BTreeMap::new(), resp_rx, req_tx, &mut sink, &|_| {}).await;
         });
+        (responder, requester, commits)
+    }
+
+    #[tokio::test]
+    async fn a_generation_of_the_offer_arrives_as_one_commit() {
+        let (tx, rx) = watch::channel(two_types("m1", "t1"));
+        let mut config = RespondConfig::new(vec!["M".into(), "T".into()]);
+        config.first_type_barrier = true;
+        let (responder, requester, commits) = grouped_sync(rx, config);
         settle().await;
         let version = |body: &str| Item::from_doc(&serde_json::json!({ "body": body })).version;
         let state = |m: &str, t: &str| {
@@ -963,7 +979,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_chunked_generation_commits_only_after_its_last_chunk() {
-        use crate::resource::COMMIT_TYPE;
         let mut items = TypeItems::default();
         for n in ["a", "b", "c"] {
             items.insert(n.to_owned(), Item::from_doc(&serde_json::json!({ "n": n })));
@@ -972,26 +987,12 @@ mod tests {
             "T".to_owned(),
             Arc::new(items),
         )]))));
-        let (req_tx, req_rx) = mpsc::channel(STREAM_QUEUE);
-        let (resp_tx, resp_rx) = mpsc::channel(STREAM_QUEUE);
-        let types: Vec<String> = vec!["T".into(), COMMIT_TYPE.into()];
-        let mut config = RespondConfig::new(types.clone());
+        let mut config = RespondConfig::new(vec!["T".into()]);
         config.limit = Limit {
             resources: 1,
             bytes: usize::MAX,
         };
-        config.commit_type = Some(COMMIT_TYPE.to_owned());
-        let responder = tokio::spawn(async move {
-            let _ = respond(req_rx, resp_tx, rx, &config, &|_| {}).await;
-        });
-        let commits = Arc::new(Mutex::new(Vec::new()));
-        let mut sink = Grouped {
-            commits: commits.clone(),
-            ..Grouped::default()
-        };
-        let requester = tokio::spawn(async move {
-            let _ = request(&types, BTreeMap::new(), resp_rx, req_tx, &mut sink, &|_| {}).await;
-        });
+        let (responder, requester, commits) = grouped_sync(rx, config);
         settle().await;
         let seen = commits.lock().unwrap().clone();
         assert_eq!(seen.len(), 1, "one commit, after the third chunk: {seen:?}");
