@@ -36,6 +36,7 @@ import ssl
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -316,6 +317,38 @@ def cmd_fingerprint(args):
         fail(f"{args.file}: no fingerprint in the migration plan ({e})")
 
 
+def cmd_console(args):
+    """Sign in to the console with $UMBRA_AUTH_TOKEN (as a browser does) and check that every
+    page in args.pages answers 200 with its marker (`path|marker`)."""
+    token = os.environ.get("UMBRA_AUTH_TOKEN", "")
+    form = urllib.parse.urlencode({"token": token, "next": "/gui/zones"}).encode()
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        opener.open(urllib.request.Request(args.url + "/gui/login", data=form), timeout=10)
+        fail("console sign-in did not redirect")
+    except urllib.error.HTTPError as e:
+        if e.code != 303:
+            fail(f"console sign-in answered {e.code}: {e.read().decode(errors='replace')[:300]}")
+        cookie = (e.headers.get("Set-Cookie") or "").split(";")[0]
+    if not cookie.startswith("umbra_console_token="):
+        fail("console sign-in set no session cookie")
+    for page in args.pages:
+        path, marker = page.split("|", 1)
+        req = urllib.request.Request(args.url + path, headers={"Cookie": cookie})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                text = resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            fail(f"console {path}: {e.code}")
+        if marker not in text:
+            fail(f"console {path}: no {marker!r} in the page")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -333,6 +366,10 @@ def main():
     s.add_argument("old_out")
     s.add_argument("shadow_out")
     s.set_defaults(fn=cmd_policies)
+    s = sub.add_parser("console")
+    s.add_argument("url")
+    s.add_argument("pages", nargs="+", metavar="PATH|MARKER")
+    s.set_defaults(fn=cmd_console)
     s = sub.add_parser("admin-token")
     s.add_argument("url")
     s.set_defaults(fn=cmd_admin_token)

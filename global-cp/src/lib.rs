@@ -232,7 +232,11 @@ pub async fn serve(
         trust,
         inspect: inspect.clone(),
     };
-    let api = umbra_api::process::serve_http(api, api::router(state), stop_rx.clone());
+    let api = umbra_api::process::serve_http(
+        api,
+        umbra_console::mount(api::router(state), umbra_console::Mode::Global),
+        stop_rx.clone(),
+    );
     let kds = kds::serve(
         kds,
         kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())

@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use umbra_global_cp::testing::free_port;
 
+pub mod browser;
 mod dp;
 pub mod fleet;
 mod http;

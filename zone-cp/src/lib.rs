@@ -288,7 +288,11 @@ pub async fn run(
             stop_rx.clone(),
         ))
     });
-    let api = umbra_api::process::serve_http(api_listener, api::router(state), stop_rx.clone());
+    let api = umbra_api::process::serve_http(
+        api_listener,
+        umbra_console::mount(api::router(state), umbra_console::Mode::Zone),
+        stop_rx.clone(),
+    );
     let gate = dp_auth::Gate {
         mode: args.dp_auth,
         trust,
