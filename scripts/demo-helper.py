@@ -319,7 +319,8 @@ def cmd_fingerprint(args):
 
 def cmd_console(args):
     """Sign in to the console with $UMBRA_AUTH_TOKEN (as a browser does) and check that every
-    page in args.pages answers 200 with its marker (`path|marker`)."""
+    page in args.pages answers 200 with its marker (`path|marker`), without following
+    redirects: a page that sends the browser to sign in fails."""
     token = os.environ.get("UMBRA_AUTH_TOKEN", "")
     form = urllib.parse.urlencode({"token": token, "next": "/gui/zones"}).encode()
 
@@ -335,16 +336,23 @@ def cmd_console(args):
         if e.code != 303:
             fail(f"console sign-in answered {e.code}: {e.read().decode(errors='replace')[:300]}")
         cookie = (e.headers.get("Set-Cookie") or "").split(";")[0]
-    if not cookie.startswith("umbra_console_token="):
+    if not cookie.startswith("umbra_console_token"):
         fail("console sign-in set no session cookie")
     for page in args.pages:
         path, marker = page.split("|", 1)
         req = urllib.request.Request(args.url + path, headers={"Cookie": cookie})
+        # No redirect is followed: a page that sends the browser to sign in is a failure,
+        # not the sign-in form's 200.
         try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
+            with opener.open(req, timeout=60) as resp:
                 text = resp.read().decode(errors="replace")
         except urllib.error.HTTPError as e:
-            fail(f"console {path}: {e.code}")
+            location = e.headers.get("Location") or ""
+            if e.code in (301, 302, 303, 307, 308) and location.startswith("/gui/login"):
+                fail(f"console {path}: not signed in (redirected to sign-in)")
+            body = e.read().decode(errors="replace")[:300]
+            where = f" to {location}" if location else ""
+            fail(f"console {path}: {e.code}{where}: {body}")
         if marker not in text:
             fail(f"console {path}: no {marker!r} in the page")
 

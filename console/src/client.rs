@@ -38,8 +38,25 @@ pub fn enc(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, COMPONENT).to_string()
 }
 
-/// The cookie holding a signed-in browser's user token.
+/// The cookie holding a signed-in browser's user token: this name, then `_<port>` of the
+/// CP's address as the browser names it ([`cookie_name`]). Cookies ignore ports, so one
+/// name per port keeps a Global's session and a zone's on the same host apart.
 pub const SESSION_COOKIE: &str = "umbra_console_token";
+
+/// The session cookie's name for a request with these headers: [`SESSION_COOKIE`] and the
+/// port of its `Host` (digits only), or [`SESSION_COOKIE`] alone without a port.
+pub fn cookie_name(headers: &HeaderMap) -> String {
+    let port = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.rsplit_once(':'))
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    match port {
+        Some(p) => format!("{SESSION_COOKIE}_{p}"),
+        None => SESSION_COOKIE.to_owned(),
+    }
+}
 
 /// Largest API answer a page reads (bytes); a larger one is a 502 on the page, not an
 /// unbounded buffer.
@@ -49,11 +66,21 @@ pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 const FORWARDED: [header::HeaderName; 2] = [header::HOST, header::ORIGIN];
 
 /// The browser's credentials and connection, as the API must see them.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Caller {
     token: Option<String>,
     peer: Option<ConnectInfo<SocketAddr>>,
     headers: HeaderMap,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Caller")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("peer", &self.peer.map(|ConnectInfo(a)| a))
+            .finish_non_exhaustive()
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
@@ -185,15 +212,16 @@ impl Caller {
     }
 }
 
-/// The user token in the [`SESSION_COOKIE`], if any.
+/// The user token in this CP's session cookie ([`cookie_name`]), if any.
 fn session_token(headers: &HeaderMap) -> Option<String> {
+    let name = cookie_name(headers);
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == SESSION_COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_owned())
         .filter(|v| !v.is_empty())
 }
@@ -216,6 +244,27 @@ mod tests {
         );
         assert_eq!(session_token(&h), None);
         assert_eq!(session_token(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn each_port_has_its_own_cookie_and_a_caller_never_prints_its_token() {
+        let mut h = HeaderMap::new();
+        assert_eq!(cookie_name(&h), "umbra_console_token");
+        h.insert(header::HOST, HeaderValue::from_static("[::1]:25681"));
+        assert_eq!(cookie_name(&h), "umbra_console_token_25681");
+        h.insert(header::HOST, HeaderValue::from_static("cp.example.com"));
+        assert_eq!(cookie_name(&h), "umbra_console_token");
+        h.insert(
+            header::HOST,
+            HeaderValue::from_static("cp.example.com:80;x=1"),
+        );
+        assert_eq!(cookie_name(&h), "umbra_console_token");
+        let c = Caller {
+            token: Some("secret-token".into()),
+            peer: None,
+            headers: HeaderMap::new(),
+        };
+        assert!(!format!("{c:?}").contains("secret"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! An RFC 6902 diff of a DPP's xDS config laid out per xDS resource, old and new side by side
-//! (pure: no IO; used by [`crate::pages::dataplane`]).
+//! (pure: no IO, only the clock for its time budget; used by [`crate::pages::dataplane`]).
+//! Also [`short_type`], the short name of an xDS type URL the pages show.
 //!
 //! The inspect API (`GET /meshes/{mesh}/dataplanes/{name}/_config?shadow=true&include=diff`)
 //! answers the Shadow config document (`{typeUrl: {resourceName: resource}}`) and the RFC 6902
@@ -10,12 +11,15 @@
 //! pretty-printed JSON of the Live and Shadow resource line by line ([`similar`]), pairing a
 //! deleted line with an inserted line of the same hunk, and collapsing long unchanged runs.
 //!
-//! The work is bounded: at most [`MAX_RESOURCES`] resources, [`MAX_ROWS`] rows and
-//! [`MAX_OPERATIONS`] operations per resource; what is left out is counted.
+//! The work is bounded ([`Budget::DEFAULT`]): at most [`MAX_RESOURCES`] resources,
+//! [`MAX_ROWS`] rows and [`MAX_OPERATIONS`] operations per resource, [`MAX_TOTAL_ROWS`] rows
+//! and [`TIME_BUDGET`] of line diffing across all resources; what is left out is counted
+//! ([`ConfigDiff::resources_omitted`], [`ResourceDiff::rows_omitted`]) and the budget that
+//! stopped the layout named ([`ConfigDiff::exhausted`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -25,6 +29,13 @@ use similar::{DiffOp, TextDiff};
 pub const MAX_RESOURCES: usize = 200;
 /// Most rows laid out per resource; the rest are counted in [`ResourceDiff::rows_omitted`].
 pub const MAX_ROWS: usize = 5_000;
+/// Most rows laid out across all resources: the resource that reaches it is cut (its rest
+/// counted in [`ResourceDiff::rows_omitted`]), the resources after it are counted in
+/// [`ConfigDiff::resources_omitted`].
+pub const MAX_TOTAL_ROWS: usize = 20_000;
+/// Time the line diffs of all resources may take together; the resources not started by then
+/// are counted in [`ConfigDiff::resources_omitted`].
+pub const TIME_BUDGET: Duration = Duration::from_secs(2);
 /// Most operations listed per resource; the rest are counted in
 /// [`ResourceDiff::operations_omitted`].
 pub const MAX_OPERATIONS: usize = 1_000;
@@ -32,9 +43,54 @@ pub const MAX_OPERATIONS: usize = 1_000;
 pub const CONTEXT: usize = 3;
 /// Longest operation value shown (characters of compact JSON), then `…`.
 pub const MAX_VALUE_CHARS: usize = 300;
-/// Time one resource's line diff may take before it settles for a coarser (still correct)
-/// answer.
-const LINE_DIFF_TIMEOUT: Duration = Duration::from_millis(500);
+/// Most time one resource's line diff may take before it settles for a coarser (still
+/// correct) answer; less when less of the [`Budget::time`] is left.
+pub const LINE_DIFF_TIMEOUT: Duration = Duration::from_millis(500);
+/// Least time a resource's line diff is given, however little of the [`Budget::time`] is left
+/// when it starts.
+pub const MIN_LINE_DIFF_TIMEOUT: Duration = Duration::from_millis(20);
+
+/// The bounds of one layout ([`per_resource_within`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Most resources laid out.
+    pub resources: usize,
+    /// Most rows laid out per resource.
+    pub rows: usize,
+    /// Most rows laid out across all resources.
+    pub total_rows: usize,
+    /// Time the line diffs of all resources may take together.
+    pub time: Duration,
+}
+
+impl Budget {
+    /// The bounds of [`per_resource`]: [`MAX_RESOURCES`], [`MAX_ROWS`], [`MAX_TOTAL_ROWS`],
+    /// [`TIME_BUDGET`].
+    pub const DEFAULT: Budget = Budget {
+        resources: MAX_RESOURCES,
+        rows: MAX_ROWS,
+        total_rows: MAX_TOTAL_ROWS,
+        time: TIME_BUDGET,
+    };
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::DEFAULT
+    }
+}
+
+/// Which bound of the [`Budget`] left resources out of a layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exhausted {
+    /// [`Budget::resources`]: too many resources.
+    Resources,
+    /// [`Budget::total_rows`]: too many rows across the resources.
+    Rows,
+    /// [`Budget::time`]: the line diffs took too long.
+    Time,
+}
 
 /// How a resource differs between Live and Shadow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -128,17 +184,21 @@ pub struct ResourceDiff {
     pub operations_omitted: usize,
     /// The side-by-side line diff of the Live and Shadow resource's pretty JSON.
     pub rows: Vec<Row>,
-    /// Rows beyond [`MAX_ROWS`], not laid out.
+    /// Rows beyond [`MAX_ROWS`] (or beyond what was left of [`MAX_TOTAL_ROWS`]), not laid
+    /// out.
     pub rows_omitted: usize,
 }
 
 /// The diff laid out per resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ConfigDiff {
-    /// The touched resources, ordered by type URL then name, at most [`MAX_RESOURCES`].
+    /// The touched resources, ordered by type URL then name, as many as the [`Budget`] allows
+    /// (at most [`MAX_RESOURCES`]).
     pub resources: Vec<ResourceDiff>,
-    /// Touched resources beyond [`MAX_RESOURCES`], not laid out.
+    /// Touched resources beyond the [`Budget`], not laid out.
     pub resources_omitted: usize,
+    /// The bound that first left a resource out (`None` when every one is laid out).
+    pub exhausted: Option<Exhausted>,
     /// Every touched resource (laid out or not).
     pub total: usize,
     /// Touched resources by kind (laid out or not).
@@ -153,7 +213,7 @@ pub struct ConfigDiff {
     pub unplaced: usize,
 }
 
-/// The last segment of a type URL after `.` (`Cluster` for
+/// The short name of an xDS type URL: its last segment after `/` and `.` (`Cluster` for
 /// `type.googleapis.com/envoy.config.cluster.v3.Cluster`).
 pub fn short_type(type_url: &str) -> &str {
     type_url.rsplit(['.', '/']).next().unwrap_or(type_url)
@@ -227,10 +287,24 @@ fn differing_under(
 }
 
 /// Lay out `diff` (an RFC 6902 patch from `live` to `shadow`, both xDS documents
-/// `{typeUrl: {name: resource}}`) per resource. Only the resources the operations' paths name
-/// are shown; an operation on a whole type (or the whole document) stands for each resource
-/// under it that differs.
+/// `{typeUrl: {name: resource}}`) per resource, within [`Budget::DEFAULT`]. Only the resources
+/// the operations' paths name are shown; an operation on a whole type (or the whole document)
+/// stands for each resource under it that differs.
 pub fn per_resource(live: &Value, shadow: &Value, diff: &Value) -> ConfigDiff {
+    per_resource_within(live, shadow, diff, Budget::DEFAULT)
+}
+
+/// [`per_resource`] within `budget`: resources are laid out in order while the budget lasts
+/// (the one reaching [`Budget::total_rows`] is cut); the rest are counted, not laid out. Each
+/// resource's line diff is given what is left of [`Budget::time`], at most
+/// [`LINE_DIFF_TIMEOUT`] and at least [`MIN_LINE_DIFF_TIMEOUT`].
+pub fn per_resource_within(
+    live: &Value,
+    shadow: &Value,
+    diff: &Value,
+    budget: Budget,
+) -> ConfigDiff {
+    let started = Instant::now();
     let ops = diff.as_array().map(Vec::as_slice).unwrap_or(&[]);
     let mut touched: BTreeMap<(String, String), Vec<Operation>> = BTreeMap::new();
     let mut unplaced = 0;
@@ -274,11 +348,11 @@ pub fn per_resource(live: &Value, shadow: &Value, diff: &Value) -> ConfigDiff {
     }
     let mut out = ConfigDiff {
         total: touched.len(),
-        resources_omitted: touched.len().saturating_sub(MAX_RESOURCES),
         operations: ops.len(),
         unplaced,
         ..ConfigDiff::default()
     };
+    let mut rows_used = 0;
     for (i, ((type_url, name), mut operations)) in touched.into_iter().enumerate() {
         let old = resource(live, &type_url, &name);
         let new = resource(shadow, &type_url, &name);
@@ -292,14 +366,36 @@ pub fn per_resource(live: &Value, shadow: &Value, diff: &Value) -> ConfigDiff {
             Kind::Added => out.added += 1,
             Kind::Removed => out.removed += 1,
         }
-        if i >= MAX_RESOURCES {
+        let time_left = budget.time.saturating_sub(started.elapsed());
+        let rows_left = budget.total_rows.saturating_sub(rows_used);
+        let stop = if out.exhausted.is_some() {
+            out.exhausted
+        } else if i >= budget.resources {
+            Some(Exhausted::Resources)
+        } else if time_left.is_zero() {
+            Some(Exhausted::Time)
+        } else if rows_left == 0 {
+            Some(Exhausted::Rows)
+        } else {
+            None
+        };
+        if stop.is_some() {
+            out.exhausted = stop;
+            out.resources_omitted += 1;
             continue;
         }
         let pretty = |v: Option<&Value>| {
             v.and_then(|v| serde_json::to_string_pretty(v).ok())
                 .unwrap_or_default()
         };
-        let (rows, rows_omitted) = line_rows(&pretty(old), &pretty(new), MAX_ROWS);
+        let timeout = time_left.min(LINE_DIFF_TIMEOUT).max(MIN_LINE_DIFF_TIMEOUT);
+        let (rows, rows_omitted) = line_rows_within(
+            &pretty(old),
+            &pretty(new),
+            budget.rows.min(rows_left),
+            timeout,
+        );
+        rows_used += rows.len();
         let operations_omitted = operations.len().saturating_sub(MAX_OPERATIONS);
         operations.truncate(MAX_OPERATIONS);
         out.resources.push(ResourceDiff {
@@ -348,11 +444,16 @@ impl Rows {
 
 /// The side-by-side rows of the line diff of `old` and `new` (at most `max`; the number left
 /// out second): unchanged runs keep [`CONTEXT`] lines next to a change and collapse the rest
-/// into a gap row; in a hunk the i-th deleted line pairs with the i-th inserted one.
+/// into a gap row; in a hunk the i-th deleted line pairs with the i-th inserted one. The diff
+/// may take [`LINE_DIFF_TIMEOUT`].
 pub fn line_rows(old: &str, new: &str, max: usize) -> (Vec<Row>, usize) {
-    let diff = TextDiff::configure()
-        .timeout(LINE_DIFF_TIMEOUT)
-        .diff_lines(old, new);
+    line_rows_within(old, new, max, LINE_DIFF_TIMEOUT)
+}
+
+/// [`line_rows`], the diff taking at most `timeout` before it settles for a coarser (still
+/// correct) answer.
+pub fn line_rows_within(old: &str, new: &str, max: usize, timeout: Duration) -> (Vec<Row>, usize) {
+    let diff = TextDiff::configure().timeout(timeout).diff_lines(old, new);
     let (old_lines, new_lines) = (diff.old_slices(), diff.new_slices());
     let line = |lines: &[&str], i: usize| -> String {
         lines
@@ -686,6 +787,7 @@ mod tests {
             (d.total, d.resources_omitted, d.changed),
             (MAX_RESOURCES + 5, 5, MAX_RESOURCES + 5)
         );
+        assert_eq!(d.exhausted, Some(Exhausted::Resources));
         assert_eq!(
             d.resources[MAX_RESOURCES - 1].name,
             format!("c{:04}", MAX_RESOURCES - 1)
@@ -698,5 +800,102 @@ mod tests {
         let shown = show(&long);
         assert_eq!(shown.chars().count(), MAX_VALUE_CHARS + 1);
         assert!(shown.ends_with('…'));
+    }
+
+    /// `n` changed resources `c0000`, `c0001`, ... of `lines` changed lines each (their pretty
+    /// JSON: `{`, `"x": [`, the `lines` values, `]`, `}`), and the diff naming them.
+    fn changed_resources(n: usize, lines: usize) -> (Value, Value, Value) {
+        let (mut live, mut shadow, mut ops) =
+            (serde_json::Map::new(), serde_json::Map::new(), Vec::new());
+        for i in 0..n {
+            let name = format!("c{i:04}");
+            live.insert(name.clone(), json!({"x": (0..lines).collect::<Vec<_>>()}));
+            shadow.insert(
+                name.clone(),
+                json!({"x": (0..lines).map(|k| k + 1_000).collect::<Vec<_>>()}),
+            );
+            ops.push(
+                json!({"op": "replace", "path": format!("/{CLUSTER_ESC}/{name}/x"), "value": []}),
+            );
+        }
+        (
+            json!({CLUSTER: live}),
+            json!({CLUSTER: shadow}),
+            Value::Array(ops),
+        )
+    }
+
+    #[test]
+    fn the_total_row_budget_cuts_one_resource_and_omits_the_rest() {
+        // 4 unchanged rows (`{`, `"x": [`, `]`, `}`) and 6 changed ones per resource: 10.
+        let (live, shadow, diff) = changed_resources(5, 6);
+        let budget = Budget {
+            total_rows: 25,
+            ..Budget::DEFAULT
+        };
+        let d = per_resource_within(&live, &shadow, &diff, budget);
+        let laid: Vec<_> = d
+            .resources
+            .iter()
+            .map(|r| (r.rows.len(), r.rows_omitted))
+            .collect();
+        assert_eq!(laid, [(10, 0), (10, 0), (5, 5)]);
+        assert_eq!(
+            (d.total, d.changed, d.resources_omitted, d.exhausted),
+            (5, 5, 2, Some(Exhausted::Rows))
+        );
+        // Exactly at the budget: nothing is cut, the rest is omitted.
+        let d = per_resource_within(
+            &live,
+            &shadow,
+            &diff,
+            Budget {
+                total_rows: 20,
+                ..budget
+            },
+        );
+        assert_eq!((d.resources.len(), d.resources_omitted), (2, 3));
+        assert_eq!(d.resources[1].rows_omitted, 0);
+        // Within every budget: nothing is left out.
+        let d = per_resource(&live, &shadow, &diff);
+        assert_eq!(
+            (d.resources.len(), d.resources_omitted, d.exhausted),
+            (5, 0, None)
+        );
+        assert_eq!(serde_json::to_value(&d).unwrap()["exhausted"], Value::Null);
+    }
+
+    #[test]
+    fn the_time_budget_omits_the_resources_not_started_in_time() {
+        let (live, shadow, diff) = changed_resources(3, 2);
+        let d = per_resource_within(
+            &live,
+            &shadow,
+            &diff,
+            Budget {
+                time: Duration::ZERO,
+                ..Budget::DEFAULT
+            },
+        );
+        assert!(d.resources.is_empty());
+        assert_eq!(
+            (d.total, d.changed, d.resources_omitted, d.exhausted),
+            (3, 3, 3, Some(Exhausted::Time))
+        );
+        assert_eq!(serde_json::to_value(&d).unwrap()["exhausted"], "time");
+        // The first bound reached is the one named.
+        let d = per_resource_within(
+            &live,
+            &shadow,
+            &diff,
+            Budget {
+                resources: 1,
+                ..Budget::DEFAULT
+            },
+        );
+        assert_eq!(
+            (d.resources.len(), d.resources_omitted, d.exhausted),
+            (1, 2, Some(Exhausted::Resources))
+        );
     }
 }

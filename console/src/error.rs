@@ -36,6 +36,24 @@ impl PageError {
         }
     }
 
+    /// A 400: the page's query or form is not what the page takes.
+    pub fn bad_request(detail: String) -> Self {
+        PageError {
+            status: StatusCode::BAD_REQUEST,
+            title: "Bad Request".into(),
+            detail,
+        }
+    }
+
+    /// A 403: the console refuses the request itself (a cross-site sign-in or sign-out).
+    pub fn forbidden(detail: String) -> Self {
+        PageError {
+            status: StatusCode::FORBIDDEN,
+            title: "Forbidden".into(),
+            detail,
+        }
+    }
+
     /// A 404 of the console's own (no such page or view).
     pub fn not_found(detail: String) -> Self {
         PageError {

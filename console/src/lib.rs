@@ -12,7 +12,8 @@
 //!   with its rules and config diff ([`pages::dataplane`]), and the fleet-wide shadow diff,
 //!   streamed as zones answer ([`pages::shadow_diff`]);
 //! - [`diff_view`]: an RFC 6902 diff laid out per xDS resource, old and new side by side (pure);
-//! - [`assets`]: the stylesheet and the script.
+//! - [`assets`]: the stylesheet and the script; [`pages::raw`]: an API answer as JSON, for
+//!   "raw JSON" links (the session cookie is not an API credential).
 //!
 //! Every view has a deep link: its URL carries its query (`/gui/meshes/{mesh}/shadow-diff?
 //! policy=...&zone=...`, `/gui/meshes/{mesh}/dataplanes/{name}`).
@@ -32,18 +33,6 @@ use std::sync::Arc;
 
 use axum::routing::{get, post};
 use axum::Router;
-
-/// Paths of every console page, for the index and the tests.
-pub const PAGES: &[&str] = &[
-    "/gui/",
-    "/gui/login",
-    "/gui/zones",
-    "/gui/meshes",
-    "/gui/meshes/{mesh}/dataplanes",
-    "/gui/meshes/{mesh}/dataplanes/{name}",
-    "/gui/meshes/{mesh}/policies",
-    "/gui/meshes/{mesh}/shadow-diff",
-];
 
 /// `api` with the console beside it under `/gui/`. The console asks `api` itself (in-process,
 /// with each browser's credentials), so it sees exactly what the caller may see.
@@ -71,6 +60,7 @@ pub fn mount(api: Router, mode: Mode) -> Router {
             get(pages::dataplane::show),
         )
         .route("/gui/meshes/{mesh}/policies", get(pages::policies::list))
+        .route("/gui/api/{*path}", get(pages::raw::show))
         .route(
             "/gui/meshes/{mesh}/shadow-diff",
             get(pages::shadow_diff::show),

@@ -136,7 +136,8 @@ pub fn page(console: &Console, caller: &Caller, name: &str, title: &str, ctx: Va
 }
 
 /// The headers every console answer carries: CSP (nothing from elsewhere, no inline script),
-/// no framing, no sniffing, no referrer (URLs carry queries), no caching of pages.
+/// no framing, no sniffing, no referrer to other sites (URLs carry queries), no caching of
+/// pages.
 pub fn with_headers(mut resp: Response) -> Response {
     let h = resp.headers_mut();
     h.insert(
@@ -152,7 +153,7 @@ pub fn with_headers(mut resp: Response) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -85,6 +85,7 @@ fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
 
 fn login_req(form: &str) -> Request<Body> {
     Request::post("/gui/login")
+        .header(header::HOST, "127.0.0.1:5681")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from(form.to_owned()))
         .unwrap()
@@ -110,7 +111,8 @@ async fn a_page_needs_what_the_api_needs_and_signing_in_keeps_the_token_in_a_coo
     assert!(html.contains("token rejected: bad signature"), "{html}");
     assert!(resp.headers().get(header::SET_COOKIE).is_none());
 
-    // A good one: kept in an HttpOnly, SameSite=Strict cookie for /gui, never in the URL.
+    // A good one: kept in an HttpOnly, SameSite=Lax cookie for /gui named after the CP's
+    // port, never in the URL.
     let (resp, html) = send(
         &app,
         login_req(&format!("token={TOKEN}&next=%2Fgui%2Fzones")),
@@ -122,7 +124,8 @@ async fn a_page_needs_what_the_api_needs_and_signing_in_keeps_the_token_in_a_coo
         .to_str()
         .unwrap()
         .to_owned();
-    for attr in ["HttpOnly", "SameSite=Strict", "Path=/gui"] {
+    assert!(cookie.starts_with("umbra_console_token_5681="), "{cookie}");
+    for attr in ["HttpOnly", "SameSite=Lax", "Path=/gui"] {
         assert!(cookie.contains(attr), "{attr} missing from the cookie");
     }
     let pair = cookie.split(';').next().unwrap().to_owned();
@@ -141,11 +144,41 @@ async fn a_page_needs_what_the_api_needs_and_signing_in_keeps_the_token_in_a_coo
     // Signing out clears the cookie.
     let (resp, _) = send(
         &app,
-        Request::post("/gui/logout").body(Body::empty()).unwrap(),
+        Request::post("/gui/logout")
+            .header(header::HOST, "127.0.0.1:5681")
+            .body(Body::empty())
+            .unwrap(),
     )
     .await;
     let cleared = resp.headers()[header::SET_COOKIE].to_str().unwrap();
-    assert!(cleared.starts_with("umbra_console_token=;") && cleared.contains("Max-Age=0"));
+    assert!(cleared.starts_with("umbra_console_token_5681=;") && cleared.contains("Max-Age=0"));
+}
+
+#[tokio::test]
+async fn another_site_cannot_sign_a_browser_in_or_out() {
+    let app = mount(api(Arc::default()), Mode::Global);
+    for (name, value) in [
+        ("sec-fetch-site", "cross-site"),
+        ("origin", "https://evil.example"),
+    ] {
+        let mut req = login_req(&format!("token={TOKEN}&next=%2Fgui%2Fzones"));
+        req.headers_mut().insert(name, value.parse().unwrap());
+        let (resp, html) = send(&app, req).await;
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{name}: {html}");
+        assert!(resp.headers().get(header::SET_COOKIE).is_none());
+        let mut req = Request::post("/gui/logout").body(Body::empty()).unwrap();
+        req.headers_mut().insert(name, value.parse().unwrap());
+        let (resp, _) = send(&app, req).await;
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{name}");
+    }
+    // The same origin signs in.
+    let mut req = login_req(&format!("token={TOKEN}&next=%2Fgui%2Fzones"));
+    req.headers_mut()
+        .insert("origin", "http://127.0.0.1:5681".parse().unwrap());
+    req.headers_mut()
+        .insert("sec-fetch-site", "same-origin".parse().unwrap());
+    let (resp, _) = send(&app, req).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
 }
 
 #[tokio::test]

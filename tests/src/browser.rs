@@ -7,7 +7,9 @@
 //!   under `CI`, as [`crate::envoy_binary`] does for Envoy.
 //! - [`Browser::start`] starts chromedriver on a free port and one headless Chromium session
 //!   with a fresh profile; both go away on drop: the session is deleted (chromedriver then
-//!   quits Chromium, which outlives a killed chromedriver) before chromedriver is killed.
+//!   quits Chromium, which outlives a killed chromedriver) before chromedriver is killed. The
+//!   [`Browser`] exists as soon as the session does, so a step failing after that cannot
+//!   leave a Chromium behind.
 //! - [`Browser::console_log`] reads the page's console through chromedriver's log endpoint
 //!   (`POST /session/{id}/se/log` with `{"type": "browser"}`, enabled by the
 //!   `goog:loggingPrefs` capability): each call returns what was logged since the previous
@@ -213,33 +215,67 @@ impl Driver {
         )
     }
 
-    /// Delete WebDriver session `id` with a blocking request (at most 10 s): chromedriver
-    /// then quits its Chromium. For drop, where no runtime may be left to ask it.
-    fn delete_session_blocking(&self, id: &str) {
+    /// `method path` to chromedriver with a blocking request (at most 10 s for its answer);
+    /// the answer's body, read as far as its `content-length` says (chromedriver may keep the
+    /// connection open), or `None` without an answer. For drop, where no runtime may be left
+    /// to ask it.
+    fn request_blocking(&self, method: &str, path: &str) -> Option<Vec<u8>> {
         use std::io::{Read as _, Write as _};
-        let Ok(mut sock) = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1))
-        else {
-            return;
-        };
-        let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
-        let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
+        let mut sock =
+            std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).ok()?;
+        sock.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        sock.set_write_timeout(Some(Duration::from_secs(1))).ok()?;
         let req = format!(
-            "DELETE /session/{id} HTTP/1.1\r\nhost: {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
             self.addr
         );
-        if sock.write_all(req.as_bytes()).is_err() {
-            return;
-        }
-        // chromedriver answers once Chromium has quit, and may keep the connection open: read
-        // up to the end of the answer's head, not to the end of the stream.
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        sock.write_all(req.as_bytes()).ok()?;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let body = seen.windows(4).position(|w| w == b"\r\n\r\n").map(|end| {
+                let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                (end + 4, len)
+            });
+            if let Some((start, len)) = body {
+                if seen.len() >= start + len {
+                    return Some(seen[start..start + len].to_vec());
+                }
+            }
             match sock.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
+                Ok(0) | Err(_) => return body.map(|(start, _)| seen[start..].to_vec()),
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
             }
         }
+    }
+
+    /// Delete WebDriver session `id` (blocking, at most 10 s): chromedriver then quits its
+    /// Chromium.
+    fn delete_session_blocking(&self, id: &str) {
+        let _ = self.request_blocking("DELETE", &format!("/session/{id}"));
+    }
+
+    /// The ids of every session this chromedriver holds (`GET /sessions`, blocking), for a
+    /// drop that does not know its own: each chromedriver here serves one [`Browser`] only.
+    fn session_ids_blocking(&self) -> Vec<String> {
+        let body = self
+            .request_blocking("GET", "/sessions")
+            .unwrap_or_default();
+        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        answer["value"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|s| s["id"].as_str())
+            .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -318,6 +354,10 @@ impl Browser {
     /// # Errors
     /// chromedriver does not start, or refuses the session (with its log).
     pub async fn start_with(tools: &Tools) -> anyhow::Result<Browser> {
+        // Every fallible step that needs no chromedriver comes first, and the Browser (whose
+        // drop deletes the session and stops chromedriver) exists as soon as the session
+        // does: a later failure cannot leave a Chromium behind.
+        let shots = screenshot_dir()?;
         let dir = crate::fleet::temp_dir("browser");
         let profile = dir.join("profile");
         std::fs::create_dir_all(&profile)?;
@@ -359,14 +399,16 @@ impl Browser {
                 ),
                 Err(_) => anyhow::bail!("no Chromium session within 30 s:\n{}", driver.log_tail()),
             };
-        let session = client.session_id().await?.unwrap_or_default();
-        let browser = Browser {
+        let mut browser = Browser {
             client,
-            session,
+            session: String::new(),
             driver: Some(driver),
             dir,
-            shots: screenshot_dir()?,
+            shots,
         };
+        // Fails only when the client's session task is gone; the drop then finds the session
+        // by asking chromedriver.
+        browser.session = browser.client.session_id().await?.unwrap_or_default();
         browser
             .client
             .update_timeouts(TimeoutConfiguration::new(
@@ -602,8 +644,16 @@ impl Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         if let Some(driver) = self.driver.take() {
-            // After close() chromedriver answers 404 here; otherwise this quits Chromium.
-            driver.delete_session_blocking(&self.session);
+            // After close() chromedriver answers 404 here; otherwise this quits Chromium. A
+            // session whose id was never read is found by asking chromedriver.
+            let ids = if self.session.is_empty() {
+                driver.session_ids_blocking()
+            } else {
+                vec![self.session.clone()]
+            };
+            for id in ids {
+                driver.delete_session_blocking(&id);
+            }
             drop(driver);
         }
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -6,9 +6,11 @@
 //!   quiet page passes (so the checks below cannot pass by reading nothing).
 //! - The seed's fleet (transition seed 000, "Timeout -> MeshTimeout", split across zone-1 and
 //!   zone-2 as in `fanout.rs`): every page loads with its frame (`main#main` with an `h1`,
-//!   `nav#nav`), shows its data, and logs no console error; the fleet diff view shows the
-//!   API's groups, largest first; a group's DPP link leads to that DPP's config diff; the
-//!   keyboard reaches and opens a group (Tab, Enter) and walks the rows (`j`/`k`).
+//!   `nav#nav`), shows its data, and logs no console error; a DPP's config diff highlights
+//!   its changed lines; the bare fleet diff page is the form alone, and its `#run-diff` runs
+//!   the diff of one zone (picked with its radio) or of every zone, which shows the API's
+//!   groups, largest first; a group's DPP link leads to that DPP's config diff; the keyboard
+//!   reaches and opens a group (Tab, Enter) and walks the rows (`j`/`k`).
 //!   Screenshots of the main views go to `target/console-screenshots/<view>.png`.
 //! - Sign-in, on a Global with `--localhost-is-admin=false` and two zones: the console sends
 //!   a browser without a session to the sign-in page, refuses a bad token with a reason,
@@ -326,10 +328,12 @@ async fn every_page(b: &Browser, fleet: &SeedFleet, api: &Value) -> anyhow::Resu
         ),
         (
             "shadow-diff",
-            "/gui/meshes/default/shadow-diff",
+            "/gui/meshes/default/shadow-diff?run=1",
             vec![
                 "form#shadow-diff-form",
                 "#run-diff",
+                r#"form#shadow-diff-form input[type=radio][name=zone][value=""]:checked"#,
+                r#"form#shadow-diff-form input[type=radio][name=zone][value="zone-2"]"#,
                 "#progress p.progress-line",
                 r#"#progress p.zone-line[data-zone="zone-2"][data-status="ok"]"#,
                 r#"section#result[data-partial="false"] #totals"#,
@@ -355,6 +359,28 @@ async fn every_page(b: &Browser, fleet: &SeedFleet, api: &Value) -> anyhow::Resu
         if *view != "login" {
             b.screenshot(view).await?;
         }
+    }
+    // The diff highlighting is visible: a changed line's old side has a background of its
+    // own, unlike an unchanged line's.
+    b.goto(&format!("{base}{dp_page}")).await?;
+    b.wait_for("#config-diff table.diff-table", ELEMENT_WAIT)
+        .await?;
+    let colors = b
+        .eval(
+            "var bg = function (css) { var e = document.querySelector(css); \
+               return e ? getComputedStyle(e).backgroundColor : null; };\
+             return [bg('#config-diff table.diff-table tr.changed td.old'),\
+                     bg('#config-diff table.diff-table tr.same td.old') \
+                       || bg('#config-diff table.diff-table tr.same td')];",
+            vec![],
+        )
+        .await?;
+    match (colors[0].as_str(), colors[1].as_str()) {
+        (Some(changed), Some(same)) if changed != same => {}
+        _ => errors.push(format!(
+            "{dp_page}: a `tr.changed td.old` cell's background is not distinct from a \
+             `tr.same` row's cell's (changed, same): {colors}"
+        )),
     }
     // What the pages say, beyond their ids.
     b.goto(&format!("{base}/gui/meshes/default/dataplanes"))
@@ -399,11 +425,75 @@ async fn every_page(b: &Browser, fleet: &SeedFleet, api: &Value) -> anyhow::Resu
     Ok(())
 }
 
-/// The fleet diff page shows the API's groups, largest first, and the seed's change.
-async fn fleet_diff(b: &Browser, fleet: &SeedFleet, api: &Value) -> anyhow::Result<()> {
+/// Open the bare fleet diff page: the form alone (no diff runs), with "every zone" checked.
+async fn open_diff_form(b: &Browser, fleet: &SeedFleet) -> anyhow::Result<()> {
     b.goto(&format!("{}/gui/meshes/default/shadow-diff", fleet.base()))
         .await?;
+    b.wait_for("form#shadow-diff-form #run-diff", ELEMENT_WAIT)
+        .await?;
+    b.find("#form-hint").await?;
+    b.find(r#"form#shadow-diff-form input[type=radio][name=zone][value=""]:checked"#)
+        .await?;
+    anyhow::ensure!(
+        !b.exists("section#result, section#progress").await?,
+        "the bare page runs no diff\n{}",
+        b.describe().await
+    );
+    Ok(())
+}
+
+/// Click `#run-diff` and wait for the diff it runs: the URL carries `run=1` (the form's
+/// hidden field) and every pair of `want`, and the result shows.
+async fn run_diff(b: &Browser, want: &[(&str, &str)]) -> anyhow::Result<()> {
+    b.find("#run-diff").await?.click().await?;
+    // The form's page has the same path: wait for the query instead.
+    let has =
+        |url: &url::Url, (k, v): (&str, &str)| url.query_pairs().any(|(pk, pv)| pk == k && pv == v);
+    let submitted = wait_until(ELEMENT_WAIT, || async {
+        matches!(b.url().await, Ok(url) if has(&url, ("run", "1")))
+    })
+    .await;
+    let url = b.url().await?;
+    anyhow::ensure!(
+        submitted.is_ok() && url.path() == "/gui/meshes/default/shadow-diff",
+        "#run-diff did not submit the form with run=1: {url}"
+    );
+    for &(k, v) in want {
+        anyhow::ensure!(has(&url, (k, v)), "the form's query has no {k}={v}: {url}");
+    }
     b.wait_for("section#result", RESULT_WAIT).await?;
+    Ok(())
+}
+
+/// The fleet diff page: the bare page is the form; a zone picked with its radio and
+/// `#run-diff` diff that zone alone; every zone's diff shows the API's groups, largest first,
+/// and the seed's change.
+async fn fleet_diff(b: &Browser, fleet: &SeedFleet, api: &Value) -> anyhow::Result<()> {
+    open_diff_form(b, fleet).await?;
+    tokio::time::sleep(SETTLE).await;
+    b.expect_clean_console("the fleet diff's form", &[]).await?;
+    b.find(r#"form#shadow-diff-form input[type=radio][name=zone][value="zone-2"]"#)
+        .await?
+        .click()
+        .await?;
+    run_diff(b, &[("zone", "zone-2")]).await?;
+    b.find(r#"#scope[data-zone-scope="one"]"#).await?;
+    b.find(r#"form#shadow-diff-form input[type=radio][name=zone][value="zone-2"]:checked"#)
+        .await?;
+    anyhow::ensure!(
+        b.exists(r#"#zone-tallies tr[data-zone="zone-2"]"#).await?
+            && !b.exists(r#"#zone-tallies tr[data-zone="zone-1"]"#).await?,
+        "the diff of zone-2 asks zone-2 alone\n{}",
+        b.describe().await
+    );
+    // Every zone, from the bare page's form as it comes.
+    open_diff_form(b, fleet).await?;
+    run_diff(b, &[]).await?;
+    let permalink = b.attr("#permalink", "href").await?.unwrap_or_default();
+    anyhow::ensure!(
+        permalink == "/gui/meshes/default/shadow-diff?run=1",
+        "the link to every zone's diff is {permalink:?}"
+    );
     let partial = b.attr("section#result", "data-partial").await?;
     anyhow::ensure!(
         partial.as_deref() == Some("false"),
@@ -518,8 +608,11 @@ async fn drill_down(b: &Browser) -> anyhow::Result<()> {
 /// With no script involved: Tab moves the focus to the first group's summary, Enter opens
 /// the group.
 async fn tab_and_enter(b: &Browser, fleet: &SeedFleet) -> anyhow::Result<()> {
-    b.goto(&format!("{}/gui/meshes/default/shadow-diff", fleet.base()))
-        .await?;
+    b.goto(&format!(
+        "{}/gui/meshes/default/shadow-diff?run=1",
+        fleet.base()
+    ))
+    .await?;
     b.wait_for("section#result details.group > summary", RESULT_WAIT)
         .await?;
     b.eval(
@@ -578,7 +671,7 @@ async fn j_and_k(b: &Browser, fleet: &SeedFleet) -> anyhow::Result<()> {
         url.query() == Some("zone=zone-1"),
         "Enter on zone-1's row opens its Dataplane count link, not {url}"
     );
-    b.goto(&format!("{base}/gui/meshes/default/shadow-diff"))
+    b.goto(&format!("{base}/gui/meshes/default/shadow-diff?run=1"))
         .await?;
     b.wait_for("section#result details.group > summary", RESULT_WAIT)
         .await?;

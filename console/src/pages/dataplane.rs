@@ -12,30 +12,40 @@
 //! `GET /meshes/{mesh}/dataplanes?label=kuma.io/display-name:..&label=kuma.io/zone:..`. A
 //! zone-local name without `?zone=` is resolved the same way when it is unique in the mesh.
 //!
-//! The insight decides the page (its error is the page's error); a rules or config answer
-//! that fails (zone offline, a policy that cannot be applied) is shown in its own section.
+//! The insight decides the page (its error is the page's error; an empty `dataplaneInsight`,
+//! `{}`, reads "no insight reported", as on the Dataplanes page); a rules or config answer
+//! that fails (zone offline, a policy that cannot be applied) is shown in its own section. A
+//! query that does not parse is a 400 page.
+//!
+//! The raw JSON links go through the console's API pass-through, `/gui/api/{path}` (the same
+//! API `GET` with the browser's credentials), not to the API paths, which want an
+//! `Authorization` header a browser does not send.
 
 use std::collections::BTreeMap;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use umbra_core::resource::DISPLAY_NAME_LABEL;
+use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
+
+use super::dataplanes::{insight_reported, ZONE_LABEL};
 use super::{enc, text};
 use crate::client::Caller;
-use crate::diff_view::{per_resource, short_type, ConfigDiff};
+use crate::diff_view::{
+    per_resource, short_type, ConfigDiff, MAX_RESOURCES, MAX_TOTAL_ROWS, TIME_BUDGET,
+};
 use crate::error::PageError;
 use crate::render::page;
 use crate::state::{Console, Mode};
 
-/// Label naming a zone's Dataplane by its name in its zone (on the Global).
-const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
-/// Label naming a Dataplane's zone (on the Global).
-const ZONE_LABEL: &str = "kuma.io/zone";
-/// Label naming an inbound's or a gateway's service.
-const SERVICE_TAG: &str = "kuma.io/service";
+/// Prefix of the console's API pass-through: `/gui/api{path}` answers the API's `GET {path}`
+/// with the browser's credentials (the raw JSON links).
+const API_PASS_THROUGH: &str = "/gui/api";
 
 /// Path of the page. Named fields (not a tuple): the `/gui/{*rest}` mount may leave its own
 /// parameter beside these.
@@ -55,15 +65,25 @@ pub struct ShowQuery {
 }
 
 /// `GET /gui/meshes/{mesh}/dataplanes/{name}[?zone=]`: the DPP page (template
-/// `dataplane.html`), or the error page (404 for an unknown mesh or DPP, the API's status
-/// otherwise; a 401 goes to the sign-in page).
+/// `dataplane.html`), or the error page (400 for a query that does not parse, 404 for an
+/// unknown mesh or DPP, the API's status otherwise; a 401 goes to the sign-in page).
 pub async fn show(
     State(console): State<Console>,
     caller: Caller,
     uri: Uri,
     Path(DpPath { mesh, name }): Path<DpPath>,
-    Query(q): Query<ShowQuery>,
+    q: Result<Query<ShowQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            return PageError::bad_request(e.body_text()).respond(
+                &console,
+                &caller,
+                &uri.to_string(),
+            )
+        }
+    };
     let zone = q.zone.filter(|z| !z.is_empty());
     match view(&console, &caller, &mesh, &name, zone.as_deref()).await {
         Ok((title, ctx)) => page(&console, &caller, "dataplane.html", &title, ctx),
@@ -98,12 +118,13 @@ impl Answers {
     }
 }
 
-/// The API paths of DPP `name` in `mesh` (percent-encoded), also shown as raw JSON links.
+/// The raw JSON links of DPP `name` in `mesh` (percent-encoded): the API paths the page reads,
+/// through the console's pass-through ([`API_PASS_THROUGH`]).
 fn api_paths(mesh: &str, name: &str) -> Value {
     let (m, n) = (enc(mesh), enc(name));
-    let base = format!("/meshes/{m}/dataplanes/{n}");
+    let base = format!("{API_PASS_THROUGH}/meshes/{m}/dataplanes/{n}");
     json!({
-        "insight": format!("/meshes/{m}/dataplanes+insights/{n}"),
+        "insight": format!("{API_PASS_THROUGH}/meshes/{m}/dataplanes+insights/{n}"),
         "rules": format!("{base}/_rules"),
         "shadowRules": format!("{base}/_rules?shadow=true&include=diff"),
         "config": format!("{base}/_config"),
@@ -238,12 +259,17 @@ async fn view(
         "diff": diff,
         "configError": config_error,
         "api": api_paths(mesh, &resolved),
+        "diffBudget": {
+            "resources": MAX_RESOURCES,
+            "rows": MAX_TOTAL_ROWS,
+            "time": format!("{TIME_BUDGET:?}"),
+        },
     });
     Ok((title, ctx))
 }
 
 /// The diff of the Live and the Shadow config per resource, off the async runtime (CPU work
-/// bounded by [`crate::diff_view::MAX_RESOURCES`] and [`crate::diff_view::MAX_ROWS`]).
+/// bounded by [`crate::diff_view::Budget::DEFAULT`]).
 async fn config_diff(mut live: Value, mut shadow: Value) -> Result<ConfigDiff, PageError> {
     let (live_xds, shadow_xds, diff) = (
         live["xds"].take(),
@@ -261,8 +287,9 @@ async fn config_diff(mut live: Value, mut shadow: Value) -> Result<ConfigDiff, P
 
 /// The header's facts from a `dataplanes+insights` answer: `{name, displayName, zone,
 /// address, inbound: [{service, port, servicePort, protocol}], gateway, outbounds,
-/// insight (whether the zone reported one), connected, responsesSent, xds: [{typeUrl, short,
-/// acked, nack: {version, error}}], nacks: [{short, error}]}`.
+/// insight (whether the zone reported one: not an empty `dataplaneInsight`), connected,
+/// responsesSent, xds: [{typeUrl, short, acked, nack: {version, error}}], nacks: [{short,
+/// error}]}`.
 fn header(name: &str, body: &Value) -> Value {
     let dp = &body["dataplane"];
     let ins = &body["dataplaneInsight"];
@@ -278,7 +305,7 @@ fn header(name: &str, body: &Value) -> Value {
         .map(|i| {
             json!({
                 "service": text(&i["tags"], SERVICE_TAG),
-                "protocol": text(&i["tags"], "kuma.io/protocol"),
+                "protocol": text(&i["tags"], PROTOCOL_TAG),
                 "port": i["port"],
                 "servicePort": i["servicePort"],
             })
@@ -314,7 +341,7 @@ fn header(name: &str, body: &Value) -> Value {
         "inbound": inbound,
         "gateway": net.pointer("/gateway/tags").map(|t| text(t, SERVICE_TAG)),
         "outbounds": net["outbound"].as_array().map_or(0, Vec::len),
-        "insight": ins.as_object().is_some_and(|o| !o.is_empty()),
+        "insight": insight_reported(ins),
         "connected": ins["connected"].as_bool().unwrap_or(false),
         "responsesSent": ins["responsesSent"],
         "xds": xds,
@@ -522,11 +549,14 @@ mod tests {
             "data-resource=\"Cluster/backend_kuma-demo_svc_3001\"",
             "~ changed",
             "table class=\"diff-table\"",
-            "<tr class=\"changed\">",
-            "<span class=\"sr-only\">changed</span>",
+            "<tr class=\"changed\"><td class=\"ln\">",
+            "<td class=\"old\"><span class=\"sr-only\">changed</span>",
+            "<td class=\"new\">",
+            "<colgroup><col class=\"ln\"><col><col class=\"ln\"><col></colgroup>",
             "&quot;7s&quot;",
             "/gui/meshes/default/shadow-diff",
-            "_config?shadow=true&amp;include=diff",
+            "href=\"/gui/api/meshes/default/dataplanes/frontend-1-8e7de3a575575735/_config?shadow=true&amp;include=diff\"",
+            "href=\"/gui/api/meshes/default/dataplanes+insights/frontend-1-8e7de3a575575735\"",
         ] {
             assert!(html.contains(want), "missing {want:?} in\n{html}");
         }
@@ -534,6 +564,18 @@ mod tests {
             html.contains("all</code>"),
             "an empty matcher list reads `all`"
         );
+        // Every raw JSON link goes through the console's pass-through.
+        assert!(!html.contains("href=\"/meshes/"), "{html}");
+    }
+
+    #[tokio::test]
+    async fn a_query_that_does_not_parse_is_a_400_page() {
+        let (status, html) = get_page(&format!(
+            "/gui/meshes/default/dataplanes/{GLOBAL_NAME}?zone=a&zone=b"
+        ))
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{html}");
+        assert!(html.contains("duplicate field"), "{html}");
     }
 
     #[tokio::test]
@@ -592,6 +634,16 @@ mod tests {
         assert_eq!(
             (bare["displayName"].as_str(), bare["insight"].as_bool()),
             (Some("x"), Some(false))
+        );
+        let missing = header("x", &json!({"dataplane": {}}));
+        assert_eq!(missing["insight"], false);
+        let down = header(
+            "x",
+            &json!({"dataplane": {}, "dataplaneInsight": {"connected": false}}),
+        );
+        assert_eq!(
+            (&down["insight"], &down["connected"]),
+            (&json!(true), &json!(false))
         );
     }
 }

@@ -5,6 +5,7 @@ pub mod dataplane;
 pub mod dataplanes;
 pub mod fleet;
 pub mod policies;
+pub mod raw;
 pub mod shadow_diff;
 
 use axum::extract::State;

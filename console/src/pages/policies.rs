@@ -4,12 +4,14 @@
 //! (`umbra.io/converted-from`) and, on the Global, how many DPPs each selects
 //! (`GET .../{name}/_resources/dataplanes`, the first [`MAX_COUNTED`] policies).
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use umbra_core::resource::ResourceType;
+use umbra_core::convert::model::{CONVERTED_FROM_NAME_LABEL, CONVERTED_FROM_TYPE_LABEL};
+use umbra_core::resource::{ResourceType, EFFECT_LABEL, EFFECT_SHADOW};
 
 use super::fleet::items;
 use super::{enc, get_all, text};
@@ -18,14 +20,11 @@ use crate::render::page;
 use crate::state::{Console, Mode};
 
 /// Policies whose selected DPPs are counted on one page (each count is a scan of the mesh's
-/// Dataplanes on the Global); the rest show a link.
-pub const MAX_COUNTED: usize = 200;
+/// Dataplanes on the Global); the rest show a dash (filter by type to count them).
+pub const MAX_COUNTED: usize = 50;
 
 /// Most policies of one type listed.
 pub const MAX_PER_TYPE: usize = 1000;
-
-/// The label marking a shadow policy (seed 000).
-const EFFECT_LABEL: &str = "kuma.io/effect";
 
 /// Query of the policies page.
 #[derive(Debug, Default, Deserialize)]
@@ -54,8 +53,18 @@ pub async fn list(
     caller: Caller,
     uri: Uri,
     Path(mesh): Path<String>,
-    Query(q): Query<PoliciesQuery>,
+    q: Result<Query<PoliciesQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            return crate::error::PageError::bad_request(e.body_text()).respond(
+                &console,
+                &caller,
+                &uri.to_string(),
+            )
+        }
+    };
     let only = q.type_name.filter(|t| !t.is_empty());
     let shadow_only = q.shadow.unwrap_or(false);
     // The mesh first: an unknown mesh is the API's 404, not an empty page.
@@ -70,7 +79,7 @@ pub async fn list(
         .filter(|t| only.as_deref().is_none_or(|o| o == t.name()))
         .collect();
     let filter = if shadow_only {
-        format!("&label={}", enc(&format!("{EFFECT_LABEL}:shadow")))
+        format!("&label={}", enc(&format!("{EFFECT_LABEL}:{EFFECT_SHADOW}")))
     } else {
         String::new()
     };
@@ -111,9 +120,9 @@ pub async fn list(
                 }
                 json!({
                     "name": name,
-                    "shadow": labels[EFFECT_LABEL] == "shadow",
-                    "convertedFrom": labels["umbra.io/converted-from"].as_str().map(|from| {
-                        format!("{}/{from}", labels["umbra.io/converted-from-type"].as_str().unwrap_or("?"))
+                    "shadow": labels[EFFECT_LABEL] == EFFECT_SHADOW,
+                    "convertedFrom": labels[CONVERTED_FROM_NAME_LABEL].as_str().map(|from| {
+                        format!("{}/{from}", labels[CONVERTED_FROM_TYPE_LABEL].as_str().unwrap_or("?"))
                     }),
                     "modificationTime": text(p, "modificationTime"),
                     "targetRef": p.pointer("/spec/targetRef"),

@@ -1,17 +1,24 @@
 //! The fleet-wide shadow diff on the Global (issue 22):
-//! `GET /gui/meshes/{mesh}/shadow-diff?policy=Type/name&policy=...&zone=...`.
+//! `GET /gui/meshes/{mesh}/shadow-diff?run=1&policy=Type/name&policy=...&zone=...`.
 //!
-//! This module owns the page: the form (which shadow policies to promote, which zones), the
-//! call to the API's `GET /meshes/{mesh}/_shadow-diff` with `Accept: application/x-ndjson`,
-//! and the page streamed as HTML while the zones answer: the head (layout, form, an open
-//! `section#progress`), one fragment per NDJSON event ([`EventRenderer`], pure), then the
-//! tail. The diff runs as soon as the page loads, with the query it was given (every shadow
-//! policy and every zone by default), so every URL is a deep link to its result.
+//! This module owns the page: the form (which shadow policies to promote, one zone or every
+//! zone), the call to the API's `GET /meshes/{mesh}/_shadow-diff` with
+//! `Accept: application/x-ndjson`, and the page streamed as HTML while the zones answer: the
+//! head (layout, form, an open `section#progress`), one fragment per NDJSON event
+//! ([`EventRenderer`], pure), then the tail.
 //!
-//! Bounds: an NDJSON line over [`MAX_LINE_BYTES`] stops the page with an error line; at most
-//! [`MAX_EVENT_LINES`] progress and zone lines, [`MAX_GROUPS`] groups and [`MAX_FAILURES`]
-//! failures are rendered; when the browser goes away the page's stream is dropped, and with
-//! it the API's, which stops the fan-out.
+//! A diff asks every DPP the shadow policies can affect, so opening the page does not run
+//! one: without `run`, `policy` or `zone` in the query it shows only the form (which carries
+//! a hidden `run=1`). With `run=1`, a `policy` or a `zone` the diff runs as the page loads,
+//! so the page's link ([`Selection::query`], which includes `run=1`) is a deep link to its
+//! result. The API takes one zone or none: a query naming several zones is a 400 page.
+//!
+//! Bounds: an NDJSON line over [`MAX_LINE_BYTES`] (the `result` line: over
+//! [`MAX_RESULT_BYTES`]) stops the page with an error line; at most [`MAX_EVENT_LINES`]
+//! progress and zone lines, [`MAX_GROUPS`] groups and [`MAX_FAILURES`] failures are rendered
+//! (the page links to the API's full answer, through the console's `/gui/api/` route, for
+//! the rest); when the browser goes away the page's stream is dropped, and with it the
+//! API's, which stops the fan-out.
 
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
@@ -20,7 +27,7 @@ use std::sync::Arc;
 use axum::body::{Body, BodyDataStream, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use futures_util::StreamExt as _;
 use http_body_util::BodyExt as _;
 use minijinja::Environment;
@@ -34,9 +41,15 @@ use crate::error::PageError;
 use crate::render::{render, with_headers};
 use crate::state::{Console, Mode};
 
-/// Longest NDJSON line of the API's answer the page reads (bytes); a longer one ends the
-/// page with an error line.
+/// Longest NDJSON line of the API's answer the page reads (bytes), but for the `result`
+/// line; a longer one ends the page with an error line.
 pub const MAX_LINE_BYTES: usize = 4 << 20;
+/// Longest `result` line the page reads (bytes). It carries every change group (each with
+/// its sample of DPPs), so on a fleet of thousands of DPPs it is far over [`MAX_LINE_BYTES`].
+pub const MAX_RESULT_BYTES: usize = 64 << 20;
+/// How the API's `result` line starts (its serialized fields are in declaration order,
+/// `kind` first), so that a long line can be told to be the result before it is complete.
+const RESULT_PREFIX: &[u8] = br#"{"kind":"result""#;
 /// Most progress and zone lines rendered; later ones are dropped (the result still comes).
 pub const MAX_EVENT_LINES: usize = 10_000;
 /// Most operation groups rendered (the largest ones).
@@ -45,7 +58,7 @@ pub const MAX_GROUPS: usize = 1_000;
 pub const MAX_FAILURES: usize = 1_000;
 /// Characters of an operation's value shown in its group's summary.
 pub const VALUE_PREVIEW_CHARS: usize = 200;
-/// Most `policy` and `zone` values read from the page's query.
+/// Most `policy` (and `zone`) values read from the page's query.
 const MAX_QUERY_ITEMS: usize = 1_000;
 /// Largest error answer read before streaming (bytes).
 const MAX_ERROR_BYTES: usize = 1 << 20;
@@ -56,32 +69,27 @@ const ZONE_TIMEOUT: &str = "30s";
 const SPLIT: &str = "<!-- shadow-diff: events -->";
 
 /// What the page's query asks for: the shadow policies to promote (`policy=Type/name`,
-/// repeated or comma-separated; none means all of them) and the zones (`zone=`, repeated).
+/// repeated or comma-separated; none means all of them), one zone (`zone=`; none, or an
+/// empty value, means every zone), and whether to run the diff (`run=1`).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Selection {
     /// `Type/name` of each policy, in the query's order, without duplicates.
     pub policies: Vec<String>,
-    /// Zone names, in the query's order, without duplicates.
-    pub zones: Vec<String>,
-}
-
-/// How many zones a [`Selection`] lets the API diff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ZoneScope {
-    /// No zone picked: the whole fleet.
-    All,
-    /// Exactly one zone picked: the API is asked for that zone alone (`zone=`).
-    One,
-    /// Several zones picked: the API takes one zone or all, so all are asked and the groups
-    /// stay fleet-wide.
-    Several,
+    /// The one zone asked, or `None` for the whole fleet.
+    pub zone: Option<String>,
+    /// The query says `run=1` (the form's hidden field, the page's link).
+    pub run: bool,
 }
 
 impl Selection {
     /// Read the raw query string (`application/x-www-form-urlencoded`); other keys ignored.
-    pub fn parse(raw: Option<&str>) -> Self {
+    ///
+    /// # Errors
+    /// A 400 when it names several zones: the API diffs one zone or every zone.
+    pub fn parse(raw: Option<&str>) -> Result<Self, PageError> {
         let mut sel = Selection::default();
         let (mut seen_p, mut seen_z) = (BTreeSet::new(), BTreeSet::new());
+        let mut zones: Vec<String> = Vec::new();
         for pair in raw.unwrap_or("").split('&') {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let (k, v) = (form_decode(k), form_decode(v));
@@ -95,54 +103,85 @@ impl Selection {
                 }
                 "zone" => {
                     let z = v.trim();
-                    if !z.is_empty()
-                        && sel.zones.len() < MAX_QUERY_ITEMS
-                        && seen_z.insert(z.to_owned())
+                    if !z.is_empty() && zones.len() < MAX_QUERY_ITEMS && seen_z.insert(z.to_owned())
                     {
-                        sel.zones.push(z.to_owned());
+                        zones.push(z.to_owned());
                     }
                 }
+                "run" => sel.run = matches!(v.trim(), "1" | "true"),
                 _ => {}
             }
         }
-        sel
-    }
-
-    /// Whether the API is asked for all zones, one, or all because several were picked.
-    pub fn zone_scope(&self) -> ZoneScope {
-        match self.zones.len() {
-            0 => ZoneScope::All,
-            1 => ZoneScope::One,
-            _ => ZoneScope::Several,
+        match zones.len() {
+            0 | 1 => sel.zone = zones.pop(),
+            n => {
+                // At most MAX_QUERY_ITEMS are counted; five are named.
+                let named: Vec<String> = zones.iter().take(5).cloned().collect();
+                return Err(PageError::bad_request(format!(
+                    "pick one zone or every zone: the diff asks one zone or the whole fleet, \
+                     and this link names {n} ({}{})",
+                    named.join(", "),
+                    if n > named.len() { ", ..." } else { "" }
+                )));
+            }
         }
+        Ok(sel)
     }
 
-    /// The API call: `/meshes/{mesh}/_shadow-diff?timeout=30s[&policy=A,B][&zone=z]` (one
-    /// comma-separated `policy=`, and `zone=` only when exactly one zone is picked).
-    pub fn api_path(&self, mesh: &str) -> String {
-        let mut path = format!("/meshes/{}/_shadow-diff?timeout={ZONE_TIMEOUT}", enc(mesh));
+    /// Whether the page runs the diff: `run=1`, a policy or a zone in the query.
+    pub fn runs(&self) -> bool {
+        self.run || !self.policies.is_empty() || self.zone.is_some()
+    }
+
+    /// The API's `policy` and `zone` parameters, each after a `&` (`""` for none): one
+    /// comma-separated `policy=`, and `zone=` when one zone is picked.
+    fn api_params(&self) -> String {
+        let mut params = String::new();
         if !self.policies.is_empty() {
-            path.push_str("&policy=");
-            path.push_str(&enc(&self.policies.join(",")));
+            params.push_str("&policy=");
+            params.push_str(&enc(&self.policies.join(",")));
         }
-        if let [zone] = self.zones.as_slice() {
-            path.push_str("&zone=");
-            path.push_str(&enc(zone));
+        if let Some(zone) = &self.zone {
+            params.push_str("&zone=");
+            params.push_str(&enc(zone));
         }
-        path
+        params
     }
 
-    /// The query of this view's deep link (`?policy=...&zone=...`, or `""`): appended to
-    /// `/gui/meshes/{mesh}/shadow-diff` it opens the same diff.
+    /// The API call: `/meshes/{mesh}/_shadow-diff?timeout=30s[&policy=A,B][&zone=z]`.
+    pub fn api_path(&self, mesh: &str) -> String {
+        format!(
+            "/meshes/{}/_shadow-diff?timeout={ZONE_TIMEOUT}{}",
+            enc(mesh),
+            self.api_params()
+        )
+    }
+
+    /// The API's full answer for the same policies and zone (every DPP of every group, and
+    /// each DPP's patch), as JSON through the console's raw API route:
+    /// `/gui/api/meshes/{mesh}/_shadow-diff?format=full[&policy=A,B][&zone=z]`. Every part is
+    /// percent-encoded, so the link holds no HTML-special character but `&`.
+    pub fn full_answer_href(&self, mesh: &str) -> String {
+        format!(
+            "/gui/api/meshes/{}/_shadow-diff?format=full{}",
+            enc(mesh),
+            self.api_params()
+        )
+    }
+
+    /// The query of this view's deep link (`?run=1[&policy=...][&zone=...]`): appended to
+    /// `/gui/meshes/{mesh}/shadow-diff` it runs the same diff.
     pub fn query(&self) -> String {
-        let pairs: Vec<String> = (self.policies.iter().map(|p| format!("policy={}", enc(p))))
-            .chain(self.zones.iter().map(|z| format!("zone={}", enc(z))))
-            .collect();
-        if pairs.is_empty() {
-            String::new()
-        } else {
-            format!("?{}", pairs.join("&"))
+        let mut query = String::from("?run=1");
+        for p in &self.policies {
+            query.push_str("&policy=");
+            query.push_str(&enc(p));
         }
+        if let Some(zone) = &self.zone {
+            query.push_str("&zone=");
+            query.push_str(&enc(zone));
+        }
+        query
     }
 }
 
@@ -153,9 +192,11 @@ fn form_decode(s: &str) -> String {
         .into_owned()
 }
 
-/// `GET /gui/meshes/{mesh}/shadow-diff`: the fleet-wide shadow diff, streamed as zones
-/// answer. A 404 page on a zone CP; the API's error page (its status) when it refuses before
-/// streaming (unknown mesh, policy or zone, bad parameter); the sign-in page on a 401.
+/// `GET /gui/meshes/{mesh}/shadow-diff`: the form alone when the query asks for no diff
+/// ([`Selection::runs`]), else the fleet-wide shadow diff, streamed as zones answer. A 404
+/// page on a zone CP; a 400 page for a query naming several zones; the API's error page (its
+/// status) when it refuses before streaming (unknown mesh, policy or zone, bad parameter);
+/// the sign-in page on a 401.
 pub async fn show(
     State(console): State<Console>,
     caller: Caller,
@@ -171,18 +212,33 @@ pub async fn show(
         )
         .respond(&console, &caller, &here);
     }
-    let sel = Selection::parse(raw.as_deref());
+    let sel = match Selection::parse(raw.as_deref()) {
+        Ok(sel) => sel,
+        Err(e) => return e.respond(&console, &caller, &here),
+    };
     let api_path = sel.api_path(&mesh);
+    let diff = async {
+        if sel.runs() {
+            Some(
+                caller
+                    .stream(&console, &api_path, "application/x-ndjson")
+                    .await,
+            )
+        } else {
+            None
+        }
+    };
     let (diff, policies, zones) = futures_util::future::join3(
-        caller.stream(&console, &api_path, "application/x-ndjson"),
+        diff,
         shadow_policies(&console, &caller, &mesh),
         caller.get(&console, "/zones"),
     )
     .await;
     let diff = match diff {
-        Ok(d) if d.status().is_success() => d,
-        Ok(d) => return api_error(d).await.respond(&console, &caller, &here),
-        Err(e) => return e.respond(&console, &caller, &here),
+        None => None,
+        Some(Ok(d)) if d.status().is_success() => Some(d),
+        Some(Ok(d)) => return api_error(d).await.respond(&console, &caller, &here),
+        Some(Err(e)) => return e.respond(&console, &caller, &here),
     };
     let (policies, mut notes) = match policies {
         Ok(p) => p,
@@ -198,11 +254,15 @@ pub async fn show(
             Vec::new()
         }
     };
-    let ctx = head_context(&mesh, &sel, &policies, &zones, notes, &api_path);
+    let mut ctx = head_context(&mesh, &sel, &policies, &zones, notes, &api_path);
+    ctx["run"] = json!(diff.is_some());
     let title = format!("Shadow diff · {mesh}");
     let html = match render(&console, &caller, "shadow_diff_head.html", &title, ctx) {
         Ok(h) => h,
         Err(e) => return e.respond(&console, &caller, &here),
+    };
+    let Some(diff) = diff else {
+        return with_headers(Html(html).into_response());
     };
     let Some((head, tail)) = html.split_once(SPLIT) else {
         return PageError {
@@ -212,11 +272,16 @@ pub async fn show(
         }
         .respond(&console, &caller, &here);
     };
+    let events = EventRenderer::new(
+        console.templates.clone(),
+        &mesh,
+        sel.full_answer_href(&mesh),
+    );
     let pump = Pump {
         body: diff.into_body().into_data_stream(),
         buf: Vec::new(),
         scanned: 0,
-        events: EventRenderer::new(console.templates.clone(), &mesh),
+        events,
         head: Some(head.to_owned()),
         tail: Some(tail.to_owned()),
     };
@@ -300,8 +365,9 @@ async fn shadow_policies(
     Ok((names, notes))
 }
 
-/// The head template's context: the form's choices (listed ones, plus any the link names
-/// that are not listed, all kept checked), the scope of the diff, the links.
+/// The head template's context (`run`, whether the diff runs, is the caller's): the form's
+/// choices (listed ones, plus any the link names that are not listed, kept checked), the
+/// scope of the diff, the links.
 fn head_context(
     mesh: &str,
     sel: &Selection,
@@ -325,31 +391,27 @@ fn head_context(
             json!({
                 "name": name,
                 "online": z["online"].as_bool().unwrap_or(false),
-                "checked": sel.zones.iter().any(|s| s == name),
+                "checked": sel.zone.as_deref() == Some(name),
                 "listed": true,
             })
         })
         .collect();
-    for z in &sel.zones {
+    if let Some(z) = &sel.zone {
         if !zones.iter().any(|l| text(l, "name") == z) {
             zone_choices.push(json!({"name": z, "checked": true, "listed": false}));
         }
     }
-    let scope = match sel.zone_scope() {
-        ZoneScope::All => "all",
-        ZoneScope::One => "one",
-        ZoneScope::Several => "several",
-    };
     json!({
         "mesh": mesh,
         "action": format!("/gui/meshes/{}/shadow-diff", enc(mesh)),
         "policies": policy_choices,
         "zones": zone_choices,
-        "selection": {"policies": sel.policies, "zones": sel.zones},
-        "zoneScope": scope,
+        "selection": {"policies": sel.policies, "zone": sel.zone},
+        "zoneScope": if sel.zone.is_some() { "one" } else { "all" },
         "notes": notes,
         "query": sel.query(),
         "apiPath": api_path,
+        "apiHref": format!("/gui/api{api_path}"),
     })
 }
 
@@ -388,11 +450,18 @@ impl Pump {
             }
             self.buf.drain(..start);
             self.scanned = self.buf.len();
-            if self.buf.len() > MAX_LINE_BYTES {
-                out.push_str(&self.events.fail(&format!(
-                    "a line of the API's answer is over {} MiB",
-                    MAX_LINE_BYTES >> 20
-                )));
+            // `buf` now holds the start of one line: the result may be longer than the rest.
+            let (cap, what) = if self.buf.trim_ascii_start().starts_with(RESULT_PREFIX) {
+                (MAX_RESULT_BYTES, "the API's result line")
+            } else {
+                (MAX_LINE_BYTES, "a line of the API's answer")
+            };
+            if self.buf.len() > cap {
+                out.push_str(
+                    &self
+                        .events
+                        .fail(&format!("{what} is over {} MiB", cap >> 20)),
+                );
             }
             if !out.is_empty() {
                 return Some(out);
@@ -427,6 +496,8 @@ impl Pump {
 pub struct EventRenderer {
     env: Arc<Environment<'static>>,
     mesh: String,
+    /// The link to the API's full answer ([`Selection::full_answer_href`]).
+    full_href: String,
     /// Progress and zone lines rendered.
     lines: usize,
     /// The note that further lines are dropped is out.
@@ -436,11 +507,13 @@ pub struct EventRenderer {
 }
 
 impl EventRenderer {
-    /// A renderer for `mesh`'s diff, with the console's templates.
-    pub fn new(env: Arc<Environment<'static>>, mesh: &str) -> Self {
+    /// A renderer for `mesh`'s diff, with the console's templates; `full_href` links to the
+    /// API's full answer (every DPP of every group), shown next to what the page leaves out.
+    pub fn new(env: Arc<Environment<'static>>, mesh: &str, full_href: String) -> Self {
         EventRenderer {
             env,
             mesh: mesh.to_owned(),
+            full_href,
             lines: 0,
             capped: false,
             done: false,
@@ -489,8 +562,10 @@ impl EventRenderer {
                 self.fragment("shadow_diff_event.html", ctx)
             }
             "result" => {
-                let html =
-                    self.fragment("shadow_diff_result.html", result_view(&self.mesh, &event));
+                let html = self.fragment(
+                    "shadow_diff_result.html",
+                    result_view(&self.mesh, &event, &self.full_href),
+                );
                 self.done = true;
                 html
             }
@@ -539,8 +614,9 @@ impl EventRenderer {
 /// The result template's context, from the API's `result` line of `mesh`'s diff: totals,
 /// zone tallies, the zones that failed (when `partial`), the shadow policies not generated,
 /// the groups (largest first, at most [`MAX_GROUPS`], each with its DPP links) and the
-/// failures (at most [`MAX_FAILURES`]).
-pub fn result_view(mesh: &str, result: &Value) -> Value {
+/// failures (at most [`MAX_FAILURES`]); `full_href` links to the API's full answer, for the
+/// DPPs beyond each group's sample and the groups beyond [`MAX_GROUPS`].
+pub fn result_view(mesh: &str, result: &Value, full_href: &str) -> Value {
     let list = |k: &str| result[k].as_array().map(Vec::as_slice).unwrap_or(&[]);
     let mut changes: Vec<&Value> = list("changes").iter().collect();
     // The API sends them largest first already; a stable sort keeps its order among equals.
@@ -582,6 +658,7 @@ pub fn result_view(mesh: &str, result: &Value) -> Value {
         "groupsTotal": changes.len(),
         "failures": failures,
         "failuresTotal": list("failures").len(),
+        "fullHref": full_href,
     })
 }
 
@@ -720,7 +797,11 @@ mod tests {
 {"kind":"result","mesh":"default","policy":null,"shadowPolicies":["MeshTimeout/aaa-timeout-to-backend","MeshTimeout/aaa-timeout-to-frontend","MeshTimeout/aaa-timeout-to-redis","MeshTimeout/timeout-global"],"notGenerated":[],"format":"summary","partial":false,"totals":{"considered":6,"changed":5,"unchanged":1,"failed":0},"zones":[{"zone":"zone-1","status":"ok","considered":3,"changed":2,"unchanged":1,"failed":0},{"zone":"zone-2","status":"ok","considered":3,"changed":3,"unchanged":0,"failed":0}],"changes":[{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/backend_kuma-demo_svc_3001/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxConnectionDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"frontend-2"},{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/frontend_kuma-demo_svc_8080/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxConnectionDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"frontend-2"},{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/localhost:13001/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxConnectionDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"backend-2"},{"zone":"zone-1","name":"backend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/localhost:13001/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxStreamDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"backend-2"},{"zone":"zone-1","name":"backend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/localhost:18080/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxConnectionDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"frontend-2"},{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/localhost:18080/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxStreamDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"frontend-2"},{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/payments_kuma-demo_svc_5001/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxConnectionDuration","value":"0s"},"count":2,"dataplanes":[{"zone":"zone-2","name":"frontend-2"},{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/localhost:15001/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxConnectionDuration","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"payments-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.cluster.v3.Cluster/localhost:15001/typedExtensionProtocolOptions/envoy.extensions.upstreams.http.v3.HttpProtocolOptions/commonHttpProtocolOptions/maxStreamDuration","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"payments-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.1.29:8080/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.1.29:8080/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"3600s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.1.30:3001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"backend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.1.30:3001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"3600s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"backend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.29:8080/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.29:8080/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"3600s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.30:3001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"backend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.30:3001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"3600s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"backend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.40:5001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"payments-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.40:5001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"3600s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"payments-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.50:8080/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.50:8080/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"25s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.71:3001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.71:3001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"35s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.90:5001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.90:5001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"25s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.50:8080/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.50:8080/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"25s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.71:3001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.71:3001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"35s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.90:5001/filterChains/0/filters/0/typedConfig/requestHeadersTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"add","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.90:5001/filterChains/0/filters/0/typedConfig/routeConfig/virtualHosts/0/routes/0/route/idleTimeout","value":"25s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.1.29:8080/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.1.30:3001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"backend-1"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.29:8080/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.30:3001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"backend-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/inbound:127.42.2.40:5001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"payments-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.105:6379/filterChains/0/filters/0/typedConfig/idleTimeout","value":"44s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.50:8080/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.71:3001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.1.90:5001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-1","name":"frontend-1"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.105:6379/filterChains/0/filters/0/typedConfig/idleTimeout","value":"44s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.50:8080/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.71:3001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]},{"operation":{"op":"replace","path":"/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:127.43.2.90:5001/filterChains/0/filters/0/typedConfig/commonHttpProtocolOptions/idleTimeout","value":"0s"},"count":1,"dataplanes":[{"zone":"zone-2","name":"frontend-2"}]}],"failures":[]}"#;
 
     fn renderer() -> EventRenderer {
-        EventRenderer::new(Arc::new(crate::render::environment()), "default")
+        EventRenderer::new(
+            Arc::new(crate::render::environment()),
+            "default",
+            "/gui/api/meshes/default/_shadow-diff?format=full&policy=MeshTimeout%2Fa".into(),
+        )
     }
 
     fn feed(r: &mut EventRenderer, lines: &str) -> String {
@@ -817,7 +898,8 @@ mod tests {
         ));
         assert!(html
             .contains("href=\"/gui/meshes/default/dataplanes/web%201%2Fa%3Fb%26c?zone=zone-1\""));
-        assert!(html.contains("showing 2 of 5 DPPs"));
+        // A sampled group links to the API's full answer, through the console's API route.
+        assert!(html.contains("showing 2 of 5 DPPs · <a class=\"full-answer\" href=\"&#x2f;gui&#x2f;api&#x2f;meshes&#x2f;default&#x2f;_shadow-diff?format=full&amp;policy=MeshTimeout%2Fa\">every DPP of every group, as JSON</a>"), "{html}");
         assert_eq!(html.matches("class=\"muted small sample\"").count(), 1);
         assert!(!html.contains("<script>alert"));
         assert!(
@@ -894,29 +976,46 @@ mod tests {
     #[test]
     fn the_query_becomes_one_api_call() {
         let sel = Selection::parse(Some(
-            "policy=MeshTimeout%2Fa&policy=MeshTimeout/b,MeshTimeout/a&zone=zone-1&zone=&other=1",
-        ));
+            "policy=MeshTimeout%2Fa&policy=MeshTimeout/b,MeshTimeout/a&zone=zone-1&zone=&zone=zone-1&other=1",
+        ))
+        .unwrap();
         assert_eq!(sel.policies, ["MeshTimeout/a", "MeshTimeout/b"]);
-        assert_eq!(sel.zones, ["zone-1"]);
-        assert_eq!(sel.zone_scope(), ZoneScope::One);
+        assert_eq!(sel.zone.as_deref(), Some("zone-1"));
+        assert!(!sel.run && sel.runs(), "a policy or a zone runs the diff");
         assert_eq!(
             sel.api_path("my mesh"),
             "/meshes/my%20mesh/_shadow-diff?timeout=30s&policy=MeshTimeout%2Fa%2CMeshTimeout%2Fb&zone=zone-1"
         );
         assert_eq!(
-            sel.query(),
-            "?policy=MeshTimeout%2Fa&policy=MeshTimeout%2Fb&zone=zone-1"
+            sel.full_answer_href("my mesh"),
+            "/gui/api/meshes/my%20mesh/_shadow-diff?format=full&policy=MeshTimeout%2Fa%2CMeshTimeout%2Fb&zone=zone-1"
         );
-        // Several zones: the whole fleet, no `zone=`.
-        let sel = Selection::parse(Some("zone=z1&zone=z2&zone=z1"));
-        assert_eq!(sel.zone_scope(), ZoneScope::Several);
-        assert_eq!(sel.api_path("m"), "/meshes/m/_shadow-diff?timeout=30s");
-        // Nothing: every shadow policy, every zone.
-        let sel = Selection::parse(None);
+        assert_eq!(
+            sel.query(),
+            "?run=1&policy=MeshTimeout%2Fa&policy=MeshTimeout%2Fb&zone=zone-1"
+        );
+        // Several zones: the API asks one zone or all, so the page refuses to guess.
+        let e = Selection::parse(Some("zone=z1&zone=z2&zone=z1")).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(
+            e.detail.starts_with("pick one zone or every zone"),
+            "{}",
+            e.detail
+        );
+        assert!(e.detail.contains("names 2 (z1, z2)"), "{}", e.detail);
+        // Nothing: the form alone; `run=1` (or "every zone", `zone=`): every policy and zone.
+        let sel = Selection::parse(None).unwrap();
         assert_eq!(sel, Selection::default());
-        assert_eq!(sel.zone_scope(), ZoneScope::All);
-        assert_eq!(sel.query(), "");
-        assert_eq!(Selection::parse(Some("zone=a+b")).zones, ["a b"]);
+        assert!(!sel.runs());
+        assert!(!Selection::parse(Some("zone=&run=0")).unwrap().runs());
+        let sel = Selection::parse(Some("run=1&zone=")).unwrap();
+        assert!(sel.runs() && sel.zone.is_none());
+        assert_eq!(sel.api_path("m"), "/meshes/m/_shadow-diff?timeout=30s");
+        assert_eq!(sel.query(), "?run=1");
+        assert_eq!(
+            Selection::parse(Some("zone=a+b")).unwrap().zone.as_deref(),
+            Some("a b")
+        );
     }
 
     fn pump(chunks: Vec<Vec<u8>>) -> Pump {
@@ -970,7 +1069,58 @@ mod tests {
         let big = vec![b'x'; MAX_LINE_BYTES / 2];
         let out = drain(pump(vec![big.clone(), big.clone(), big, b"\n".to_vec()])).await;
         let page = out.concat();
-        assert!(page.contains("over 4 MiB"), "{page}");
+        assert!(
+            page.contains("a line of the API&#x27;s answer is over 4 MiB"),
+            "{page}"
+        );
+        assert!(page.ends_with("TAIL"));
+    }
+
+    /// A `result` line of `groups` groups, each with a 4 KiB value (about 4.1 KiB a group).
+    fn big_result(groups: usize) -> Vec<u8> {
+        let value = "v".repeat(4 << 10);
+        let changes: Vec<Value> = (0..groups)
+            .map(|i| {
+                json!({"operation": {"op": "add", "path": format!("/a/{i}"), "value": value},
+                       "count": 20, "dataplanes": [{"zone": "z", "name": format!("dp-{i}")}]})
+            })
+            .collect();
+        let result = json!({"kind": "result", "mesh": "default", "partial": false,
+            "totals": {"considered": 20, "changed": 20, "unchanged": 0, "failed": 0},
+            "zones": [], "changes": changes, "failures": []});
+        let mut line = serde_json::to_vec(&result).unwrap();
+        line.push(b'\n');
+        line
+    }
+
+    #[tokio::test]
+    async fn the_result_line_may_be_long_and_its_groups_are_capped() {
+        // About 8 MiB: over the cap of other lines, within the result's.
+        let line = big_result(2_000);
+        assert!(line.len() > 2 * MAX_LINE_BYTES && line.len() < MAX_RESULT_BYTES);
+        let chunks: Vec<Vec<u8>> = line.chunks(1 << 20).map(<[u8]>::to_vec).collect();
+        let page = drain(pump(chunks)).await.concat();
+        assert!(
+            !page.contains("stream-error"),
+            "{}",
+            &page[..page.len().min(2_000)]
+        );
+        assert_eq!(counts(&page).len(), MAX_GROUPS);
+        assert!(page
+            .contains("Showing the 1000 largest of 2000 groups; <a class=\"full-answer\" href="));
+        assert_eq!(page.matches("showing 1 of 20 DPPs").count(), MAX_GROUPS);
+        assert!(page.ends_with("TAIL"));
+
+        // Over the result's own cap: the page stops, saying so.
+        let mut huge = br#"{"kind":"result","changes":[""#.to_vec();
+        let mut chunks = vec![huge.clone()];
+        huge = vec![b'x'; 8 << 20];
+        chunks.extend(std::iter::repeat_n(huge, MAX_RESULT_BYTES / (8 << 20) + 1));
+        let page = drain(pump(chunks)).await.concat();
+        assert!(
+            page.contains("the API&#x27;s result line is over 64 MiB"),
+            "{page}"
+        );
         assert!(page.ends_with("TAIL"));
     }
 
@@ -1027,36 +1177,93 @@ mod tests {
     async fn the_page_streams_the_form_the_progress_and_the_result() {
         let (status, html, calls) = get_page(
             Mode::Global,
-            "/gui/meshes/default/shadow-diff?policy=MeshTimeout/aaa&zone=zone-1&zone=zone-2",
+            "/gui/meshes/default/shadow-diff?run=1&policy=MeshTimeout/aaa&zone=zone-2",
         )
         .await;
         assert_eq!(status, StatusCode::OK, "{html}");
-        assert_eq!(calls, ["timeout=30s&policy=MeshTimeout%2Faaa"]);
+        assert_eq!(calls, ["timeout=30s&policy=MeshTimeout%2Faaa&zone=zone-2"]);
         for part in [
             "<form id=\"shadow-diff-form\" method=\"get\" action=\"/gui/meshes/default/shadow-diff\">",
             "<input type=\"checkbox\" name=\"policy\" value=\"MeshTimeout&#x2f;aaa\" checked>",
-            "<input type=\"checkbox\" name=\"zone\" value=\"zone-2\" checked>",
+            "<input type=\"radio\" name=\"zone\" value=\"\" id=\"zone-every\">",
+            "<input type=\"radio\" name=\"zone\" value=\"zone-2\" checked>",
+            "<input type=\"radio\" name=\"zone\" value=\"zone-1\">",
+            "<input type=\"hidden\" name=\"run\" value=\"1\">",
             "id=\"run-diff\"",
-            "data-zone-scope=\"several\"",
-            "<a id=\"permalink\" href=\"/gui/meshes/default/shadow-diff?policy=MeshTimeout%2Faaa&amp;zone=zone-1&amp;zone=zone-2\">",
+            "data-zone-scope=\"one\"",
+            "<a id=\"permalink\" href=\"/gui/meshes/default/shadow-diff?run=1&amp;policy=MeshTimeout%2Faaa&amp;zone=zone-2\">",
             "<section id=\"progress\" aria-live=\"polite\"",
             "6 of 6 DPPs answered",
             "<section id=\"result\" data-partial=\"false\"",
-            "id=\"api-call\"",
+            "<p class=\"muted small\" id=\"api-call\">From the API: <a href=\"&#x2f;gui&#x2f;api&#x2f;meshes&#x2f;default&#x2f;_shadow-diff?timeout=30s&amp;policy=MeshTimeout%2Faaa&amp;zone=zone-2\">",
             "Dataplanes</a>", // the mesh's nav
             "</html>",
         ] {
             assert!(html.contains(part), "{part} missing from\n{html}");
         }
-        assert!(!html.contains(SPLIT));
+        assert!(!html.contains(SPLIT) && !html.contains("id=\"form-hint\""));
+        // The form's "every zone" and its hidden `run=1`: the whole fleet.
+        let (status, html, calls) =
+            get_page(Mode::Global, "/gui/meshes/default/shadow-diff?zone=&run=1").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(calls, ["timeout=30s"]);
+        assert!(html
+            .contains("<input type=\"radio\" name=\"zone\" value=\"\" id=\"zone-every\" checked>"));
+        assert!(
+            html.contains("data-zone-scope=\"all\"") && html.contains("<section id=\"result\"")
+        );
+        // A zone alone runs it too.
         let (_, _, calls) =
             get_page(Mode::Global, "/gui/meshes/default/shadow-diff?zone=zone-1").await;
         assert_eq!(calls, ["timeout=30s&zone=zone-1"]);
     }
 
     #[tokio::test]
+    async fn the_bare_page_is_the_form_alone() {
+        for uri in [
+            "/gui/meshes/default/shadow-diff",
+            "/gui/meshes/default/shadow-diff?zone=",
+        ] {
+            let (status, html, calls) = get_page(Mode::Global, uri).await;
+            assert_eq!(status, StatusCode::OK, "{html}");
+            assert!(calls.is_empty(), "{uri}: no diff runs: {calls:?}");
+            for part in [
+                "<p id=\"form-hint\">Pick shadow policies and a zone, or run the diff of every shadow policy over the whole fleet.</p>",
+                "<form id=\"shadow-diff-form\"",
+                "<input type=\"checkbox\" name=\"policy\" value=\"MeshTimeout&#x2f;aaa\">",
+                "<input type=\"radio\" name=\"zone\" value=\"\" id=\"zone-every\" checked>",
+                "<input type=\"hidden\" name=\"run\" value=\"1\">",
+                "id=\"run-diff\"",
+                "</html>",
+            ] {
+                assert!(html.contains(part), "{part} missing from\n{html}");
+            }
+            for absent in [
+                "id=\"progress\"",
+                "id=\"result\"",
+                "id=\"permalink\"",
+                SPLIT,
+            ] {
+                assert!(!html.contains(absent), "{absent} in\n{html}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn several_zones_are_a_bad_request() {
+        let (status, html, calls) = get_page(
+            Mode::Global,
+            "/gui/meshes/default/shadow-diff?run=1&zone=zone-1&zone=zone-2",
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(html.contains("pick one zone or every zone"), "{html}");
+        assert!(calls.is_empty());
+    }
+
+    #[tokio::test]
     async fn api_errors_and_zone_cps_get_error_pages() {
-        let (status, html, _) = get_page(Mode::Global, "/gui/meshes/nope/shadow-diff").await;
+        let (status, html, _) = get_page(Mode::Global, "/gui/meshes/nope/shadow-diff?run=1").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(html.contains("mesh &quot;nope&quot; not found"), "{html}");
         let (status, html, calls) = get_page(Mode::Zone, "/gui/meshes/default/shadow-diff").await;
