@@ -12,7 +12,8 @@
 //!   `/openapi.yaml` (the static API document), and `/metrics` unless
 //!   [`AccessPolicy::metrics_need_token`].
 //! - [`Access::Admin`]: token issuance and revocation (`/tokens/...`), secrets
-//!   (`/global-secrets/...`) and a zone's `POST /global/accept-store`: a user outside
+//!   (`/global-secrets/...`), the CP's configuration (`GET /config`) and a zone's
+//!   `POST /global/accept-store`: a user outside
 //!   `mesh-system:admin` gets a 403.
 //! - [`Access::Loopback`]: the admin user token (`/global-secrets/admin-user-token`), only to
 //!   a local caller, whatever its token (Kuma's rule: whoever runs on the CP's host); with
@@ -51,21 +52,53 @@ pub enum Access {
     Loopback,
 }
 
-/// What `method path` needs under `policy`.
+/// What `method path` needs under `policy`. Secrets are classified on the path's segments
+/// percent-decoded one by one, as the router extracts them (`/%73ecrets` is `/secrets`).
 pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
     let _ = method;
+    let segments: Vec<String> = path.split('/').map(percent_decode).collect();
+    let segment = |i: usize| segments.get(i).map(String::as_str);
     match path {
         "/healthz" | "/ready" | "/" | "/openapi.yaml" => Access::Open,
         "/metrics" if !policy.metrics_need_token => Access::Open,
         "/global-secrets/admin-user-token" => Access::Loopback,
         p if p == "/tokens" || p.starts_with("/tokens/") => Access::Admin,
         p if p == "/global-secrets" || p.starts_with("/global-secrets/") => Access::Admin,
-        // A Mesh's Secrets, as Kuma: only the admin reads or writes them.
-        p if p.split('/').nth(3) == Some("secrets") && p.starts_with("/meshes/") => Access::Admin,
+        // A Mesh's Secrets, as Kuma: only the admin reads or writes them, also listed across
+        // meshes (`GET /secrets`).
+        _ if segment(1) == Some("meshes") && segment(3) == Some("secrets") => Access::Admin,
+        _ if segments.len() == 2 && segment(1) == Some("secrets") => Access::Admin,
         // A zone following a Global whose store changed (its removals apply again).
         "/global/accept-store" => Access::Admin,
+        // The CP's configuration (redacted, still the admin's business, as Kuma's default).
+        _ if segments.len() == 2 && segment(1) == Some("config") => Access::Admin,
         _ => Access::Authenticated,
     }
+}
+
+/// `segment` with every `%XX` escape decoded (invalid UTF-8 replaced; a malformed escape kept).
+fn percent_decode(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `Bearer <token>` from the `Authorization` header: `Ok(None)` when absent.
@@ -301,6 +334,16 @@ mod tests {
             Access::Authenticated
         );
         assert_eq!(access(&get, "/meshes", &p), Access::Authenticated);
+        // Secrets across meshes, and secrets behind percent-escapes.
+        assert_eq!(access(&get, "/secrets", &p), Access::Admin);
+        assert_eq!(access(&get, "/%73ecrets", &p), Access::Admin);
+        assert_eq!(access(&get, "/meshes/default/%73ecrets", &p), Access::Admin);
+        assert_eq!(access(&get, "/meshes/a%2Fb/secrets", &p), Access::Admin);
+        assert_eq!(access(&get, "/dataplanes", &p), Access::Authenticated);
+        assert_eq!(access(&get, "/meshtimeouts", &p), Access::Authenticated);
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+        assert_eq!(percent_decode("%+1"), "%+1");
         assert_eq!(
             access(&Method::POST, "/global/accept-store", &p),
             Access::Admin

@@ -2,13 +2,16 @@
 //! ([`routes`]):
 //! - `GET /meshes`, `GET|PUT|DELETE /meshes/{name}`;
 //! - `GET /meshes/{mesh}/{plural}`, `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
+//! - `GET /{plural}`: a mesh-scoped type across every mesh (404 for another or unknown type);
 //! - `GET /global-secrets`, `GET|PUT|DELETE /global-secrets/{name}`;
 //! - `GET /zone-ingresses`, `GET|PUT|DELETE /zone-ingresses/{name}` (Kuma's path; also under
 //!   `/zoneingresses`, the name Kuma's `+insights` views use).
 //!
-//! Lists are paged (`size`, `offset`; `{total, items, next}`, [`crate::paging`]) and filter by
-//! label with repeatable `label=<key>:<value>` (the form of Kuma's `tag=` filter); listing in
-//! a mesh that does not exist is a 404. Bodies are YAML or JSON in Kuma's universal format; an
+//! Lists are paged (`size`, `offset`; `{total, items, next?}`, [`crate::paging`]: `next` keeps
+//! the filters and is absent on the last page) and filter by label with repeatable
+//! `label=<key>:<value>` (the form of Kuma's `tag=` filter) and by name with `name=<text>`
+//! (Kuma's: the names containing the text, case-sensitive); listing in a mesh that does not
+//! exist is a 404. Bodies are YAML or JSON in Kuma's universal format; an
 //! invalid resource gets a 400 with every `{field, message}` and nothing is stored
 //! ([`crate::resource::decode_for_path`]); a body must come as JSON or YAML (or without a
 //! `Content-Type`), anything else is a 415. A PUT or DELETE may carry `If-Match: <version>`
@@ -138,6 +141,8 @@ where
                 .put(put_global_secret)
                 .delete(delete_global_secret),
         )
+        // Matches any one-segment path no static route serves (matchit ranks static first).
+        .route("/{plural}", get(list_all_meshes))
 }
 
 /// The resource routes as `(path, methods)`, for a CP's OpenAPI route list.
@@ -152,6 +157,7 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/zone-ingresses/{name}", &["get", "put", "delete"]),
     ("/zoneingresses", &["get"]),
     ("/zoneingresses/{name}", &["get", "put", "delete"]),
+    ("/{plural}", &["get"]),
 ];
 
 /// `status` with the resource as body and its version as `ETag` (`"3"`).
@@ -202,10 +208,11 @@ async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> {
     }
 }
 
+/// One page of `ty` (in `mesh`, or every mesh) filtered by the request's `label=` and `name=`.
 async fn list(
     store: &dyn Store,
     ty: ResourceType,
-    mesh: &str,
+    mesh: Option<&str>,
     query: &[(String, String)],
     path: &str,
 ) -> Result<Json<Value>, ApiError> {
@@ -214,21 +221,27 @@ async fn list(
     for (_, v) in query.iter().filter(|(k, _)| k == "label") {
         let (key, value) = v.split_once(':').ok_or_else(|| {
             ApiError::bad_parameter("label", format!("{v:?} is not <key>:<value>"))
+                .with_rule("format", &[])
         })?;
         labels.insert(key.to_owned(), value.to_owned());
     }
+    let name_contains = query
+        .iter()
+        .find(|(k, v)| k == "name" && !v.is_empty())
+        .map(|(_, v)| v.clone());
     let result = store
         .list(&ListQuery {
             ty,
-            mesh: Some(mesh.to_owned()),
+            mesh: mesh.map(str::to_owned),
             labels,
+            name_contains,
             offset: page.offset as u64,
             size: page.size as u64,
         })
         .await?;
     let items = result.items.iter().map(|s| s.resource.to_value()).collect();
     let total = usize::try_from(result.total).unwrap_or(usize::MAX);
-    Ok(Json(page.body(items, total, path)))
+    Ok(Json(page.body(items, total, path, query)))
 }
 
 async fn put(
@@ -325,7 +338,7 @@ async fn list_meshes(
     State(api): State<ResourceApi>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
-    list(&*api.store, ResourceType::Mesh, "", &query, "/meshes").await
+    list(&*api.store, ResourceType::Mesh, None, &query, "/meshes").await
 }
 
 async fn get_mesh(
@@ -368,7 +381,7 @@ async fn list_global_secrets(
     list(
         &*api.store,
         ResourceType::GlobalSecret,
-        "",
+        None,
         &query,
         "/global-secrets",
     )
@@ -415,7 +428,7 @@ async fn list_zone_ingresses(
     list(
         &*api.store,
         ResourceType::ZoneIngress,
-        "",
+        None,
         &query,
         "/zone-ingresses",
     )
@@ -455,7 +468,22 @@ async fn list_resources(
     let ty = resource_type(&plural)?;
     mesh_exists(&*api.store, &mesh).await?;
     let path = format!("/meshes/{mesh}/{plural}");
-    list(&*api.store, ty, &mesh, &query, &path).await
+    list(&*api.store, ty, Some(&mesh), &query, &path).await
+}
+
+/// `GET /{plural}`: a mesh-scoped type listed across every mesh (Kuma's cross-mesh list).
+async fn list_all_meshes(
+    State(api): State<ResourceApi>,
+    Path(plural): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let ty = resource_type(&plural)?;
+    if !ty.is_mesh_scoped() {
+        return Err(ApiError::not_found(format!(
+            "{plural:?} is not a mesh-scoped resource type; only those are listed across meshes"
+        )));
+    }
+    list(&*api.store, ty, None, &query, &format!("/{plural}")).await
 }
 
 async fn get_resource(

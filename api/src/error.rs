@@ -1,11 +1,44 @@
-//! The one API error type: renders `{title, status, detail, invalidParameters?}` (Kuma's error
-//! shape, with every `{field, message}` on a 400) and never leaks internals.
+//! The one API error type. Its body ([`ApiError::body`]) carries Umbra's fields (`title`,
+//! `status`, `detail`, `invalidParameters: [{field, reason}]`) and, alongside, Kuma's `Error`
+//! (`type`, `instance`, `invalid_parameters: [{field, reason, rule?, choices?}]`, source:
+//! Kuma 2.7's `openapi/common/error_schema.yaml`) plus Kuma's legacy `details` and `causes`
+//! that old kumactl reads. It is sent as `application/json` (as Kuma does, not the
+//! `application/problem+json` its api.yaml names), and never leaks internals.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use serde_json::json;
 use umbra_core::validate::Violation;
+
+/// Kuma's error `type` for every API error (`/std-errors`).
+pub const ERROR_TYPE: &str = "/std-errors";
+
+/// One offending field of a 400: Kuma's `InvalidParameters` (`common/error_schema.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidParameter {
+    /// The field or query parameter (`spec.rules[0]`, `size`).
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+    /// The kind of rule broken (`enum`, `range`, `format`), when it is a query parameter's;
+    /// none for resource violations (as Kuma).
+    pub rule: Option<&'static str>,
+    /// For `rule: enum`: the values allowed.
+    pub choices: Vec<String>,
+}
+
+impl From<Violation> for InvalidParameter {
+    fn from(v: Violation) -> Self {
+        Self {
+            field: v.field,
+            reason: v.message,
+            rule: None,
+            choices: Vec::new(),
+        }
+    }
+}
 
 /// An API failure with its HTTP status.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,8 +49,8 @@ pub struct ApiError {
     pub title: String,
     /// Human readable detail.
     pub detail: String,
-    /// For 400s caused by the resource: every violation.
-    pub invalid_parameters: Vec<Violation>,
+    /// For 400s caused by the resource or a query parameter: every offending field.
+    pub invalid_parameters: Vec<InvalidParameter>,
 }
 
 impl ApiError {
@@ -27,7 +60,7 @@ impl ApiError {
             status: StatusCode::BAD_REQUEST,
             title: "Bad Request".into(),
             detail: detail.into(),
-            invalid_parameters: violations,
+            invalid_parameters: violations.into_iter().map(Into::into).collect(),
         }
     }
 
@@ -41,6 +74,17 @@ impl ApiError {
                 message,
             }],
         )
+    }
+
+    /// The same error with Kuma's `rule` (`enum`, `range`, `format`) and, for `enum`, the
+    /// `choices` allowed, on every invalid parameter.
+    #[must_use]
+    pub fn with_rule(mut self, rule: &'static str, choices: &[&str]) -> Self {
+        for p in &mut self.invalid_parameters {
+            p.rule = Some(rule);
+            p.choices = choices.iter().map(|c| (*c).to_owned()).collect();
+        }
+        self
     }
 
     /// A 404.
@@ -65,19 +109,65 @@ impl ApiError {
 }
 
 impl ApiError {
-    /// The JSON body: `{title, status, detail, invalidParameters?: [{field, reason}]}`.
+    /// The JSON body: Umbra's `{title, status, detail, invalidParameters?: [{field, reason}]}`
+    /// and Kuma's `{type, instance, invalid_parameters?: [{field, reason, rule?, choices?}],
+    /// details, causes?: [{field, message}]}` (`instance`: [`instance`]).
     pub fn body(&self) -> serde_json::Value {
-        let mut body =
-            json!({"title": self.title, "status": self.status.as_u16(), "detail": self.detail});
+        let mut body = json!({
+            "type": ERROR_TYPE,
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+            "details": self.detail,
+            "instance": instance(),
+        });
         if !self.invalid_parameters.is_empty() {
-            body["invalidParameters"] = json!(self
-                .invalid_parameters
+            let params = &self.invalid_parameters;
+            body["invalidParameters"] = params
                 .iter()
-                .map(|v| json!({"field": v.field, "reason": v.message}))
-                .collect::<Vec<_>>());
+                .map(|p| json!({"field": p.field, "reason": p.reason}))
+                .collect();
+            body["invalid_parameters"] = params
+                .iter()
+                .map(|p| {
+                    let mut v = json!({"field": p.field, "reason": p.reason});
+                    if let Some(rule) = p.rule {
+                        v["rule"] = json!(rule);
+                    }
+                    if !p.choices.is_empty() {
+                        v["choices"] = json!(p.choices);
+                    }
+                    v
+                })
+                .collect();
+            body["causes"] = params
+                .iter()
+                .map(|p| json!({"field": p.field, "message": p.reason}))
+                .collect();
         }
         body
     }
+}
+
+/// Kuma's error `instance` (required by its schema): the id of the trace the request is part
+/// of (from the current span's W3C `traceparent`), else a fresh random id; 32 hex digits
+/// either way, so a caller can quote it and an operator find the request in the logs or the
+/// trace backend.
+pub fn instance() -> String {
+    crate::process::current_context()
+        .get("traceparent")
+        .and_then(|tp| trace_id(tp))
+        .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id().to_string())
+}
+
+/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<flags>`), unless it is
+/// malformed or all zeros.
+fn trace_id(traceparent: &str) -> Option<String> {
+    let id = traceparent.split('-').nth(1)?;
+    let valid = id.len() == 32
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+        && id.bytes().any(|b| b != b'0');
+    valid.then(|| id.to_ascii_lowercase())
 }
 
 /// 404 for an unknown promoted or retired policy, 400 (parameter `policy`) for a promoted one
@@ -125,5 +215,85 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = self.body();
         (self.status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_hex32(s: &str) -> bool {
+        s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
+    #[test]
+    fn body_has_umbra_and_kuma_fields() {
+        let e = ApiError::invalid(
+            "Resource is not valid",
+            vec![Violation {
+                field: "spec.to".into(),
+                message: "must not be empty".into(),
+            }],
+        );
+        let b = e.body();
+        assert_eq!(b["type"], "/std-errors");
+        assert_eq!(b["status"], 400);
+        assert_eq!(b["title"], "Bad Request");
+        assert_eq!(b["detail"], "Resource is not valid");
+        assert_eq!(b["details"], "Resource is not valid");
+        assert!(is_hex32(b["instance"].as_str().unwrap()), "{b}");
+        assert_eq!(
+            b["invalidParameters"],
+            json!([{"field": "spec.to", "reason": "must not be empty"}])
+        );
+        assert_eq!(
+            b["invalid_parameters"],
+            json!([{"field": "spec.to", "reason": "must not be empty"}])
+        );
+        assert_eq!(
+            b["causes"],
+            json!([{"field": "spec.to", "message": "must not be empty"}])
+        );
+    }
+
+    #[test]
+    fn body_without_parameters_has_no_parameter_lists() {
+        let b = ApiError::not_found("mesh \"x\" not found").body();
+        assert_eq!(b["status"], 404);
+        assert_eq!(b["title"], "Not Found");
+        for k in ["invalidParameters", "invalid_parameters", "causes"] {
+            assert!(b.get(k).is_none(), "{k} in {b}");
+        }
+        assert_ne!(b["instance"], ApiError::not_found("x").body()["instance"]);
+    }
+
+    #[test]
+    fn rule_and_choices_go_to_kumas_list_only() {
+        let b = ApiError::bad_parameter("format", "must be summary or full")
+            .with_rule("enum", &["summary", "full"])
+            .body();
+        assert_eq!(
+            b["invalid_parameters"],
+            json!([{"field": "format", "reason": "must be summary or full",
+                    "rule": "enum", "choices": ["summary", "full"]}])
+        );
+        assert_eq!(
+            b["invalidParameters"],
+            json!([{"field": "format", "reason": "must be summary or full"}])
+        );
+    }
+
+    #[test]
+    fn instance_is_the_trace_id_of_a_traceparent() {
+        assert_eq!(
+            trace_id("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01").as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(
+            trace_id("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+            None
+        );
+        assert_eq!(trace_id("00-xyz-00f067aa0ba902b7-01"), None);
+        assert_eq!(trace_id("garbage"), None);
     }
 }

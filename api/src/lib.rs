@@ -1,11 +1,13 @@
 //! HTTP API pieces shared by the Global CP and the Zone CP, so both speak Kuma's resource API
-//! the same way: the one [`error::ApiError`] (Kuma's `{title, status, detail,
-//! invalidParameters}`), decoding a resource body against its path ([`resource`]) and paging
-//! ([`paging`]), JSON-or-YAML output ([`negotiate`]) and OpenAPI-vs-router checks
-//! ([`openapi`]), Prometheus metrics ([`metrics`]), and the binaries' logging, tracing and
-//! shutdown signal ([`process`]), and the builtin mesh CAs the owning CP keeps in its store
-//! ([`mesh_ca`]).
+//! the same way: the one [`error::ApiError`] (Kuma's error body `{type, title, status,
+//! detail, instance, invalid_parameters}` with Umbra's `invalidParameters`), decoding a
+//! resource body against its path ([`resource`]) and paging ([`paging`]), JSON-or-YAML output
+//! ([`negotiate`]) and OpenAPI-vs-router checks ([`openapi`]), Prometheus metrics
+//! ([`metrics`]), and the binaries' logging, tracing and shutdown signal ([`process`]), the
+//! builtin mesh CAs the owning CP keeps in its store
+//! ([`mesh_ca`]), and what a CP tells about itself (`/_resources`: [`about`]).
 
+pub mod about;
 pub mod authn;
 pub mod crud;
 pub mod error;

@@ -111,7 +111,7 @@ pub const NO_ROUTE: &str = "no route for";
 /// Detail of a 405 for a method a route does not serve.
 pub const NO_METHOD: &str = "method not allowed:";
 
-/// Middleware: every 4xx answer uses the API's error shape (`{title, status, detail}`), also
+/// Middleware: every 4xx answer uses the API's error shape ([`ApiError::body`]), also
 /// those produced below the handlers: a body over the size limit (413), an unknown path (404),
 /// a method a route does not serve (405). Answers already in JSON pass untouched.
 pub async fn error_shape(req: Request, next: Next) -> Response {
@@ -152,6 +152,39 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
         h
+    }
+
+    #[tokio::test]
+    async fn errors_below_the_handlers_get_the_kuma_shape_as_json() {
+        use tower::ServiceExt as _;
+        let app = axum::Router::new()
+            .route("/x", axum::routing::get(|| async { "ok" }))
+            .layer(axum::middleware::from_fn(error_shape));
+        for (method, path, status) in [
+            ("GET", "/nowhere", StatusCode::NOT_FOUND),
+            ("DELETE", "/x", StatusCode::METHOD_NOT_ALLOWED),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status(), status);
+            assert_eq!(
+                resp.headers()[header::CONTENT_TYPE].to_str().unwrap(),
+                "application/json"
+            );
+            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(v["status"], status.as_u16());
+            assert_eq!(v["type"], "/std-errors");
+            assert_eq!(v["instance"].as_str().map(str::len), Some(32), "{v}");
+            assert!(v["detail"].as_str().unwrap().contains(path), "{v}");
+            assert_eq!(v["details"], v["detail"]);
+        }
     }
 
     #[test]

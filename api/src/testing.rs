@@ -1,5 +1,8 @@
 //! Test support (feature `testing`): one request through a router without a socket, for the
-//! CPs' API tests.
+//! CPs' API tests, and Kuma's published API schemas as an oracle for their answers
+//! ([`kuma_schema::assert_valid`]).
+
+pub mod kuma_schema;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};

@@ -15,7 +15,8 @@
 //! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
 //! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
 //! - [`old_matching`]: source/destination selector matching of the old policies;
-//! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes.
+//! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
+//! - [`type_info`]: per-type display names and `to`/`from` flags (Kuma's `/_resources`).
 //!
 //! Everything here is deterministic and bounded: decoding has size/depth/node limits and rule
 //! building has item and combination limits, so hostile input yields an error, never a panic
@@ -37,6 +38,7 @@ pub mod resource;
 pub mod rules;
 pub mod stored;
 pub mod target_ref;
+pub mod type_info;
 pub mod validate;
 pub mod view;
 pub mod zone_ingress;

@@ -27,6 +27,10 @@
 //!
 //! `POST /meshes/{mesh}/_migration/plan|apply|rollback` are the migration workflow
 //! ([`crate::migration`]), under the fleet-wide diff's longer deadline.
+//!
+//! `GET /_resources` describes every resource type (Kuma's `ResourceTypeDescriptionList`),
+//! `GET /config` the Global's configuration (admin-only, redacted) and `GET /versions` the
+//! Envoy versions its data planes work with ([`umbra_api::about`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,6 +87,7 @@ pub fn routes() -> Vec<Route> {
         umbra_api::tokens::ROUTES,
         crud::ROUTES,
         &DATAPLANE_ROUTES,
+        umbra_api::about::ROUTES,
     ])
 }
 
@@ -101,6 +106,9 @@ pub struct AppState {
     pub inspect: Arc<crate::inspect::hub::InspectHub>,
     /// Trace context of writes on their way to the zones.
     pub traces: Arc<crate::offer::TraceLinks>,
+    /// The effective configuration, redacted, that `GET /config` answers
+    /// ([`crate::Args::config`]).
+    pub config: Arc<Value>,
 }
 
 impl FromRef<AppState> for Arc<dyn Store> {
@@ -137,6 +145,16 @@ impl FromRef<AppState> for ResourceApi {
     }
 }
 
+impl FromRef<AppState> for umbra_api::about::About {
+    fn from_ref(state: &AppState) -> Self {
+        umbra_api::about::About {
+            mode: WriteMode::Global,
+            zone_owned: &umbra_kds::resource::ZONE_OWNED,
+            config: state.config.clone(),
+        }
+    }
+}
+
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
     let regular = service::base(OPENAPI_YAML, get(index), get(ready))
@@ -148,6 +166,7 @@ pub fn router(state: AppState) -> Router {
         .route("/tokens/zone/revocations", post(revoke_zone_token))
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
+        .merge(umbra_api::about::routes())
         .merge(service::dataplane_routes(
             get(dataplane_insight),
             get(inspect_config),
@@ -243,6 +262,7 @@ async fn zone_resources(
                 ty: ResourceType::Dataplane,
                 mesh: None,
                 labels: [(umbra_kds::resource::ZONE_LABEL.to_owned(), zone.clone())].into(),
+                name_contains: None,
                 offset: 0,
                 size: 1,
             })
@@ -273,9 +293,7 @@ async fn list_zones(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
         .iter()
         .map(|(name, h)| zone_json(state.zones.get(name), name, h))
         .collect();
-    Ok(Json(
-        json!({ "total": items.len(), "items": items, "next": null }),
-    ))
+    Ok(Json(json!({ "total": items.len(), "items": items })))
 }
 
 async fn get_zone(

@@ -93,19 +93,21 @@ fn parse_period(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// How [`serve`] runs besides its listeners and store.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Settings {
     /// Who may call the API without a token.
     pub policy: umbra_api::trust::AccessPolicy,
     /// Zone cleanup period (`None`: never).
     pub zone_cleanup_after: Option<std::time::Duration>,
+    /// What `GET /config` answers ([`Args::config`]); `None`: only `environment` and `mode`.
+    pub config: Option<Arc<serde_json::Value>>,
 }
 
 impl From<umbra_api::trust::AccessPolicy> for Settings {
     fn from(policy: umbra_api::trust::AccessPolicy) -> Self {
         Self {
             policy,
-            zone_cleanup_after: None,
+            ..Self::default()
         }
     }
 }
@@ -114,6 +116,46 @@ impl Args {
     /// Who may call the API without a token.
     pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
         self.access.policy()
+    }
+
+    /// The effective configuration `GET /config` answers: Kuma-like `environment`, `mode`,
+    /// `store.type`, `apiServer.http.address` and `multizone.global.kds.address`, then every
+    /// flag under `umbra` (camelCase). The PostgreSQL URL's password is redacted
+    /// ([`umbra_api::about::redact_url`]); the KDS TLS files are named, never read.
+    pub fn config(&self) -> serde_json::Value {
+        let store = match self.store {
+            StoreKind::Memory => "memory",
+            StoreKind::Postgres => "postgres",
+        };
+        let cleanup = i64::try_from(self.zone_cleanup_after.as_nanos()).unwrap_or(i64::MAX);
+        let mut umbra = serde_json::json!({
+            "store": store,
+            "postgresUrl": self.postgres_url.as_deref().map(umbra_api::about::redact_url),
+            "dataDir": self.data_dir,
+            "postgresMaxConnections": self.postgres_max_connections,
+            "apiAddr": self.api_addr,
+            "kdsAddr": self.kds_addr,
+            "kdsTlsCertFile": self.kds_tls_cert_file,
+            "kdsTlsKeyFile": self.kds_tls_key_file,
+            "zoneCleanupAfter": umbra_core::duration::Duration::from_nanos(cleanup).to_go_string(),
+        });
+        if let (Some(all), serde_json::Value::Object(access)) = (
+            umbra.as_object_mut(),
+            umbra_api::about::access_config(&self.access),
+        ) {
+            all.extend(access);
+        }
+        serde_json::json!({
+            "environment": "universal",
+            "mode": "global",
+            "store": {"type": store},
+            "apiServer": {"http": {"address": self.api_addr}},
+            "multizone": {"global": {"kds": {
+                "address": self.kds_addr,
+                "tls": self.kds_tls_cert_file.is_some(),
+            }}},
+            "umbra": umbra,
+        })
     }
 }
 
@@ -163,6 +205,7 @@ pub async fn run(
     let settings = Settings {
         policy: args.access_policy(),
         zone_cleanup_after: Some(args.zone_cleanup_after).filter(|d| !d.is_zero()),
+        config: Some(Arc::new(args.config())),
     };
     serve(store, api, kds, tls, settings, shutdown).await
 }
@@ -231,6 +274,9 @@ pub async fn serve(
         tokens: tokens.clone(),
         trust,
         inspect: inspect.clone(),
+        config: settings.config.unwrap_or_else(|| {
+            Arc::new(serde_json::json!({"environment": "universal", "mode": "global"}))
+        }),
     };
     let api = umbra_api::process::serve_http(
         api,

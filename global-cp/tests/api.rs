@@ -1,6 +1,7 @@
 //! The Global's REST API through the router (no sockets): CRUD with validation, `If-Match`
-//! compare-and-swap, paging, label filters, read-only Dataplanes; and on PostgreSQL, a 503
-//! during a database outage and recovery without a restart.
+//! compare-and-swap, paging, label and name filters, cross-mesh lists, Kuma's error fields,
+//! read-only Dataplanes; and on PostgreSQL, a 503 during a database outage and recovery
+//! without a restart.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ fn app(store: Arc<dyn Store>) -> axum::Router {
         tokens: ZoneTokens::from_key(b"test key"),
         trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
+        config: Arc::default(),
     })
 }
 
@@ -179,7 +181,7 @@ async fn crud_validation_cas_paging_and_read_only_dataplanes() {
         None,
     )
     .await;
-    assert_eq!(last["next"], Value::Null);
+    assert!(last.get("next").is_none(), "{last}");
     let (_, shadow, _) = call(
         &app,
         "GET",
@@ -189,7 +191,39 @@ async fn crud_validation_cas_paging_and_read_only_dataplanes() {
     )
     .await;
     assert_eq!(shadow["total"], 4);
-    let (s, _, _) = call(
+    // `name=` (substring) with `label=`: `next` keeps both filters, and is absent at the end.
+    let (_, first, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?label=kuma.io/effect:shadow&size=2&name=p",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(first["total"], 4);
+    let next = first["next"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        next,
+        "/meshes/default/meshtimeouts?offset=2&size=2&label=kuma.io%2Feffect%3Ashadow&name=p"
+    );
+    let (_, second, _) = call(&app, "GET", &next, &[], None).await;
+    let names: Vec<&str> = second["items"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|i| i["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["p4", "p6"]);
+    assert!(second.get("next").is_none(), "{second}");
+    let (_, one, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshtimeouts?name=p1",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(one["total"], 1);
+    assert_eq!(one["items"][0]["name"], "p1");
+    let (s, bad, _) = call(
         &app,
         "GET",
         "/meshes/default/meshtimeouts?label=nocolon",
@@ -198,6 +232,10 @@ async fn crud_validation_cas_paging_and_read_only_dataplanes() {
     )
     .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(bad["invalid_parameters"][0]["field"], "label");
+    assert_eq!(bad["invalid_parameters"][0]["rule"], "format");
+    assert_eq!(bad["type"], "/std-errors");
+    assert!(bad["instance"].is_string(), "{bad}");
     let (s, _, _) = call(
         &app,
         "GET",
@@ -564,4 +602,60 @@ async fn mesh_defaults_and_a_kuma_export_of_every_type() {
             "{label}: {body}"
         );
     }
+}
+
+#[tokio::test]
+async fn cross_mesh_lists_page_and_filter_every_mesh() {
+    let app = app(Arc::new(MemoryStore::new()));
+    for (mesh, names) in [("default", ["a1", "b1"]), ("other", ["a2", "b2"])] {
+        let body = format!("type: Mesh\nname: {mesh}\nskipCreatingInitialPolicies: ['*']\n");
+        let (s, _, _) = call(&app, "PUT", &format!("/meshes/{mesh}"), &[], Some(&body)).await;
+        assert_eq!(s, StatusCode::CREATED);
+        for name in names {
+            let yaml = timeout(name, "1s", "").replace("mesh: default", &format!("mesh: {mesh}"));
+            let path = format!("/meshes/{mesh}/meshtimeouts/{name}");
+            let (s, body, _) = call(&app, "PUT", &path, &[], Some(&yaml)).await;
+            assert_eq!(s, StatusCode::CREATED, "{body}");
+        }
+    }
+    let (s, all, _) = call(&app, "GET", "/meshtimeouts", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    let keys: Vec<(String, String)> = all["items"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| (i["mesh"].to_string(), i["name"].to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(keys.len(), 4, "{all}");
+    assert_eq!(all["total"], 4);
+    assert!(all.get("next").is_none(), "{all}");
+    let (_, page, _) = call(&app, "GET", "/meshtimeouts?name=a&size=1", &[], None).await;
+    assert_eq!(page["total"], 2);
+    assert_eq!(page["items"][0]["name"], "a1");
+    assert_eq!(page["next"], "/meshtimeouts?offset=1&size=1&name=a");
+    let (_, rest, _) = call(
+        &app,
+        "GET",
+        "/meshtimeouts?offset=1&size=1&name=a",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(
+        (&rest["items"][0]["mesh"], &rest["items"][0]["name"]),
+        (&"other".into(), &"a2".into())
+    );
+    // Unknown types and types that are not mesh-scoped are 404s; static routes still win.
+    for path in ["/nosuchthings", "/global%2Dsecrets"] {
+        let (s, body, _) = call(&app, "GET", path, &[], None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert_eq!(body["type"], "/std-errors");
+    }
+    let (s, zones, _) = call(&app, "GET", "/zones", &[], None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(zones.get("next").is_none(), "{zones}");
+    let (s, _, _) = call(&app, "GET", "/meshes", &[], None).await;
+    assert_eq!(s, StatusCode::OK);
 }

@@ -24,6 +24,7 @@ fn app(store: Arc<dyn Store>) -> axum::Router {
         tokens: ZoneTokens::from_key(b"test key"),
         trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
+        config: Arc::default(),
     })
 }
 

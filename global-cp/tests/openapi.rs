@@ -19,6 +19,7 @@ fn app() -> axum::Router {
         tokens: ZoneTokens::from_key(b"k"),
         trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
+        config: Arc::default(),
     })
     // As if every request came from loopback (the admin by default).
     .layer(axum::Extension(axum::extract::ConnectInfo(

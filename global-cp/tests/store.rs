@@ -34,6 +34,7 @@ fn query(ty: ResourceType, mesh: &str, offset: u64, size: u64) -> ListQuery {
         ty,
         mesh: Some(mesh.into()),
         labels: BTreeMap::new(),
+        name_contains: None,
         offset,
         size,
     }
@@ -148,6 +149,59 @@ async fn suite(store: Arc<dyn Store>) {
     let shadow = store.list(&shadow).await.unwrap();
     assert_eq!(shadow.total, 5);
     assert!(shadow.items.iter().all(|s| s.resource.meta.is_shadow()));
+
+    // Name filter: a literal, case-sensitive substring (`_` and `%` are no wildcards),
+    // combined with labels and paging, across meshes too.
+    for name in ["x_y%z", "xay%z", "xAy_z"] {
+        store
+            .put(timeout("m", name, "1s", "labels: {team: c}\n"), None, None)
+            .await
+            .unwrap();
+    }
+    let named = |name: &str, offset: u64, size: u64| {
+        let mut q = query(ResourceType::MeshTimeout, "m", offset, size);
+        q.name_contains = Some(name.to_owned());
+        q
+    };
+    let names = |page: &umbra_global_cp::store::Page| -> Vec<String> {
+        page.items
+            .iter()
+            .map(|s| s.resource.meta.name.clone())
+            .collect()
+    };
+    let page = store.list(&named("_y%", 0, 10)).await.unwrap();
+    assert_eq!((names(&page), page.total), (vec!["x_y%z".to_owned()], 1));
+    let page = store.list(&named("y%z", 0, 10)).await.unwrap();
+    assert_eq!(names(&page), ["x_y%z", "xay%z"]);
+    let page = store.list(&named("ay", 0, 10)).await.unwrap();
+    assert_eq!(names(&page), ["xay%z"], "case-sensitive");
+    let page = store.list(&named("p1", 0, 4)).await.unwrap();
+    assert_eq!(
+        (names(&page), page.total, page.next_offset),
+        (
+            vec!["p10".into(), "p11".into(), "p12".into(), "p13".into()],
+            10,
+            Some(4)
+        )
+    );
+    let mut labelled = named("p1", 0, 100);
+    labelled.labels = BTreeMap::from([("team".into(), "a".into())]);
+    let page = store.list(&labelled).await.unwrap();
+    assert_eq!(
+        (names(&page), page.total),
+        (vec!["p10".into(), "p15".into()], 2)
+    );
+    let mut anywhere = named("%z", 0, 100);
+    anywhere.mesh = None;
+    assert_eq!(store.list(&anywhere).await.unwrap().total, 2);
+    assert_eq!(store.list(&named("nothing", 0, 10)).await.unwrap().total, 0);
+    for name in ["x_y%z", "xay%z", "xAy_z"] {
+        store
+            .delete(&key(ResourceType::MeshTimeout, "m", name), None)
+            .await
+            .unwrap();
+    }
+
     let meshes = store
         .list(&query(ResourceType::Mesh, "ignored", 0, 10))
         .await

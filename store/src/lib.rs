@@ -75,6 +75,9 @@ pub struct ListQuery {
     pub mesh: Option<String>,
     /// Every label given must be present with this value.
     pub labels: BTreeMap<String, String>,
+    /// Only resources whose name contains this text (case-sensitive, taken literally: no
+    /// wildcards; Kuma's `name=` list filter).
+    pub name_contains: Option<String>,
     /// Items to skip (ordered by mesh, then name).
     pub offset: u64,
     /// Page size (at most [`MAX_PAGE`]).
@@ -102,6 +105,7 @@ pub async fn list_all(
                 ty,
                 mesh: mesh.map(str::to_owned),
                 labels: labels.clone(),
+                name_contains: None,
                 offset,
                 size: MAX_PAGE,
             })

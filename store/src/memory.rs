@@ -612,6 +612,10 @@ impl Store for MemoryStore {
                 k.ty == query.ty
                     && mesh.as_ref().is_none_or(|m| &k.mesh == m)
                     && labels_match(&query.labels, &s.resource.meta.labels)
+                    && query
+                        .name_contains
+                        .as_deref()
+                        .is_none_or(|n| k.name.contains(n))
             })
             .map(|(_, s)| s)
             .collect();

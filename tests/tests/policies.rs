@@ -77,7 +77,9 @@ enum Backend {
 
 impl Scene {
     /// Start the scene with `policies` (path, YAML) applied before the sidecars start, and wait
-    /// until the frontend's outbound answers; `None` when Envoy is not installed.
+    /// until a request through the frontend's outbound reaches a backend (a 200: an Envoy
+    /// 503 only says the frontend's sidecar is up, and under load the backend's may not be
+    /// yet); `None` when Envoy is not installed.
     async fn start(
         backends: &[Backend],
         policies: &[(&str, String)],
@@ -139,12 +141,12 @@ impl Scene {
             _apps: apps,
         };
         let up = wait_until(Duration::from_secs(30), || async {
-            statuses(scene.out, 1).await[0] != 0
+            statuses(scene.out, 1).await[0] == 200
         })
         .await;
         assert!(
             up.is_ok(),
-            "frontend outbound never answered\n{}",
+            "no request through the frontend's outbound reached a backend\n{}",
             scene.logs()
         );
         Ok(Some(scene))

@@ -192,6 +192,17 @@ async fn api_tokens_groups_expiry_and_revocation_on_both_cps() -> anyhow::Result
         assert_eq!(s, 403, "{path}: {body}");
         assert!(body.contains("mesh-system:admin"), "{body}");
     }
+    // Secrets, also listed across meshes (and behind a percent-escape), are the admin's.
+    for path in ["/secrets", "/%73ecrets", "/meshes/default/secrets"] {
+        let (s, body) = seen.call(global.api, "GET", path, None, Some(&alice)).await;
+        assert_eq!(s, 403, "{path}: {body}");
+        let (s, body) = seen.call(global.api, "GET", path, None, Some(&admin)).await;
+        assert_eq!(s, 200, "{path}: {body}");
+    }
+    let (s, body) = seen
+        .call(global.api, "GET", "/meshtimeouts", None, Some(&alice))
+        .await;
+    assert_eq!(s, 200, "{body}");
 
     // A federated zone, also strict, verifies the Global's tokens with the synced keys.
     let ztoken = zone_token(&global, "zone-1").await;

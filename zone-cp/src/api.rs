@@ -12,6 +12,10 @@
 //! 400s, `If-Match` 409s, `ETag` versions, paging and `label=` filters; a PUT is answered once
 //! the store holds it durably. In a federated zone (a Global is configured), Meshes and
 //! policies are read-only here (405): they come from the Global.
+//!
+//! `GET /_resources` describes every resource type (Kuma's `ResourceTypeDescriptionList`),
+//! `GET /config` the zone's configuration (admin-only, redacted) and `GET /versions` the Envoy
+//! versions its data planes work with ([`umbra_api::about`], shared with the Global).
 
 use axum::extract::{FromRef, Path, Query, State};
 use axum::routing::get;
@@ -37,6 +41,7 @@ pub fn routes() -> Vec<Route> {
         &DATAPLANE_ROUTES,
         ZONE_ROUTES,
         umbra_api::tokens::ROUTES,
+        umbra_api::about::ROUTES,
     ])
 }
 
@@ -68,6 +73,9 @@ pub struct AppState {
     pub trust: std::sync::Arc<umbra_api::trust::Trust>,
     /// PEM CA certificate of the data-plane server (`GET /dp-server/ca.pem`).
     pub dp_server_ca: Option<String>,
+    /// The effective configuration, redacted, that `GET /config` answers
+    /// ([`crate::Args::config`]).
+    pub config: std::sync::Arc<Value>,
 }
 
 impl FromRef<AppState> for std::sync::Arc<umbra_api::trust::Trust> {
@@ -88,6 +96,10 @@ impl AppState {
             kds_resync: std::sync::Arc::default(),
             trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
             dp_server_ca: None,
+            config: std::sync::Arc::new(json!({
+                "environment": "universal",
+                "mode": if federated { "zone (federated)" } else { "zone" },
+            })),
         }
     }
 }
@@ -107,6 +119,16 @@ impl FromRef<AppState> for ResourceApi {
     }
 }
 
+impl FromRef<AppState> for umbra_api::about::About {
+    fn from_ref(state: &AppState) -> Self {
+        umbra_api::about::About {
+            mode: ResourceApi::from_ref(state).mode,
+            zone_owned: &umbra_kds::resource::ZONE_OWNED,
+            config: state.config.clone(),
+        }
+    }
+}
+
 /// The API router.
 pub fn router(state: AppState) -> Router {
     let router = service::base(OPENAPI_YAML, get(index), get(ready))
@@ -119,6 +141,7 @@ pub fn router(state: AppState) -> Router {
         .route("/zoneingresses/{name}/_config", get(inspect_ingress))
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
+        .merge(umbra_api::about::routes())
         .merge(service::dataplane_routes(
             get(dataplane_insight),
             get(inspect_config),

@@ -5,16 +5,16 @@
 //!   `xds` is the config document of the requested view and `diff` the RFC 6902 patch from the
 //!   Live document to it, so `xds` always equals the live document with `diff` applied
 //!   (`shadow=false&include=diff` gives `diff: []`).
-//! - `GET .../_rules?shadow=&include=diff`: the matched rules per policy type (to rules, from
-//!   rules per inbound, single-item rules, with origins) and, with `include=diff`, the RFC 6902
-//!   diff between the live and shadow rules at the root. Kuma never implemented shadow for
-//!   `_rules`; Umbra does.
+//! - `GET .../_rules?shadow=&include=diff`: Kuma's `InspectRules`: the matched rules per
+//!   policy type that produces any (to rules, from rules per inbound with its tags and port,
+//!   the proxy rule, with origins) and, with `include=diff`, the RFC 6902 diff between the
+//!   live and shadow rules at the root. Kuma never implemented shadow for `_rules`; Umbra does.
 //!
 //! Both answers carry `notGenerated`: the policies of the view that select the DPP but whose
 //! effect Umbra does not generate (policies of types other than MeshTimeout whose top-level
 //! `targetRef` is a MeshHTTPRoute), each with the reason, so neither the config nor a diff is
 //! read as if they were in it. `_rules` lists MeshHTTPRoute and MeshTCPRoute rules like any
-//! other type and fills `httpMatches` (Kuma's `{hash, match}` per route rule).
+//! other type and fills `httpMatches` (Kuma's `{hash, match}`, one per match of a route rule).
 //!
 //! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
 //!
@@ -35,7 +35,7 @@ use umbra_core::policies::mesh_http_route::hash_matches;
 
 use serde_json::{json, Value};
 use umbra_api::paging::one_of;
-use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::dataplane::{DataplaneSpec, InboundKey};
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 use umbra_core::rules::{Rule, Rules};
 use umbra_core::view::{PolicySet, Promotion, View};
@@ -343,9 +343,15 @@ fn not_generated(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: V
         .unwrap_or_else(|_| json!([]))
 }
 
-/// Kuma's `httpMatches`: every rule of the MeshHTTPRoute `to` rules of `dp` as
-/// `{hash, match}` (the rule's `matches` and their [`hash_matches`], the name of its Envoy
-/// routes and the `__rule-matches-hash__` value policies on the route use), sorted by hash.
+/// Kuma's `httpMatches` (`HttpMatch` in Kuma's `common/resource.yaml`: `{hash: string,
+/// match: object}`): for every rule of the MeshHTTPRoute `to` rules of `dp`, one entry per
+/// element of the rule's `matches`, `{hash, match: <that one Match>}`. `hash` is the rule's
+/// [`hash_matches`] (the name of its Envoy routes and the `__rule-matches-hash__` value
+/// policies on the route use), so it repeats for a rule with several matches. Sorted by hash,
+/// then by the match's index in the rule; a rule met twice (same hash) is listed once.
+///
+/// Kuma itself sends the whole `matches` array as `match`, which its own schema (`type:
+/// object`) rejects; Umbra sends what the schema describes.
 fn http_matches(dp: &DataplaneSpec, set: &PolicySet) -> Value {
     let mut by_hash = std::collections::BTreeMap::new();
     for rule in &set.matched(ResourceType::MeshHTTPRoute, dp).to_rules.0 {
@@ -359,22 +365,46 @@ fn http_matches(dp: &DataplaneSpec, set: &PolicySet) -> Value {
             let matches = r.get("matches").cloned().unwrap_or_else(|| json!([]));
             let typed: Vec<umbra_core::policies::mesh_http_route::Match> =
                 serde_json::from_value(matches.clone()).unwrap_or_default();
-            by_hash.insert(hash_matches(&typed), matches);
+            let hash = hash_matches(&typed);
+            if let Value::Array(list) = matches {
+                for (i, m) in list.into_iter().enumerate() {
+                    by_hash.insert((hash.clone(), i), m);
+                }
+            }
         }
     }
     Value::Array(
         by_hash
             .into_iter()
-            .map(|(hash, m)| json!({"hash": hash, "match": m}))
+            .map(|((hash, _), m)| json!({"hash": hash, "match": m}))
             .collect(),
     )
 }
 
+/// A merged conf as the answers send it: Kuma's schema wants an object (`conf: type:
+/// object`); a conf is always one, and anything else (a defect) is sent as `{}`.
+fn conf_json(conf: &Value) -> Value {
+    debug_assert!(conf.is_object(), "a merged conf is an object: {conf}");
+    if conf.is_object() {
+        conf.clone()
+    } else {
+        json!({})
+    }
+}
+
+fn origin_json(r: &Rule) -> Value {
+    r.origin
+        .iter()
+        .map(|o| json!({"type": o.type_name, "mesh": o.meta.mesh, "name": o.meta.name}))
+        .collect()
+}
+
+/// Kuma's `Rule`: `{matchers: [{key, value, not}], conf, origin: [Meta]}`.
 fn rule_json(r: &Rule) -> Value {
     json!({
         "matchers": r.subset.0.iter().map(|t| json!({"key": t.key, "value": t.value, "not": t.not})).collect::<Vec<_>>(),
-        "conf": r.conf,
-        "origin": r.origin.iter().map(|o| json!({"type": o.type_name, "mesh": o.meta.mesh, "name": o.meta.name})).collect::<Vec<_>>(),
+        "conf": conf_json(&r.conf),
+        "origin": origin_json(r),
     })
 }
 
@@ -382,6 +412,31 @@ fn rules_json(rules: &Rules) -> Value {
     Value::Array(rules.0.iter().map(rule_json).collect())
 }
 
+/// Kuma's `Inbound` of a `fromRules` entry: `{tags, port}`, plus Umbra's `address` (the
+/// schema allows extra members). `tags` are those of the inbound with this key, or the
+/// gateway's tags for a gateway DPP (as Kuma), `{}` when no inbound has the key.
+fn inbound_json(dp: &DataplaneSpec, key: &InboundKey) -> Value {
+    let tags = match &dp.networking.gateway {
+        Some(gw) => Some(&gw.tags),
+        None => dp
+            .networking
+            .inbound
+            .iter()
+            .find(|i| dp.inbound_key(i) == *key)
+            .map(|i| &i.tags),
+    };
+    json!({
+        "tags": tags.cloned().unwrap_or_default(),
+        "port": key.port,
+        "address": key.address,
+    })
+}
+
+/// The `rules` of `_rules`: one Kuma `InspectRule` per targetRef policy type that produces a
+/// rule for `dp` — `{type, toRules: [Rule], fromRules: [{inbound, rules}], proxyRule?: {conf,
+/// origin}, warnings: [string]}` (Kuma's `common/resource.yaml`). As Kuma: a type with no to
+/// rule, no inbound in its from rules and no proxy rule is left out (the selecting policies of such a type are in `notGenerated` when they matter),
+/// and `proxyRule` is the first single-item rule, absent when there is none.
 fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View) -> Value {
     let set = PolicySet::build(mesh, resources, view);
     let mut rules = Vec::new();
@@ -391,26 +446,33 @@ fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View)
         .filter(|t| t.kind() == TypeKind::NewPolicy)
     {
         let m = set.matched(ty, dp);
-        if m.dataplane_policies.is_empty() {
-            continue;
-        }
         let from: Vec<Value> = m
             .from_rules
             .iter()
-            .map(|(k, r)| json!({"inbound": {"address": k.address, "port": k.port}, "rules": rules_json(r)}))
+            .map(|(k, r)| json!({"inbound": inbound_json(dp, k), "rules": rules_json(r)}))
             .collect();
-        rules.push(json!({
+        let proxy = m.single_item_rules.0.first();
+        if m.to_rules.0.is_empty() && from.is_empty() && proxy.is_none() {
+            continue;
+        }
+        let mut entry = json!({
             "type": ty.name(),
             "toRules": rules_json(&m.to_rules),
             "fromRules": from,
-            "proxyRules": rules_json(&m.single_item_rules),
             "warnings": m.warnings,
-        }));
+        });
+        if let Some(p) = proxy {
+            entry["proxyRule"] = json!({"conf": conf_json(&p.conf), "origin": origin_json(p)});
+        }
+        rules.push(entry);
     }
     Value::Array(rules)
 }
 
-/// The `_rules` response body (Kuma's InspectRules shape plus `diff` at the root).
+/// The `_rules` response body: Kuma's `InspectRules` (`api.yaml`), `{resource: Meta, rules:
+/// [InspectRule] (see [`rules_doc`]), httpMatches: [HttpMatch] (see [`http_matches`])}`, plus
+/// Umbra's `notGenerated` and, with `include=diff`, `diff` (an RFC 6902 patch from the live
+/// `rules` to the requested view's; the schema allows these extra members).
 ///
 /// # Errors
 /// 404 for an unknown mesh/dataplane.

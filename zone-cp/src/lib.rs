@@ -110,6 +110,51 @@ impl Args {
         self.access.policy()
     }
 
+    /// The effective configuration `GET /config` answers: Kuma-like `environment`, `mode`
+    /// (`zone`, or `zone (federated)` with a Global), `store.type`, `apiServer.http.address`
+    /// and `multizone.zone.{name, globalAddress}`, then every flag under `umbra` (camelCase).
+    /// Secrets are left out: the zone token's value reads as [`umbra_api::about::REDACTED`]
+    /// when given, a URL's password is redacted ([`umbra_api::about::redact_url`]), and the
+    /// token, CA and TLS files are named, never read.
+    pub fn config(&self) -> serde_json::Value {
+        let federated = self.global_kds_address.is_some();
+        let global_address = self
+            .global_kds_address
+            .as_deref()
+            .map(umbra_api::about::redact_url);
+        let dp_auth =
+            clap::ValueEnum::to_possible_value(&self.dp_auth).map(|v| v.get_name().to_owned());
+        let mut umbra = serde_json::json!({
+            "zone": self.zone,
+            "globalKdsAddress": global_address,
+            "apiAddr": self.api_addr,
+            "adsAddr": self.ads_addr,
+            "kdsToken": self.kds_token.as_ref().map(|_| umbra_api::about::REDACTED),
+            "kdsTokenFile": self.kds_token_file,
+            "kdsCaFile": self.kds_ca_file,
+            "dataDir": self.data_dir,
+            "dpAuth": dp_auth,
+            "dpServerHostname": self.dp_server_hostname,
+            "dpServerTlsCertFile": self.dp_server_tls_cert_file,
+            "dpServerTlsKeyFile": self.dp_server_tls_key_file,
+            "dpServerTlsCaFile": self.dp_server_tls_ca_file,
+        });
+        if let (Some(all), serde_json::Value::Object(access)) = (
+            umbra.as_object_mut(),
+            umbra_api::about::access_config(&self.access),
+        ) {
+            all.extend(access);
+        }
+        serde_json::json!({
+            "environment": "universal",
+            "mode": if federated { "zone (federated)" } else { "zone" },
+            "store": {"type": "memory"},
+            "apiServer": {"http": {"address": self.api_addr}},
+            "multizone": {"zone": {"name": self.zone, "globalAddress": global_address}},
+            "umbra": umbra,
+        })
+    }
+
     /// Arguments of a zone named `zone` with every default, listening on `api` and `ads`
     /// (for tests and embedders).
     pub fn new(zone: &str, api: SocketAddr, ads: SocketAddr) -> Self {
@@ -259,6 +304,7 @@ pub async fn run(
         kds_resync: kds_resync.clone(),
         trust: trust.clone(),
         dp_server_ca: (!tls.ca_pem.is_empty()).then(|| tls.ca_pem.clone()),
+        config: std::sync::Arc::new(args.config()),
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -157,7 +157,8 @@ async fn rules_show_shadow_policies_and_their_diff() {
         .expect("MeshTimeout rules in the shadow view");
     assert_eq!(
         mt["fromRules"][0]["inbound"],
-        json!({"address": "10.42.0.29", "port": 8080})
+        json!({"tags": {"kuma.io/service": "frontend_kuma-demo_svc_8080", "kuma.io/protocol": "http"},
+            "port": 8080, "address": "10.42.0.29"})
     );
     assert!(!shadow["diff"].as_array().unwrap().is_empty());
     let patch: json_patch::Patch = serde_json::from_value(shadow["diff"].clone()).unwrap();
@@ -239,9 +240,18 @@ async fn lists_are_paged() {
     )
     .await;
     assert_eq!(last["items"].as_array().unwrap().len(), 1);
-    assert!(last["next"].is_null());
-    let (s, _) = call(&app, "GET", "/meshes/default/dataplanes?size=0", None).await;
+    assert!(last.get("next").is_none(), "{last}");
+    let (s, bad) = call(&app, "GET", "/meshes/default/dataplanes?size=0", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(bad["invalid_parameters"][0]["rule"], "range", "{bad}");
+    // Across meshes, filtered by name; `next` keeps the filter.
+    let (s, all) = call(&app, "GET", "/dataplanes?name=end&size=1", None).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!(all["total"], 2);
+    assert_eq!(all["items"][0]["name"], "backend");
+    assert_eq!(all["next"], "/dataplanes?offset=1&size=1&name=end");
+    let (s, _) = call(&app, "GET", "/nopes", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -390,7 +400,7 @@ async fn routes_are_generated_and_inspectable() {
     assert_eq!(rules["notGenerated"], json!([]));
     assert_eq!(
         rules["httpMatches"],
-        json!([{"hash": v2, "match": [{"path": {"value": "/v2", "type": "PathPrefix"}}]}])
+        json!([{"hash": v2, "match": {"path": {"value": "/v2", "type": "PathPrefix"}}}])
     );
     let types: Vec<&str> = rules["rules"]
         .as_array()
@@ -509,7 +519,7 @@ async fn stored_only_types_are_named_as_not_generated() {
         .find(|r| r["type"] == "MeshMetric")
         .unwrap_or_else(|| panic!("{rules}"));
     assert_eq!(
-        metric["proxyRules"][0]["conf"]["sidecar"]["includeUnused"],
+        metric["proxyRule"]["conf"]["sidecar"]["includeUnused"],
         json!(true),
         "{metric}"
     );

@@ -433,15 +433,15 @@ mod tests {
         json!({
             "type": "MeshTimeout",
             "toRules": [{"matchers": [{"key": "kuma.io/service", "value": "backend", "not": false}], "conf": {"idleTimeout": idle}, "origin": [{"type": "MeshTimeout", "mesh": "default", "name": "timeout-global"}]}],
-            "fromRules": [{"inbound": {"address": "127.42.1.29", "port": 8080}, "rules": [{"matchers": [], "conf": {"http": {"requestTimeout": "1s"}}, "origin": []}]}],
-            "proxyRules": [],
+            "fromRules": [{"inbound": {"tags": {"kuma.io/service": "frontend_kuma-demo_svc_8080"}, "port": 8080, "address": "127.42.1.29"}, "rules": [{"matchers": [], "conf": {"http": {"requestTimeout": "1s"}}, "origin": []}]}],
             "warnings": [],
         })
     }
 
     fn rules(q: &str) -> Value {
         let mut types = vec![
-            json!({"type": "MeshRetry", "toRules": [], "fromRules": [], "proxyRules": [], "warnings": []}),
+            json!({"type": "MeshMetric", "toRules": [], "fromRules": [], "warnings": [],
+                "proxyRule": {"conf": {"sidecar": {"includeUnused": true}}, "origin": [{"type": "MeshMetric", "mesh": "default", "name": "metrics-all"}]}}),
         ];
         types.push(timeout_rule(if q.contains("shadow=true") {
             "44s"
@@ -538,7 +538,10 @@ mod tests {
             "bad &lt;listener&gt;",
             "id=\"rules\"",
             "<section class=\"rules-type differs\" data-type=\"MeshTimeout\"",
-            "<section class=\"rules-type\" data-type=\"MeshRetry\"",
+            "<section class=\"rules-type\" data-type=\"MeshMetric\"",
+            "Proxy rule</h5>",
+            "MeshMetric/metrics-all",
+            "includeUnused",
             "class=\"rules-live\"",
             "class=\"rules-shadow\"",
             "kuma.io/service=backend",
@@ -610,7 +613,7 @@ mod tests {
         let shadow = Ok(rules("shadow=true"));
         let v = rules_view(&live, &shadow);
         assert_eq!(v["differing"], 1);
-        assert_eq!(v["types"][0]["type"], "MeshRetry");
+        assert_eq!(v["types"][0]["type"], "MeshMetric");
         assert_eq!(v["types"][0]["differs"], false);
         assert_eq!(v["types"][1]["differs"], true);
         let failed = Err(PageError::bad_gateway("zone-1 is offline".into()));

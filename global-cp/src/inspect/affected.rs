@@ -2,7 +2,13 @@
 //! their zone) whose config the policy can change: those whose generation depends on it
 //! ([`umbra_xds::deps`]: the top-level `targetRef` for new policies, the selecting side for old
 //! ones), computed from the Dataplanes the zones synced. A shadow policy is looked at in the
-//! view where it is live. Paged.
+//! view where it is live.
+//!
+//! The answer is Kuma's `InspectDataplanesForPolicy` (Kuma 2.7 `api.yaml`): `{total, items:
+//! [Meta], next?}`, each item `{type, mesh, name}` plus Umbra's `zone`, `displayName` and
+//! `labels`; paged by `size`/`offset`, `next` left out on the last page; `name=` keeps the DPPs
+//! whose (Global) name contains it, as Kuma's. Kuma lists old connection policies by sources
+//! **or** destinations; Umbra lists the DPPs whose config depends on the policy.
 
 use axum::Json;
 use serde_json::{json, Value};
@@ -20,6 +26,8 @@ struct Selecting {
     set: PolicySet,
     ty: ResourceType,
     name: String,
+    /// `name=`: only DPPs whose name contains it.
+    name_contains: Option<String>,
     selected: Vec<Value>,
 }
 
@@ -29,6 +37,11 @@ impl Selecting {
             let Some(dp) = s.resource.as_dataplane() else {
                 continue;
             };
+            if let Some(n) = &self.name_contains {
+                if !s.resource.meta.name.contains(n.as_str()) {
+                    continue;
+                }
+            }
             let depends = umbra_xds::deps::dependencies(dp, &self.set)
                 .policies
                 .iter()
@@ -48,10 +61,12 @@ impl Selecting {
     }
 }
 
-/// `GET /meshes/{mesh}/{plural}/{name}/_resources/dataplanes`: the DPPs the policy selects.
+/// `GET /meshes/{mesh}/{plural}/{name}/_resources/dataplanes`: the DPPs the policy selects, as
+/// Kuma's `InspectDataplanesForPolicy` (see the module docs), filtered by `name=` and paged.
 ///
 /// # Errors
-/// 400 for a type that is not a policy, 404 for an unknown mesh or policy.
+/// 400 for a type that is not a policy or a bad `size`/`offset`, 404 for an unknown mesh or
+/// policy.
 pub async fn affected(
     cx: &InspectContext,
     mesh: &str,
@@ -100,6 +115,10 @@ pub async fn affected(
         set,
         ty,
         name: name.to_owned(),
+        name_contains: query
+            .iter()
+            .find(|(k, _)| k == "name")
+            .map(|(_, v)| v.clone()),
         selected: Vec::new(),
     };
     let selected = for_each_dataplane_page(&*cx.store, mesh, selecting, Selecting::add)
@@ -111,5 +130,5 @@ pub async fn affected(
         .skip(page.offset)
         .take(page.size)
         .collect();
-    Ok(Json(page.body(items, total, path)))
+    Ok(Json(page.body(items, total, path, query)))
 }

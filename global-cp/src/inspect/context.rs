@@ -196,6 +196,7 @@ pub async fn for_each_dataplane_page<T: Send + 'static>(
                 ty: ResourceType::Dataplane,
                 mesh: Some(mesh.to_owned()),
                 labels: BTreeMap::new(),
+                name_contains: None,
                 offset,
                 size: DATAPLANE_PAGE,
             })

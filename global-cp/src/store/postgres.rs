@@ -646,16 +646,19 @@ impl Store for PostgresStore {
         let labels = serde_json::to_value(&query.labels).unwrap_or_default();
         let size = query.size.clamp(1, MAX_PAGE);
         let total: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3",
+            "SELECT count(*) FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
+             AND ($4::text IS NULL OR strpos(name, $4) > 0)",
         )
         .bind(query.ty.name())
         .bind(&mesh)
         .bind(&labels)
+        .bind(&query.name_contains)
         .fetch_one(&self.pool)
         .await
         .map_err(unavailable)?;
         let rows = sqlx::query(
             "SELECT * FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
+             AND ($6::text IS NULL OR strpos(name, $6) > 0)
              ORDER BY mesh, name LIMIT $4 OFFSET $5",
         )
         .bind(query.ty.name())
@@ -663,6 +666,7 @@ impl Store for PostgresStore {
         .bind(&labels)
         .bind(to_i64(size))
         .bind(to_i64(query.offset))
+        .bind(&query.name_contains)
         .fetch_all(&self.pool)
         .await
         .map_err(unavailable)?;

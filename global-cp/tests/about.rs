@@ -1,0 +1,170 @@
+//! What the Global tells about itself through the router (no sockets): `GET /_resources`
+//! answers Kuma's `ResourceTypeDescriptionList`, validated against Kuma 2.7.29's published
+//! schema, with Dataplanes and ZoneIngresses read-only and outside federation; `GET /config`
+//! is the admin's only and never shows the PostgreSQL password; `GET /versions` names the
+//! Envoy versions.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use umbra_api::testing::call;
+use umbra_api::testing::kuma_schema::assert_valid;
+use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::store::memory::MemoryStore;
+use umbra_global_cp::store::Store;
+use umbra_global_cp::tokens::ZoneTokens;
+use umbra_global_cp::Args;
+
+fn app() -> axum::Router {
+    router(AppState {
+        traces: Default::default(),
+        store: Arc::new(MemoryStore::new()),
+        zones: Arc::default(),
+        tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        inspect: Arc::default(),
+        config: Arc::default(),
+    })
+}
+
+const PASSWORD: &str = "Pg-S3cret-pw";
+
+/// A Global started with a PostgreSQL URL carrying a password (in the user info and as a
+/// query parameter) and a store that issues user tokens.
+async fn configured_app() -> axum::Router {
+    use clap::Parser as _;
+    let url =
+        format!("postgres://umbra:{PASSWORD}@db:5432/umbra?sslmode=disable&password={PASSWORD}");
+    let args = Args::parse_from([
+        "global-cp",
+        "--store",
+        "postgres",
+        "--postgres-url",
+        &url,
+        "--kds-tls-cert-file",
+        "/etc/umbra/kds.crt",
+        "--kds-tls-key-file",
+        "/etc/umbra/kds.key",
+    ]);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    router(AppState {
+        traces: Default::default(),
+        store: store.clone(),
+        zones: Arc::default(),
+        tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::authority(store, Default::default())
+            .await
+            .expect("a trust authority"),
+        inspect: Arc::default(),
+        config: Arc::new(args.config()),
+    })
+}
+
+fn find<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["resources"]
+        .as_array()
+        .and_then(|l| l.iter().find(|d| d["name"] == name))
+        .unwrap_or_else(|| panic!("{name} in {list}"))
+}
+
+#[tokio::test]
+async fn resource_types_are_kumas_description_list() {
+    let (s, body, _) = call(&app(), "GET", "/_resources", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid("ResourceTypeDescriptionList", &body);
+    let dp = find(&body, "Dataplane");
+    assert_eq!(dp["readOnly"], true);
+    assert_eq!(dp["includeInFederation"], false);
+    assert_eq!(find(&body, "ZoneIngress")["readOnly"], true);
+    let route = find(&body, "MeshHTTPRoute");
+    assert_eq!(route["readOnly"], false);
+    assert_eq!(route["includeInFederation"], true);
+    assert_eq!(route["pluralDisplayName"], "Mesh HTTP Routes");
+    assert_eq!(route["policy"]["hasFromTargetRef"], false);
+}
+
+#[tokio::test]
+async fn config_is_redacted_and_the_admins_only() {
+    let app = configured_app().await;
+    let (s, body, _) = call(&app, "GET", "/config", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let text = body.to_string();
+    assert!(!text.contains(PASSWORD), "the password leaks: {text}");
+    assert!(
+        !text.contains("S3cret"),
+        "part of the password leaks: {text}"
+    );
+    assert_eq!(body["environment"], "universal");
+    assert_eq!(body["mode"], "global");
+    assert_eq!(body["store"]["type"], "postgres");
+    assert_eq!(
+        body["umbra"]["postgresUrl"],
+        "postgres://umbra:*****@db:5432/umbra?sslmode=disable&password=*****"
+    );
+    // Key files by path only.
+    assert_eq!(body["umbra"]["kdsTlsKeyFile"], "/etc/umbra/kds.key");
+    assert_eq!(body["multizone"]["global"]["kds"]["tls"], true);
+
+    // A user outside mesh-system:admin gets a 403, with or without a password to hide.
+    let (s, token, _) = call(
+        &app,
+        "POST",
+        "/tokens/user",
+        &[("content-type", "application/json")],
+        Some(r#"{"name": "alice", "groups": ["team-a"], "validFor": "1h"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{token}");
+    let bearer = format!("Bearer {}", token.as_str().expect("a token"));
+    let (s, body, _) = call(&app, "GET", "/config", &[("authorization", &bearer)], None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
+    assert!(!body.to_string().contains(PASSWORD));
+    // Everyone authenticated reads the versions.
+    let (s, body, _) = call(
+        &app,
+        "GET",
+        "/versions",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["kumaDp"][env!("CARGO_PKG_VERSION")]["envoy"],
+        umbra_api::about::ENVOY_CONSTRAINT
+    );
+}
+
+#[test]
+fn config_shows_every_flag() {
+    use clap::{CommandFactory as _, Parser as _};
+    let config = Args::parse_from(["global-cp"]).config();
+    for arg in Args::command().get_arguments() {
+        let id = arg.get_id().as_str();
+        if matches!(id, "help" | "version") {
+            continue;
+        }
+        let key = camel(id);
+        assert!(
+            config["umbra"].get(&key).is_some(),
+            "--{id} missing from /config as {key}: {config}"
+        );
+    }
+}
+
+fn camel(snake: &str) -> String {
+    let mut out = String::new();
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

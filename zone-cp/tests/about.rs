@@ -1,0 +1,141 @@
+//! What a zone tells about itself through the router (no sockets): `GET /_resources` answers
+//! Kuma's `ResourceTypeDescriptionList`, validated against Kuma 2.7.29's published schema;
+//! a standalone zone writes everything, a federated one only what it owns. `GET /config` is
+//! the admin's only and never shows the zone token or a password; `GET /versions` names the
+//! Envoy versions.
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use umbra_api::testing::call;
+use umbra_api::testing::kuma_schema::assert_valid;
+use umbra_zone_cp::api::{router, AppState};
+use umbra_zone_cp::store::Store;
+use umbra_zone_cp::Args;
+
+fn find<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["resources"]
+        .as_array()
+        .and_then(|l| l.iter().find(|d| d["name"] == name))
+        .unwrap_or_else(|| panic!("{name} in {list}"))
+}
+
+#[tokio::test]
+async fn resource_types_follow_the_zones_write_mode() {
+    let standalone = router(AppState::new(Store::new(), false));
+    let (s, body, _) = call(&standalone, "GET", "/_resources", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid("ResourceTypeDescriptionList", &body);
+    assert!(body["resources"]
+        .as_array()
+        .is_some_and(|l| !l.is_empty() && l.iter().all(|d| d["readOnly"] == false)));
+
+    let federated = router(AppState::new(Store::new(), true));
+    let (s, body, _) = call(&federated, "GET", "/_resources", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid("ResourceTypeDescriptionList", &body);
+    assert_eq!(find(&body, "Dataplane")["readOnly"], false);
+    assert_eq!(find(&body, "Dataplane")["includeInFederation"], false);
+    assert_eq!(find(&body, "MeshTimeout")["readOnly"], true);
+    assert_eq!(find(&body, "Mesh")["scope"], "Global");
+}
+
+const SECRET: &str = "Zt0ken-S3cret";
+
+#[tokio::test]
+async fn config_is_redacted_and_the_admins_only() {
+    use clap::Parser as _;
+    let global = format!("grpcs://kds:{SECRET}@global:5685");
+    let args = Args::parse_from([
+        "zone-cp",
+        "--zone",
+        "z1",
+        "--global-kds-address",
+        &global,
+        "--kds-token",
+        SECRET,
+        "--kds-ca-file",
+        "/etc/umbra/ca.pem",
+    ]);
+    let store = Store::new();
+    let mut state = AppState::new(store.clone(), false);
+    state.config = std::sync::Arc::new(args.config());
+    // A standalone zone's trust, so the test can issue a non-admin user token.
+    state.trust = umbra_api::trust::Trust::authority(store.contract(), Default::default())
+        .await
+        .expect("a trust authority");
+    let app = router(state);
+
+    let (s, body, _) = call(&app, "GET", "/config", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let text = body.to_string();
+    assert!(!text.contains(SECRET), "a secret leaks: {text}");
+    assert!(!text.contains("S3cret"), "part of a secret leaks: {text}");
+    assert_eq!(body["mode"], "zone (federated)");
+    assert_eq!(body["multizone"]["zone"]["name"], "z1");
+    assert_eq!(
+        body["multizone"]["zone"]["globalAddress"],
+        "grpcs://kds:*****@global:5685"
+    );
+    assert_eq!(body["umbra"]["kdsToken"], "*****");
+    assert_eq!(body["umbra"]["kdsCaFile"], "/etc/umbra/ca.pem");
+    assert_eq!(body["umbra"]["dpAuth"], "dpToken");
+
+    let (s, token, _) = call(
+        &app,
+        "POST",
+        "/tokens/user",
+        &[("content-type", "application/json")],
+        Some(r#"{"name": "bob", "groups": ["team-b"], "validFor": "1h"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{token}");
+    let bearer = format!("Bearer {}", token.as_str().expect("a token"));
+    let (s, body, _) = call(&app, "GET", "/config", &[("authorization", &bearer)], None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
+    let (s, body, _) = call(
+        &app,
+        "GET",
+        "/versions",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["kumaDp"][env!("CARGO_PKG_VERSION")]["envoy"],
+        umbra_api::about::ENVOY_CONSTRAINT
+    );
+}
+
+#[test]
+fn config_shows_every_flag() {
+    use clap::{CommandFactory as _, Parser as _};
+    let config = Args::parse_from(["zone-cp", "--zone", "z1"]).config();
+    for arg in Args::command().get_arguments() {
+        let id = arg.get_id().as_str();
+        if matches!(id, "help" | "version") {
+            continue;
+        }
+        let key = camel(id);
+        assert!(
+            config["umbra"].get(&key).is_some(),
+            "--{id} missing from /config as {key}: {config}"
+        );
+    }
+}
+
+fn camel(snake: &str) -> String {
+    let mut out = String::new();
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
