@@ -76,29 +76,12 @@ pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
     }
 }
 
-/// `segment` with every `%XX` escape decoded (invalid UTF-8 replaced; a malformed escape kept).
+/// `segment` with every `%XX` escape decoded (invalid UTF-8 replaced; a malformed escape kept),
+/// as the router's path extraction decodes it.
 fn percent_decode(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// `Bearer <token>` from the `Authorization` header: `Ok(None)` when absent.

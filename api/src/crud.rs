@@ -9,8 +9,9 @@
 //!
 //! Lists are paged (`size`, `offset`; `{total, items, next?}`, [`crate::paging`]: `next` keeps
 //! the filters and is absent on the last page) and filter by label with repeatable
-//! `label=<key>:<value>` (the form of Kuma's `tag=` filter) and by name with `name=<text>`
-//! (Kuma's: the names containing the text, case-sensitive); listing in a mesh that does not
+//! `label=<key>:<value>`, by name with `name=<text>` (Kuma's: the names containing the text,
+//! case-sensitive) and, on Dataplanes, with Kuma's `tag=<key>:<value>` and
+//! `gateway=true|false|builtin|delegated` ([`crate::filters`]); listing in a mesh that does not
 //! exist is a 404. Bodies are YAML or JSON in Kuma's universal format; an
 //! invalid resource gets a 400 with every `{field, message}` and nothing is stored
 //! ([`crate::resource::decode_for_path`]); a body must come as JSON or YAML (or without a
@@ -20,7 +21,6 @@
 //! write durably. What a CP may not write here ([`WriteMode`]) is a 405 that says where to
 //! write it instead.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -34,6 +34,7 @@ use umbra_core::resource::{ResourceKey, ResourceType, Spec, TypeKind};
 use umbra_store::{mesh_key, ListQuery, Store, Stored};
 
 use crate::error::ApiError;
+use crate::filters::ListFilters;
 use crate::negotiate::{check_body_type, BODY_TYPES};
 use crate::paging::PageParams;
 use crate::resource::{decode_for_path, resource_type};
@@ -64,8 +65,8 @@ impl WriteMode {
                 Err(ApiError::status(
                     StatusCode::METHOD_NOT_ALLOWED,
                     format!(
-                        "{}s are registered in their zone and synced to the Global over KDS; they are read-only here",
-                        ty.name()
+                        "{} are registered in their zone and synced to the Global over KDS; they are read-only here",
+                        ty.plural_display_name()
                     ),
                 ))
             }
@@ -201,14 +202,19 @@ pub async fn get_stored(store: &dyn Store, key: &ResourceKey) -> Result<Stored, 
         .ok_or_else(|| ApiError::not_found(format!("{key} not found")))
 }
 
-async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> {
+/// `Ok` when mesh `mesh` exists.
+///
+/// # Errors
+/// A 404 naming the mesh; the store's error.
+pub async fn mesh_exists(store: &dyn Store, mesh: &str) -> Result<(), ApiError> {
     match store.get(&mesh_key(mesh)).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::not_found(format!("mesh {mesh:?} not found"))),
     }
 }
 
-/// One page of `ty` (in `mesh`, or every mesh) filtered by the request's `label=` and `name=`.
+/// One page of `ty` (in `mesh`, or every mesh) filtered by the request's `label=`, `name=`
+/// and, on Dataplanes, `tag=` and `gateway=` ([`ListFilters`]).
 async fn list(
     store: &dyn Store,
     ty: ResourceType,
@@ -216,32 +222,37 @@ async fn list(
     query: &[(String, String)],
     path: &str,
 ) -> Result<Json<Value>, ApiError> {
+    let (page, result) = list_page(store, ty, mesh, query).await?;
+    let items = result.items.iter().map(|s| s.resource.to_value()).collect();
+    let total = usize::try_from(result.total).unwrap_or(usize::MAX);
+    Ok(Json(page.body(items, total, path, query)))
+}
+
+/// The page of `ty` (in `mesh`, or every mesh) a list request asks for: its paging
+/// ([`PageParams`]) and the store's page under the request's [`ListFilters`].
+///
+/// # Errors
+/// A 400 for bad paging or filters; the store's error.
+pub async fn list_page(
+    store: &dyn Store,
+    ty: ResourceType,
+    mesh: Option<&str>,
+    query: &[(String, String)],
+) -> Result<(PageParams, umbra_store::Page), ApiError> {
     let page = PageParams::parse(query)?;
-    let mut labels = BTreeMap::new();
-    for (_, v) in query.iter().filter(|(k, _)| k == "label") {
-        let (key, value) = v.split_once(':').ok_or_else(|| {
-            ApiError::bad_parameter("label", format!("{v:?} is not <key>:<value>"))
-                .with_rule("format", &[])
-        })?;
-        labels.insert(key.to_owned(), value.to_owned());
-    }
-    let name_contains = query
-        .iter()
-        .find(|(k, v)| k == "name" && !v.is_empty())
-        .map(|(_, v)| v.clone());
+    let filters = ListFilters::parse(ty, query)?;
     let result = store
         .list(&ListQuery {
             ty,
             mesh: mesh.map(str::to_owned),
-            labels,
-            name_contains,
+            labels: filters.labels,
+            name_contains: filters.name,
+            dataplane: filters.dataplane,
             offset: page.offset as u64,
             size: page.size as u64,
         })
         .await?;
-    let items = result.items.iter().map(|s| s.resource.to_value()).collect();
-    let total = usize::try_from(result.total).unwrap_or(usize::MAX);
-    Ok(Json(page.body(items, total, path, query)))
+    Ok((page, result))
 }
 
 async fn put(

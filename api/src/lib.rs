@@ -11,6 +11,8 @@ pub mod about;
 pub mod authn;
 pub mod crud;
 pub mod error;
+pub mod filters;
+pub mod insights;
 pub mod mesh_ca;
 pub mod metrics;
 pub mod negotiate;

@@ -1,8 +1,10 @@
-//! A resource body (YAML or JSON, Kuma's universal format) checked against the path it was
-//! sent to.
+//! A resource body (YAML or JSON, in Kuma's universal form or its Kubernetes form,
+//! [`umbra_core::k8s`]) checked against the path it was sent to.
 
+use umbra_core::codec::{decode_one, Limits};
+use umbra_core::k8s;
 use umbra_core::resource::{Resource, ResourceType};
-use umbra_core::validate::Violation;
+use umbra_core::validate::{ValidationError, Violation};
 
 use crate::error::ApiError;
 
@@ -17,7 +19,10 @@ pub fn resource_type(plural: &str) -> Result<ResourceType, ApiError> {
 }
 
 /// Decode `body` as a resource of `ty` named `name` (in `mesh` when mesh-scoped) and validate
-/// it.
+/// it. The body is in the universal form or in the Kubernetes form (`apiVersion:
+/// kuma.io/v1alpha1`, `kind`, `metadata.name`, the mesh from the `kuma.io/mesh` label, `spec`);
+/// the fields of a Kubernetes body's violations are its own paths (`metadata.name`,
+/// `spec.sources[0]`, [`k8s::field_path`]).
 ///
 /// # Errors
 /// A 400 with every `{field, message}`: decoding problems, then type/name/mesh mismatches with
@@ -28,11 +33,22 @@ pub fn decode_for_path(
     name: &str,
     body: &[u8],
 ) -> Result<Resource, ApiError> {
-    let resource = Resource::from_bytes(body)
-        .map_err(|e| ApiError::invalid("the resource cannot be decoded", e.violations()))?;
+    let cannot_decode =
+        |violations| ApiError::invalid("the resource cannot be decoded", violations);
+    let value = decode_one(body, Limits::default())
+        .map_err(|e| cannot_decode(umbra_core::resource::DecodeError::from(e).violations()))?;
+    let kubernetes = k8s::is_k8s(&value);
+    let resource = k8s::decode(value).map_err(|e| cannot_decode(e.violations()))?;
+    let field = |universal: &str| {
+        if kubernetes {
+            k8s::field_path(ty, universal)
+        } else {
+            universal.to_owned()
+        }
+    };
     let mut path_errors = Vec::new();
-    let mismatch = |field: &str, want: &str, got: &str| Violation {
-        field: field.to_owned(),
+    let mismatch = |f: &str, want: &str, got: &str| Violation {
+        field: field(f),
         message: format!("must be {want:?} to match the path, got {got:?}"),
     };
     if resource.ty() != ty {
@@ -52,10 +68,67 @@ pub fn decode_for_path(
     }
     let violations = resource.validate();
     if violations.has_violations() {
-        return Err(ApiError::invalid(
-            violations.to_string(),
-            violations.violations,
-        ));
+        let mut mapped = ValidationError::new();
+        for v in violations.violations {
+            mapped.violation_field(field(&v.field), v.message);
+        }
+        return Err(ApiError::invalid(mapped.to_string(), mapped.violations));
     }
     Ok(resource)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K8S: &str = "apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata:\n  name: t\n  namespace: kuma-system\n  labels: {kuma.io/mesh: demo, kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 20s}\n";
+
+    fn fields(e: ApiError) -> Vec<String> {
+        e.invalid_parameters.into_iter().map(|p| p.field).collect()
+    }
+
+    #[test]
+    fn the_kubernetes_form_is_accepted_and_checked_against_the_path() {
+        let r = decode_for_path(ResourceType::MeshTimeout, "demo", "t", K8S.as_bytes()).unwrap();
+        assert_eq!(r.key().to_string(), "MeshTimeout/demo/t");
+        assert!(r.meta.is_shadow());
+        let err =
+            decode_for_path(ResourceType::MeshTimeout, "other", "u", K8S.as_bytes()).unwrap_err();
+        assert_eq!(
+            fields(err),
+            ["metadata.name", r#"metadata.labels["kuma.io/mesh"]"#]
+        );
+        let err = decode_for_path(ResourceType::Timeout, "demo", "t", K8S.as_bytes()).unwrap_err();
+        assert_eq!(fields(err), ["kind"]);
+    }
+
+    #[test]
+    fn kubernetes_violations_name_kubernetes_paths() {
+        let bad = K8S.replace("20s", "-1s");
+        let err =
+            decode_for_path(ResourceType::MeshTimeout, "demo", "t", bad.as_bytes()).unwrap_err();
+        assert_eq!(fields(err), ["spec.to[0].default.idleTimeout"]);
+        let tp = "apiVersion: kuma.io/v1alpha1\nkind: TrafficPermission\nmesh: demo\nmetadata: {name: 'a b'}\nspec:\n  sources: [{match: {kuma.io/service: '*'}}]\n  destinations: []\n";
+        let err = decode_for_path(
+            ResourceType::TrafficPermission,
+            "demo",
+            "a b",
+            tp.as_bytes(),
+        )
+        .unwrap_err();
+        let f = fields(err);
+        assert!(f.contains(&"metadata.name".to_owned()), "{f:?}");
+        assert!(
+            f.iter().any(|f| f.starts_with("spec.destinations")),
+            "{f:?}"
+        );
+        let err = decode_for_path(
+            ResourceType::MeshTimeout,
+            "demo",
+            "t",
+            b"apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata: {}\n",
+        )
+        .unwrap_err();
+        assert_eq!(fields(err), ["metadata.name"]);
+    }
 }

@@ -23,25 +23,43 @@ pub const BASE_ROUTES: &[Route] = &[
     ("/ready", &["get"]),
 ];
 
-/// Per-DPP routes both CPs answer (the zone itself, the Global by asking the owning zone).
-pub const DATAPLANE_ROUTES: [Route; 3] = [
+/// Per-DPP routes both CPs answer (the zone itself, the Global by asking the owning zone or
+/// from the insights its zones report).
+pub const DATAPLANE_ROUTES: [Route; 5] = [
     ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
+    ("/meshes/{mesh}/dataplanes+insights", &["get"]),
+    ("/dataplanes+insights", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
 ];
 
-/// The [`DATAPLANE_ROUTES`], answered by `insight` (`dataplanes+insights`), `config`
-/// (`_config`) and `rules` (`_rules`).
+/// What answers the [`DATAPLANE_ROUTES`].
+#[derive(Debug)]
+pub struct DataplaneHandlers<S> {
+    /// `dataplanes+insights/{name}`: one `DataplaneOverview` ([`crate::insights`]).
+    pub insight: MethodRouter<S>,
+    /// `/meshes/{mesh}/dataplanes+insights`: a page of them in a mesh.
+    pub insights: MethodRouter<S>,
+    /// `/dataplanes+insights`: a page of them across meshes.
+    pub all_insights: MethodRouter<S>,
+    /// `_config`.
+    pub config: MethodRouter<S>,
+    /// `_rules`.
+    pub rules: MethodRouter<S>,
+}
+
+/// The [`DATAPLANE_ROUTES`], answered by `handlers`.
 pub fn dataplane_routes<S: Clone + Send + Sync + 'static>(
-    insight: MethodRouter<S>,
-    config: MethodRouter<S>,
-    rules: MethodRouter<S>,
+    handlers: DataplaneHandlers<S>,
 ) -> Router<S> {
-    let [(insight_path, _), (config_path, _), (rules_path, _)] = DATAPLANE_ROUTES;
+    let [(insight, _), (insights, _), (all_insights, _), (config, _), (rules, _)] =
+        DATAPLANE_ROUTES;
     Router::new()
-        .route(insight_path, insight)
-        .route(config_path, config)
-        .route(rules_path, rules)
+        .route(insight, handlers.insight)
+        .route(insights, handlers.insights)
+        .route(all_insights, handlers.all_insights)
+        .route(config, handlers.config)
+        .route(rules, handlers.rules)
 }
 
 /// Largest accepted request body (bytes).

@@ -97,6 +97,10 @@ pub enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = resources::GetOutput::Table)]
         output: resources::GetOutput,
+        /// Resource form of `-o yaml|json`: Kuma's universal form, or its Kubernetes form
+        /// (`apiVersion: kuma.io/v1alpha1`, `kind`, `metadata`, `spec`).
+        #[arg(long, value_enum, default_value_t = resources::Format::Universal)]
+        format: resources::Format,
     },
     /// Delete one resource.
     Delete {
@@ -696,10 +700,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             name,
             mesh,
             output,
+            format,
         } => {
             let kind = resources::Kind::parse(&kind)?;
             let value = resources::get(&cli.api_url, kind, &mesh, name.as_deref()).await?;
-            let text = resources::render(kind, &value, name.is_some(), output, now());
+            let text = resources::render(kind, &value, name.is_some(), output, format, now())?;
             print!("{}", text.trim_end());
             println!();
         }

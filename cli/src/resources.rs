@@ -1,12 +1,15 @@
 //! `apply`, `get` and `delete`: Kuma's resource REST API from the command line.
 //!
-//! - `apply -f FILE|-` (repeatable): multi-document YAML or JSON. Every document is decoded
+//! - `apply -f FILE|-` (repeatable): multi-document YAML or JSON, each document in Kuma's
+//!   universal form or its Kubernetes form (`apiVersion: kuma.io/v1alpha1`, `kind`, `metadata`,
+//!   `spec`, [`umbra_core::k8s`]), mixed freely. Every document is decoded
 //!   and validated locally with the control plane's own rules (`umbra_core`) before anything is
 //!   sent, so an invalid file changes nothing (exit 2, every `{field, message}` listed per
-//!   document). Documents are then `PUT` one at a time, Meshes first, in file order; the first
-//!   refusal stops the run and says how many were applied.
-//! - `get <type> [name] -m <mesh> -o table|yaml|json`: one resource or every page of a list.
-//!   `-o yaml` prints documents `apply -f` accepts back.
+//!   document). Documents are then `PUT` one at a time, as written, Meshes first, in file order;
+//!   the first refusal stops the run and says how many were applied.
+//! - `get <type> [name] -m <mesh> -o table|yaml|json [--format universal|k8s]`: one resource
+//!   or every page of a list. `-o yaml` prints documents `apply -f` accepts back; with
+//!   `--format k8s` they are in the Kubernetes form (a JSON list is a Kubernetes `List`).
 //! - `delete <type> <name> -m <mesh>`.
 //!
 //! Types are named as Kuma names them: `MeshTimeout`, `meshtimeout`, `meshtimeouts`,
@@ -17,6 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use umbra_core::codec::{decode_documents, encode_yaml, Limits};
+use umbra_core::k8s;
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 
 use crate::{client, pretty, send_request, CliError};
@@ -101,6 +105,16 @@ pub enum GetOutput {
     Json,
 }
 
+/// The resource form `get -o yaml|json` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Kuma's universal form, as the API answers (`type`, `mesh`, `name`, ...).
+    #[default]
+    Universal,
+    /// Kuma's Kubernetes form (`apiVersion: kuma.io/v1alpha1`, `kind`, `metadata`, `spec`).
+    K8s,
+}
+
 /// One document read for `apply`: where it came from and what it is.
 #[derive(Debug, Clone)]
 pub struct Document {
@@ -152,9 +166,15 @@ pub fn read_documents(sources: &[(String, Vec<u8>)]) -> Result<Vec<Document>, Cl
         }
         for (i, body) in values.into_iter().enumerate() {
             let origin = format!("{origin}#{}", i + 1);
-            let violations = match Resource::from_value(body.clone()) {
+            let kubernetes = k8s::is_k8s(&body);
+            let violations = match k8s::decode(body.clone()) {
                 Ok(r) => {
-                    let v = r.validate().violations;
+                    let mut v = r.validate().violations;
+                    if kubernetes {
+                        for v in &mut v {
+                            v.field = k8s::field_path(r.ty(), &v.field);
+                        }
+                    }
                     if v.is_empty() {
                         if r.meta.name.is_empty() {
                             let _ = writeln!(problems, "{origin}: name: must be defined");
@@ -175,15 +195,14 @@ pub fn read_documents(sources: &[(String, Vec<u8>)]) -> Result<Vec<Document>, Cl
                 }
                 Err(e) => e.violations(),
             };
-            let what = body
-                .get("type")
-                .and_then(Value::as_str)
-                .map(|t| {
-                    format!(
-                        " ({t} {})",
-                        body.get("name").and_then(Value::as_str).unwrap_or("?")
-                    )
-                })
+            let (ty, name) = if kubernetes {
+                (&body["kind"], &body["metadata"]["name"])
+            } else {
+                (&body["type"], &body["name"])
+            };
+            let what = ty
+                .as_str()
+                .map(|t| format!(" ({t} {})", name.as_str().unwrap_or("?")))
                 .unwrap_or_default();
             let _ = writeln!(problems, "{origin}{what} is invalid:");
             for v in violations {
@@ -330,8 +349,20 @@ pub async fn delete(api_url: &str, kind: Kind, mesh: &str, name: &str) -> Result
     send_request(&url, request).await.map(|_| ())
 }
 
-/// Render what `get` returned. `single` is true for `get <type> <name>`.
-pub fn render(kind: Kind, value: &Value, single: bool, output: GetOutput, now: i64) -> String {
+/// Render what `get` returned. `single` is true for `get <type> <name>`. `format` applies to
+/// `-o yaml|json`; a table is the same in both.
+///
+/// # Errors
+/// [`CliError::Input`] for `--format k8s` of zones or secrets (no Kubernetes form) or of an
+/// answer that is not a resource Umbra decodes.
+pub fn render(
+    kind: Kind,
+    value: &Value,
+    single: bool,
+    output: GetOutput,
+    format: Format,
+    now: i64,
+) -> Result<String, CliError> {
     let items: Vec<&Value> = if single {
         vec![value]
     } else {
@@ -340,7 +371,26 @@ pub fn render(kind: Kind, value: &Value, single: bool, output: GetOutput, now: i
             .map(|a| a.iter().collect())
             .unwrap_or_default()
     };
-    match output {
+    if format == Format::K8s && output != GetOutput::Table {
+        let converted = items
+            .iter()
+            .map(|v| to_k8s(kind, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(match output {
+            GetOutput::Json if single => pretty(&converted[0]),
+            GetOutput::Json => pretty(&serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": converted,
+            })),
+            _ => converted
+                .iter()
+                .map(encode_yaml)
+                .collect::<Vec<_>>()
+                .join("---\n"),
+        });
+    }
+    Ok(match output {
         GetOutput::Json => pretty(value),
         GetOutput::Yaml => items
             .iter()
@@ -348,7 +398,28 @@ pub fn render(kind: Kind, value: &Value, single: bool, output: GetOutput, now: i
             .collect::<Vec<_>>()
             .join("---\n"),
         GetOutput::Table => table(kind, &items, now),
-    }
+    })
+}
+
+/// One API answer item in the Kubernetes form ([`k8s::to_value`]).
+fn to_k8s(kind: Kind, item: &Value) -> Result<Value, CliError> {
+    let Kind::Resource(ty) = kind else {
+        return Err(CliError::Input(
+            "zones have no Kubernetes form; use --format universal".into(),
+        ));
+    };
+    let resource = Resource::from_value(item.clone()).map_err(|e| {
+        CliError::Input(format!(
+            "the answer is not a {} Umbra can convert: {e}",
+            ty.name()
+        ))
+    })?;
+    k8s::to_value(&resource).ok_or_else(|| {
+        CliError::Input(format!(
+            "a {} is a native Kubernetes Secret on Kubernetes and has no kuma.io form; use --format universal",
+            ty.name()
+        ))
+    })
 }
 
 fn labels<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -596,8 +667,10 @@ mod tests {
             &list,
             false,
             GetOutput::Table,
+            Format::Universal,
             now,
-        );
+        )
+        .unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             lines[0].split_whitespace().collect::<Vec<_>>(),
@@ -618,18 +691,87 @@ mod tests {
             &json!({"items": []}),
             false,
             GetOutput::Table,
+            Format::Universal,
             now,
-        );
+        )
+        .unwrap();
         assert_eq!(empty, "No Zone found.");
         let yaml = render(
             Kind::Resource(ResourceType::MeshTimeout),
             &list,
             false,
             GetOutput::Yaml,
+            Format::Universal,
             now,
-        );
+        )
+        .unwrap();
         let back = decode_documents(yaml.as_bytes(), Limits::default()).unwrap();
         assert_eq!(back, list["items"].as_array().unwrap().clone());
+    }
+
+    #[test]
+    fn the_kubernetes_form_is_printed_for_resources_only() {
+        let spec = json!({"targetRef": {"kind": "Mesh"},
+                          "to": [{"targetRef": {"kind": "Mesh"}, "default": {"idleTimeout": "1s"}}]});
+        let list = json!({"items": [
+            {"type": "MeshTimeout", "mesh": "demo", "name": "t", "creationTime": "2024-01-01T00:00:00Z",
+             "labels": {"kuma.io/effect": "shadow"}, "spec": spec.clone()}
+        ]});
+        let kind = Kind::Resource(ResourceType::MeshTimeout);
+        let yaml = render(kind, &list, false, GetOutput::Yaml, Format::K8s, 0).unwrap();
+        let back = decode_documents(yaml.as_bytes(), Limits::default()).unwrap();
+        assert_eq!(
+            back,
+            [
+                json!({"apiVersion": "kuma.io/v1alpha1", "kind": "MeshTimeout",
+                    "metadata": {"name": "t", "namespace": "kuma-system",
+                                 "labels": {"kuma.io/effect": "shadow", "kuma.io/mesh": "demo"}},
+                    "spec": spec})
+            ]
+        );
+        let one = render(
+            kind,
+            &list["items"][0],
+            true,
+            GetOutput::Json,
+            Format::K8s,
+            0,
+        )
+        .unwrap();
+        let one: Value = serde_json::from_str(&one).unwrap();
+        assert_eq!(one, back[0]);
+        let all = render(kind, &list, false, GetOutput::Json, Format::K8s, 0).unwrap();
+        let all: Value = serde_json::from_str(&all).unwrap();
+        assert_eq!(
+            (all["kind"].as_str(), &all["items"][0]),
+            (Some("List"), &back[0])
+        );
+        // A k8s document reads back as the same resource.
+        let docs = read_documents(&[("-".into(), yaml.into_bytes())]).unwrap();
+        assert_eq!(
+            (docs[0].mesh.as_str(), docs[0].name.as_str()),
+            ("demo", "t")
+        );
+        // Zones and secrets have no Kubernetes form.
+        assert!(render(
+            Kind::Zone,
+            &json!({"items": [{"name": "z"}]}),
+            false,
+            GetOutput::Yaml,
+            Format::K8s,
+            0
+        )
+        .is_err());
+        let secret = json!({"type": "Secret", "mesh": "m", "name": "s", "data": "YQ=="});
+        assert!(render(
+            Kind::Resource(ResourceType::Secret),
+            &secret,
+            true,
+            GetOutput::Yaml,
+            Format::K8s,
+            0
+        )
+        .is_err());
     }
 
     #[test]

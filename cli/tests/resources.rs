@@ -168,3 +168,114 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("cannot reach"), "{err}");
 }
+
+/// A Kubernetes-form file (mixed with a universal Mesh) applies, and `get --format k8s` prints
+/// the same documents back; an invalid one names its Kubernetes paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_documents_apply_and_print_back_unchanged() {
+    const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
+    const K8S: &str = "\
+apiVersion: kuma.io/v1alpha1
+kind: MeshTimeout
+metadata:
+  name: timeout-k8s
+  namespace: kuma-system
+  labels:
+    kuma.io/effect: shadow
+    kuma.io/mesh: default
+spec:
+  targetRef:
+    kind: Mesh
+  to:
+  - default:
+      idleTimeout: 1h
+    targetRef:
+      kind: Mesh
+---
+apiVersion: kuma.io/v1alpha1
+kind: TrafficPermission
+mesh: default
+metadata:
+  name: allow-all
+spec:
+  destinations:
+  - match:
+      kuma.io/service: '*'
+  sources:
+  - match:
+      kuma.io/service: '*'
+";
+    let global = common::Global::start().await;
+    let url = global.url.clone();
+    let (code, out, err) =
+        text(&umbractl(&url, &["apply", "-f", "-"], &format!("{MESH}---\n{K8S}")).await);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("MeshTimeout default/timeout-k8s created"),
+        "{out}"
+    );
+
+    let (code, first, err) = text(
+        &umbractl(
+            &url,
+            &[
+                "get",
+                "MeshTimeout",
+                "timeout-k8s",
+                "-o",
+                "yaml",
+                "--format",
+                "k8s",
+            ],
+            "",
+        )
+        .await,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, second, err) = text(
+        &umbractl(
+            &url,
+            &[
+                "get",
+                "traffic-permissions",
+                "-o",
+                "yaml",
+                "--format",
+                "k8s",
+            ],
+            "",
+        )
+        .await,
+    );
+    assert_eq!(code, 0, "{err}");
+    let decode = |s: &str| {
+        umbra_core::codec::decode_documents(s.as_bytes(), umbra_core::codec::Limits::default())
+            .unwrap()
+    };
+    let mut got = decode(&first);
+    got.extend(decode(&second));
+    assert_eq!(got, decode(K8S));
+
+    // The universal answer carries the mesh, not the label.
+    let (_, json, _) = text(
+        &umbractl(
+            &url,
+            &["get", "meshtimeout", "timeout-k8s", "-o", "json"],
+            "",
+        )
+        .await,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (v["mesh"].as_str(), v["labels"].get("kuma.io/mesh")),
+        (Some("default"), None)
+    );
+
+    let bad = "apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata: {name: bad}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: soon}\n";
+    let (code, _, err) = text(&umbractl(&url, &["apply", "-f", "-"], bad).await);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("(MeshTimeout bad)") && err.contains("spec.to[0].default.idleTimeout"),
+        "{err}"
+    );
+}

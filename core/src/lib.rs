@@ -6,6 +6,8 @@
 //! - [`convert`]: old-to-new policy conversion for the migration workflow;
 //! - [`resource`]: Kuma's universal resource envelope and the typed specs
 //!   ([`mesh`], [`dataplane`], [`policies`], [`old`]);
+//! - [`k8s`]: Kuma's Kubernetes form (`apiVersion: kuma.io/v1alpha1`, `kind`, `metadata`,
+//!   `spec`), decoded to and encoded from the same resources;
 //! - [`validate`]: `{field, message}` violations with Kuma's field paths;
 //! - [`target_ref`]: `targetRef` and its validation;
 //! - [`duration`]: Go/Kuma durations (`21s`, `2h`, `500ms`);
@@ -27,6 +29,7 @@ pub mod convert;
 pub mod dataplane;
 pub mod defaults;
 pub mod duration;
+pub mod k8s;
 pub mod matching;
 pub mod merge;
 pub mod mesh;

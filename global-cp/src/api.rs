@@ -2,8 +2,8 @@
 //! - `GET /meshes`, `GET|PUT|DELETE /meshes/{name}`;
 //! - `GET /meshes/{mesh}/{plural}`, `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`.
 //!
-//! Lists are paged (`size`, `offset`; `{total, items, next}`) and filter by label with
-//! repeatable `label=<key>:<value>` (the form of Kuma's `tag=` filter). Bodies are YAML or
+//! Lists are paged (`size`, `offset`; `{total, items, next?}`) and filter by `label=`,
+//! `name=`, and on Dataplanes Kuma's `tag=` and `gateway=` ([`umbra_api::filters`]). Bodies are YAML or
 //! JSON in Kuma's universal format; an invalid resource gets a 400 with every
 //! `{field, message}` and nothing is stored. A PUT or DELETE may carry `If-Match: <version>`
 //! (`0`: must not exist); a stale version is a 409. Responses carry the stored version in
@@ -11,13 +11,16 @@
 //!
 //! Answers are JSON, or YAML when `Accept` asks for it ([`umbra_api::negotiate`]). A zone's
 //! Dataplane is listed under a zone-unique name (`<name>-<hash>`, labels `kuma.io/zone` and
-//! `kuma.io/display-name`); `GET /meshes/{mesh}/dataplanes+insights/{name}` adds the insight
-//! its zone reported. The OpenAPI 3 document is at `/openapi.yaml`.
+//! `kuma.io/display-name`); `GET /meshes/{mesh}/dataplanes+insights/{name}`, and the paged
+//! `GET /meshes/{mesh}/dataplanes+insights` and `GET /dataplanes+insights`, answer Kuma's
+//! `DataplaneOverview` with the insight its zone reported ([`umbra_api::insights`]). The
+//! OpenAPI 3 document is at `/openapi.yaml`.
 //!
 //! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]), the
 //! number of its Dataplanes here and its ZoneIngresses (name, advertised address, services
 //! offered); a zone that owns resources here but has not connected since this Global started
-//! is listed offline;
+//! is listed offline; `GET /zones+insights` (paged, `name=`) and `GET /zones/{name}+insights`
+//! answer Kuma's `ZoneOverview` of the same zones ([`crate::zone_overview`]);
 //! `POST /tokens/zone` with `{"zone": "z1", "validFor": "24h"}` issues a zone token (Kuma's
 //! endpoint); user and dataplane tokens and the admin token are [`umbra_api::tokens`]. Every
 //! call is authenticated ([`umbra_api::authn`]: user tokens, loopback is the admin unless
@@ -65,6 +68,9 @@ pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 const GLOBAL_ROUTES: &[Route] = &[
     ("/zones", &["get"]),
     ("/zones/{name}", &["get"]),
+    ("/zones+insights", &["get"]),
+    // Served by the `/zones/{name}` route (matchit has no suffix parameters).
+    ("/zones/{name}+insights", &["get"]),
     ("/zone-ingresses/{name}/_config", &["get"]),
     ("/zoneingresses/{name}/_config", &["get"]),
     ("/tokens/zone", &["post"]),
@@ -160,6 +166,7 @@ pub fn router(state: AppState) -> Router {
     let regular = service::base(OPENAPI_YAML, get(index), get(ready))
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
+        .route("/zones+insights", get(list_zone_overviews))
         .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
         .route("/zoneingresses/{name}/_config", get(inspect_ingress))
         .route("/tokens/zone", post(zone_token))
@@ -167,11 +174,13 @@ pub fn router(state: AppState) -> Router {
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(umbra_api::about::routes())
-        .merge(service::dataplane_routes(
-            get(dataplane_insight),
-            get(inspect_config),
-            get(inspect_rules),
-        ))
+        .merge(service::dataplane_routes(service::DataplaneHandlers {
+            insight: get(dataplane_insight),
+            insights: get(dataplane_insights),
+            all_insights: get(all_dataplane_insights),
+            config: get(inspect_config),
+            rules: get(inspect_rules),
+        }))
         .route(
             "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
             get(affected_dataplanes),
@@ -263,6 +272,7 @@ async fn zone_resources(
                 mesh: None,
                 labels: [(umbra_kds::resource::ZONE_LABEL.to_owned(), zone.clone())].into(),
                 name_contains: None,
+                dataplane: Default::default(),
                 offset: 0,
                 size: 1,
             })
@@ -296,10 +306,18 @@ async fn list_zones(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
     Ok(Json(json!({ "total": items.len(), "items": items })))
 }
 
+/// `GET /zones/{name}`: the zone's KDS state ([`zone_json`]); and, as matchit cannot route
+/// a parameter with a suffix, `GET /zones/{name}+insights`: its `ZoneOverview`
+/// ([`crate::zone_overview`]). 404 for a zone that has not connected since this Global started
+/// and holds no resources here.
 async fn get_zone(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    let (name, overview) = match name.strip_suffix("+insights") {
+        Some(zone) => (zone.to_owned(), true),
+        None => (name, false),
+    };
     let held = zone_resources(&*state.store, [name.clone()]).await?;
     let status = state.zones.get(&name);
     let h = held.get(&name).cloned().unwrap_or_default();
@@ -308,7 +326,52 @@ async fn get_zone(
             "zone {name:?} has never connected"
         )));
     }
+    if overview {
+        return Ok(Json(crate::zone_overview::zone_overview(
+            &name,
+            status.as_ref(),
+            &crate::zone_overview::instance_id(),
+            zone_json(status.clone(), &name, &h),
+        )));
+    }
     Ok(Json(zone_json(status, &name, &h)))
+}
+
+/// `GET /zones+insights`: a page (`size`, `offset`, `name=`) of the `ZoneOverview`s of the
+/// zones `GET /zones` lists.
+async fn list_zone_overviews(
+    State(state): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let page = umbra_api::paging::PageParams::parse(&query)?;
+    let contains = query
+        .iter()
+        .find(|(k, _)| k == "name")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    let known = state.zones.list();
+    let held = zone_resources(&*state.store, known.iter().map(|z| z.name.clone())).await?;
+    let matching: Vec<_> = held
+        .iter()
+        .filter(|(name, _)| name.contains(contains))
+        .collect();
+    let instance = crate::zone_overview::instance_id();
+    let items = matching
+        .iter()
+        .skip(page.offset)
+        .take(page.size)
+        .map(|(name, h)| {
+            let status = state.zones.get(name);
+            let umbra = zone_json(status.clone(), name, h);
+            crate::zone_overview::zone_overview(name, status.as_ref(), &instance, umbra)
+        })
+        .collect();
+    Ok(Json(page.body(
+        items,
+        matching.len(),
+        "/zones+insights",
+        &query,
+    )))
 }
 
 /// Body of `POST /tokens/zone`.
@@ -480,6 +543,10 @@ async fn migration_step(
     .map(Json)
 }
 
+/// `GET /meshes/{mesh}/dataplanes+insights/{name}`: the Dataplane's `DataplaneOverview`
+/// ([`umbra_api::insights`]) with the insight its zone reported (`dataplaneInsight: {}` when
+/// none: the registry is memory-only, so until each zone reconnects after a restart). 404
+/// when the Dataplane is unknown.
 async fn dataplane_insight(
     State(state): State<AppState>,
     Path((mesh, name)): Path<(String, String)>,
@@ -490,16 +557,53 @@ async fn dataplane_insight(
         .get(&key)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
-    let insight = stored.zone.as_deref().and_then(|zone| {
-        let local = stored
-            .resource
-            .meta
-            .labels
-            .get(umbra_kds::resource::DISPLAY_NAME_LABEL)?;
-        state.zones.insight(zone, &mesh, local)
-    });
-    Ok(Json(json!({
-        "dataplane": stored.resource.to_value(),
-        "dataplaneInsight": insight.unwrap_or_else(|| json!({})),
-    })))
+    let (insight, zone) = reported_insight(&state.zones, &stored);
+    Ok(Json(umbra_api::insights::dataplane_overview(
+        &stored, insight, &zone,
+    )))
+}
+
+/// The insight `stored`'s zone reported for it (found by the zone's own name for it, the
+/// `kuma.io/display-name` label), and that zone's name.
+fn reported_insight(
+    zones: &ZoneRegistry,
+    stored: &crate::store::Stored,
+) -> (Option<Value>, String) {
+    let zone = stored.zone.clone().unwrap_or_default();
+    let insight = stored
+        .resource
+        .meta
+        .labels
+        .get(umbra_kds::resource::DISPLAY_NAME_LABEL)
+        .and_then(|local| zones.insight(&zone, &stored.resource.meta.mesh, local));
+    (insight, zone)
+}
+
+/// `GET /meshes/{mesh}/dataplanes+insights`: a page of `DataplaneOverview`s with the list
+/// filters (`name=`, `label=`, `tag=`, `gateway=`); 404 for an unknown mesh.
+async fn dataplane_insights(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let path = format!("/meshes/{mesh}/dataplanes+insights");
+    umbra_api::insights::dataplane_overviews(&*state.store, Some(&mesh), &query, &path, |dp| {
+        reported_insight(&state.zones, dp)
+    })
+    .await
+}
+
+/// `GET /dataplanes+insights`: [`dataplane_insights`] across every mesh.
+async fn all_dataplane_insights(
+    State(state): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    umbra_api::insights::dataplane_overviews(
+        &*state.store,
+        None,
+        &query,
+        "/dataplanes+insights",
+        |dp| reported_insight(&state.zones, dp),
+    )
+    .await
 }

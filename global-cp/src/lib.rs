@@ -25,6 +25,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
+pub mod zone_overview;
 pub mod zones;
 
 use std::future::Future;

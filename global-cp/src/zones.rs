@@ -1,4 +1,5 @@
-//! What the Global knows about each zone (served by `GET /zones`, `GET /zones/{name}`): whether
+//! What the Global knows about each zone (served by `GET /zones`, `GET /zones/{name}`, and as
+//! Kuma's `ZoneOverview` by `GET /zones+insights`, `GET /zones/{name}+insights`): whether
 //! it is online, connect/disconnect times, when it was last heard from, and per KDS direction
 //! and type what it has acknowledged; plus the Dataplane insights zones report.
 //!
@@ -58,6 +59,10 @@ pub struct ZoneStatus {
     pub online: bool,
     /// KDS streams open now (3 for a healthy zone: one per direction, one for inspect calls).
     pub streams: u32,
+    /// Connections since this Global started (a connection: from the first stream opened to
+    /// the last one closed); numbers its KDS subscription in `GET /zones/{name}+insights`.
+    #[serde(skip)]
+    pub connects: u64,
     /// When its current (or last) connection started (RFC 3339).
     pub connect_time: Option<String>,
     /// When its last stream ended.
@@ -179,6 +184,7 @@ impl ZoneRegistry {
             }
             if z.streams == 0 {
                 z.connect_time = Some(now());
+                z.connects += 1;
             }
             z.connection = Some(connection.to_owned());
             z.streams += 1;

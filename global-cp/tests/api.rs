@@ -659,3 +659,227 @@ async fn cross_mesh_lists_page_and_filter_every_mesh() {
     let (s, _, _) = call(&app, "GET", "/meshes", &[], None).await;
     assert_eq!(s, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn dataplane_overviews_carry_the_insight_the_zone_reported() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let zones: Arc<umbra_global_cp::zones::ZoneRegistry> = Arc::default();
+    let app = router(AppState {
+        traces: Default::default(),
+        store: store.clone(),
+        zones: zones.clone(),
+        tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        inspect: Arc::default(),
+        config: Arc::default(),
+    });
+    let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    for (local, gateway) in [("web-1", ""), ("web-2", ""), ("edge", "BUILTIN")] {
+        let networking = if gateway.is_empty() {
+            format!("{{address: 10.0.0.1, inbound: [{{port: 80, tags: {{kuma.io/service: {local}}}}}]}}")
+        } else {
+            "{address: 10.0.0.9, gateway: {type: BUILTIN, tags: {kuma.io/service: edge}}}"
+                .to_owned()
+        };
+        let yaml = format!(
+            "type: Dataplane\nmesh: default\nname: {local}-h1\nlabels: {{kuma.io/zone: z1, kuma.io/display-name: {local}}}\nnetworking: {networking}\n"
+        );
+        store
+            .put(
+                umbra_core::resource::Resource::from_bytes(yaml.as_bytes()).unwrap(),
+                None,
+                Some("z1"),
+            )
+            .await
+            .unwrap();
+    }
+    let nack = serde_json::json!({"version": "v2", "error": "bad filter"});
+    let doc = serde_json::json!({"mesh": "default", "name": "web-1", "connected": true,
+        "acked": {}, "nacked": {"type.googleapis.com/envoy.config.listener.v3.Listener": nack},
+        "responsesSent": 2, "connectTime": "2026-01-01T00:00:00Z"});
+    assert!(zones.put_insight(
+        "z1",
+        &umbra_kds::resource::kds_name("default", "web-1"),
+        umbra_kds::resource::Item::from_doc(&doc),
+    ));
+
+    let (s, one, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights/web-1-h1",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(one["type"], "DataplaneOverview");
+    assert_eq!(one["name"], "web-1-h1");
+    assert_eq!(one["labels"]["kuma.io/display-name"], "web-1");
+    let di = &one["dataplaneInsight"];
+    assert!(di.get("mesh").is_none(), "{di}");
+    assert_eq!(
+        di["nacked"]["type.googleapis.com/envoy.config.listener.v3.Listener"],
+        nack
+    );
+    assert_eq!(di["subscriptions"][0]["controlPlaneInstanceId"], "z1");
+    assert_eq!(di["subscriptions"][0]["status"]["lds"]["nack"], nack);
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights/nope",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    let (s, page, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights?size=2",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["items"][0]["name"], "edge-h1");
+    assert_eq!(page["items"][0]["dataplaneInsight"], serde_json::json!({}));
+    assert_eq!(page["items"][1], one);
+    assert_eq!(
+        page["next"],
+        "/meshes/default/dataplanes+insights?offset=2&size=2"
+    );
+    let (_, web, _) = call(
+        &app,
+        "GET",
+        "/dataplanes+insights?tag=kuma.io/service:web&size=1",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(
+        (web["total"].as_u64(), web["items"][0]["name"].as_str()),
+        (Some(2), Some("web-1-h1"))
+    );
+    assert_eq!(
+        web["next"],
+        "/dataplanes+insights?offset=1&size=1&tag=kuma.io%2Fservice%3Aweb"
+    );
+    let (_, gw, _) = call(&app, "GET", "/dataplanes+insights?gateway=true", &[], None).await;
+    assert_eq!(
+        (gw["total"].as_u64(), gw["items"][0]["name"].as_str()),
+        (Some(1), Some("edge-h1"))
+    );
+    let (_, plain, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes?gateway=false&label=kuma.io/zone:z1",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(plain["total"], 2);
+    let (s, _, _) = call(&app, "GET", "/meshes/nope/dataplanes+insights", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, bad, _) = call(&app, "GET", "/dataplanes+insights?gateway=maybe", &[], None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(bad["invalid_parameters"][0]["rule"], "enum");
+}
+
+#[tokio::test]
+async fn zone_overviews_from_the_zone_registry() {
+    use umbra_global_cp::zones::{Direction, ZoneRegistry};
+    use umbra_kds::sync::Event;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let zones: Arc<ZoneRegistry> = Arc::default();
+    let app = router(AppState {
+        traces: Default::default(),
+        store,
+        zones: zones.clone(),
+        tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        inspect: Arc::default(),
+        config: Arc::default(),
+    });
+    for zone in ["east", "west", "north"] {
+        zones.stream_opened(zone, "10.0.0.1:1").unwrap();
+    }
+    let sent = Event::Sent {
+        type_url: "MeshTimeout".into(),
+        resources: 2,
+        removed: 0,
+    };
+    zones.record("east", Direction::GlobalToZone, &sent);
+    zones.record("east", Direction::GlobalToZone, &sent);
+    zones.record(
+        "east",
+        Direction::GlobalToZone,
+        &Event::Ack {
+            type_url: "MeshTimeout".into(),
+            held: 2,
+        },
+    );
+    zones.record(
+        "east",
+        Direction::GlobalToZone,
+        &Event::Nack {
+            type_url: "MeshTimeout".into(),
+            error: "bad".into(),
+        },
+    );
+    zones.stream_closed("west", None);
+
+    let (s, east, _) = call(&app, "GET", "/zones/east+insights", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{east}");
+    assert_eq!(east["type"], "ZoneOverview");
+    assert_eq!(
+        (east["name"].as_str(), east["zone"]["enabled"].as_bool()),
+        (Some("east"), Some(true))
+    );
+    let sub = &east["zoneInsight"]["subscriptions"][0];
+    assert_eq!(sub["id"], "east-1");
+    assert!(
+        sub["globalInstanceId"].is_string() && sub["connectTime"].is_string(),
+        "{sub}"
+    );
+    assert!(sub.get("disconnectTime").is_none(), "{sub}");
+    assert_eq!(
+        sub["status"]["stat"]["MeshTimeout"],
+        serde_json::json!({"responsesSent": "2", "responsesAcknowledged": "1", "responsesRejected": "1"})
+    );
+    assert_eq!(sub["status"]["total"]["responsesSent"], "2");
+    assert_eq!(east["umbra"]["online"], true);
+    let (_, west, _) = call(&app, "GET", "/zones/west+insights", &[], None).await;
+    assert!(
+        west["zoneInsight"]["subscriptions"][0]["disconnectTime"].is_string(),
+        "{west}"
+    );
+    let (s, body, _) = call(&app, "GET", "/zones/south+insights", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{body}");
+    // `/zones/{name}` itself is unchanged.
+    let (_, plain, _) = call(&app, "GET", "/zones/east", &[], None).await;
+    assert_eq!(
+        (plain["name"].as_str(), plain.get("type")),
+        (Some("east"), None)
+    );
+
+    let (s, page, _) = call(&app, "GET", "/zones+insights?size=2", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["items"][0]["name"], "east");
+    assert_eq!(page["items"][1]["name"], "north");
+    assert_eq!(page["next"], "/zones+insights?offset=2&size=2");
+    let (_, named, _) = call(&app, "GET", "/zones+insights?name=st", &[], None).await;
+    let names: Vec<&str> = named["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["east", "west"]);
+    assert!(named.get("next").is_none());
+    let (s, _, _) = call(&app, "GET", "/zones+insights?size=0", &[], None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}

@@ -8,7 +8,9 @@ use std::time::Duration;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::{ConnectError, PostgresStore};
-use umbra_global_cp::store::{ListQuery, Op, Store, StoreError, Write};
+use umbra_global_cp::store::{
+    DataplaneFilter, GatewayFilter, ListQuery, Op, Store, StoreError, Write,
+};
 use umbra_global_cp::testing::TempPostgres;
 
 fn res(yaml: &str) -> Resource {
@@ -35,6 +37,7 @@ fn query(ty: ResourceType, mesh: &str, offset: u64, size: u64) -> ListQuery {
         mesh: Some(mesh.into()),
         labels: BTreeMap::new(),
         name_contains: None,
+        dataplane: Default::default(),
         offset,
         size,
     }
@@ -201,6 +204,8 @@ async fn suite(store: Arc<dyn Store>) {
             .await
             .unwrap();
     }
+
+    dataplane_filters(&*store).await;
 
     let meshes = store
         .list(&query(ResourceType::Mesh, "ignored", 0, 10))
@@ -386,6 +391,108 @@ async fn suite(store: Arc<dyn Store>) {
 }
 
 /// [`Store::transact`]: all or nothing, consecutive revisions, preconditions checked first.
+/// `tag=`/`gateway=` (Kuma's `MatchTagsFuzzy` and gateway kinds), counted before paging.
+async fn dataplane_filters(store: &dyn Store) {
+    let dps = [
+        ("a-web", "networking: {address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web, version: v1}}, {port: 81, tags: {kuma.io/service: web-admin}}]}"),
+        ("b-web", "networking: {address: 10.0.0.2, inbound: [{port: 80, tags: {kuma.io/service: web, version: v2}}]}"),
+        ("c-api", "networking: {address: 10.0.0.3, inbound: [{port: 80, tags: {kuma.io/service: api}}]}"),
+        ("d-edge", "networking: {address: 10.0.0.4, gateway: {type: BUILTIN, tags: {kuma.io/service: edge-web}}}"),
+        ("e-kong", "networking: {address: 10.0.0.5, gateway: {tags: {kuma.io/service: kong}}}"),
+    ];
+    for (name, spec) in dps {
+        store
+            .put(
+                res(&format!("type: Dataplane\nmesh: m\nname: {name}\n{spec}\n")),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let list = |tags: &[(&str, &str)], gateway: Option<GatewayFilter>, offset: u64, size: u64| {
+        let mut q = query(ResourceType::Dataplane, "m", offset, size);
+        q.dataplane = DataplaneFilter {
+            tags: tags
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            gateway,
+        };
+        async move {
+            let page = store.list(&q).await.unwrap();
+            let names: Vec<String> = page
+                .items
+                .iter()
+                .map(|s| s.resource.meta.name.clone())
+                .collect();
+            (names, page.total, page.next_offset)
+        }
+    };
+    let svc = "kuma.io/service";
+    // Fuzzy: the value is a substring; any inbound, or the gateway's tags.
+    assert_eq!(
+        list(&[(svc, "web")], None, 0, 10).await,
+        (
+            vec!["a-web".into(), "b-web".into(), "d-edge".into()],
+            3,
+            None
+        )
+    );
+    // Paging counts only the matches.
+    assert_eq!(
+        list(&[(svc, "web")], None, 1, 1).await,
+        (vec!["b-web".into()], 3, Some(2))
+    );
+    // Every tag must match on one inbound.
+    assert_eq!(
+        list(&[(svc, "web"), ("version", "v2")], None, 0, 10)
+            .await
+            .0,
+        ["b-web"]
+    );
+    assert_eq!(
+        list(&[(svc, "web-admin"), ("version", "v1")], None, 0, 10)
+            .await
+            .1,
+        0
+    );
+    assert_eq!(
+        list(&[("zone", "")], None, 0, 10).await.1,
+        0,
+        "key must exist"
+    );
+    assert_eq!(
+        list(&[], Some(GatewayFilter::Any), 0, 10).await.0,
+        ["d-edge", "e-kong"]
+    );
+    assert_eq!(list(&[], Some(GatewayFilter::None), 0, 10).await.1, 3);
+    assert_eq!(
+        list(&[], Some(GatewayFilter::Builtin), 0, 10).await.0,
+        ["d-edge"]
+    );
+    assert_eq!(
+        list(&[], Some(GatewayFilter::Delegated), 0, 10).await.0,
+        ["e-kong"]
+    );
+    assert_eq!(
+        list(&[(svc, "web")], Some(GatewayFilter::None), 0, 10)
+            .await
+            .1,
+        2
+    );
+    // A Dataplane filter matches no other type.
+    let mut other = query(ResourceType::MeshTimeout, "m", 0, 10);
+    other.dataplane.gateway = Some(GatewayFilter::None);
+    assert_eq!(store.list(&other).await.unwrap().total, 0);
+    for (name, _) in dps {
+        store
+            .delete(&key(ResourceType::Dataplane, "m", name), None)
+            .await
+            .unwrap();
+    }
+}
+
 async fn transactions(store: &dyn Store) {
     store
         .put(res("type: Mesh\nname: tx\n"), None, None)

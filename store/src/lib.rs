@@ -78,10 +78,78 @@ pub struct ListQuery {
     /// Only resources whose name contains this text (case-sensitive, taken literally: no
     /// wildcards; Kuma's `name=` list filter).
     pub name_contains: Option<String>,
+    /// Kuma's Dataplane filters (`tag=`, `gateway=`); empty matches every resource.
+    pub dataplane: DataplaneFilter,
     /// Items to skip (ordered by mesh, then name).
     pub offset: u64,
     /// Page size (at most [`MAX_PAGE`]).
     pub size: u64,
+}
+
+/// Kuma's Dataplane list filters (`tag=<key>:<value>`, `gateway=`), applied by every store
+/// before paging so that `total` and the next offset count only the matching DPPs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DataplaneFilter {
+    /// Kuma's `MatchTagsFuzzy`: the gateway's tags (on a gateway DPP), else at least one
+    /// inbound's tags, have every key with a value that *contains* the given value.
+    pub tags: BTreeMap<String, String>,
+    /// Which kind of DPP (`gateway=`).
+    pub gateway: Option<GatewayFilter>,
+}
+
+/// Kuma's `gateway=` list filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayFilter {
+    /// `true`: gateway DPPs of either type.
+    Any,
+    /// `false`: DPPs without `networking.gateway`.
+    None,
+    /// `builtin`: gateways of type `BUILTIN`.
+    Builtin,
+    /// `delegated`: gateways of type `DELEGATED` (the default type).
+    Delegated,
+}
+
+impl DataplaneFilter {
+    /// No filter given.
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.gateway.is_none()
+    }
+
+    /// Whether `spec` passes: an empty filter passes everything; a non-empty one passes only
+    /// Dataplanes that match both the tags and the gateway kind.
+    pub fn matches(&self, spec: &umbra_core::resource::Spec) -> bool {
+        use umbra_core::dataplane::GatewayType;
+        if self.is_empty() {
+            return true;
+        }
+        let umbra_core::resource::Spec::Dataplane(dp) = spec else {
+            return false;
+        };
+        let gateway = dp.networking.gateway.as_ref();
+        let kind_ok = match self.gateway {
+            None => true,
+            Some(GatewayFilter::Any) => gateway.is_some(),
+            Some(GatewayFilter::None) => gateway.is_none(),
+            Some(GatewayFilter::Builtin) => {
+                gateway.is_some_and(|g| g.gateway_type == Some(GatewayType::Builtin))
+            }
+            Some(GatewayFilter::Delegated) => gateway.is_some_and(|g| {
+                g.gateway_type.unwrap_or(GatewayType::Delegated) == GatewayType::Delegated
+            }),
+        };
+        let fuzzy = |tags: &BTreeMap<String, String>| {
+            self.tags
+                .iter()
+                .all(|(k, v)| tags.get(k).is_some_and(|t| t.contains(v.as_str())))
+        };
+        let tags_ok = self.tags.is_empty()
+            || match gateway {
+                Some(g) => fuzzy(&g.tags),
+                None => dp.networking.inbound.iter().any(|i| fuzzy(&i.tags)),
+            };
+        kind_ok && tags_ok
+    }
 }
 
 /// The largest page a list returns.
@@ -106,6 +174,7 @@ pub async fn list_all(
                 mesh: mesh.map(str::to_owned),
                 labels: labels.clone(),
                 name_contains: None,
+                dataplane: DataplaneFilter::default(),
                 offset,
                 size: MAX_PAGE,
             })

@@ -616,6 +616,7 @@ impl Store for MemoryStore {
                         .name_contains
                         .as_deref()
                         .is_none_or(|n| k.name.contains(n))
+                    && query.dataplane.matches(&s.resource.spec)
             })
             .map(|(_, s)| s)
             .collect();

@@ -20,9 +20,9 @@
 //! that do not exist). A NACK records Envoy's error and the rejected resource versions, which
 //! are not sent again; the other changes still go out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use umbra_api::metrics::{ADS_STREAMS, XDS_ACKS, XDS_NACKS, XDS_PUSHES};
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
@@ -34,7 +34,6 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
@@ -51,83 +50,7 @@ use umbra_xds::sotw::{SotwReply, SotwType};
 /// Responses queued per stream before the writer applies back-pressure.
 pub const STREAM_QUEUE: usize = 16;
 
-/// What the zone knows about one DPP's xDS connection (its insight).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Insight {
-    /// An ADS stream is open.
-    pub connected: bool,
-    /// Per type URL: last ACKed version.
-    pub acked: BTreeMap<String, String>,
-    /// Per type URL: last NACK (version and Envoy's error text).
-    pub nacked: BTreeMap<String, Nack>,
-    /// Responses sent on the current or last stream.
-    pub responses_sent: u64,
-}
-
-/// A rejected version and Envoy's reason.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Nack {
-    /// The rejected version.
-    pub version: String,
-    /// Envoy's `error_detail.message`.
-    pub error: String,
-}
-
-/// Insights of every DPP, shared by the ADS server and the API.
-#[derive(Debug)]
-pub struct Insights {
-    map: RwLock<HashMap<DpKey, Insight>>,
-    changes: tokio::sync::watch::Sender<u64>,
-}
-
-impl Default for Insights {
-    fn default() -> Self {
-        Self {
-            map: RwLock::default(),
-            changes: tokio::sync::watch::channel(0).0,
-        }
-    }
-}
-
-impl Insights {
-    /// The insight of a DPP, if it ever connected.
-    pub fn get(&self, mesh: &str, name: &str) -> Option<Insight> {
-        self.map
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&DpKey::new(mesh, name))
-            .cloned()
-    }
-
-    /// Every insight, by (mesh, name).
-    pub fn all(&self) -> Vec<(DpKey, Insight)> {
-        let mut out: Vec<_> = self
-            .map
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
-    }
-
-    /// Wake-ups on every insight change (KDS reports insights to the Global).
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
-    }
-
-    fn update(&self, key: &DpKey, f: impl FnOnce(&mut Insight)) {
-        let mut map = self
-            .map
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(map.entry(key.clone()).or_default());
-        drop(map);
-        self.changes.send_modify(|c| *c += 1);
-    }
-}
+pub use crate::insight::{Insight, Insights, Nack};
 
 /// The ADS service.
 #[derive(Debug, Clone)]
@@ -221,6 +144,8 @@ impl Ads {
         self.insights.update(&key, |i| {
             i.connected = true;
             i.responses_sent = 0;
+            i.connect_time = Some(umbra_store::now_rfc3339());
+            i.disconnect_time = None;
         });
         tracing::info!(mesh = %key.mesh, dataplane = %key.name, authenticated = identity.is_some(), "Envoy connected");
         Ok((key, identity))
@@ -245,6 +170,8 @@ impl Ads {
         self.insights.update(&key, |i| {
             i.connected = true;
             i.responses_sent = 0;
+            i.connect_time = Some(umbra_store::now_rfc3339());
+            i.disconnect_time = None;
         });
         tracing::info!(zone_ingress = %key.name, authenticated = identity.is_some(), "Envoy connected");
         Ok((key, identity))
@@ -308,7 +235,10 @@ impl Ads {
 
     /// A stream ended.
     fn close(&self, key: &DpKey) {
-        self.insights.update(key, |i| i.connected = false);
+        self.insights.update(key, |i| {
+            i.connected = false;
+            i.disconnect_time = Some(umbra_store::now_rfc3339());
+        });
         tracing::info!(mesh = %key.mesh, dataplane = %key.name, "Envoy disconnected");
     }
 }

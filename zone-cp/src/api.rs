@@ -3,13 +3,17 @@
 //! - `GET /meshes/{mesh}/{plural}` (paged: `size`, `offset`; `{total, items, next}`),
 //!   `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
 //! - inspect: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules` ([`crate::inspect`]).
+//! - Kuma's `DataplaneOverview` (the Dataplane and its xDS insight, [`umbra_api::insights`]):
+//!   `GET /meshes/{mesh}/dataplanes+insights/{name}`, and paged and filtered like the
+//!   Dataplane list, `GET /meshes/{mesh}/dataplanes+insights` and `GET /dataplanes+insights`.
 //!
 //! Tokens ([`umbra_api::tokens`]: issued by a standalone zone, by the Global for a federated
 //! one) and every call's authentication ([`umbra_api::authn`]) are shared with the Global;
 //! `GET /dp-server/ca.pem` gives the data-plane server's CA certificate.
 //!
 //! The resource routes are Kuma's, shared with the Global ([`umbra_api::crud`]): validation
-//! 400s, `If-Match` 409s, `ETag` versions, paging and `label=` filters; a PUT is answered once
+//! 400s, `If-Match` 409s, `ETag` versions, paging and the list filters (`label=`, `name=`,
+//! `tag=`, `gateway=`: [`umbra_api::filters`]); a PUT is answered once
 //! the store holds it durably. In a federated zone (a Global is configured), Meshes and
 //! policies are read-only here (405): they come from the Global.
 //!
@@ -142,11 +146,13 @@ pub fn router(state: AppState) -> Router {
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(umbra_api::about::routes())
-        .merge(service::dataplane_routes(
-            get(dataplane_insight),
-            get(inspect_config),
-            get(inspect_rules),
-        ));
+        .merge(service::dataplane_routes(service::DataplaneHandlers {
+            insight: get(dataplane_insight),
+            insights: get(dataplane_insights),
+            all_insights: get(all_dataplane_insights),
+            config: get(inspect_config),
+            rules: get(inspect_rules),
+        }));
     let trust = state.trust.clone();
     service::layered(umbra_api::authn::protect(router, trust)).with_state(state)
 }
@@ -257,16 +263,62 @@ async fn accept_global_store(State(st): State<AppState>) -> Result<Json<Value>, 
     })))
 }
 
-/// Kuma's `dataplanes+insights`: the Dataplane and its xDS connection state (connected, last
-/// ACKed version per type, last NACK with Envoy's error text).
+/// Kuma's `dataplanes+insights/{name}`: the Dataplane's `DataplaneOverview`
+/// ([`umbra_api::insights`]) with its xDS connection state (connected, last ACKed version per
+/// type, last NACK with Envoy's error text; a DPP that never connected reads disconnected).
+/// 404 when the Dataplane is unknown.
 async fn dataplane_insight(
     State(st): State<AppState>,
     Path((mesh, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let key = ResourceKey::dataplane(mesh.as_str(), name.as_str());
     let dp = get_stored(&*st.store.contract(), &key).await?;
-    let insight = st.insights.get(&mesh, &name).unwrap_or_default();
-    Ok(Json(
-        json!({"dataplane": dp.resource.to_value(), "dataplaneInsight": insight}),
-    ))
+    Ok(Json(umbra_api::insights::dataplane_overview(
+        &dp,
+        Some(insight_doc(&st, &dp)),
+        st.reconciler.zone(),
+    )))
+}
+
+/// The insight of a stored Dataplane as JSON (the default, disconnected, when it never
+/// connected).
+fn insight_doc(st: &AppState, dp: &umbra_store::Stored) -> Value {
+    let meta = &dp.resource.meta;
+    serde_json::to_value(st.insights.get(&meta.mesh, &meta.name).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// `GET /meshes/{mesh}/dataplanes+insights`: a page of `DataplaneOverview`s, with the list
+/// filters (`name=`, `label=`, `tag=`, `gateway=`); 404 for an unknown mesh.
+async fn dataplane_insights(
+    State(st): State<AppState>,
+    Path(mesh): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let path = format!("/meshes/{mesh}/dataplanes+insights");
+    let zone = st.reconciler.zone().to_owned();
+    umbra_api::insights::dataplane_overviews(
+        &*st.store.contract(),
+        Some(&mesh),
+        &query,
+        &path,
+        |dp| (Some(insight_doc(&st, dp)), zone.clone()),
+    )
+    .await
+}
+
+/// `GET /dataplanes+insights`: [`dataplane_insights`] across every mesh.
+async fn all_dataplane_insights(
+    State(st): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let zone = st.reconciler.zone().to_owned();
+    umbra_api::insights::dataplane_overviews(
+        &*st.store.contract(),
+        None,
+        &query,
+        "/dataplanes+insights",
+        |dp| (Some(insight_doc(&st, dp)), zone.clone()),
+    )
+    .await
 }

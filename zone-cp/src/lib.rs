@@ -19,6 +19,7 @@ pub mod dp_server;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
 pub mod ingress;
+pub mod insight;
 pub mod inspect;
 pub mod kds;
 pub mod node_metadata;

@@ -252,6 +252,154 @@ async fn lists_are_paged() {
     assert_eq!(all["next"], "/dataplanes?offset=1&size=1&name=end");
     let (s, _) = call(&app, "GET", "/nopes", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    // Kuma's `tag=` (fuzzy, any inbound) and `gateway=` on Dataplanes, paged after filtering.
+    let (s, tagged) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes?tag=kuma.io/protocol:http&size=1",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{tagged}");
+    assert_eq!(
+        (
+            tagged["total"].as_u64(),
+            tagged["items"][0]["name"].as_str()
+        ),
+        (Some(2), Some("backend"))
+    );
+    assert_eq!(
+        tagged["next"],
+        "/meshes/default/dataplanes?offset=1&size=1&tag=kuma.io%2Fprotocol%3Ahttp"
+    );
+    let (_, fuzzy) = call(
+        &app,
+        "GET",
+        "/dataplanes?tag=kuma.io/service:end_kuma&tag=kuma.io/protocol:",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (fuzzy["total"].as_u64(), fuzzy["items"][0]["name"].as_str()),
+        (Some(2), Some("backend"))
+    );
+    let (_, gw) = call(&app, "GET", "/meshes/default/dataplanes?gateway=true", None).await;
+    assert_eq!(gw["total"], 0);
+    let (_, gw) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes?gateway=false",
+        None,
+    )
+    .await;
+    assert_eq!(gw["total"], 3);
+    for (uri, field, rule) in [
+        (
+            "/meshes/default/dataplanes?tag=nocolon",
+            "tag",
+            json!("format"),
+        ),
+        (
+            "/meshes/default/dataplanes?gateway=yes",
+            "gateway",
+            json!("enum"),
+        ),
+        ("/meshes/default/meshtimeouts?tag=a:b", "tag", Value::Null),
+    ] {
+        let (s, bad) = call(&app, "GET", uri, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {bad}");
+        assert_eq!(bad["invalid_parameters"][0]["field"], field, "{uri}");
+        assert_eq!(bad["invalid_parameters"][0]["rule"], rule, "{uri}: {bad}");
+    }
+}
+
+#[tokio::test]
+async fn dataplane_overviews_one_and_paged_lists_with_filters() {
+    let app = loaded().await;
+    let (s, one) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights/backend",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(one["type"], "DataplaneOverview");
+    assert_eq!(
+        (one["mesh"].as_str(), one["name"].as_str()),
+        (Some("default"), Some("backend"))
+    );
+    assert!(one["creationTime"].is_string(), "{one}");
+    assert_eq!(one["dataplane"]["networking"]["address"], "10.42.0.30");
+    // Never connected: Umbra's fields say so, and there is no subscription.
+    assert_eq!(one["dataplaneInsight"]["connected"], false);
+    assert!(
+        one["dataplaneInsight"].get("subscriptions").is_none(),
+        "{one}"
+    );
+    let (s, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights/nope",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    let (s, page) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights?size=2",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 3);
+    let names: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["backend", "frontend"]);
+    assert_eq!(page["items"][0], one);
+    assert_eq!(
+        page["next"],
+        "/meshes/default/dataplanes+insights?offset=2&size=2"
+    );
+    let (_, last) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights?offset=2&size=2",
+        None,
+    )
+    .await;
+    assert_eq!(last["items"][0]["name"], "redis");
+    assert!(last.get("next").is_none(), "{last}");
+    let (_, tagged) = call(
+        &app,
+        "GET",
+        "/dataplanes+insights?tag=kuma.io/protocol:http&name=end&size=1",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            tagged["total"].as_u64(),
+            tagged["items"][0]["name"].as_str()
+        ),
+        (Some(2), Some("backend"))
+    );
+    assert_eq!(
+        tagged["next"],
+        "/dataplanes+insights?offset=1&size=1&tag=kuma.io%2Fprotocol%3Ahttp&name=end"
+    );
+    let (_, gw) = call(&app, "GET", "/dataplanes+insights?gateway=builtin", None).await;
+    assert_eq!(gw["total"], 0);
+    let (s, _) = call(&app, "GET", "/meshes/nope/dataplanes+insights", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, bad) = call(&app, "GET", "/dataplanes+insights?tag=x", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
 }
 
 #[tokio::test]

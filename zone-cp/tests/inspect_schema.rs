@@ -1,7 +1,10 @@
 //! The zone's inspect answers validate against Kuma 2.7.29's published schemas (issue 20):
 //! `_rules` (live, and `shadow=true&include=diff`) of a DPP selected by several policy types
 //! is an `InspectRules`, with Kuma's `proxyRule`, `fromRules[].inbound.{tags,port}` and one
-//! `httpMatches` entry per match.
+//! `httpMatches` entry per match. `_config` (`shadow=true&include=diff`) is an
+//! `InspectDataplanesConfig` but for its diff operations, which stay RFC 6902 (`replace`, and
+//! `remove` without `value`) as transition seed 000 shows them, where Kuma's `JsonPatchItem`
+//! allows only `add`/`remove`/`test`, each with a `value` (documented in `openapi.yaml`).
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -135,4 +138,62 @@ async fn rules_validate_against_kumas_inspect_rules() {
     let mut doc = live["rules"].clone();
     json_patch::patch(&mut doc, &patch).unwrap();
     assert_eq!(doc, shadow["rules"]);
+}
+
+#[tokio::test]
+async fn config_validates_against_kumas_inspect_dataplanes_config_but_for_the_seeds_diff_ops() {
+    let app = loaded().await;
+    let base = "/meshes/default/dataplanes/frontend/_config";
+    for query in ["", "?include=diff", "?shadow=true"] {
+        let (s, answer, _) = call(&app, "GET", &format!("{base}{query}"), &[], None).await;
+        assert_eq!(s, StatusCode::OK, "{query}: {answer}");
+        assert_valid("InspectDataplanesConfig", &answer);
+        assert!(answer["xds"].is_object(), "{answer}");
+    }
+    let (s, shadow, _) = call(
+        &app,
+        "GET",
+        &format!("{base}?shadow=true&include=diff"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{shadow}");
+    let diff = shadow["diff"].as_array().unwrap().clone();
+    assert!(!diff.is_empty(), "{shadow}");
+    // Everything but the diff validates as Kuma publishes it...
+    let mut without_diff = shadow.clone();
+    without_diff.as_object_mut().unwrap().remove("diff");
+    assert_valid("InspectDataplanesConfig", &without_diff);
+    // ...and the diff's only departures from Kuma's JsonPatchItem are the seed's RFC 6902 ops:
+    // `replace`, and `remove` without a value.
+    let departures =
+        umbra_api::testing::kuma_schema::violations("InspectDataplanesConfig", &shadow);
+    assert!(
+        !departures.is_empty(),
+        "the seed scenario's diff has replace ops"
+    );
+    for line in departures {
+        let index: usize = line
+            .strip_prefix("\"/diff/")
+            .and_then(|rest| rest.split(['/', '"']).next())
+            .and_then(|i| i.parse().ok())
+            .unwrap_or_else(|| panic!("not a diff item: {line}"));
+        let op = &diff[index];
+        let seed_form =
+            op["op"] == "replace" || (op["op"] == "remove" && op.get("value").is_none());
+        assert!(seed_form, "{line}: {op}");
+    }
+    for op in &diff {
+        let name = op["op"].as_str().unwrap();
+        assert!(["add", "remove", "replace"].contains(&name), "{op}");
+        assert!(op["path"].is_string(), "{op}");
+        assert_eq!(op.get("value").is_some(), name != "remove", "{op}");
+    }
+    // It is the RFC 6902 patch from the live config to the shadow one.
+    let (_, live, _) = call(&app, "GET", base, &[], None).await;
+    let patch: json_patch::Patch = serde_json::from_value(shadow["diff"].clone()).unwrap();
+    let mut doc = live["xds"].clone();
+    json_patch::patch(&mut doc, &patch).unwrap();
+    assert_eq!(doc, shadow["xds"]);
 }

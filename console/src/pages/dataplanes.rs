@@ -1,9 +1,9 @@
 //! Dataplanes of a mesh (`/gui/meshes/{mesh}/dataplanes[?zone=&label=&offset=]`): each DPP
-//! with its zone, address, services, and its ADS state from the insight its zone reports
-//! (`GET /meshes/{mesh}/dataplanes+insights/{name}`): connected, ACKed types, and the last
-//! NACK with Envoy's error; "no insight reported" when the insight is empty (`{}`, the
-//! Global's answer when the zone reported none), the API's error when it could not be read.
-//! One page of [`PAGE_SIZE`] at a time, insights asked [`super::CONCURRENT_CALLS`] at once.
+//! with its zone, address, services, and its ADS state from the insight its zone reports:
+//! connected, ACKed types, and every NACK with Envoy's error; "no insight reported" when the
+//! insight is empty (`{}`, the Global's answer when the zone reported none). One page of
+//! [`PAGE_SIZE`] at a time, read in one call: `GET /meshes/{mesh}/dataplanes+insights`
+//! (Kuma's `DataplaneOverview`s, each `{dataplane, dataplaneInsight}`).
 //!
 //! On the Global the zone filter lists the zones (`GET /zones`); when they cannot be listed
 //! the page says so instead of the filter. A query that does not parse is a 400 page.
@@ -18,7 +18,7 @@ use umbra_core::resource::DISPLAY_NAME_LABEL;
 use umbra_core::target_ref::{SERVICE_TAG, ZONE_TAG};
 
 use super::fleet::items;
-use super::{enc, get_all, text, PAGE_SIZE};
+use super::{enc, text, PAGE_SIZE};
 use crate::client::Caller;
 use crate::diff_view::short_type;
 use crate::error::PageError;
@@ -133,29 +133,16 @@ pub async fn list(
         filters.push_str(&format!("&label={}", enc(l)));
     }
     let path = format!(
-        "/meshes/{}/dataplanes?size={PAGE_SIZE}&offset={offset}{filters}",
+        "/meshes/{}/dataplanes+insights?size={PAGE_SIZE}&offset={offset}{filters}",
         enc(&mesh)
     );
     let body = match caller.get(&console, &path).await {
         Ok(b) => b,
         Err(e) => return e.respond(&console, &caller, &uri.to_string()),
     };
-    let dps = items(&body);
-    let paths = dps
+    let rows: Vec<Value> = items(&body)
         .iter()
-        .map(|dp| {
-            format!(
-                "/meshes/{}/dataplanes+insights/{}",
-                enc(&mesh),
-                enc(text(dp, "name"))
-            )
-        })
-        .collect();
-    let insights = get_all(&console, &caller, paths).await;
-    let rows: Vec<Value> = dps
-        .iter()
-        .zip(&insights)
-        .map(|(dp, i)| row(dp, i.as_ref()))
+        .map(|overview| row(&overview["dataplane"], Ok(overview)))
         .collect();
     let nacking = rows
         .iter()
@@ -280,33 +267,20 @@ mod tests {
         assert_eq!(r["connected"], Value::Null);
     }
 
-    /// A fake API with three Dataplanes (connected, no insight reported, insight failing) and
-    /// a failing `/zones`.
+    /// A fake API with two Dataplane overviews (connected, no insight reported) and a failing
+    /// `/zones`.
     fn api() -> Router {
         Router::new()
             .route(
-                "/meshes/{mesh}/dataplanes",
+                "/meshes/{mesh}/dataplanes+insights",
                 get(|| async {
-                    Json(json!({"total": 3, "items": [dp("up"), dp("quiet"), dp("lost")]}))
-                }),
-            )
-            .route(
-                "/meshes/{mesh}/dataplanes+insights/{name}",
-                get(|Path((_, n)): Path<(String, String)>| async move {
-                    match n.as_str() {
-                        "up-abc" => Ok(Json(
-                            json!({"dataplane": dp("up"), "dataplaneInsight": {"connected": true}}),
-                        )),
-                        "quiet-abc" => Ok(Json(
-                            json!({"dataplane": dp("quiet"), "dataplaneInsight": {}}),
-                        )),
-                        _ => Err((
-                            StatusCode::BAD_GATEWAY,
-                            Json(
-                                json!({"title": "Bad Gateway", "detail": "zone z1 did not answer"}),
-                            ),
-                        )),
-                    }
+                    Json(json!({"total": 2, "items": [
+                        {"type": "DataplaneOverview", "dataplane": dp("up"),
+                            "dataplaneInsight": {"connected": true, "nacked": {
+                                "type.googleapis.com/envoy.config.listener.v3.Listener":
+                                    {"version": "v2", "error": "bad filter"}}}},
+                        {"type": "DataplaneOverview", "dataplane": dp("quiet"), "dataplaneInsight": {}},
+                    ]}))
                 }),
             )
             .route(
@@ -342,17 +316,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_page_tells_no_insight_from_a_failed_one_and_a_missing_zone_filter() {
+    async fn the_page_reads_overviews_in_one_call_and_tells_a_missing_zone_filter() {
         let (status, html) = get_page("/gui/meshes/default/dataplanes").await;
         assert_eq!(status, StatusCode::OK, "{html}");
         assert!(ads_cell(&html, "up").contains("● connected"), "{html}");
         let quiet = ads_cell(&html, "quiet");
         assert!(quiet.contains("no insight reported"), "{quiet}");
         assert!(!quiet.contains("disconnected"), "{quiet}");
-        let lost = ads_cell(&html, "lost");
         assert!(
-            lost.contains("insight unavailable: zone z1 did not answer"),
-            "{lost}"
+            html.contains("bad filter"),
+            "every NACK with Envoy's error: {html}"
         );
         assert!(!html.contains("id=\"zone-filter\""), "{html}");
         assert!(

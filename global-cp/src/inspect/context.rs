@@ -197,6 +197,7 @@ pub async fn for_each_dataplane_page<T: Send + 'static>(
                 mesh: Some(mesh.to_owned()),
                 labels: BTreeMap::new(),
                 name_contains: None,
+                dataplane: Default::default(),
                 offset,
                 size: DATAPLANE_PAGE,
             })

@@ -19,8 +19,8 @@ use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
     check_expected, check_unused, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times,
-    unchanged, Change, ListQuery, Op, Page, Store, StoreError, Stored, Transacted, Write, MAX_PAGE,
-    MESH_USERS,
+    unchanged, Change, GatewayFilter, ListQuery, Op, Page, Store, StoreError, Stored, Transacted,
+    Write, MAX_PAGE, MESH_USERS,
 };
 
 /// The migrations this build knows (embedded at compile time).
@@ -398,6 +398,30 @@ async fn listen(pool: PgPool, url: String, wake: watch::Sender<u64>) {
     }
 }
 
+/// The `WHERE` of a list: `$1` type, `$2` mesh (NULL: every mesh), `$3` labels (`@>`), `$4`
+/// name substring (NULL: any), and the Dataplane filter ([`umbra_store::DataplaneFilter`],
+/// the same rules as the memory store): `$5` tags (Kuma's `MatchTagsFuzzy`: the gateway's tags
+/// on a gateway, else some inbound's, contain every value), `$6` gateway kind (NULL, `any`,
+/// `none`, `builtin`, `delegated`), `$7` whether any Dataplane filter is given (then only
+/// Dataplanes match).
+const LIST_WHERE: &str = "WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
+    AND ($4::text IS NULL OR strpos(name, $4) > 0)
+    AND (NOT $7::bool OR (type = 'Dataplane'
+      AND ($5::jsonb = '{}'::jsonb OR CASE WHEN jsonb_typeof(spec->'networking'->'gateway') = 'object'
+        THEN NOT EXISTS (SELECT 1 FROM jsonb_each_text($5::jsonb) f
+          WHERE COALESCE(strpos(spec->'networking'->'gateway'->'tags'->>f.key, f.value), 0) = 0)
+        ELSE EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(spec->'networking'->'inbound') = 'array'
+            THEN spec->'networking'->'inbound' ELSE '[]'::jsonb END) i
+          WHERE NOT EXISTS (SELECT 1 FROM jsonb_each_text($5::jsonb) f
+            WHERE COALESCE(strpos(i->'tags'->>f.key, f.value), 0) = 0)) END)
+      AND ($6::text IS NULL OR CASE $6::text
+        WHEN 'any' THEN jsonb_typeof(spec->'networking'->'gateway') = 'object'
+        WHEN 'none' THEN jsonb_typeof(spec->'networking'->'gateway') IS DISTINCT FROM 'object'
+        WHEN 'builtin' THEN jsonb_typeof(spec->'networking'->'gateway') = 'object'
+          AND spec->'networking'->'gateway'->>'type' = 'BUILTIN'
+        ELSE jsonb_typeof(spec->'networking'->'gateway') = 'object'
+          AND COALESCE(spec->'networking'->'gateway'->>'type', 'DELEGATED') = 'DELEGATED' END)))";
+
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn put(
@@ -644,29 +668,38 @@ impl Store for PostgresStore {
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
         let mesh = query_mesh(query);
         let labels = serde_json::to_value(&query.labels).unwrap_or_default();
+        let tags = serde_json::to_value(&query.dataplane.tags).unwrap_or_default();
+        let gateway = query.dataplane.gateway.map(|g| match g {
+            GatewayFilter::Any => "any",
+            GatewayFilter::None => "none",
+            GatewayFilter::Builtin => "builtin",
+            GatewayFilter::Delegated => "delegated",
+        });
         let size = query.size.clamp(1, MAX_PAGE);
-        let total: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
-             AND ($4::text IS NULL OR strpos(name, $4) > 0)",
-        )
+        let total: i64 =
+            sqlx::query_scalar(&format!("SELECT count(*) FROM resources {LIST_WHERE}"))
+                .bind(query.ty.name())
+                .bind(&mesh)
+                .bind(&labels)
+                .bind(&query.name_contains)
+                .bind(&tags)
+                .bind(gateway)
+                .bind(!query.dataplane.is_empty())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(unavailable)?;
+        let rows = sqlx::query(&format!(
+            "SELECT * FROM resources {LIST_WHERE} ORDER BY mesh, name LIMIT $8 OFFSET $9"
+        ))
         .bind(query.ty.name())
         .bind(&mesh)
         .bind(&labels)
         .bind(&query.name_contains)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(unavailable)?;
-        let rows = sqlx::query(
-            "SELECT * FROM resources WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
-             AND ($6::text IS NULL OR strpos(name, $6) > 0)
-             ORDER BY mesh, name LIMIT $4 OFFSET $5",
-        )
-        .bind(query.ty.name())
-        .bind(&mesh)
-        .bind(&labels)
+        .bind(&tags)
+        .bind(gateway)
+        .bind(!query.dataplane.is_empty())
         .bind(to_i64(size))
         .bind(to_i64(query.offset))
-        .bind(&query.name_contains)
         .fetch_all(&self.pool)
         .await
         .map_err(unavailable)?;

@@ -1,0 +1,164 @@
+//! The list filters of Kuma's resource API, read once from a request's query pairs
+//! ([`ListFilters::parse`]) and pushed down to the store ([`umbra_store::ListQuery`]), so that
+//! `total` and `next` count only what matches:
+//! - `label=<key>:<value>` (repeatable, all must match; Umbra's, Kuma 2.7 has none);
+//! - `name=<text>`: names containing the text (case-sensitive; Kuma's `ListByNameContains`);
+//! - Dataplane lists only: `tag=<key>:<value>` (repeatable, all must match, split at the first
+//!   `:`), Kuma's `MatchTagsFuzzy`: the gateway's tags on a gateway DPP, else at least one
+//!   inbound's tags, carry every key with a value *containing* the given value; and
+//!   `gateway=true|false|builtin|delegated`.
+//!
+//! Deviations from Kuma, each a 400 rather than silently ignored: a `label=`/`tag=` without
+//! `:` (`rule: format`), a `gateway=` outside the four spellings (`rule: enum`), and `tag=` or
+//! `gateway=` on a list of anything but Dataplanes (Kuma also filters ExternalServices by tag;
+//! Umbra does not yet).
+
+use std::collections::BTreeMap;
+
+use umbra_core::resource::ResourceType;
+use umbra_store::{DataplaneFilter, GatewayFilter};
+
+use crate::error::ApiError;
+use crate::paging::one_of;
+
+/// The filters of one list request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilters {
+    /// `label=`: every label with exactly this value.
+    pub labels: BTreeMap<String, String>,
+    /// `name=`: the name contains this (an empty `name=` is no filter).
+    pub name: Option<String>,
+    /// `tag=` and `gateway=` (Dataplanes only).
+    pub dataplane: DataplaneFilter,
+}
+
+impl ListFilters {
+    /// The filters in `query` for a list of `ty`.
+    ///
+    /// # Errors
+    /// A 400 naming the parameter: `label`/`tag` not `<key>:<value>` (`rule: format`), an
+    /// unknown `gateway` spelling (`rule: enum`), `tag`/`gateway` on a type other than
+    /// Dataplane.
+    pub fn parse(ty: ResourceType, query: &[(String, String)]) -> Result<Self, ApiError> {
+        let mut out = ListFilters {
+            labels: pairs(query, "label")?,
+            name: query
+                .iter()
+                .find(|(k, v)| k == "name" && !v.is_empty())
+                .map(|(_, v)| v.clone()),
+            dataplane: DataplaneFilter {
+                tags: pairs(query, "tag")?,
+                gateway: None,
+            },
+        };
+        if let Some((_, v)) = query.iter().find(|(k, _)| k == "gateway") {
+            out.dataplane.gateway = Some(one_of(
+                "gateway",
+                v,
+                &[
+                    ("true", GatewayFilter::Any),
+                    ("false", GatewayFilter::None),
+                    ("builtin", GatewayFilter::Builtin),
+                    ("delegated", GatewayFilter::Delegated),
+                ],
+            )?);
+        }
+        if ty != ResourceType::Dataplane && !out.dataplane.is_empty() {
+            let field = if out.dataplane.tags.is_empty() {
+                "gateway"
+            } else {
+                "tag"
+            };
+            return Err(ApiError::bad_parameter(
+                field,
+                format!("only Dataplane lists filter by {field}, not {}", ty.name()),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Every `<key>:<value>` given as query parameter `param`, split at the first `:`.
+fn pairs(query: &[(String, String)], param: &str) -> Result<BTreeMap<String, String>, ApiError> {
+    let mut out = BTreeMap::new();
+    for (_, v) in query.iter().filter(|(k, _)| k == param) {
+        let (key, value) = v.split_once(':').ok_or_else(|| {
+            ApiError::bad_parameter(param, format!("{v:?} is not <key>:<value>"))
+                .with_rule("format", &[])
+        })?;
+        out.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn parses_every_filter() {
+        let f = ListFilters::parse(
+            ResourceType::Dataplane,
+            &q(&[
+                ("label", "env:prod"),
+                ("name", "web"),
+                ("tag", "kuma.io/service:web"),
+                ("tag", "url:http://x"),
+                ("gateway", "builtin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(f.labels, [("env".into(), "prod".into())].into());
+        assert_eq!(f.name.as_deref(), Some("web"));
+        assert_eq!(
+            f.dataplane.tags.get("url").map(String::as_str),
+            Some("http://x")
+        );
+        assert_eq!(f.dataplane.tags.len(), 2);
+        assert_eq!(f.dataplane.gateway, Some(GatewayFilter::Builtin));
+        assert_eq!(
+            ListFilters::parse(ResourceType::Dataplane, &q(&[("name", "")])).unwrap(),
+            ListFilters::default()
+        );
+    }
+
+    #[test]
+    fn refuses_bad_filters() {
+        let field = |r: Result<ListFilters, ApiError>| {
+            r.unwrap_err().body()["invalid_parameters"][0].clone()
+        };
+        let e = field(ListFilters::parse(
+            ResourceType::Dataplane,
+            &q(&[("tag", "x")]),
+        ));
+        assert_eq!(
+            (e["field"].as_str(), e["rule"].as_str()),
+            (Some("tag"), Some("format"))
+        );
+        let e = field(ListFilters::parse(
+            ResourceType::Dataplane,
+            &q(&[("gateway", "yes")]),
+        ));
+        assert_eq!(
+            (e["field"].as_str(), e["rule"].as_str()),
+            (Some("gateway"), Some("enum"))
+        );
+        let e = field(ListFilters::parse(
+            ResourceType::MeshTimeout,
+            &q(&[("tag", "a:b")]),
+        ));
+        assert_eq!(e["field"], "tag");
+        let e = field(ListFilters::parse(
+            ResourceType::Mesh,
+            &q(&[("gateway", "true")]),
+        ));
+        assert_eq!(e["field"], "gateway");
+    }
+}
