@@ -6,7 +6,8 @@
 //! - [`state`]: what handlers share; [`error`]: a page's error;
 //! - [`client`]: the in-process API calls made on a browser's behalf, with its credentials;
 //! - [`session`]: signing in and out (the API's own authentication, via a session cookie);
-//! - [`render`]: templates, the page frame, error pages, security headers;
+//! - [`render`]: templates, the page frame, error pages, security headers; [`query`]: a page's
+//!   query string, or a 400 page;
 //! - [`pages`]: one module per view: zones and meshes ([`pages::fleet`]), Dataplanes with
 //!   their ADS state ([`pages::dataplanes`]), policies by type ([`pages::policies`]), one DPP
 //!   with its rules and config diff ([`pages::dataplane`]), and the fleet-wide shadow diff,
@@ -23,6 +24,7 @@ pub mod client;
 pub mod diff_view;
 pub mod error;
 pub mod pages;
+pub mod query;
 pub mod render;
 pub mod session;
 pub mod state;

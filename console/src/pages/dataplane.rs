@@ -23,8 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use serde::Deserialize;
@@ -40,6 +39,7 @@ use crate::diff_view::{
     per_resource, short_type, ConfigDiff, MAX_RESOURCES, MAX_TOTAL_ROWS, TIME_BUDGET,
 };
 use crate::error::PageError;
+use crate::query::PageQuery;
 use crate::render::page;
 use crate::state::{Console, Mode};
 
@@ -72,18 +72,8 @@ pub async fn show(
     caller: Caller,
     uri: Uri,
     Path(DpPath { mesh, name }): Path<DpPath>,
-    q: Result<Query<ShowQuery>, QueryRejection>,
+    PageQuery(q): PageQuery<ShowQuery>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => {
-            return PageError::bad_request(e.body_text()).respond(
-                &console,
-                &caller,
-                &uri.to_string(),
-            )
-        }
-    };
     let zone = q.zone.filter(|z| !z.is_empty());
     match view(&console, &caller, &mesh, &name, zone.as_deref()).await {
         Ok((title, ctx)) => page(&console, &caller, "dataplane.html", &title, ctx),

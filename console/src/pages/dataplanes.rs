@@ -8,8 +8,7 @@
 //! On the Global the zone filter lists the zones (`GET /zones`); when they cannot be listed
 //! the page says so instead of the filter. A query that does not parse is a 400 page.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::Uri;
 use axum::response::Response;
 use serde::Deserialize;
@@ -22,6 +21,7 @@ use super::{enc, text, PAGE_SIZE};
 use crate::client::Caller;
 use crate::diff_view::short_type;
 use crate::error::PageError;
+use crate::query::PageQuery;
 use crate::render::page;
 use crate::state::{Console, Mode};
 
@@ -110,18 +110,8 @@ pub async fn list(
     caller: Caller,
     uri: Uri,
     Path(mesh): Path<String>,
-    q: Result<Query<ListQuery>, QueryRejection>,
+    PageQuery(q): PageQuery<ListQuery>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => {
-            return PageError::bad_request(e.body_text()).respond(
-                &console,
-                &caller,
-                &uri.to_string(),
-            )
-        }
-    };
     let offset = q.offset.unwrap_or(0);
     let zone = q.zone.filter(|z| !z.is_empty());
     let label = q.label.filter(|l| !l.is_empty());

@@ -2,8 +2,7 @@
 //! connect and last-seen times, Dataplane counts, ingresses, sync ACK/NACK tallies) and
 //! meshes (`/gui/meshes`, from `GET /meshes` and each mesh's Dataplane count).
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::Uri;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -12,6 +11,7 @@ use serde_json::{json, Value};
 use super::{enc, get_all, text};
 use crate::client::Caller;
 use crate::error::PageError;
+use crate::query::PageQuery;
 use crate::render::page;
 use crate::state::Console;
 
@@ -62,18 +62,8 @@ pub async fn meshes(
     State(console): State<Console>,
     caller: Caller,
     uri: Uri,
-    q: Result<Query<MeshesQuery>, QueryRejection>,
+    PageQuery(q): PageQuery<MeshesQuery>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => {
-            return PageError::bad_request(e.body_text()).respond(
-                &console,
-                &caller,
-                &uri.to_string(),
-            )
-        }
-    };
     let zone = q.zone.filter(|z| !z.is_empty());
     let body = match caller.get(&console, "/meshes?size=1000").await {
         Ok(b) => b,

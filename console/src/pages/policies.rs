@@ -4,8 +4,7 @@
 //! (`umbra.io/converted-from`) and, on the Global, how many DPPs each selects
 //! (`GET .../{name}/_resources/dataplanes`, the first [`MAX_COUNTED`] policies).
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::Uri;
 use axum::response::Response;
 use serde::Deserialize;
@@ -16,6 +15,7 @@ use umbra_core::resource::{ResourceType, EFFECT_LABEL, EFFECT_SHADOW};
 use super::fleet::items;
 use super::{enc, get_all, text};
 use crate::client::Caller;
+use crate::query::PageQuery;
 use crate::render::page;
 use crate::state::{Console, Mode};
 
@@ -53,18 +53,8 @@ pub async fn list(
     caller: Caller,
     uri: Uri,
     Path(mesh): Path<String>,
-    q: Result<Query<PoliciesQuery>, QueryRejection>,
+    PageQuery(q): PageQuery<PoliciesQuery>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => {
-            return crate::error::PageError::bad_request(e.body_text()).respond(
-                &console,
-                &caller,
-                &uri.to_string(),
-            )
-        }
-    };
     let only = q.type_name.filter(|t| !t.is_empty());
     let shadow_only = q.shadow.unwrap_or(false);
     // The mesh first: an unknown mesh is the API's 404, not an empty page.
