@@ -72,39 +72,34 @@ pub fn versions() -> Value {
     json!({ "kumaDp": { env!("CARGO_PKG_VERSION"): { "envoy": ENVOY_CONSTRAINT } } })
 }
 
-/// `url` with the password of its user info (`scheme://user:password@host`) and the value of
-/// every query parameter whose name contains `password` (libpq's `?password=`,
-/// `sslpassword=`) replaced by [`REDACTED`]. Text that is not a `scheme://` URL is redacted
-/// whole: it cannot be told apart from a key/value string carrying a password.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
+/// `raw` with the password of its user info (`scheme://user:password@host`) and the value of
+/// every query parameter whose (decoded) name contains `pass` (libpq's `?password=`,
+/// `sslpassword=`, `passfile=`) replaced by [`REDACTED`]. The URL is read as sqlx reads it (the
+/// `url` crate), so what is redacted is what the store would use; text that does not parse as
+/// a URL is redacted whole (a libpq key/value string may carry a password anywhere).
+pub fn redact_url(raw: &str) -> String {
+    let Ok(mut url) = url::Url::parse(raw) else {
         return REDACTED.to_owned();
     };
-    // The user info ends at the last `@`: a password may hold `/`, `?` or `@`. (An `@` after
-    // the host only makes more of the URL redacted, never less.)
-    let (user_info, after) = match rest.rsplit_once('@') {
-        Some((user_info, after)) => match user_info.split_once(':') {
-            Some((user, _)) => (format!("{user}:{REDACTED}@"), after),
-            None => (format!("{user_info}@"), after),
-        },
-        None => (String::new(), rest),
-    };
-    let after = match after.split_once('?') {
-        Some((location, query)) => {
-            let query: Vec<String> = query
-                .split('&')
-                .map(|pair| match pair.split_once('=') {
-                    Some((k, _)) if k.to_ascii_lowercase().contains("password") => {
-                        format!("{k}={REDACTED}")
-                    }
-                    _ => pair.to_owned(),
-                })
-                .collect();
-            format!("{location}?{}", query.join("&"))
-        }
-        None => after.to_owned(),
-    };
-    format!("{scheme}://{user_info}{after}")
+    if url.password().is_some() && url.set_password(Some(REDACTED)).is_err() {
+        return REDACTED.to_owned();
+    }
+    if url.query().is_some() {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let secret = k.to_ascii_lowercase().contains("pass");
+                let v = if secret {
+                    REDACTED.into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
 }
 
 /// The API authentication flags ([`crate::trust::AccessArgs`]) as `/config` shows them.
@@ -212,22 +207,30 @@ mod tests {
                 "postgres://umbra:*****@db:5432/umbra",
             ),
             (
-                "postgres://umbra:pa/ss@word@db/umbra?sslmode=require&password=s3cret",
+                "postgres://umbra:s3cret@db/umbra?sslmode=require&password=s3cret",
                 "postgres://umbra:*****@db/umbra?sslmode=require&password=*****",
             ),
             (
                 "postgresql://umbra@db/umbra?sslpassword=s3cret",
                 "postgresql://umbra@db/umbra?sslpassword=*****",
             ),
+            // An `@` in the query is not the user info's end.
             (
-                "postgres://umbra:s3?cret@db/umbra",
-                "postgres://umbra:*****@db/umbra",
+                "postgres://umbra@db/umbra?password=s3cret@t",
+                "postgres://umbra@db/umbra?password=*****",
             ),
+            // A percent-encoded key is the same key to the store.
+            (
+                "postgres://umbra@db/umbra?pass%77ord=s3cret",
+                "postgres://umbra@db/umbra?password=*****",
+            ),
+            // Not a URL the store could read: nothing of it is shown.
+            ("postgres://umbra:pa/ss@word@db/umbra", "*****"),
             ("postgres://db/umbra", "postgres://db/umbra"),
             ("host=db password=s3cret", "*****"),
         ] {
             let got = redact_url(url);
-            assert_eq!(got, want);
+            assert_eq!(got, want, "{url}");
             assert!(!got.contains("s3cret") && !got.contains("word@"), "{got}");
         }
     }

@@ -66,7 +66,12 @@ pub fn access(method: &Method, path: &str, policy: &AccessPolicy) -> Access {
         p if p == "/global-secrets" || p.starts_with("/global-secrets/") => Access::Admin,
         // A Mesh's Secrets, as Kuma: only the admin reads or writes them, also listed across
         // meshes (`GET /secrets`).
-        _ if segment(1) == Some("meshes") && segment(3) == Some("secrets") => Access::Admin,
+        // (`global-secrets` under a mesh is no resource path, but never less than the admin's.)
+        _ if segment(1) == Some("meshes")
+            && matches!(segment(3), Some("secrets" | "global-secrets")) =>
+        {
+            Access::Admin
+        }
         _ if segments.len() == 2 && segment(1) == Some("secrets") => Access::Admin,
         // A zone following a Global whose store changed (its removals apply again).
         "/global/accept-store" => Access::Admin,
@@ -322,6 +327,10 @@ mod tests {
         assert_eq!(access(&get, "/%73ecrets", &p), Access::Admin);
         assert_eq!(access(&get, "/meshes/default/%73ecrets", &p), Access::Admin);
         assert_eq!(access(&get, "/meshes/a%2Fb/secrets", &p), Access::Admin);
+        assert_eq!(
+            access(&get, "/meshes/default/global-secrets/x", &p),
+            Access::Admin
+        );
         assert_eq!(access(&get, "/dataplanes", &p), Access::Authenticated);
         assert_eq!(access(&get, "/meshtimeouts", &p), Access::Authenticated);
         assert_eq!(percent_decode("a%2"), "a%2");

@@ -489,11 +489,6 @@ async fn list_all_meshes(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     let ty = resource_type(&plural)?;
-    if !ty.is_mesh_scoped() {
-        return Err(ApiError::not_found(format!(
-            "{plural:?} is not a mesh-scoped resource type; only those are listed across meshes"
-        )));
-    }
     list(&*api.store, ty, None, &query, &format!("/{plural}")).await
 }
 

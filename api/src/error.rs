@@ -149,10 +149,10 @@ impl ApiError {
     }
 }
 
-/// Kuma's error `instance` (required by its schema): the id of the trace the request is part
-/// of (from the current span's W3C `traceparent`), else a fresh random id; 32 hex digits
-/// either way, so a caller can quote it and an operator find the request in the logs or the
-/// trace backend.
+/// Kuma's error `instance` (required by its schema), 32 hex digits: with OpenTelemetry
+/// tracing on, the id of the trace the request is part of (from the current span's W3C
+/// `traceparent`), so an operator finds the request in the trace backend; without it, a fresh
+/// random id that only tells one answer from another.
 pub fn instance() -> String {
     crate::process::current_context()
         .get("traceparent")

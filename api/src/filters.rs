@@ -36,10 +36,21 @@ impl ListFilters {
     /// The filters in `query` for a list of `ty`.
     ///
     /// # Errors
-    /// A 400 naming the parameter: `label`/`tag` not `<key>:<value>` (`rule: format`), an
+    /// A 400 naming the parameter: a NUL in `label`/`name`/`tag`, `label`/`tag` not
+    /// `<key>:<value>` (`rule: format`), an
     /// unknown `gateway` spelling (`rule: enum`), `tag`/`gateway` on a type other than
     /// Dataplane.
     pub fn parse(ty: ResourceType, query: &[(String, String)]) -> Result<Self, ApiError> {
+        // No store keeps a NUL in a name, label or tag, and PostgreSQL refuses one in text: a
+        // filter holding one is the caller's mistake (400), not a store outage (503).
+        for (k, v) in query {
+            if matches!(k.as_str(), "label" | "name" | "tag") && v.contains('\0') {
+                return Err(
+                    ApiError::bad_parameter(k, "a filter may not contain a NUL character")
+                        .with_rule("format", &[]),
+                );
+            }
+        }
         let mut out = ListFilters {
             labels: pairs(query, "label")?,
             name: query
@@ -94,6 +105,15 @@ fn pairs(query: &[(String, String)], param: &str) -> Result<BTreeMap<String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nul_in_a_filter_is_the_callers_mistake() {
+        for (k, v) in [("name", "a\0"), ("label", "a:\0"), ("tag", "\0:b")] {
+            let q = vec![(k.to_owned(), v.to_owned())];
+            let e = ListFilters::parse(ResourceType::Dataplane, &q).unwrap_err();
+            assert_eq!(e.status.as_u16(), 400, "{k}");
+        }
+    }
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

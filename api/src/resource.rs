@@ -8,14 +8,29 @@ use umbra_core::validate::{ValidationError, Violation};
 
 use crate::error::ApiError;
 
-/// The policy type of a path's `{plural}` segment (Mesh is not reachable this way).
+/// The mesh-scoped type of a path's `{plural}` segment (`/meshes/{mesh}/{plural}`, and the
+/// cross-mesh `/{plural}`). Mesh, GlobalSecret and ZoneIngress belong to no mesh and have
+/// their own paths (`/meshes`, `/global-secrets`, `/zone-ingresses`), whose access rules
+/// (`crate::authn`) a mesh path must not sidestep.
 ///
 /// # Errors
-/// A 404 naming the unknown type.
+/// A 404 naming the unknown type, or the path of a type that belongs to no mesh.
 pub fn resource_type(plural: &str) -> Result<ResourceType, ApiError> {
-    ResourceType::from_plural(plural)
-        .filter(|t| *t != ResourceType::Mesh)
-        .ok_or_else(|| ApiError::not_found(format!("unknown resource type {plural:?}")))
+    match ResourceType::from_plural(plural) {
+        Some(t) if t.is_mesh_scoped() => Ok(t),
+        Some(t) => Err(ApiError::not_found(format!(
+            "{} belong to no mesh: see /{}",
+            t.plural_display_name(),
+            if t == ResourceType::Mesh {
+                "meshes"
+            } else {
+                plural
+            }
+        ))),
+        None => Err(ApiError::not_found(format!(
+            "unknown resource type {plural:?}"
+        ))),
+    }
 }
 
 /// Decode `body` as a resource of `ty` named `name` (in `mesh` when mesh-scoped) and validate
@@ -80,6 +95,22 @@ pub fn decode_for_path(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mesh_paths_take_mesh_scoped_types_only() {
+        assert_eq!(
+            resource_type("meshtimeouts").unwrap(),
+            ResourceType::MeshTimeout
+        );
+        assert_eq!(resource_type("secrets").unwrap(), ResourceType::Secret);
+        for other in ["global-secrets", "zone-ingresses", "meshes", "nope"] {
+            assert_eq!(
+                resource_type(other).unwrap_err().status.as_u16(),
+                404,
+                "{other}"
+            );
+        }
+    }
 
     const K8S: &str = "apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata:\n  name: t\n  namespace: kuma-system\n  labels: {kuma.io/mesh: demo, kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 20s}\n";
 

@@ -344,6 +344,15 @@ async fn list_zone_overviews(
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     let page = umbra_api::paging::PageParams::parse(&query)?;
+    if let Some((k, _)) = query
+        .iter()
+        .find(|(k, _)| matches!(k.as_str(), "label" | "tag" | "gateway"))
+    {
+        return Err(ApiError::bad_parameter(
+            k,
+            "zones are filtered by name= only (they carry no labels or tags)",
+        ));
+    }
     let contains = query
         .iter()
         .find(|(k, _)| k == "name")

@@ -203,6 +203,29 @@ async fn api_tokens_groups_expiry_and_revocation_on_both_cps() -> anyhow::Result
         .call(global.api, "GET", "/meshtimeouts", None, Some(&alice))
         .await;
     assert_eq!(s, 200, "{body}");
+    // GlobalSecrets have their own, admin-only path: no mesh path reaches them, for anyone.
+    for method in ["GET", "PUT"] {
+        let path = "/meshes/default/global-secrets/x";
+        let body = Some("type: GlobalSecret\nname: x\ndata: YQ==\n");
+        let (s, answer) = seen
+            .call(global.api, method, path, body, Some(&alice))
+            .await;
+        assert_eq!(s, 403, "{method} {path}: {answer}");
+        let (s, answer) = seen
+            .call(global.api, method, path, body, Some(&admin))
+            .await;
+        assert_eq!(s, 404, "{method} {path}: {answer}");
+    }
+    let (s, body) = seen
+        .call(
+            global.api,
+            "GET",
+            "/meshes/default/global-secrets",
+            None,
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(s, 404, "{body}");
 
     // A federated zone, also strict, verifies the Global's tokens with the synced keys.
     let ztoken = zone_token(&global, "zone-1").await;
