@@ -9,7 +9,7 @@
 //! mesh: default                     # legacy CRDs only (old policies, Dataplane, ExternalService...)
 //! metadata:
 //!   name: timeout-global
-//!   namespace: kuma-system          # accepted and ignored: the name is kept as is
+//!   namespace: kuma-system          # optional; no other namespace is accepted (see below)
 //!   labels:
 //!     kuma.io/mesh: default         # the mesh of a targetRef policy
 //!     kuma.io/effect: shadow
@@ -20,8 +20,23 @@
 //! Reading ([`from_value`], [`decode`]): the mesh is the `kuma.io/mesh` label or the legacy
 //! top-level `mesh` (they must agree), `default` when neither is set, as Kuma defaults it; the
 //! `kuma.io/mesh` label itself is not kept among the resource's labels (the mesh carries it).
-//! Kubernetes object metadata a `kubectl get -o yaml` adds (`uid`, `resourceVersion`,
-//! `annotations`, ...) is accepted and ignored; anything else unknown is an error. Secrets are
+//!
+//! Umbra keeps Kuma's universal names, which have no namespace: `metadata.namespace` may only
+//! be absent or `kuma-system` (Kuma's system namespace, where policies live), and the name is
+//! then kept as is. An object of another namespace is refused: Kuma names it `<name>.<namespace>`
+//! outside Kubernetes, so it must be written with that universal name and no namespace
+//! (otherwise `web` in namespaces `a` and `b` would become one resource, and a policy of an
+//! application namespace would be taken as a mesh-wide one from `kuma-system`).
+//!
+//! Only object metadata that means nothing here is accepted and ignored: what Kubernetes
+//! records about the stored object (`uid`, `resourceVersion`, `generation`,
+//! `creationTimestamp`, `managedFields`, `selfLink`), as `kubectl get -o yaml` exports it, and
+//! annotations under `kubectl.kubernetes.io/` (such as `last-applied-configuration`). Metadata
+//! that would change what the object means is refused with its path: `deletionTimestamp` /
+//! `deletionGracePeriodSeconds` and `finalizers` (an object being deleted is not one to apply),
+//! `ownerReferences` (an owned object is its owner's to manage), `generateName` (Umbra
+//! generates no names), any other annotation (naming its key: Kuma reads annotations such as
+//! `kuma.io/display-name` that Umbra does not act on), and any unknown field. Secrets are
 //! native Kubernetes Secrets on Kubernetes, not `kuma.io` objects, so `Secret` and
 //! `GlobalSecret` have no Kubernetes form here. Every error names its path in the Kubernetes
 //! document (`metadata.name`, `spec.to[0].default.idleTimeout`); [`field_path`] maps the
@@ -52,22 +67,44 @@ pub const SYSTEM_NAMESPACE: &str = "kuma-system";
 /// The mesh of a resource that names none (Kuma's default).
 pub const DEFAULT_MESH: &str = "default";
 
-/// Object metadata fields Kubernetes sets or tools export, accepted and ignored.
+/// Object metadata fields Kubernetes records about a stored object and `kubectl get -o yaml`
+/// exports, which mean nothing to the resource: accepted and ignored.
 const IGNORED_METADATA: &[&str] = &[
-    "namespace",
-    "annotations",
     "uid",
     "resourceVersion",
     "generation",
     "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
     "managedFields",
-    "ownerReferences",
-    "finalizers",
-    "generateName",
     "selfLink",
 ];
+
+/// Object metadata fields that change what the object is, refused with the reason.
+const REFUSED_METADATA: &[(&str, &str)] = &[
+    (
+        "deletionTimestamp",
+        "must not be set: the object is being deleted, which is not something to apply",
+    ),
+    (
+        "deletionGracePeriodSeconds",
+        "must not be set: the object is being deleted, which is not something to apply",
+    ),
+    (
+        "finalizers",
+        "must not be set: finalizers hold an object's deletion, which Umbra does not run; remove them",
+    ),
+    (
+        "ownerReferences",
+        "must not be set: an owned object is managed by its owner, not applied on its own; remove the owner references",
+    ),
+    (
+        "generateName",
+        "must not be set: Umbra generates no names; set metadata.name",
+    ),
+];
+
+/// The annotation prefix whose keys are accepted and ignored (`kubectl apply`'s
+/// `last-applied-configuration` and the like): kubectl's bookkeeping, not the object's meaning.
+const IGNORED_ANNOTATION_PREFIX: &str = "kubectl.kubernetes.io/";
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> DecodeError {
     let mut e = ValidationError::new();
@@ -136,9 +173,12 @@ pub fn decode_all(bytes: &[u8], limits: Limits) -> Result<Vec<Resource>, DecodeE
 /// # Errors
 /// [`DecodeError::Invalid`] naming the path: `apiVersion` (not `kuma.io/v1alpha1`), `kind`
 /// (missing, unknown, or a secret), `metadata` / `metadata.name` (missing or not a string),
-/// `metadata.labels` (not a string map), `mesh` (mesh and label disagree, or a mesh on a type
-/// that belongs to none), an unknown top-level or metadata field, and spec decoding errors
-/// under `spec`.
+/// `metadata.labels` (not a string map), `metadata.namespace` (other than `kuma-system`),
+/// `metadata.annotations[<key>]` (a key not under `kubectl.kubernetes.io/`),
+/// `metadata.deletionTimestamp` / `finalizers` / `ownerReferences` (and the other refused
+/// metadata of the module docs), `mesh` (mesh and label disagree, or a mesh on a type that
+/// belongs to none), an unknown top-level or metadata field, and spec decoding errors under
+/// `spec`.
 pub fn from_value(value: Value) -> Result<Resource, DecodeError> {
     let Value::Object(mut obj) = value else {
         return Err(invalid("", "resource must be a mapping"));
@@ -183,6 +223,13 @@ pub fn from_value(value: Value) -> Result<Resource, DecodeError> {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(v) => from_value_at(&PathBuilder::rooted_at("metadata.labels"), v)?,
     };
+    check_namespace(metadata.remove("namespace"), &name)?;
+    check_annotations(metadata.remove("annotations"))?;
+    for (field, reason) in REFUSED_METADATA {
+        if metadata.contains_key(*field) {
+            return Err(invalid(format!("metadata.{field}"), *reason));
+        }
+    }
     if let Some(k) = metadata
         .keys()
         .find(|k| !IGNORED_METADATA.contains(&k.as_str()))
@@ -237,6 +284,47 @@ pub fn from_value(value: Value) -> Result<Resource, DecodeError> {
         },
         spec,
     })
+}
+
+/// Accept `metadata.namespace` only when absent or [`SYSTEM_NAMESPACE`] (see the module docs).
+fn check_namespace(namespace: Option<Value>, name: &str) -> Result<(), DecodeError> {
+    match namespace {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(ns)) if ns == SYSTEM_NAMESPACE => Ok(()),
+        Some(Value::String(ns)) => Err(invalid(
+            "metadata.namespace",
+            format!(
+                "must be {SYSTEM_NAMESPACE:?} or not set, got {ns:?}: Umbra keeps Kuma's universal \
+                 names, which have no namespace; write the object with its universal name \
+                 (<name>.<namespace> as Kuma names it, here metadata.name: {:?}) and without \
+                 metadata.namespace",
+                format!("{name}.{ns}")
+            ),
+        )),
+        Some(_) => Err(invalid("metadata.namespace", "must be a string")),
+    }
+}
+
+/// Accept `metadata.annotations` only with keys under [`IGNORED_ANNOTATION_PREFIX`].
+fn check_annotations(annotations: Option<Value>) -> Result<(), DecodeError> {
+    let path = PathBuilder::rooted_at("metadata.annotations");
+    let annotations: BTreeMap<String, String> = match annotations {
+        None | Some(Value::Null) => return Ok(()),
+        Some(v) => from_value_at(&path, v)?,
+    };
+    match annotations
+        .keys()
+        .find(|k| !k.starts_with(IGNORED_ANNOTATION_PREFIX))
+    {
+        None => Ok(()),
+        Some(k) => Err(invalid(
+            path.key(k).to_string(),
+            format!(
+                "annotation {k:?} is not supported: Umbra does not act on annotations, only \
+                 {IGNORED_ANNOTATION_PREFIX}* ones (kubectl's own) are accepted; remove it"
+            ),
+        )),
+    }
 }
 
 /// `r` in the Kubernetes form (see the module docs), or `None` for a Secret or GlobalSecret,
@@ -449,8 +537,85 @@ spec:
             field("apiVersion: kuma.io/v1alpha1\nkind: Dataplane\nmetadata: {name: d}\nspec: {networking: {address: 1}}\n"),
             "spec.networking.address"
         );
-        // Kubernetes' own metadata, as `kubectl get -o yaml` exports it, is ignored.
-        assert!(decode(yaml("apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata: {name: t, uid: x, resourceVersion: '1', annotations: {a: b}}\nspec: {targetRef: {kind: Mesh}}\n")).is_ok());
+        // Kubernetes' record of the stored object, as `kubectl get -o yaml` exports it, is
+        // ignored, and so are kubectl's own annotations.
+        let r = decode(yaml("apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata:\n  name: t\n  namespace: kuma-system\n  uid: x\n  resourceVersion: '1'\n  generation: 2\n  creationTimestamp: '2024-01-01T00:00:00Z'\n  managedFields: [{manager: kubectl}]\n  selfLink: /x\n  annotations: {kubectl.kubernetes.io/last-applied-configuration: '{}'}\nspec: {targetRef: {kind: Mesh}}\n")).unwrap();
+        assert_eq!(r.meta.name, "t");
+    }
+
+    /// The violation (field, message) of a Kubernetes document whose metadata is `metadata`.
+    fn metadata_error(kind_and_mesh: &str, metadata: &str) -> (String, String) {
+        let doc = format!("apiVersion: kuma.io/v1alpha1\n{kind_and_mesh}metadata: {metadata}\n");
+        let err = decode(yaml(&doc)).unwrap_err();
+        let v = &err.violations()[0];
+        (v.field.clone(), v.message.clone())
+    }
+
+    #[test]
+    fn a_namespace_other_than_kuma_system_is_refused() {
+        // Absent or kuma-system: the name is kept as is.
+        for ns in ["", ", namespace: kuma-system", ", namespace: null"] {
+            let doc = format!("apiVersion: kuma.io/v1alpha1\nkind: Dataplane\nmesh: m\nmetadata: {{name: web{ns}}}\nspec:\n  networking:\n    address: 10.0.0.1\n    inbound: [{{port: 80, tags: {{kuma.io/service: web}}}}]\n");
+            assert_eq!(decode(yaml(&doc)).unwrap().meta.name, "web");
+        }
+        // Two `web` Dataplanes of namespaces a and b would become one resource.
+        let (field, message) =
+            metadata_error("kind: Dataplane\nmesh: m\n", "{name: web, namespace: a}");
+        assert_eq!(field, "metadata.namespace");
+        assert!(message.contains("universal name"), "{message}");
+        assert!(message.contains(r#""web.a""#), "{message}");
+        // A policy of an application namespace is not a mesh-wide one from kuma-system.
+        let (field, message) = metadata_error("kind: MeshTimeout\n", "{name: t, namespace: shop}");
+        assert_eq!(field, "metadata.namespace");
+        assert!(message.contains(r#""t.shop""#), "{message}");
+        assert_eq!(
+            metadata_error("kind: MeshTimeout\n", "{name: t, namespace: ''}").0,
+            "metadata.namespace"
+        );
+        assert_eq!(
+            metadata_error("kind: MeshTimeout\n", "{name: t, namespace: [a]}"),
+            ("metadata.namespace".into(), "must be a string".into())
+        );
+    }
+
+    #[test]
+    fn metadata_that_changes_meaning_is_refused() {
+        let field = |m: &str| metadata_error("kind: MeshTimeout\n", m).0;
+        assert_eq!(
+            field("{name: t, deletionTimestamp: '2024-01-01T00:00:00Z'}"),
+            "metadata.deletionTimestamp"
+        );
+        assert_eq!(
+            field("{name: t, deletionGracePeriodSeconds: 30}"),
+            "metadata.deletionGracePeriodSeconds"
+        );
+        assert_eq!(
+            field("{name: t, finalizers: [kuma.io/finalizer]}"),
+            "metadata.finalizers"
+        );
+        assert_eq!(
+            field("{name: t, ownerReferences: [{apiVersion: v1, kind: Pod, name: p, uid: u}]}"),
+            "metadata.ownerReferences"
+        );
+        assert_eq!(
+            field("{name: t, generateName: t-}"),
+            "metadata.generateName"
+        );
+        // Annotations: kubectl's own are accepted, any other is refused by its key.
+        let (field, message) = metadata_error(
+            "kind: MeshTimeout\n",
+            "{name: t, annotations: {kubectl.kubernetes.io/last-applied-configuration: '{}', kuma.io/display-name: x}}",
+        );
+        assert_eq!(field, r#"metadata.annotations["kuma.io/display-name"]"#);
+        assert!(message.contains("kuma.io/display-name"), "{message}");
+        assert_eq!(
+            metadata_error("kind: MeshTimeout\n", "{name: t, annotations: {a: b}}").0,
+            r#"metadata.annotations["a"]"#
+        );
+        assert_eq!(
+            metadata_error("kind: MeshTimeout\n", "{name: t, annotations: [a]}").0,
+            "metadata.annotations"
+        );
     }
 
     #[test]
