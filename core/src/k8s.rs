@@ -52,7 +52,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::codec::{self, Limits};
+use crate::codec::Limits;
 use crate::resource::{
     decode_spec, from_value_at, DecodeError, Meta, Resource, ResourceType, TypeKind,
 };
@@ -151,21 +151,7 @@ pub fn decode(value: Value) -> Result<Resource, DecodeError> {
 /// # Errors
 /// [`DecodeError`].
 pub fn decode_all(bytes: &[u8], limits: Limits) -> Result<Vec<Resource>, DecodeError> {
-    let docs = codec::decode_documents(bytes, limits)?;
-    let many = docs.len() > 1;
-    docs.into_iter()
-        .enumerate()
-        .map(|(i, d)| {
-            decode(d).map_err(|e| match e {
-                DecodeError::Invalid(v) if many => {
-                    let mut out = ValidationError::new();
-                    out.add_at(&PathBuilder::root().index(i), v);
-                    DecodeError::Invalid(out)
-                }
-                other => other,
-            })
-        })
-        .collect()
+    crate::resource::decode_documents_with(bytes, limits, decode)
 }
 
 /// Decode a Kubernetes-form document (see the module docs for the shape).
@@ -399,7 +385,7 @@ mod tests {
     use serde_json::json;
 
     fn yaml(s: &str) -> Value {
-        codec::decode_one(s.as_bytes(), Limits::default()).unwrap()
+        crate::codec::decode_one(s.as_bytes(), Limits::default()).unwrap()
     }
 
     const TIMEOUT: &str = r#"

@@ -485,21 +485,7 @@ impl Resource {
     /// # Errors
     /// [`DecodeError`].
     pub fn all_from_bytes(bytes: &[u8]) -> Result<Vec<Resource>, DecodeError> {
-        let docs = codec::decode_documents(bytes, Limits::default())?;
-        let many = docs.len() > 1;
-        docs.into_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                Self::from_value(d).map_err(|e| match e {
-                    DecodeError::Invalid(v) if many => {
-                        let mut out = ValidationError::new();
-                        out.add_at(&PathBuilder::root().index(i), v);
-                        DecodeError::Invalid(out)
-                    }
-                    other => other,
-                })
-            })
-            .collect()
+        decode_documents_with(bytes, Limits::default(), Self::from_value)
     }
 
     /// Decode a universal-format document.
@@ -774,6 +760,34 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
         }
         ResourceType::ZoneIngress => Spec::ZoneIngress(from_value_at(root, v)?),
     })
+}
+
+/// Every document of a multi-document YAML (or JSON) text decoded by `decode`; the first bad
+/// document stops decoding, and with several documents its violations' paths start with the
+/// document's index (`[2].spec...`).
+///
+/// # Errors
+/// [`DecodeError`].
+pub(crate) fn decode_documents_with(
+    bytes: &[u8],
+    limits: Limits,
+    decode: impl Fn(Value) -> Result<Resource, DecodeError>,
+) -> Result<Vec<Resource>, DecodeError> {
+    let docs = codec::decode_documents(bytes, limits)?;
+    let many = docs.len() > 1;
+    docs.into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            decode(d).map_err(|e| match e {
+                DecodeError::Invalid(v) if many => {
+                    let mut out = ValidationError::new();
+                    out.add_at(&PathBuilder::root().index(i), v);
+                    DecodeError::Invalid(out)
+                }
+                other => other,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
