@@ -16,7 +16,10 @@
 //!   DPP's config or rules (transition seed 000), the diff rendered per resource with old and
 //!   new values ([`diff`]);
 //! - `inspect shadow-diff -m <mesh> [--policy <Type>/<name>] [--zone z] [--full]` shows the
-//!   fleet-wide effect of the shadow policies (a Global's `_shadow-diff`, issue 6).
+//!   fleet-wide effect of the shadow policies (a Global's `_shadow-diff`, issue 6);
+//! - `inspect dataplanes|meshes|zones|services` prints kumactl's tables from the overviews
+//!   ([`overview`]), and `export -m <mesh> --format universal` a whole mesh as the YAML
+//!   `apply -f` takes back ([`export`]).
 //!
 //! - `convert -f old.yaml` and `migrate plan|apply|rollback` ([`migrate`], issue 19).
 //!
@@ -36,9 +39,13 @@
 
 pub mod config;
 pub mod diff;
+pub mod export;
 pub mod migrate;
+pub mod overview;
 pub mod resources;
 pub mod tokens;
+
+pub use tokens::zone_token;
 
 use std::time::Duration;
 
@@ -112,13 +119,15 @@ pub enum Command {
         #[arg(short, long, default_value = "default")]
         mesh: String,
     },
+    /// A whole mesh as multi-document YAML that `apply -f` takes back (`kumactl export`).
+    Export(export::ExportArgs),
     /// Generate credentials.
     Generate {
         /// What to generate.
         #[command(subcommand)]
         what: Generate,
     },
-    /// Inspect DPPs and the effect of shadow policies.
+    /// Inspect DPPs, meshes, zones, services and the effect of shadow policies.
     Inspect {
         /// What to inspect.
         #[command(subcommand)]
@@ -199,6 +208,9 @@ pub enum Inspect {
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// `dataplanes`, `meshes`, `zones`, `services`: kumactl's tables ([`overview`]).
+    #[command(flatten)]
+    Tables(overview::Tables),
 }
 
 /// The command line once the address is resolved.
@@ -249,28 +261,6 @@ pub enum Generate {
         #[arg(long)]
         valid_for: Option<String>,
     },
-}
-
-/// Ask the Global at `api_url` for a token for `zone`.
-///
-/// # Errors
-/// The API's error detail (e.g. an invalid zone name), or why it could not be reached.
-pub async fn zone_token(
-    api_url: &str,
-    zone: &str,
-    valid_for: Option<&str>,
-) -> anyhow::Result<String> {
-    let mut body = serde_json::json!({ "zone": zone });
-    if let Some(v) = valid_for {
-        body["validFor"] = v.into();
-    }
-    let url = format!("{}/tokens/zone", api_url.trim_end_matches('/'));
-    let request = client(Duration::from_secs(30))?
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(body.to_string());
-    let text = send(&url, request).await?;
-    Ok(text.trim().to_owned())
 }
 
 /// Why a command failed; its [`exit_code`](CliError::exit_code) is what scripts see.
@@ -706,6 +696,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let value = resources::get(&cli.api_url, kind, &mesh, name.as_deref()).await?;
             let text = resources::render(kind, &value, name.is_some(), output, format, now())?;
             print!("{}", text.trim_end());
+            println!();
+        }
+        Command::Export(args) => {
+            print!("{}", export::export(&cli.api_url, &args).await?.trim_end());
+            println!();
+        }
+        Command::Inspect {
+            what: Inspect::Tables(what),
+        } => {
+            print!(
+                "{}",
+                overview::run(&cli.api_url, what, now()).await?.trim_end()
+            );
             println!();
         }
         Command::Delete { kind, name, mesh } => {

@@ -1,4 +1,5 @@
-//! `umbractl generate user-token|dataplane-token` (issue 15; Kuma's `POST /tokens/user` and
+//! `umbractl generate zone-token` ([`zone_token`], the Global's `POST /tokens/zone`),
+//! `generate user-token|dataplane-token` (issue 15; Kuma's `POST /tokens/user` and
 //! `POST /tokens/dataplane`, admin only) and `umbractl config control-planes
 //! add|list|switch|remove` over the contexts file ([`crate::config`]).
 
@@ -160,7 +161,7 @@ fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, Vec<String>>, CliError
 }
 
 /// Ask the API at `api_url` for the token `what` describes (not a zone token: see
-/// [`crate::zone_token`]).
+/// [`zone_token`]).
 ///
 /// # Errors
 /// Bad tags, the API's refusal (403 for a non-admin), an unreachable API.
@@ -191,7 +192,7 @@ pub async fn generate(api_url: &str, what: Generate) -> anyhow::Result<String> {
             }),
         ),
         Generate::ZoneToken { zone, valid_for } => {
-            return crate::zone_token(api_url, &zone, valid_for.as_deref()).await
+            return zone_token(api_url, &zone, valid_for.as_deref()).await
         }
     };
     let mut body = body;
@@ -204,6 +205,28 @@ pub async fn generate(api_url: &str, what: Generate) -> anyhow::Result<String> {
         .header("content-type", "application/json")
         .body(body.to_string());
     Ok(send(&url, request).await?.trim().to_owned())
+}
+
+/// Ask the Global at `api_url` for a token for `zone`.
+///
+/// # Errors
+/// The API's error detail (e.g. an invalid zone name), or why it could not be reached.
+pub async fn zone_token(
+    api_url: &str,
+    zone: &str,
+    valid_for: Option<&str>,
+) -> anyhow::Result<String> {
+    let mut body = serde_json::json!({ "zone": zone });
+    if let Some(v) = valid_for {
+        body["validFor"] = v.into();
+    }
+    let url = format!("{}/tokens/zone", api_url.trim_end_matches('/'));
+    let request = client(Duration::from_secs(30))?
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    let text = send(&url, request).await?;
+    Ok(text.trim().to_owned())
 }
 
 #[cfg(test)]
