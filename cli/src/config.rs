@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::CliError;
+use crate::error::CliError;
 
 /// The address used when nothing names one.
 pub const DEFAULT_API_URL: &str = "http://127.0.0.1:5681";

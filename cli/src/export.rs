@@ -15,8 +15,9 @@ use std::time::Duration;
 use serde_json::Value;
 use umbra_core::codec::encode_yaml;
 
+use crate::error::CliError;
+use crate::http::client;
 use crate::overview::{get_value, list_all, MAX_PAGES, PAGE_SIZE};
-use crate::{client, CliError};
 
 /// The resource form of `export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -23,6 +23,9 @@
 //!
 //! - `convert -f old.yaml` and `migrate plan|apply|rollback` ([`migrate`], issue 19).
 //!
+//! Requests go through [`http`] (the client with the context's token and CA, API errors as a
+//! [`CliError`], [`error`]); `-o` formats are [`output`].
+//!
 //! `-o json` prints the API's JSON instead. Long work shows a progress bar on stderr when it is
 //! a terminal (indicatif): `apply` per document, `inspect shadow-diff` from the API's NDJSON
 //! `progress` lines.
@@ -39,13 +42,21 @@
 
 pub mod config;
 pub mod diff;
+pub mod error;
 pub mod export;
+pub mod http;
 pub mod migrate;
+pub mod output;
 pub mod overview;
 pub mod resources;
 pub mod tokens;
 
-pub use tokens::zone_token;
+pub use error::CliError;
+pub use http::get_json;
+pub use output::Output;
+pub use tokens::{zone_token, Generate};
+
+use http::{api_error, client, pretty};
 
 use std::time::Duration;
 
@@ -149,15 +160,6 @@ pub enum Command {
     },
 }
 
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    /// Readable text (diffs per resource, coloured on a terminal).
-    Text,
-    /// The API's JSON, pretty-printed.
-    Json,
-}
-
 /// Things `inspect` shows.
 #[derive(Debug, clap::Subcommand)]
 pub enum Inspect {
@@ -217,236 +219,6 @@ pub enum Inspect {
 struct ResolvedCli {
     api_url: String,
     command: Command,
-}
-
-/// Things `generate` makes.
-#[derive(Debug, clap::Subcommand)]
-pub enum Generate {
-    /// A zone token, for `zone-cp --kds-token` (issued and signed by the Global).
-    ZoneToken {
-        /// Zone name (an RFC 1123 label).
-        #[arg(long)]
-        zone: String,
-        /// Validity, as a Go duration (`24h`, `8760h`); the Global's default is one year.
-        #[arg(long)]
-        valid_for: Option<String>,
-    },
-    /// A user token (admin only): a name and groups; `mesh-system:admin` makes an admin.
-    UserToken {
-        /// User name.
-        #[arg(long)]
-        name: String,
-        /// Group (repeatable).
-        #[arg(long = "group")]
-        groups: Vec<String>,
-        /// Validity (`24h`); the default is one year.
-        #[arg(long)]
-        valid_for: Option<String>,
-    },
-    /// A dataplane token (admin only), bound to a mesh and a DPP name and/or tags.
-    DataplaneToken {
-        /// Mesh.
-        #[arg(long, short)]
-        mesh: String,
-        /// DPP name (without it: any DPP of the mesh carrying the tags).
-        #[arg(long)]
-        name: Option<String>,
-        /// `key=value` (repeatable; a key repeated allows several values).
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        /// Proxy type: dataplane (default), ingress, egress.
-        #[arg(long = "type")]
-        proxy_type: Option<String>,
-        /// Validity (`24h`); the default is one year.
-        #[arg(long)]
-        valid_for: Option<String>,
-    },
-}
-
-/// Why a command failed; its [`exit_code`](CliError::exit_code) is what scripts see.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// Bad local input (file, YAML, resource); nothing was sent. Exit 2.
-    #[error("{0}")]
-    Input(String),
-    /// The control plane refused the request (4xx other than 404). Exit 1.
-    #[error("{0}")]
-    Refused(String),
-    /// 404. Exit 4.
-    #[error("{0}")]
-    NotFound(String),
-    /// Unreachable, timed out, or a 5xx. Exit 3.
-    #[error("{0}")]
-    Unavailable(String),
-    /// Any of the above with what was being done. Exits as the inner error. (Not named
-    /// `source`: that would make it the error's cause too, and `{:#}` would print it twice.)
-    #[error("{context}: {error}")]
-    Context {
-        /// What was being done.
-        context: String,
-        /// The failure.
-        error: Box<CliError>,
-    },
-}
-
-impl CliError {
-    /// The process exit status for this error (see the crate docs).
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CliError::Refused(_) => 1,
-            CliError::Input(_) => 2,
-            CliError::Unavailable(_) => 3,
-            CliError::NotFound(_) => 4,
-            CliError::Context { error, .. } => error.exit_code(),
-        }
-    }
-
-    /// This error, prefixed with what was being done.
-    pub fn context(self, context: impl Into<String>) -> CliError {
-        CliError::Context {
-            context: context.into(),
-            error: Box::new(self),
-        }
-    }
-}
-
-/// The failure of a request, from the API's error body: status, detail and every
-/// `{field, reason}`.
-fn api_error(url: &str, status: reqwest::StatusCode, body: &str) -> CliError {
-    let mut msg = match serde_json::from_str::<Value>(body) {
-        Ok(v) => {
-            let mut msg = format!(
-                "{url}: {status}: {}",
-                v["detail"].as_str().unwrap_or(body.trim())
-            );
-            for p in v["invalidParameters"].as_array().into_iter().flatten() {
-                msg.push_str(&format!(
-                    "\n  {}: {}",
-                    p["field"].as_str().unwrap_or_default(),
-                    p["reason"].as_str().unwrap_or_default()
-                ));
-            }
-            msg
-        }
-        Err(_) => format!("{url}: {status}: {}", body.trim()),
-    };
-    if msg.len() > 64 << 10 {
-        let mut end = 64 << 10;
-        while !msg.is_char_boundary(end) {
-            end -= 1;
-        }
-        msg.truncate(end);
-        msg.push_str(" ...");
-    }
-    if status == reqwest::StatusCode::UNAUTHORIZED {
-        msg.push_str("\n  (authenticate with --auth-token / UMBRA_AUTH_TOKEN, or a context: umbractl config control-planes add --name <n> --address <url> --auth-token <token>)");
-    }
-    if status == reqwest::StatusCode::NOT_FOUND {
-        CliError::NotFound(msg)
-    } else if status.is_server_error() {
-        CliError::Unavailable(msg)
-    } else {
-        CliError::Refused(msg)
-    }
-}
-
-/// The token and CA every request of this process uses (set once by [`run`]).
-static TARGET: std::sync::OnceLock<config::Target> = std::sync::OnceLock::new();
-
-/// The PEM CA certificate at `path`, for an `https://` control plane.
-fn ca_certificate(path: &std::path::Path) -> Result<reqwest::Certificate, CliError> {
-    let pem =
-        std::fs::read(path).map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
-    reqwest::Certificate::from_pem(&pem)
-        .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))
-}
-
-fn client(timeout: Duration) -> Result<reqwest::Client, CliError> {
-    let mut builder = reqwest::Client::builder().timeout(timeout);
-    if let Some(target) = TARGET.get() {
-        if let Some(token) = &target.auth_token {
-            let mut value =
-                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-                    .map_err(|_| {
-                        CliError::Input("the auth token is not a valid header value".into())
-                    })?;
-            value.set_sensitive(true);
-            let mut headers = reqwest::header::HeaderMap::new();
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-            builder = builder.default_headers(headers);
-        }
-        if let Some(ca) = &target.ca_cert_file {
-            let pem =
-                std::fs::read(ca).map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
-            let cert = reqwest::Certificate::from_pem(&pem)
-                .map_err(|e| CliError::Input(format!("{}: {e}", ca.display())))?;
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    builder
-        .build()
-        .map_err(|e| CliError::Unavailable(format!("cannot build an HTTP client: {e}")))
-}
-
-/// `e` and its causes (reqwest's own message says only "error sending request"; the cause
-/// says which: refused, an untrusted certificate, a timeout).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
-}
-
-/// Send `request` (to `url`); the status and body of a 2xx answer, else [`api_error`].
-async fn send_request(
-    url: &str,
-    request: reqwest::RequestBuilder,
-) -> Result<(reqwest::StatusCode, String), CliError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| CliError::Unavailable(format!("cannot reach {url}: {}", with_causes(&e))))?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .map_err(|e| CliError::Unavailable(format!("{url}: reading the answer: {e}")))?;
-    if status.is_success() {
-        Ok((status, text))
-    } else {
-        Err(api_error(url, status, &text))
-    }
-}
-
-/// Send `request` (to `url`); the body of a 2xx answer, else [`api_error`].
-async fn send(url: &str, request: reqwest::RequestBuilder) -> Result<String, CliError> {
-    send_request(url, request).await.map(|(_, text)| text)
-}
-
-/// `GET` `path` (with `query`) on the API at `api_url`; the JSON body.
-///
-/// # Errors
-/// The API's error ([`api_error`]), or why it could not be reached.
-pub async fn get_json(api_url: &str, path: &str, query: &[(&str, &str)]) -> anyhow::Result<Value> {
-    let url = format!("{}{path}", api_url.trim_end_matches('/'));
-    let request = client(Duration::from_secs(150))?
-        .get(&url)
-        .query(query)
-        .header("accept", "application/json");
-    let text = send(&url, request).await?;
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::Unavailable(format!("{url}: the answer is not JSON: {e}")).into())
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 /// `inspect dataplane`: the text or JSON to print.
@@ -623,23 +395,6 @@ fn bar(len: u64, what: &str) -> indicatif::ProgressBar {
     bar
 }
 
-fn read_source(file: &str) -> Result<(String, Vec<u8>), CliError> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    let read = if file == "-" {
-        std::io::stdin().read_to_end(&mut bytes).map(|_| ())
-    } else {
-        std::fs::File::open(file).and_then(|f| {
-            // One byte over the codec's limit is enough to report it as too large.
-            f.take(umbra_core::codec::Limits::local_file().max_bytes as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map(|_| ())
-        })
-    };
-    read.map_err(|e| CliError::Input(format!("{file}: {e}")))?;
-    Ok((file.to_owned(), bytes))
-}
-
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
@@ -659,7 +414,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let target = config::resolve(cli.api_url.as_deref(), cli.auth_token.as_deref(), &contexts);
     let api_url = target.api_url.clone();
-    let _ = TARGET.set(target);
+    http::set_target(target);
     let cli = ResolvedCli {
         api_url,
         command: cli.command,
@@ -668,7 +423,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Apply { files } => {
             let sources = files
                 .iter()
-                .map(|f| read_source(f))
+                .map(|f| resources::read_source(f))
                 .collect::<Result<Vec<_>, _>>()?;
             let docs = resources::read_documents(&sources)?;
             let progress = bar(docs.len() as u64, "applying");

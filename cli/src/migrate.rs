@@ -15,7 +15,9 @@ use umbra_core::codec::encode_yaml;
 use umbra_core::convert::{convert, Conversion, Options};
 use umbra_core::resource::Resource;
 
-use crate::{client, send, CliError, Output};
+use crate::error::CliError;
+use crate::http::{client, send};
+use crate::output::Output;
 
 /// Output of `convert`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -173,7 +175,7 @@ pub fn convert_files(args: &ConvertArgs) -> Result<String, CliError> {
     let sources = args
         .files
         .iter()
-        .map(|f| crate::read_source(f))
+        .map(|f| crate::resources::read_source(f))
         .collect::<Result<Vec<_>, _>>()?;
     let docs = crate::resources::read_documents(&sources)?
         .into_iter()

@@ -28,8 +28,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use umbra_core::codec::encode_yaml;
 
+use crate::error::CliError;
+use crate::http::{client, pretty, send_request};
 use crate::resources::{age, GetOutput};
-use crate::{client, pretty, send_request, CliError};
 
 /// Items asked for per page (the API's largest page).
 pub const PAGE_SIZE: usize = 1000;

@@ -23,7 +23,8 @@ use umbra_core::codec::{decode_documents, encode_yaml, Limits};
 use umbra_core::k8s;
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 
-use crate::{client, pretty, send_request, CliError};
+use crate::error::CliError;
+use crate::http::{client, pretty, send_request};
 
 /// What `get` and `delete` address: a resource type, or the Global's zones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -567,6 +568,28 @@ fn table(kind: Kind, items: &[&Value], now: i64) -> String {
         line(r.iter().map(String::as_str).collect());
     }
     out
+}
+
+/// The bytes of `file` (`-`: standard input), with its name for error messages; at most one
+/// byte over the local-file limit is read, enough to report it as too large.
+///
+/// # Errors
+/// [`CliError::Input`] when it cannot be read.
+pub fn read_source(file: &str) -> Result<(String, Vec<u8>), CliError> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    let read = if file == "-" {
+        std::io::stdin().read_to_end(&mut bytes).map(|_| ())
+    } else {
+        std::fs::File::open(file).and_then(|f| {
+            // One byte over the codec's limit is enough to report it as too large.
+            f.take(umbra_core::codec::Limits::local_file().max_bytes as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map(|_| ())
+        })
+    };
+    read.map_err(|e| CliError::Input(format!("{file}: {e}")))?;
+    Ok((file.to_owned(), bytes))
 }
 
 #[cfg(test)]

@@ -8,7 +8,52 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{Config, ControlPlane};
-use crate::{client, send, CliError, Generate};
+use crate::error::CliError;
+use crate::http::{client, send};
+
+/// Things `generate` makes.
+#[derive(Debug, clap::Subcommand)]
+pub enum Generate {
+    /// A zone token, for `zone-cp --kds-token` (issued and signed by the Global).
+    ZoneToken {
+        /// Zone name (an RFC 1123 label).
+        #[arg(long)]
+        zone: String,
+        /// Validity, as a Go duration (`24h`, `8760h`); the Global's default is one year.
+        #[arg(long)]
+        valid_for: Option<String>,
+    },
+    /// A user token (admin only): a name and groups; `mesh-system:admin` makes an admin.
+    UserToken {
+        /// User name.
+        #[arg(long)]
+        name: String,
+        /// Group (repeatable).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// Validity (`24h`); the default is one year.
+        #[arg(long)]
+        valid_for: Option<String>,
+    },
+    /// A dataplane token (admin only), bound to a mesh and a DPP name and/or tags.
+    DataplaneToken {
+        /// Mesh.
+        #[arg(long, short)]
+        mesh: String,
+        /// DPP name (without it: any DPP of the mesh carrying the tags).
+        #[arg(long)]
+        name: Option<String>,
+        /// `key=value` (repeatable; a key repeated allows several values).
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// Proxy type: dataplane (default), ingress, egress.
+        #[arg(long = "type")]
+        proxy_type: Option<String>,
+        /// Validity (`24h`); the default is one year.
+        #[arg(long)]
+        valid_for: Option<String>,
+    },
+}
 
 /// `umbractl config ...`.
 #[derive(Debug, clap::Subcommand)]
@@ -135,7 +180,7 @@ pub async fn configure(path: &Path, what: ConfigCommand) -> anyhow::Result<()> {
 async fn verify(cp: &ControlPlane) -> Result<(), CliError> {
     let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
     if let Some(ca) = &cp.ca_cert_file {
-        builder = builder.add_root_certificate(crate::ca_certificate(ca)?);
+        builder = builder.add_root_certificate(crate::http::ca_certificate(ca)?);
     }
     let http = builder
         .build()

@@ -44,8 +44,8 @@ use umbra_xds::diff::{DiffCache, Patch};
 use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
-use crate::error::ApiError;
 pub use crate::ingress::ZoneView;
+use umbra_api::error::ApiError;
 
 /// Parsed `shadow` and `include` query parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -161,7 +161,7 @@ async fn dataplane(
     // An empty mesh names one of this zone's ZoneIngresses (they have `_config` only).
     let answer = match (d.mesh.is_empty(), d.endpoint()) {
         (true, Endpoint::Config) => inspect::answer_ingress(store, zone, d.name, &pairs).await,
-        (true, Endpoint::Rules) => Err(crate::error::ApiError::not_found(
+        (true, Endpoint::Rules) => Err(umbra_api::error::ApiError::not_found(
             "a zone ingress has no _rules: no policy selects it",
         )),
         (false, _) => inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await,
