@@ -14,6 +14,7 @@ pub mod error;
 pub mod filters;
 pub mod insights;
 pub mod mesh_ca;
+pub mod mesh_insights;
 pub mod metrics;
 pub mod negotiate;
 pub mod openapi;

@@ -71,6 +71,9 @@ const GLOBAL_ROUTES: &[Route] = &[
     ("/zones+insights", &["get"]),
     // Served by the `/zones/{name}` route (matchit has no suffix parameters).
     ("/zones/{name}+insights", &["get"]),
+    ("/global-insight", &["get"]),
+    ("/mesh-insights", &["get"]),
+    ("/mesh-insights/{mesh}", &["get"]),
     ("/zone-ingresses/{name}/_config", &["get"]),
     ("/zoneingresses/{name}/_config", &["get"]),
     ("/tokens/zone", &["post"]),
@@ -167,6 +170,9 @@ pub fn router(state: AppState) -> Router {
         .route("/zones", get(list_zones))
         .route("/zones/{name}", get(get_zone))
         .route("/zones+insights", get(list_zone_overviews))
+        .route("/global-insight", get(global_insight))
+        .route("/mesh-insights", get(mesh_insights))
+        .route("/mesh-insights/{mesh}", get(mesh_insight))
         .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
         .route("/zoneingresses/{name}/_config", get(inspect_ingress))
         .route("/tokens/zone", post(zone_token))
@@ -615,4 +621,34 @@ async fn all_dataplane_insights(
         |dp| reported_insight(&state.zones, dp),
     )
     .await
+}
+
+/// `GET /global-insight`: Kuma's `GlobalInsight` ([`crate::global_insight`]).
+async fn global_insight(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
+    crate::global_insight::global_insight(&*state.store, &state.zones, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /mesh-insights`: a page of Kuma `MeshInsight`s ([`umbra_api::mesh_insights`]).
+async fn mesh_insights(
+    State(state): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
+    umbra_api::mesh_insights::mesh_insights(&*state.store, &query, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /mesh-insights/{mesh}`: one mesh's `MeshInsight`; 404 for an unknown mesh.
+async fn mesh_insight(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
+    umbra_api::mesh_insights::one_mesh_insight(&*state.store, &mesh, &insight)
+        .await
+        .map(Json)
 }

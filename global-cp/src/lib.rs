@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod cleanup;
+pub mod global_insight;
 pub mod inspect;
 pub mod kds;
 pub mod migration;

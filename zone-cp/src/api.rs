@@ -55,6 +55,9 @@ const ZONE_ROUTES: &[Route] = &[
     ("/dp-server/ca.pem", &["get"]),
     ("/zone-ingresses/{name}/_config", &["get"]),
     ("/zoneingresses/{name}/_config", &["get"]),
+    ("/global-insight", &["get"]),
+    ("/mesh-insights", &["get"]),
+    ("/mesh-insights/{mesh}", &["get"]),
 ];
 
 /// Shared state of the API.
@@ -143,6 +146,9 @@ pub fn router(state: AppState) -> Router {
         .route("/dp-server/ca.pem", get(dp_server_ca))
         .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
         .route("/zoneingresses/{name}/_config", get(inspect_ingress))
+        .route("/global-insight", get(global_insight))
+        .route("/mesh-insights", get(mesh_insights))
+        .route("/mesh-insights/{mesh}", get(mesh_insight))
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(umbra_api::about::routes())
@@ -321,4 +327,34 @@ async fn all_dataplane_insights(
         |dp| (Some(insight_doc(&st, dp)), zone.clone()),
     )
     .await
+}
+
+/// `GET /global-insight`: Kuma's `GlobalInsight` ([`crate::global_insight`]).
+async fn global_insight(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
+    crate::global_insight::global_insight(&*st.store.contract(), &st.insights, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /mesh-insights`: a page of Kuma `MeshInsight`s ([`umbra_api::mesh_insights`]).
+async fn mesh_insights(
+    State(st): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
+    umbra_api::mesh_insights::mesh_insights(&*st.store.contract(), &query, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /mesh-insights/{mesh}`: one mesh's `MeshInsight`; 404 for an unknown mesh.
+async fn mesh_insight(
+    State(st): State<AppState>,
+    Path(mesh): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
+    umbra_api::mesh_insights::one_mesh_insight(&*st.store.contract(), &mesh, &insight)
+        .await
+        .map(Json)
 }

@@ -16,6 +16,7 @@ pub mod bootstrap;
 pub mod ca;
 pub mod dp_auth;
 pub mod dp_server;
+pub mod global_insight;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
 pub mod ingress;

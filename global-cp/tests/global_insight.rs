@@ -1,0 +1,154 @@
+//! `GET /global-insight` and `GET /mesh-insights[/{mesh}]` on the Global: counts from the
+//! store and the DPP insights a zone reported, and Kuma's `GlobalInsight` schema.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use umbra_api::testing::call;
+use umbra_api::testing::kuma_schema::assert_valid;
+use umbra_core::resource::Resource;
+use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::store::memory::MemoryStore;
+use umbra_global_cp::store::Store;
+use umbra_global_cp::tokens::ZoneTokens;
+use umbra_global_cp::zones::ZoneRegistry;
+
+async fn put(store: &dyn Store, yaml: &str, zone: Option<&str>) {
+    store
+        .put(Resource::from_bytes(yaml.as_bytes()).unwrap(), None, zone)
+        .await
+        .unwrap();
+}
+
+/// A zone-`z1` Dataplane `local` in `mesh` with `networking`.
+async fn dpp(store: &dyn Store, mesh: &str, local: &str, networking: &str) {
+    let yaml = format!(
+        "type: Dataplane\nmesh: {mesh}\nname: {local}-h1\nlabels: {{kuma.io/zone: z1, kuma.io/display-name: {local}}}\nnetworking: {networking}\n"
+    );
+    put(store, &yaml, Some("z1")).await;
+}
+
+fn connected(zones: &ZoneRegistry, mesh: &str, local: &str) {
+    let doc = json!({"mesh": mesh, "name": local, "connected": true, "acked": {}, "nacked": {},
+        "responsesSent": 1, "connectTime": "2026-01-01T00:00:00Z"});
+    assert!(zones.put_insight(
+        "z1",
+        &umbra_kds::resource::kds_name(mesh, local),
+        umbra_kds::resource::Item::from_doc(&doc),
+    ));
+}
+
+fn stat(total: u64, online: u64, offline: u64, partial: u64) -> Value {
+    json!({"total": total, "online": online, "offline": offline, "partiallyDegraded": partial})
+}
+
+#[tokio::test]
+async fn insights_count_meshes_dataplanes_services_and_policies() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let zones: Arc<ZoneRegistry> = Arc::default();
+    let app = router(AppState {
+        traces: Default::default(),
+        store: store.clone(),
+        zones: zones.clone(),
+        tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        inspect: Arc::default(),
+        config: Arc::default(),
+    });
+    for mesh in ["default", "other"] {
+        let yaml = format!("type: Mesh\nname: {mesh}\nskipCreatingInitialPolicies: ['*']\n");
+        put(&*store, &yaml, None).await;
+    }
+    let web = "{address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web}}]}";
+    dpp(&*store, "default", "web-1", web).await;
+    dpp(&*store, "default", "web-2", web).await; // no insight: offline
+    dpp(&*store, "default", "db-1", "{address: 10.0.0.2, inbound: [{port: 80, tags: {kuma.io/service: db}, health: {ready: true}}, {port: 81, tags: {kuma.io/service: db}, health: {ready: false}}]}").await;
+    dpp(
+        &*store,
+        "default",
+        "edge",
+        "{address: 10.0.0.9, gateway: {type: BUILTIN, tags: {kuma.io/service: edge}}}",
+    )
+    .await;
+    dpp(
+        &*store,
+        "other",
+        "api-1",
+        "{address: 10.0.0.3, inbound: [{port: 80, tags: {kuma.io/service: api}}]}",
+    )
+    .await;
+    for (mesh, local) in [
+        ("default", "web-1"),
+        ("default", "db-1"),
+        ("default", "edge"),
+        ("other", "api-1"),
+    ] {
+        connected(&zones, mesh, local);
+    }
+    put(&*store, "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443'}\n", None).await;
+    put(&*store, "type: MeshTimeout\nmesh: default\nname: t1\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 5s}\n", None).await;
+    zones.stream_opened("z1", "c1").unwrap();
+
+    let (s, gi, _) = call(&app, "GET", "/global-insight", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{gi}");
+    assert_valid("GlobalInsight", &gi);
+    assert_eq!(gi["meshes"]["total"], 2);
+    assert_eq!(gi["policies"]["total"], 1);
+    assert_eq!(
+        gi["zones"]["controlPlanes"],
+        json!({"total": 1, "online": 1})
+    );
+    assert_eq!(
+        gi["zones"]["zoneIngresses"],
+        json!({"total": 0, "online": 0})
+    );
+    assert_eq!(gi["dataplanes"]["standard"], stat(4, 2, 1, 1));
+    assert_eq!(gi["dataplanes"]["gatewayBuiltin"], stat(1, 1, 0, 0));
+    assert_eq!(gi["dataplanes"]["gatewayDelegated"], stat(0, 0, 0, 0));
+    // web: one DPP online, one offline; db: its DPP degraded; api: online.
+    assert_eq!(gi["services"]["internal"], stat(3, 1, 0, 2));
+    assert_eq!(gi["services"]["external"], json!({"total": 1}));
+    assert_eq!(gi["services"]["gatewayBuiltin"], stat(1, 1, 0, 0));
+    assert_eq!(gi["services"]["total"], 5);
+    assert!(
+        gi["createdAt"].as_str().is_some_and(|t| t.contains('T')),
+        "{gi}"
+    );
+
+    let (s, mi, _) = call(&app, "GET", "/mesh-insights/default", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{mi}");
+    assert_eq!(mi["type"], "MeshInsight");
+    assert_eq!(mi["name"], "default");
+    assert!(mi["creationTime"].is_string(), "{mi}");
+    assert_eq!(mi["dataplanes"], stat(4, 2, 1, 1));
+    assert_eq!(mi["dataplanesByType"]["standard"], stat(3, 1, 1, 1));
+    assert_eq!(mi["dataplanesByType"]["gateway"], stat(1, 1, 0, 0));
+    assert_eq!(mi["policies"], json!({"MeshTimeout": {"total": 1}}));
+    assert_eq!(mi["resources"]["Dataplane"], json!({"total": 4}));
+    assert_eq!(mi["resources"]["ExternalService"], json!({"total": 1}));
+    assert_eq!(
+        mi["services"],
+        json!({"total": 3, "internal": 2, "external": 1})
+    );
+
+    let (s, list, _) = call(&app, "GET", "/mesh-insights?size=1", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["total"], 2);
+    assert_eq!(list["items"][0]["name"], "default");
+    assert!(
+        list["next"]
+            .as_str()
+            .is_some_and(|n| n.contains("offset=1")),
+        "{list}"
+    );
+    let (_, rest, _) = call(&app, "GET", "/mesh-insights?offset=1", &[], None).await;
+    assert_eq!(rest["items"][0]["name"], "other");
+    assert_eq!(rest["items"][0]["dataplanes"], stat(1, 1, 0, 0));
+    assert!(rest.get("next").is_none(), "{rest}");
+
+    let (s, _, _) = call(&app, "GET", "/mesh-insights/nope", &[], None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = call(&app, "GET", "/mesh-insights?size=0", &[], None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
