@@ -169,6 +169,24 @@ impl Tally {
     }
 }
 
+/// Calls `f` on every `ty` of `mesh` (every mesh: `None`), read page by page ([`MAX_PAGE`]).
+async fn for_each(
+    store: &dyn Store,
+    ty: ResourceType,
+    mesh: Option<&str>,
+    mut f: impl FnMut(&Stored),
+) -> Result<(), ApiError> {
+    let mut offset = 0;
+    loop {
+        let page = store.list(&query(ty, mesh, offset, MAX_PAGE)).await?;
+        page.items.iter().for_each(&mut f);
+        match page.next_offset {
+            Some(next) => offset = next,
+            None => return Ok(()),
+        }
+    }
+}
+
 /// Counts the Dataplanes of `mesh` (every mesh: `None`), page by page.
 async fn tally(
     store: &dyn Store,
@@ -176,19 +194,29 @@ async fn tally(
     insight: &(dyn Fn(&Stored) -> Option<Value> + Sync),
 ) -> Result<Tally, ApiError> {
     let mut out = Tally::default();
-    let mut offset = 0;
-    loop {
-        let page = store
-            .list(&query(ResourceType::Dataplane, mesh, offset, MAX_PAGE))
-            .await?;
-        for s in &page.items {
-            out.add(s, insight(s).as_ref());
-        }
-        match page.next_offset {
-            Some(next) => offset = next,
-            None => return Ok(out),
-        }
-    }
+    for_each(store, ResourceType::Dataplane, mesh, |s| {
+        out.add(s, insight(s).as_ref());
+    })
+    .await?;
+    Ok(out)
+}
+
+/// `(total, online)` of the stored ZoneIngresses, `online` telling which are (each CP knows
+/// its ingresses' insights its own way), read page by page.
+///
+/// # Errors
+/// 503 when the store is unavailable.
+pub async fn zone_ingresses(
+    store: &dyn Store,
+    online: &(dyn Fn(&Stored) -> bool + Sync),
+) -> Result<(u64, u64), ApiError> {
+    let (mut total, mut up) = (0, 0);
+    for_each(store, ResourceType::ZoneIngress, None, |s| {
+        total += 1;
+        up += u64::from(online(s));
+    })
+    .await?;
+    Ok((total, up))
 }
 
 fn query(ty: ResourceType, mesh: Option<&str>, offset: u64, size: u64) -> ListQuery {

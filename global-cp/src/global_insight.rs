@@ -7,50 +7,15 @@
 //! zone ingresses are the stored ZoneIngresses, online when their zone's insight for them says
 //! `connected`. Umbra has no zone egresses (`{total: 0, online: 0}`).
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 use umbra_api::error::ApiError;
-use umbra_core::resource::ResourceType;
-use umbra_store::{DataplaneFilter, ListQuery, Stored, MAX_PAGE};
+use umbra_store::Stored;
 
 use crate::store::Store;
 use crate::zones::ZoneRegistry;
 
 /// Each DPP's insight, as its zone reported it.
 pub(crate) type InsightOf<'a> = &'a (dyn Fn(&Stored) -> Option<Value> + Sync);
-
-/// `(total, online)` of the stored ZoneIngresses, read page by page.
-async fn ingresses(store: &dyn Store, zones: &ZoneRegistry) -> Result<(u64, u64), ApiError> {
-    let (mut total, mut online, mut offset) = (0, 0, 0);
-    loop {
-        let page = store
-            .list(&ListQuery {
-                ty: ResourceType::ZoneIngress,
-                mesh: None,
-                labels: BTreeMap::new(),
-                name_contains: None,
-                dataplane: DataplaneFilter::default(),
-                offset,
-                size: MAX_PAGE,
-            })
-            .await?;
-        for s in &page.items {
-            total += 1;
-            let zone = s.zone.clone().unwrap_or_default();
-            let local = s.resource.meta.display_name();
-            let up = zones
-                .insight(&zone, "", local)
-                .and_then(|d| d.get("connected").and_then(Value::as_bool))
-                == Some(true);
-            online += u64::from(up);
-        }
-        match page.next_offset {
-            Some(next) => offset = next,
-            None => return Ok((total, online)),
-        }
-    }
-}
 
 /// `GET /global-insight`.
 pub(crate) async fn global_insight(
@@ -63,6 +28,13 @@ pub(crate) async fn global_insight(
         all.len() as u64,
         all.iter().filter(|z| z.online).count() as u64,
     );
-    let ingresses = ingresses(store, zones).await?;
+    let online = |s: &Stored| {
+        let zone = s.zone.clone().unwrap_or_default();
+        zones
+            .insight(&zone, "", s.resource.meta.display_name())
+            .and_then(|d| d.get("connected").and_then(Value::as_bool))
+            == Some(true)
+    };
+    let ingresses = umbra_api::mesh_insights::zone_ingresses(store, &online).await?;
     umbra_api::mesh_insights::global_insight(store, control_planes, ingresses, insight).await
 }
