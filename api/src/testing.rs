@@ -1,6 +1,6 @@
 //! Test support (feature `testing`): one request through a router without a socket, for the
 //! CPs' API tests, and Kuma's published API schemas as an oracle for their answers
-//! ([`kuma_schema::assert_valid`]).
+//! ([`kuma_schema::assert_valid`]), and [`assert_config_shows_every_flag`] for `/config`.
 
 pub mod kuma_schema;
 
@@ -55,4 +55,41 @@ pub async fn call(
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
     };
     (status, v, etag)
+}
+
+/// Asserts that `config` (a CP's `/config` answer) names every flag of `command` under
+/// `umbra`, as the camelCase of the flag's id (`postgres_url` → `postgresUrl`), so a new flag
+/// cannot go missing from `/config` unnoticed.
+///
+/// # Panics
+/// On the first flag missing (a test failure).
+pub fn assert_config_shows_every_flag(command: &clap::Command, config: &Value) {
+    for arg in command.get_arguments() {
+        let id = arg.get_id().as_str();
+        if matches!(id, "help" | "version") {
+            continue;
+        }
+        let key = camel(id);
+        assert!(
+            config["umbra"].get(&key).is_some(),
+            "--{id} missing from /config as {key}: {config}"
+        );
+    }
+}
+
+/// `snake_case` as `camelCase`.
+fn camel(snake: &str) -> String {
+    let mut out = String::new();
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -111,31 +111,5 @@ async fn config_is_redacted_and_the_admins_only() {
 fn config_shows_every_flag() {
     use clap::{CommandFactory as _, Parser as _};
     let config = Args::parse_from(["zone-cp", "--zone", "z1"]).config();
-    for arg in Args::command().get_arguments() {
-        let id = arg.get_id().as_str();
-        if matches!(id, "help" | "version") {
-            continue;
-        }
-        let key = camel(id);
-        assert!(
-            config["umbra"].get(&key).is_some(),
-            "--{id} missing from /config as {key}: {config}"
-        );
-    }
-}
-
-fn camel(snake: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in snake.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    umbra_api::testing::assert_config_shows_every_flag(&Args::command(), &config);
 }
