@@ -4,46 +4,13 @@
 
 mod common;
 
-use std::io::Write as _;
-use std::process::{Command, Output, Stdio};
-
 use umbra_core::resource::Resource;
 
 const SEED: &str = include_str!("../../deploy/policies.yaml");
 
 /// Run umbractl against `url` with `args`, feeding `stdin`: `(exit code, stdout, stderr)`.
 async fn umbractl(url: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let (url, args, stdin) = (
-        url.to_owned(),
-        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-        stdin.to_owned(),
-    );
-    let o: Output = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_umbractl"))
-            .arg("--api-url")
-            .arg(url)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    common::text(&common::umbractl(url, args, stdin).await)
 }
 
 fn rows(out: &str) -> Vec<Vec<&str>> {

@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::io::Write as _;
-use std::process::{Command, Output, Stdio};
-
 const POLICIES: &str = "\
 type: MeshTimeout
 mesh: default
@@ -29,51 +26,14 @@ name: default
 skipCreatingInitialPolicies: ['*']
 ";
 
-/// Run umbractl against `url` with `args`, feeding `stdin`.
-async fn umbractl(url: &str, args: &[&str], stdin: &str) -> Output {
-    let (url, args, stdin) = (
-        url.to_owned(),
-        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-        stdin.to_owned(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_umbractl"))
-            .arg("--api-url")
-            .arg(url)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn text(o: &Output) -> (i32, String, String) {
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     let global = common::Global::start().await;
     let url = global.url.clone();
 
     // Multi-document YAML from stdin; the Mesh (last in the file) is applied first.
-    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
+    let (code, out, err) =
+        common::text(&common::umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
@@ -83,7 +43,8 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
             "Timeout default/timeout-all created"
         ]
     );
-    let (code, out, _) = text(&umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
+    let (code, out, _) =
+        common::text(&common::umbractl(&url, &["apply", "-f", "-"], POLICIES).await);
     assert_eq!(code, 0);
     assert!(
         out.contains("MeshTimeout default/timeout-global updated"),
@@ -92,7 +53,7 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
 
     // Table, JSON and YAML; YAML applies back unchanged.
     let (code, out, err) =
-        text(&umbractl(&url, &["get", "meshtimeouts", "-m", "default"], "").await);
+        common::text(&common::umbractl(&url, &["get", "meshtimeouts", "-m", "default"], "").await);
     assert_eq!(code, 0, "{err}");
     let rows: Vec<Vec<&str>> = out
         .lines()
@@ -103,44 +64,49 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
         &rows[1][..4],
         ["default", "timeout-global", "Mesh", "shadow"]
     );
-    let (code, out, _) =
-        text(&umbractl(&url, &["get", "timeout", "timeout-all", "-o", "json"], "").await);
+    let (code, out, _) = common::text(
+        &common::umbractl(&url, &["get", "timeout", "timeout-all", "-o", "json"], "").await,
+    );
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["conf"]["connectTimeout"], "5s");
-    let (code, yaml, _) = text(&umbractl(&url, &["get", "MeshTimeout", "-o", "yaml"], "").await);
+    let (code, yaml, _) =
+        common::text(&common::umbractl(&url, &["get", "MeshTimeout", "-o", "yaml"], "").await);
     assert_eq!(code, 0);
     assert!(yaml.contains("name: timeout-global"), "{yaml}");
-    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], &yaml).await);
+    let (code, out, err) =
+        common::text(&common::umbractl(&url, &["apply", "-f", "-"], &yaml).await);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out.trim(), "MeshTimeout default/timeout-global updated");
-    let (code, out, _) = text(&umbractl(&url, &["get", "meshes"], "").await);
+    let (code, out, _) = common::text(&common::umbractl(&url, &["get", "meshes"], "").await);
     assert_eq!(code, 0);
     assert!(out.lines().nth(1).unwrap().starts_with("default"), "{out}");
 
     // Invalid local input: exit 2, every problem listed, nothing sent.
     let bad = "type: Mesh\nname: other\nskipCreatingInitialPolicies: ['*']\n---\ntype: MeshTimeout\nmesh: default\nname: t2\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: soon}\n";
-    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], bad).await);
+    let (code, out, err) = common::text(&common::umbractl(&url, &["apply", "-f", "-"], bad).await);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains("nothing applied") && err.contains("spec.to[0].default.idleTimeout"),
         "{err}"
     );
-    let (code, _, _) = text(&umbractl(&url, &["get", "mesh", "other"], "").await);
+    let (code, _, _) = common::text(&common::umbractl(&url, &["get", "mesh", "other"], "").await);
     assert_eq!(
         code, 4,
         "an invalid file must not apply its valid documents"
     );
-    let (code, _, err) = text(&umbractl(&url, &["apply", "-f", "/nonexistent.yaml"], "").await);
+    let (code, _, err) =
+        common::text(&common::umbractl(&url, &["apply", "-f", "/nonexistent.yaml"], "").await);
     assert_eq!(code, 2, "{err}");
-    let (code, _, err) = text(&umbractl(&url, &["get", "widgets"], "").await);
+    let (code, _, err) = common::text(&common::umbractl(&url, &["get", "widgets"], "").await);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unknown resource type"), "{err}");
 
     // The server refuses (a policy in a mesh that does not exist): exit 1 with its reason,
     // and the message says what was applied before.
     let orphan = "type: Mesh\nname: second\nskipCreatingInitialPolicies: ['*']\n---\ntype: MeshTimeout\nmesh: missing\nname: t3\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 1s}\n";
-    let (code, out, err) = text(&umbractl(&url, &["apply", "-f", "-"], orphan).await);
+    let (code, out, err) =
+        common::text(&common::umbractl(&url, &["apply", "-f", "-"], orphan).await);
     assert!(code == 1 || code == 4, "{code}: {out}{err}");
     assert_eq!(out.trim(), "Mesh second created");
     assert!(
@@ -149,22 +115,24 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     );
 
     // Delete, then not found.
-    let (code, out, _) =
-        text(&umbractl(&url, &["delete", "meshtimeout", "timeout-global"], "").await);
+    let (code, out, _) = common::text(
+        &common::umbractl(&url, &["delete", "meshtimeout", "timeout-global"], "").await,
+    );
     assert_eq!(code, 0);
     assert_eq!(out.trim(), "MeshTimeout timeout-global deleted");
-    let (code, _, err) =
-        text(&umbractl(&url, &["delete", "meshtimeout", "timeout-global"], "").await);
+    let (code, _, err) = common::text(
+        &common::umbractl(&url, &["delete", "meshtimeout", "timeout-global"], "").await,
+    );
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("404"), "{err}");
-    let (code, out, _) = text(&umbractl(&url, &["get", "meshtimeouts"], "").await);
+    let (code, out, _) = common::text(&common::umbractl(&url, &["get", "meshtimeouts"], "").await);
     assert_eq!((code, out.trim()), (0, "No MeshTimeout found."));
 
     // Zones on a Global (none connected), and an unreachable control plane: exit 3.
-    let (code, out, _) = text(&umbractl(&url, &["get", "zones"], "").await);
+    let (code, out, _) = common::text(&common::umbractl(&url, &["get", "zones"], "").await);
     assert_eq!((code, out.trim()), (0, "No Zone found."));
     global.stop().await;
-    let (code, _, err) = text(&umbractl(&url, &["get", "meshes"], "").await);
+    let (code, _, err) = common::text(&common::umbractl(&url, &["get", "meshes"], "").await);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("cannot reach"), "{err}");
 }
@@ -207,16 +175,17 @@ spec:
 ";
     let global = common::Global::start().await;
     let url = global.url.clone();
-    let (code, out, err) =
-        text(&umbractl(&url, &["apply", "-f", "-"], &format!("{MESH}---\n{K8S}")).await);
+    let (code, out, err) = common::text(
+        &common::umbractl(&url, &["apply", "-f", "-"], &format!("{MESH}---\n{K8S}")).await,
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("MeshTimeout default/timeout-k8s created"),
         "{out}"
     );
 
-    let (code, first, err) = text(
-        &umbractl(
+    let (code, first, err) = common::text(
+        &common::umbractl(
             &url,
             &[
                 "get",
@@ -232,8 +201,8 @@ spec:
         .await,
     );
     assert_eq!(code, 0, "{err}");
-    let (code, second, err) = text(
-        &umbractl(
+    let (code, second, err) = common::text(
+        &common::umbractl(
             &url,
             &[
                 "get",
@@ -257,8 +226,8 @@ spec:
     assert_eq!(got, decode(K8S));
 
     // The universal answer carries the mesh, not the label.
-    let (_, json, _) = text(
-        &umbractl(
+    let (_, json, _) = common::text(
+        &common::umbractl(
             &url,
             &["get", "meshtimeout", "timeout-k8s", "-o", "json"],
             "",
@@ -272,7 +241,7 @@ spec:
     );
 
     let bad = "apiVersion: kuma.io/v1alpha1\nkind: MeshTimeout\nmetadata: {name: bad}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: soon}\n";
-    let (code, _, err) = text(&umbractl(&url, &["apply", "-f", "-"], bad).await);
+    let (code, _, err) = common::text(&common::umbractl(&url, &["apply", "-f", "-"], bad).await);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("(MeshTimeout bad)") && err.contains("spec.to[0].default.idleTimeout"),

@@ -1,5 +1,8 @@
-//! A real Global CP (memory store) in the test process, for umbractl's integration tests.
+//! A real Global CP (memory store) in the test process, for umbractl's integration tests, and
+//! umbractl itself run as a process against it ([`umbractl`], [`text`]).
 
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,4 +62,45 @@ impl Global {
             .unwrap()
             .unwrap();
     }
+}
+
+/// Run umbractl against `url` with `args`, feeding `stdin`.
+#[allow(dead_code)] // not every test file uses it
+pub async fn umbractl(url: &str, args: &[&str], stdin: &str) -> Output {
+    let (url, args, stdin) = (
+        url.to_owned(),
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        stdin.to_owned(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_umbractl"))
+            .arg("--api-url")
+            .arg(url)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// The exit code, stdout and stderr of `o`.
+#[allow(dead_code)]
+pub fn text(o: &Output) -> (i32, String, String) {
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
