@@ -5,7 +5,8 @@
 //! ([`negotiate`]) and OpenAPI-vs-router checks ([`openapi`]), Prometheus metrics
 //! ([`metrics`]), and the binaries' logging, tracing and shutdown signal ([`process`]), the
 //! builtin mesh CAs the owning CP keeps in its store
-//! ([`mesh_ca`]), and what a CP tells about itself (`/_resources`: [`about`]).
+//! ([`mesh_ca`]), what a CP tells about itself (`/_resources`: [`about`]), and Kuma's overviews
+//! ([`insights`], [`mesh_insights`], [`service_insights`]).
 
 pub mod about;
 pub mod authn;
@@ -22,6 +23,7 @@ pub mod paging;
 pub mod process;
 pub mod resource;
 pub mod service;
+pub mod service_insights;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;

@@ -170,7 +170,7 @@ impl Tally {
 }
 
 /// Calls `f` on every `ty` of `mesh` (every mesh: `None`), read page by page ([`MAX_PAGE`]).
-async fn for_each(
+pub(crate) async fn for_each(
     store: &dyn Store,
     ty: ResourceType,
     mesh: Option<&str>,

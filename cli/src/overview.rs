@@ -12,9 +12,10 @@
 //! - `inspect zones` (Global): `GET /zones+insights`: NAME, STATUS, LAST CONNECTED AGO,
 //!   SUBSCRIPTIONS, TOTAL UPDATES and TOTAL REJECTED (KDS responses of the last subscription),
 //!   DATAPLANES. A zone CP answers that zones are the Global's.
-//! - `inspect services [-m M]`: no service overviews yet, so derived from the Dataplane
-//!   overviews: per mesh and inbound `kuma.io/service`, STATUS (Kuma's `online`,
-//!   `partially_degraded`, `offline`), DPPS, ONLINE and NACKED (DPPs with a rejected type).
+//! - `inspect services [-m M]`: `GET /meshes/{M}/service-insights` (every mesh's when no
+//!   `-m`), Kuma's `ServiceInsight` per `kuma.io/service`: MESH, SERVICE, STATUS (`online`,
+//!   `partially_degraded`, `offline`, `not_available`), DPPS, ONLINE, and NACKED (DPPs with a
+//!   rejected type, counted from the Dataplane overviews: the insight does not carry it).
 //!
 //! Lists are read page by page ([`PAGE_SIZE`] items, `next` followed) for at most
 //! [`MAX_PAGES`] pages; past that the table shows what was read and says so on stderr.
@@ -69,8 +70,8 @@ pub enum Tables {
         #[arg(short, long, value_enum, default_value_t = GetOutput::Table)]
         output: GetOutput,
     },
-    /// Services: derived from the Dataplane overviews (`dataplanes+insights`) by inbound
-    /// `kuma.io/service` tag, with how many DPPs are online and how many have a NACK.
+    /// Services (`service-insights`), with how many DPPs are online and how many have a
+    /// NACK (from `dataplanes+insights`).
     Services {
         /// Only this mesh (default: every mesh).
         #[arg(short, long)]
@@ -167,10 +168,26 @@ pub async fn run(api_url: &str, what: Tables, now: i64) -> Result<String, CliErr
             (listed, output, "dataplanes")
         }
         Tables::Services { mesh, output } => {
-            let listed = list_all(&http, api_url, &overviews_path(mesh.as_deref()), &[]).await?;
-            let items = services(&listed.items);
-            let listed = Listed { items, ..listed };
-            (listed, output, "services")
+            let meshes = match &mesh {
+                Some(m) => vec![m.clone()],
+                None => list_all(&http, api_url, "/meshes", &[])
+                    .await?
+                    .items
+                    .iter()
+                    .filter_map(|m| m["name"].as_str().map(str::to_owned))
+                    .collect(),
+            };
+            let mut insights = Listed::default();
+            for m in &meshes {
+                let path = format!("/meshes/{m}/service-insights");
+                let page = list_all(&http, api_url, &path, &[]).await?;
+                insights.items.extend(page.items);
+                insights.truncated |= page.truncated;
+            }
+            let overviews = list_all(&http, api_url, &overviews_path(mesh.as_deref()), &[]).await?;
+            let items = services(insights.items, &overviews.items);
+            let truncated = insights.truncated || overviews.truncated;
+            (Listed { items, truncated }, output, "services")
         }
         Tables::Meshes { output } => (meshes(&http, api_url).await?, output, "meshes"),
         Tables::Zones { output } => (zones(&http, api_url).await?, output, "zones"),
@@ -268,39 +285,39 @@ async fn zones(http: &reqwest::Client, api_url: &str) -> Result<Listed, CliError
     }
 }
 
-/// The services of `overviews`: one item per mesh and inbound `kuma.io/service`, `{mesh, name,
-/// status, dataplanes: {total, online, offline, withNack}}`, sorted.
-pub fn services(overviews: &[Value]) -> Vec<Value> {
-    let mut by: BTreeMap<(String, String), [u64; 3]> = BTreeMap::new();
+/// The `ServiceInsight`s `insights`, each with `dataplanes.withNack`: how many of the
+/// service's DPPs (by inbound or gateway `kuma.io/service`) have a rejected type in
+/// `overviews`.
+pub fn services(mut insights: Vec<Value>, overviews: &[Value]) -> Vec<Value> {
+    let mut nacked: BTreeMap<(String, String), u64> = BTreeMap::new();
     for o in overviews {
+        if nacks(&o["dataplaneInsight"]) == 0 {
+            continue;
+        }
         let mesh = o["mesh"].as_str().unwrap_or_default();
-        let names: BTreeSet<&str> = o["dataplane"]["networking"]["inbound"]
+        let networking = &o["dataplane"]["networking"];
+        let names: BTreeSet<&str> = networking["inbound"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|i| i["tags"]["kuma.io/service"].as_str())
+            .map(|i| &i["tags"])
+            .chain([&networking["gateway"]["tags"]])
+            .filter_map(|t| t["kuma.io/service"].as_str())
             .collect();
-        let insight = &o["dataplaneInsight"];
-        let (up, nacked) = (online(insight), nacks(insight) > 0);
         for name in names {
-            let c = by.entry((mesh.to_owned(), name.to_owned())).or_default();
-            c[0] += 1;
-            c[1] += u64::from(up);
-            c[2] += u64::from(nacked);
+            *nacked
+                .entry((mesh.to_owned(), name.to_owned()))
+                .or_default() += 1;
         }
     }
-    by.into_iter()
-        .map(|((mesh, name), [total, up, nacked])| {
-            let status = match up {
-                0 => "offline",
-                n if n == total => "online",
-                _ => "partially_degraded",
-            };
-            json!({"mesh": mesh, "name": name, "status": status,
-                   "dataplanes": {"total": total, "online": up, "offline": total - up,
-                                  "withNack": nacked}})
-        })
-        .collect()
+    for s in &mut insights {
+        let key = (text(&s["mesh"]), text(&s["name"]));
+        let n = nacked.get(&key).copied().unwrap_or(0);
+        if let Some(d) = s.get_mut("dataplanes").and_then(Value::as_object_mut) {
+            d.insert("withNack".into(), json!(n));
+        }
+    }
+    insights
 }
 
 /// Kuma's `IsOnline`: a subscription that connected and has not disconnected. An insight
@@ -598,13 +615,19 @@ mod tests {
         // Columns line up.
         assert_eq!(lines[0].find("STATUS"), lines[1].find("Online"));
 
-        let svc = services(&items);
+        let insights = vec![
+            json!({"type": "ServiceInsight", "mesh": "default", "name": "db", "status": "offline",
+                   "dataplanes": {"total": 1, "online": 0, "offline": 1}}),
+            json!({"type": "ServiceInsight", "mesh": "default", "name": "web",
+                   "status": "partially_degraded",
+                   "dataplanes": {"total": 2, "online": 1, "offline": 1}}),
+        ];
+        let svc = services(insights, &items);
         assert_eq!(
-            svc[1],
-            json!({"mesh": "default", "name": "web", "status": "partially_degraded",
-                   "dataplanes": {"total": 2, "online": 1, "offline": 1, "withNack": 1}})
+            svc[1]["dataplanes"],
+            json!({"total": 2, "online": 1, "offline": 1, "withNack": 1})
         );
-        assert_eq!(svc[0]["status"], "offline");
+        assert_eq!(svc[0]["dataplanes"]["withNack"], 0);
         let out = table("services", &svc, now);
         let row: Vec<&str> = out.lines().nth(2).unwrap().split_whitespace().collect();
         assert_eq!(row, ["default", "web", "partially_degraded", "2", "1", "1"]);

@@ -124,7 +124,7 @@ async fn inspect_tables_from_a_global() {
     assert_eq!(v["items"][0]["policies"]["MeshTimeout"], 4, "{v}");
     assert_eq!(v["items"][0]["policies"]["Timeout"], 3, "{v}");
 
-    // services: derived from the Dataplane overviews.
+    // services: the mesh's service insights (never connected: offline).
     let (code, out, err) = umbractl(&url, &["inspect", "services", "-m", "default"], "").await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(

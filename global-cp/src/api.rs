@@ -13,8 +13,9 @@
 //! Dataplane is listed under a zone-unique name (`<name>-<hash>`, labels `kuma.io/zone` and
 //! `kuma.io/display-name`); `GET /meshes/{mesh}/dataplanes+insights/{name}`, and the paged
 //! `GET /meshes/{mesh}/dataplanes+insights` and `GET /dataplanes+insights`, answer Kuma's
-//! `DataplaneOverview` with the insight its zone reported ([`umbra_api::insights`]). The
-//! OpenAPI 3 document is at `/openapi.yaml`.
+//! `DataplaneOverview` with the insight its zone reported ([`umbra_api::insights`]);
+//! `GET /meshes/{mesh}/service-insights[/{name}]` Kuma's `ServiceInsight` per service, from
+//! the same ([`umbra_api::service_insights`]). The OpenAPI 3 document is at `/openapi.yaml`.
 //!
 //! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]), the
 //! number of its Dataplanes here and its ZoneIngresses (name, advertised address, services
@@ -97,6 +98,7 @@ pub fn routes() -> Vec<Route> {
         crud::ROUTES,
         &DATAPLANE_ROUTES,
         umbra_api::about::ROUTES,
+        umbra_api::service_insights::ROUTES,
     ])
 }
 
@@ -173,6 +175,11 @@ pub fn router(state: AppState) -> Router {
         .route("/global-insight", get(global_insight))
         .route("/mesh-insights", get(mesh_insights))
         .route("/mesh-insights/{mesh}", get(mesh_insight))
+        .route("/meshes/{mesh}/service-insights", get(service_insights))
+        .route(
+            "/meshes/{mesh}/service-insights/{name}",
+            get(service_insight),
+        )
         .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
         .route("/zoneingresses/{name}/_config", get(inspect_ingress))
         .route("/tokens/zone", post(zone_token))
@@ -649,6 +656,32 @@ async fn mesh_insight(
 ) -> Result<Json<Value>, ApiError> {
     let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
     umbra_api::mesh_insights::one_mesh_insight(&*state.store, &mesh, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /meshes/{mesh}/service-insights`: a page of the mesh's `ServiceInsight`s
+/// ([`umbra_api::service_insights`]) from the insights the zones reported.
+async fn service_insights(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
+    let path = format!("/meshes/{mesh}/service-insights");
+    umbra_api::service_insights::service_insights(&*state.store, &mesh, &query, &path, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /meshes/{mesh}/service-insights/{name}`: one service's `ServiceInsight`; 404 for an
+/// unknown mesh or service.
+async fn service_insight(
+    State(state): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
+    umbra_api::service_insights::service_insight(&*state.store, &mesh, &name, &insight)
         .await
         .map(Json)
 }

@@ -1,5 +1,6 @@
-//! `GET /global-insight` and `GET /mesh-insights[/{mesh}]` on the Global: counts from the
-//! store and the DPP insights a zone reported, and Kuma's `GlobalInsight` schema.
+//! `GET /global-insight`, `GET /mesh-insights[/{mesh}]` and `GET
+//! /meshes/{mesh}/service-insights[/{name}]` on the Global: counts from the store and the DPP
+//! insights a zone reported, and Kuma's `GlobalInsight` schema.
 
 use std::sync::Arc;
 
@@ -151,4 +152,162 @@ async fn insights_count_meshes_dataplanes_services_and_policies() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, _, _) = call(&app, "GET", "/mesh-insights?size=0", &[], None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn service_insights_status_paging_filter_and_404() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let zones: Arc<ZoneRegistry> = Arc::default();
+    let app = router(AppState {
+        traces: Default::default(),
+        store: store.clone(),
+        zones: zones.clone(),
+        tokens: ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        inspect: Arc::default(),
+        config: Arc::default(),
+    });
+    put(
+        &*store,
+        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+        None,
+    )
+    .await;
+    let web = "{address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web, kuma.io/zone: z1}}]}";
+    dpp(&*store, "default", "web-1", web).await;
+    dpp(&*store, "default", "web-2", web).await; // no insight: offline
+    let api = "{address: 10.0.0.4, inbound: [{port: 80, tags: {kuma.io/service: api}}]}";
+    dpp(&*store, "default", "api-1", api).await;
+    dpp(
+        &*store,
+        "default",
+        "db-1",
+        "{address: 10.0.0.2, inbound: [{port: 80, tags: {kuma.io/service: db}}]}",
+    )
+    .await;
+    dpp(
+        &*store,
+        "default",
+        "edge",
+        "{address: 10.0.0.9, gateway: {type: BUILTIN, tags: {kuma.io/service: edge}}}",
+    )
+    .await;
+    for local in ["web-1", "edge"] {
+        connected(&zones, "default", local);
+    }
+    let doc = json!({"mesh": "default", "name": "api-1", "connected": true, "acked": {},
+        "nacked": {}, "responsesSent": 1, "connectTime": "2026-01-01T00:00:00Z",
+        "mTLS": {"issuedBackend": "ca-1"}});
+    assert!(zones.put_insight(
+        "z1",
+        &umbra_kds::resource::kds_name("default", "api-1"),
+        umbra_kds::resource::Item::from_doc(&doc),
+    ));
+    put(&*store, "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443'}\n", None).await;
+
+    let (s, list, _) = call(&app, "GET", "/meshes/default/service-insights", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["total"], 5);
+    let by_name = |n: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} missing: {list}"))
+    };
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["api", "db", "edge", "httpbin", "web"]);
+    let web = by_name("web");
+    assert_eq!(web["type"], "ServiceInsight");
+    assert_eq!(web["mesh"], "default");
+    assert_eq!(web["status"], "partially_degraded");
+    assert_eq!(
+        web["dataplanes"],
+        json!({"online": 1, "offline": 1, "total": 2})
+    );
+    assert_eq!(web["serviceType"], "internal");
+    assert_eq!(web["zones"], json!(["z1"]));
+    assert!(web["creationTime"].is_string(), "{web}");
+    let api = by_name("api");
+    assert_eq!(api["status"], "online");
+    assert_eq!(api["issuedBackends"], json!({"ca-1": 1}));
+    assert_eq!(by_name("db")["status"], "offline");
+    assert_eq!(by_name("db")["dataplanes"]["total"], 1);
+    assert_eq!(by_name("edge")["serviceType"], "gateway_builtin");
+    assert_eq!(by_name("edge")["status"], "online");
+    let httpbin = by_name("httpbin");
+    assert_eq!(
+        (httpbin["status"].as_str(), httpbin["serviceType"].as_str()),
+        (Some("not_available"), Some("external"))
+    );
+    assert_eq!(httpbin["addressPort"], "httpbin.org:443");
+    assert_eq!(httpbin["dataplanes"]["total"], 0);
+
+    let (s, one, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights/web",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(one, web);
+    let (s, page, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights?size=2&offset=1&name=e",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    // "e" is in edge and web: the second page of size 2 holds web only.
+    assert_eq!(page["total"], 2);
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["items"][0]["name"], "web");
+    assert!(page.get("next").is_none(), "{page}");
+    let (_, first, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights?size=2",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(
+        first["next"],
+        "/meshes/default/service-insights?offset=2&size=2"
+    );
+    let (_, typed, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights?type=external,gateway_builtin",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(typed["total"], 2, "{typed}");
+    for uri in [
+        "/meshes/default/service-insights/nope",
+        "/meshes/nope/service-insights",
+        "/meshes/nope/service-insights/web",
+    ] {
+        let (s, body, _) = call(&app, "GET", uri, &[], None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{uri}: {body}");
+    }
+    for uri in [
+        "/meshes/default/service-insights?type=nope",
+        "/meshes/default/service-insights?size=0",
+    ] {
+        let (s, body, _) = call(&app, "GET", uri, &[], None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {body}");
+    }
 }

@@ -6,6 +6,8 @@
 //! - Kuma's `DataplaneOverview` (the Dataplane and its xDS insight, [`umbra_api::insights`]):
 //!   `GET /meshes/{mesh}/dataplanes+insights/{name}`, and paged and filtered like the
 //!   Dataplane list, `GET /meshes/{mesh}/dataplanes+insights` and `GET /dataplanes+insights`.
+//! - Kuma's `ServiceInsight` per `kuma.io/service` ([`umbra_api::service_insights`]):
+//!   `GET /meshes/{mesh}/service-insights` (paged, `name=`, `type=`) and `.../{name}`.
 //!
 //! Tokens ([`umbra_api::tokens`]: issued by a standalone zone, by the Global for a federated
 //! one) and every call's authentication ([`umbra_api::authn`]) are shared with the Global;
@@ -46,6 +48,7 @@ pub fn routes() -> Vec<Route> {
         ZONE_ROUTES,
         umbra_api::tokens::ROUTES,
         umbra_api::about::ROUTES,
+        umbra_api::service_insights::ROUTES,
     ])
 }
 
@@ -149,6 +152,11 @@ pub fn router(state: AppState) -> Router {
         .route("/global-insight", get(global_insight))
         .route("/mesh-insights", get(mesh_insights))
         .route("/mesh-insights/{mesh}", get(mesh_insight))
+        .route("/meshes/{mesh}/service-insights", get(service_insights))
+        .route(
+            "/meshes/{mesh}/service-insights/{name}",
+            get(service_insight),
+        )
         .merge(umbra_api::tokens::routes())
         .merge(crud::routes())
         .merge(umbra_api::about::routes())
@@ -355,6 +363,38 @@ async fn mesh_insight(
 ) -> Result<Json<Value>, ApiError> {
     let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
     umbra_api::mesh_insights::one_mesh_insight(&*st.store.contract(), &mesh, &insight)
+        .await
+        .map(Json)
+}
+
+/// `GET /meshes/{mesh}/service-insights`: a page of the mesh's `ServiceInsight`s
+/// ([`umbra_api::service_insights`]); 404 for an unknown mesh.
+async fn service_insights(
+    State(st): State<AppState>,
+    Path(mesh): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
+    let path = format!("/meshes/{mesh}/service-insights");
+    umbra_api::service_insights::service_insights(
+        &*st.store.contract(),
+        &mesh,
+        &query,
+        &path,
+        &insight,
+    )
+    .await
+    .map(Json)
+}
+
+/// `GET /meshes/{mesh}/service-insights/{name}`: one service's `ServiceInsight`; 404 for an
+/// unknown mesh or service.
+async fn service_insight(
+    State(st): State<AppState>,
+    Path((mesh, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
+    umbra_api::service_insights::service_insight(&*st.store.contract(), &mesh, &name, &insight)
         .await
         .map(Json)
 }

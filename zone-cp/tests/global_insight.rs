@@ -1,5 +1,6 @@
-//! `GET /global-insight` and `GET /mesh-insights[/{mesh}]` on a zone: counts from the zone
-//! store (no DPP has connected, so every one is offline) and Kuma's `GlobalInsight` schema.
+//! `GET /global-insight`, `GET /mesh-insights[/{mesh}]` and `GET
+//! /meshes/{mesh}/service-insights[/{name}]` on a zone: counts from the zone store (no DPP
+//! has connected, so every one is offline) and Kuma's `GlobalInsight` schema.
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -65,4 +66,49 @@ async fn insights_count_the_zone_store() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, _, _) = call(&app, "GET", "/mesh-insights?offset=x", &[], None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    // Service insights: never connected, so offline; the ExternalService is not_available.
+    let (s, si, _) = call(&app, "GET", "/meshes/default/service-insights", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{si}");
+    assert_eq!(si["total"], 3);
+    let (s, web, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights/web",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{web}");
+    assert_eq!(si["items"][2], web);
+    assert_eq!(web["status"], "offline");
+    assert_eq!(
+        web["dataplanes"],
+        json!({"online": 0, "offline": 2, "total": 2})
+    );
+    assert_eq!(si["items"][0]["serviceType"], "gateway_delegated");
+    assert_eq!(si["items"][1]["status"], "not_available");
+    let (_, page, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights?size=1&name=e",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(page["total"], 2, "{page}");
+    assert_eq!(page["items"][0]["name"], "edge");
+    assert_eq!(
+        page["next"],
+        "/meshes/default/service-insights?offset=1&size=1&name=e"
+    );
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights/nope",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }

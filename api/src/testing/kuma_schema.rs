@@ -14,6 +14,11 @@
 //! inlined; `nullable: true` adds `null` to the `type` (and to an `enum`); `example` and the
 //! `x-*` extensions are dropped. Nothing is made stricter than Kuma publishes it: there is no
 //! `additionalProperties: false` unless the file says so. Format validation is off.
+//!
+//! The same conversion serves any other OpenAPI 3.0 document, such as a CP's own
+//! `/openapi.yaml` ([`OpenApiDoc`]: the response schema documented for a path template, its
+//! local `#/components/...` refs inlined), and [`compile`] / [`check`] validate a value
+//! against such a schema.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -38,7 +43,25 @@ pub fn conformance_dir() -> PathBuf {
 /// When the fixtures cannot be read, `schema_name` is not published, or the schema does not
 /// compile (a test failure: the oracle is missing).
 pub fn violations(schema_name: &str, value: &Value) -> Vec<String> {
-    let validator = validator(schema_name);
+    check(validator(schema_name), value)
+}
+
+/// `schema` (plain JSON Schema, as [`schema`] or [`OpenApiDoc::response_schema`] give it)
+/// compiled as draft 4 without format validation.
+///
+/// # Errors
+/// The compiler's message when the schema is not valid JSON Schema.
+pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .should_validate_formats(false)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
+/// Every violation of `value` against `validator`, one `"<instance path>: <message>"` line
+/// each, sorted (as [`violations`]).
+pub fn check(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
     let mut found: Vec<String> = validator
         .iter_errors(value)
         .map(|e| format!("{:?}: {e}", e.instance_path().as_str()))
@@ -46,6 +69,52 @@ pub fn violations(schema_name: &str, value: &Value) -> Vec<String> {
     found.sort();
     found.dedup();
     found
+}
+
+/// An OpenAPI 3.0 document of its own (a CP's `/openapi.yaml`), read with the same
+/// conversion as Kuma's files; its `$ref`s are local (`#/components/...`).
+pub struct OpenApiDoc {
+    files: Files,
+}
+
+/// The key the one document of an [`OpenApiDoc`] is kept under.
+const OWN_DOC: &str = "openapi.yaml";
+
+impl OpenApiDoc {
+    /// The document `doc` (parsed YAML or JSON).
+    pub fn new(doc: Value) -> Self {
+        OpenApiDoc {
+            files: Files {
+                docs: [(OWN_DOC.to_owned(), doc)].into(),
+                lookup: vec![OWN_DOC.to_owned()],
+            },
+        }
+    }
+
+    /// The path templates the document describes (`/meshes/{mesh}`, ...), in its order.
+    pub fn paths(&self) -> Vec<String> {
+        self.files.docs[OWN_DOC]
+            .get("paths")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The `application/json` schema of the `status` answer to `method` on path `template`,
+    /// as plain JSON Schema; `None` when the document gives none (no such path, method or
+    /// response, or a response without a JSON body).
+    ///
+    /// # Panics
+    /// When a `$ref` of the document does not resolve, or a schema refers to itself.
+    pub fn response_schema(&self, template: &str, method: &str, status: &str) -> Option<Value> {
+        let doc = &self.files.docs[OWN_DOC];
+        let escaped = template.replace('~', "~0").replace('/', "~1");
+        let response = doc.pointer(&format!("/paths/{escaped}/{method}/responses/{status}"))?;
+        let response = self.files.deref(response, OWN_DOC);
+        let schema = response.pointer("/content/application~1json/schema")?;
+        let mut stack = Vec::new();
+        Some(self.files.inline(schema, OWN_DOC, &mut stack))
+    }
 }
 
 /// Assert that `value` validates against Kuma's schema `schema_name` (`InspectRules`,
@@ -83,10 +152,7 @@ fn validator(schema_name: &str) -> &'static jsonschema::Validator {
         return v;
     }
     let inlined = schema(schema_name);
-    let compiled = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft4)
-        .should_validate_formats(false)
-        .build(&inlined)
+    let compiled = compile(&inlined)
         .unwrap_or_else(|e| panic!("Kuma schema {schema_name} does not compile: {e}"));
     let leaked: &'static jsonschema::Validator = Box::leak(Box::new(compiled));
     cache.insert(schema_name.to_owned(), leaked);
@@ -154,6 +220,27 @@ fn list_dir(dir: &Path, prefix: &str, suffix: &str) -> Vec<String> {
 }
 
 impl Files {
+    /// `value`, or what its `$ref` (in file `rel`, local or not) points at, followed until it
+    /// is not a `$ref`.
+    fn deref<'a>(&'a self, mut value: &'a Value, rel: &str) -> &'a Value {
+        let mut rel = rel.to_owned();
+        for _ in 0..16 {
+            let Some(reference) = value.get("$ref").and_then(Value::as_str) else {
+                return value;
+            };
+            let (file, pointer) = reference.split_once('#').unwrap_or((reference, ""));
+            if !file.is_empty() {
+                rel = join(&rel, file);
+            }
+            value = self
+                .docs
+                .get(&rel)
+                .and_then(|d| d.pointer(pointer))
+                .unwrap_or_else(|| panic!("{rel}: unresolved $ref {reference}"));
+        }
+        panic!("{rel}: $ref chain too long")
+    }
+
     fn resolve_named(&self, name: &str) -> Value {
         for rel in &self.lookup {
             let pointers = [
@@ -327,5 +414,28 @@ mod tests {
             join("api.yaml", "./common/resource.yaml"),
             "common/resource.yaml"
         );
+    }
+
+    #[test]
+    fn an_own_document_resolves_local_refs_of_responses_and_schemas() {
+        let doc = json!({"openapi": "3.0.3", "paths": {
+            "/things/{name}": {"get": {"responses": {
+                "200": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thing"}}}},
+                "404": {"$ref": "#/components/responses/Error"}}}},
+            "/empty": {"get": {"responses": {"200": {"description": "no body"}}}}},
+            "components": {
+                "schemas": {"Thing": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"}, "note": {"type": "string", "nullable": true}}}},
+                "responses": {"Error": {"content": {"application/json": {"schema": {
+                    "type": "object", "required": ["title"]}}}}}}});
+        let own = OpenApiDoc::new(doc);
+        assert_eq!(own.paths(), ["/things/{name}", "/empty"]);
+        let thing = compile(&own.response_schema("/things/{name}", "get", "200").unwrap()).unwrap();
+        assert!(check(&thing, &json!({"name": "a", "note": null})).is_empty());
+        assert_eq!(check(&thing, &json!({"note": 1})).len(), 2);
+        let error = own.response_schema("/things/{name}", "get", "404").unwrap();
+        assert_eq!(error["required"], json!(["title"]));
+        assert!(own.response_schema("/empty", "get", "200").is_none());
+        assert!(own.response_schema("/nope", "get", "200").is_none());
     }
 }
