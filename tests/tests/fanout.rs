@@ -12,6 +12,8 @@
 //! - `policy=` isolates one shadow policy's effect; `_resources/dataplanes` lists what a
 //!   policy selects.
 //! - Per-DPP `_config`/`_rules` on the Global return the zone's own bodies and errors.
+//! - Asked again with nothing changed, the kept answer is served without the zones computing
+//!   it again.
 //! - With zone-2 stopped, the result is partial and names it; a forwarded call to one of its
 //!   DPPs is a 503 naming it; zone-1's part is unaffected.
 
@@ -195,6 +197,18 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
     let (_, summary) = get(&global, "/meshes/default/_shadow-diff").await;
     assert_eq!(summary["totals"], full["totals"]);
     assert!(summary.get("dataplanes").is_none());
+    // Asked again with nothing changed (issue 21): the kept answer is served once both zones
+    // confirm their state still holds; neither computes it again. (With zone-2 gone, below,
+    // the same question is computed again and comes out partial.)
+    let computed = |z: &CpProcess| z.log_text().matches("inspect: shadow diff done").count();
+    let before = (computed(&z1), computed(&z2));
+    let (_, again) = get(&global, "/meshes/default/_shadow-diff").await;
+    assert_eq!(again, summary);
+    assert_eq!(
+        (computed(&z1), computed(&z2)),
+        before,
+        "a zone computed the kept answer again"
+    );
     let (status, text) = http_with(
         global.api,
         "GET",

@@ -9,7 +9,9 @@
 //!   ([`MeshShadow`]), computed in parallel on a pool of its own (the reconciler's work is not
 //!   starved) and streamed back in batches of at most [`BATCH_ITEMS`] DPPs or [`CHUNK_BYTES`]
 //!   as they complete. One DPP whose patch is larger than [`MAX_DIFF_BYTES`] gets an error naming
-//!   it and its size instead.
+//!   it and its size instead. The last frame carries the tag of the zone state the answer was
+//!   computed from; a request with `if_none_match` is a probe answered at once: does that
+//!   tag still hold (the Global's cache of fleet answers revalidates with it)?
 //!
 //! At most [`MAX_CONCURRENT`] calls run at once (more get a 503 answer at once), and each stops
 //! at its deadline (`timeout_ms`, at most [`MAX_TIMEOUT`]) or when the Global stops listening.
@@ -201,7 +203,24 @@ fn http_frames(id: u64, status: u32, body: &[u8]) -> Vec<InspectResponse> {
         .collect()
 }
 
+/// The tag of this zone's state at store `revision`, as `ShadowDiffRequest.if_none_match`
+/// probes it: this process' random instance id and the revision, so a restarted zone (whose
+/// revisions may repeat with other content) never matches an older tag. A shadow diff is a
+/// function of the mesh's resources and the zone view, both read from the store at that
+/// revision, so an equal tag means an equal answer.
+fn state_tag(revision: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static INSTANCE: OnceLock<u64> = OnceLock::new();
+    let instance = INSTANCE.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    format!("{instance:016x}-{revision}")
+}
+
 /// The diffs of the listed DPPs, streamed in batches; blocking (runs off the async runtime).
+/// A probe (`if_none_match` set) answers at once whether the tag still holds.
 fn shadow_diff(
     id: u64,
     d: &ShadowDiffRequest,
@@ -219,6 +238,20 @@ fn shadow_diff(
         }
     };
     let revision = store.revision();
+    let tag = state_tag(revision);
+    if !d.if_none_match.is_empty() {
+        let unchanged = d.if_none_match == tag;
+        let _ = out.blocking_send(InspectResponse {
+            id,
+            last: true,
+            body: Some(Body::Diffs(DataplaneDiffs {
+                items: Vec::new(),
+                tag,
+                unchanged,
+            })),
+        });
+        return;
+    }
     let resources = store.mesh_resources(&d.mesh);
     // The snapshots proxies are served serve as the Live side when they were generated from
     // exactly these resources; otherwise Live is generated too.
@@ -263,7 +296,10 @@ fn shadow_diff(
     let _ = out.blocking_send(InspectResponse {
         id,
         last: true,
-        body: Some(Body::Diffs(DataplaneDiffs::default())),
+        body: Some(Body::Diffs(DataplaneDiffs {
+            tag,
+            ..DataplaneDiffs::default()
+        })),
     });
     tracing::info!(id, mesh = %d.mesh, dataplanes = d.dataplanes.len(), reused_live_snapshots = reused, elapsed_ms = started.elapsed().as_millis() as u64, "inspect: shadow diff done");
 }
@@ -334,6 +370,7 @@ impl Batch {
             last: false,
             body: Some(Body::Diffs(DataplaneDiffs {
                 items: std::mem::take(&mut self.items),
+                ..DataplaneDiffs::default()
             })),
         });
     }

@@ -124,6 +124,9 @@ impl ZoneLink {
 /// Every zone's inspect link; share it with `Arc`.
 #[derive(Debug, Default)]
 pub struct InspectHub {
+    /// Fleet diff answers kept for the same question asked again, each revalidated with its
+    /// zones before it is served.
+    pub answers: crate::inspect::answer_cache::AnswerCache,
     links: Mutex<HashMap<String, Arc<ZoneLink>>>,
     next_id: AtomicU64,
     next_conn: AtomicU64,

@@ -9,9 +9,12 @@
 //! - [`affected`]: `GET /meshes/{mesh}/{plural}/{name}/_resources/dataplanes`, the DPPs whose
 //!   config a policy can change;
 //! - [`shadow_diff`]: the fleet-wide `GET /meshes/{mesh}/_shadow-diff`: query, plan, fan-out,
-//!   aggregation and the report, JSON or streamed NDJSON.
+//!   aggregation and the report, JSON or streamed NDJSON;
+//! - [`answer_cache`]: fleet diff answers kept for the same question, revalidated with the
+//!   zones before use.
 
 pub mod affected;
+pub mod answer_cache;
 pub mod context;
 pub mod forward;
 pub mod hub;

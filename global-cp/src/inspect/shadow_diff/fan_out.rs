@@ -1,6 +1,7 @@
 //! Asking the zones of a [`Plan`](super::plan::Plan) for their DPPs' diffs: at most
 //! [`ZONES_IN_FLIGHT`] zones at once, [`NAMES_PER_CALL`] names per call, each zone within its
-//! deadline; results go out as [`FanoutEvent`]s as they arrive.
+//! deadline; results go out as [`FanoutEvent`]s as they arrive. [`probe`] asks the zones of a
+//! kept answer whether the state it was computed from still holds.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,8 +26,9 @@ pub const NAMES_PER_CALL: usize = 10_000;
 pub enum FanoutEvent {
     /// A batch of DPP results from `zone`.
     Batch(String, Vec<DataplaneDiff>),
-    /// `zone` is done: `Ok` when it answered for every DPP asked, else why not.
-    ZoneDone(String, Result<(), String>),
+    /// `zone` is done: `Ok` when it answered for every DPP asked (with the tag of the state
+    /// it answered from, when every call gave the same one), else why not.
+    ZoneDone(String, Result<Option<String>, String>),
 }
 
 /// Ask each zone of `plan` (at most [`ZONES_IN_FLIGHT`] at once) for its DPPs' diffs, each
@@ -79,8 +81,9 @@ async fn ask_zone(
     names: Vec<String>,
     timeout: Duration,
     events: &mpsc::Sender<FanoutEvent>,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut tags: Vec<String> = Vec::new();
     for chunk in names.chunks(NAMES_PER_CALL) {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
@@ -94,6 +97,7 @@ async fn ask_zone(
             mesh: mesh.to_owned(),
             dataplanes: chunk.to_vec(),
             policy: policy.to_owned(),
+            if_none_match: String::new(),
         });
         let mut call = hub
             .call(zone, kind, left)
@@ -106,13 +110,16 @@ async fn ask_zone(
         })? {
             match frame.body {
                 Some(Frame::Diffs(d)) => {
+                    if !d.tag.is_empty() {
+                        tags.push(d.tag);
+                    }
                     if !d.items.is_empty()
                         && events
                             .send(FanoutEvent::Batch(zone.to_owned(), d.items))
                             .await
                             .is_err()
                     {
-                        return Ok(());
+                        return Ok(None);
                     }
                 }
                 Some(Frame::Error(e)) => {
@@ -125,5 +132,47 @@ async fn ask_zone(
             }
         }
     }
-    Ok(())
+    // One tag per call; the answer is one state only when every call named the same.
+    let calls = names.len().div_ceil(NAMES_PER_CALL).max(1);
+    Ok((tags.len() == calls && tags.iter().all(|t| *t == tags[0])).then(|| tags[0].clone()))
+}
+
+/// Whether every zone of `tags` confirms, within `timeout`, that the state its tag names still
+/// holds for `mesh` under `promotion` (one probe per zone, all at once; a zone that fails or
+/// is offline does not confirm).
+pub async fn probe(
+    hub: &Arc<InspectHub>,
+    mesh: &str,
+    promotion: &Promotion,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> bool {
+    let policy = match promotion {
+        Promotion::All => String::new(),
+        p => p.to_string(),
+    };
+    let mut probes = tokio::task::JoinSet::new();
+    for (zone, tag) in tags {
+        let kind = Kind::ShadowDiff(ShadowDiffRequest {
+            mesh: mesh.to_owned(),
+            dataplanes: Vec::new(),
+            policy: policy.clone(),
+            if_none_match: tag.clone(),
+        });
+        let (hub, zone) = (hub.clone(), zone.clone());
+        probes.spawn(async move {
+            let Ok(mut call) = hub.call(&zone, kind, timeout).await else {
+                return false;
+            };
+            matches!(
+                call.next().await,
+                Ok(Some(umbra_kds::pb::InspectResponse { body: Some(Frame::Diffs(d)), .. })) if d.unchanged
+            )
+        });
+    }
+    let mut confirmed = true;
+    while let Some(answer) = probes.join_next().await {
+        confirmed &= answer.unwrap_or(false);
+    }
+    confirmed
 }

@@ -51,6 +51,20 @@ pub struct ShadowDiffQuery {
 }
 
 impl ShadowDiffQuery {
+    /// The question in canonical form: what decides the answer (policy, zone, format), not
+    /// how long the zones may take. Kept answers are looked up by it.
+    pub fn question(&self) -> String {
+        format!(
+            "policy={}\nzone={}\nfull={}",
+            match &self.promotion {
+                Promotion::All => String::new(),
+                p => p.to_string(),
+            },
+            self.zone.as_deref().unwrap_or_default(),
+            self.full
+        )
+    }
+
     /// Parse the query pairs.
     ///
     /// # Errors
@@ -98,6 +112,12 @@ mod tests {
         assert_eq!(q.zone.as_deref(), Some("z1"));
         assert_eq!(q.timeout, Duration::from_secs(5));
         assert_eq!(q.promotion.to_string(), "MeshTimeout/x");
+        assert_eq!(q.question(), "policy=MeshTimeout/x\nzone=z1\nfull=true");
+        let shorter = ShadowDiffQuery {
+            timeout: Duration::from_secs(1),
+            ..q.clone()
+        };
+        assert_eq!(shorter.question(), q.question());
         for bad in [
             ("format", "json"),
             ("timeout", "0s"),

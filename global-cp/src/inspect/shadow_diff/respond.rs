@@ -1,8 +1,11 @@
 //! Answering `GET /meshes/{mesh}/_shadow-diff`: [`shadow_diff`] plans, fans out and folds the
 //! results into an [`Aggregate`], then answers one JSON document, or, with
 //! `Accept: application/x-ndjson`, streams one line per DPP as it arrives, progress, one line
-//! per zone, then the summary.
+//! per zone, then the summary. A JSON answer of a complete diff is kept
+//! ([`crate::inspect::answer_cache`]) and served again for the same question at the same store
+//! revision once every zone it came from confirms its state still holds.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -16,16 +19,19 @@ use umbra_api::error::ApiError;
 use umbra_core::view::Promotion;
 
 use super::aggregate::{Aggregate, DpOutcome};
-use super::fan_out::{fan_out, FanoutEvent};
+use super::fan_out::{fan_out, probe, FanoutEvent};
 use super::plan::{Plan, Planner};
 use super::query::ShadowDiffQuery;
 use super::report::ZoneTally;
+use crate::inspect::answer_cache::{Entry, Key};
 use crate::inspect::context::{
     for_each_dataplane_page, mesh_exists, mesh_policies, record_fanout, InspectContext,
 };
 
 /// Events buffered between the zone calls and the aggregation.
 const EVENT_QUEUE: usize = 8;
+/// Longest wait for the zones to confirm a kept answer (less when the request's timeout is).
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `GET /meshes/{mesh}/_shadow-diff`: plan, fan out, aggregate; one JSON document, or NDJSON
 /// lines when `ndjson`.
@@ -51,18 +57,59 @@ pub async fn shadow_diff(
             )));
         }
     }
+    // Read before planning: the plan reflects at least this revision.
+    let key = Key {
+        mesh: mesh.to_owned(),
+        question: q.question(),
+        revision: cx.store.revision().await?,
+    };
+    let json_answer = |body: Bytes| {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response()
+    };
+    if !ndjson {
+        if let Some(kept) = cx.hub.answers.get(&key) {
+            if probe(
+                &cx.hub,
+                mesh,
+                &q.promotion,
+                &kept.tags,
+                q.timeout.min(PROBE_TIMEOUT),
+            )
+            .await
+            {
+                record_fanout("shadow_diff", began, "ok");
+                return Ok(json_answer(kept.body));
+            }
+            cx.hub.answers.remove(&key);
+        }
+    }
     let plan = Arc::new(plan_fleet(cx, mesh, &policies, &q.promotion, q.zone.as_deref()).await?);
     let rx = start_fan_out(cx, mesh, &plan, &q.promotion, q.timeout);
     let aggregate = Aggregate::new(&plan, q.full && !ndjson);
     if !ndjson {
-        let (aggregate, _) = fold(aggregate, rx, None, |_| Vec::new()).await;
+        let (aggregate, _, tags) = fold(aggregate, rx, None, |_| Vec::new()).await;
         record_fanout("shadow_diff", began, "ok");
-        let body = aggregate.report(mesh, &plan, &q.promotion, q.full);
-        return Ok((
-            [(header::CONTENT_TYPE, "application/json")],
-            Body::from(body),
-        )
-            .into_response());
+        let body = Bytes::from(aggregate.report(mesh, &plan, &q.promotion, q.full));
+        // Kept only when complete and every zone named the state it answered from.
+        let tags: Option<BTreeMap<String, String>> = plan
+            .zones
+            .keys()
+            .map(|z| Some((z.clone(), tags.get(z).cloned()??)))
+            .collect();
+        if let Some(tags) = tags.filter(|_| !aggregate.partial()) {
+            cx.hub.answers.put(
+                key,
+                Entry {
+                    tags,
+                    body: body.clone(),
+                },
+            );
+        }
+        return Ok(json_answer(body));
     }
     let (lines_tx, lines_rx) = mpsc::channel::<Result<Bytes, Infallible>>(EVENT_QUEUE);
     let start = json!({
@@ -97,7 +144,7 @@ pub async fn shadow_diff(
             bytes.push(b'\n');
             bytes
         };
-        let (aggregate, open) = fold(aggregate, rx, Some(&lines_tx), render).await;
+        let (aggregate, open, _) = fold(aggregate, rx, Some(&lines_tx), render).await;
         record_fanout(
             "shadow_diff",
             began,
@@ -201,15 +248,16 @@ enum Line<'a> {
 
 /// Fold every event into `aggregate`. With `out`, each DPP, batch (progress) and zone is
 /// rendered by `render` and sent as it comes, waiting when the client reads slowly; folding
-/// stops early when the client goes away. Returns the aggregate and whether the client is
-/// still there.
+/// stops early when the client goes away. Returns the aggregate, whether the client is
+/// still there, and the tag of each zone's answer (`None`: it named no single state).
 async fn fold(
     mut aggregate: Aggregate,
     mut rx: mpsc::Receiver<FanoutEvent>,
     out: Option<&mpsc::Sender<Result<Bytes, Infallible>>>,
     mut render: impl FnMut(Line<'_>) -> Vec<u8>,
-) -> (Aggregate, bool) {
+) -> (Aggregate, bool, BTreeMap<String, Option<String>>) {
     let mut pending: Vec<Vec<u8>> = Vec::new();
+    let mut tags = BTreeMap::new();
     while let Some(event) = rx.recv().await {
         let streaming = out.is_some();
         match event {
@@ -226,6 +274,9 @@ async fn fold(
                 }
             }
             FanoutEvent::ZoneDone(zone, result) => {
+                let result = result.map(|tag| {
+                    tags.insert(zone.clone(), tag);
+                });
                 if let Some(tally) = aggregate.zone_done(&zone, result) {
                     if streaming {
                         pending.push(render(Line::Zone(tally)));
@@ -236,10 +287,10 @@ async fn fold(
         if let Some(out) = out {
             for line in pending.drain(..) {
                 if out.send(Ok(Bytes::from(line))).await.is_err() {
-                    return (aggregate, false);
+                    return (aggregate, false, tags);
                 }
             }
         }
     }
-    (aggregate, true)
+    (aggregate, true, tags)
 }
