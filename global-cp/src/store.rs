@@ -5,4 +5,6 @@
 
 pub use umbra_store::*;
 
+pub mod group_commit;
+pub mod pg_rows;
 pub mod postgres;

@@ -11,23 +11,23 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
 use super::{
-    check_expected, check_unused, mesh_key, query_mesh, resource_from_parts, spec_of, stamp_times,
-    unchanged, Change, GatewayFilter, ListQuery, Op, Page, Store, StoreError, Stored, Transacted,
-    Write, MAX_PAGE, MESH_USERS,
+    check_expected, check_unused, mesh_key, query_mesh, spec_of, stamp_times, unchanged, Change,
+    GatewayFilter, ListQuery, Op, Page, Store, StoreError, Stored, Transacted, Write, MAX_PAGE,
+    MESH_USERS,
 };
 
 /// The migrations this build knows (embedded at compile time).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-/// NOTIFY channel for change wake-ups.
-pub const CHANNEL: &str = "umbra_changes";
+use super::group_commit::GroupCommit;
+pub use super::pg_rows::CHANNEL;
+use super::pg_rows::{parse_time, stored_from_row, to_i64, to_u64, unavailable};
 
 /// Fallback poll of the change-log head while LISTEN is down or a notification is lost.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -56,40 +56,8 @@ pub enum ConnectError {
 pub struct PostgresStore {
     pool: PgPool,
     wake: watch::Sender<u64>,
-}
-
-fn unavailable(e: sqlx::Error) -> StoreError {
-    StoreError::Unavailable(match &e {
-        sqlx::Error::PoolTimedOut => "timed out waiting for a database connection".to_owned(),
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => {
-            "the database cannot be reached".to_owned()
-        }
-        // Never leak SQL to clients: the detail goes to the log.
-        _ => {
-            tracing::warn!(error = %e, "database error");
-            "database error".to_owned()
-        }
-    })
-}
-
-fn to_u64(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
-fn parse_time(s: Option<&str>) -> time::OffsetDateTime {
-    s.and_then(|s| {
-        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-    })
-    .unwrap_or_else(time::OffsetDateTime::now_utc)
+    /// Single-resource puts, committed in groups ([`super::group_commit`]).
+    group: GroupCommit,
 }
 
 impl PostgresStore {
@@ -110,9 +78,11 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| ConnectError::Migrate(e.to_string()))?;
+        let wake = watch::channel(0).0;
         let store = Self {
+            group: GroupCommit::start(pool.clone(), wake.clone()),
             pool,
-            wake: watch::channel(0).0,
+            wake,
         };
         if let Ok(r) = store.revision().await {
             store.wake.send_replace(r);
@@ -149,41 +119,6 @@ impl PostgresStore {
         &self.pool
     }
 
-    fn row_to_stored(row: &sqlx::postgres::PgRow) -> Result<Stored, StoreError> {
-        let ty_name: String = row.try_get("type").map_err(unavailable)?;
-        let mesh: String = row.try_get("mesh").map_err(unavailable)?;
-        let name: String = row.try_get("name").map_err(unavailable)?;
-        let corrupt = |reason: String| StoreError::Corrupt {
-            key: ResourceKey {
-                ty: ResourceType::Mesh,
-                mesh: mesh.clone(),
-                name: name.clone(),
-            },
-            reason,
-        };
-        let ty = ResourceType::from_name(&ty_name)
-            .ok_or_else(|| corrupt(format!("unknown type {ty_name:?}")))?;
-        let key = ResourceKey { ty, mesh, name };
-        let spec: Value = row.try_get("spec").map_err(unavailable)?;
-        let labels: Value = row.try_get("labels").map_err(unavailable)?;
-        let labels: BTreeMap<String, String> =
-            serde_json::from_value(labels).map_err(|e| StoreError::Corrupt {
-                key: key.clone(),
-                reason: format!("labels: {e}"),
-            })?;
-        let created: time::OffsetDateTime = row.try_get("creation_time").map_err(unavailable)?;
-        let modified: time::OffsetDateTime =
-            row.try_get("modification_time").map_err(unavailable)?;
-        let resource =
-            resource_from_parts(&key, spec, &labels, rfc3339(created), rfc3339(modified))?;
-        Ok(Stored {
-            resource,
-            version: to_u64(row.try_get("version").map_err(unavailable)?),
-            zone: row.try_get("zone").map_err(unavailable)?,
-            revision: to_u64(row.try_get("revision").map_err(unavailable)?),
-        })
-    }
-
     /// The version of `key` in `tx`, if it exists.
     async fn version_in(
         tx: &mut Transaction<'_, Postgres>,
@@ -213,7 +148,7 @@ impl PostgresStore {
             .fetch_optional(&mut **tx)
             .await
             .map_err(unavailable)?
-            .map(|row| Self::row_to_stored(&row))
+            .map(|row| stored_from_row(&row))
             .transpose()
     }
 
@@ -430,7 +365,8 @@ impl Store for PostgresStore {
         expected: Option<u64>,
         zone: Option<&str>,
     ) -> Result<(Stored, bool), StoreError> {
-        self.put_creating(resource, expected, zone, Vec::new())
+        self.group
+            .put(resource, expected, zone.map(str::to_owned))
             .await
     }
 
@@ -661,7 +597,7 @@ impl Store for PostgresStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(unavailable)?
-            .map(|row| Self::row_to_stored(&row))
+            .map(|row| stored_from_row(&row))
             .transpose()
     }
 
@@ -705,7 +641,7 @@ impl Store for PostgresStore {
         .map_err(unavailable)?;
         let items = rows
             .iter()
-            .map(Self::row_to_stored)
+            .map(stored_from_row)
             .collect::<Result<Vec<_>, _>>()?;
         let total = to_u64(total);
         Ok(Page::new(items, query.offset, total))
