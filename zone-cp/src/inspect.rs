@@ -434,9 +434,11 @@ fn inbound_json(dp: &DataplaneSpec, key: &InboundKey) -> Value {
 
 /// The `rules` of `_rules`: one Kuma `InspectRule` per targetRef policy type that produces a
 /// rule for `dp` — `{type, toRules: [Rule], fromRules: [{inbound, rules}], proxyRule?: {conf,
-/// origin}, warnings: [string]}` (Kuma's `common/resource.yaml`). As Kuma: a type with no to
-/// rule, no inbound in its from rules and no proxy rule is left out (the selecting policies of such a type are in `notGenerated` when they matter),
-/// and `proxyRule` is the first single-item rule, absent when there is none.
+/// origin}, warnings: [string]}` (Kuma's `common/resource.yaml`). As Kuma: an inbound whose
+/// from rules are empty is not listed (Kuma's `meshhttproute` `_rules` golden), a type with
+/// no to rule, no inbound in its from rules and no proxy rule is left out (the selecting
+/// policies of such a type are in `notGenerated` when they matter), and `proxyRule` is the
+/// first single-item rule, absent when there is none.
 fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View) -> Value {
     let set = PolicySet::build(mesh, resources, view);
     let mut rules = Vec::new();
@@ -449,6 +451,7 @@ fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View)
         let from: Vec<Value> = m
             .from_rules
             .iter()
+            .filter(|(_, r)| !r.0.is_empty())
             .map(|(k, r)| json!({"inbound": inbound_json(dp, k), "rules": rules_json(r)}))
             .collect();
         let proxy = m.single_item_rules.0.first();
