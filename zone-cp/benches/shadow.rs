@@ -1,7 +1,7 @@
 //! Zone-side cost of the fleet-wide shadow diff (issue 6), printed as a table: one mesh of
 //! `UMBRA_BENCH_DPPS` (default 2,000) DPPs, each with one HTTP inbound and 50 outbounds to
 //! service VIPs of `UMBRA_BENCH_SERVICES` (default 100) services, 10 live Timeouts and their 10 MeshTimeout replacements as shadow (the topology
-//! of `cargo bench -p umbra-e2e --bench fanout`, one zone). Times [`MeshShadow::prepare`] and
+//! of `umbra-bench fleet-diff`, one zone). Times [`MeshShadow::prepare`] and
 //! [`MeshShadow::diff`] over every DPP, on one thread and on the inspect pool's threads.
 //!
 //! Run: `cargo bench -p umbra-zone-cp --bench shadow`.
