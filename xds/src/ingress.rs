@@ -322,7 +322,7 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
                 .filter(|k| !k.is_empty())
                 .collect();
             snap.clusters
-                .insert(cluster.clone(), ingress_cluster(&cluster, &tag_keys));
+                .insert(cluster.clone(), ingress_cluster(&cluster, &tag_keys).into());
             let eps: Vec<Endpoint> = m
                 .ctx
                 .local_endpoints(&service)
@@ -353,7 +353,7 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
     let listener_name = inbound_listener_name(address, port);
     snap.listeners.insert(
         listener_name.clone(),
-        Listener {
+        crate::shared::Shared::from(Listener {
             name: listener_name,
             address: Some(socket(address, port)),
             traffic_direction: TrafficDirection::Inbound as i32,
@@ -366,7 +366,7 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
             }],
             filter_chains: chains,
             ..Default::default()
-        },
+        }),
     );
     snap
 }

@@ -37,6 +37,7 @@ pub mod load_assignment;
 pub mod names;
 pub mod plugins;
 pub mod render;
+pub mod shared;
 pub mod snapshot;
 pub mod sotw;
 pub mod util;

@@ -15,6 +15,7 @@ use prost::{Message, Name};
 use serde_json::{json, Map, Value};
 
 use crate::render::{to_json, RenderError};
+use crate::shared::{Interner, Shared};
 
 /// CDS type URL.
 pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
@@ -32,13 +33,13 @@ pub const SECRET_TYPE: &str =
 /// Envoy resources of one DPP, each map keyed by resource name (deterministic order).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
-    /// CDS.
-    pub clusters: BTreeMap<String, Cluster>,
+    /// CDS. Shared ([`Shared`]): a zone makes equal clusters of many DPPs one allocation.
+    pub clusters: BTreeMap<String, Shared<Cluster>>,
     /// EDS, keyed by cluster name. Shared with the [`crate::context::MeshContext`] that built
     /// them (and so with every other DPP of the mesh); replace an entry rather than edit it.
     pub endpoints: BTreeMap<String, Arc<ClusterLoadAssignment>>,
-    /// LDS.
-    pub listeners: BTreeMap<String, Listener>,
+    /// LDS. Shared as the clusters are.
+    pub listeners: BTreeMap<String, Shared<Listener>>,
     /// RDS (route configurations served separately; sidecars inline theirs in the HCM).
     pub routes: BTreeMap<String, RouteConfiguration>,
     /// SDS.
@@ -127,7 +128,22 @@ macro_rules! held_directly {
         }
     )*};
 }
-held_directly!(Cluster, Listener, RouteConfiguration, Secret);
+held_directly!(RouteConfiguration, Secret);
+
+macro_rules! held_shared {
+    ($($t:ty),*) => {$(
+        impl HeldResource for Shared<$t> {
+            type Resource = $t;
+            fn resource(&self) -> &$t {
+                self
+            }
+            fn same(&self, other: &Self) -> bool {
+                self == other
+            }
+        }
+    )*};
+}
+held_shared!(Cluster, Listener);
 
 impl HeldResource for Arc<ClusterLoadAssignment> {
     type Resource = ClusterLoadAssignment;
@@ -281,7 +297,7 @@ impl Snapshot {
     pub fn to_static_bootstrap(&self) -> Result<Value, RenderError> {
         let mut clusters = Vec::new();
         for (name, c) in &self.clusters {
-            let mut c = c.clone();
+            let mut c: Cluster = (**c).clone();
             if c.eds_cluster_config.is_some() {
                 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
                     ClusterDiscoveryType, DiscoveryType,
@@ -304,7 +320,7 @@ impl Snapshot {
         let mut listeners: Vec<Value> = self
             .listeners
             .values()
-            .map(to_json)
+            .map(|l| to_json(&**l))
             .collect::<Result<_, _>>()?;
         for l in &mut listeners {
             resolve_static_secrets(l, &self.secrets);
@@ -318,6 +334,43 @@ impl Snapshot {
             "node": {"id": "umbra-validate", "cluster": "umbra-validate"},
             "staticResources": {"listeners": listeners, "clusters": clusters, "secrets": secrets},
         }))
+    }
+}
+
+/// Equal clusters and listeners of many snapshots held once (issue 21: a zone's RSS per DPP):
+/// an outbound cluster is usually the same for every DPP calling the service, an outbound
+/// listener for every DPP of the calling service. Keyed by resource version, checked for
+/// equality ([`Interner`]).
+#[derive(Debug, Default)]
+pub struct SnapshotInterner {
+    clusters: Interner<Cluster>,
+    listeners: Interner<Listener>,
+}
+
+impl SnapshotInterner {
+    /// Replace each cluster and listener of `snapshot` with the equal one already held, or hold
+    /// it; `versions` are the snapshot's ([`Snapshot::resource_versions`]).
+    pub fn intern(&self, snapshot: &mut Snapshot, versions: &TypeVersions) {
+        if let Some(v) = versions.get(CLUSTER_TYPE) {
+            for (name, c) in &mut snapshot.clusters {
+                if let Some(version) = v.get(name) {
+                    self.clusters.intern(version, c);
+                }
+            }
+        }
+        if let Some(v) = versions.get(LISTENER_TYPE) {
+            for (name, l) in &mut snapshot.listeners {
+                if let Some(version) = v.get(name) {
+                    self.listeners.intern(version, l);
+                }
+            }
+        }
+    }
+
+    /// Forget what no snapshot holds any more (call after a pass); how many resources are
+    /// held.
+    pub fn sweep(&self) -> usize {
+        self.clusters.sweep() + self.listeners.sweep()
     }
 }
 
@@ -385,13 +438,16 @@ mod tests {
     fn versions_are_content_hashes_independent_of_map_order() {
         let mut a = Snapshot::default();
         let mut b = Snapshot::default();
-        a.listeners.insert("l".into(), listener_with_tags(16));
-        b.listeners.insert("l".into(), listener_with_tags(16));
+        a.listeners
+            .insert("l".into(), listener_with_tags(16).into());
+        b.listeners
+            .insert("l".into(), listener_with_tags(16).into());
         assert_eq!(
             a.version(LISTENER_TYPE).unwrap(),
             b.version(LISTENER_TYPE).unwrap()
         );
-        b.listeners.insert("l".into(), listener_with_tags(15));
+        b.listeners
+            .insert("l".into(), listener_with_tags(15).into());
         assert_ne!(
             a.version(LISTENER_TYPE).unwrap(),
             b.version(LISTENER_TYPE).unwrap()
@@ -405,14 +461,16 @@ mod tests {
     #[test]
     fn resource_versions_survive_regeneration_and_track_changes() {
         let mut a = Snapshot::default();
-        a.listeners.insert("l".into(), listener_with_tags(16));
-        a.listeners.insert("k".into(), listener_with_tags(2));
+        a.listeners
+            .insert("l".into(), listener_with_tags(16).into());
+        a.listeners.insert("k".into(), listener_with_tags(2).into());
         let va = a.resource_versions(None);
         // Regenerated with the same content: map order may differ in the encoding, versions
         // do not.
         let mut b = Snapshot::default();
-        b.listeners.insert("l".into(), listener_with_tags(16));
-        b.listeners.insert("k".into(), listener_with_tags(2));
+        b.listeners
+            .insert("l".into(), listener_with_tags(16).into());
+        b.listeners.insert("k".into(), listener_with_tags(2).into());
         let vb = b.resource_versions(Some((&a, &va)));
         assert_eq!(va, vb);
         assert_eq!(
@@ -420,7 +478,8 @@ mod tests {
             type_version(&vb[LISTENER_TYPE])
         );
         // One resource changes: only its version moves.
-        b.listeners.insert("l".into(), listener_with_tags(15));
+        b.listeners
+            .insert("l".into(), listener_with_tags(15).into());
         let vc = b.resource_versions(Some((&a, &va)));
         assert_ne!(vc[LISTENER_TYPE]["l"], va[LISTENER_TYPE]["l"]);
         assert_eq!(vc[LISTENER_TYPE]["k"], va[LISTENER_TYPE]["k"]);
@@ -462,7 +521,7 @@ mod tests {
         let mut s = Snapshot::default();
         s.listeners.insert(
             "l".into(),
-            Listener {
+            crate::shared::Shared::from(Listener {
                 name: "l".into(),
                 filter_chains: vec![FilterChain {
                     transport_socket: Some(
@@ -478,7 +537,7 @@ mod tests {
                     ..Default::default()
                 }],
                 ..Default::default()
-            },
+            }),
         );
         s.secrets.insert(
             "held".into(),
@@ -503,12 +562,12 @@ mod tests {
         let mut s = Snapshot::default();
         s.clusters.insert(
             "backend".into(),
-            Cluster {
+            crate::shared::Shared::from(Cluster {
                 name: "backend".into(),
                 cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
                 eds_cluster_config: Some(EdsClusterConfig::default()),
                 ..Default::default()
-            },
+            }),
         );
         let b = s.to_static_bootstrap().unwrap();
         let c = &b["staticResources"]["clusters"][0];

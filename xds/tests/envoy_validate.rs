@@ -24,7 +24,8 @@ fn sample() -> Snapshot {
             cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
             eds_cluster_config: Some(EdsClusterConfig::default()),
             ..Default::default()
-        },
+        }
+        .into(),
     );
     let listener: Listener = from_json(&serde_json::json!({
         "name": "outbound:127.0.0.1:3001",
@@ -39,7 +40,7 @@ fn sample() -> Snapshot {
         }]}]
     }))
     .unwrap();
-    s.listeners.insert(listener.name.clone(), listener);
+    s.listeners.insert(listener.name.clone(), listener.into());
     s
 }
 

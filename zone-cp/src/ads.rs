@@ -265,9 +265,9 @@ fn resources(dp: &crate::reconciler::DpSnapshot, type_url: &str, names: &[String
 /// One resource of `snap`, packed.
 fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
     match type_url {
-        CLUSTER_TYPE => snap.clusters.get(name).map(pack),
+        CLUSTER_TYPE => snap.clusters.get(name).map(|c| pack(&**c)),
         ENDPOINT_TYPE => snap.endpoints.get(name).map(|e| pack(e.as_ref())),
-        LISTENER_TYPE => snap.listeners.get(name).map(pack),
+        LISTENER_TYPE => snap.listeners.get(name).map(|l| pack(&**l)),
         ROUTE_TYPE => snap.routes.get(name).map(pack),
         SECRET_TYPE => snap.secrets.get(name).map(pack),
         _ => None,

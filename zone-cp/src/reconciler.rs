@@ -112,6 +112,8 @@ pub struct Reconciler {
     /// those whose content did not change, so every DPP's snapshot keeps sharing one
     /// allocation per service across passes (DPPs that are not regenerated keep theirs).
     load_assignments: std::sync::Mutex<HashMap<String, LoadAssignments>>,
+    /// Equal clusters and listeners of the DPPs' snapshots, held once.
+    interned: umbra_xds::snapshot::SnapshotInterner,
     /// This zone's name (what its ingresses answer with).
     zone: String,
     /// Part of a multi-zone deployment: endpoints get localities and other zones' ingresses.
@@ -186,6 +188,7 @@ impl Reconciler {
             push_trace: std::sync::Mutex::default(),
             ca,
             load_assignments: std::sync::Mutex::default(),
+            interned: umbra_xds::snapshot::SnapshotInterner::default(),
             zone: String::new(),
             multi_zone: false,
             cas: watch::channel(Arc::default()).1,
@@ -428,7 +431,7 @@ impl Reconciler {
                         });
                     }
                     let (snapshot, changed) =
-                        Self::regenerate(&key, dp, &ctx, &policies, identity, old, inputs);
+                        self.regenerate(&key, dp, &ctx, &policies, identity, old, inputs);
                     Some(Regenerated {
                         key,
                         snapshot,
@@ -463,7 +466,7 @@ impl Reconciler {
             let key = DpKey::new("", s.resource.meta.name.as_str());
             let old = previous.get(&key);
             let snapshot = generate_ingress(&key.name, zi, &views);
-            let (entry, changed) = Self::publish(&key, Ok(snapshot), old, [0; 32]);
+            let (entry, changed) = self.publish(&key, Ok(snapshot), old, [0; 32]);
             // Generated on every pass (a handful per zone): counted when what it serves changed.
             outcome.regenerated += usize::from(changed);
             outcome.changed += usize::from(changed);
@@ -501,6 +504,9 @@ impl Reconciler {
         self.reconciled
             .fetch_max(revision, std::sync::atomic::Ordering::AcqRel);
         drop(state);
+        if outcome.regenerated > 0 {
+            self.interned.sweep();
+        }
         if outcome.changed > 0 {
             self.changed.send_modify(|v| *v += 1);
         }
@@ -509,7 +515,9 @@ impl Reconciler {
 
     /// Generate one DPP whose inputs changed; returns its entry and whether what it serves
     /// (content or error) changed.
+    #[allow(clippy::too_many_arguments)]
     fn regenerate(
+        &self,
         key: &DpKey,
         dp: &umbra_core::dataplane::DataplaneSpec,
         ctx: &MeshContext,
@@ -545,13 +553,14 @@ impl Reconciler {
                 }
                 Ok(snapshot)
             });
-        Self::publish(key, generated, old, inputs)
+        self.publish(key, generated, old, inputs)
     }
 
     /// A DPP's (or ingress's) entry for a generation result: the new snapshot (sharing the old
     /// one when the content is the same), or the last good one with the error. Returns whether
     /// what it serves (content or error) changed.
     fn publish(
+        &self,
         key: &DpKey,
         generated: Result<Snapshot, String>,
         old: Option<&Arc<DpSnapshot>>,
@@ -574,7 +583,11 @@ impl Reconciler {
                 let snapshot = match old {
                     // Same content: keep sharing the old snapshot.
                     Some(o) if !changed => o.snapshot.clone(),
-                    _ => Arc::new(snapshot),
+                    _ => {
+                        let mut snapshot = snapshot;
+                        self.interned.intern(&mut snapshot, &resources);
+                        Arc::new(snapshot)
+                    }
                 };
                 let entry = DpSnapshot {
                     snapshot,
@@ -880,6 +893,11 @@ mod tests {
             |name: &str| rec.get("m", name).unwrap().snapshot.endpoints["backend"].clone();
         let first = backend("web");
         assert!(Arc::ptr_eq(&first, &backend("db")));
+        // Their equal outbound clusters are one allocation too (issue 21), and stay so exactly
+        // while they are equal.
+        let cluster = |name: &str| rec.get("m", name).unwrap().snapshot.clusters["backend"].clone();
+        let shared = |a: &str, b: &str| umbra_xds::shared::Shared::ptr_eq(&cluster(a), &cluster(b));
+        assert!(shared("web", "db"));
         // Only web regenerates (an old Timeout from web): its new context adopts the earlier
         // allocation, which db (not regenerated) still holds.
         put(&store, SLOTS[7][0]);
@@ -892,6 +910,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&backend("web"), &first));
         assert!(Arc::ptr_eq(&backend("web"), &backend("db")));
         assert_eq!(backend("web").endpoints[0].lb_endpoints.len(), 1);
+        assert_eq!(shared("web", "db"), *cluster("web") == *cluster("db"));
     }
 
     #[test]

@@ -109,7 +109,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
     });
     snap.listeners.insert(
         listener_name.clone(),
-        Listener {
+        crate::shared::Shared::from(Listener {
             name: listener_name,
             address: Some(socket(&key.address, key.port)),
             traffic_direction: TrafficDirection::Inbound as i32,
@@ -121,7 +121,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
                 ..Default::default()
             }],
             ..Default::default()
-        },
+        }),
     );
     let workload = if inbound.service_address.is_empty() {
         key.address.clone()
@@ -155,5 +155,5 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
             any(&http_protocol_options(protocol, Some(secs(7200)))),
         );
     }
-    snap.clusters.insert(cluster_name, cluster);
+    snap.clusters.insert(cluster_name, cluster.into());
 }

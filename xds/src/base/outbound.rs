@@ -95,7 +95,7 @@ fn add_outbound(
     };
     snap.listeners.insert(
         listener_name.clone(),
-        Listener {
+        crate::shared::Shared::from(Listener {
             name: listener_name,
             address: Some(socket(&address, outbound.port)),
             traffic_direction: TrafficDirection::Outbound as i32,
@@ -105,13 +105,13 @@ fn add_outbound(
                 ..Default::default()
             }],
             ..Default::default()
-        },
+        }),
     );
     if snap.clusters.contains_key(&service) {
         return; // several outbounds to one service share the cluster
     }
     let cluster = outbound_cluster(&service, &BTreeMap::new(), ctx);
-    snap.clusters.insert(service, cluster);
+    snap.clusters.insert(service, cluster.into());
 }
 
 /// Kuma's EDS cluster of `service` endpoints with `tags` (besides `kuma.io/service`; empty for

@@ -309,7 +309,7 @@ fn apply_new(
     for (i, (host, port)) in collectors.0.iter().enumerate() {
         let name = format!("meshaccesslog:opentelemetry:{i}");
         snap.clusters
-            .insert(name.clone(), collector_cluster(&name, host, *port));
+            .insert(name.clone(), collector_cluster(&name, host, *port).into());
         origins.clusters.insert(name, ORIGIN);
     }
     Ok(())

@@ -188,7 +188,7 @@ fn apply_old(
     }
     snap.clusters.insert(
         cluster_name.clone(),
-        provided_endpoint_cluster(&cluster_name, &host, port, tls, false),
+        provided_endpoint_cluster(&cluster_name, &host, port, tls, false).into(),
     );
     origins.clusters.insert(cluster_name, "tracing");
     Ok(())
@@ -256,7 +256,7 @@ fn apply_new(
         edit_hcms(listener, |hcm| hcm.tracing = Some(tracing.clone()));
     }
     if let Some((name, cluster)) = collector_cluster(backend) {
-        snap.clusters.insert(name.clone(), cluster);
+        snap.clusters.insert(name.clone(), cluster.into());
         origins.clusters.insert(name, ORIGIN);
     }
     Ok(())

@@ -182,7 +182,7 @@ impl<'s> Engine<'s> {
                         src.error(format!("{CLUSTER_TYPE}/"), "an added cluster needs a name")
                     );
                 }
-                self.snap.clusters.insert(name.clone(), value);
+                self.snap.clusters.insert(name.clone(), value.into());
                 self.origins.clusters.insert(name, src.origin);
             }
             Op::Remove => {
@@ -210,8 +210,10 @@ impl<'s> Engine<'s> {
                     let Some(c) = self.snap.clusters.get_mut(&n) else {
                         continue;
                     };
-                    let patched = patch_typed(c, &value, m.json_patches);
-                    *c = patched.map_err(|e| src.error(format!("{CLUSTER_TYPE}/{n}"), e))?;
+                    let patched = patch_typed(&**c, &value, m.json_patches);
+                    *c = patched
+                        .map_err(|e| src.error(format!("{CLUSTER_TYPE}/{n}"), e))?
+                        .into();
                 }
             }
         }
@@ -234,7 +236,7 @@ impl<'s> Engine<'s> {
                     "an added listener needs a name",
                 ));
             }
-            self.snap.listeners.insert(name.clone(), value);
+            self.snap.listeners.insert(name.clone(), value.into());
             self.origins.listeners.insert(name, src.origin);
             return Ok(());
         }
@@ -250,8 +252,10 @@ impl<'s> Engine<'s> {
             let Some(l) = self.snap.listeners.get_mut(&n) else {
                 continue;
             };
-            let patched = patch_typed(l, &value, m.json_patches);
-            *l = patched.map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?;
+            let patched = patch_typed(&**l, &value, m.json_patches);
+            *l = patched
+                .map_err(|e| src.error(format!("{LISTENER_TYPE}/{n}"), e))?
+                .into();
         }
         Ok(())
     }
@@ -358,12 +362,12 @@ impl<'s> Engine<'s> {
         match a.type_url.as_str() {
             CLUSTER_TYPE => {
                 let c = Cluster::decode(a.value.as_slice()).map_err(decode_err)?;
-                self.snap.clusters.insert(key.clone(), c);
+                self.snap.clusters.insert(key.clone(), c.into());
                 self.origins.clusters.insert(key, ORIGIN_RAW);
             }
             LISTENER_TYPE => {
                 let l = Listener::decode(a.value.as_slice()).map_err(decode_err)?;
-                self.snap.listeners.insert(key.clone(), l);
+                self.snap.listeners.insert(key.clone(), l.into());
                 self.origins.listeners.insert(key, ORIGIN_RAW);
             }
             ENDPOINT_TYPE => {
@@ -417,17 +421,18 @@ mod tests {
         for name in ["localhost:80", "backend"] {
             s.clusters.insert(
                 name.into(),
-                Cluster {
+                crate::shared::Shared::from(Cluster {
                     name: name.into(),
                     ..Default::default()
-                },
+                }),
             );
         }
         for (name, filters) in [
             ("inbound:10.0.0.1:80", &["a", "b"][..]),
             ("outbound:10.0.0.2:80", &["a"][..]),
         ] {
-            s.listeners.insert(name.into(), listener(name, filters));
+            s.listeners
+                .insert(name.into(), listener(name, filters).into());
         }
         s
     }
@@ -534,7 +539,7 @@ mod tests {
             &src(),
         )
         .unwrap();
-        let l = to_json(&s.listeners["inbound:10.0.0.1:80"]).unwrap();
+        let l = to_json(&*s.listeners["inbound:10.0.0.1:80"]).unwrap();
         assert_eq!(
             l["filterChains"][0]["filters"][1]["typedConfig"],
             json!({"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",

@@ -53,7 +53,7 @@ pub(super) fn ensure_cluster(
     }
     if !snap.clusters.contains_key(&name) {
         snap.clusters
-            .insert(name.clone(), outbound_cluster(service, &subset, ctx));
+            .insert(name.clone(), outbound_cluster(service, &subset, ctx).into());
     }
     if !snap.endpoints.contains_key(&name) {
         let cla = if subset.is_empty() {
