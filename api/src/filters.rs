@@ -32,6 +32,25 @@ pub struct ListFilters {
     pub dataplane: DataplaneFilter,
 }
 
+/// A 400 when one of the `keys` filters of `query` holds a NUL character: no store keeps one
+/// in a name, label or tag, and PostgreSQL refuses one in text, so a filter holding one is the
+/// caller's mistake (400), not a store outage (503).
+///
+/// # Errors
+/// A 400 naming the parameter (`rule: format`).
+pub fn refuse_nul(query: &[(String, String)], keys: &[&str]) -> Result<(), ApiError> {
+    match query
+        .iter()
+        .find(|(k, v)| keys.contains(&k.as_str()) && v.contains('\0'))
+    {
+        Some((k, _)) => Err(
+            ApiError::bad_parameter(k, "a filter may not contain a NUL character")
+                .with_rule("format", &[]),
+        ),
+        None => Ok(()),
+    }
+}
+
 impl ListFilters {
     /// The filters in `query` for a list of `ty`.
     ///
@@ -41,16 +60,7 @@ impl ListFilters {
     /// unknown `gateway` spelling (`rule: enum`), `tag`/`gateway` on a type other than
     /// Dataplane.
     pub fn parse(ty: ResourceType, query: &[(String, String)]) -> Result<Self, ApiError> {
-        // No store keeps a NUL in a name, label or tag, and PostgreSQL refuses one in text: a
-        // filter holding one is the caller's mistake (400), not a store outage (503).
-        for (k, v) in query {
-            if matches!(k.as_str(), "label" | "name" | "tag") && v.contains('\0') {
-                return Err(
-                    ApiError::bad_parameter(k, "a filter may not contain a NUL character")
-                        .with_rule("format", &[]),
-                );
-            }
-        }
+        refuse_nul(query, &["label", "name", "tag"])?;
         let mut out = ListFilters {
             labels: pairs(query, "label")?,
             name: query

@@ -217,16 +217,15 @@ pub async fn service_insights(
     insight: &(dyn Fn(&Stored) -> Option<Value> + Sync),
 ) -> Result<Value, ApiError> {
     let page = PageParams::parse(query)?;
+    crate::filters::refuse_nul(query, &["name"])?;
     let name = query
         .iter()
         .find(|(k, _)| k == "name")
         .map_or("", |(_, v)| v.as_str());
     let mut types = BTreeSet::new();
-    for (_, v) in query.iter().filter(|(k, _)| k == "type") {
-        for t in v.split(',').map(|t| t.trim().to_ascii_lowercase()) {
-            if t.is_empty() {
-                continue;
-            }
+    // Exactly as documented: empty (no filter) or a comma-separated list of the types.
+    for (_, v) in query.iter().filter(|(k, v)| k == "type" && !v.is_empty()) {
+        for t in v.split(',').map(str::to_owned) {
             if !TYPES.contains(&t.as_str()) {
                 return Err(ApiError::bad_parameter(
                     "type",

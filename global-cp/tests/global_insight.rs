@@ -303,8 +303,22 @@ async fn service_insights_status_paging_filter_and_404() {
         let (s, body, _) = call(&app, "GET", uri, &[], None).await;
         assert_eq!(s, StatusCode::NOT_FOUND, "{uri}: {body}");
     }
+    let (s, all, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/service-insights?type=",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "an empty type= is no filter: {all}");
+    // Exactly what /openapi.yaml documents (Schemathesis holds the CP to it): the types as
+    // spelled, comma-separated, and no NUL in name=.
     for uri in [
         "/meshes/default/service-insights?type=nope",
+        "/meshes/default/service-insights?type=External",
+        "/meshes/default/service-insights?type=external,%20internal",
+        "/meshes/default/service-insights?name=a%00b",
         "/meshes/default/service-insights?size=0",
     ] {
         let (s, body, _) = call(&app, "GET", uri, &[], None).await;
