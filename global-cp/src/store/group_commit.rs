@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use umbra_core::resource::{Resource, ResourceKey};
 use umbra_store::{check_expected, mesh_key, spec_of, stamp_times, unchanged, StoreError, Stored};
 
-use super::pg_rows::{parse_time, stored_from_row, to_i64, to_u64, unavailable};
+use super::pg_rows::{commit_head, parse_time, stored_from_row, to_i64, to_u64, unavailable};
 
 /// Puts waiting for a batch.
 pub const QUEUE: usize = 1024;
@@ -257,20 +257,7 @@ async fn commit(
     .await
     .map_err(unavailable)?;
 
-    sqlx::query("UPDATE log_head SET revision = $1")
-        .bind(revision)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(super::pg_rows::CHANNEL)
-        .bind(revision.to_string())
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-    tx.commit().await.map_err(unavailable)?;
-    let head = to_u64(revision);
-    wake.send_if_modified(|r| (head > *r).then(|| *r = head).is_some());
+    commit_head(tx, revision, wake).await?;
     Ok(results)
 }
 

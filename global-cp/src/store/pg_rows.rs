@@ -1,12 +1,13 @@
 //! Rows of the PostgreSQL store and the conversions every query shares: a `resources` row as
-//! [`Stored`], integers and timestamps between Rust and SQL, and how a database failure is
-//! reported ([`unavailable`]). A leaf: the store ([`super::postgres`]) and its group commit
-//! ([`super::group_commit`]) both use it.
+//! [`Stored`], integers and timestamps between Rust and SQL, how a database failure is
+//! reported ([`unavailable`]), and how every write ends ([`commit_head`]). A leaf: the store
+//! ([`super::postgres`]) and its group commit ([`super::group_commit`]) both use it.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use sqlx::Row;
+use sqlx::{Postgres, Row, Transaction};
+use tokio::sync::watch;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_store::{resource_from_parts, StoreError, Stored};
 
@@ -89,4 +90,33 @@ pub fn stored_from_row(row: &sqlx::postgres::PgRow) -> Result<Stored, StoreError
         zone: row.try_get("zone").map_err(unavailable)?,
         revision: to_u64(row.try_get("revision").map_err(unavailable)?),
     })
+}
+
+/// End a write transaction that appended change rows up to revision `head` (holding the
+/// `log_head` row lock): move the head, `pg_notify` the [`CHANNEL`] with it, commit, then wake
+/// local subscribers through `wake`.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] when any step fails (then nothing of the transaction is
+/// applied).
+pub async fn commit_head(
+    mut tx: Transaction<'_, Postgres>,
+    head: i64,
+    wake: &watch::Sender<u64>,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE log_head SET revision = $1")
+        .bind(head)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(head.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+    tx.commit().await.map_err(unavailable)?;
+    let head = to_u64(head);
+    wake.send_if_modified(|r| (head > *r).then(|| *r = head).is_some());
+    Ok(())
 }

@@ -27,7 +27,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 use super::group_commit::GroupCommit;
 pub use super::pg_rows::CHANNEL;
-use super::pg_rows::{parse_time, stored_from_row, to_i64, to_u64, unavailable};
+use super::pg_rows::{commit_head, parse_time, stored_from_row, to_i64, to_u64, unavailable};
 
 /// Fallback poll of the change-log head while LISTEN is down or a notification is lost.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -252,30 +252,6 @@ impl PostgresStore {
         .map_err(unavailable)?;
         Self::log(tx, revision, &key, Op::Put, version).await
     }
-
-    async fn finish(
-        mut tx: Transaction<'_, Postgres>,
-        head: i64,
-        wake: &watch::Sender<u64>,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE log_head SET revision = $1")
-            .bind(head)
-            .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(head.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        wake.send_if_modified(|r| {
-            let head = to_u64(head);
-            (head > *r).then(|| *r = head).is_some()
-        });
-        Ok(())
-    }
 }
 
 /// LISTEN for change notifications (and poll as a fallback), feeding `wake` with the newest
@@ -408,7 +384,7 @@ impl Store for PostgresStore {
                 Self::write_row(&mut tx, &c, 1, zone, last).await?;
             }
         }
-        Self::finish(tx, last, &self.wake).await?;
+        commit_head(tx, last, &self.wake).await?;
         Ok((
             Stored {
                 resource,
@@ -489,7 +465,7 @@ impl Store for PostgresStore {
             .map_err(unavailable)?;
         head += 1;
         Self::log(&mut tx, head, key, Op::Delete, current).await?;
-        Self::finish(tx, head, &self.wake).await
+        commit_head(tx, head, &self.wake).await
     }
 
     async fn transact(&self, writes: Vec<Write>) -> Result<Transacted, StoreError> {
@@ -577,7 +553,7 @@ impl Store for PostgresStore {
             // Nothing changed: nothing to commit or announce.
             return Ok(done);
         }
-        Self::finish(tx, head, &self.wake).await?;
+        commit_head(tx, head, &self.wake).await?;
         Ok(done)
     }
 
