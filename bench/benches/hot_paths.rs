@@ -14,42 +14,33 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use umbra_bench::mesh;
-use umbra_core::resource::{Resource, ResourceType};
+use umbra_core::resource::ResourceType;
 use umbra_core::view::{PolicySet, View};
-use umbra_xds::context::MeshContext;
 use umbra_xds::diff::{diff, snapshot_diff};
-use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::generate::generate;
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn hot_paths(c: &mut Criterion) {
-    let (m, resources) = mesh::decode(&mesh::generation_mesh(1_000, 50));
-    let ctx = MeshContext::build(
-        "default",
-        &m,
-        resources.iter().filter_map(Resource::as_dataplane),
+    let fixture = mesh::GenerationFixture::new(1_000, 50);
+    let (resources, ctx, client, proxy) = (
+        &fixture.resources,
+        &fixture.ctx,
+        fixture.client(),
+        fixture.proxy(),
     );
-    let client = resources
-        .iter()
-        .find(|r| r.meta.name == "client")
-        .and_then(Resource::as_dataplane)
-        .expect("client DPP");
-    let proxy = Proxy {
-        name: "client",
-        dataplane: client,
-    };
-    let live_set = PolicySet::build("default", &resources, View::Live);
-    let shadow_set = PolicySet::build("default", &resources, View::Shadow);
-    let live = generate(proxy, &ctx, &live_set).expect("live");
-    let shadow = generate(proxy, &ctx, &shadow_set).expect("shadow");
+    let live_set = PolicySet::build("default", resources, View::Live);
+    let shadow_set = PolicySet::build("default", resources, View::Shadow);
+    let live = generate(proxy, ctx, &live_set).expect("live");
+    let shadow = generate(proxy, ctx, &shadow_set).expect("shadow");
     let (live_doc, shadow_doc) = (
         live.to_document().expect("render"),
         shadow.to_document().expect("render"),
     );
 
     c.bench_function("matching: policy set of a view (20 policies)", |b| {
-        b.iter(|| PolicySet::build("default", black_box(&resources), View::Live))
+        b.iter(|| PolicySet::build("default", black_box(resources), View::Live))
     });
     c.bench_function("rules: one DPP, 5 policy types", |b| {
         b.iter(|| {
@@ -64,7 +55,7 @@ fn hot_paths(c: &mut Criterion) {
         })
     });
     c.bench_function("generation: one DPP, Live", |b| {
-        b.iter(|| generate(proxy, &ctx, black_box(&live_set)).expect("live"))
+        b.iter(|| generate(proxy, ctx, black_box(&live_set)).expect("live"))
     });
     c.bench_function("render: one DPP's snapshot to JSON", |b| {
         b.iter(|| black_box(&live).to_document().expect("render"))

@@ -5,8 +5,11 @@
 //! [`umbra_zone_cp::synthetic`], so the in-process zone bench and this harness build the same
 //! topology.
 
+use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::mesh::MeshSpec;
 use umbra_core::resource::{Resource, Spec};
+use umbra_xds::context::MeshContext;
+use umbra_xds::generate::Proxy;
 
 /// The Mesh every synthetic fleet lives in, without default policies.
 pub const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
@@ -143,6 +146,60 @@ pub fn decode(yaml: &str) -> (MeshSpec, Vec<Resource>) {
         })
         .expect("synthetic mesh has a Mesh");
     (mesh, resources)
+}
+
+/// The generation mesh ([`generation_mesh`]) decoded, with its [`MeshContext`]: what the
+/// `generate` scenario and the criterion benches measure one DPP (`client`) against.
+#[derive(Debug)]
+pub struct GenerationFixture {
+    /// The Mesh.
+    pub mesh: MeshSpec,
+    /// Every resource of the mesh.
+    pub resources: Vec<Resource>,
+    /// Its mesh context (every Dataplane).
+    pub ctx: MeshContext,
+}
+
+impl GenerationFixture {
+    /// The generation mesh of `services` services and a client with `outbounds` outbounds.
+    pub fn new(services: usize, outbounds: usize) -> Self {
+        let (mesh, resources) = decode(&generation_mesh(services, outbounds));
+        let ctx = Self::context(&mesh, &resources);
+        Self {
+            mesh,
+            resources,
+            ctx,
+        }
+    }
+
+    /// A fresh mesh context of `resources` (what building one costs is a figure too).
+    pub fn context(mesh: &MeshSpec, resources: &[Resource]) -> MeshContext {
+        MeshContext::build(
+            "default",
+            mesh,
+            resources.iter().filter_map(Resource::as_dataplane),
+        )
+    }
+
+    /// The measured DPP's Dataplane.
+    ///
+    /// # Panics
+    /// Never for a fixture built by [`GenerationFixture::new`] (it has a `client`).
+    pub fn client(&self) -> &DataplaneSpec {
+        self.resources
+            .iter()
+            .find(|r| r.meta.name == "client")
+            .and_then(Resource::as_dataplane)
+            .expect("the generation mesh has a client DPP")
+    }
+
+    /// The measured DPP as generation takes it.
+    pub fn proxy(&self) -> Proxy<'_> {
+        Proxy {
+            name: "client",
+            dataplane: self.client(),
+        }
+    }
 }
 
 #[cfg(test)]

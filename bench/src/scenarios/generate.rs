@@ -8,11 +8,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use prost::Message;
-use umbra_core::resource::{Resource, ResourceType};
+use umbra_core::resource::ResourceType;
 use umbra_core::view::{PolicySet, View};
-use umbra_xds::context::MeshContext;
 use umbra_xds::diff::{diff, snapshot_diff};
-use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::generate::generate;
 use umbra_xds::snapshot::Snapshot;
 
 use crate::measure::{Row, Target};
@@ -58,27 +57,19 @@ pub fn encode(s: &Snapshot) -> usize {
 /// # Errors
 /// When generation fails (a bug: the fixture is valid).
 pub fn run(iters: u32) -> anyhow::Result<Vec<Row>> {
-    let (m, resources) = mesh::decode(&mesh::generation_mesh(SERVICES, OUTBOUNDS));
-    let ctx = MeshContext::build(
-        "default",
-        &m,
-        resources.iter().filter_map(Resource::as_dataplane),
+    let fixture = mesh::GenerationFixture::new(SERVICES, OUTBOUNDS);
+    let (resources, ctx, client, proxy) = (
+        &fixture.resources,
+        &fixture.ctx,
+        fixture.client(),
+        fixture.proxy(),
     );
-    let client = resources
-        .iter()
-        .find(|r| r.meta.name == "client")
-        .and_then(Resource::as_dataplane)
-        .ok_or_else(|| anyhow::anyhow!("no client DPP"))?;
-    let live_set = PolicySet::build("default", &resources, View::Live);
-    let shadow_set = PolicySet::build("default", &resources, View::Shadow);
-    let proxy = Proxy {
-        name: "client",
-        dataplane: client,
-    };
-    let live = generate(proxy, &ctx, &live_set)?;
-    let shadow = generate(proxy, &ctx, &shadow_set)?;
+    let live_set = PolicySet::build("default", resources, View::Live);
+    let shadow_set = PolicySet::build("default", resources, View::Shadow);
+    let live = generate(proxy, ctx, &live_set)?;
+    let shadow = generate(proxy, ctx, &shadow_set)?;
 
-    let t_generate = time(iters, || generate(proxy, &ctx, &live_set));
+    let t_generate = time(iters, || generate(proxy, ctx, &live_set));
     let t_encode = time(iters, || encode(&live));
     let t_matching = time(iters, || {
         use ResourceType::*;
@@ -103,13 +94,9 @@ pub fn run(iters: u32) -> anyhow::Result<Vec<Row>> {
         mesh::routes(OUTBOUNDS)
     ));
     let routed_set = PolicySet::build("default", &routed, View::Live);
-    let t_routed = time(iters, || generate(proxy, &ctx, &routed_set));
+    let t_routed = time(iters, || generate(proxy, ctx, &routed_set));
     let t_ctx = time(20, || {
-        MeshContext::build(
-            "default",
-            &m,
-            resources.iter().filter_map(Resource::as_dataplane),
-        )
+        mesh::GenerationFixture::context(&fixture.mesh, resources)
     });
     let bytes = encode(&live);
     let shape = format!("1 inbound, {OUTBOUNDS} outbounds, 20 policies, {SERVICES} services");
