@@ -12,7 +12,7 @@ use std::time::Duration;
 use umbra_core::resource::Resource;
 use umbra_e2e::CpProcess;
 
-use crate::envoy_sim::Access;
+use umbra_e2e::envoy_sim::Access;
 
 /// The environment variable naming the CP this process runs as (`global-cp`, `zone-cp`).
 pub const ROLE: &str = "UMBRA_BENCH_ROLE";

@@ -7,12 +7,11 @@
 //!
 //! - [`mesh`]: the synthetic meshes and policies;
 //! - [`measure`]: `/proc` readings, percentiles and the table;
-//! - [`envoy_sim`]: simulated Envoys;
+//! - simulated Envoys: [`umbra_e2e::envoy_sim`] (shared with the in-process zone bench);
 //! - [`cluster`]: starting the CPs (this binary re-executed as either) and their data dirs;
 //! - [`scenarios`]: generation, fleet diff, propagation, footprint and reconnect storm.
 
 pub mod cluster;
-pub mod envoy_sim;
 pub mod measure;
 pub mod mesh;
 pub mod scenarios;

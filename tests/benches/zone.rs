@@ -3,8 +3,9 @@
 //! 1. **RSS per DPP**: a zone with `UMBRA_BENCH_DPPS` (default 10,000) registered Dataplanes,
 //!    each with its Live snapshot generated; (RSS after − RSS before) / DPPs.
 //! 2. **Change propagation**: `UMBRA_BENCH_STREAMS` (default 1,000) simulated SotW ADS clients
-//!    (one TLS connection each, authenticated with a dataplane token as Envoys are, subscribing to CDS, EDS and LDS, ACKing every response at
-//!    once), then one mesh-wide MeshTimeout PUT; per stream, the time from the PUT to its ACK of
+//!    ([`umbra_e2e::envoy_sim`]: one TLS connection each, authenticated with a dataplane token
+//!    as Envoys are, subscribing to CDS, EDS, LDS and RDS, decoding and ACKing every response
+//!    at once), then one mesh-wide MeshTimeout PUT; per stream, the time from the PUT to its ACK of
 //!    the new listeners (the last type of the push); p50, p99, max.
 //! 3. **Idle CPU**: process CPU time over 5 s with every stream connected and nothing changing.
 //!
@@ -12,23 +13,15 @@
 //! Everything (zone and clients) shares this machine's cores, as a zone and its Envoys would not.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use tokio_stream::wrappers::ReceiverStream;
+use umbra_e2e::envoy_sim::{self, Access, Events, XdsType};
 use umbra_e2e::{http, Zone};
 
 /// The allocator the `zone-cp` binary uses, so RSS and CPU match the real process.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -118,92 +111,20 @@ async fn register(zone: &Zone, n: usize, services: usize) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// ACK events of all streams: (stream, type URL, when).
-type Events = Arc<Mutex<Vec<(usize, &'static str, Instant)>>>;
-
 /// How the simulated Envoys reach ADS, as real ones do: TLS verified with the zone's
 /// data-plane server CA, and a dataplane token (one for any DPP of the mesh).
-struct AdsAccess {
-    tls: tonic::transport::ClientTlsConfig,
-    authorization: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
-}
-
-impl AdsAccess {
-    async fn of(zone: &Zone) -> anyhow::Result<Arc<AdsAccess>> {
-        let (status, ca) = http(zone.api, "GET", "/dp-server/ca.pem", None).await?;
-        anyhow::ensure!(status == 200, "CA: {status} {ca}");
-        let (status, token) = http(
-            zone.api,
-            "POST",
-            "/tokens/dataplane",
-            Some(r#"{"mesh": "default", "validFor": "1h"}"#),
-        )
-        .await?;
-        anyhow::ensure!(status == 200, "token: {status} {token}");
-        Ok(Arc::new(AdsAccess {
-            tls: tonic::transport::ClientTlsConfig::new()
-                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
-                .domain_name("localhost"),
-            authorization: token.trim().parse()?,
-        }))
-    }
-}
-
-/// One simulated Envoy: SotW ADS for `default.dp-{i}`, ACKing every response.
-async fn client(
-    ads: SocketAddr,
-    i: usize,
-    events: Events,
-    access: Arc<AdsAccess>,
-) -> anyhow::Result<()> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{ads}"))?
-        .tls_config(access.tls.clone())?
-        .connect()
-        .await?;
-    let authorization = access.authorization.clone();
-    let mut client = AggregatedDiscoveryServiceClient::with_interceptor(
-        channel,
-        move |mut req: tonic::Request<()>| {
-            req.metadata_mut()
-                .insert("authorization", authorization.clone());
-            Ok(req)
-        },
-    );
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let node = Node {
-        id: format!("default.dp-{i}"),
-        ..Default::default()
-    };
-    for (n, t) in [CDS, EDS, LDS].iter().enumerate() {
-        tx.send(DiscoveryRequest {
-            node: (n == 0).then(|| node.clone()),
-            type_url: (*t).to_owned(),
-            ..Default::default()
-        })
-        .await?;
-    }
-    let mut responses = client
-        .stream_aggregated_resources(ReceiverStream::new(rx))
-        .await?
-        .into_inner();
-    while let Some(resp) = responses.message().await? {
-        let t = [CDS, EDS, LDS]
-            .into_iter()
-            .find(|t| *t == resp.type_url)
-            .unwrap_or("other");
-        tx.send(DiscoveryRequest {
-            type_url: resp.type_url.clone(),
-            version_info: resp.version_info.clone(),
-            response_nonce: resp.nonce.clone(),
-            ..Default::default()
-        })
-        .await?;
-        events
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((i, t, Instant::now()));
-    }
-    Ok(())
+async fn access(zone: &Zone) -> anyhow::Result<Arc<Access>> {
+    let (status, ca) = http(zone.api, "GET", "/dp-server/ca.pem", None).await?;
+    anyhow::ensure!(status == 200, "CA: {status} {ca}");
+    let (status, token) = http(
+        zone.api,
+        "POST",
+        "/tokens/dataplane",
+        Some(r#"{"mesh": "default", "validFor": "1h"}"#),
+    )
+    .await?;
+    anyhow::ensure!(status == 200, "token: {status} {token}");
+    Ok(Arc::new(Access::new(&ca, &token)?))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -268,26 +189,19 @@ async fn main() -> anyhow::Result<()> {
     settle().await;
     let events: Events = Arc::default();
     let mut clients = tokio::task::JoinSet::new();
-    let access = AdsAccess::of(&zone).await?;
+    let access = access(&zone).await?;
     let connect = Instant::now();
     for i in 0..streams {
-        clients.spawn(client(zone.ads, i, events.clone(), access.clone()));
+        clients.spawn(envoy_sim::run(
+            zone.ads,
+            format!("default.dp-{i}"),
+            i,
+            access.clone(),
+            events.clone(),
+        ));
     }
-    let ready = |events: &Events| {
-        let e = events
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut per: HashMap<usize, u8> = HashMap::new();
-        for (i, t, _) in e.iter() {
-            *per.entry(*i).or_default() |= match *t {
-                CDS => 1,
-                EDS => 2,
-                LDS => 4,
-                _ => 0,
-            };
-        }
-        per.values().filter(|m| **m == 7).count()
-    };
+    let ready =
+        |events: &Events| envoy_sim::ready_clients(&envoy_sim::events_since(events, 0)).len();
     while ready(&events) < streams {
         // A client that ended has failed (they run until the zone stops): say why.
         if let Some(done) = clients.try_join_next() {
@@ -318,10 +232,7 @@ async fn main() -> anyhow::Result<()> {
         "~0".into(),
     ));
 
-    let mark = events
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .len();
+    let mark = envoy_sim::mark(&events);
     let t0 = Instant::now();
     let (status, body) = http(
         zone.api,
@@ -332,13 +243,10 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     anyhow::ensure!(status == 201 || status == 200, "{status} {body}");
     let done = |events: &Events| {
-        let e = events
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut firsts: HashMap<usize, Instant> = HashMap::new();
-        for (i, t, at) in e[mark..].iter() {
-            if *t == LDS {
-                firsts.entry(*i).or_insert(*at);
+        for e in envoy_sim::events_since(events, mark) {
+            if e.ty == XdsType::Listener {
+                firsts.entry(e.client).or_insert(e.acked);
             }
         }
         firsts

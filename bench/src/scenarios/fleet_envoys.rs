@@ -15,9 +15,9 @@ use umbra_e2e::CpProcess;
 use umbra_zone_cp::synthetic;
 
 use crate::cluster::{self, WorkDir};
-use crate::envoy_sim::{self, Events};
 use crate::measure::{cpu_ticks, rss_kib, settle, Row, Target};
 use crate::mesh;
+use umbra_e2e::envoy_sim::{self, Events};
 
 /// The scenario's size.
 #[derive(Debug, Clone, Copy)]

@@ -1,7 +1,7 @@
 //! Propagation (issue 21): a Global PUT until every affected simulated Envoy has ACKed the new
 //! config, across `zones` federated zone-cp processes with `dpps` DPPs each, each DPP with a
 //! simulated Envoy connected to its zone (TLS, dataplane token, SotW ADS; see
-//! [`crate::envoy_sim`]). The mesh holds `policies` policies of every implemented type (every
+//! [`umbra_e2e::envoy_sim`]). The mesh holds `policies` policies of every implemented type (every
 //! fourth shadow). Two changes are timed, each from the moment the PUT is sent to each
 //! affected Envoy's last ACK of the push it caused: a new Mesh-wide MeshTimeout (every DPP),
 //! then a MeshTimeout for one service's outbounds (the DPPs that call it; a connect timeout, which
@@ -15,9 +15,9 @@ use umbra_e2e::CpProcess;
 use umbra_zone_cp::synthetic;
 
 use crate::cluster::{self, WorkDir};
-use crate::envoy_sim::{self, Events};
 use crate::measure::{ms, percentile, settle, Row, Target};
 use crate::mesh;
+use umbra_e2e::envoy_sim::{self, Events};
 
 /// The scenario's size.
 #[derive(Debug, Clone, Copy)]
