@@ -311,6 +311,24 @@ impl Drop for TempPostgres {
     }
 }
 
+/// The API state in-process tests serve: `store`, `zones`, a fixed zone-token key, a trust
+/// verifier with no keys (loopback is the admin), an empty inspect hub, trace links and
+/// configuration.
+pub fn app_state(
+    store: std::sync::Arc<dyn crate::store::Store>,
+    zones: std::sync::Arc<crate::zones::ZoneRegistry>,
+) -> crate::api::AppState {
+    crate::api::AppState {
+        traces: Default::default(),
+        store,
+        zones,
+        tokens: crate::tokens::ZoneTokens::from_key(b"test key"),
+        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        inspect: std::sync::Arc::default(),
+        config: std::sync::Arc::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! Envoy versions.
 
 use std::sync::Arc;
+use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
 use serde_json::Value;
@@ -17,15 +18,7 @@ use umbra_global_cp::tokens::ZoneTokens;
 use umbra_global_cp::Args;
 
 fn app() -> axum::Router {
-    router(AppState {
-        traces: Default::default(),
-        store: Arc::new(MemoryStore::new()),
-        zones: Arc::default(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    })
+    router(app_state(Arc::new(MemoryStore::new()), Arc::default()))
 }
 
 const PASSWORD: &str = "Pg-S3cret-pw";

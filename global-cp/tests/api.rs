@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
 use serde_json::Value;
 use umbra_api::testing::call;
-use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::api::router;
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::PostgresStore;
 use umbra_global_cp::store::Store;
@@ -17,15 +18,7 @@ use umbra_global_cp::testing::TempPostgres;
 use umbra_global_cp::tokens::ZoneTokens;
 
 fn app(store: Arc<dyn Store>) -> axum::Router {
-    router(AppState {
-        traces: Default::default(),
-        store,
-        zones: Arc::default(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    })
+    router(app_state(store, Arc::default()))
 }
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
@@ -664,15 +657,7 @@ async fn cross_mesh_lists_page_and_filter_every_mesh() {
 async fn dataplane_overviews_carry_the_insight_the_zone_reported() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let zones: Arc<umbra_global_cp::zones::ZoneRegistry> = Arc::default();
-    let app = router(AppState {
-        traces: Default::default(),
-        store: store.clone(),
-        zones: zones.clone(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    });
+    let app = router(app_state(store.clone(), zones.clone()));
     let (s, _, _) = call(&app, "PUT", "/meshes/default", &[], Some(MESH)).await;
     assert_eq!(s, StatusCode::CREATED);
     for (local, gateway) in [("web-1", ""), ("web-2", ""), ("edge", "BUILTIN")] {
@@ -794,15 +779,7 @@ async fn zone_overviews_from_the_zone_registry() {
     use umbra_kds::sync::Event;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let zones: Arc<ZoneRegistry> = Arc::default();
-    let app = router(AppState {
-        traces: Default::default(),
-        store,
-        zones: zones.clone(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    });
+    let app = router(app_state(store, zones.clone()));
     for zone in ["east", "west", "north"] {
         zones.stream_opened(zone, "10.0.0.1:1").unwrap();
     }

@@ -3,16 +3,16 @@
 //! insights a zone reported, and Kuma's `GlobalInsight` schema.
 
 use std::sync::Arc;
+use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 use umbra_api::testing::call;
 use umbra_api::testing::kuma_schema::assert_valid;
 use umbra_core::resource::Resource;
-use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::api::router;
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::Store;
-use umbra_global_cp::tokens::ZoneTokens;
 use umbra_global_cp::zones::ZoneRegistry;
 
 async fn put(store: &dyn Store, yaml: &str, zone: Option<&str>) {
@@ -48,15 +48,7 @@ fn stat(total: u64, online: u64, offline: u64, partial: u64) -> Value {
 async fn insights_count_meshes_dataplanes_services_and_policies() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let zones: Arc<ZoneRegistry> = Arc::default();
-    let app = router(AppState {
-        traces: Default::default(),
-        store: store.clone(),
-        zones: zones.clone(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    });
+    let app = router(app_state(store.clone(), zones.clone()));
     for mesh in ["default", "other"] {
         let yaml = format!("type: Mesh\nname: {mesh}\nskipCreatingInitialPolicies: ['*']\n");
         put(&*store, &yaml, None).await;
@@ -158,15 +150,7 @@ async fn insights_count_meshes_dataplanes_services_and_policies() {
 async fn service_insights_status_paging_filter_and_404() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let zones: Arc<ZoneRegistry> = Arc::default();
-    let app = router(AppState {
-        traces: Default::default(),
-        store: store.clone(),
-        zones: zones.clone(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    });
+    let app = router(app_state(store.clone(), zones.clone()));
     put(
         &*store,
         "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",

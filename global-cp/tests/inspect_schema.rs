@@ -3,27 +3,19 @@
 //! left out on the last page, and filtered by `name=`.
 
 use std::sync::Arc;
+use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
 use serde_json::Value;
 use umbra_api::testing::call;
 use umbra_api::testing::kuma_schema::assert_valid;
 use umbra_core::resource::Resource;
-use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::api::router;
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::Store;
-use umbra_global_cp::tokens::ZoneTokens;
 
 fn app(store: Arc<dyn Store>) -> axum::Router {
-    router(AppState {
-        traces: Default::default(),
-        store,
-        zones: Arc::default(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    })
+    router(app_state(store, Arc::default()))
 }
 
 /// A synced Dataplane as a zone's KDS stores it (Global name, display name and zone labels).

@@ -25,15 +25,15 @@
 //! `meshgatewayroute_dataplanes` (Umbra generates no builtin-gateway config).
 
 use std::sync::Arc;
+use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 use umbra_api::testing::call;
 use umbra_core::resource::{Resource, ResourceType};
-use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::api::router;
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::Store;
-use umbra_global_cp::tokens::ZoneTokens;
 
 const DATA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -93,15 +93,7 @@ async fn golden(case: &str) {
             Err(e) => panic!("input does not store: {e:?}"),
         }
     }
-    let app = router(AppState {
-        traces: Default::default(),
-        store,
-        zones: Arc::default(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    });
+    let app = router(app_state(store, Arc::default()));
     let (s, got, _) = call(&app, "GET", path, &[], None).await;
     assert_eq!(
         s,

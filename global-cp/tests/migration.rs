@@ -5,27 +5,19 @@
 //! zones' side (fleet diff, one KDS update, real Envoy) is `tests/tests/migration.rs`.
 
 use std::sync::Arc;
+use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 use umbra_api::testing::call;
-use umbra_global_cp::api::{router, AppState};
+use umbra_global_cp::api::router;
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::PostgresStore;
 use umbra_global_cp::store::{Op, Store};
 use umbra_global_cp::testing::TempPostgres;
-use umbra_global_cp::tokens::ZoneTokens;
 
 fn app(store: Arc<dyn Store>) -> axum::Router {
-    router(AppState {
-        traces: Default::default(),
-        store,
-        zones: Arc::default(),
-        tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
-        inspect: Arc::default(),
-        config: Arc::default(),
-    })
+    router(app_state(store, Arc::default()))
 }
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
