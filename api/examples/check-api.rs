@@ -298,7 +298,8 @@ impl Checker {
         }
     }
 
-    /// A Dataplane's inspect answers, live and shadow, with and without the diff.
+    /// A Dataplane's inspect answers, live and shadow, with and without the diff, and its
+    /// Envoy's admin views (JSON).
     async fn dataplane(&mut self, m: &str, name: &str) {
         for query in [
             "",
@@ -314,6 +315,21 @@ impl Checker {
             .await;
             self.get(&format!("{base}/_rules{query}"), Some("InspectRules"))
                 .await;
+        }
+        // What the DPP's real Envoy runs, read from its admin by its zone.
+        let base = format!("{m}/dataplanes/{name}");
+        for view in [
+            "xds",
+            "xds?include_eds=true",
+            "clusters?format=json",
+            "stats?format=json",
+        ] {
+            if self.has(&format!(
+                "/meshes/{{mesh}}/dataplanes/{{name}}/{}",
+                view.split('?').next().unwrap_or(view)
+            )) {
+                self.get(&format!("{base}/{view}"), None).await;
+            }
         }
     }
 }

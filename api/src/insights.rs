@@ -7,8 +7,9 @@
 //! {type: "DataplaneOverview", mesh, name, creationTime?, modificationTime?, labels?,
 //!  dataplane: <the whole Dataplane resource>,            // Kuma: {networking}; a superset
 //!  dataplaneInsight: {
-//!    subscriptions?: [{id, controlPlaneInstanceId, connectTime, disconnectTime?,
-//!                      status: {total: {responsesSent}, cds|eds|lds|rds|sds?: {...}}}],
+//!    subscriptions?: [{id, controlPlaneInstanceId, connectTime, disconnectTime?, version?,
+//!                      status: {total: {responsesSent, responsesAcknowledged?,
+//!                                       responsesRejected?}, cds|eds|lds|rds|sds?: {...}}}],
 //!    mTLS?,                                               // when the zone reports it
 //!    connected, acked, nacked, responsesSent, connectTime?, disconnectTime?}}  // Umbra's
 //! ```
@@ -18,8 +19,11 @@
 //! and Envoy's error), with Kuma's `subscriptions` added when the insight has none of its
 //! own: one subscription for the current (or last) ADS stream, made from its `connectTime`
 //! (`disconnectTime` once it closed). Its per-type status (`cds`, `eds`, `lds`, `rds`, `sds`)
-//! carries Umbra's `ackedVersion` and `nack: {version, error}`; the counters Umbra does not
-//! keep per type are left out. An insight without `connectTime` (a zone of an older release)
+//! carries Kuma's counters (`responsesSent`, `responsesAcknowledged`, `responsesRejected`, from
+//! the insight's `stats` per type URL, summed in `total`) and Umbra's `ackedVersion` and `nack:
+//! {version, error}`; its `version` is the insight's (Kuma's `Version`: kuma-dp's and Envoy's,
+//! as the proxy reported them). `stats` and `version` move into the subscription. An insight
+//! without `connectTime` (a zone of an older release)
 //! gets no subscription, which Kuma's readers take for offline. A DPP whose zone reported no
 //! insight has `dataplaneInsight: {}` (Kuma leaves out empty lists).
 
@@ -71,6 +75,9 @@ fn dataplane_insight(insight: Option<Value>, cp_instance: &str) -> Value {
         if let Some(sub) = subscription(&doc, cp_instance) {
             doc.insert("subscriptions".into(), json!([sub]));
         }
+        // In the subscription now, where Kuma has them.
+        doc.remove("stats");
+        doc.remove("version");
     }
     Value::Object(doc)
 }
@@ -84,10 +91,34 @@ fn subscription(doc: &Map<String, Value>, cp_instance: &str) -> Option<Value> {
         .get("responsesSent")
         .and_then(Value::as_u64)
         .unwrap_or(0);
-    status.insert("total".into(), json!({"responsesSent": sent.to_string()}));
+    let stats = doc.get("stats").and_then(Value::as_object);
+    let sum = |field: &str| -> u64 {
+        stats
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter_map(|s| s.get(field).and_then(Value::as_u64))
+            .sum()
+    };
+    let mut total = json!({"responsesSent": sent.to_string()});
+    if stats.is_some() {
+        total["responsesAcknowledged"] = json!(sum("responsesAcknowledged").to_string());
+        total["responsesRejected"] = json!(sum("responsesRejected").to_string());
+    }
+    status.insert("total".into(), total);
     for (type_url, short) in XDS_TYPES {
         let url = format!("type.googleapis.com/{type_url}");
         let mut stat = Map::new();
+        // Kuma's DiscoveryServiceStats (uint64, so strings in proto3 JSON).
+        for (field, n) in stats
+            .and_then(|m| m.get(&url))
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(n) = n.as_u64() {
+                stat.insert(field.clone(), json!(n.to_string()));
+            }
+        }
         if let Some(v) = doc.get("acked").and_then(|a| a.get(&url)) {
             stat.insert("ackedVersion".into(), v.clone());
         }
@@ -112,6 +143,9 @@ fn subscription(doc: &Map<String, Value>, cp_instance: &str) -> Option<Value> {
         sub.insert("disconnectTime".into(), json!(at));
     }
     sub.insert("status".into(), Value::Object(status));
+    if let Some(v) = doc.get("version") {
+        sub.insert("version".into(), v.clone());
+    }
     Some(Value::Object(sub))
 }
 
@@ -171,7 +205,10 @@ mod tests {
     fn a_connected_dpp_gets_one_open_subscription_and_keeps_umbras_fields() {
         let insight = json!({"mesh": "m", "name": "web-1", "connected": true,
             "acked": {CDS: "v1"}, "nacked": {LDS: {"version": "v2", "error": "bad filter"}},
-            "responsesSent": 3, "connectTime": "2026-01-01T00:00:01Z"});
+            "responsesSent": 3, "connectTime": "2026-01-01T00:00:01Z",
+            "stats": {CDS: {"responsesSent": 2, "responsesAcknowledged": 2, "responsesRejected": 0},
+                      LDS: {"responsesSent": 1, "responsesAcknowledged": 0, "responsesRejected": 1}},
+            "version": {"envoy": {"version": "1.31.0", "build": "abc/1.31.0/Clean/RELEASE/BoringSSL"}}});
         let o = dataplane_overview(&stored(), Some(insight), "zone-1");
         assert_eq!(o["type"], "DataplaneOverview");
         assert_eq!(
@@ -192,7 +229,16 @@ mod tests {
         assert_eq!(s["connectTime"], "2026-01-01T00:00:01Z");
         assert!(s.get("disconnectTime").is_none(), "online: {s}");
         assert_eq!(s["status"]["total"]["responsesSent"], "3");
+        assert_eq!(s["status"]["total"]["responsesAcknowledged"], "2");
+        assert_eq!(s["status"]["total"]["responsesRejected"], "1");
         assert_eq!(s["status"]["cds"]["ackedVersion"], "v1");
+        assert_eq!(s["status"]["cds"]["responsesAcknowledged"], "2");
+        assert_eq!(s["status"]["lds"]["responsesRejected"], "1");
+        assert_eq!(s["version"]["envoy"]["version"], "1.31.0");
+        assert!(
+            di.get("stats").is_none() && di.get("version").is_none(),
+            "moved into the subscription: {di}"
+        );
         assert_eq!(
             s["status"]["lds"]["nack"],
             json!({"version": "v2", "error": "bad filter"})

@@ -25,13 +25,25 @@ pub const BASE_ROUTES: &[Route] = &[
 
 /// Per-DPP routes both CPs answer (the zone itself, the Global by asking the owning zone or
 /// from the insights its zones report).
-pub const DATAPLANE_ROUTES: [Route; 5] = [
+pub const DATAPLANE_ROUTES: [Route; 11] = [
     ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes+insights", &["get"]),
     ("/dataplanes+insights", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/xds", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/stats", &["get"]),
+    ("/meshes/{mesh}/dataplanes/{name}/clusters", &["get"]),
+    ("/zoneingresses/{name}/xds", &["get"]),
+    ("/zoneingresses/{name}/stats", &["get"]),
+    ("/zoneingresses/{name}/clusters", &["get"]),
 ];
+
+/// The Envoy admin view a [`DATAPLANE_ROUTES`] admin route names: its last path segment
+/// (`xds`, `stats`, `clusters`; Kuma's `{type}`).
+pub fn admin_type(path: &axum::extract::MatchedPath) -> &str {
+    path.as_str().rsplit('/').next().unwrap_or_default()
+}
 
 /// What answers the [`DATAPLANE_ROUTES`].
 #[derive(Debug)]
@@ -46,20 +58,33 @@ pub struct DataplaneHandlers<S> {
     pub config: MethodRouter<S>,
     /// `_rules`.
     pub rules: MethodRouter<S>,
+    /// A DPP's Envoy admin (`xds`, `stats`, `clusters`; [`admin_type`] tells which).
+    pub admin: MethodRouter<S>,
+    /// A ZoneIngress's Envoy admin, likewise.
+    pub ingress_admin: MethodRouter<S>,
 }
 
 /// The [`DATAPLANE_ROUTES`], answered by `handlers`.
 pub fn dataplane_routes<S: Clone + Send + Sync + 'static>(
     handlers: DataplaneHandlers<S>,
 ) -> Router<S> {
-    let [(insight, _), (insights, _), (all_insights, _), (config, _), (rules, _)] =
+    let [(insight, _), (insights, _), (all_insights, _), (config, _), (rules, _), admin @ ..] =
         DATAPLANE_ROUTES;
-    Router::new()
+    let mut router = Router::new()
         .route(insight, handlers.insight)
         .route(insights, handlers.insights)
         .route(all_insights, handlers.all_insights)
         .route(config, handlers.config)
-        .route(rules, handlers.rules)
+        .route(rules, handlers.rules);
+    for (path, _) in admin {
+        let handler = if path.starts_with("/zoneingresses/") {
+            handlers.ingress_admin.clone()
+        } else {
+            handlers.admin.clone()
+        };
+        router = router.route(path, handler);
+    }
+    router
 }
 
 /// Largest accepted request body (bytes).

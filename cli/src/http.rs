@@ -143,6 +143,16 @@ pub async fn get_json(api_url: &str, path: &str, query: &[(&str, &str)]) -> anyh
         .map_err(|e| CliError::Unavailable(format!("{url}: the answer is not JSON: {e}")).into())
 }
 
+/// `GET` `path` (with `query`) on the API at `api_url`; the body as text (any media type).
+///
+/// # Errors
+/// The API's error ([`api_error`]), or why it could not be reached.
+pub async fn get_text(api_url: &str, path: &str, query: &[(&str, &str)]) -> anyhow::Result<String> {
+    let url = format!("{}{path}", api_url.trim_end_matches('/'));
+    let request = client(Duration::from_secs(150))?.get(&url).query(query);
+    Ok(send(&url, request).await?)
+}
+
 pub(crate) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }

@@ -14,7 +14,9 @@
 //!   token, CA) in the config file ([`config`], kumactl's contexts);
 //! - `inspect dataplane <name> -m <mesh> --config-dump|--rules [--shadow] [--diff]` shows a
 //!   DPP's config or rules (transition seed 000), the diff rendered per resource with old and
-//!   new values ([`diff`]);
+//!   new values ([`diff`]); `inspect dataplane <name> --type config-dump|stats|clusters
+//!   [--include-eds]` what its real Envoy runs, read from its admin by its zone (kumactl's
+//!   `--type`; Kuma's `/meshes/{mesh}/dataplanes/{name}/xds|stats|clusters`);
 //! - `inspect shadow-diff -m <mesh> [--policy <Type>/<name>] [--zone z] [--full]` shows the
 //!   fleet-wide effect of the shadow policies (a Global's `_shadow-diff`, issue 6);
 //! - `inspect dataplanes|meshes|zones|services` prints kumactl's tables from the overviews
@@ -170,9 +172,20 @@ pub enum Inspect {
         /// Mesh.
         #[arg(short, long, default_value = "default")]
         mesh: String,
-        /// The xDS config dump (`_config`).
-        #[arg(long, required_unless_present = "rules", conflicts_with = "rules")]
+        /// The xDS config Umbra generates (`_config`).
+        #[arg(
+            long,
+            required_unless_present_any = ["rules", "view"],
+            conflicts_with_all = ["rules", "view"]
+        )]
         config_dump: bool,
+        /// What the DPP's Envoy runs, from its admin (kumactl's `--type`): `config-dump`
+        /// (Envoy's `/config_dump`, token redacted), `stats`, `clusters`.
+        #[arg(long = "type", value_enum, conflicts_with_all = ["rules", "shadow", "diff"])]
+        view: Option<AdminView>,
+        /// With `--type config-dump`: the endpoints (EDS) too.
+        #[arg(long, requires = "view")]
+        include_eds: bool,
         /// The matched rules per policy type (`_rules`).
         #[arg(long)]
         rules: bool,
@@ -219,6 +232,52 @@ pub enum Inspect {
 struct ResolvedCli {
     api_url: String,
     command: Command,
+}
+
+/// An Envoy admin view of `inspect dataplane --type` (Kuma's `{type}` path segment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdminView {
+    /// Envoy's `/config_dump` (`xds`).
+    ConfigDump,
+    /// Envoy's `/stats`.
+    Stats,
+    /// Envoy's `/clusters`.
+    Clusters,
+}
+
+/// `inspect dataplane --type`: what DPP `name`'s Envoy runs, read by its zone from its admin:
+/// the config dump as pretty JSON, stats and clusters as Envoy's text (`-o json`: Envoy's
+/// JSON).
+///
+/// # Errors
+/// The API's error (e.g. 409 when no Envoy of the DPP is connected, 501 when it runs on
+/// another host than its zone CP).
+pub async fn inspect_admin(
+    api_url: &str,
+    mesh: &str,
+    name: &str,
+    view: AdminView,
+    include_eds: bool,
+    output: Output,
+) -> anyhow::Result<String> {
+    let segment = match view {
+        AdminView::ConfigDump => "xds",
+        AdminView::Stats => "stats",
+        AdminView::Clusters => "clusters",
+    };
+    let path = format!("/meshes/{mesh}/dataplanes/{name}/{segment}");
+    match view {
+        AdminView::ConfigDump => {
+            let eds = if include_eds { "true" } else { "false" };
+            Ok(pretty(
+                &get_json(api_url, &path, &[("include_eds", eds)]).await?,
+            ))
+        }
+        _ if output == Output::Json => Ok(pretty(
+            &get_json(api_url, &path, &[("format", "json")]).await?,
+        )),
+        _ => http::get_text(api_url, &path, &[("format", "text")]).await,
+    }
 }
 
 /// `inspect dataplane`: the text or JSON to print.
@@ -492,7 +551,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 Inspect::Dataplane {
                     name,
                     mesh,
+                    view: Some(view),
+                    include_eds,
+                    output,
+                    ..
+                },
+        } => {
+            let text = inspect_admin(&cli.api_url, &mesh, &name, view, include_eds, output).await?;
+            print!("{}", text.trim_end());
+            println!();
+        }
+        Command::Inspect {
+            what:
+                Inspect::Dataplane {
+                    name,
+                    mesh,
                     config_dump: _,
+                    view: None,
+                    include_eds: _,
                     rules,
                     shadow,
                     diff,

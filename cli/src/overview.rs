@@ -4,8 +4,10 @@
 //! - `inspect dataplanes [-m M] [--tag k:v]... [--name x]`: `GET /meshes/{M}/dataplanes+insights`
 //!   (every mesh: `GET /dataplanes+insights`), one row per DPP: MESH, NAME, ZONE, TAGS (its
 //!   inbound and gateway tags, `key=value[,value]`), STATUS (`Online` when a subscription is
-//!   open, as Kuma reads it), LAST CONNECTED AGO (`never` without a subscription) and NACKS
-//!   (the xDS types whose last response Envoy rejected).
+//!   open, as Kuma reads it), LAST CONNECTED AGO (`never` without a subscription), TOTAL
+//!   UPDATES and TOTAL ERRORS (xDS responses sent and NACKed on that subscription), CERT
+//!   EXPIRATION and CERT REGENERATIONS (the mTLS identity), ENVOY VERSION and NACKS (the xDS
+//!   types whose last response Envoy rejected).
 //! - `inspect meshes`: `GET /meshes`, then per mesh the `total` of its Dataplane list and of
 //!   every policy type `GET /_resources` names: NAME, MTLS (`<type>/<backend>` or `off`),
 //!   DATAPLANES, POLICIES, AGE.
@@ -344,6 +346,11 @@ fn nacks(insight: &Value) -> usize {
         })
 }
 
+/// A counter of the last subscription's `status.total` (Kuma's uint64 as a string).
+fn total_of(insight: &Value, counter: &str) -> Value {
+    last_subscription(insight).map_or(Value::Null, |s| s["status"]["total"][counter].clone())
+}
+
 fn last_subscription(insight: &Value) -> Option<&Value> {
     insight["subscriptions"].as_array().and_then(|s| s.last())
 }
@@ -403,6 +410,11 @@ pub fn table(what: &str, items: &[Value], now: i64) -> String {
                 "TAGS",
                 "STATUS",
                 "LAST CONNECTED AGO",
+                "TOTAL UPDATES",
+                "TOTAL ERRORS",
+                "CERT EXPIRATION",
+                "CERT REGENERATIONS",
+                "ENVOY VERSION",
                 "NACKS",
             ],
             items
@@ -416,6 +428,14 @@ pub fn table(what: &str, items: &[Value], now: i64) -> String {
                         tags(&o["dataplane"]),
                         status(online(insight)),
                         last_connected(insight, now),
+                        text(&total_of(insight, "responsesSent")),
+                        text(&total_of(insight, "responsesRejected")),
+                        text(&insight["mTLS"]["certificateExpirationTime"]),
+                        text(&insight["mTLS"]["certificateRegenerations"]),
+                        last_subscription(insight).map_or_else(
+                            || "-".to_owned(),
+                            |s| text(&s["version"]["envoy"]["version"]),
+                        ),
                         nacks(insight).to_string(),
                     ]
                 })
@@ -571,7 +591,10 @@ mod tests {
                 "web-1",
                 "web",
                 json!({"connected": true, "nacked": {lds: {"version": "2", "error": "bad"}},
-                       "subscriptions": [{"connectTime": at(now, 300)}]}),
+                       "mTLS": {"certificateExpirationTime": "2026-01-02T00:00:00Z", "certificateRegenerations": 3},
+                       "subscriptions": [{"connectTime": at(now, 300),
+                         "status": {"total": {"responsesSent": "12", "responsesRejected": "1"}},
+                         "version": {"envoy": {"version": "1.31.2"}}}]}),
             ),
             overview(
                 "web-2",
@@ -594,8 +617,24 @@ mod tests {
                 "LAST",
                 "CONNECTED",
                 "AGO",
+                "TOTAL",
+                "UPDATES",
+                "TOTAL",
+                "ERRORS",
+                "CERT",
+                "EXPIRATION",
+                "CERT",
+                "REGENERATIONS",
+                "ENVOY",
+                "VERSION",
                 "NACKS"
             ]
+        );
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells[cells.len() - 6..],
+            ["12", "1", "2026-01-02T00:00:00Z", "3", "1.31.2", "1"],
+            "{out}"
         );
         assert!(
             lines[1].contains("kuma.io/service=web version=v1,v2")

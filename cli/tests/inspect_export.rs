@@ -64,6 +64,16 @@ async fn inspect_tables_from_a_global() {
             "LAST",
             "CONNECTED",
             "AGO",
+            "TOTAL",
+            "UPDATES",
+            "TOTAL",
+            "ERRORS",
+            "CERT",
+            "EXPIRATION",
+            "CERT",
+            "REGENERATIONS",
+            "ENVOY",
+            "VERSION",
             "NACKS"
         ]
     );
@@ -79,6 +89,11 @@ async fn inspect_tables_from_a_global() {
             "version=v1",
             "Offline",
             "never",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
             "0"
         ]
     );

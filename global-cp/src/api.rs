@@ -15,7 +15,10 @@
 //! `GET /meshes/{mesh}/dataplanes+insights` and `GET /dataplanes+insights`, answer Kuma's
 //! `DataplaneOverview` with the insight its zone reported ([`umbra_api::insights`]);
 //! `GET /meshes/{mesh}/service-insights[/{name}]` Kuma's `ServiceInsight` per service, from
-//! the same ([`umbra_api::service_insights`]). The OpenAPI 3 document is at `/openapi.yaml`.
+//! the same ([`umbra_api::service_insights`]). Per-DPP `_config` and `_rules`, and the Envoy
+//! admin views `xds`, `stats` and `clusters` of a DPP or a ZoneIngress (Kuma's paths), are
+//! asked of the owning zone ([`crate::inspect::forward`]). The OpenAPI 3 document is at
+//! `/openapi.yaml`.
 //!
 //! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]), the
 //! number of its Dataplanes here and its ZoneIngresses (name, advertised address, services
@@ -193,6 +196,8 @@ pub fn router(state: AppState) -> Router {
             all_insights: get(all_dataplane_insights),
             config: get(inspect_config),
             rules: get(inspect_rules),
+            admin: get(inspect_admin),
+            ingress_admin: get(inspect_ingress_admin),
         }))
         .route(
             "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
@@ -482,6 +487,42 @@ async fn inspect_ingress(
 ) -> Result<Response, ApiError> {
     crate::inspect::forward::forward(&state.inspect_context(), "", &name, Endpoint::Config, query)
         .await
+}
+
+/// The admin view a route names, as the KDS endpoint that asks the zone for it.
+fn admin_endpoint(matched: &axum::extract::MatchedPath) -> Result<Endpoint, ApiError> {
+    match service::admin_type(matched) {
+        "xds" => Ok(Endpoint::Xds),
+        "stats" => Ok(Endpoint::Stats),
+        "clusters" => Ok(Endpoint::Clusters),
+        _ => Err(ApiError::not_found(
+            "no such admin view (xds, stats, clusters)",
+        )),
+    }
+}
+
+/// `GET /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}`: the DPP's Envoy admin, read by
+/// its zone.
+async fn inspect_admin(
+    State(state): State<AppState>,
+    matched: axum::extract::MatchedPath,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let endpoint = admin_endpoint(&matched)?;
+    crate::inspect::forward::forward(&state.inspect_context(), &mesh, &name, endpoint, query).await
+}
+
+/// `GET /zoneingresses/{name}/{xds|stats|clusters}`: a ZoneIngress's Envoy admin, read by its
+/// zone.
+async fn inspect_ingress_admin(
+    State(state): State<AppState>,
+    matched: axum::extract::MatchedPath,
+    Path(name): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let endpoint = admin_endpoint(&matched)?;
+    crate::inspect::forward::forward(&state.inspect_context(), "", &name, endpoint, query).await
 }
 
 async fn inspect_rules(

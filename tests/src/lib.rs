@@ -219,6 +219,18 @@ impl Envoy {
             admin.port()
         ));
         std::fs::create_dir_all(&dir)?;
+        // As kuma-dp: the admin port in the node metadata (the zone reads the admin there).
+        let mut node = node;
+        if let Some(meta) = node
+            .as_object_mut()
+            .map(|n| n.entry("metadata").or_insert_with(|| serde_json::json!({})))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.insert(
+                "dataplane.admin.port".into(),
+                serde_json::json!(admin.port().to_string()),
+            );
+        }
         let mut grpc_service = serde_json::json!({"envoyGrpc": {"clusterName": "ads_cluster"}});
         if let Some(t) = token {
             grpc_service["initialMetadata"] =

@@ -386,6 +386,8 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
     assert!(!ca1.is_empty(), "the frontend holds the mesh root");
     assert_eq!(ca1, ca2, "zone-1 and zone-2 trust the same root");
 
+    envoy_admin_through_the_zones(&fleet, &frontend).await?;
+
     // A MeshTrafficPermission denying the frontend, enforced in zone-2 on its identity.
     fleet
         .global
@@ -652,6 +654,124 @@ async fn a_standalone_zone_keeps_its_ca_and_identities_across_a_sigkill() -> any
             "the same root and the same identity after a SIGKILL"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// Kuma's `/meshes/{mesh}/dataplanes/{name}/xds|stats|clusters` and
+/// `/zoneingresses/{name}/...`: the real Envoy's admin, read by its zone and forwarded by the
+/// Global, the dataplane token redacted.
+async fn envoy_admin_through_the_zones(fleet: &Fleet, frontend: &Envoy) -> anyhow::Result<()> {
+    // The token the frontend's Envoy sends, from its own admin.
+    let (_, own) = umbra_e2e::call_json(frontend.admin, "GET", "/config_dump", None).await?;
+    let token = own["configs"][0]["bootstrap"]["dynamic_resources"]["ads_config"]["grpc_services"]
+        [0]["initial_metadata"][0]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    anyhow::ensure!(
+        token.len() > 20,
+        "the frontend's Envoy sends a token: {own}"
+    );
+    for (who, cp) in [("zone-1", &fleet.zone1), ("the Global", &fleet.global)] {
+        let (status, dump) = cp
+            .call(
+                "GET",
+                "/meshes/default/dataplanes/frontend/xds?include_eds=true",
+                None,
+            )
+            .await?;
+        assert_eq!(status, 200, "{who}: {dump}");
+        let text = dump.to_string();
+        assert!(!text.contains(&token), "{who} redacts the dataplane token");
+        assert!(text.contains("[redacted]"), "{who}: {text:.300}");
+        assert!(
+            text.contains("EndpointsConfigDump") && text.contains("backend"),
+            "{who}: the running config with its endpoints: {text:.300}"
+        );
+        let (status, clusters) = cp
+            .call("GET", "/meshes/default/dataplanes/frontend/clusters", None)
+            .await?;
+        assert_eq!(status, 200, "{who}: {clusters}");
+        assert!(
+            clusters.as_str().is_some_and(|t| t.contains("backend::")),
+            "{who}: Envoy's text /clusters: {clusters}"
+        );
+        let (status, stats) = cp
+            .call(
+                "GET",
+                "/meshes/default/dataplanes/frontend/stats?format=json",
+                None,
+            )
+            .await?;
+        assert_eq!(status, 200, "{who}: {stats}");
+        assert!(stats["stats"].is_array(), "{who}: JSON stats: {stats:.300}");
+        let (status, body) = cp
+            .call(
+                "GET",
+                "/meshes/default/dataplanes/frontend/stats?format=xml",
+                None,
+            )
+            .await?;
+        assert_eq!(status, 400, "{who}: {body}");
+        let (status, body) = cp
+            .call("GET", "/meshes/default/dataplanes/nobody/xds", None)
+            .await?;
+        assert_eq!(status, 404, "{who}: {body}");
+    }
+    // The frontend's overview on the Global: its certificate, its Envoy's version and the
+    // xDS counters, as its zone reported them.
+    let overview = || async {
+        let (_, list) = fleet
+            .global
+            .call(
+                "GET",
+                "/meshes/default/dataplanes+insights?name=frontend",
+                None,
+            )
+            .await
+            .unwrap_or_default();
+        list["items"][0]["dataplaneInsight"].clone()
+    };
+    let reported = wait_until(Duration::from_secs(20), || async {
+        let i = overview().await;
+        i["mTLS"]["issuedBackend"] == "ca-1"
+            && i["subscriptions"][0]["status"]["total"]["responsesAcknowledged"]
+                .as_str()
+                .is_some_and(|n| n != "0")
+    })
+    .await;
+    let insight = overview().await;
+    anyhow::ensure!(
+        reported.is_ok(),
+        "the frontend's insight on the Global: {insight}"
+    );
+    assert_eq!(
+        insight["mTLS"]["supportedBackends"],
+        serde_json::json!(["ca-1"]),
+        "{insight}"
+    );
+    assert!(
+        insight["mTLS"]["certificateRegenerations"].as_u64() >= Some(1),
+        "{insight}"
+    );
+    let sub = &insight["subscriptions"][0];
+    assert!(
+        sub["version"]["envoy"]["version"]
+            .as_str()
+            .is_some_and(|v| v.split('.').count() == 3),
+        "the Envoy's version from its node: {sub}"
+    );
+    assert!(sub["status"]["cds"]["responsesSent"].is_string(), "{sub}");
+
+    // A ZoneIngress, on its zone and through the Global.
+    for (who, cp) in [("zone-2", &fleet.zone2), ("the Global", &fleet.global)] {
+        let (status, stats) = cp.call("GET", "/zoneingresses/ingress/stats", None).await?;
+        assert_eq!(status, 200, "{who}: {stats}");
+        assert!(
+            stats.as_str().is_some_and(|t| t.contains("server.live")),
+            "{who}: Envoy's text /stats: {stats}"
+        );
     }
     Ok(())
 }

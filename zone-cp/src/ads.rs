@@ -95,15 +95,22 @@ impl Ads {
     /// A stream's first request: the DPP named by the node id, authenticated by the stream's
     /// `token` ([`crate::dp_auth::Gate::check`]), registered from the node metadata if it
     /// carries a Dataplane, marked connected. Returns the token's expiry too (`None` without
-    /// authentication).
+    /// authentication). `peer` (the stream's remote address) tells whether the Envoy's admin
+    /// is reachable from here ([`crate::insight::AdminEndpoint`]).
     fn open(
         &self,
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         token: Option<&str>,
+        peer: Option<std::net::SocketAddr>,
     ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>), Status> {
         let key = crate::node_metadata::proxy_key(node)?;
+        let local = peer.is_some_and(|p| p.ip().is_loopback());
         if key.mesh.is_empty() {
-            return self.open_ingress(node, token, key);
+            let admin = crate::insight::AdminEndpoint {
+                port: crate::node_metadata::admin_port(node, None),
+                local,
+            };
+            return self.open_ingress(node, token, key, admin);
         }
         let carried = dataplane_from_metadata(&key, node)?;
         let stored = self
@@ -136,12 +143,20 @@ impl Ads {
         if identity.is_none() {
             tracing::warn!(mesh = %key.mesh, dataplane = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
         }
+        let admin = crate::insight::AdminEndpoint {
+            port: crate::node_metadata::admin_port(node, spec),
+            local,
+        };
         if let Some(resource) = carried {
             self.store
                 .put(resource, None)
                 .map_err(|e| Status::failed_precondition(e.to_string()))?;
         }
+        let version = crate::node_metadata::proxy_version(node);
         self.insights.update(&key, |i| {
+            i.admin = Some(admin);
+            i.version = version;
+            i.stats.clear();
             i.connected = true;
             i.responses_sent = 0;
             i.connect_time = Some(umbra_store::now_rfc3339());
@@ -159,6 +174,7 @@ impl Ads {
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         token: Option<&str>,
         key: DpKey,
+        admin: crate::insight::AdminEndpoint,
     ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>), Status> {
         let identity = self.gate.check(token, &key, None).inspect_err(|e| {
             tracing::warn!(zone_ingress = %key.name, code = ?e.code(), reason = %e.message(), "ADS stream refused");
@@ -167,7 +183,11 @@ impl Ads {
             tracing::warn!(zone_ingress = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
         }
         crate::node_metadata::register_zone_ingress(&self.store, &self.gate.zone, &key, node)?;
+        let version = crate::node_metadata::proxy_version(node);
         self.insights.update(&key, |i| {
+            i.admin = Some(admin);
+            i.version = version;
+            i.stats.clear();
             i.connected = true;
             i.responses_sent = 0;
             i.connect_time = Some(umbra_store::now_rfc3339());
@@ -295,6 +315,7 @@ impl StreamCtx {
             SotwReply::Ack { version } => {
                 count(XDS_ACKS, &req.type_url, "sotw");
                 insights.update(&self.key, |i| {
+                    i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), version);
                     i.nacked.remove(&req.type_url);
                 });
@@ -304,6 +325,7 @@ impl StreamCtx {
                 tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK");
                 count(XDS_NACKS, &req.type_url, "sotw");
                 insights.update(&self.key, |i| {
+                    i.rejected(&req.type_url);
                     i.nacked.insert(
                         req.type_url.clone(),
                         Nack {
@@ -355,7 +377,7 @@ impl StreamCtx {
             ..Default::default()
         };
         state.sent(version, nonce);
-        insights.update(&self.key, |i| i.responses_sent += 1);
+        insights.update(&self.key, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "sotw");
         push_span(rec, &self.key, type_url, "sotw");
         tx.send(Ok(response)).await.is_ok()
@@ -375,9 +397,12 @@ impl AggregatedDiscoveryService for Ads {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<ResponseStream>, Status> {
         let token = crate::dp_auth::credential(request.metadata());
-        Ok(Response::new(
-            self.serve::<StreamCtx>(request.into_inner(), token),
-        ))
+        let peer = request.remote_addr();
+        Ok(Response::new(self.serve::<StreamCtx>(
+            request.into_inner(),
+            token,
+            peer,
+        )))
     }
 
     async fn delta_aggregated_resources(
@@ -385,9 +410,12 @@ impl AggregatedDiscoveryService for Ads {
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<DeltaStream>, Status> {
         let token = crate::dp_auth::credential(request.metadata());
-        Ok(Response::new(
-            self.serve::<DeltaCtx>(request.into_inner(), token),
-        ))
+        let peer = request.remote_addr();
+        Ok(Response::new(self.serve::<DeltaCtx>(
+            request.into_inner(),
+            token,
+            peer,
+        )))
     }
 }
 
@@ -422,6 +450,7 @@ impl Ads {
         &self,
         mut requests: Streaming<F::Request>,
         token: Option<String>,
+        peer: Option<std::net::SocketAddr>,
     ) -> Pin<Box<dyn Stream<Item = Result<F::Response, Status>> + Send>> {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let ads = self.clone();
@@ -447,7 +476,7 @@ impl Ads {
                             None => break,
                         };
                         match stream.as_ref() {
-                            None => match ads.open(F::node(&req), token.as_deref()) {
+                            None => match ads.open(F::node(&req), token.as_deref(), peer) {
                                 Ok((key, id)) => {
                                     identity = id;
                                     if let Some(exp) = identity.as_ref().map(crate::dp_auth::ProxyIdentity::expires_at) {
@@ -611,6 +640,7 @@ impl DeltaCtx {
                 let held = type_version(&state.held);
                 let rejected = !state.rejected.is_empty();
                 insights.update(&self.key, |i| {
+                    i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), held);
                     if !rejected {
                         i.nacked.remove(&req.type_url);
@@ -628,6 +658,7 @@ impl DeltaCtx {
                 tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK (delta)");
                 count(XDS_NACKS, &req.type_url, "delta");
                 insights.update(&self.key, |i| {
+                    i.rejected(&req.type_url);
                     i.nacked.insert(
                         req.type_url.clone(),
                         Nack {
@@ -690,7 +721,7 @@ impl DeltaCtx {
             nonce,
             ..Default::default()
         };
-        insights.update(&self.key, |i| i.responses_sent += 1);
+        insights.update(&self.key, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "delta");
         push_span(rec, &self.key, type_url, "delta");
         tx.send(Ok(response)).await.is_ok()

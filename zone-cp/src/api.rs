@@ -3,6 +3,9 @@
 //! - `GET /meshes/{mesh}/{plural}` (paged: `size`, `offset`; `{total, items, next}`),
 //!   `GET|PUT|DELETE /meshes/{mesh}/{plural}/{name}`;
 //! - inspect: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules` ([`crate::inspect`]).
+//! - the proxy's own view from its Envoy admin ([`crate::envoy_admin`]): `GET
+//!   /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}` and `GET
+//!   /zoneingresses/{name}/{xds|stats|clusters}` (Kuma's paths).
 //! - Kuma's `DataplaneOverview` (the Dataplane and its xDS insight, [`umbra_api::insights`]):
 //!   `GET /meshes/{mesh}/dataplanes+insights/{name}`, and paged and filtered like the
 //!   Dataplane list, `GET /meshes/{mesh}/dataplanes+insights` and `GET /dataplanes+insights`.
@@ -30,6 +33,7 @@ use serde_json::{json, Value};
 use umbra_api::crud::{self, get_stored, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
 use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
+use umbra_core::dataplane::DpKey;
 use umbra_core::resource::ResourceKey;
 
 use crate::inspect;
@@ -166,6 +170,8 @@ pub fn router(state: AppState) -> Router {
             all_insights: get(all_dataplane_insights),
             config: get(inspect_config),
             rules: get(inspect_rules),
+            admin: get(inspect_admin),
+            ingress_admin: get(inspect_ingress_admin),
         }));
     let trust = state.trust.clone();
     service::layered(umbra_api::authn::protect(router, trust)).with_state(state)
@@ -239,6 +245,44 @@ async fn inspect_ingress(
     inspect::answer_ingress(st.store, zone, name, &q)
         .await
         .map(Json)
+}
+
+/// `GET /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}`: the DPP's Envoy admin
+/// ([`crate::envoy_admin`]).
+async fn inspect_admin(
+    State(st): State<AppState>,
+    matched: axum::extract::MatchedPath,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Result<axum::response::Response, ApiError> {
+    admin_answer(&st, &matched, DpKey::new(mesh.as_str(), name.as_str()), &q).await
+}
+
+/// `GET /zoneingresses/{name}/{xds|stats|clusters}`: a ZoneIngress's Envoy admin.
+async fn inspect_ingress_admin(
+    State(st): State<AppState>,
+    matched: axum::extract::MatchedPath,
+    Path(name): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Result<axum::response::Response, ApiError> {
+    admin_answer(&st, &matched, DpKey::new("", name.as_str()), &q).await
+}
+
+async fn admin_answer(
+    st: &AppState,
+    matched: &axum::extract::MatchedPath,
+    key: DpKey,
+    q: &[(String, String)],
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse as _;
+    let ty = crate::envoy_admin::AdminType::from_segment(service::admin_type(matched))
+        .ok_or_else(|| ApiError::not_found("no such admin view (xds, stats, clusters)"))?;
+    let answer = crate::envoy_admin::inspect(&st.store, &st.insights, &key, ty, q).await?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, answer.content_type)],
+        answer.body,
+    )
+        .into_response())
 }
 
 async fn inspect_rules(

@@ -105,6 +105,37 @@ struct Issued {
     sans: BTreeSet<String>,
     root: Arc<str>,
     identity: Arc<Identity>,
+    status: MtlsStatus,
+}
+
+/// What a DPP's certificate is, as Kuma's `DataplaneInsight.mTLS` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MtlsStatus {
+    /// When the certificate expires (RFC 3339).
+    pub certificate_expiration_time: String,
+    /// When it was issued (RFC 3339).
+    pub last_certificate_regeneration: String,
+    /// How many certificates this zone issued the DPP (kept across restarts).
+    pub certificate_regenerations: u64,
+    /// The mTLS backend that issued it.
+    pub issued_backend: String,
+    /// The mesh's `builtin` backends the DPP trusts.
+    pub supported_backends: Vec<String>,
+}
+
+/// `t` as RFC 3339 (UTC, seconds).
+fn rfc3339(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(0))
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// An issued identity as the zone keeps it across restarts (JSON).
@@ -120,6 +151,9 @@ struct Kept {
     ca_pem: String,
     /// Seconds since the Unix epoch.
     rotate_at: u64,
+    /// Absent in what a zone of an earlier release kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<MtlsStatus>,
 }
 
 /// The zone's CA state: the mesh CAs by (mesh, backend), identities per DPP. Share with `Arc`.
@@ -326,17 +360,30 @@ impl Authority {
             rotate_at: now + lifetime.mul_f64(0.8),
         });
         self.dirty.store(true, Ordering::Release);
-        self.identities
+        let mut ids = self
+            .identities
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                key,
-                Issued {
-                    sans,
-                    root: root.pem.clone(),
-                    identity: identity.clone(),
-                },
-            );
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let regenerations = ids
+            .get(&key)
+            .map_or(0, |i| i.status.certificate_regenerations)
+            + 1;
+        let status = MtlsStatus {
+            certificate_expiration_time: rfc3339(now + lifetime),
+            last_certificate_regeneration: rfc3339(now),
+            certificate_regenerations: regenerations,
+            issued_backend: backend.name.clone(),
+            supported_backends: trusted.to_vec(),
+        };
+        ids.insert(
+            key,
+            Issued {
+                sans,
+                root: root.pem.clone(),
+                identity: identity.clone(),
+                status,
+            },
+        );
         Ok(identity)
     }
 
@@ -366,6 +413,7 @@ impl Authority {
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .unwrap_or_default()
                     .as_secs(),
+                status: Some(i.status.clone()),
             })
             .collect();
         serde_json::to_vec(&kept).ok()
@@ -390,15 +438,36 @@ impl Authority {
                 ca_pem: k.ca_pem.into(),
                 rotate_at: SystemTime::UNIX_EPOCH + Duration::from_secs(k.rotate_at),
             };
+            // What an earlier release kept has no status: none is reported (Authority::statuses)
+            // until the identity is reissued.
+            let status = k.status.unwrap_or(MtlsStatus {
+                certificate_expiration_time: String::new(),
+                last_certificate_regeneration: String::new(),
+                certificate_regenerations: 0,
+                issued_backend: String::new(),
+                supported_backends: Vec::new(),
+            });
             ids.insert(
                 DpKey::new(k.mesh, k.name),
                 Issued {
                     sans: k.sans,
                     root: k.root_pem.into(),
                     identity: Arc::new(identity),
+                    status,
                 },
             );
         }
+    }
+
+    /// The mTLS status of every DPP holding an identity (Kuma's `DataplaneInsight.mTLS`).
+    pub fn statuses(&self) -> HashMap<DpKey, MtlsStatus> {
+        self.identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, i)| !i.status.issued_backend.is_empty())
+            .map(|(k, i)| (k.clone(), i.status.clone()))
+            .collect()
     }
 
     /// The earliest time an identity is due for rotation.
@@ -486,6 +555,15 @@ mod tests {
             .unwrap();
         assert_ne!(rotated.serial, a.serial);
         assert_eq!(rotated.ca_pem, a.ca_pem, "same root");
+        // Kuma's DataplaneInsight.mTLS: the second certificate, issued at `later`.
+        let status = &ca.statuses()[&DpKey::new("m", "web")];
+        assert_eq!(status.certificate_regenerations, 2);
+        assert_eq!(status.issued_backend, "ca-1");
+        assert_eq!(status.last_certificate_regeneration, rfc3339(later));
+        assert_eq!(
+            status.certificate_expiration_time,
+            rfc3339(later + Duration::from_secs(3600))
+        );
         let r2 = dp("{kuma.io/service: web, version: v2}");
         let changed = ca
             .identity("m", "web", &backend, &[], r2.as_dataplane().unwrap(), later)
@@ -635,6 +713,11 @@ mod tests {
             "the same certificate, not a reissue"
         );
         assert_eq!(a.key_pem, b.key_pem);
+        assert_eq!(
+            restarted.statuses(),
+            ca.statuses(),
+            "the mTLS status is kept too"
+        );
         restarted.restore(b"not json");
         // Rotation still happens when due.
         let later = now + Duration::from_secs(49 * 60);

@@ -20,12 +20,76 @@ pub struct Insight {
     pub nacked: BTreeMap<String, Nack>,
     /// Responses sent on the current or last stream.
     pub responses_sent: u64,
+    /// Per type URL, on the current or last stream: responses sent, ACKed and NACKed (Kuma's
+    /// `DiscoveryServiceStats`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stats: BTreeMap<String, TypeStats>,
+    /// What the proxy runs, as Kuma's `Version`: `{kumaDp?: {version, gitTag, gitCommit,
+    /// buildDate}, envoy: {version, build}}`, from the node metadata `version` (kuma-dp's) and
+    /// the node's Envoy build version ([`crate::node_metadata::proxy_version`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<serde_json::Value>,
+    /// Kuma's `mTLS`: the DPP's certificate as this zone's CA issued it (set by the reconciler,
+    /// [`Insights::set_mtls`]); `None` outside mTLS meshes.
+    #[serde(rename = "mTLS", skip_serializing_if = "Option::is_none")]
+    pub mtls: Option<crate::ca::MtlsStatus>,
     /// When the current or last stream opened (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_time: Option<String>,
     /// When the last stream closed (RFC 3339); `None` while one is open.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disconnect_time: Option<String>,
+    /// Where this zone reaches the Envoy's admin, from the current or last stream; kept in the
+    /// zone (not reported to the Global, not in any answer).
+    #[serde(skip)]
+    pub admin: Option<AdminEndpoint>,
+}
+
+/// How the zone reaches one Envoy's admin (read by the `envoy_admin` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminEndpoint {
+    /// The admin port: node metadata `dataplane.admin.port` (kuma-dp's), else the Dataplane's
+    /// `networking.admin.port`, else 9901 (Kuma's default;
+    /// [`crate::node_metadata::admin_port`]).
+    pub port: u16,
+    /// The ADS stream came from a loopback address: the Envoy runs on this zone CP's host, so
+    /// its admin (bound to 127.0.0.1 by the bootstrap) is reachable. `false` when the peer
+    /// address is unknown.
+    pub local: bool,
+}
+
+/// One xDS type's counters on a stream (Kuma's `DiscoveryServiceStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeStats {
+    /// Responses sent.
+    pub responses_sent: u64,
+    /// Responses Envoy ACKed.
+    pub responses_acknowledged: u64,
+    /// Responses Envoy NACKed.
+    pub responses_rejected: u64,
+}
+
+impl Insight {
+    /// A response of `type_url` went out.
+    pub fn sent(&mut self, type_url: &str) {
+        self.responses_sent += 1;
+        self.stats_of(type_url).responses_sent += 1;
+    }
+
+    /// Envoy ACKed a response of `type_url`.
+    pub fn acknowledged(&mut self, type_url: &str) {
+        self.stats_of(type_url).responses_acknowledged += 1;
+    }
+
+    /// Envoy NACKed a response of `type_url`.
+    pub fn rejected(&mut self, type_url: &str) {
+        self.stats_of(type_url).responses_rejected += 1;
+    }
+
+    fn stats_of(&mut self, type_url: &str) -> &mut TypeStats {
+        self.stats.entry(type_url.to_owned()).or_default()
+    }
 }
 
 /// A rejected version and Envoy's reason.
@@ -79,6 +143,39 @@ impl Insights {
     /// Wake-ups on every insight change (KDS reports insights to the Global).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// Take `statuses` as every DPP's mTLS status (a DPP not in it has none), waking the
+    /// subscribers once if anything changed.
+    pub fn set_mtls(&self, statuses: &HashMap<DpKey, crate::ca::MtlsStatus>) {
+        let mut map = self
+            .map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut changed = false;
+        for (key, insight) in map.iter_mut() {
+            let next = statuses.get(key);
+            if insight.mtls.as_ref() != next {
+                insight.mtls = next.cloned();
+                changed = true;
+            }
+        }
+        for (key, status) in statuses {
+            if !map.contains_key(key) {
+                map.insert(
+                    key.clone(),
+                    Insight {
+                        mtls: Some(status.clone()),
+                        ..Insight::default()
+                    },
+                );
+                changed = true;
+            }
+        }
+        drop(map);
+        if changed {
+            self.changes.send_modify(|c| *c += 1);
+        }
     }
 
     /// Change `key`'s insight (created when new) and wake the subscribers.

@@ -16,6 +16,7 @@ pub mod bootstrap;
 pub mod ca;
 pub mod dp_auth;
 pub mod dp_server;
+pub mod envoy_admin;
 pub mod global_insight;
 /// The one API error type (shared with the Global CP).
 pub use umbra_api::error;
@@ -293,7 +294,8 @@ pub async fn run(
     let reconciler = std::sync::Arc::new(
         reconciler::Reconciler::new(store.clone())
             .with_zone(&args.zone, federated)
-            .with_cas(cas_rx),
+            .with_cas(cas_rx)
+            .with_insights(insights.clone()),
     );
     let kds_status = kds::SharedStatus::default();
     let kds_resync = std::sync::Arc::new(tokio::sync::Notify::new());

@@ -24,6 +24,116 @@ fn string_metadata(
         })
 }
 
+/// Node metadata key with the Envoy admin port (kuma-dp's, a decimal string).
+pub const ADMIN_PORT_METADATA_KEY: &str = "dataplane.admin.port";
+
+/// The Envoy admin port of a stream's proxy: node metadata `dataplane.admin.port`, else
+/// `networking.admin.port` of its Dataplane (`dataplane`), else [`crate::bootstrap::DEFAULT_ADMIN_PORT`] (the bootstrap's). Only the
+/// port is taken from the proxy; the address is always loopback (Kuma does not trust a proxy's
+/// admin address either: it would turn the control plane into a client of any host).
+pub fn admin_port(
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+    dataplane: Option<&umbra_core::dataplane::DataplaneSpec>,
+) -> u16 {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    let from_node = node
+        .and_then(|n| n.metadata.as_ref())
+        .and_then(|m| m.fields.get(ADMIN_PORT_METADATA_KEY))
+        .and_then(|v| match &v.kind {
+            Some(Kind::StringValue(s)) => s.trim().parse::<u16>().ok(),
+            Some(Kind::NumberValue(n)) if n.fract() == 0.0 && (1.0..=65535.0).contains(n) =>
+            {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Some(*n as u16)
+            }
+            _ => None,
+        })
+        .filter(|p| *p != 0);
+    let from_resource = || {
+        dataplane
+            .and_then(|d| d.networking.admin.as_ref())
+            .and_then(|a| a.get("port"))
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0)
+    };
+    from_node
+        .or_else(from_resource)
+        .unwrap_or_else(|| u16::try_from(crate::bootstrap::DEFAULT_ADMIN_PORT).unwrap_or(u16::MAX))
+}
+
+/// Kuma's `Version` of a stream's proxy: the node metadata `version` (what kuma-dp sends in
+/// its bootstrap request: `{kumaDp: {version, gitTag, gitCommit, buildDate}, envoy: {version,
+/// build}}`), with `envoy` filled from the node's Envoy build version when kuma-dp's has none:
+/// `version` `<major>.<minor>.<patch>` and `build` `<sha>/<version>/<status>/<type>/<ssl>`, as
+/// Envoy prints it. `None` when the node says nothing.
+pub fn proxy_version(
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+) -> Option<serde_json::Value> {
+    use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
+    let node = node?;
+    let mut version = node
+        .metadata
+        .as_ref()
+        .and_then(|m| m.fields.get("version"))
+        .map(proto_value_to_json)
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    let has_envoy = version
+        .get("envoy")
+        .and_then(|e| e.get("version"))
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|v| !v.is_empty());
+    if !has_envoy {
+        if let Some(UserAgentVersionType::UserAgentBuildVersion(build)) =
+            &node.user_agent_version_type
+        {
+            if let Some(v) = &build.version {
+                let semver = format!("{}.{}.{}", v.major_number, v.minor_number, v.patch);
+                let meta = |k: &str| {
+                    build
+                        .metadata
+                        .as_ref()
+                        .and_then(|m| m.fields.get(k))
+                        .map(proto_value_to_json)
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                };
+                let build = format!(
+                    "{}/{semver}/{}/{}/{}",
+                    meta("revision.sha"),
+                    meta("revision.status"),
+                    meta("build.type"),
+                    meta("ssl.version")
+                );
+                version["envoy"] = serde_json::json!({"version": semver, "build": build});
+            }
+        }
+    }
+    (version.as_object().is_some_and(|o| !o.is_empty())).then_some(version)
+}
+
+/// A protobuf `Value` as JSON (numbers as JSON numbers; NaN and infinities as null).
+fn proto_value_to_json(v: &envoy_types::pb::google::protobuf::Value) -> serde_json::Value {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => serde_json::Value::Null,
+        Some(Kind::NumberValue(n)) => serde_json::Number::from_f64(*n)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Some(Kind::StringValue(s)) => serde_json::Value::String(s.clone()),
+        Some(Kind::BoolValue(b)) => serde_json::Value::Bool(*b),
+        Some(Kind::StructValue(st)) => serde_json::Value::Object(
+            st.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), proto_value_to_json(v)))
+                .collect(),
+        ),
+        Some(Kind::ListValue(l)) => {
+            serde_json::Value::Array(l.values.iter().map(proto_value_to_json).collect())
+        }
+    }
+}
+
 /// Which proxy a stream's node names: a ZoneIngress `("", <node id>)` when its metadata says
 /// `dataplane.proxyType: ingress`, else the DPP of node id `<mesh>.<name>`.
 ///

@@ -120,6 +120,8 @@ pub struct Reconciler {
     multi_zone: bool,
     /// The mesh CAs identities are issued from ([`Reconciler::with_cas`]).
     cas: watch::Receiver<Arc<umbra_api::mesh_ca::MeshCas>>,
+    /// Where each pass reports the DPPs' mTLS status ([`Reconciler::with_insights`]).
+    insights: Option<Arc<crate::insight::Insights>>,
 }
 
 type LoadAssignments =
@@ -192,7 +194,16 @@ impl Reconciler {
             zone: String::new(),
             multi_zone: false,
             cas: watch::channel(Arc::default()).1,
+            insights: None,
         }
+    }
+
+    /// This reconciler reporting each DPP's mTLS status into `insights` (Kuma's
+    /// `DataplaneInsight.mTLS`) after every pass.
+    #[must_use]
+    pub fn with_insights(mut self, insights: Arc<crate::insight::Insights>) -> Self {
+        self.insights = Some(insights);
+        self
     }
 
     /// This zone's name (empty when not set, as in some tests).
@@ -479,6 +490,9 @@ impl Reconciler {
         // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
         // are dropped.
         self.ca.retain(|k| with_identity.contains(k));
+        if let Some(insights) = &self.insights {
+            insights.set_mtls(&self.ca.statuses());
+        }
         // Kept before any proxy is pushed what was issued, so a restart serves the same ones.
         if let Some(bytes) = self.ca.export() {
             if let Err(e) = self.store.record_identities(bytes) {

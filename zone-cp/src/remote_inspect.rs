@@ -2,8 +2,9 @@
 //! arrive on the zone's own KDS connection (`InspectSync`, reverse unary), so a zone needs no
 //! inbound reachability.
 //!
-//! - `DataplaneInspect`: one DPP's `_config` or `_rules`, exactly as this zone's API answers it
-//!   (same body, same 400/404), as an HTTP-like status and JSON body cut in chunks of
+//! - `DataplaneInspect`: one DPP's `_config` or `_rules`, or its Envoy's `xds`, `stats` or
+//!   `clusters` ([`crate::envoy_admin`]), exactly as this zone's API answers it (same body and
+//!   media type, same errors), as an HTTP-like status and body cut in chunks of
 //!   [`CHUNK_BYTES`];
 //! - `ShadowDiffRequest`: the RFC 6902 Live → Shadow patch of each listed DPP
 //!   ([`MeshShadow`]), computed in parallel on a pool of its own (the reconciler's work is not
@@ -29,6 +30,7 @@ use umbra_kds::pb::{
     ShadowDiffRequest,
 };
 
+use crate::envoy_admin::AdminType;
 use crate::inspect::{self, MeshShadow};
 use crate::reconciler::Reconciler;
 use crate::store::Store;
@@ -66,6 +68,7 @@ pub async fn serve(
     mut requests: mpsc::Receiver<InspectRequest>,
     out: mpsc::Sender<InspectResponse>,
     store: Store,
+    insights: Arc<crate::insight::Insights>,
     reconciler: Option<Arc<Reconciler>>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
@@ -83,11 +86,12 @@ pub async fn serve(
             continue;
         };
         let (out, store, reconciler) = (out.clone(), store.clone(), reconciler.clone());
+        let insights = insights.clone();
         let span = tracing::info_span!("inspect", id);
         umbra_api::process::set_parent(&span, &req.trace_context);
         tokio::spawn(
             async move {
-                handle(req, &out, store, reconciler).await;
+                handle(req, &out, store, &insights, reconciler).await;
                 drop(permit);
             }
             .instrument(span),
@@ -107,6 +111,7 @@ async fn handle(
     req: InspectRequest,
     out: &mpsc::Sender<InspectResponse>,
     store: Store,
+    insights: &crate::insight::Insights,
     reconciler: Option<Arc<Reconciler>>,
 ) {
     let id = req.id;
@@ -126,7 +131,7 @@ async fn handle(
                 .as_deref()
                 .map(Reconciler::zone_view)
                 .unwrap_or_default();
-            dataplane(id, d, out, store, zone).await;
+            dataplane(id, d, out, store, insights, zone).await;
         }
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
@@ -143,12 +148,13 @@ async fn handle(
     }
 }
 
-/// One DPP's `_config` or `_rules`, as the zone API answers it.
+/// One DPP's `_config`, `_rules` or Envoy admin view, as the zone API answers it.
 async fn dataplane(
     id: u64,
     d: DataplaneInspect,
     out: &mpsc::Sender<InspectResponse>,
     store: Store,
+    insights: &crate::insight::Insights,
     zone: crate::ingress::ZoneView,
 ) {
     let pairs: Vec<(String, String)> = d
@@ -156,16 +162,36 @@ async fn dataplane(
         .iter()
         .map(|p| (p.key.clone(), p.value.clone()))
         .collect();
+    let admin = match d.endpoint() {
+        Endpoint::Xds => Some(AdminType::ConfigDump),
+        Endpoint::Stats => Some(AdminType::Stats),
+        Endpoint::Clusters => Some(AdminType::Clusters),
+        Endpoint::Config | Endpoint::Rules => None,
+    };
+    if let Some(ty) = admin {
+        let key = umbra_core::dataplane::DpKey::new(d.mesh.as_str(), d.name.as_str());
+        let (status, content_type, body) =
+            match crate::envoy_admin::inspect(&store, insights, &key, ty, &pairs).await {
+                Ok(a) => (200, a.content_type, a.body),
+                Err(e) => (
+                    u32::from(e.status.as_u16()),
+                    "application/json",
+                    serde_json::to_vec(&e.body()).unwrap_or_default(),
+                ),
+            };
+        send_http(out, id, status, content_type, &body).await;
+        return;
+    }
     let f = match d.endpoint() {
-        Endpoint::Config => inspect::config,
         Endpoint::Rules => inspect::rules,
+        _ => inspect::config,
     };
     // An empty mesh names one of this zone's ZoneIngresses (they have `_config` only).
     let answer = match (d.mesh.is_empty(), d.endpoint()) {
-        (true, Endpoint::Config) => inspect::answer_ingress(store, zone, d.name, &pairs).await,
         (true, Endpoint::Rules) => Err(umbra_api::error::ApiError::not_found(
             "a zone ingress has no _rules: no policy selects it",
         )),
+        (true, _) => inspect::answer_ingress(store, zone, d.name, &pairs).await,
         (false, _) => inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await,
     };
     let (status, body) = match answer {
@@ -173,15 +199,27 @@ async fn dataplane(
         Err(e) => (u32::from(e.status.as_u16()), e.body()),
     };
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    for frame in http_frames(id, status, &bytes) {
+    send_http(out, id, status, "application/json", &bytes).await;
+}
+
+/// Send `body` as [`http_frames`] until the Global stops listening.
+async fn send_http(
+    out: &mpsc::Sender<InspectResponse>,
+    id: u64,
+    status: u32,
+    content_type: &str,
+    body: &[u8],
+) {
+    for frame in http_frames(id, status, content_type, body) {
         if out.send(frame).await.is_err() {
             return;
         }
     }
 }
 
-/// `body` cut in [`CHUNK_BYTES`] frames, the last one flagged.
-fn http_frames(id: u64, status: u32, body: &[u8]) -> Vec<InspectResponse> {
+/// `body` cut in [`CHUNK_BYTES`] frames, the last one flagged; the first says the media type
+/// (`application/json` is left unsaid).
+fn http_frames(id: u64, status: u32, content_type: &str, body: &[u8]) -> Vec<InspectResponse> {
     let total = body.len() as u64;
     let mut chunks: Vec<&[u8]> = body.chunks(CHUNK_BYTES).collect();
     if chunks.is_empty() {
@@ -198,6 +236,11 @@ fn http_frames(id: u64, status: u32, body: &[u8]) -> Vec<InspectResponse> {
                 status,
                 total_bytes: total,
                 chunk: chunk.to_vec(),
+                content_type: if i == 0 && content_type != "application/json" {
+                    content_type.to_owned()
+                } else {
+                    String::new()
+                },
             })),
         })
         .collect()
@@ -383,7 +426,7 @@ mod tests {
     #[test]
     fn http_answers_are_chunked_and_flag_the_last_frame() {
         let body = vec![b'x'; CHUNK_BYTES * 2 + 10];
-        let frames = http_frames(7, 200, &body);
+        let frames = http_frames(7, 200, "application/json", &body);
         assert_eq!(frames.len(), 3);
         assert!(frames.iter().take(2).all(|f| !f.last && f.id == 7));
         assert!(frames[2].last);
@@ -398,7 +441,7 @@ mod tests {
             })
             .collect();
         assert_eq!(joined, body);
-        let empty = http_frames(8, 404, &[]);
+        let empty = http_frames(8, 404, "application/json", &[]);
         assert_eq!(empty.len(), 1);
         assert!(empty[0].last);
     }

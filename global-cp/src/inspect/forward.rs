@@ -5,7 +5,9 @@
 //! timeout). `name` is the Global's name of the DPP (`<name>-<hash>`) or, when unique in the
 //! mesh, its name in its zone. An answer over [`MAX_FORWARDED_BYTES`] is a 502 naming the DPP
 //! and the size. `GET /zone-ingresses/{name}/_config` goes the same way to the ingress's zone
-//! (an empty mesh in the call names a ZoneIngress).
+//! (an empty mesh in the call names a ZoneIngress). The Envoy admin views of a DPP or a
+//! ZoneIngress (`xds`, `stats`, `clusters`: the zone's `umbra_zone_cp::envoy_admin`) go the
+//! same way, their media type (JSON or text) relayed.
 
 use std::time::Duration;
 
@@ -25,7 +27,8 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
 /// Largest per-DPP answer the Global relays (bytes).
 pub const MAX_FORWARDED_BYTES: u64 = 64 << 20;
 
-/// Forward `_config` or `_rules` of DPP `name` to its zone and relay the answer.
+/// Forward `_config`, `_rules` or an admin view of DPP `name` to its zone and relay the
+/// answer.
 ///
 /// # Errors
 /// 404 (mesh, DPP), 400 (ambiguous name), 503 (zone offline or late), 502 (answer too large),
@@ -75,6 +78,7 @@ async fn forward_call(
         .await
         .map_err(|e| call_error(&e))?;
     let mut status = 200;
+    let mut content_type = String::new();
     let mut body = Vec::new();
     while let Some(frame) = call.next().await.map_err(|e| call_error(&e))? {
         match frame.body {
@@ -89,6 +93,9 @@ async fn forward_call(
                     ));
                 }
                 status = h.status;
+                if !h.content_type.is_empty() {
+                    content_type = h.content_type;
+                }
                 body.extend_from_slice(&h.chunk);
             }
             Some(Frame::Error(e)) => {
@@ -110,9 +117,15 @@ async fn forward_call(
         .ok()
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::BAD_GATEWAY);
+    // Only the media types a zone sends; anything else is relayed as bytes.
+    let content_type = match content_type.as_str() {
+        "" | "application/json" => "application/json",
+        "text/plain" => "text/plain",
+        _ => "application/octet-stream",
+    };
     let mut response = (
         status,
-        [(header::CONTENT_TYPE, "application/json")],
+        [(header::CONTENT_TYPE, content_type)],
         Body::from(body),
     )
         .into_response();

@@ -196,7 +196,7 @@ pub async fn run(
     tokio::spawn(publish_offer(
         config.zone.clone(),
         store.clone(),
-        insights,
+        insights.clone(),
         offer_tx,
         shutdown.clone(),
     ));
@@ -205,7 +205,7 @@ pub async fn run(
         update_status(&status, |s| s.attempts += 1);
         let started = tokio::time::Instant::now();
         let outcome = tokio::select! {
-            r = session(&config, &store, reconciler.clone(), offer_rx.clone(), &status) => r,
+            r = session(&config, &store, &insights, reconciler.clone(), offer_rx.clone(), &status) => r,
             () = resync.notified() => Err("reconnecting to resync (an operator accepted the Global's store)".to_owned()),
             _ = shutdown.wait_for(|s| *s) => break,
         };
@@ -292,6 +292,7 @@ fn check_global_store<T>(
 async fn session(
     config: &KdsClientConfig,
     store: &Store,
+    insights: &Arc<Insights>,
     reconciler: Option<Arc<Reconciler>>,
     offer: OfferWatch,
     status: &SharedStatus,
@@ -412,7 +413,13 @@ async fn session(
             (Err(e), None) => format!("{dir}: {e}"),
         }
     };
-    let inspect = crate::remote_inspect::serve(calls, inspect_tx, store.clone(), reconciler);
+    let inspect = crate::remote_inspect::serve(
+        calls,
+        inspect_tx,
+        store.clone(),
+        insights.clone(),
+        reconciler,
+    );
     tokio::select! {
         r = down => Err(describe("GlobalToZoneSync", r)),
         r = up => Err(describe("ZoneToGlobalSync", r)),

@@ -1,0 +1,495 @@
+//! A proxy's own view of its config, read from its Envoy admin: Kuma's `GET
+//! /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}` and `GET
+//! /zoneingresses/{name}/{xds|stats|clusters}` (Kuma 2.7 `pkg/api-server/
+//! inspect_envoy_admin_endpoints.go`), answered by the zone the proxy is connected to and
+//! forwarded by the Global over KDS ([`crate::remote_inspect`]).
+//!
+//! | type | Envoy admin call | query | answer |
+//! |---|---|---|---|
+//! | `xds` | `/config_dump` | `include_eds=true\|false` (default `false`) | JSON, redacted |
+//! | `stats` | `/stats` | `format=json\|text` (default `text`), `usedonly=true\|false` (default `true`) | text or JSON |
+//! | `clusters` | `/clusters` | `format=json\|text` (default `text`) | text or JSON |
+//!
+//! `_config` is what Umbra generated; `xds` is what the Envoy runs (after its NACKs, its
+//! warming, its own defaults). The config dump is redacted as Kuma redacts it
+//! (`pkg/envoy/admin/sanitize.go`): every `authorization` value of a gRPC service's
+//! `initial_metadata` in the bootstrap (the dataplane token) is replaced with `[redacted]`
+//! wherever it appears. Envoy itself redacts private keys in its SDS secrets.
+//!
+//! **Where the admin is.** The bootstrap binds the admin to `127.0.0.1:<admin port>`
+//! ([`crate::bootstrap`]). The zone calls it there, over plain HTTP, only when the proxy's ADS
+//! stream comes from a loopback address (the Envoy runs on the zone CP's host): Kuma does the
+//! same for an admin on 127.0.0.1. Kuma reaches the admin of a proxy on another host through an
+//! mTLS listener it generates on the proxy's address (`kuma:envoy:admin`); Umbra does not
+//! generate that listener, so for such a proxy the answer is a 501 that says so, never a call
+//! to an address the proxy chose (the port is the proxy's, the address never is).
+//!
+//! Errors: 400 for a bad query value (the parameter named); 404 for an unknown mesh, proxy or
+//! type; 409 when no Envoy of the proxy is connected to this zone; 501 as above; 502 when the
+//! admin refuses or fails, or answers more than [`MAX_ADMIN_BYTES`]; 504 when it takes longer
+//! than [`ADMIN_TIMEOUT`].
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use umbra_api::error::ApiError;
+use umbra_api::paging::one_of;
+use umbra_core::dataplane::DpKey;
+use umbra_core::resource::{ResourceKey, ResourceType};
+
+use crate::insight::Insights;
+
+/// Longest an admin call may take (Kuma's client: 5 s).
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest the connection to the admin may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Largest admin answer relayed (bytes); under the Global's forwarding limit.
+pub const MAX_ADMIN_BYTES: usize = 32 << 20;
+/// What replaces a redacted value.
+pub const REDACTED: &str = "[redacted]";
+
+/// Which admin view (the last path segment, Kuma's `{type}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminType {
+    /// `xds`: Envoy's `/config_dump`.
+    ConfigDump,
+    /// `stats`: `/stats`.
+    Stats,
+    /// `clusters`: `/clusters`.
+    Clusters,
+}
+
+impl AdminType {
+    /// Every type, by its path segment.
+    pub const ALL: [(&'static str, AdminType); 3] = [
+        ("xds", AdminType::ConfigDump),
+        ("stats", AdminType::Stats),
+        ("clusters", AdminType::Clusters),
+    ];
+
+    /// The type named by path segment `s` (`xds`, `stats`, `clusters`).
+    pub fn from_segment(s: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, t)| *t)
+    }
+
+    /// The path segment naming this type.
+    pub fn segment(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, t)| *t == self)
+            .map_or("xds", |(n, _)| n)
+    }
+
+    /// The Envoy admin path.
+    fn envoy_path(self) -> &'static str {
+        match self {
+            AdminType::ConfigDump => "/config_dump",
+            AdminType::Stats => "/stats",
+            AdminType::Clusters => "/clusters",
+        }
+    }
+}
+
+/// A validated admin query (see the module table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdminQuery {
+    /// `include_eds=true` (`xds`).
+    pub include_eds: bool,
+    /// `format=json` (`stats`, `clusters`).
+    pub json: bool,
+    /// `usedonly=false` (`stats`; `true` by default, as Kuma).
+    pub all_stats: bool,
+}
+
+impl AdminQuery {
+    /// Parse `pairs` for `ty`; parameters of other types and unknown ones are ignored, as on
+    /// every Umbra read.
+    ///
+    /// # Errors
+    /// A 400 naming the parameter and the allowed values.
+    pub fn parse(ty: AdminType, pairs: &[(String, String)]) -> Result<Self, ApiError> {
+        let bool_of = |name: &str, v: &str| one_of(name, v, &[("true", true), ("false", false)]);
+        let mut q = AdminQuery::default();
+        for (k, v) in pairs {
+            match (ty, k.as_str()) {
+                (AdminType::ConfigDump, "include_eds") => q.include_eds = bool_of(k, v)?,
+                (AdminType::Stats | AdminType::Clusters, "format") => {
+                    q.json = one_of(k, v, &[("json", true), ("text", false)])?;
+                }
+                (AdminType::Stats, "usedonly") => q.all_stats = !bool_of(k, v)?,
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+
+    /// The Envoy admin query string of this query for `ty` (without `?`).
+    fn envoy_query(self, ty: AdminType) -> &'static str {
+        match (ty, self.include_eds, self.json, self.all_stats) {
+            (AdminType::ConfigDump, true, _, _) => "include_eds",
+            (AdminType::ConfigDump, false, _, _) => "",
+            (AdminType::Stats, _, true, false) => "format=json&usedonly",
+            (AdminType::Stats, _, true, true) => "format=json",
+            (AdminType::Stats, _, false, false) => "usedonly",
+            (AdminType::Stats, _, false, true) => "",
+            (AdminType::Clusters, _, true, _) => "format=json",
+            (AdminType::Clusters, _, false, _) => "",
+        }
+    }
+}
+
+/// An admin answer: its media type and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminAnswer {
+    /// `application/json` or `text/plain`.
+    pub content_type: &'static str,
+    /// The body, redacted for `xds`.
+    pub body: Vec<u8>,
+}
+
+/// Read proxy `key`'s admin view `ty` (`key.mesh` empty: the ZoneIngress `key.name`), with the
+/// query `pairs`, through the connection its insight records.
+///
+/// # Errors
+/// See the module docs.
+pub async fn inspect(
+    store: &crate::store::Store,
+    insights: &Insights,
+    key: &DpKey,
+    ty: AdminType,
+    pairs: &[(String, String)],
+) -> Result<AdminAnswer, ApiError> {
+    let query = AdminQuery::parse(ty, pairs)?;
+    let what = if key.mesh.is_empty() {
+        if store.get(&ingress_key(&key.name)).is_none() {
+            return Err(ApiError::not_found(format!(
+                "zone ingress {:?} not found",
+                key.name
+            )));
+        }
+        format!("zone ingress {:?}", key.name)
+    } else {
+        if store.get(&ResourceKey::mesh(key.mesh.as_str())).is_none() {
+            return Err(ApiError::not_found(format!(
+                "mesh {:?} not found",
+                key.mesh
+            )));
+        }
+        if store
+            .get(&ResourceKey::dataplane(
+                key.mesh.as_str(),
+                key.name.as_str(),
+            ))
+            .is_none()
+        {
+            return Err(ApiError::not_found(format!(
+                "dataplane {:?} not found in mesh {:?}",
+                key.name, key.mesh
+            )));
+        }
+        format!("dataplane {:?}", key.name)
+    };
+    let insight = insights.get(&key.mesh, &key.name).filter(|i| i.connected);
+    let Some(admin) = insight.and_then(|i| i.admin) else {
+        return Err(ApiError::status(
+            StatusCode::CONFLICT,
+            format!("{what} has no Envoy connected to this zone: its admin is read over the connection its ADS stream opens"),
+        ));
+    };
+    if !admin.local {
+        return Err(ApiError::status(
+            StatusCode::NOT_IMPLEMENTED,
+            format!("{what} runs on another host: Umbra reads an Envoy admin on the zone CP's own host only (127.0.0.1:{}); it does not generate Kuma's mTLS admin listener kuma:envoy:admin", admin.port),
+        ));
+    }
+    let body = call(admin.port, ty, query)
+        .await
+        .map_err(|e| e.into_api(&what))?;
+    Ok(match ty {
+        AdminType::ConfigDump => AdminAnswer {
+            content_type: "application/json",
+            body: redact_config_dump(&body).map_err(|e| {
+                ApiError::status(
+                    StatusCode::BAD_GATEWAY,
+                    format!("the Envoy of {what} sent a config dump that is not JSON: {e}"),
+                )
+            })?,
+        },
+        _ => AdminAnswer {
+            content_type: if query.json {
+                "application/json"
+            } else {
+                "text/plain"
+            },
+            body,
+        },
+    })
+}
+
+fn ingress_key(name: &str) -> ResourceKey {
+    ResourceKey {
+        ty: ResourceType::ZoneIngress,
+        mesh: String::new(),
+        name: name.to_owned(),
+    }
+}
+
+/// Why an admin call failed.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("its admin did not answer within {ADMIN_TIMEOUT:?}")]
+    Timeout,
+    #[error("its admin could not be reached: {0}")]
+    Unreachable(String),
+    #[error("its admin answered {0}")]
+    Status(StatusCode),
+    #[error("its admin answer is over {MAX_ADMIN_BYTES} bytes")]
+    TooLarge,
+}
+
+impl CallError {
+    fn into_api(self, what: &str) -> ApiError {
+        let status = match self {
+            CallError::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        ApiError::status(status, format!("the Envoy of {what}: {self}"))
+    }
+}
+
+/// The HTTP client for admin calls: no proxy from the environment (the admin is on loopback),
+/// [`CONNECT_TIMEOUT`].
+fn client() -> Result<&'static reqwest::Client, CallError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .no_proxy()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| CallError::Unreachable(format!("no HTTP client: {e}")))
+}
+
+/// `GET http://127.0.0.1:<port><path>?<query>`, the body read up to [`MAX_ADMIN_BYTES`], all
+/// within [`ADMIN_TIMEOUT`].
+async fn call(port: u16, ty: AdminType, query: AdminQuery) -> Result<Vec<u8>, CallError> {
+    let q = query.envoy_query(ty);
+    let url = if q.is_empty() {
+        format!("http://127.0.0.1:{port}{}", ty.envoy_path())
+    } else {
+        format!("http://127.0.0.1:{port}{}?{q}", ty.envoy_path())
+    };
+    let read = async {
+        let mut response = client()?
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| CallError::Unreachable(without_url(&e)))?;
+        if !response.status().is_success() {
+            return Err(CallError::Status(response.status()));
+        }
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_ADMIN_BYTES as u64)
+        {
+            return Err(CallError::TooLarge);
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| CallError::Unreachable(without_url(&e)))?
+        {
+            if body.len() + chunk.len() > MAX_ADMIN_BYTES {
+                return Err(CallError::TooLarge);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    };
+    tokio::time::timeout(ADMIN_TIMEOUT, read)
+        .await
+        .map_err(|_| CallError::Timeout)?
+}
+
+/// What went wrong in a reqwest error, with its sources, without the URL (the answer names
+/// the proxy; the address is always 127.0.0.1).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut text = if e.is_connect() {
+        "connection failed"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "the body could not be read"
+    } else {
+        "the request failed"
+    }
+    .to_owned();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// `dump` (Envoy's `/config_dump` JSON) with every dataplane token redacted: the values of the
+/// `authorization` entries of every `initial_metadata` list, replaced with [`REDACTED`]
+/// wherever they appear in the document (Kuma's `Sanitize`).
+///
+/// # Errors
+/// `dump` is not JSON.
+pub fn redact_config_dump(dump: &[u8]) -> Result<Vec<u8>, serde_json::Error> {
+    let mut doc: Value = serde_json::from_slice(dump)?;
+    let mut secrets = Vec::new();
+    collect_authorization(&doc, &mut secrets);
+    secrets.retain(|s| !s.is_empty());
+    if !secrets.is_empty() {
+        redact(&mut doc, &secrets);
+    }
+    serde_json::to_vec_pretty(&doc)
+}
+
+/// Every `authorization` value of an `initial_metadata` list in `v`.
+fn collect_authorization(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                if k == "initial_metadata" {
+                    for entry in child.as_array().into_iter().flatten() {
+                        let is_auth = entry
+                            .get("key")
+                            .and_then(Value::as_str)
+                            .is_some_and(|k| k.eq_ignore_ascii_case("authorization"));
+                        if let (true, Some(value)) =
+                            (is_auth, entry.get("value").and_then(Value::as_str))
+                        {
+                            out.push(value.to_owned());
+                        }
+                    }
+                }
+                collect_authorization(child, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_authorization(i, out)),
+        _ => {}
+    }
+}
+
+/// Replace every occurrence of a `secrets` value inside the strings of `v`.
+fn redact(v: &mut Value, secrets: &[String]) {
+    match v {
+        Value::String(s) => {
+            for secret in secrets {
+                if s.contains(secret.as_str()) {
+                    *s = s.replace(secret.as_str(), REDACTED);
+                }
+            }
+        }
+        Value::Object(map) => map.values_mut().for_each(|c| redact(c, secrets)),
+        Value::Array(items) => items.iter_mut().for_each(|c| redact(c, secrets)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn types_are_kumas_path_segments() {
+        for (segment, ty) in AdminType::ALL {
+            assert_eq!(AdminType::from_segment(segment), Some(ty));
+            assert_eq!(ty.segment(), segment);
+        }
+        assert_eq!(AdminType::from_segment("config_dump"), None);
+    }
+
+    #[test]
+    fn queries_map_to_envoy_admin_queries() {
+        let q = |ty, p: &[(&str, &str)]| {
+            AdminQuery::parse(ty, &pairs(p))
+                .unwrap()
+                .envoy_query(ty)
+                .to_owned()
+        };
+        assert_eq!(q(AdminType::ConfigDump, &[]), "");
+        assert_eq!(
+            q(AdminType::ConfigDump, &[("include_eds", "true")]),
+            "include_eds"
+        );
+        // Kuma's default: used stats only.
+        assert_eq!(q(AdminType::Stats, &[]), "usedonly");
+        assert_eq!(q(AdminType::Stats, &[("usedonly", "false")]), "");
+        assert_eq!(
+            q(AdminType::Stats, &[("format", "json")]),
+            "format=json&usedonly"
+        );
+        assert_eq!(q(AdminType::Clusters, &[("format", "json")]), "format=json");
+        // Another type's parameter is ignored.
+        assert_eq!(q(AdminType::Clusters, &[("include_eds", "maybe")]), "");
+    }
+
+    #[test]
+    fn bad_values_are_400s_naming_the_parameter() {
+        for (ty, p) in [
+            (AdminType::ConfigDump, ("include_eds", "yes")),
+            (AdminType::Stats, ("format", "xml")),
+            (AdminType::Stats, ("usedonly", "")),
+            (AdminType::Clusters, ("format", "")),
+        ] {
+            let e = AdminQuery::parse(ty, &pairs(&[p])).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert!(e.body().to_string().contains(p.0), "{:?}", e.body());
+        }
+    }
+
+    #[test]
+    fn the_dataplane_token_is_redacted_wherever_it_appears() {
+        let dump = serde_json::json!({"configs": [{
+            "@type": "type.googleapis.com/envoy.admin.v3.BootstrapConfigDump",
+            "bootstrap": {
+                "node": {"metadata": {"copy": "Bearer tok.en.sig"}},
+                "dynamic_resources": {"ads_config": {"grpc_services": [{
+                    "envoy_grpc": {"cluster_name": "ads_cluster"},
+                    "initial_metadata": [
+                        {"key": "Authorization", "value": "tok.en.sig"},
+                        {"key": "x-other", "value": "kept"},
+                    ],
+                }]}},
+            },
+        }]});
+        let out = redact_config_dump(&serde_json::to_vec(&dump).unwrap()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("tok.en.sig"), "{text}");
+        assert!(text.contains("Bearer [redacted]"), "{text}");
+        assert!(text.contains("\"kept\""), "{text}");
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            doc["configs"][0]["bootstrap"]["dynamic_resources"]["ads_config"]["grpc_services"][0]
+                ["initial_metadata"][0]["value"],
+            REDACTED
+        );
+    }
+
+    #[test]
+    fn a_dump_without_token_is_unchanged_and_a_non_json_one_refused() {
+        let dump = br#"{"configs":[{"x":"y"}]}"#;
+        let out: Value = serde_json::from_slice(&redact_config_dump(dump).unwrap()).unwrap();
+        assert_eq!(out, serde_json::json!({"configs": [{"x": "y"}]}));
+        assert!(redact_config_dump(b"<html>").is_err());
+    }
+}
