@@ -9,8 +9,10 @@
 //! when some inbound does; online otherwise. A DPP whose zone reported no insight is offline
 //! (after a Global restart, until the zone resends).
 //!
-//! `MeshInsight` leaves out what Umbra does not track: `dpVersions` (the insights carry no
-//! DP/Envoy versions) and `mTLS` (no per-backend certificate counts).
+//! `MeshInsight` counts DPPs per version (`dpVersions.kumaDp` and `dpVersions.envoy`, from the
+//! version the proxy reported on its last stream, `unknown` without one, as Kuma) and per mTLS
+//! backend (`mTLS.issuedBackends`: the backend that issued the DPP's certificate;
+//! `mTLS.supportedBackends`: each backend the DPP trusts), each with its status counts.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -116,6 +118,24 @@ struct Tally {
     by_kind: BTreeMap<Kind, DpStat>,
     /// Per `(mesh, kind, service)`: `(DPPs, online, offline)`.
     services: BTreeMap<(String, Kind, String), (u64, u64, u64)>,
+    /// Per `(component, version)`: `kumaDp` or `envoy`.
+    versions: BTreeMap<(&'static str, String), DpStat>,
+    /// Per mTLS backend: DPPs it issued a certificate.
+    issued: BTreeMap<String, DpStat>,
+    /// Per mTLS backend: DPPs trusting it.
+    supported: BTreeMap<String, DpStat>,
+}
+
+/// The `version` a DPP's insight reports (Umbra's insight keeps it at the root, Kuma's on the
+/// last subscription).
+fn reported_version(insight: Option<&Value>) -> Option<&Value> {
+    let doc = insight?;
+    doc.get("version").or_else(|| {
+        doc.get("subscriptions")
+            .and_then(Value::as_array)
+            .and_then(|s| s.last())
+            .and_then(|s| s.get("version"))
+    })
 }
 
 impl Tally {
@@ -126,6 +146,35 @@ impl Tally {
         let status = dp_status(dp, insight);
         let kind = kind(dp);
         self.all.add(status);
+        let version = reported_version(insight);
+        for component in ["kumaDp", "envoy"] {
+            let v = version
+                .and_then(|v| v.get(component))
+                .and_then(|c| c.get("version"))
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .unwrap_or("unknown");
+            self.versions
+                .entry((component, v.to_owned()))
+                .or_default()
+                .add(status);
+        }
+        let mtls = insight.and_then(|i| i.get("mTLS"));
+        if let Some(b) = mtls
+            .and_then(|m| m.get("issuedBackend"))
+            .and_then(Value::as_str)
+        {
+            self.issued.entry(b.to_owned()).or_default().add(status);
+        }
+        for b in mtls
+            .and_then(|m| m.get("supportedBackends"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            self.supported.entry(b.to_owned()).or_default().add(status);
+        }
         self.by_kind.entry(kind).or_default().add(status);
         let names: BTreeSet<&String> = match dp.networking.gateway.as_ref() {
             Some(g) => g.tags.get(SERVICE_TAG).into_iter().collect(),
@@ -300,6 +349,18 @@ pub async fn mesh_insight(
         }),
     );
     out.insert("policies".into(), Value::Object(policies));
+    let per = |m: &BTreeMap<String, DpStat>| -> Map<String, Value> {
+        m.iter().map(|(k, v)| (k.clone(), v.to_value())).collect()
+    };
+    let mut versions = json!({"kumaDp": {}, "envoy": {}});
+    for ((component, v), stat) in &t.versions {
+        versions[*component][v.as_str()] = stat.to_value();
+    }
+    out.insert("dpVersions".into(), versions);
+    out.insert(
+        "mTLS".into(),
+        json!({"issuedBackends": per(&t.issued), "supportedBackends": per(&t.supported)}),
+    );
     out.insert("resources".into(), Value::Object(resources));
     out.insert(
         "services".into(),

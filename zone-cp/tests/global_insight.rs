@@ -15,7 +15,19 @@ fn stat(total: u64, online: u64, offline: u64, partial: u64) -> Value {
 
 #[tokio::test]
 async fn insights_count_the_zone_store() {
-    let app = router(AppState::new(Store::new(), false));
+    let state = AppState::new(Store::new(), false);
+    // web-1 holds a certificate from ca-1 (trusting ca-1 and ca-2), as the reconciler reports.
+    state.insights.set_mtls(&std::collections::HashMap::from([(
+        umbra_core::dataplane::DpKey::new("default", "web-1"),
+        umbra_zone_cp::ca::MtlsStatus {
+            certificate_expiration_time: "2026-01-02T00:00:00Z".into(),
+            last_certificate_regeneration: "2026-01-01T00:00:00Z".into(),
+            certificate_regenerations: 1,
+            issued_backend: "ca-1".into(),
+            supported_backends: vec!["ca-1".into(), "ca-2".into()],
+        },
+    )]));
+    let app = router(state);
     let puts = [
         ("/meshes/default", "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n"),
         ("/meshes/default/dataplanes/web-1", "type: Dataplane\nmesh: default\nname: web-1\nnetworking: {address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web}}]}\n"),
@@ -57,6 +69,28 @@ async fn insights_count_the_zone_store() {
     assert_eq!(
         mi["services"],
         json!({"total": 2, "internal": 1, "external": 1})
+    );
+    // No DPP reported a version; one holds a certificate.
+    assert_eq!(
+        mi["dpVersions"],
+        json!({"kumaDp": {"unknown": stat(3, 0, 3, 0)}, "envoy": {"unknown": stat(3, 0, 3, 0)}})
+    );
+    assert_eq!(
+        mi["mTLS"],
+        json!({"issuedBackends": {"ca-1": stat(1, 0, 1, 0)},
+               "supportedBackends": {"ca-1": stat(1, 0, 1, 0), "ca-2": stat(1, 0, 1, 0)}})
+    );
+    let (_, overview, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/dataplanes+insights/web-1",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(
+        overview["dataplaneInsight"]["mTLS"]["issuedBackend"], "ca-1",
+        "{overview}"
     );
     let (s, list, _) = call(&app, "GET", "/mesh-insights", &[], None).await;
     assert_eq!(s, StatusCode::OK, "{list}");
