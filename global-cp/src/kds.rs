@@ -214,11 +214,18 @@ impl KdsServer {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        tracing::info!(%peer, rpc, %zone, "KDS: zone connected");
+        let version = req
+            .metadata()
+            .get(umbra_kds::ZONE_VERSION_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .and_then(umbra_kds::plain_version)
+            .map(str::to_owned);
+        tracing::info!(%peer, rpc, %zone, version = version.as_deref().unwrap_or("unknown"), "KDS: zone connected");
         Ok(Caller {
             identity,
             connection: peer,
             recorded_store,
+            version,
         })
     }
 }
@@ -231,6 +238,8 @@ struct Caller {
     connection: String,
     /// The Global store identity the zone says it recorded (empty: none yet).
     recorded_store: String,
+    /// The zone CP's release, as it reports it ([`umbra_kds::ZONE_VERSION_METADATA`]).
+    version: Option<String>,
 }
 
 /// [`spawn_reader`] noting each message as a sign of life of `zone`.
@@ -296,6 +305,7 @@ impl OpenStream {
         }
         // Only the connection holding the lease speaks for the zone.
         zones.store_view(&zone, global_store, &caller.recorded_store);
+        zones.set_version(&zone, caller.version.clone());
         Ok(Self {
             zones: zones.clone(),
             zone,

@@ -4,7 +4,8 @@
 //! ```text
 //! {type: "ZoneOverview", name, zone: {enabled: true},
 //!  zoneInsight: {subscriptions?: [{id, globalInstanceId, connectTime, disconnectTime?, config: "",
-//!                                  status: {lastUpdateTime?, total, stat: {<Type>: stats}}}],
+//!                                  status: {lastUpdateTime?, total, stat: {<Type>: stats}},
+//!                                  version?: {kumaCp: {version, kumaCpGlobalCompatible}}}],
 //!                healthLastSeen?},
 //!  umbra: <the zone's `GET /zones/{name}` answer>}
 //! ```
@@ -16,7 +17,10 @@
 //! from. A zone not connected since this Global started (the registry is memory-only) has no
 //! subscription, which Kuma's readers take for offline. Not known, so left out: the Zone
 //! resource's `creationTime`/`modificationTime` (zones are not stored resources in Umbra),
-//! the zone's `version` (not sent over KDS yet) and its `config`.
+//! and the zone's `config`. The subscription's `version` is `{kumaCp: {version,
+//! kumaCpGlobalCompatible}}`: the release the zone reported when it connected
+//! ([`umbra_kds::ZONE_VERSION_METADATA`]), compatible when its major and minor are this
+//! Global's.
 
 use std::collections::BTreeMap;
 
@@ -78,7 +82,26 @@ fn subscription(s: &ZoneStatus, global_instance: &str) -> Option<Value> {
     }
     sub.insert("config".into(), json!(""));
     sub.insert("status".into(), Value::Object(status));
+    if let Some(v) = &s.version {
+        sub.insert(
+            "version".into(),
+            json!({"kumaCp": {"version": v, "kumaCpGlobalCompatible": compatible(v)}}),
+        );
+    }
     Some(Value::Object(sub))
+}
+
+/// Whether a zone CP of release `zone` works with this Global: the same major and minor
+/// version (KDS changes only with those).
+fn compatible(zone: &str) -> bool {
+    let major_minor = |v: &str| {
+        let mut parts = v.split(['.', '-', '+']);
+        (
+            parts.next().map(str::to_owned),
+            parts.next().map(str::to_owned),
+        )
+    };
+    major_minor(zone) == major_minor(env!("CARGO_PKG_VERSION"))
 }
 
 /// Kuma's `KDSServiceStats` (uint64 as strings, as Kuma's JSON sends them).
@@ -149,6 +172,15 @@ mod tests {
             sub["status"]["stat"]["MeshTimeout"]["responsesRejected"],
             "1"
         );
+        assert!(sub.get("version").is_none(), "not reported: {sub}");
+        let mut reported = status(true);
+        reported.version = Some(env!("CARGO_PKG_VERSION").into());
+        let o = zone_overview("z1", Some(&reported), "g", json!({}));
+        assert_eq!(
+            o["zoneInsight"]["subscriptions"][0]["version"],
+            json!({"kumaCp": {"version": env!("CARGO_PKG_VERSION"), "kumaCpGlobalCompatible": true}})
+        );
+        assert!(!compatible("99.0.0"));
     }
 
     #[test]

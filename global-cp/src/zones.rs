@@ -83,6 +83,8 @@ pub struct ZoneStatus {
     pub recorded_store: Option<String>,
     /// This Global's store identity.
     pub global_store: Option<String>,
+    /// The zone CP's release, as its current (or last) connection reported it.
+    pub version: Option<String>,
     /// `recorded_store` is set and differs from `global_store`.
     pub store_changed: bool,
     /// Streams refused because another connection held the zone's lease.
@@ -253,6 +255,11 @@ impl ZoneRegistry {
             z.recorded_store = Some(recorded.to_owned()).filter(|s| !s.is_empty());
             z.store_changed = !recorded.is_empty() && recorded != ours;
         });
+    }
+
+    /// `zone`'s connection reported its release `version` (`None`: it did not say).
+    pub fn set_version(&self, zone: &str, version: Option<String>) {
+        self.update(zone, |z| z.version = version);
     }
 
     /// A message from `zone` arrived.

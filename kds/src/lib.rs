@@ -21,6 +21,20 @@ pub const KDS_RESOURCE_TYPE_URL: &str = "type.googleapis.com/umbra.kds.v1.KdsRes
 /// when it differs from the zone in the token (the token alone is the identity).
 pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
 
+/// gRPC request metadata: the zone CP's release (its `CARGO_PKG_VERSION`), shown as the
+/// subscription's `version.kumaCp` in the Global's `ZoneOverview`. A value that is not a plain
+/// version (at most 64 characters of `[0-9A-Za-z.+-]`) is ignored.
+pub const ZONE_VERSION_METADATA: &str = "x-umbra-zone-version";
+
+/// `v` when it is a plain version a zone may report in [`ZONE_VERSION_METADATA`].
+pub fn plain_version(v: &str) -> Option<&str> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-'));
+    ok.then_some(v)
+}
+
 /// gRPC response metadata: the Global's store identity (`umbra_store::STORE_IDENTITY`),
 /// sent on every KDS stream so a zone can tell a Global that lost its data from the one it
 /// synced from.

@@ -764,6 +764,17 @@ async fn envoy_admin_through_the_zones(fleet: &Fleet, frontend: &Envoy) -> anyho
     );
     assert!(sub["status"]["cds"]["responsesSent"].is_string(), "{sub}");
 
+    // Each zone's release, as its KDS connection reported it (Kuma's ZoneOverview).
+    let (_, zone) = fleet
+        .global
+        .call("GET", "/zones/zone-2+insights", None)
+        .await?;
+    assert_eq!(
+        zone["zoneInsight"]["subscriptions"][0]["version"]["kumaCp"],
+        serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "kumaCpGlobalCompatible": true}),
+        "{zone}"
+    );
+
     // A ZoneIngress, on its zone and through the Global.
     for (who, cp) in [("zone-2", &fleet.zone2), ("the Global", &fleet.global)] {
         let (status, stats) = cp.call("GET", "/zoneingresses/ingress/stats", None).await?;

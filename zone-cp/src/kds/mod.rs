@@ -318,6 +318,10 @@ async fn session(
                 .insert(ZONE_NAME_METADATA, zone_name.clone());
             req.metadata_mut()
                 .insert(RECORDED_STORE_METADATA, recorded_md.clone());
+            req.metadata_mut().insert(
+                umbra_kds::ZONE_VERSION_METADATA,
+                MetadataValue::from_static(env!("CARGO_PKG_VERSION")),
+            );
             Ok(req)
         })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
