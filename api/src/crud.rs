@@ -29,7 +29,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::Value;
 use umbra_core::resource::{ResourceKey, ResourceType, Spec, TypeKind};
 use umbra_store::{mesh_key, ListQuery, Store, Stored};
 
@@ -308,16 +308,18 @@ async fn put(
     Ok(respond(status, &stored))
 }
 
+/// A successful DELETE: 200 with an empty body, as Kuma answers (its
+/// `pkg/api-server/testdata` `delete_*` goldens).
 async fn delete(
     api: &ResourceApi,
     key: &ResourceKey,
     headers: &HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<StatusCode, ApiError> {
     api.mode.check(key.ty)?;
     let expected = expected_version(headers)?;
     check_not_synced_ingress(api, key).await?;
     api.store.delete(key, expected).await?;
-    Ok(Json(json!({})))
+    Ok(StatusCode::OK)
 }
 
 /// On a zone: `key` is not another zone's ZoneIngress synced from the Global (the Global
@@ -373,7 +375,7 @@ async fn delete_mesh(
     State(api): State<ResourceApi>,
     Path(name): Path<String>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<StatusCode, ApiError> {
     delete(&api, &mesh_key(&name), &headers).await
 }
 
@@ -420,7 +422,7 @@ async fn delete_global_secret(
     State(api): State<ResourceApi>,
     Path(name): Path<String>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<StatusCode, ApiError> {
     delete(&api, &global_secret_key(name), &headers).await
 }
 
@@ -467,7 +469,7 @@ async fn delete_zone_ingress(
     State(api): State<ResourceApi>,
     Path(name): Path<String>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<StatusCode, ApiError> {
     delete(&api, &zone_ingress_key(name), &headers).await
 }
 
@@ -515,7 +517,7 @@ async fn delete_resource(
     State(api): State<ResourceApi>,
     Path((mesh, plural, name)): Path<(String, String, String)>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<StatusCode, ApiError> {
     let ty = resource_type(&plural)?;
     delete(&api, &ResourceKey { ty, mesh, name }, &headers).await
 }
