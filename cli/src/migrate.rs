@@ -1,5 +1,6 @@
 //! `umbractl convert` and `umbractl migrate` (issue 19, the migration workflow):
-//! - `convert -f old.yaml [--mesh M] [-o yaml|json]` turns old policies into their `targetRef`
+//! - `convert -f old.yaml [--mesh M] [-o yaml|json] [--format universal|k8s]` turns old
+//!   policies (in Kuma's universal or Kubernetes form) into their `targetRef`
 //!   equivalents, labelled `kuma.io/effect: shadow`, locally ([`umbra_core::convert`]); in
 //!   YAML each output is preceded by comments naming its source and every difference the
 //!   converter knows of, and the output is what `umbractl apply` takes;
@@ -40,6 +41,10 @@ pub struct ConvertArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = ConvertOutput::Yaml)]
     pub output: ConvertOutput,
+    /// The form of the YAML output: Kuma's universal one, or its Kubernetes one (for a
+    /// Kubernetes zone's GitOps). The input may be in either form.
+    #[arg(long, value_enum, default_value_t = crate::resources::Format::Universal)]
+    pub format: crate::resources::Format,
 }
 
 /// `migrate` subcommands.
@@ -123,6 +128,7 @@ pub fn convert_documents(
     docs: &[Resource],
     mesh: Option<&str>,
     output: ConvertOutput,
+    format: crate::resources::Format,
 ) -> (String, bool) {
     let options = Options {
         mesh: mesh.map(str::to_owned),
@@ -151,7 +157,13 @@ pub fn convert_documents(
                 match r {
                     Ok(c) => {
                         for o in &c.outputs {
-                            docs.push(format!("{}{}", comments(c), encode_yaml(&o.to_value())));
+                            let doc = match format {
+                                crate::resources::Format::K8s => {
+                                    umbra_core::k8s::to_value(o).unwrap_or_else(|| o.to_value())
+                                }
+                                crate::resources::Format::Universal => o.to_value(),
+                            };
+                            docs.push(format!("{}{}", comments(c), encode_yaml(&doc)));
                         }
                     }
                     Err(e) => docs.push(format!(
@@ -180,10 +192,12 @@ pub fn convert_files(args: &ConvertArgs) -> Result<String, CliError> {
     let docs = crate::resources::read_documents(&sources)?
         .into_iter()
         .map(|d| {
-            Resource::from_value(d.body).map_err(|e| CliError::Input(format!("{}: {e}", d.origin)))
+            // Either form: universal, or Kuma's Kubernetes one (`umbra_core::k8s`).
+            umbra_core::k8s::decode(d.body)
+                .map_err(|e| CliError::Input(format!("{}: {e}", d.origin)))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let (text, ok) = convert_documents(&docs, args.mesh.as_deref(), args.output);
+    let (text, ok) = convert_documents(&docs, args.mesh.as_deref(), args.output, args.format);
     if !ok {
         println!("{}", text.trim_end());
         return Err(CliError::Input(
@@ -359,6 +373,40 @@ fn names(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubernetes_input_converts_and_prints_back_in_either_form() {
+        let dir = std::env::temp_dir().join(format!("umbra-convert-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("old.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: kuma.io/v1alpha1\nkind: Timeout\nmesh: default\nmetadata:\n  name: t\nspec:\n  sources: [{match: {kuma.io/service: '*'}}]\n  destinations: [{match: {kuma.io/service: backend}}]\n  conf: {connectTimeout: 5s}\n",
+        )
+        .unwrap();
+        let args = |format| ConvertArgs {
+            files: vec![file.display().to_string()],
+            mesh: None,
+            output: ConvertOutput::Yaml,
+            format,
+        };
+        let universal = convert_files(&args(crate::resources::Format::Universal)).unwrap();
+        let k8s = convert_files(&args(crate::resources::Format::K8s)).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(universal.contains("type: MeshTimeout"), "{universal}");
+        assert!(k8s.contains("apiVersion: kuma.io/v1alpha1"), "{k8s}");
+        // Both read back as the same resource.
+        let read = |text: &str| {
+            let mut all =
+                umbra_core::k8s::decode_all(text.as_bytes(), umbra_core::codec::Limits::default())
+                    .unwrap();
+            assert_eq!(all.len(), 1, "{text}");
+            all.remove(0)
+        };
+        let (u, k) = (read(&universal), read(&k8s));
+        assert_eq!(u.to_value(), k.to_value());
+        assert_eq!(u.meta.mesh, "default");
+    }
 
     #[test]
     fn a_plan_reads_with_its_causes_and_fingerprint() {
