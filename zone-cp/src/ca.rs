@@ -164,6 +164,8 @@ pub struct Authority {
     serials: AtomicU64,
     /// An identity was issued or dropped since the last [`Authority::export`].
     dirty: std::sync::atomic::AtomicBool,
+    /// Bumped whenever an identity is issued, restored or dropped ([`Authority::changes`]).
+    changes: AtomicU64,
 }
 
 impl std::fmt::Debug for Authority {
@@ -360,6 +362,7 @@ impl Authority {
             rotate_at: now + lifetime.mul_f64(0.8),
         });
         self.dirty.store(true, Ordering::Release);
+        self.changes.fetch_add(1, Ordering::AcqRel);
         let mut ids = self
             .identities
             .lock()
@@ -426,6 +429,7 @@ impl Authority {
         let Ok(kept) = serde_json::from_slice::<Vec<Kept>>(bytes) else {
             return;
         };
+        self.changes.fetch_add(1, Ordering::AcqRel);
         let mut ids = self
             .identities
             .lock()
@@ -457,6 +461,12 @@ impl Authority {
                 },
             );
         }
+    }
+
+    /// A counter that moves whenever the issued identities (and so [`Authority::statuses`])
+    /// may have changed.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 
     /// The mTLS status of every DPP holding an identity (Kuma's `DataplaneInsight.mTLS`).
@@ -491,6 +501,7 @@ impl Authority {
         ids.retain(|k, _| keep(k));
         if ids.len() != before {
             self.dirty.store(true, Ordering::Release);
+            self.changes.fetch_add(1, Ordering::AcqRel);
         }
     }
 }

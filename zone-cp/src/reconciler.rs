@@ -122,6 +122,8 @@ pub struct Reconciler {
     cas: watch::Receiver<Arc<umbra_api::mesh_ca::MeshCas>>,
     /// Where each pass reports the DPPs' mTLS status ([`Reconciler::with_insights`]).
     insights: Option<Arc<crate::insight::Insights>>,
+    /// [`Authority::changes`] as of the last mTLS report into `insights`.
+    mtls_reported: std::sync::atomic::AtomicU64,
 }
 
 type LoadAssignments =
@@ -195,6 +197,7 @@ impl Reconciler {
             multi_zone: false,
             cas: watch::channel(Arc::default()).1,
             insights: None,
+            mtls_reported: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 
@@ -491,7 +494,14 @@ impl Reconciler {
         // are dropped.
         self.ca.retain(|k| with_identity.contains(k));
         if let Some(insights) = &self.insights {
-            insights.set_mtls(&self.ca.statuses());
+            // Only when an identity was issued, restored or dropped since the last report.
+            let changes = self.ca.changes();
+            let reported = self
+                .mtls_reported
+                .swap(changes, std::sync::atomic::Ordering::AcqRel);
+            if reported != changes {
+                insights.set_mtls(&self.ca.statuses());
+            }
         }
         // Kept before any proxy is pushed what was issued, so a restart serves the same ones.
         if let Some(bytes) = self.ca.export() {
