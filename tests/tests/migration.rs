@@ -94,8 +94,12 @@ async fn convert_plan_apply_rollback_across_two_zones() -> anyhow::Result<()> {
         }
     }
     // umbractl convert: shadow MeshTimeouts, each naming its source.
-    let (converted, ok) =
-        umbractl::migrate::convert_documents(&old, None, umbractl::migrate::ConvertOutput::Yaml);
+    let (converted, ok) = umbractl::migrate::convert_documents(
+        &old,
+        None,
+        umbractl::migrate::ConvertOutput::Yaml,
+        umbractl::resources::Format::Universal,
+    );
     assert!(ok, "{converted}");
     let outputs = Resource::all_from_bytes(converted.as_bytes())?;
     assert_eq!(outputs.len(), 3, "{converted}");

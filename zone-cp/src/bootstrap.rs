@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use umbra_core::resource::{Resource, ResourceType};
 
 /// Envoy admin port when the request names none (kuma-dp's default).
-pub const DEFAULT_ADMIN_PORT: u32 = 9901;
+pub use crate::node_metadata::DEFAULT_ADMIN_PORT;
 
 /// Response header naming the bootstrap version (Kuma's `kuma-bootstrap-version`).
 pub const VERSION_HEADER: &str = "kuma-bootstrap-version";

@@ -24,12 +24,15 @@ fn string_metadata(
         })
 }
 
+/// Kuma's default Envoy admin port (kuma-dp's).
+pub const DEFAULT_ADMIN_PORT: u32 = 9901;
+
 /// Node metadata key with the Envoy admin port (kuma-dp's, a decimal string).
 pub const ADMIN_PORT_METADATA_KEY: &str = "dataplane.admin.port";
 
 /// The Envoy admin port of a stream's proxy: node metadata `dataplane.admin.port`, else
-/// `networking.admin.port` of its Dataplane (`dataplane`), else [`crate::bootstrap::DEFAULT_ADMIN_PORT`] (the bootstrap's). Only the
-/// port is taken from the proxy; the address is always loopback (Kuma does not trust a proxy's
+/// `networking.admin.port` of its Dataplane (`dataplane`), else [`DEFAULT_ADMIN_PORT`] (what
+/// the bootstrap binds when kuma-dp names none). Only the port is taken from the proxy; the address is always loopback (Kuma does not trust a proxy's
 /// admin address either: it would turn the control plane into a client of any host).
 pub fn admin_port(
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
@@ -59,7 +62,7 @@ pub fn admin_port(
     };
     from_node
         .or_else(from_resource)
-        .unwrap_or_else(|| u16::try_from(crate::bootstrap::DEFAULT_ADMIN_PORT).unwrap_or(u16::MAX))
+        .unwrap_or_else(|| u16::try_from(DEFAULT_ADMIN_PORT).unwrap_or(u16::MAX))
 }
 
 /// Kuma's `Version` of a stream's proxy: the node metadata `version` (what kuma-dp sends in
