@@ -49,7 +49,10 @@ pub async fn yaml_output(req: Request, next: Next) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    if !yaml || !is_json {
+    // A body larger than the YAML limit (an Envoy config dump) stays JSON rather than lost.
+    let too_large = axum::body::HttpBody::size_hint(response.body()).lower()
+        > u64::try_from(MAX_YAML_BODY).unwrap_or(u64::MAX);
+    if !yaml || !is_json || too_large {
         return response;
     }
     let (mut parts, body) = response.into_parts();

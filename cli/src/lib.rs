@@ -260,6 +260,11 @@ pub async fn inspect_admin(
     include_eds: bool,
     output: Output,
 ) -> anyhow::Result<String> {
+    if include_eds && view != AdminView::ConfigDump {
+        return Err(
+            CliError::Input("--include-eds goes with --type config-dump only".into()).into(),
+        );
+    }
     let segment = match view {
         AdminView::ConfigDump => "xds",
         AdminView::Stats => "stats",

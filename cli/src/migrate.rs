@@ -184,6 +184,11 @@ pub fn convert_documents(
 /// [`CliError::Input`] for an unreadable or invalid file, or when a policy cannot be converted
 /// (the text is still printed first, with the reason as a comment).
 pub fn convert_files(args: &ConvertArgs) -> Result<String, CliError> {
+    if args.format == crate::resources::Format::K8s && args.output == ConvertOutput::Json {
+        return Err(CliError::Input(
+            "--format k8s is the form of the YAML output; -o json prints the universal form".into(),
+        ));
+    }
     let sources = args
         .files
         .iter()

@@ -102,9 +102,10 @@ impl Ads {
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         token: Option<&str>,
         peer: Option<std::net::SocketAddr>,
-    ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>), Status> {
+    ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>, u64), Status> {
         let key = crate::node_metadata::proxy_key(node)?;
-        let local = peer.is_some_and(|p| p.ip().is_loopback());
+        // `::ffff:127.0.0.1` (an IPv4 Envoy on a dual-stack listener) is loopback too.
+        let local = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
         if key.mesh.is_empty() {
             let admin = crate::insight::AdminEndpoint {
                 port: crate::node_metadata::admin_port(node, None),
@@ -152,18 +153,11 @@ impl Ads {
                 .put(resource, None)
                 .map_err(|e| Status::failed_precondition(e.to_string()))?;
         }
-        let version = crate::node_metadata::proxy_version(node);
-        self.insights.update(&key, |i| {
-            i.admin = Some(admin);
-            i.version = version;
-            i.stats.clear();
-            i.connected = true;
-            i.responses_sent = 0;
-            i.connect_time = Some(umbra_store::now_rfc3339());
-            i.disconnect_time = None;
-        });
+        let stream =
+            self.insights
+                .open_stream(&key, admin, crate::node_metadata::proxy_version(node));
         tracing::info!(mesh = %key.mesh, dataplane = %key.name, authenticated = identity.is_some(), "Envoy connected");
-        Ok((key, identity))
+        Ok((key, identity, stream))
     }
 
     /// [`Ads::open`] for a ZoneIngress (`key` with an empty mesh): authenticated with a
@@ -175,7 +169,7 @@ impl Ads {
         token: Option<&str>,
         key: DpKey,
         admin: crate::insight::AdminEndpoint,
-    ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>), Status> {
+    ) -> Result<(DpKey, Option<crate::dp_auth::ProxyIdentity>, u64), Status> {
         let identity = self.gate.check(token, &key, None).inspect_err(|e| {
             tracing::warn!(zone_ingress = %key.name, code = ?e.code(), reason = %e.message(), "ADS stream refused");
         })?;
@@ -183,18 +177,11 @@ impl Ads {
             tracing::warn!(zone_ingress = %key.name, "ADS stream NOT authenticated (--dp-auth none)");
         }
         crate::node_metadata::register_zone_ingress(&self.store, &self.gate.zone, &key, node)?;
-        let version = crate::node_metadata::proxy_version(node);
-        self.insights.update(&key, |i| {
-            i.admin = Some(admin);
-            i.version = version;
-            i.stats.clear();
-            i.connected = true;
-            i.responses_sent = 0;
-            i.connect_time = Some(umbra_store::now_rfc3339());
-            i.disconnect_time = None;
-        });
+        let stream =
+            self.insights
+                .open_stream(&key, admin, crate::node_metadata::proxy_version(node));
         tracing::info!(zone_ingress = %key.name, authenticated = identity.is_some(), "Envoy connected");
-        Ok((key, identity))
+        Ok((key, identity, stream))
     }
 
     /// [`crate::dp_auth::still_allowed`] for the DPP as stored now.
@@ -253,12 +240,9 @@ impl Ads {
         Ok(())
     }
 
-    /// A stream ended.
-    fn close(&self, key: &DpKey) {
-        self.insights.update(key, |i| {
-            i.connected = false;
-            i.disconnect_time = Some(umbra_store::now_rfc3339());
-        });
+    /// Stream `generation` of `key` ended (a newer stream of the same proxy stays connected).
+    fn close(&self, key: &DpKey, generation: u64) {
+        self.insights.close_stream(key, generation);
         tracing::info!(mesh = %key.mesh, dataplane = %key.name, "Envoy disconnected");
     }
 }
@@ -300,6 +284,8 @@ pub use crate::node_metadata::{
 
 struct StreamCtx {
     key: DpKey,
+    /// Which stream of the DPP this is: only its own events touch the insight.
+    generation: u64,
     types: HashMap<String, SotwType>,
     nonce: u64,
 }
@@ -314,7 +300,7 @@ impl StreamCtx {
             SotwReply::Subscribe => true,
             SotwReply::Ack { version } => {
                 count(XDS_ACKS, &req.type_url, "sotw");
-                insights.update(&self.key, |i| {
+                insights.update_stream(&self.key, self.generation, |i| {
                     i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), version);
                     i.nacked.remove(&req.type_url);
@@ -324,7 +310,7 @@ impl StreamCtx {
             SotwReply::Nack { rejected, message } => {
                 tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK");
                 count(XDS_NACKS, &req.type_url, "sotw");
-                insights.update(&self.key, |i| {
+                insights.update_stream(&self.key, self.generation, |i| {
                     i.rejected(&req.type_url);
                     i.nacked.insert(
                         req.type_url.clone(),
@@ -360,7 +346,7 @@ impl StreamCtx {
         if step.nack_over {
             // The config went back to what Envoy accepted last (e.g. the offending policy was
             // deleted): Envoy is already running it.
-            insights.update(&self.key, |i| {
+            insights.update_stream(&self.key, self.generation, |i| {
                 i.nacked.remove(type_url);
             });
         }
@@ -377,7 +363,7 @@ impl StreamCtx {
             ..Default::default()
         };
         state.sent(version, nonce);
-        insights.update(&self.key, |i| i.sent(type_url));
+        insights.update_stream(&self.key, self.generation, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "sotw");
         push_span(rec, &self.key, type_url, "sotw");
         tx.send(Ok(response)).await.is_ok()
@@ -424,9 +410,11 @@ impl AggregatedDiscoveryService for Ads {
 trait Flavour: Send + Sized + 'static {
     type Request: prost::Message + Default + Send + 'static;
     type Response: Send + 'static;
-    /// Stream state for the DPP a stream's first request named.
-    fn new(key: DpKey) -> Self;
+    /// Stream state for the DPP a stream's first request named, the `generation`-th stream of
+    /// that DPP ([`Insights::open_stream`]).
+    fn new(key: DpKey, generation: u64) -> Self;
     fn key(&self) -> &DpKey;
+    fn generation(&self) -> u64;
     fn node(req: &Self::Request) -> Option<&envoy_types::pb::envoy::config::core::v3::Node>;
     fn type_url(req: &Self::Request) -> &str;
     /// Apply a request; `true` when its type may have something to send now.
@@ -477,7 +465,7 @@ impl Ads {
                         };
                         match stream.as_ref() {
                             None => match ads.open(F::node(&req), token.as_deref(), peer) {
-                                Ok((key, id)) => {
+                                Ok((key, id, generation)) => {
                                     identity = id;
                                     if let Some(exp) = identity.as_ref().map(crate::dp_auth::ProxyIdentity::expires_at) {
                                         let left = exp
@@ -488,7 +476,7 @@ impl Ads {
                                                 + std::time::Duration::from_secs(left),
                                         );
                                     }
-                                    stream = Some(F::new(key));
+                                    stream = Some(F::new(key, generation));
                                 }
                                 Err(status) => { let _ = tx.send(Err(status)).await; break }
                             },
@@ -538,14 +526,17 @@ impl Ads {
                             let _ = tx.send(Err(status)).await;
                             break;
                         }
+                        let mut gone = false;
                         for t in TYPE_ORDER {
-                            if !c.push(t, &ads.reconciler, &ads.insights, &tx).await { return }
+                            if !c.push(t, &ads.reconciler, &ads.insights, &tx).await { gone = true; break }
                         }
+                        // The client went away: end the stream (and mark it closed below).
+                        if gone { break }
                     }
                 }
             }
             if let Some(c) = stream {
-                ads.close(c.key());
+                ads.close(c.key(), c.generation());
             }
         });
         Box::pin(ReceiverStream::new(rx))
@@ -555,15 +546,19 @@ impl Ads {
 impl Flavour for StreamCtx {
     type Request = DiscoveryRequest;
     type Response = DiscoveryResponse;
-    fn new(key: DpKey) -> Self {
+    fn new(key: DpKey, generation: u64) -> Self {
         StreamCtx {
             key,
+            generation,
             types: HashMap::new(),
             nonce: 0,
         }
     }
     fn key(&self) -> &DpKey {
         &self.key
+    }
+    fn generation(&self) -> u64 {
+        self.generation
     }
     fn node(req: &DiscoveryRequest) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
         req.node.as_ref()
@@ -588,15 +583,19 @@ impl Flavour for StreamCtx {
 impl Flavour for DeltaCtx {
     type Request = DeltaDiscoveryRequest;
     type Response = DeltaDiscoveryResponse;
-    fn new(key: DpKey) -> Self {
+    fn new(key: DpKey, generation: u64) -> Self {
         DeltaCtx {
             key,
+            generation,
             types: HashMap::new(),
             nonce: 0,
         }
     }
     fn key(&self) -> &DpKey {
         &self.key
+    }
+    fn generation(&self) -> u64 {
+        self.generation
     }
     fn node(
         req: &DeltaDiscoveryRequest,
@@ -623,6 +622,8 @@ impl Flavour for DeltaCtx {
 /// A delta stream: its DPP and per-type state.
 struct DeltaCtx {
     key: DpKey,
+    /// Which stream of the DPP this is: only its own events touch the insight.
+    generation: u64,
     types: HashMap<String, DeltaType>,
     nonce: u64,
 }
@@ -639,7 +640,7 @@ impl DeltaCtx {
                 count(XDS_ACKS, &req.type_url, "delta");
                 let held = type_version(&state.held);
                 let rejected = !state.rejected.is_empty();
-                insights.update(&self.key, |i| {
+                insights.update_stream(&self.key, self.generation, |i| {
                     i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), held);
                     if !rejected {
@@ -657,7 +658,7 @@ impl DeltaCtx {
                     .join(",");
                 tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK (delta)");
                 count(XDS_NACKS, &req.type_url, "delta");
-                insights.update(&self.key, |i| {
+                insights.update_stream(&self.key, self.generation, |i| {
                     i.rejected(&req.type_url);
                     i.nacked.insert(
                         req.type_url.clone(),
@@ -693,7 +694,7 @@ impl DeltaCtx {
         let update = state.next(current, &nonce, Limit::NONE, &|_| 0);
         if had_rejections && state.rejected.is_empty() {
             // The rejected resources moved on or went back to what Envoy holds.
-            insights.update(&self.key, |i| {
+            insights.update_stream(&self.key, self.generation, |i| {
                 i.nacked.remove(type_url);
             });
         }
@@ -721,7 +722,7 @@ impl DeltaCtx {
             nonce,
             ..Default::default()
         };
-        insights.update(&self.key, |i| i.sent(type_url));
+        insights.update_stream(&self.key, self.generation, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "delta");
         push_span(rec, &self.key, type_url, "delta");
         tx.send(Ok(response)).await.is_ok()

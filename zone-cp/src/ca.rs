@@ -362,7 +362,6 @@ impl Authority {
             rotate_at: now + lifetime.mul_f64(0.8),
         });
         self.dirty.store(true, Ordering::Release);
-        self.changes.fetch_add(1, Ordering::AcqRel);
         let mut ids = self
             .identities
             .lock()
@@ -387,6 +386,8 @@ impl Authority {
                 status,
             },
         );
+        // Under the lock, after the insert: whoever sees the new count sees the identity.
+        self.changes.fetch_add(1, Ordering::AcqRel);
         Ok(identity)
     }
 
@@ -429,11 +430,11 @@ impl Authority {
         let Ok(kept) = serde_json::from_slice::<Vec<Kept>>(bytes) else {
             return;
         };
-        self.changes.fetch_add(1, Ordering::AcqRel);
         let mut ids = self
             .identities
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.changes.fetch_add(1, Ordering::AcqRel);
         for k in kept {
             let identity = Identity {
                 serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,

@@ -24,6 +24,8 @@
 //! generate that listener, so for such a proxy the answer is a 501 that says so, never a call
 //! to an address the proxy chose (the port is the proxy's, the address never is).
 //!
+//! At most [`MAX_CONCURRENT`] admin calls run at once (the zone API's and the Global's alike).
+//!
 //! Errors: 400 for a bad query value (the parameter named); 404 for an unknown mesh, proxy or
 //! type; 409 when no Envoy of the proxy is connected to this zone; 501 as above; 502 when the
 //! admin refuses or fails, or answers more than [`MAX_ADMIN_BYTES`]; 504 when it takes longer
@@ -47,6 +49,9 @@ pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest admin answer relayed (bytes); under the Global's forwarding limit.
 pub const MAX_ADMIN_BYTES: usize = 32 << 20;
+/// Admin calls running at once (each may hold [`MAX_ADMIN_BYTES`] and its parsed copy); more
+/// wait for a turn within [`ADMIN_TIMEOUT`].
+pub const MAX_CONCURRENT: usize = 4;
 /// What replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
 
@@ -204,18 +209,22 @@ pub async fn inspect(
             format!("{what} runs on another host: Umbra reads an Envoy admin on the zone CP's own host only (127.0.0.1:{}); it does not generate Kuma's mTLS admin listener kuma:envoy:admin", admin.port),
         ));
     }
-    let body = call(admin.port, ty, query)
+    let (body, _turn) = call(admin.port, ty, query)
         .await
         .map_err(|e| e.into_api(&what))?;
     Ok(match ty {
         AdminType::ConfigDump => AdminAnswer {
             content_type: "application/json",
-            body: redact_config_dump(&body).map_err(|e| {
-                ApiError::status(
-                    StatusCode::BAD_GATEWAY,
-                    format!("the Envoy of {what} sent a config dump that is not JSON: {e}"),
-                )
-            })?,
+            // Parsing tens of MiB is CPU work: off the async runtime.
+            body: tokio::task::spawn_blocking(move || redact_config_dump(&body))
+                .await
+                .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+                .map_err(|e| {
+                    ApiError::status(
+                        StatusCode::BAD_GATEWAY,
+                        format!("the Envoy of {what} sent a config dump that is not JSON: {e}"),
+                    )
+                })?,
         },
         _ => AdminAnswer {
             content_type: if query.json {
@@ -276,9 +285,20 @@ fn client() -> Result<&'static reqwest::Client, CallError> {
         .map_err(|e| CallError::Unreachable(format!("no HTTP client: {e}")))
 }
 
-/// `GET http://127.0.0.1:<port><path>?<query>`, the body read up to [`MAX_ADMIN_BYTES`], all
-/// within [`ADMIN_TIMEOUT`].
-async fn call(port: u16, ty: AdminType, query: AdminQuery) -> Result<Vec<u8>, CallError> {
+/// One of the [`MAX_CONCURRENT`] turns of admin calls.
+fn turns() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
+    static TURNS: OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    TURNS.get_or_init(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)))
+}
+
+/// `GET http://127.0.0.1:<port><path>?<query>`, the body read up to [`MAX_ADMIN_BYTES`], in
+/// one of [`MAX_CONCURRENT`] turns (held by the caller while it works on the body), all within
+/// [`ADMIN_TIMEOUT`].
+async fn call(
+    port: u16,
+    ty: AdminType,
+    query: AdminQuery,
+) -> Result<(Vec<u8>, tokio::sync::OwnedSemaphorePermit), CallError> {
     let q = query.envoy_query(ty);
     let url = if q.is_empty() {
         format!("http://127.0.0.1:{port}{}", ty.envoy_path())
@@ -286,6 +306,11 @@ async fn call(port: u16, ty: AdminType, query: AdminQuery) -> Result<Vec<u8>, Ca
         format!("http://127.0.0.1:{port}{}?{q}", ty.envoy_path())
     };
     let read = async {
+        let turn = turns()
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Unreachable("the zone is stopping".into()))?;
         let mut response = client()?
             .get(&url)
             .send()
@@ -311,7 +336,7 @@ async fn call(port: u16, ty: AdminType, query: AdminQuery) -> Result<Vec<u8>, Ca
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(body)
+        Ok((body, turn))
     };
     tokio::time::timeout(ADMIN_TIMEOUT, read)
         .await

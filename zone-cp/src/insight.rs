@@ -43,6 +43,10 @@ pub struct Insight {
     /// zone (not reported to the Global, not in any answer).
     #[serde(skip)]
     pub admin: Option<AdminEndpoint>,
+    /// Which ADS stream of the proxy the insight follows (counted from 1 by
+    /// [`Insights::open_stream`]): events of an older stream that outlived it are ignored.
+    #[serde(skip)]
+    pub stream: u64,
 }
 
 /// How the zone reaches one Envoy's admin (read by the `envoy_admin` module).
@@ -172,6 +176,74 @@ impl Insights {
                 changed = true;
             }
         }
+        drop(map);
+        if changed {
+            self.changes.send_modify(|c| *c += 1);
+        }
+    }
+
+    /// A new ADS stream of `key` opened, its Envoy's admin at `admin` and running `version`:
+    /// the insight follows it from now on (counters reset, connected). Returns the stream's
+    /// generation, which [`Insights::update_stream`] and [`Insights::close_stream`] take.
+    pub fn open_stream(
+        &self,
+        key: &DpKey,
+        admin: AdminEndpoint,
+        version: Option<serde_json::Value>,
+    ) -> u64 {
+        let mut generation = 0;
+        self.update(key, |i| {
+            i.stream += 1;
+            generation = i.stream;
+            i.admin = Some(admin);
+            i.version = version;
+            i.stats.clear();
+            i.connected = true;
+            i.responses_sent = 0;
+            i.connect_time = Some(umbra_store::now_rfc3339());
+            i.disconnect_time = None;
+        });
+        generation
+    }
+
+    /// Stream `generation` of `key` ended: the proxy is disconnected unless a newer stream of
+    /// it opened meanwhile.
+    pub fn close_stream(&self, key: &DpKey, generation: u64) {
+        self.update_stream(key, generation, |i| {
+            i.connected = false;
+            i.disconnect_time = Some(umbra_store::now_rfc3339());
+        });
+    }
+
+    /// Change `key`'s insight with `f` when it still follows stream `generation` (and wake
+    /// the subscribers); nothing otherwise.
+    pub(crate) fn update_stream(&self, key: &DpKey, generation: u64, f: impl FnOnce(&mut Insight)) {
+        let mut map = self
+            .map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(insight) = map.get_mut(key).filter(|i| i.stream == generation) else {
+            return;
+        };
+        f(insight);
+        drop(map);
+        self.changes.send_modify(|c| *c += 1);
+    }
+
+    /// Drop the insights of `keys` (proxies that no longer exist) whose Envoy is not connected;
+    /// a connected one stays until its stream ends.
+    pub fn forget_disconnected(&self, keys: &[&DpKey]) {
+        let mut map = self
+            .map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = map.len();
+        for key in keys {
+            if map.get(*key).is_some_and(|i| !i.connected) {
+                map.remove(*key);
+            }
+        }
+        let changed = map.len() != before;
         drop(map);
         if changed {
             self.changes.send_modify(|c| *c += 1);

@@ -65,23 +65,47 @@ pub fn admin_port(
         .unwrap_or_else(|| u16::try_from(DEFAULT_ADMIN_PORT).unwrap_or(u16::MAX))
 }
 
+/// Longest version field kept from a proxy's node (bytes); longer ones are dropped.
+pub const MAX_VERSION_FIELD: usize = 256;
+
 /// Kuma's `Version` of a stream's proxy: the node metadata `version` (what kuma-dp sends in
 /// its bootstrap request: `{kumaDp: {version, gitTag, gitCommit, buildDate}, envoy: {version,
 /// build}}`), with `envoy` filled from the node's Envoy build version when kuma-dp's has none:
 /// `version` `<major>.<minor>.<patch>` and `build` `<sha>/<version>/<status>/<type>/<ssl>`, as
-/// Envoy prints it. `None` when the node says nothing.
+/// Envoy prints it. Only those fields are kept, as strings of at most [`MAX_VERSION_FIELD`]
+/// bytes. `None` when the node says nothing.
 pub fn proxy_version(
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
 ) -> Option<serde_json::Value> {
     use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
     let node = node?;
-    let mut version = node
+    let reported = node
         .metadata
         .as_ref()
         .and_then(|m| m.fields.get("version"))
         .map(proto_value_to_json)
-        .filter(serde_json::Value::is_object)
-        .unwrap_or_else(|| serde_json::json!({}));
+        .unwrap_or_default();
+    // Only Kuma's fields, as short strings: the proxy writes this, the insight keeps it.
+    let mut version = serde_json::json!({});
+    for (component, fields) in [
+        (
+            "kumaDp",
+            &["version", "gitTag", "gitCommit", "buildDate"][..],
+        ),
+        ("envoy", &["version", "build"][..]),
+    ] {
+        let kept: serde_json::Map<String, serde_json::Value> = fields
+            .iter()
+            .filter_map(|f| {
+                let v = reported.get(component)?.get(*f)?.as_str()?;
+                (!v.is_empty() && v.len() <= MAX_VERSION_FIELD)
+                    .then(|| ((*f).to_owned(), serde_json::json!(v)))
+            })
+            .collect();
+        if !kept.is_empty() {
+            version[component] = serde_json::Value::Object(kept);
+        }
+    }
     let has_envoy = version
         .get("envoy")
         .and_then(|e| e.get("version"))
@@ -100,6 +124,7 @@ pub fn proxy_version(
                         .and_then(|m| m.fields.get(k))
                         .map(proto_value_to_json)
                         .and_then(|v| v.as_str().map(str::to_owned))
+                        .filter(|v| v.len() <= MAX_VERSION_FIELD / 5)
                         .unwrap_or_default()
                 };
                 let build = format!(
@@ -337,6 +362,69 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn admin_port_and_version_come_from_the_node() {
+        use envoy_types::pb::envoy::config::core::v3::{node::UserAgentVersionType, BuildVersion};
+        use envoy_types::pb::envoy::r#type::v3::SemanticVersion;
+        let s = |v: &str| Value {
+            kind: Some(Kind::StringValue(v.to_owned())),
+        };
+        let st = |fields: Vec<(&str, Value)>| Value {
+            kind: Some(Kind::StructValue(Struct {
+                fields: fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            })),
+        };
+        let long = "x".repeat(MAX_VERSION_FIELD + 1);
+        let node = Node {
+            metadata: Some(Struct {
+                fields: [
+                    (ADMIN_PORT_METADATA_KEY.to_owned(), s("19901")),
+                    (
+                        "version".to_owned(),
+                        st(vec![
+                            (
+                                "kumaDp",
+                                st(vec![("version", s("2.7.29")), ("gitTag", s(&long))]),
+                            ),
+                            ("other", s("dropped")),
+                        ]),
+                    ),
+                ]
+                .into(),
+            }),
+            user_agent_version_type: Some(UserAgentVersionType::UserAgentBuildVersion(
+                BuildVersion {
+                    version: Some(SemanticVersion {
+                        major_number: 1,
+                        minor_number: 31,
+                        patch: 2,
+                    }),
+                    metadata: Some(Struct {
+                        fields: [
+                            ("revision.sha".to_owned(), s("abc")),
+                            ("revision.status".to_owned(), s("Clean")),
+                            ("build.type".to_owned(), s("RELEASE")),
+                            ("ssl.version".to_owned(), s("BoringSSL")),
+                        ]
+                        .into(),
+                    }),
+                },
+            )),
+            ..Default::default()
+        };
+        assert_eq!(admin_port(Some(&node), None), 19901);
+        assert_eq!(admin_port(None, None), 9901);
+        assert_eq!(
+            proxy_version(Some(&node)),
+            Some(serde_json::json!({
+                "kumaDp": {"version": "2.7.29"},
+                "envoy": {"version": "1.31.2", "build": "abc/1.31.2/Clean/RELEASE/BoringSSL"},
+            })),
+            "Kuma's fields only, short strings only, Envoy's from its build version"
+        );
+        assert_eq!(proxy_version(Some(&Node::default())), None);
     }
 
     fn ingress(

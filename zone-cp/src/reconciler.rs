@@ -510,7 +510,11 @@ impl Reconciler {
             }
         }
         // Dataplanes that disappeared count as changes too (their streams must notice).
-        outcome.changed += previous.keys().filter(|k| !next.contains_key(*k)).count();
+        let gone: Vec<&DpKey> = previous.keys().filter(|k| !next.contains_key(*k)).collect();
+        outcome.changed += gone.len();
+        if let (Some(insights), false) = (&self.insights, gone.is_empty()) {
+            insights.forget_disconnected(&gone);
+        }
         let mut state = self
             .state
             .write()

@@ -32,7 +32,8 @@ pub const MAX_FORWARDED_BYTES: u64 = 64 << 20;
 ///
 /// # Errors
 /// 404 (mesh, DPP), 400 (ambiguous name), 503 (zone offline or late), 502 (answer too large),
-/// or the zone's own error.
+/// 501 (an admin view of a zone that reports no release: one older than the admin views), or
+/// the zone's own error.
 pub async fn forward(
     cx: &InspectContext,
     mesh: &str,
@@ -63,6 +64,27 @@ async fn forward_call(
     } else {
         locate(&*cx.store, mesh, name).await?
     };
+    // A zone of a release before the admin views reads their endpoint as `_config` (an
+    // unknown enum value decodes as the default): those zones report no release either.
+    let admin = matches!(
+        endpoint,
+        Endpoint::Xds | Endpoint::Stats | Endpoint::Clusters
+    );
+    // (An offline zone falls through to the call, which answers 503.)
+    if admin
+        && cx
+            .zones
+            .get(&dp.zone)
+            .is_some_and(|z| z.online && z.version.is_none())
+    {
+        return Err(ApiError::status(
+            StatusCode::NOT_IMPLEMENTED,
+            format!(
+                "zone {:?} runs an Umbra release that cannot read Envoy admins (it reports no release over KDS); upgrade it",
+                dp.zone
+            ),
+        ));
+    }
     let kind = Kind::Dataplane(DataplaneInspect {
         mesh: mesh.to_owned(),
         name: dp.local.clone(),
