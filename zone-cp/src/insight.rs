@@ -78,21 +78,29 @@ impl Insight {
     /// A response of `type_url` went out.
     pub fn sent(&mut self, type_url: &str) {
         self.responses_sent += 1;
-        self.stats_of(type_url).responses_sent += 1;
+        self.count(type_url, |s| s.responses_sent += 1);
     }
 
     /// Envoy ACKed a response of `type_url`.
     pub fn acknowledged(&mut self, type_url: &str) {
-        self.stats_of(type_url).responses_acknowledged += 1;
+        self.count(type_url, |s| s.responses_acknowledged += 1);
     }
 
     /// Envoy NACKed a response of `type_url`.
     pub fn rejected(&mut self, type_url: &str) {
-        self.stats_of(type_url).responses_rejected += 1;
+        self.count(type_url, |s| s.responses_rejected += 1);
     }
 
-    fn stats_of(&mut self, type_url: &str) -> &mut TypeStats {
-        self.stats.entry(type_url.to_owned()).or_default()
+    /// Apply `f` to `type_url`'s counters (allocating the key only the first time: this runs
+    /// on every response and ACK).
+    fn count(&mut self, type_url: &str, f: impl FnOnce(&mut TypeStats)) {
+        if let Some(stats) = self.stats.get_mut(type_url) {
+            f(stats);
+            return;
+        }
+        let mut stats = TypeStats::default();
+        f(&mut stats);
+        self.stats.insert(type_url.to_owned(), stats);
     }
 }
 
