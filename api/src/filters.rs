@@ -3,15 +3,16 @@
 //! `total` and `next` count only what matches:
 //! - `label=<key>:<value>` (repeatable, all must match; Umbra's, Kuma 2.7 has none);
 //! - `name=<text>`: names containing the text (case-sensitive; Kuma's `ListByNameContains`);
-//! - Dataplane lists only: `tag=<key>:<value>` (repeatable, all must match, split at the first
-//!   `:`), Kuma's `MatchTagsFuzzy`: the gateway's tags on a gateway DPP, else at least one
-//!   inbound's tags, carry every key with a value *containing* the given value; and
-//!   `gateway=true|false|builtin|delegated`.
+//! - Dataplane and ExternalService lists: `tag=<key>:<value>` (repeatable, all must match,
+//!   split at the first `:`), Kuma's `MatchTagsFuzzy`: the gateway's tags on a gateway DPP,
+//!   else at least one inbound's tags, or an ExternalService's `tags`, carry every key with a
+//!   value *containing* the given value (Kuma 2.7 `pkg/api-server/filters/filtering.go`);
+//! - Dataplane lists only: `gateway=true|false|builtin|delegated`.
 //!
 //! Deviations from Kuma, each a 400 rather than silently ignored: a `label=`/`tag=` without
-//! `:` (`rule: format`), a `gateway=` outside the four spellings (`rule: enum`), and `tag=` or
-//! `gateway=` on a list of anything but Dataplanes (Kuma also filters ExternalServices by tag;
-//! Umbra does not yet).
+//! `:` (`rule: format`), a `gateway=` outside the four spellings (`rule: enum`), `tag=` on a
+//! list of anything but Dataplanes and ExternalServices and `gateway=` on anything but
+//! Dataplanes (Kuma ignores them there).
 
 use std::collections::BTreeMap;
 
@@ -28,7 +29,7 @@ pub struct ListFilters {
     pub labels: BTreeMap<String, String>,
     /// `name=`: the name contains this (an empty `name=` is no filter).
     pub name: Option<String>,
-    /// `tag=` and `gateway=` (Dataplanes only).
+    /// `tag=` (Dataplanes and ExternalServices) and `gateway=` (Dataplanes).
     pub dataplane: DataplaneFilter,
 }
 
@@ -57,8 +58,8 @@ impl ListFilters {
     /// # Errors
     /// A 400 naming the parameter: a NUL in `label`/`name`/`tag`, `label`/`tag` not
     /// `<key>:<value>` (`rule: format`), an
-    /// unknown `gateway` spelling (`rule: enum`), `tag`/`gateway` on a type other than
-    /// Dataplane.
+    /// unknown `gateway` spelling (`rule: enum`), `tag` on a type other than Dataplane and
+    /// ExternalService, `gateway` on a type other than Dataplane.
     pub fn parse(ty: ResourceType, query: &[(String, String)]) -> Result<Self, ApiError> {
         refuse_nul(query, &["label", "name", "tag"])?;
         let mut out = ListFilters {
@@ -84,15 +85,22 @@ impl ListFilters {
                 ],
             )?);
         }
-        if ty != ResourceType::Dataplane && !out.dataplane.is_empty() {
-            let field = if out.dataplane.tags.is_empty() {
-                "gateway"
-            } else {
-                "tag"
-            };
+        let refused = match ty {
+            ResourceType::Dataplane => None,
+            ResourceType::ExternalService if out.dataplane.gateway.is_some() => {
+                Some(("gateway", "Dataplane lists"))
+            }
+            ResourceType::ExternalService => None,
+            _ if !out.dataplane.tags.is_empty() => {
+                Some(("tag", "Dataplane and ExternalService lists"))
+            }
+            _ if out.dataplane.gateway.is_some() => Some(("gateway", "Dataplane lists")),
+            _ => None,
+        };
+        if let Some((field, which)) = refused {
             return Err(ApiError::bad_parameter(
                 field,
-                format!("only Dataplane lists filter by {field}, not {}", ty.name()),
+                format!("only {which} filter by {field}, not {}", ty.name()),
             ));
         }
         Ok(out)
@@ -187,6 +195,18 @@ mod tests {
         assert_eq!(e["field"], "tag");
         let e = field(ListFilters::parse(
             ResourceType::Mesh,
+            &q(&[("gateway", "true")]),
+        ));
+        assert_eq!(e["field"], "gateway");
+        // ExternalServices filter by tag (Kuma's), not by gateway kind.
+        let f = ListFilters::parse(
+            ResourceType::ExternalService,
+            &q(&[("tag", "kuma.io/service:http")]),
+        )
+        .unwrap();
+        assert_eq!(f.dataplane.tags.len(), 1);
+        let e = field(ListFilters::parse(
+            ResourceType::ExternalService,
             &q(&[("gateway", "true")]),
         ));
         assert_eq!(e["field"], "gateway");

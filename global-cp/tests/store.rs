@@ -485,6 +485,50 @@ async fn dataplane_filters(store: &dyn Store) {
     let mut other = query(ResourceType::MeshTimeout, "m", 0, 10);
     other.dataplane.gateway = Some(GatewayFilter::None);
     assert_eq!(store.list(&other).await.unwrap().total, 0);
+    // ExternalServices filter by their tags (fuzzy), never by a gateway kind.
+    for (name, tags) in [
+        ("httpbin", "{kuma.io/service: httpbin, env: prod}"),
+        ("payments", "{kuma.io/service: payments-ext}"),
+    ] {
+        store
+            .put(
+                res(&format!("type: ExternalService\nmesh: m\nname: {name}\ntags: {tags}\nnetworking: {{address: 'x.example:443'}}\n")),
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let external = |tags: &[(&str, &str)], gateway: Option<GatewayFilter>| {
+        let mut q = query(ResourceType::ExternalService, "m", 0, 10);
+        q.dataplane = DataplaneFilter {
+            tags: tags
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            gateway,
+        };
+        async move {
+            let page = store.list(&q).await.unwrap();
+            page.items
+                .iter()
+                .map(|s| s.resource.meta.name.clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(external(&[(svc, "pay")], None).await, ["payments"]);
+    assert_eq!(
+        external(&[(svc, "http"), ("env", "prod")], None).await,
+        ["httpbin"]
+    );
+    assert!(external(&[("env", "dev")], None).await.is_empty());
+    assert!(external(&[], Some(GatewayFilter::None)).await.is_empty());
+    for name in ["httpbin", "payments"] {
+        store
+            .delete(&key(ResourceType::ExternalService, "m", name), None)
+            .await
+            .unwrap();
+    }
     for (name, _) in dps {
         store
             .delete(&key(ResourceType::Dataplane, "m", name), None)

@@ -117,14 +117,24 @@ impl DataplaneFilter {
     }
 
     /// Whether `spec` passes: an empty filter passes everything; a non-empty one passes only
-    /// Dataplanes that match both the tags and the gateway kind.
+    /// Dataplanes that match both the tags and the gateway kind, and ExternalServices whose
+    /// `tags` match (when no gateway kind is asked for).
     pub fn matches(&self, spec: &umbra_core::resource::Spec) -> bool {
         use umbra_core::dataplane::GatewayType;
         if self.is_empty() {
             return true;
         }
-        let umbra_core::resource::Spec::Dataplane(dp) = spec else {
-            return false;
+        let fuzzy = |tags: &BTreeMap<String, String>| {
+            self.tags
+                .iter()
+                .all(|(k, v)| tags.get(k).is_some_and(|t| t.contains(v.as_str())))
+        };
+        let dp = match spec {
+            umbra_core::resource::Spec::Dataplane(dp) => dp,
+            umbra_core::resource::Spec::ExternalService(es) => {
+                return self.gateway.is_none() && fuzzy(&es.tags);
+            }
+            _ => return false,
         };
         let gateway = dp.networking.gateway.as_ref();
         let kind_ok = match self.gateway {
@@ -137,11 +147,6 @@ impl DataplaneFilter {
             Some(GatewayFilter::Delegated) => gateway.is_some_and(|g| {
                 g.gateway_type.unwrap_or(GatewayType::Delegated) == GatewayType::Delegated
             }),
-        };
-        let fuzzy = |tags: &BTreeMap<String, String>| {
-            self.tags
-                .iter()
-                .all(|(k, v)| tags.get(k).is_some_and(|t| t.contains(v.as_str())))
         };
         let tags_ok = self.tags.is_empty()
             || match gateway {

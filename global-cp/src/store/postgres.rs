@@ -314,7 +314,8 @@ async fn listen(pool: PgPool, url: String, wake: watch::Sender<u64>) {
 /// the same rules as the memory store): `$5` tags (Kuma's `MatchTagsFuzzy`: the gateway's tags
 /// on a gateway, else some inbound's, contain every value), `$6` gateway kind (NULL, `any`,
 /// `none`, `builtin`, `delegated`), `$7` whether any Dataplane filter is given (then only
-/// Dataplanes match).
+/// Dataplanes match, and ExternalServices whose `tags` contain every `$5` value when no gateway
+/// kind is asked for).
 const LIST_WHERE: &str = "WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AND labels @> $3
     AND ($4::text IS NULL OR strpos(name, $4) > 0)
     AND (NOT $7::bool OR (type = 'Dataplane'
@@ -331,7 +332,9 @@ const LIST_WHERE: &str = "WHERE type = $1 AND ($2::text IS NULL OR mesh = $2) AN
         WHEN 'builtin' THEN jsonb_typeof(spec->'networking'->'gateway') = 'object'
           AND spec->'networking'->'gateway'->>'type' = 'BUILTIN'
         ELSE jsonb_typeof(spec->'networking'->'gateway') = 'object'
-          AND COALESCE(spec->'networking'->'gateway'->>'type', 'DELEGATED') = 'DELEGATED' END)))";
+          AND COALESCE(spec->'networking'->'gateway'->>'type', 'DELEGATED') = 'DELEGATED' END))
+      OR (type = 'ExternalService' AND $6::text IS NULL AND NOT EXISTS (SELECT 1 FROM jsonb_each_text($5::jsonb) f
+          WHERE COALESCE(strpos(spec->'tags'->>f.key, f.value), 0) = 0)))";
 
 #[async_trait::async_trait]
 impl Store for PostgresStore {
