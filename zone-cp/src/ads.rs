@@ -94,9 +94,10 @@ impl Ads {
 
     /// A stream's first request: the DPP named by the node id, authenticated by the stream's
     /// `token` ([`crate::dp_auth::Gate::check`]), registered from the node metadata if it
-    /// carries a Dataplane, marked connected. Returns the token's expiry too (`None` without
-    /// authentication). `peer` (the stream's remote address) tells whether the Envoy's admin
-    /// is reachable from here ([`crate::insight::AdminEndpoint`]).
+    /// carries a Dataplane, marked connected. Returns the DPP, what the token allows (`None`
+    /// without authentication) and the stream's generation ([`Insights::open_stream`]). `peer`
+    /// (the stream's remote address) tells whether the Envoy's admin is reachable from here
+    /// ([`crate::insight::AdminEndpoint`]).
     fn open(
         &self,
         node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
