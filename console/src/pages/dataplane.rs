@@ -279,7 +279,8 @@ async fn config_diff(mut live: Value, mut shadow: Value) -> Result<ConfigDiff, P
 /// address, inbound: [{service, port, servicePort, protocol}], gateway, outbounds,
 /// insight (whether the zone reported one: not an empty `dataplaneInsight`), connected,
 /// responsesSent, xds: [{typeUrl, short, acked, nack: {version, error}}], nacks: [{short,
-/// error}]}`.
+/// error}], envoyVersion (the last subscription's), mtls: {backend, expires, regenerations}
+/// (Kuma's `mTLS`, null outside mTLS meshes)}`.
 fn header(name: &str, body: &Value) -> Value {
     let dp = &body["dataplane"];
     let ins = &body["dataplaneInsight"];
@@ -336,6 +337,15 @@ fn header(name: &str, body: &Value) -> Value {
         "responsesSent": ins["responsesSent"],
         "xds": xds,
         "nacks": nacks,
+        "envoyVersion": ins["subscriptions"]
+            .as_array()
+            .and_then(|s| s.last())
+            .and_then(|s| s.pointer("/version/envoy/version")),
+        "mtls": ins.get("mTLS").filter(|m| m.is_object()).map(|m| json!({
+            "backend": m["issuedBackend"],
+            "expires": m["certificateExpirationTime"],
+            "regenerations": m["certificateRegenerations"],
+        })),
     })
 }
 
@@ -415,6 +425,11 @@ mod tests {
                 "acked": {CLUSTER: "v7", "type.googleapis.com/envoy.config.listener.v3.Listener": "v6"},
                 "nacked": {"type.googleapis.com/envoy.config.listener.v3.Listener": {"version": "v7", "error": "bad <listener>"}},
                 "responsesSent": 9,
+                "mTLS": {"issuedBackend": "ca-1", "certificateExpirationTime": "2026-11-27T12:00:00Z",
+                         "certificateRegenerations": 2, "lastCertificateRegeneration": "2026-11-26T12:00:00Z",
+                         "supportedBackends": ["ca-1"]},
+                "subscriptions": [{"id": "z/1", "controlPlaneInstanceId": "zone-1", "connectTime": "2026-11-26T12:00:00Z",
+                                   "status": {}, "version": {"envoy": {"version": "1.31.2", "build": "x"}}}],
             },
         })
     }
@@ -526,6 +541,8 @@ mod tests {
             "127.42.1.29",
             "frontend_kuma-demo_svc_8080",
             "bad &lt;listener&gt;",
+            "<code>1.31.2</code>",
+            "<span class=\"chip\">ca-1</span>, expires <time>2026-11-27T12:00:00Z</time>",
             "id=\"rules\"",
             "<section class=\"rules-type differs\" data-type=\"MeshTimeout\"",
             "<section class=\"rules-type\" data-type=\"MeshMetric\"",
@@ -620,6 +637,11 @@ mod tests {
         assert_eq!(h["xds"][0]["short"], "Cluster");
         assert_eq!(h["xds"][1]["nack"]["error"], "bad <listener>");
         assert_eq!(h["nacks"][0]["short"], "Listener");
+        assert_eq!(h["envoyVersion"], "1.31.2");
+        assert_eq!(
+            h["mtls"],
+            json!({"backend": "ca-1", "expires": "2026-11-27T12:00:00Z", "regenerations": 2})
+        );
         let bare = header(
             "x",
             &json!({"dataplane": {"networking": {}}, "dataplaneInsight": {}}),
