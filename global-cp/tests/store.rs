@@ -410,8 +410,13 @@ async fn dataplane_filters(store: &dyn Store) {
             .await
             .unwrap();
     }
-    let list = |tags: &[(&str, &str)], gateway: Option<GatewayFilter>, offset: u64, size: u64| {
-        let mut q = query(ResourceType::Dataplane, "m", offset, size);
+    // A page of `ty` under the filter: names, total, next offset.
+    let filtered = |ty: ResourceType,
+                    tags: &[(&str, &str)],
+                    gateway: Option<GatewayFilter>,
+                    offset: u64,
+                    size: u64| {
+        let mut q = query(ty, "m", offset, size);
         q.dataplane = DataplaneFilter {
             tags: tags
                 .iter()
@@ -428,6 +433,9 @@ async fn dataplane_filters(store: &dyn Store) {
                 .collect();
             (names, page.total, page.next_offset)
         }
+    };
+    let list = |tags: &[(&str, &str)], gateway: Option<GatewayFilter>, offset: u64, size: u64| {
+        filtered(ResourceType::Dataplane, tags, gateway, offset, size)
     };
     let svc = "kuma.io/service";
     // Fuzzy: the value is a substring; any inbound, or the gateway's tags.
@@ -500,21 +508,8 @@ async fn dataplane_filters(store: &dyn Store) {
             .unwrap();
     }
     let external = |tags: &[(&str, &str)], gateway: Option<GatewayFilter>| {
-        let mut q = query(ResourceType::ExternalService, "m", 0, 10);
-        q.dataplane = DataplaneFilter {
-            tags: tags
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            gateway,
-        };
-        async move {
-            let page = store.list(&q).await.unwrap();
-            page.items
-                .iter()
-                .map(|s| s.resource.meta.name.clone())
-                .collect::<Vec<_>>()
-        }
+        let page = filtered(ResourceType::ExternalService, tags, gateway, 0, 10);
+        async move { page.await.0 }
     };
     assert_eq!(external(&[(svc, "pay")], None).await, ["payments"]);
     assert_eq!(
