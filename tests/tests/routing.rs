@@ -11,6 +11,8 @@
 //!    `/api` reaches v2 rewritten its way, the rest is split 90/10. (As in Kuma 2.7, a
 //!    `ReplacePrefixMatch` replaces the matched `/api/` prefix route's prefix verbatim, so the
 //!    replacement carries the trailing `/`.)
+//! 4. Rounds of a MeshHTTPRoute to one subset applied to running Envoys and deleted, over SotW
+//!    and delta ADS ([`subset_route_rounds`]).
 //!
 //! Split tolerance: N = 300 requests at p = 0.1 to v2 give a mean of 30 and a standard
 //! deviation of sqrt(300 · 0.1 · 0.9) ≈ 5.2; the test accepts 10..=55 (about 3.8 σ below, 4.8 σ
@@ -96,73 +98,112 @@ fn mesh_http_route(labels: &str) -> String {
     format!("type: MeshHTTPRoute\nmesh: default\nname: backend-canary\n{labels}spec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    rules:\n    - matches:\n      - path: {{type: PathPrefix, value: /}}\n        headers: [{{name: x-version, value: v2}}]\n      default:\n        backendRefs: [{{kind: MeshServiceSubset, name: backend, tags: {{version: v2}}}}]\n    - matches:\n      - path: {{type: PathPrefix, value: /api}}\n      default:\n        filters:\n        - type: URLRewrite\n          urlRewrite: {{path: {{type: ReplacePrefixMatch, replacePrefixMatch: /v2-api/}}}}\n        backendRefs: [{{kind: MeshServiceSubset, name: backend, tags: {{version: v2}}}}]\n    - matches:\n      - path: {{type: PathPrefix, value: /}}\n      default:\n        backendRefs:\n        - {{kind: MeshServiceSubset, name: backend, tags: {{version: v1}}, weight: 90}}\n        - {{kind: MeshServiceSubset, name: backend, tags: {{version: v2}}, weight: 10}}\n")
 }
 
+/// A zone with `backend` in two versions and a `frontend` whose sidecar reaches it on `out`,
+/// every DPP with a real Envoy speaking `api`.
+struct Mesh {
+    zone: Zone,
+    envoys: Vec<Envoy>,
+    out: SocketAddr,
+    _apps: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Mesh {
+    /// Start the zone, apply `policies` (path, YAML) after the Mesh, start the apps and their
+    /// Envoys.
+    async fn start(envoy: &str, api: AdsApi, policies: &[(&str, &str)]) -> anyhow::Result<Mesh> {
+        let zone = Zone::start("zone-1").await?;
+        zone.apply(
+            "/meshes/default",
+            "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+        )
+        .await?;
+        for (path, yaml) in policies {
+            zone.apply(path, yaml).await?;
+        }
+        let ports: Vec<u16> = (0..7).map(|_| free_port()).collect();
+        let apps = vec![
+            echo_app(ports[0], "v1").await?,
+            echo_app(ports[1], "v2").await?,
+            echo_app(ports[2], "frontend").await?,
+        ];
+        for (name, service, version, inbound, app, out) in [
+            (
+                "backend-v1",
+                "backend",
+                Some("v1"),
+                ports[3],
+                ports[0],
+                None,
+            ),
+            (
+                "backend-v2",
+                "backend",
+                Some("v2"),
+                ports[4],
+                ports[1],
+                None,
+            ),
+            (
+                "frontend",
+                "frontend",
+                None,
+                ports[5],
+                ports[2],
+                Some(ports[6]),
+            ),
+        ] {
+            put_yaml(
+                zone.api,
+                &format!("/meshes/default/dataplanes/{name}"),
+                &dataplane(name, service, version, inbound, app, out),
+            )
+            .await?;
+        }
+        let dp = zone.dp_server().await?;
+        let mut envoys = Vec::new();
+        for name in ["backend-v1", "backend-v2", "frontend"] {
+            envoys.push(Envoy::start_with(envoy, "default", name, &dp, None, api).await?);
+        }
+        let out = format!("127.0.0.1:{}", ports[6]).parse()?;
+        Ok(Mesh {
+            zone,
+            envoys,
+            out,
+            _apps: apps,
+        })
+    }
+
+    /// The tails of every Envoy's log (for failure messages).
+    fn logs(&self) -> String {
+        self.envoys
+            .iter()
+            .map(Envoy::log_tail)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        drop(self.envoys);
+        self.zone.stop().await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_route_then_shadow_mesh_http_route_then_promoted() -> anyhow::Result<()> {
     let Some(envoy) = envoy_binary() else {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let zone = Zone::start("zone-1").await?;
-    zone.apply(
-        "/meshes/default",
-        "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n",
+    let mesh = Mesh::start(
+        &envoy,
+        AdsApi::Sotw,
+        &[(
+            "/meshes/default/traffic-routes/backend-canary",
+            TRAFFIC_ROUTE,
+        )],
     )
     .await?;
-    zone.apply(
-        "/meshes/default/traffic-routes/backend-canary",
-        TRAFFIC_ROUTE,
-    )
-    .await?;
-    let ports: Vec<u16> = (0..7).map(|_| free_port()).collect();
-    let _v1 = echo_app(ports[0], "v1").await?;
-    let _v2 = echo_app(ports[1], "v2").await?;
-    let _front = echo_app(ports[2], "frontend").await?;
-    for (name, service, version, inbound, app, out) in [
-        (
-            "backend-v1",
-            "backend",
-            Some("v1"),
-            ports[3],
-            ports[0],
-            None,
-        ),
-        (
-            "backend-v2",
-            "backend",
-            Some("v2"),
-            ports[4],
-            ports[1],
-            None,
-        ),
-        (
-            "frontend",
-            "frontend",
-            None,
-            ports[5],
-            ports[2],
-            Some(ports[6]),
-        ),
-    ] {
-        put_yaml(
-            zone.api,
-            &format!("/meshes/default/dataplanes/{name}"),
-            &dataplane(name, service, version, inbound, app, out),
-        )
-        .await?;
-    }
-    let dp = zone.dp_server().await?;
-    let mut envoys = Vec::new();
-    for name in ["backend-v1", "backend-v2", "frontend"] {
-        envoys.push(Envoy::start_with(&envoy, "default", name, &dp, None, AdsApi::Sotw).await?);
-    }
-    let out: SocketAddr = format!("127.0.0.1:{}", ports[6]).parse()?;
-    let logs = |envoys: &[Envoy]| {
-        envoys
-            .iter()
-            .map(Envoy::log_tail)
-            .collect::<Vec<_>>()
-            .join("\n---\n")
-    };
+    let (zone, out) = (&mesh.zone, mesh.out);
 
     // 1. TrafficRoute: /api/x reaches v2 as /x; the rest is split 90/10.
     let routed = wait_until(Duration::from_secs(30), || async {
@@ -173,7 +214,7 @@ async fn traffic_route_then_shadow_mesh_http_route_then_promoted() -> anyhow::Re
         routed.is_ok(),
         "TrafficRoute /api rule not in effect: {:?}\n{}",
         get(out, "/api/x", &[]).await,
-        logs(&envoys)
+        mesh.logs()
     );
     let v2 = v2_share(out).await;
     assert!(
@@ -228,7 +269,7 @@ async fn traffic_route_then_shadow_mesh_http_route_then_promoted() -> anyhow::Re
         promoted.is_ok(),
         "MeshHTTPRoute not in effect: {:?}\n{}",
         get(out, "/api/x", &[]).await,
-        logs(&envoys)
+        mesh.logs()
     );
     for _ in 0..50 {
         assert_eq!(
@@ -246,6 +287,91 @@ async fn traffic_route_then_shadow_mesh_http_route_then_promoted() -> anyhow::Re
         "MeshHTTPRoute 90/10 split sent {v2}/{N} to v2"
     );
 
-    drop(envoys);
-    zone.stop().await
+    mesh.stop().await
+}
+
+/// Rounds of [`subset_route_rounds`]: enough to meet both orders in which a zone's CDS and EDS
+/// pushes can reach an Envoy.
+const ROUNDS: usize = 20;
+
+/// How long a running Envoy may take to carry a route change (issue 33: "within seconds").
+const CONVERGE: Duration = Duration::from_secs(5);
+
+fn subset_route(version: &str) -> String {
+    format!("type: MeshHTTPRoute\nmesh: default\nname: to-subset\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    rules:\n    - matches:\n      - path: {{type: PathPrefix, value: /}}\n      default:\n        backendRefs: [{{kind: MeshServiceSubset, name: backend, tags: {{version: {version}}}}}]\n")
+}
+
+/// `n` answers to `/`, each from v1 or v2: which versions answered (`None` when one answer came
+/// from neither, e.g. a 503 of a cluster with no endpoints).
+async fn versions(out: SocketAddr, n: usize) -> Option<(usize, usize)> {
+    let (mut v1, mut v2) = (0, 0);
+    for _ in 0..n {
+        match get(out, "/", &[]).await.as_str() {
+            "v1 /" => v1 += 1,
+            "v2 /" => v2 += 1,
+            _ => return None,
+        }
+    }
+    Some((v1, v2))
+}
+
+/// Issue 33: a MeshHTTPRoute whose backends are MeshServiceSubsets, applied to Envoys that have
+/// been running for a while, carries traffic to its subset within seconds, and deleting it
+/// brings back the whole service, round after round. The subset clusters are new to CDS each
+/// time; Envoy then names them in an EDS request that also ACKs the EDS version it has, which
+/// the zone must answer with their endpoints (otherwise they stay empty and the route answers
+/// 503). Alternating v2 and v1 makes the subset clusters come and go.
+async fn subset_route_rounds(api: AdsApi) -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let mesh = Mesh::start(&envoy, api, &[]).await?;
+    let (zone, out) = (&mesh.zone, mesh.out);
+    both_backends_serve(out).await;
+    for round in 0..ROUNDS {
+        let version = if round % 2 == 0 { "v2" } else { "v1" };
+        zone.apply(
+            "/meshes/default/meshhttproutes/to-subset",
+            &subset_route(version),
+        )
+        .await?;
+        let want = if version == "v1" { (20, 0) } else { (0, 20) };
+        let routed = wait_until(CONVERGE, || async { versions(out, 20).await == Some(want) }).await;
+        assert!(
+            routed.is_ok(),
+            "{api:?} round {round}: the route to subset {version} carries no traffic within {CONVERGE:?}: {:?}\n{}",
+            get(out, "/", &[]).await,
+            mesh.logs()
+        );
+        let (s, body) = zone
+            .call("DELETE", "/meshes/default/meshhttproutes/to-subset", None)
+            .await?;
+        assert_eq!(s, 200, "{body}");
+        // Without the route: 20 answers from the whole service (both versions: the chance that
+        // one version takes all 20 is 2^-19 per poll).
+        let whole = wait_until(CONVERGE, || async {
+            versions(out, 20)
+                .await
+                .is_some_and(|(v1, v2)| v1 > 0 && v2 > 0)
+        })
+        .await;
+        assert!(
+            whole.is_ok(),
+            "{api:?} round {round}: the route's deletion does not bring back both versions within {CONVERGE:?}: {:?}\n{}",
+            versions(out, 20).await,
+            mesh.logs()
+        );
+    }
+    mesh.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subset_route_on_running_envoys_sotw() -> anyhow::Result<()> {
+    subset_route_rounds(AdsApi::Sotw).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subset_route_on_running_envoys_delta() -> anyhow::Result<()> {
+    subset_route_rounds(AdsApi::Delta).await
 }

@@ -9,6 +9,12 @@
 //! - a request with no `response_nonce` opens (or, after a reconnect, reopens) the
 //!   subscription: it is answered with the current version even if that was sent before;
 //! - an ACK (matching nonce, no `error_detail`) records the version Envoy now runs;
+//! - a request whose `resource_names` differ from the last ones is a resubscription as well,
+//!   whatever its nonce and version say: it is answered with the resources now named. Envoy
+//!   sends one when new CDS clusters warm (an EDS request naming them, carrying the nonce and
+//!   version of the EDS response it last ACKed); leaving it unanswered leaves those clusters
+//!   without endpoints ("a change of `resource_names` ... must be answered with the newly
+//!   named resources", xDS protocol doc, "How the client specifies what resources to return");
 //! - a NACK (matching nonce, `error_detail`) records Envoy's error and the rejected version,
 //!   which is not sent again; Envoy keeps its last good config, whose version it reports in
 //!   `version_info`. When the current version goes back to that one (the offending change
@@ -28,6 +34,9 @@ pub enum SotwReply {
     Ack {
         /// The version Envoy reports.
         version: String,
+        /// The request also changed the subscribed `resource_names`: answer it now with the
+        /// resources now named, even though their version was sent before.
+        resubscribed: bool,
     },
     /// The last response was rejected.
     Nack {
@@ -69,7 +78,10 @@ impl SotwType {
             return SotwReply::Stale;
         }
         self.subscribed = true;
-        self.names.clone_from(&req.resource_names);
+        let resubscribed = self.names != req.resource_names;
+        if resubscribed {
+            self.names.clone_from(&req.resource_names);
+        }
         if let Some(err) = &req.error_detail {
             let rejected = self.sent_version.clone().unwrap_or_default();
             self.nacked_version = Some(rejected.clone());
@@ -81,8 +93,13 @@ impl SotwType {
             };
         }
         if !req.response_nonce.is_empty() {
+            if resubscribed {
+                // What was sent went out for other names: the current version is owed again.
+                self.sent_version = None;
+            }
             return SotwReply::Ack {
                 version: req.version_info.clone(),
+                resubscribed,
             };
         }
         // A new subscription (or a re-request after reconnect): answer it.
@@ -142,24 +159,92 @@ mod tests {
         assert_eq!(t.next("v1"), Step::default());
     }
 
+    fn named(nonce: &str, version: &str, names: &[&str]) -> DiscoveryRequest {
+        DiscoveryRequest {
+            resource_names: names.iter().map(|n| (*n).to_owned()).collect(),
+            ..req(nonce, version, None)
+        }
+    }
+
     #[test]
     fn a_subscription_is_answered_and_an_ack_recorded_once() {
         let mut t = SotwType::default();
-        let mut r = req("", "", None);
-        r.resource_names = vec!["a".into()];
-        assert_eq!(t.on_request(&r), SotwReply::Subscribe);
+        assert_eq!(t.on_request(&named("", "", &["a"])), SotwReply::Subscribe);
         assert_eq!(t.names(), ["a".to_owned()]);
         assert!(t.next("v1").send);
         t.sent("v1".into(), "1".into());
         assert!(!t.next("v1").send, "a version is sent once");
         assert_eq!(
-            t.on_request(&req("1", "v1", None)),
+            t.on_request(&named("1", "v1", &["a"])),
             SotwReply::Ack {
-                version: "v1".into()
+                version: "v1".into(),
+                resubscribed: false
             }
         );
         assert!(!t.next("v1").send);
         assert!(t.next("v2").send, "a new version goes out");
+    }
+
+    #[test]
+    fn an_ack_that_names_other_resources_is_answered_with_them() {
+        // CDS brought new EDS clusters: Envoy ACKs the EDS version it has and names them.
+        let mut t = SotwType::default();
+        t.on_request(&named("", "", &["backend"]));
+        t.sent("v1".into(), "1".into());
+        assert_eq!(
+            t.on_request(&named("1", "v1", &["backend", "backend-v2"])),
+            SotwReply::Ack {
+                version: "v1".into(),
+                resubscribed: true
+            }
+        );
+        assert_eq!(t.names(), ["backend".to_owned(), "backend-v2".to_owned()]);
+        assert!(
+            t.next("v1").send,
+            "the same version, for the names now asked"
+        );
+        t.sent("v1".into(), "2".into());
+        assert!(!t.next("v1").send);
+        // Its ACK names the same resources: nothing more to send.
+        assert_eq!(
+            t.on_request(&named("2", "v1", &["backend", "backend-v2"])),
+            SotwReply::Ack {
+                version: "v1".into(),
+                resubscribed: false
+            }
+        );
+        assert!(!t.next("v1").send);
+        // Fewer names (the route went away): answered too, so Envoy's view is exact.
+        assert_eq!(
+            t.on_request(&named("2", "v1", &["backend"])),
+            SotwReply::Ack {
+                version: "v1".into(),
+                resubscribed: true
+            }
+        );
+        assert!(t.next("v1").send);
+    }
+
+    #[test]
+    fn a_stale_request_naming_other_resources_changes_nothing() {
+        let mut t = SotwType::default();
+        t.on_request(&named("", "", &["a"]));
+        t.sent("v1".into(), "1".into());
+        t.sent("v2".into(), "2".into());
+        assert_eq!(
+            t.on_request(&named("1", "v1", &["a", "b"])),
+            SotwReply::Stale
+        );
+        assert_eq!(t.names(), ["a".to_owned()]);
+        // The ACK of the newest response carries the new names: that one is answered.
+        assert_eq!(
+            t.on_request(&named("2", "v2", &["a", "b"])),
+            SotwReply::Ack {
+                version: "v2".into(),
+                resubscribed: true
+            }
+        );
+        assert!(t.next("v2").send);
     }
 
     #[test]

@@ -150,9 +150,7 @@ impl Ads {
             local,
         };
         if let Some(resource) = carried {
-            self.store
-                .put(resource, None)
-                .map_err(|e| Status::failed_precondition(e.to_string()))?;
+            crate::node_metadata::register_dataplane(&self.store, &self.gate.zone, resource)?;
         }
         let stream =
             self.insights
@@ -280,7 +278,7 @@ fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
 }
 
 pub use crate::node_metadata::{
-    dataplane_from_metadata, register_from_metadata, DATAPLANE_METADATA_KEY,
+    dataplane_from_metadata, register_dataplane, DATAPLANE_METADATA_KEY,
 };
 
 struct StreamCtx {
@@ -293,20 +291,24 @@ struct StreamCtx {
 
 impl StreamCtx {
     /// Apply a SotW request ([`SotwType::on_request`]) and record ACKs and NACKs. `true` when
-    /// the request opens (or reopens) a subscription that must be answered now.
+    /// the request opens (or reopens) a subscription, or changes its resource names, and must
+    /// be answered now.
     fn on_request(&mut self, req: &DiscoveryRequest, insights: &Insights) -> bool {
         let state = self.types.entry(req.type_url.clone()).or_default();
         match state.on_request(req) {
             SotwReply::Stale => false,
             SotwReply::Subscribe => true,
-            SotwReply::Ack { version } => {
+            SotwReply::Ack {
+                version,
+                resubscribed,
+            } => {
                 count(XDS_ACKS, &req.type_url, "sotw");
                 insights.update_stream(&self.key, self.generation, |i| {
                     i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), version);
                     i.nacked.remove(&req.type_url);
                 });
-                false
+                resubscribed
             }
             SotwReply::Nack { rejected, message } => {
                 tracing::warn!(mesh = %self.key.mesh, dataplane = %self.key.name, type_url = %req.type_url, error = %message, "NACK");
