@@ -266,7 +266,12 @@ async fn put(
     api.mode.check(ty)?;
     check_body_type(headers, BODY_TYPES)?;
     let expected = expected_version(headers)?;
-    let resource = decode_for_path(ty, mesh, name, body)?;
+    let mut resource = decode_for_path(ty, mesh, name, body)?;
+    // A zone stamps the Dataplanes it registers with its name, as Kuma's DataplaneManager does
+    // (`DataplaneSpec::stamp_zone`); the same happens to one registered by an Envoy's metadata.
+    if let (Some(zone), Spec::Dataplane(dp)) = (&api.zone, &mut resource.spec) {
+        dp.stamp_zone(zone);
+    }
     if let (Some(zone), Some(zi)) = (&api.zone, resource.as_zone_ingress()) {
         if zi.is_remote(zone) {
             return Err(ApiError::invalid(

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Map, Value};
 use umbra_core::dataplane::{GatewayType, InboundState};
 use umbra_core::resource::{ResourceType, Spec};
+use umbra_core::target_ref::{SERVICE_TAG, ZONE_TAG};
 use umbra_store::{Store, Stored};
 
 use crate::crud::mesh_exists;
@@ -40,9 +41,6 @@ pub const ROUTES: &[crate::service::Route] = &[
     ("/meshes/{mesh}/service-insights", &["get"]),
     ("/meshes/{mesh}/service-insights/{name}", &["get"]),
 ];
-
-const SERVICE_TAG: &str = "kuma.io/service";
-const ZONE_TAG: &str = "kuma.io/zone";
 
 /// Kuma's `ServiceInsight.Service.Type`.
 const TYPES: &[&str] = &[

@@ -17,7 +17,8 @@ use crate::validate::{
 pub const SERVICE_TAG: &str = "kuma.io/service";
 /// The tag naming an inbound's protocol (`kuma.io/protocol`).
 pub const PROTOCOL_TAG: &str = "kuma.io/protocol";
-/// The tag naming a DPP's zone (`kuma.io/zone`).
+/// The tag naming a DPP's zone (`kuma.io/zone`), set by its zone CP on every inbound and
+/// gateway ([`crate::dataplane::DataplaneSpec::stamp_zone`]).
 pub const ZONE_TAG: &str = "kuma.io/zone";
 
 /// What a `targetRef` points at. Unknown kinds are kept (as [`TargetRefKind::Unknown`]) so that

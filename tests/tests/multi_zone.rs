@@ -13,6 +13,11 @@
 //! - a MeshTrafficPermission denying the frontend (applied on the Global, enforced by the
 //!   backend's sidecar in zone-2 on the frontend's own identity) makes it fail, deleting it
 //!   restores it;
+//! - each zone stamps its Dataplanes with `kuma.io/zone` (issue 33), on its copy, the Global's
+//!   and the DPP's certificate, so zone selectors work: a MeshTrafficPermission denying
+//!   `MeshSubset {kuma.io/zone: zone-1}` stops the zone-1 frontend and leaves a zone-2 frontend
+//!   of the same service served, and a MeshTimeout whose `targetRef` is that subset reaches the
+//!   zone-1 frontend's config only;
 //! - a SIGKILLed and restarted zone-2 serves the same certificates, and so does a standalone
 //!   zone (its own CA, kept in its store);
 //! - when zone-2's backend goes, zone-1's endpoint for it goes.
@@ -32,6 +37,8 @@ const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
 const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 const SHADOW_ROUTE: &str = "type: MeshHTTPRoute\nmesh: default\nname: backend-v1\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default:\n        backendRefs: [{kind: MeshServiceSubset, name: backend, tags: {version: v1}, weight: 1}]\n";
+const DENY_ZONE_1: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-zone-1\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshSubset, tags: {kuma.io/zone: zone-1}}\n    default: {action: Deny}\n";
+const TIMEOUT_ZONE_1: &str = "type: MeshTimeout\nmesh: default\nname: zone-1-callers\nspec:\n  targetRef: {kind: MeshSubset, tags: {kuma.io/zone: zone-1}}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 7s}}\n";
 const DENY_FRONTEND: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-frontend\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshService, name: frontend}\n    default: {action: Deny}\n";
 
 fn temp_dir() -> PathBuf {
@@ -426,6 +433,8 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         envoy_logs(&fleet)
     );
 
+    zone_selectors(&fleet, &envoy_bin, &dp2, &frontend, out).await?;
+
     // zone-2 SIGKILLed and restarted: the same root and the same identity certificates.
     fleet.zone2.restart().await?;
     let back = wait_until(Duration::from_secs(30), || async {
@@ -784,5 +793,215 @@ async fn envoy_admin_through_the_zones(fleet: &Fleet, frontend: &Envoy) -> anyho
             "{who}: Envoy's text /stats: {stats}"
         );
     }
+    Ok(())
+}
+
+/// Whether DPP `name`'s live config on `zone` has a 7 s request timeout on a route (the
+/// MeshTimeout `zone-1-callers`).
+async fn has_request_timeout(zone: &CpProcess, name: &str) -> bool {
+    let path = format!("/meshes/default/dataplanes/{name}/_config");
+    let (_, body) = zone.call("GET", &path, None).await.unwrap_or_default();
+    body["xds"]["type.googleapis.com/envoy.config.listener.v3.Listener"]
+        .to_string()
+        .contains("\"timeout\":\"7s\"")
+}
+
+/// The URI SANs of the identity certificates an Envoy holds (admin `/certs`).
+async fn identity_uris(envoy: &Envoy) -> Vec<String> {
+    let Ok((200, text)) = http(envoy.admin, "GET", "/certs", None).await else {
+        return Vec::new();
+    };
+    let v: Value = serde_json::from_str(&text).unwrap_or_default();
+    let mut uris: Vec<String> = v["certificates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["cert_chain"].as_array().cloned().unwrap_or_default())
+        .flat_map(|c| {
+            c["subject_alt_names"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|san| san["uri"].as_str().map(str::to_owned))
+        .collect();
+    uris.sort();
+    uris.dedup();
+    uris
+}
+
+/// Issue 33: zones stamp `kuma.io/zone` on their Dataplanes, and policies selecting by zone
+/// work. A second `frontend` (same service) runs in zone-2 next to the backend; only the zone
+/// tells the two callers apart.
+async fn zone_selectors(
+    fleet: &Fleet,
+    envoy_bin: &str,
+    dp2: &DpServer,
+    frontend: &Envoy,
+    out: SocketAddr,
+) -> anyhow::Result<()> {
+    // The tag is on zone-1's copy, the Global's, and in the frontend's certificate, though the
+    // Dataplane was written without it.
+    let (_, own) = fleet
+        .zone1
+        .call("GET", "/meshes/default/dataplanes/frontend", None)
+        .await?;
+    assert_eq!(
+        own["networking"]["inbound"][0]["tags"]["kuma.io/zone"], "zone-1",
+        "{own}"
+    );
+    let synced = wait_until(Duration::from_secs(20), || async {
+        let (_, list) = fleet
+            .global
+            .call(
+                "GET",
+                "/meshes/default/dataplanes?tag=kuma.io/zone:zone-1",
+                None,
+            )
+            .await
+            .unwrap_or_default();
+        list["total"] == 1
+    })
+    .await;
+    anyhow::ensure!(
+        synced.is_ok(),
+        "the Global's copy of the frontend has no zone tag\n{}",
+        fleet.logs()
+    );
+    let uris = identity_uris(frontend).await;
+    assert!(
+        uris.contains(&"kuma://kuma.io/zone/zone-1".to_owned()),
+        "the frontend's certificate names its zone: {uris:?}"
+    );
+
+    // A zone-2 frontend: a client that claims zone-1 is corrected to its own zone.
+    let (app, inbound, outbound) = (free_port(), free_port(), free_port());
+    let claimed = dataplane_yaml(
+        "frontend-2",
+        "frontend",
+        inbound,
+        app,
+        Some((outbound, "backend")),
+    )
+    .replace(
+        "kuma.io/protocol: http}",
+        "kuma.io/protocol: http, kuma.io/zone: zone-1}",
+    );
+    fleet
+        .zone2
+        .apply("/meshes/default/dataplanes/frontend-2", &claimed)
+        .await?;
+    let (_, own) = fleet
+        .zone2
+        .call("GET", "/meshes/default/dataplanes/frontend-2", None)
+        .await?;
+    assert_eq!(
+        own["networking"]["inbound"][0]["tags"]["kuma.io/zone"], "zone-2",
+        "{own}"
+    );
+    let frontend2 = Envoy::start(envoy_bin, "default", "frontend-2", dp2).await?;
+    let out2: SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
+    let local = wait_until(Duration::from_secs(30), || async {
+        get(out2).await.0 == 200
+    })
+    .await;
+    anyhow::ensure!(
+        local.is_ok(),
+        "zone-2's frontend does not reach backend: {:?}\n{}",
+        get(out2).await,
+        frontend2.log_tail()
+    );
+
+    // Deny zone-1: the zone-1 frontend is refused, the zone-2 one keeps being served.
+    fleet
+        .global
+        .apply(
+            "/meshes/default/meshtrafficpermissions/deny-zone-1",
+            DENY_ZONE_1,
+        )
+        .await?;
+    let denied = wait_until(Duration::from_secs(30), || async {
+        get(out).await.0 == 403
+    })
+    .await;
+    anyhow::ensure!(
+        denied.is_ok(),
+        "zone-1 not denied: {:?}\n{}",
+        get(out).await,
+        fleet.logs()
+    );
+    for _ in 0..20 {
+        assert_eq!(get(out2).await.0, 200, "zone-2's own caller stays served");
+        assert_eq!(get(out).await.0, 403, "zone-1's caller stays denied");
+    }
+    let (status, body) = fleet
+        .global
+        .call(
+            "DELETE",
+            "/meshes/default/meshtrafficpermissions/deny-zone-1",
+            None,
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
+    let allowed = wait_until(Duration::from_secs(30), || async {
+        get(out).await.0 == 200
+    })
+    .await;
+    anyhow::ensure!(
+        allowed.is_ok(),
+        "zone-1 not allowed again: {:?}",
+        get(out).await
+    );
+
+    // A MeshTimeout whose targetRef is zone-1's DPPs: the zone-1 frontend's route to backend
+    // gets it, the zone-2 frontend's does not.
+    fleet
+        .global
+        .apply(
+            "/meshes/default/meshtimeouts/zone-1-callers",
+            TIMEOUT_ZONE_1,
+        )
+        .await?;
+    let applied = wait_until(Duration::from_secs(20), || {
+        has_request_timeout(&fleet.zone1, "frontend")
+    })
+    .await;
+    anyhow::ensure!(
+        applied.is_ok(),
+        "the zone-1 frontend has no 7s request timeout\n{}",
+        fleet.logs()
+    );
+    // Only once zone-2 holds the policy and reconciled it does its absence say anything.
+    let synced = wait_until(Duration::from_secs(20), || async {
+        matches!(
+            fleet
+                .zone2
+                .call("GET", "/meshes/default/meshtimeouts/zone-1-callers", None)
+                .await,
+            Ok((200, _))
+        )
+    })
+    .await;
+    anyhow::ensure!(synced.is_ok(), "zone-2 did not get the MeshTimeout");
+    umbra_e2e::reconciled(fleet.zone2.api).await?;
+    assert!(
+        !has_request_timeout(&fleet.zone2, "frontend-2").await,
+        "the zone-2 frontend is not selected by a zone-1 MeshSubset"
+    );
+    let (status, body) = fleet
+        .global
+        .call(
+            "DELETE",
+            "/meshes/default/meshtimeouts/zone-1-callers",
+            None,
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
+    drop(frontend2);
+    let (status, body) = fleet
+        .zone2
+        .call("DELETE", "/meshes/default/dataplanes/frontend-2", None)
+        .await?;
+    anyhow::ensure!(status == 200, "{status} {body}");
     Ok(())
 }

@@ -26,7 +26,7 @@ use crate::load_assignment::load_assignment;
 pub use crate::load_assignment::{Endpoint, Locality};
 
 /// Kuma's zone tag (`kuma.io/zone`), which names an endpoint's zone when its tags carry it.
-pub const ZONE_TAG: &str = "kuma.io/zone";
+pub use umbra_core::target_ref::ZONE_TAG;
 
 /// The multi-zone view of a zone CP: its zone's name and every ZoneIngress it knows (its own
 /// and, synced from the Global, other zones').

@@ -1,6 +1,6 @@
 //! The Dataplane an Envoy carries in its node metadata (`dataplane.resource`, as kuma-dp sends
 //! it): parsed and checked against the node id ([`dataplane_from_metadata`]), and registered in
-//! the zone store ([`register_from_metadata`]) once the stream is authenticated.
+//! the zone store ([`register_dataplane`]) once the stream is authenticated.
 
 use tonic::Status;
 use umbra_core::dataplane::DpKey;
@@ -278,24 +278,25 @@ pub fn zone_ingress_from_metadata(
     Ok(Some(resource))
 }
 
-/// Register the Dataplane an Envoy carries in its node metadata ([`dataplane_from_metadata`]).
-/// Nothing to do when the metadata is absent.
+/// Register `resource`, the Dataplane an Envoy carries in its node metadata
+/// ([`dataplane_from_metadata`]), in the zone `zone`: stamped with the zone's tag
+/// ([`umbra_core::dataplane::DataplaneSpec::stamp_zone`], as for a Dataplane written through
+/// the API) and stored.
 ///
 /// # Errors
-/// An `INVALID_ARGUMENT` status listing every problem, `FAILED_PRECONDITION` when the store
-/// refuses it.
-pub fn register_from_metadata(
+/// `FAILED_PRECONDITION` when the store refuses it.
+pub fn register_dataplane(
     store: &crate::store::Store,
-    key: &DpKey,
-    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+    zone: &str,
+    mut resource: umbra_core::resource::Resource,
 ) -> Result<(), Status> {
-    match dataplane_from_metadata(key, node)? {
-        Some(resource) => store
-            .put(resource, None)
-            .map(|_| ())
-            .map_err(|e| Status::failed_precondition(e.to_string())),
-        None => Ok(()),
+    if let umbra_core::resource::Spec::Dataplane(dp) = &mut resource.spec {
+        dp.stamp_zone(zone);
     }
+    store
+        .put(resource, None)
+        .map(|_| ())
+        .map_err(|e| Status::failed_precondition(e.to_string()))
 }
 
 /// The Dataplane an Envoy carries in its node metadata (`dataplane.resource`, YAML or JSON in
