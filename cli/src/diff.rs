@@ -155,12 +155,16 @@ pub fn render_fleet_top(result: &Value, style: Style, top: Option<usize>) -> Str
         }
     );
     for n in result["notGenerated"].as_array().into_iter().flatten() {
+        let verb = if n["field"].is_string() {
+            "is set on"
+        } else {
+            "selects"
+        };
         let _ = writeln!(
             out,
-            "{} {}/{} selects {} DPPs but is not in the diff: {}",
+            "{} {} {verb} {} DPPs but is not in the diff: {}",
             style.paint("33", "not generated:"),
-            n["type"].as_str().unwrap_or_default(),
-            n["name"].as_str().unwrap_or_default(),
+            not_generated_subject(n),
             n["dataplanes"],
             n["reason"].as_str().unwrap_or_default()
         );
@@ -251,6 +255,24 @@ pub fn render_fleet_top(result: &Value, style: Style, top: Option<usize>) -> Str
     out
 }
 
+/// What a `notGenerated` entry names: `<type>/<name>`, then its `field` when it is a
+/// Dataplane field (`Dataplane/web-1 networking.transparentProxying`; in a fleet diff, with no
+/// name, `Dataplane networking.transparentProxying`).
+pub fn not_generated_subject(n: &Value) -> String {
+    let ty = n["type"].as_str().unwrap_or_default();
+    let name = n["name"].as_str().unwrap_or_default();
+    let mut subject = if name.is_empty() {
+        ty.to_owned()
+    } else {
+        format!("{ty}/{name}")
+    };
+    if let Some(field) = n["field"].as_str() {
+        subject.push(' ');
+        subject.push_str(field);
+    }
+    subject
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,12 +310,25 @@ mod tests {
     #[test]
     fn policies_that_are_not_generated_are_named_above_the_changes() {
         let result = json!({"mesh": "m", "shadowPolicies": ["MeshHTTPRoute/canary"], "totals": {}, "zones": [],
-            "notGenerated": [{"type": "MeshHTTPRoute", "name": "canary", "reason": "no routes yet", "dataplanes": 4}],
+            "notGenerated": [
+                {"type": "MeshHTTPRoute", "name": "canary", "reason": "no routes yet", "dataplanes": 4},
+                {"type": "Dataplane", "name": "", "field": "networking.transparentProxying", "reason": "no redirect listeners", "dataplanes": 2}
+            ],
             "changes": []});
         let text = render_fleet(&result, PLAIN);
         assert!(
             text.contains("not generated: MeshHTTPRoute/canary selects 4 DPPs but is not in the diff: no routes yet"),
             "{text}"
+        );
+        assert!(
+            text.contains("not generated: Dataplane networking.transparentProxying is set on 2 DPPs but is not in the diff: no redirect listeners"),
+            "{text}"
+        );
+        assert_eq!(
+            not_generated_subject(
+                &json!({"type": "Dataplane", "name": "web-1", "field": "metrics"})
+            ),
+            "Dataplane/web-1 metrics"
         );
     }
 

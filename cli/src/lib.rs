@@ -325,8 +325,9 @@ pub async fn inspect_dataplane(
     Ok(diff::render_patch(&body["diff"], Some(&live), style) + &note)
 }
 
-/// The answer's `notGenerated` policies, one line each (empty when none): they select the DPP
-/// but are not in its config, so the output above does not show them.
+/// The answer's `notGenerated` entries, one line each (empty when none): policies that select
+/// the DPP but are not in its config, and fields of its Dataplane Umbra does not act on
+/// (`Dataplane/<name> <field>`), so the output above does not show them.
 fn not_generated_note(body: &Value, style: diff::Style) -> String {
     body["notGenerated"]
         .as_array()
@@ -334,10 +335,9 @@ fn not_generated_note(body: &Value, style: diff::Style) -> String {
         .flatten()
         .map(|n| {
             format!(
-                "\n{} {}/{}: {}",
+                "\n{} {}: {}",
                 style.paint("33", "not generated:"),
-                n["type"].as_str().unwrap_or_default(),
-                n["name"].as_str().unwrap_or_default(),
+                diff::not_generated_subject(n),
                 n["reason"].as_str().unwrap_or_default()
             )
         })

@@ -284,9 +284,8 @@ pub fn render_plan(plan: &Value) -> String {
     }
     for n in diff["notGenerated"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "  not generated: {}/{}: {}\n",
-            n["type"].as_str().unwrap_or_default(),
-            n["name"].as_str().unwrap_or_default(),
+            "  not generated: {}: {}\n",
+            crate::diff::not_generated_subject(n),
             n["reason"].as_str().unwrap_or_default()
         ));
     }

@@ -256,16 +256,22 @@ pub struct PolicySet {
 pub const ROUTE_TARGETED_GENERATED: &[ResourceType] =
     &[ResourceType::MeshTimeout, ResourceType::MeshRetry];
 
-/// A policy that selects a DPP but is not in its generated config ([`PolicySet::not_generated`]).
+/// A policy that selects a DPP but is not in its generated config ([`PolicySet::not_generated`]),
+/// or a field of the DPP's own Dataplane that Umbra accepts but does not act on
+/// ([`NotGenerated::dataplane_fields`]: `type: Dataplane`, the DPP's name, and `field`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct NotGenerated {
-    /// Policy type (`MeshHTTPRoute`).
+    /// Resource type (`MeshHTTPRoute`, `Dataplane`).
     #[serde(rename = "type")]
     pub type_name: String,
     /// Mesh.
     pub mesh: String,
     /// Name.
     pub name: String,
+    /// The field not acted on (`networking.transparentProxying`), for a Dataplane's own
+    /// fields; absent when the whole resource is not generated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
     /// Why it is not in the config.
     pub reason: String,
 }
@@ -322,6 +328,7 @@ impl NotGenerated {
             type_name: r.ty().name().to_owned(),
             mesh: r.meta.mesh.clone(),
             name: r.meta.name.clone(),
+            field: None,
             reason: reason.to_owned(),
         }
     }
@@ -331,8 +338,26 @@ impl NotGenerated {
             type_name: p.origin.type_name.clone(),
             mesh: p.meta().mesh.clone(),
             name: p.meta().name.clone(),
+            field: None,
             reason: reason.to_owned(),
         }
+    }
+
+    /// The fields of Dataplane `mesh`/`name` that Umbra stores but does not act on
+    /// ([`DataplaneSpec::not_generated_fields`]), one entry each, in field order. Every answer
+    /// about the DPP (`_config`, `_rules`, its diffs, the fleet diff) lists them, so nothing
+    /// accepted is silently ignored.
+    pub fn dataplane_fields(mesh: &str, name: &str, dp: &DataplaneSpec) -> Vec<Self> {
+        dp.not_generated_fields()
+            .into_iter()
+            .map(|(field, reason)| Self {
+                type_name: ResourceType::Dataplane.name().to_owned(),
+                mesh: mesh.to_owned(),
+                name: name.to_owned(),
+                field: Some(field),
+                reason: reason.to_owned(),
+            })
+            .collect()
     }
 }
 

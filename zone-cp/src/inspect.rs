@@ -12,8 +12,9 @@
 //!
 //! Both answers carry `notGenerated`: the policies of the view that select the DPP but whose
 //! effect Umbra does not generate (policies of types other than MeshTimeout whose top-level
-//! `targetRef` is a MeshHTTPRoute), each with the reason, so neither the config nor a diff is
-//! read as if they were in it. `_rules` lists MeshHTTPRoute and MeshTCPRoute rules like any
+//! `targetRef` is a MeshHTTPRoute), each with the reason, then the fields of the Dataplane
+//! itself Umbra accepts but does not act on (`networking.transparentProxying`, ...: `type:
+//! Dataplane` with its `field`), so neither the config nor a diff is read as if they were in it. `_rules` lists MeshHTTPRoute and MeshTCPRoute rules like any
 //! other type and fills `httpMatches` (Kuma's `{hash, match}`, one per match of a route rule).
 //!
 //! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
@@ -38,7 +39,7 @@ use umbra_api::paging::one_of;
 use umbra_core::dataplane::{DataplaneSpec, InboundKey};
 use umbra_core::resource::{Resource, ResourceType, TypeKind};
 use umbra_core::rules::{Rule, Rules};
-use umbra_core::view::{PolicySet, Promotion, View};
+use umbra_core::view::{NotGenerated, PolicySet, Promotion, View};
 use umbra_xds::context::MeshContext;
 use umbra_xds::diff::{DiffCache, Patch};
 use umbra_xds::generate::{generate, Proxy};
@@ -206,7 +207,7 @@ pub fn config(
     let live = snapshot(resources, zone, mesh, name, dp, View::Live)?;
     let live_doc = live.to_document().map_err(render_err)?;
     if !q.shadow {
-        let mut body = json!({ "xds": live_doc, "notGenerated": not_generated(resources, mesh, dp, View::Live) });
+        let mut body = json!({ "xds": live_doc, "notGenerated": not_generated(resources, mesh, name, dp, View::Live) });
         if q.diff {
             body["diff"] = json!([]);
         }
@@ -214,7 +215,7 @@ pub fn config(
     }
     let shadow = snapshot(resources, zone, mesh, name, dp, View::Shadow)?;
     let shadow_doc = shadow.to_document().map_err(render_err)?;
-    let mut body = json!({ "xds": shadow_doc, "notGenerated": not_generated(resources, mesh, dp, View::Shadow) });
+    let mut body = json!({ "xds": shadow_doc, "notGenerated": not_generated(resources, mesh, name, dp, View::Shadow) });
     if q.diff {
         let patch = umbra_xds::diff::snapshot_diff(&live, &shadow).map_err(render_err)?;
         body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
@@ -336,11 +337,20 @@ pub async fn answer_ingress(
     blocking(move || ingress_config(&store, &zone, &name, q)).await
 }
 
-/// The policies of `view` that select `dp` but are not in its config
-/// ([`PolicySet::not_generated`]), as the answers' `notGenerated` list.
-fn not_generated(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: View) -> Value {
-    serde_json::to_value(PolicySet::build(mesh, resources, view).not_generated(dp))
-        .unwrap_or_else(|_| json!([]))
+/// What of DPP `mesh`/`name` is not in its config, as the answers' `notGenerated` list: the
+/// policies of `view` that select `dp` but are not generated ([`PolicySet::not_generated`]),
+/// then the fields of the Dataplane itself Umbra does not act on
+/// ([`NotGenerated::dataplane_fields`]).
+fn not_generated(
+    resources: &[Resource],
+    mesh: &str,
+    name: &str,
+    dp: &DataplaneSpec,
+    view: View,
+) -> Value {
+    let mut out = PolicySet::build(mesh, resources, view).not_generated(dp);
+    out.extend(NotGenerated::dataplane_fields(mesh, name, dp));
+    serde_json::to_value(out).unwrap_or_else(|_| json!([]))
 }
 
 /// Kuma's `httpMatches` (`HttpMatch` in Kuma's `common/resource.yaml`: `{hash: string,
@@ -498,7 +508,7 @@ pub fn rules(
         "resource": {"type": "Dataplane", "mesh": mesh, "name": name},
         "rules": view_doc,
         "httpMatches": http_matches(dp, &PolicySet::build(mesh, resources, view)),
-        "notGenerated": not_generated(resources, mesh, dp, view),
+        "notGenerated": not_generated(resources, mesh, name, dp, view),
     });
     if q.diff {
         body["diff"] = serde_json::to_value(json_patch::diff(&live, &body["rules"]))
@@ -720,6 +730,40 @@ mod tests {
     }
 
     const SEED: &str = include_str!("../../xds/tests/data/timeouts.yaml");
+
+    #[test]
+    fn dataplane_fields_not_acted_on_are_named_in_every_answer() {
+        let yaml = "type: Mesh\nname: default\n---\ntype: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  transparentProxying: {redirectPortInbound: 15006, redirectPortOutbound: 15001}\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n";
+        let resources = Resource::all_from_bytes(yaml.as_bytes()).unwrap();
+        let want = json!({
+            "type": "Dataplane", "mesh": "default", "name": "web",
+            "field": "networking.transparentProxying",
+        });
+        for shadow in [false, true] {
+            let q = InspectQuery { shadow, diff: true };
+            let answers = [
+                config(&resources, &ZoneView::default(), "default", "web", q).unwrap(),
+                rules(&resources, &ZoneView::default(), "default", "web", q).unwrap(),
+            ];
+            for answer in answers {
+                let listed = answer["notGenerated"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                assert_eq!(listed.len(), 1, "{answer}");
+                for key in ["type", "mesh", "name", "field"] {
+                    assert_eq!(listed[0][key], want[key], "{answer}");
+                }
+                assert!(
+                    listed[0]["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("transparent proxying"),
+                    "{answer}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn mesh_shadow_diffs_equal_the_per_dpp_config_diff() {

@@ -385,8 +385,9 @@ fn rules_view(live: &Result<Value, PageError>, shadow: &Result<Value, PageError>
     })
 }
 
-/// The shadow policies selecting the DPP whose effect Umbra does not generate
-/// (`[{type, name, reason}]`), from the Shadow config answer, else the Shadow rules answer.
+/// The shadow policies selecting the DPP whose effect Umbra does not generate, and the fields
+/// of its Dataplane Umbra does not act on (`[{type, name, field?, reason}]`), from the Shadow
+/// config answer, else the Shadow rules answer.
 fn not_generated(config: &Result<Value, PageError>, rules: &Result<Value, PageError>) -> Value {
     [config, rules]
         .into_iter()

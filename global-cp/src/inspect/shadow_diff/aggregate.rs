@@ -321,9 +321,10 @@ impl Aggregate {
             not_generated: plan
                 .not_generated
                 .iter()
-                .map(|((ty, name), (reason, n))| NotGeneratedOut {
+                .map(|((ty, name, field), (reason, n))| NotGeneratedOut {
                     type_name: ty,
                     name,
+                    field: field.as_deref(),
                     reason,
                     dataplanes: *n,
                 })

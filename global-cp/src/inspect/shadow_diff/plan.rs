@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use umbra_core::resource::Resource;
-use umbra_core::view::{PolicySet, Promotion, View};
+use umbra_core::view::{NotGenerated, PolicySet, Promotion, View};
 
 use crate::inspect::context::locate_in;
 use crate::store::Stored;
@@ -21,9 +21,12 @@ pub struct Plan {
     /// Zone → names in that zone of its DPPs to diff (sorted).
     pub zones: BTreeMap<String, Vec<String>>,
     /// Shadow policies that select DPPs but whose effect Umbra does not generate yet
-    /// ([`PolicySet::not_generated`]): `(type, name)` → (reason, DPPs they select). The diff
-    /// cannot show them, so the answer lists them.
-    pub not_generated: BTreeMap<(String, String), (String, usize)>,
+    /// ([`PolicySet::not_generated`]), and the Dataplane fields Umbra does not act on
+    /// ([`NotGenerated::dataplane_fields`]; type `Dataplane`, no name, the field with its list
+    /// indexes as `[*]`, in the Live view as well: whatever the policies, those DPPs' configs
+    /// lack it): `(type, name, field)` → (reason, DPPs). The diff cannot show them, so the
+    /// answer lists them.
+    pub not_generated: BTreeMap<(String, String, Option<String>), (String, usize)>,
 }
 
 impl Plan {
@@ -74,7 +77,16 @@ impl Planner {
                 let entry = self
                     .plan
                     .not_generated
-                    .entry((n.type_name, n.name))
+                    .entry((n.type_name, n.name, None))
+                    .or_insert((n.reason, 0));
+                entry.1 += 1;
+            }
+            for n in NotGenerated::dataplane_fields("", "", dp) {
+                let field = n.field.as_deref().map(any_index);
+                let entry = self
+                    .plan
+                    .not_generated
+                    .entry((n.type_name, String::new(), field))
                     .or_insert((n.reason, 0));
                 entry.1 += 1;
             }
@@ -111,6 +123,25 @@ impl Planner {
         }
         self.plan
     }
+}
+
+/// `field` with each list index written `[*]` (`networking.inbound[2].serviceProbe` ->
+/// `networking.inbound[*].serviceProbe`), so the fleet counts one entry per kind of field.
+fn any_index(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut in_index = false;
+    for c in field.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                out.push_str("[*]");
+            }
+            ']' if in_index => in_index = false,
+            _ if in_index => {}
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -186,6 +217,52 @@ mod tests {
     }
 
     #[test]
+    fn dataplane_fields_not_acted_on_are_counted_over_the_fleet() {
+        let mut planner = Planner::new("m", &policies(), &Promotion::All);
+        let with = |zone: &str, local: &str, extra: &str| {
+            let mut s = stored(Some(zone), local, "web");
+            let yaml = format!(
+                "type: Dataplane\nmesh: m\nname: {local}-abc\nlabels: {{kuma.io/display-name: {local}}}\nnetworking:\n  address: 10.0.0.1\n{extra}  inbound:\n  - port: 80\n    tags: {{kuma.io/service: web}}\n  - port: 81\n    tags: {{kuma.io/service: web}}\n    serviceProbe: {{interval: 1s}}\n"
+            );
+            s.resource = res(&yaml);
+            s
+        };
+        planner.add(&[
+            with(
+                "zone-1",
+                "a",
+                "  transparentProxying: {redirectPortInbound: 15006}\n",
+            ),
+            with(
+                "zone-2",
+                "b",
+                "  transparentProxying: {redirectPortInbound: 15006}\n",
+            ),
+            with("zone-2", "c", ""),
+            stored(Some("zone-1"), "plain", "web"),
+        ]);
+        let plan = planner.finish();
+        let found: Vec<(&str, &str, Option<&str>, usize)> = plan
+            .not_generated
+            .iter()
+            .map(|((t, n, f), (_, count))| (t.as_str(), n.as_str(), f.as_deref(), *count))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "Dataplane",
+                    "",
+                    Some("networking.inbound[*].serviceProbe"),
+                    3
+                ),
+                ("Dataplane", "", Some("networking.transparentProxying"), 2),
+            ]
+        );
+        assert_eq!(any_index("a[12].b[3].c"), "a[*].b[*].c");
+    }
+
+    #[test]
     fn shadow_routes_and_route_targeted_timeouts_are_generated_so_not_reported() {
         let route = res("type: MeshHTTPRoute\nmesh: m\nname: canary\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: web}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /v2}}]\n      default: {}\n");
         let on_route = res("type: MeshTimeout\nmesh: m\nname: on-canary\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshHTTPRoute, name: canary}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {http: {requestTimeout: 2s}}\n");
@@ -201,7 +278,7 @@ mod tests {
         let found: Vec<(&str, &str, usize)> = plan
             .not_generated
             .iter()
-            .map(|((t, n), (_, count))| (t.as_str(), n.as_str(), *count))
+            .map(|((t, n, _), (_, count))| (t.as_str(), n.as_str(), *count))
             .collect();
         // Routes are generated, and so is a MeshTimeout on a route (issue 16).
         assert_eq!(found, []);

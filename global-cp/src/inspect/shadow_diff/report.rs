@@ -4,7 +4,8 @@
 //! format, partial, totals, zones, changes: [{operation, count, dataplanes}], failures,
 //! dataplanes?}`; changes are ordered largest group first. `notGenerated` lists the shadow
 //! policies that select DPPs but whose effect Umbra does not generate yet (`{type, name,
-//! reason, dataplanes}`, `dataplanes` a count): the changes cannot include them.
+//! reason, dataplanes}`, `dataplanes` a count), and the Dataplane fields Umbra does not act on
+//! (`{type: Dataplane, name: "", field, reason, dataplanes}`): the changes cannot include them.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -107,17 +108,21 @@ pub struct PatchOut<'a> {
     pub patch: Vec<&'a RawValue>,
 }
 
-/// A shadow policy the diff cannot show: Umbra does not generate its effect yet.
+/// A shadow policy the diff cannot show (Umbra does not generate its effect yet), or a
+/// Dataplane field Umbra does not act on.
 #[derive(Serialize)]
 pub struct NotGeneratedOut<'a> {
     /// Policy type.
     #[serde(rename = "type")]
     pub type_name: &'a str,
-    /// Name.
+    /// Name (empty for a Dataplane field).
     pub name: &'a str,
+    /// The Dataplane field not acted on, list indexes as `[*]` (type `Dataplane` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<&'a str>,
     /// Why.
     pub reason: &'a str,
-    /// DPPs it selects.
+    /// DPPs it selects (for a Dataplane field: the DPPs whose Dataplane sets it).
     pub dataplanes: usize,
 }
 
@@ -133,7 +138,8 @@ pub struct Report<'a> {
     pub policy: Option<String>,
     /// The shadow policies going live.
     pub shadow_policies: &'a [String],
-    /// Shadow policies selecting DPPs whose effect is not generated (not in `changes`).
+    /// Shadow policies selecting DPPs whose effect is not generated, and Dataplane fields not
+    /// acted on (not in `changes`).
     pub not_generated: Vec<NotGeneratedOut<'a>>,
     /// `summary` or `full`.
     pub format: &'static str,
