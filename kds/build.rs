@@ -1,5 +1,6 @@
-//! Build script: compiles `proto/umbra/kds/v1/kds.proto` with protox (no system `protoc`) and
-//! generates prost messages and tonic client/server code. Envoy's discovery messages are not
+//! Build script: compiles the repository's `proto/umbra/kds/v1/kds.proto` (the top-level
+//! `proto/` folder, where the project keeps its service definitions) with protox (no system
+//! `protoc`) and generates prost messages and tonic client/server code. Envoy's discovery messages are not
 //! regenerated: they map to `envoy_types::pb`. The Envoy proto directory comes from umbra-xds'
 //! build script (`links` metadata), so both crates compile against the same files.
 
@@ -14,12 +15,13 @@ const INCLUDES: &[&str] = &[
 ];
 
 fn main() {
-    println!("cargo:rerun-if-changed=proto");
+    let protos = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    println!("cargo:rerun-if-changed={}", protos.display());
     let root = PathBuf::from(
         std::env::var_os("DEP_UMBRA_ENVOY_PROTOS_PROTO_ROOT")
             .expect("umbra-xds exports the Envoy proto directory"),
     );
-    let mut includes = vec![PathBuf::from("proto")];
+    let mut includes = vec![protos];
     includes.extend(INCLUDES.iter().map(|d| root.join(d)).filter(|p| p.is_dir()));
     let mut compiler = protox::Compiler::new(&includes).expect("protox compiler");
     compiler.include_imports(true);
