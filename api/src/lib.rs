@@ -3,7 +3,8 @@
 //! detail, instance, invalid_parameters}` with Umbra's `invalidParameters`), decoding a
 //! resource body against its path ([`resource`]) and paging ([`paging`]), JSON-or-YAML output
 //! ([`negotiate`]) and OpenAPI-vs-router checks ([`openapi`]), Prometheus metrics
-//! ([`metrics`]), and the binaries' logging, tracing and shutdown signal ([`process`]), the
+//! ([`metrics`]), the binaries' startup checks of their flags ([`flags`]), and their logging,
+//! tracing and shutdown signal ([`process`]), the
 //! builtin mesh CAs the owning CP keeps in its store
 //! ([`mesh_ca`]), what a CP tells about itself (`/_resources`: [`about`]), and Kuma's overviews
 //! ([`insights`], [`mesh_insights`], [`service_insights`]).
@@ -13,6 +14,7 @@ pub mod authn;
 pub mod crud;
 pub mod error;
 pub mod filters;
+pub mod flags;
 pub mod insights;
 pub mod mesh_ca;
 pub mod mesh_insights;

@@ -42,25 +42,35 @@ pub enum StoreKind {
     Postgres,
 }
 
-/// `global-cp` command line; every flag also reads `UMBRA_*` from the environment.
+/// `global-cp` command line; every flag also reads `UMBRA_*` from the environment. Every value
+/// is checked when it is parsed (a value parser per flag), and what one value cannot tell by
+/// [`Args::check`]: a malformed flag stops the process with a usage error naming it, before
+/// anything is opened or bound.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "global-cp", about = "Umbra Global control plane")]
 pub struct Args {
     /// Store backend.
     #[arg(long, env = "UMBRA_STORE", value_enum, default_value = "memory")]
     pub store: StoreKind,
-    /// PostgreSQL URL (`postgres://user@host:port/db`), required with `--store postgres`.
-    #[arg(long, env = "UMBRA_POSTGRES_URL")]
+    /// PostgreSQL URL (`postgres://user@host:port/db`, as sqlx reads it), required with
+    /// `--store postgres`.
+    #[arg(long, env = "UMBRA_POSTGRES_URL", required_if_eq("store", "postgres"))]
     pub postgres_url: Option<String>,
     /// With `--store memory`: keep the store (resources, the token signing key, the store's
     /// identity) under this directory, every write fsynced before it is acknowledged. Without
     /// it a memory-store Global loses everything on restart: every policy, every zone's
     /// Dataplanes, and its signing key (zone tokens must be issued again), and its zones see a
-    /// Global whose data is gone (they keep serving and wait for an operator).
-    #[arg(long, env = "UMBRA_DATA_DIR")]
+    /// Global whose data is gone (they keep serving and wait for an operator). Created when
+    /// missing.
+    #[arg(long, env = "UMBRA_DATA_DIR", value_parser = umbra_api::flags::directory)]
     pub data_dir: Option<std::path::PathBuf>,
-    /// Largest number of pooled PostgreSQL connections.
-    #[arg(long, env = "UMBRA_POSTGRES_MAX_CONNECTIONS", default_value_t = 16)]
+    /// Largest number of pooled PostgreSQL connections (at least 1).
+    #[arg(
+        long,
+        env = "UMBRA_POSTGRES_MAX_CONNECTIONS",
+        default_value_t = 16,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub postgres_max_connections: u32,
     /// Address of the REST API.
     #[arg(long, env = "UMBRA_API_ADDR", default_value = "127.0.0.1:5681")]
@@ -69,10 +79,20 @@ pub struct Args {
     #[arg(long, env = "UMBRA_KDS_ADDR", default_value = "127.0.0.1:5685")]
     pub kds_addr: SocketAddr,
     /// PEM certificate chain for TLS on the KDS port (with `--kds-tls-key-file`).
-    #[arg(long, env = "UMBRA_KDS_TLS_CERT_FILE", requires = "kds_tls_key_file")]
+    #[arg(
+        long,
+        env = "UMBRA_KDS_TLS_CERT_FILE",
+        requires = "kds_tls_key_file",
+        value_parser = umbra_api::flags::pem_certificates
+    )]
     pub kds_tls_cert_file: Option<std::path::PathBuf>,
-    /// PEM private key for TLS on the KDS port.
-    #[arg(long, env = "UMBRA_KDS_TLS_KEY_FILE", requires = "kds_tls_cert_file")]
+    /// PEM private key for TLS on the KDS port (the key of `--kds-tls-cert-file`).
+    #[arg(
+        long,
+        env = "UMBRA_KDS_TLS_KEY_FILE",
+        requires = "kds_tls_cert_file",
+        value_parser = umbra_api::flags::pem_private_key
+    )]
     pub kds_tls_key_file: Option<std::path::PathBuf>,
     /// API authentication.
     #[command(flatten)]
@@ -81,6 +101,46 @@ pub struct Args {
     /// duration, `72h`, Kuma's dataplane cleanup age; `0s` never). A reconnect brings them back.
     #[arg(long, env = "UMBRA_ZONE_CLEANUP_AFTER", default_value = "72h", value_parser = parse_period)]
     pub zone_cleanup_after: std::time::Duration,
+}
+
+/// Checks `--postgres-url`: a `postgres://` or `postgresql://` URL that sqlx reads (the parser
+/// the store connects with). Not a value parser: clap's error would print the URL, password
+/// included.
+fn check_postgres_url(text: &str) -> Result<(), String> {
+    const FORM: &str = "expected a URL like postgres://user:password@host:5432/db";
+    let scheme = text.split_once("://").map(|(s, _)| s);
+    if !matches!(scheme, Some("postgres" | "postgresql")) {
+        return Err(format!("--postgres-url: {FORM}"));
+    }
+    text.parse::<sqlx::postgres::PgConnectOptions>()
+        .map(|_| ())
+        .map_err(|e| format!("--postgres-url: {e}; {FORM}"))
+}
+
+/// The KDS TLS identity `cert` and `key` (PEM files) name.
+///
+/// # Errors
+/// An unreadable file, or (checked by building tonic's TLS server configuration, which the KDS
+/// server uses) a key that is not the certificate's.
+fn kds_identity(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tonic::transport::Identity, String> {
+    let read = |flag: &str, p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+    };
+    let identity = tonic::transport::Identity::from_pem(
+        read("--kds-tls-cert-file", cert)?,
+        read("--kds-tls-key-file", key)?,
+    );
+    tonic::transport::Server::builder()
+        .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity.clone()))
+        .map_err(|e| {
+            let why =
+                std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
+            format!("--kds-tls-cert-file and --kds-tls-key-file: {why}")
+        })?;
+    Ok(identity)
 }
 
 /// A Go duration (`72h`, `30s`) as a period; `0s` for none.
@@ -118,6 +178,27 @@ impl Args {
     /// Who may call the API without a token.
     pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
         self.access.policy()
+    }
+
+    /// What the value parsers cannot tell from one flag: `--postgres-url` must be a URL sqlx
+    /// reads (checked here so that no error prints its password), `--kds-tls-key-file` the key
+    /// of `--kds-tls-cert-file` (checked by building the KDS server's TLS configuration), and
+    /// the API and KDS listen on different ports. The message names the flags.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn check(&self) -> Result<(), String> {
+        umbra_api::flags::distinct_listeners(
+            ("--api-addr", self.api_addr),
+            ("--kds-addr", self.kds_addr),
+        )?;
+        if let Some(url) = &self.postgres_url {
+            check_postgres_url(url)?;
+        }
+        if let (Some(cert), Some(key)) = (&self.kds_tls_cert_file, &self.kds_tls_key_file) {
+            kds_identity(cert, key)?;
+        }
+        Ok(())
     }
 
     /// The effective configuration `GET /config` answers: Kuma-like `environment`, `mode`,
@@ -170,7 +251,7 @@ pub async fn open_store(args: &Args) -> anyhow::Result<Arc<dyn store::Store>> {
         StoreKind::Memory => match &args.data_dir {
             Some(dir) => Arc::new(
                 store::memory::MemoryStore::open(dir)
-                    .map_err(|e| anyhow::anyhow!("memory store under {}: {e}", dir.display()))?,
+                    .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?,
             ),
             None => Arc::new(store::memory::MemoryStore::new()),
         },
@@ -188,19 +269,18 @@ pub async fn open_store(args: &Args) -> anyhow::Result<Arc<dyn store::Store>> {
 /// Run the Global until `shutdown` completes, then drain in-flight requests and KDS streams.
 ///
 /// # Errors
-/// When the store cannot be opened, the TLS files cannot be read or an address cannot be bound.
+/// Arguments [`Args::check`] refuses (before anything is opened or bound), or when the store
+/// cannot be opened or an address cannot be bound.
 pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let store = open_store(&args).await?;
+    args.check().map_err(anyhow::Error::msg)?;
     let tls = match (&args.kds_tls_cert_file, &args.kds_tls_key_file) {
-        (Some(cert), Some(key)) => Some(tonic::transport::Identity::from_pem(
-            std::fs::read(cert).map_err(|e| anyhow::anyhow!("{}: {e}", cert.display()))?,
-            std::fs::read(key).map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?,
-        )),
+        (Some(cert), Some(key)) => Some(kds_identity(cert, key).map_err(anyhow::Error::msg)?),
         _ => None,
     };
+    let store = open_store(&args).await?;
     let api = umbra_api::process::listen(args.api_addr)?;
     let kds = umbra_api::process::listen(args.kds_addr)?;
     tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), localhost_is_admin = args.access.localhost_is_admin, "global-cp listening");
@@ -306,11 +386,14 @@ pub async fn serve(
 }
 
 /// The `global-cp` command: log to stderr (`RUST_LOG`, default `info`), parse [`Args`] from the
-/// command line and environment, and [`run`] until SIGINT or SIGTERM.
+/// command line and environment (a malformed flag exits with status 2 and a message naming
+/// it: [`umbra_api::flags::parse_checked`] with [`Args::check`]), and [`run`] until SIGINT or
+/// SIGTERM.
 ///
 /// # Errors
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
-    use clap::Parser as _;
-    umbra_api::service::main("umbra-global-cp", |shutdown| run(Args::parse(), shutdown))
+    umbra_api::service::main("umbra-global-cp", |shutdown| {
+        run(umbra_api::flags::parse_checked(Args::check), shutdown)
+    })
 }

@@ -96,17 +96,8 @@ impl std::fmt::Debug for ZoneTokens {
     }
 }
 
-/// `true` for a valid zone name (an RFC 1123 label: zone names appear in resource names and
-/// labels, and never contain a dot).
-pub fn valid_zone_name(zone: &str) -> bool {
-    !zone.is_empty()
-        && zone.len() <= 63
-        && zone
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !zone.starts_with('-')
-        && !zone.ends_with('-')
-}
+/// `true` for a valid zone name (an RFC 1123 label; the rule `zone-cp --zone` checks too).
+pub use umbra_kds::valid_zone_name;
 
 /// `n` bytes from the system random number generator.
 pub fn random_bytes(n: usize) -> Vec<u8> {

@@ -23,12 +23,32 @@ fn app() -> axum::Router {
 
 const PASSWORD: &str = "Pg-S3cret-pw";
 
+/// Paths of a certificate file and a key file in PEM (contents the flags' parsers accept; the
+/// pair itself is checked by `Args::check`, which the router tests do not run).
+fn tls_files() -> (String, String) {
+    let dir = std::env::temp_dir().join(format!("umbra-global-about-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("kds.crt"), dir.join("kds.key"));
+    std::fs::write(
+        &cert,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    (cert.display().to_string(), key.display().to_string())
+}
+
 /// A Global started with a PostgreSQL URL carrying a password (in the user info and as a
 /// query parameter) and a store that issues user tokens.
 async fn configured_app() -> axum::Router {
     use clap::Parser as _;
     let url =
         format!("postgres://umbra:{PASSWORD}@db:5432/umbra?sslmode=disable&password={PASSWORD}");
+    let (cert, key) = tls_files();
     let args = Args::parse_from([
         "global-cp",
         "--store",
@@ -36,9 +56,9 @@ async fn configured_app() -> axum::Router {
         "--postgres-url",
         &url,
         "--kds-tls-cert-file",
-        "/etc/umbra/kds.crt",
+        &cert,
         "--kds-tls-key-file",
-        "/etc/umbra/kds.key",
+        &key,
     ]);
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     router(AppState {
@@ -96,7 +116,7 @@ async fn config_is_redacted_and_the_admins_only() {
         "postgres://umbra:*****@db:5432/umbra?sslmode=disable&password=*****"
     );
     // Key files by path only.
-    assert_eq!(body["umbra"]["kdsTlsKeyFile"], "/etc/umbra/kds.key");
+    assert_eq!(body["umbra"]["kdsTlsKeyFile"], tls_files().1);
     assert_eq!(body["multizone"]["global"]["kds"]["tls"], true);
 
     // A user outside mesh-system:admin gets a 403, with or without a password to hide.

@@ -21,6 +21,20 @@ pub const KDS_RESOURCE_TYPE_URL: &str = "type.googleapis.com/umbra.kds.v1.KdsRes
 /// when it differs from the zone in the token (the token alone is the identity).
 pub const ZONE_NAME_METADATA: &str = "x-umbra-zone";
 
+/// `true` for a valid zone name: an RFC 1123 label (1-63 characters of `a-z`, `0-9` and `-`,
+/// starting and ending with a letter or digit). Zone names appear in resource names, labels
+/// and [`ZONE_NAME_METADATA`], and never contain a dot. The one rule: the Global issues zone
+/// tokens for such names only, and `zone-cp --zone` refuses any other.
+pub fn valid_zone_name(zone: &str) -> bool {
+    !zone.is_empty()
+        && zone.len() <= 63
+        && zone
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !zone.starts_with('-')
+        && !zone.ends_with('-')
+}
+
 /// gRPC request metadata: the zone CP's release (its `CARGO_PKG_VERSION`), shown as the
 /// subscription's `version.kumaCp` in the Global's `ZoneOverview`. A value that is not a plain
 /// version (at most 64 characters of `[0-9A-Za-z.+-]`) is ignored.

@@ -87,7 +87,9 @@ async fn start_zone(
     let (tx, rx) = tokio::sync::watch::channel(false);
     let config = umbra_zone_cp::kds::KdsClientConfig {
         zone: zone.into(),
-        address: format!("http://{}", global.kds),
+        address: format!("http://{}", global.kds)
+            .parse()
+            .expect("a KDS address"),
         token: umbra_zone_cp::kds::TokenSource::Value(token.into()),
         ca_pem: None,
         trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),

@@ -269,9 +269,10 @@ async fn a_second_connection_for_a_connected_zone_is_refused_until_the_first_is_
     let second = start_federated_zone(ZONE, &global, "zone-1", &token, &[], dir.join("second.log"))
         .await
         .unwrap();
+    // It never synced, so it is not ready, and says why.
     eventually("the second connection was refused", &global, &second, || async {
         matches!(second.call("GET", "/ready", None).await,
-            Ok((200, r)) if r["global"]["lastError"].as_str().is_some_and(|e| e.contains("already connected")))
+            Ok((503, r)) if r["global"]["lastError"].as_str().is_some_and(|e| e.contains("already connected")))
     })
     .await;
     let z = zone_status(&global, "zone-1").await;

@@ -9,6 +9,9 @@
 //!   Global is back, nothing is lost or duplicated and new policies flow again.
 //! - Missing, forged or other-zone tokens are refused and logged; a zone cannot claim or
 //!   delete another zone's Dataplanes; KDS works over TLS.
+//! - A zone that never reached its Global answers `/ready` with 503 and why; once the Global
+//!   is there and the first sync applied it is ready, and it stays ready when the Global goes
+//!   away again, also across a restart from its `--data-dir`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -518,6 +521,88 @@ async fn kds_over_tls() -> anyhow::Result<()> {
             "plain text must not reach KDS over TLS"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// `GET /ready` on `zone`: status and body (status 0 when it does not answer).
+async fn ready(zone: &CpProcess) -> (u16, Value) {
+    zone.call("GET", "/ready", None)
+        .await
+        .unwrap_or((0, Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_is_ready_once_it_has_synced_with_its_global() -> anyhow::Result<()> {
+    let dir = temp_dir("ready");
+    // A memory-store Global keeping its signing key under --data-dir across restarts.
+    let mut global = CpProcess::start(
+        GLOBAL,
+        "--kds-addr",
+        &[
+            "--data-dir".into(),
+            dir.join("global").display().to_string(),
+        ],
+        &[],
+        dir.join("global.log"),
+    )
+    .await?;
+    global.apply("/meshes/default", MESH).await?;
+    let t = token(&global, "zone-ready").await?;
+    global.kill();
+
+    // Never reached its Global: 503, saying why.
+    let mut zone = start_zone(&global, "zone-ready", &t, &dir).await?;
+    let unready = wait_until(Duration::from_secs(20), || async {
+        let (status, r) = ready(&zone).await;
+        status == 503
+            && r["status"] == "notReady"
+            && r["global"]["synced"] == false
+            && r["global"]["attempts"].as_u64() >= Some(2)
+            && r["reason"]
+                .as_str()
+                .is_some_and(|e| e.contains("cannot connect"))
+    })
+    .await;
+    assert!(
+        unready.is_ok(),
+        "{:?}\n{}",
+        ready(&zone).await,
+        zone.log_tail()
+    );
+
+    // The Global comes: ready once the first sync is applied, with the Global's Mesh.
+    global.restart().await?;
+    let synced = wait_until(Duration::from_secs(40), || async {
+        let (status, r) = ready(&zone).await;
+        status == 200
+            && r["status"] == "ready"
+            && r["global"]["connected"] == true
+            && r["global"]["synced"] == true
+    })
+    .await;
+    assert!(
+        synced.is_ok(),
+        "{:?}\n{}",
+        ready(&zone).await,
+        zone.log_tail()
+    );
+    assert_eq!(count(&zone, "/meshes").await, 1);
+
+    // Losing the Global later: still ready (it serves its last state), the link reported down.
+    global.kill();
+    let down = wait_until(Duration::from_secs(20), || async {
+        let (status, r) = ready(&zone).await;
+        status == 200 && r["global"]["connected"] == false && r["global"]["synced"] == true
+    })
+    .await;
+    assert!(down.is_ok(), "{:?}", ready(&zone).await);
+    // So is the zone restarted from its --data-dir store while the Global is away.
+    zone.restart().await?;
+    let (status, r) = ready(&zone).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["global"]["connected"], false, "{r}");
+    assert_eq!(count(&zone, "/meshes").await, 1);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

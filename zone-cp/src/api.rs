@@ -202,27 +202,55 @@ async fn index(State(st): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// `GET /ready`: the zone serves its API and ADS from its store (loaded at start). The body
-/// gives the store revision, the revision the reconciler has brought every DPP's snapshot up
-/// to (`reconciledRevision`; equal once nothing is pending), whether policies come from a
-/// Global and, when they do, the state of the KDS link (`global`: connected, attempts, last
-/// error, responses applied).
-async fn ready(State(st): State<AppState>) -> Json<Value> {
+/// `GET /ready`: whether the zone serves its API and ADS from a store it can stand behind.
+///
+/// - A standalone zone is ready once it serves (its store is loaded at start).
+/// - A federated zone is ready once it holds a whole sync from its Global: the KDS link came
+///   up and the first generation (every type, ended by the commit marker) was applied
+///   (`global.synced`), in this process or in an earlier run whose `--data-dir` store it
+///   loaded. Until then it answers 503 with `status: notReady` and the `reason`, since the
+///   Envoys it would serve would get a configuration without the Global's Meshes and
+///   policies (an unreachable Global, a refused token, a bad CA all stay visible here as
+///   `global.lastError`).
+/// - A zone that has synced and later loses its Global stays ready (200) with
+///   `global.connected: false` and the `lastError`: like Kuma's zone CP it keeps serving its
+///   last state to its Envoys, which is still right for them, and picks up changes again when
+///   the link is back. Likewise when the Global's store is not the one it synced from
+///   (`global.globalStoreChanged`).
+///
+/// The body, 200 or 503, gives the `status`, the store revision, the revision the reconciler
+/// has brought every DPP's snapshot up to (`reconciledRevision`; equal once nothing is
+/// pending), whether policies come from a Global and, when they do, the state of the KDS link
+/// (`global`: connected, synced, attempts, last error, responses applied).
+async fn ready(State(st): State<AppState>) -> (axum::http::StatusCode, Json<Value>) {
     let mut body = json!({
         "status": "ready",
         "revision": st.store.revision(),
         "reconciledRevision": st.reconciler.reconciled_revision(),
         "federated": st.federated,
     });
+    let mut code = axum::http::StatusCode::OK;
     if st.federated {
         let status = st
             .kds
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        if !status.synced {
+            code = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+            body["status"] = "notReady".into();
+            body["reason"] = if status.connected {
+                "connected to the Global; its first sync is not applied yet".into()
+            } else {
+                match &status.last_error {
+                    Some(e) => format!("has not synced with its Global yet: {e}").into(),
+                    None => "has not synced with its Global yet (connecting)".into(),
+                }
+            };
+        }
         body["global"] = serde_json::to_value(status).unwrap_or_default();
     }
-    Json(body)
+    (code, Json(body))
 }
 
 async fn inspect_config(

@@ -33,16 +33,21 @@ pub mod synthetic;
 use std::future::Future;
 use std::net::SocketAddr;
 
-/// Command-line arguments of `zone-cp`.
+/// Command-line arguments of `zone-cp`. Every value is checked when it is parsed (a value
+/// parser per flag), and what one value cannot tell by [`Args::check`]: a malformed flag stops
+/// the process with a usage error naming it, before anything is opened or bound.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "zone-cp", about = "Umbra Zone control plane")]
 pub struct Args {
-    /// Name of this zone.
-    #[arg(long, env = "UMBRA_ZONE")]
+    /// Name of this zone: an RFC 1123 label (1-63 characters of a-z, 0-9 and '-'), the name
+    /// the Global issues its zone token for.
+    #[arg(long, env = "UMBRA_ZONE", value_parser = zone_name)]
     pub zone: String,
-    /// KDS address of the Global CP (federated mode: policies become read-only here).
+    /// KDS address of the Global CP (federated mode: policies become read-only here): one URI
+    /// `scheme://host:port`, scheme `http` or `grpc` (plaintext) or `https` or `grpcs` (TLS,
+    /// with `--kds-ca-file`); needs a zone token.
     #[arg(long, env = "UMBRA_GLOBAL_KDS_ADDRESS")]
-    pub global_kds_address: Option<String>,
+    pub global_kds_address: Option<kds::KdsAddress>,
     /// Address of the HTTP API.
     #[arg(long, env = "UMBRA_API_ADDR", default_value = "127.0.0.1:5681")]
     pub api_addr: SocketAddr,
@@ -54,21 +59,33 @@ pub struct Args {
         long,
         env = "UMBRA_KDS_TOKEN",
         hide_env_values = true,
-        conflicts_with = "kds_token_file"
+        conflicts_with = "kds_token_file",
+        requires = "global_kds_address"
     )]
     pub kds_token: Option<String>,
     /// File holding the zone token, read again on every connection attempt (replace an expiring
-    /// token by writing the new one here).
-    #[arg(long, env = "UMBRA_KDS_TOKEN_FILE")]
+    /// token by writing the new one here); it must hold a token at startup.
+    #[arg(
+        long,
+        env = "UMBRA_KDS_TOKEN_FILE",
+        requires = "global_kds_address",
+        value_parser = umbra_api::flags::readable_file
+    )]
     pub kds_token_file: Option<std::path::PathBuf>,
-    /// PEM CA certificate that signed the Global's KDS TLS certificate (use an `https://`
-    /// `--global-kds-address`).
-    #[arg(long, env = "UMBRA_KDS_CA_FILE")]
+    /// PEM CA certificate that signed the Global's KDS TLS certificate (with an `https://` or
+    /// `grpcs://` `--global-kds-address`).
+    #[arg(
+        long,
+        env = "UMBRA_KDS_CA_FILE",
+        requires = "global_kds_address",
+        value_parser = umbra_api::flags::pem_certificates
+    )]
     pub kds_ca_file: Option<std::path::PathBuf>,
     /// Directory where the zone keeps its store across restarts (`store.json` and
-    /// `journal.ndjson`; every write is fsynced there before it is acknowledged); without it
-    /// the zone starts empty and a federated zone receives everything again.
-    #[arg(long, env = "UMBRA_DATA_DIR")]
+    /// `journal.ndjson`; every write is fsynced there before it is acknowledged), created when
+    /// missing; without it the zone starts empty and a federated zone receives everything
+    /// again.
+    #[arg(long, env = "UMBRA_DATA_DIR", value_parser = umbra_api::flags::directory)]
     pub data_dir: Option<std::path::PathBuf>,
     /// API authentication.
     #[command(flatten)]
@@ -79,22 +96,30 @@ pub struct Args {
     #[arg(long, env = "UMBRA_DP_AUTH", value_enum, default_value = "dpToken")]
     pub dp_auth: dp_auth::DpAuth,
     /// Name DPPs reach the data-plane server by (in the generated certificate, and the SNI of
-    /// the bootstraps it hands out).
-    #[arg(long, env = "UMBRA_DP_SERVER_HOSTNAME", default_value = "localhost")]
+    /// the bootstraps it hands out): a DNS name or an IP address.
+    #[arg(
+        long,
+        env = "UMBRA_DP_SERVER_HOSTNAME",
+        default_value = "localhost",
+        value_parser = umbra_api::flags::host_name
+    )]
     pub dp_server_hostname: String,
     /// PEM certificate chain for the data-plane server (ADS and `/bootstrap`) instead of one
-    /// from the zone's own CA (with `--dp-server-tls-key-file`).
+    /// from the zone's own CA (with `--dp-server-tls-key-file`, the key of its first
+    /// certificate).
     #[arg(
         long,
         env = "UMBRA_DP_SERVER_TLS_CERT_FILE",
-        requires = "dp_server_tls_key_file"
+        requires = "dp_server_tls_key_file",
+        value_parser = umbra_api::flags::pem_certificates
     )]
     pub dp_server_tls_cert_file: Option<std::path::PathBuf>,
     /// PEM private key of `--dp-server-tls-cert-file`.
     #[arg(
         long,
         env = "UMBRA_DP_SERVER_TLS_KEY_FILE",
-        requires = "dp_server_tls_cert_file"
+        requires = "dp_server_tls_cert_file",
+        value_parser = umbra_api::flags::pem_private_key
     )]
     pub dp_server_tls_key_file: Option<std::path::PathBuf>,
     /// PEM CA certificate that signed `--dp-server-tls-cert-file` (handed to DPPs in their
@@ -102,15 +127,84 @@ pub struct Args {
     #[arg(
         long,
         env = "UMBRA_DP_SERVER_TLS_CA_FILE",
-        requires = "dp_server_tls_cert_file"
+        requires = "dp_server_tls_cert_file",
+        value_parser = umbra_api::flags::pem_certificates
     )]
     pub dp_server_tls_ca_file: Option<std::path::PathBuf>,
+}
+
+/// `--zone`: a valid zone name ([`umbra_kds::valid_zone_name`]).
+fn zone_name(text: &str) -> Result<String, String> {
+    if umbra_kds::valid_zone_name(text) {
+        Ok(text.to_owned())
+    } else {
+        Err("a zone name is 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit".into())
+    }
 }
 
 impl Args {
     /// Who may call the API without a token.
     pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
         self.access.policy()
+    }
+
+    /// What the value parsers cannot tell from one flag: a Global address needs a zone token
+    /// the KDS client can send ([`kds::bearer`]; also the token file's content at start); a TLS address needs `--kds-ca-file` and a plaintext
+    /// one refuses it (checked by building the KDS client's endpoint, [`kds::endpoint`]);
+    /// `--dp-server-tls-key-file` must be the key of `--dp-server-tls-cert-file` (checked by
+    /// building the data-plane server's TLS configuration); the API and ADS listen on
+    /// different ports. The message names the flags.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn check(&self) -> Result<(), String> {
+        umbra_api::flags::distinct_listeners(
+            ("--api-addr", self.api_addr),
+            ("--ads-addr", self.ads_addr),
+        )?;
+        if let Some(address) = &self.global_kds_address {
+            // Checked here rather than by a value parser, whose error would print the token.
+            match (&self.kds_token, &self.kds_token_file) {
+                (Some(token), _) => {
+                    kds::bearer(token).map_err(|e| format!("--kds-token: {e}"))?;
+                }
+                (None, Some(file)) => {
+                    kds::TokenSource::File(file.clone())
+                        .read()
+                        .and_then(|t| kds::bearer(&t))
+                        .map_err(|e| format!("--kds-token-file {}: {e}", file.display()))?;
+                }
+                (None, None) => {
+                    return Err("--global-kds-address needs a zone token: --kds-token or --kds-token-file (UMBRA_KDS_TOKEN[_FILE])".into())
+                }
+            }
+            let ca = self
+                .kds_ca_file
+                .as_deref()
+                .map(|p| {
+                    std::fs::read(p).map_err(|e| format!("--kds-ca-file {}: {e}", p.display()))
+                })
+                .transpose()?;
+            kds::endpoint(address, ca.as_deref())
+                .map_err(|e| format!("--global-kds-address {e}"))?;
+        }
+        if let (Some(cert), Some(key)) =
+            (&self.dp_server_tls_cert_file, &self.dp_server_tls_key_file)
+        {
+            let read = |flag: &str, p: &std::path::Path| {
+                std::fs::read_to_string(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+            };
+            let tls = dp_server::DpServerTls {
+                ca_pem: String::new(),
+                cert_pem: read("--dp-server-tls-cert-file", cert)?,
+                key_pem: read("--dp-server-tls-key-file", key)?,
+                server_name: self.dp_server_hostname.clone(),
+            };
+            dp_server::server_config(&tls).map_err(|e| {
+                format!("--dp-server-tls-cert-file and --dp-server-tls-key-file: {e}")
+            })?;
+        }
+        Ok(())
     }
 
     /// The effective configuration `GET /config` answers: Kuma-like `environment`, `mode`
@@ -123,8 +217,8 @@ impl Args {
         let federated = self.global_kds_address.is_some();
         let global_address = self
             .global_kds_address
-            .as_deref()
-            .map(umbra_api::about::redact_url);
+            .as_ref()
+            .map(|a| umbra_api::about::redact_url(a.as_str()));
         let dp_auth =
             clap::ValueEnum::to_possible_value(&self.dp_auth).map(|v| v.get_name().to_owned());
         let mut umbra = serde_json::json!({
@@ -211,19 +305,15 @@ fn kds_config(
     let Some(address) = &args.global_kds_address else {
         return Ok(None);
     };
-    let read =
-        |p: &std::path::Path| std::fs::read(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| anyhow::anyhow!("--kds-ca-file {}: {e}", p.display()))
+    };
+    // [`Args::check`] has made sure of a token (and a token file holding one at start; later
+    // reads pick up a replaced token).
     let token = match (&args.kds_token, &args.kds_token_file) {
         (Some(t), _) => kds::TokenSource::Value(t.clone()),
-        (None, Some(f)) => {
-            let source = kds::TokenSource::File(f.clone());
-            // Fail at start on a missing file; later reads pick up a replaced token.
-            source.read().map_err(anyhow::Error::msg)?;
-            source
-        }
-        (None, None) => anyhow::bail!(
-            "--global-kds-address needs a zone token: --kds-token or --kds-token-file (UMBRA_KDS_TOKEN[_FILE])"
-        ),
+        (None, Some(f)) => kds::TokenSource::File(f.clone()),
+        (None, None) => anyhow::bail!("--global-kds-address needs a zone token"),
     };
     Ok(Some(kds::KdsClientConfig {
         trust,
@@ -238,17 +328,19 @@ fn kds_config(
 /// Serve the API and ADS until `shutdown` resolves, then drain both.
 ///
 /// # Errors
-/// When an address cannot be bound or a server fails.
+/// Arguments [`Args::check`] refuses (before anything is opened or bound), or when an
+/// address cannot be bound or a server fails.
 pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    args.check().map_err(anyhow::Error::msg)?;
     umbra_api::metrics::install();
     umbra_kds::metrics::describe();
     let store = match &args.data_dir {
         Some(dir) => {
             let store = store::Store::open(dir)
-                .map_err(|e| anyhow::anyhow!("zone store under {}: {e}", dir.display()))?;
+                .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?;
             tracing::info!(dir = %dir.display(), resources = store.len(), "zone store loaded");
             store
         }
@@ -282,8 +374,8 @@ pub async fn run(
     let tls = dp_server_tls(&args, &store).await?;
     if args
         .global_kds_address
-        .as_deref()
-        .is_some_and(|a| a.starts_with("http://"))
+        .as_ref()
+        .is_some_and(|a| !a.is_tls())
     {
         tracing::warn!("KDS to the Global is plaintext: policies and the trust bundle (the keys tokens are checked with) travel unprotected; use an https:// address with --kds-ca-file");
     }
@@ -297,7 +389,15 @@ pub async fn run(
             .with_cas(cas_rx)
             .with_insights(insights.clone()),
     );
+    // A zone that synced with its Global before (a `--data-dir` store) serves that state and
+    // is ready without it; a new one is not until its first sync (see `api::ready`).
     let kds_status = kds::SharedStatus::default();
+    if federated {
+        kds_status
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .synced = store.global_synced();
+    }
     let kds_resync = std::sync::Arc::new(tokio::sync::Notify::new());
     let state = api::AppState {
         store: store.clone(),
@@ -373,11 +473,14 @@ pub async fn run(
 }
 
 /// The `zone-cp` command: log to stderr (`RUST_LOG`, default `info`), parse [`Args`] from the
-/// command line and environment, and [`run`] until SIGINT or SIGTERM.
+/// command line and environment (a malformed flag exits with status 2 and a message naming
+/// it: [`umbra_api::flags::parse_checked`] with [`Args::check`]), and [`run`] until SIGINT or
+/// SIGTERM.
 ///
 /// # Errors
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
-    use clap::Parser as _;
-    umbra_api::service::main("umbra-zone-cp", |shutdown| run(Args::parse(), shutdown))
+    umbra_api::service::main("umbra-zone-cp", |shutdown| {
+        run(umbra_api::flags::parse_checked(Args::check), shutdown)
+    })
 }

@@ -25,6 +25,10 @@ pub const MESH_CAS_KEY: &str = "mesh-cas";
 /// Key under which the zone records the Global store identity it synced from.
 pub const RECORDED_GLOBAL_STORE: &str = "recorded-global-store";
 
+/// Key under which a federated zone notes that it applied a whole sync from the Global (the
+/// time, RFC 3339), so a zone restarted with its `--data-dir` is ready without its Global.
+pub const GLOBAL_SYNCED: &str = "global-synced";
+
 /// The zone store. Cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -110,6 +114,23 @@ impl Store {
     pub fn record_global_store(&self, identity: &str) -> Result<(), StoreError> {
         self.inner
             .put_key(RECORDED_GLOBAL_STORE, identity.as_bytes().to_vec())
+    }
+
+    /// Whether this (federated) zone ever applied a whole sync from the Global (recorded by
+    /// [`Store::record_global_synced`]; with `--data-dir`, also in an earlier run).
+    pub fn global_synced(&self) -> bool {
+        self.inner.key(GLOBAL_SYNCED).is_some()
+    }
+
+    /// Note that this zone applied a whole sync from the Global (durable with `--data-dir`).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn record_global_synced(&self) -> Result<(), StoreError> {
+        let now = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        self.inner.put_key(GLOBAL_SYNCED, now.into_bytes())
     }
 
     /// The trust bundle this (federated) zone last received from the Global, if any.

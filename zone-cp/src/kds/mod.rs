@@ -35,7 +35,7 @@ use umbra_kds::pb::kds_service_client::KdsServiceClient;
 use umbra_kds::pb::InspectResponse;
 use umbra_kds::resource::{
     global_to_zone_types, kds_name, zone_dataplane_upstream, zone_to_global_types, Item,
-    DATAPLANE_INSIGHT_TYPE,
+    COMMIT_TYPE, DATAPLANE_INSIGHT_TYPE,
 };
 use umbra_kds::sync::{
     request, respond, spawn_reader_noting, Event, Offer, OfferWatch, RespondConfig, SyncError,
@@ -53,13 +53,151 @@ use umbra_core::dataplane::DpKey;
 mod sink;
 use sink::{held_versions, StoreSink};
 
+/// The Global's KDS address (`--global-kds-address`): one URI `scheme://host:port`, the
+/// scheme `http` or `grpc` (plaintext) or `https` or `grpcs` (TLS; Kuma writes
+/// `grpcs://global:5685`), a DNS name or IP address as host, an explicit port and nothing
+/// after it (no path, query, fragment or user info). The one parser of the address: the flag
+/// is checked with it at startup and the KDS client dials the URI it yields, so an address
+/// the client could not dial never gets past the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KdsAddress {
+    /// As given (for logs and `/config`).
+    text: String,
+    /// What the client dials: scheme `http` or `https`, host and port.
+    uri: tonic::transport::Uri,
+}
+
+impl KdsAddress {
+    /// The URI the client dials (`grpc`/`grpcs` given as `http`/`https`).
+    pub fn uri(&self) -> &tonic::transport::Uri {
+        &self.uri
+    }
+
+    /// `true` for `https://` and `grpcs://`: the Global is verified with `--kds-ca-file`.
+    pub fn is_tls(&self) -> bool {
+        self.uri.scheme_str() == Some("https")
+    }
+
+    /// The address as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for KdsAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::str::FromStr for KdsAddress {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        const FORM: &str = "expected one URI like grpcs://global:5685 or http://127.0.0.1:5685";
+        let uri: tonic::transport::Uri = text
+            .parse()
+            .map_err(|e| format!("not a URI ({e}); {FORM}"))?;
+        let scheme = match uri.scheme_str() {
+            Some("http" | "grpc") => "http",
+            Some("https" | "grpcs") => "https",
+            Some(other) => {
+                return Err(format!(
+                    "scheme {other:?} is not one of http, https, grpc, grpcs; {FORM}"
+                ))
+            }
+            None => return Err(format!("no scheme; {FORM}")),
+        };
+        let authority = uri.authority().ok_or_else(|| format!("no host; {FORM}"))?;
+        if authority.as_str().contains('@') {
+            return Err(
+                "user info in the address is not used (the zone token goes in --kds-token or --kds-token-file)"
+                    .into(),
+            );
+        }
+        let host = authority.host();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if rustls_pki_types::ServerName::try_from(bare).is_err() {
+            return Err(format!(
+                "host {host:?} is not a DNS name or an IP address; {FORM}"
+            ));
+        }
+        let port = authority
+            .port_u16()
+            .ok_or_else(|| format!("no port (the Global's KDS port, 5685 by default); {FORM}"))?;
+        if port == 0 {
+            return Err("port 0 cannot be dialed".into());
+        }
+        if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+            return Err(format!(
+                "a path or query after host:port is not used; {FORM}"
+            ));
+        }
+        let uri = tonic::transport::Uri::builder()
+            .scheme(scheme)
+            .authority(authority.as_str())
+            .path_and_query("/")
+            .build()
+            .map_err(|e| format!("not a URI ({e}); {FORM}"))?;
+        Ok(KdsAddress {
+            text: text.to_owned(),
+            uri,
+        })
+    }
+}
+
+/// The gRPC endpoint the client dials for `address`, verifying the Global with the PEM
+/// certificates `ca_pem` when the address is TLS. Built once at startup too (where a CA file
+/// tonic cannot load stops the zone), and the same way before each connection.
+///
+/// # Errors
+/// A TLS address without CA certificates, CA certificates for a plaintext address, or CA
+/// certificates tonic cannot load.
+pub fn endpoint(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Endpoint, String> {
+    let endpoint = Endpoint::from(address.uri().clone())
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true)
+        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
+    match (address.is_tls(), ca_pem) {
+        (true, Some(ca)) => endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
+            .map_err(|e| format!("TLS configuration: {e}")),
+        (true, None) => Err(format!(
+            "{address} is TLS and needs --kds-ca-file (the CA that signed the Global's KDS certificate; system roots are not used)"
+        )),
+        (false, Some(_)) => Err(format!(
+            "{address} is plaintext, so --kds-ca-file would not be used; give an https:// or grpcs:// address"
+        )),
+        (false, None) => Ok(endpoint),
+    }
+}
+
+/// `token` as the zone sends it (`authorization: Bearer <token>`): trimmed, not empty, and
+/// only characters gRPC metadata carries. The one rule: `--kds-token` (and a token file at
+/// startup) is checked with it, and every connection attempt again.
+///
+/// # Errors
+/// An empty token, or characters gRPC metadata cannot carry.
+pub fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, String> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Err("the zone token is empty".to_owned());
+    }
+    format!("Bearer {token}")
+        .parse()
+        .map_err(|_| "the zone token contains characters not allowed in gRPC metadata".to_owned())
+}
+
 /// How to reach the Global.
 #[derive(Debug, Clone)]
 pub struct KdsClientConfig {
     /// This zone's name.
     pub zone: String,
-    /// The Global's KDS URL (`http://host:5685`, or `https://` with TLS).
-    pub address: String,
+    /// The Global's KDS address.
+    pub address: KdsAddress,
     /// Where the zone token comes from (read again on every connection attempt).
     pub token: TokenSource,
     /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
@@ -120,6 +258,10 @@ pub struct KdsStatus {
     pub attempts: u64,
     /// Why the last session ended or the last attempt failed.
     pub last_error: Option<String>,
+    /// A whole sync from the Global (every type, ended by its commit marker) has been
+    /// applied, in this process or in an earlier run whose store the zone loaded
+    /// (`--data-dir`). Until then a federated zone is not ready (`/ready` answers 503).
+    pub synced: bool,
     /// Responses applied from the Global, per type.
     pub applied: BTreeMap<String, u64>,
     /// Resources the Global's responses carried, per type (removals not counted).
@@ -229,20 +371,7 @@ pub async fn run(
 }
 
 async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
-    let mut endpoint = Endpoint::from_shared(config.address.clone())
-        .map_err(|e| format!("bad Global address {:?}: {e}", config.address))?
-        .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5))
-        .keep_alive_while_idle(true)
-        .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
-        .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
-    if let Some(ca) = &config.ca_pem {
-        endpoint = endpoint
-            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
-            .map_err(|e| format!("TLS configuration: {e}"))?;
-    }
-    endpoint
+    endpoint(&config.address, config.ca_pem.as_deref())?
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {}: {e:?}", config.address))
@@ -297,11 +426,8 @@ async fn session(
     offer: OfferWatch,
     status: &SharedStatus,
 ) -> Result<(), String> {
-    let token = config.token.read()?;
+    let auth = bearer(&config.token.read()?)?;
     let channel = connect(config).await?;
-    let auth: MetadataValue<_> = format!("Bearer {token}").parse().map_err(|_| {
-        "the zone token contains characters not allowed in gRPC metadata".to_owned()
-    })?;
     let zone_name: MetadataValue<_> = config
         .zone
         .parse()
@@ -380,6 +506,8 @@ async fn session(
         staged: Vec::new(),
     };
     let st = status.clone();
+    let synced_store = store.clone();
+    let synced_store_zone = config.zone.clone();
     let observe_down = move |e: Event| {
         umbra_kds::metrics::record("global_to_zone", &e);
         if let Event::Applied {
@@ -389,7 +517,17 @@ async fn session(
             ..
         } = e
         {
+            // The commit marker ends a generation the sink has just written: the zone now
+            // holds a whole sync from the Global (noted once, durably, for later restarts).
+            let commit = type_url == COMMIT_TYPE;
+            if commit && !synced_store.global_synced() {
+                if let Err(e) = synced_store.record_global_synced() {
+                    tracing::warn!(error = %e, "KDS: cannot note the first sync in the store");
+                }
+                tracing::info!(zone = %synced_store_zone, "KDS: first sync from the Global applied; the zone is ready");
+            }
             update_status(&st, |s| {
+                s.synced |= commit;
                 *s.applied.entry(type_url.clone()).or_default() += 1;
                 *s.resources_received.entry(type_url).or_default() += resources as u64;
                 if !rejected.is_empty() {
@@ -518,6 +656,57 @@ async fn publish_offer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kds_address_is_one_dialable_uri() {
+        let a: KdsAddress = "grpcs://global:5685".parse().unwrap();
+        assert_eq!(a.uri().to_string(), "https://global:5685/");
+        assert!(a.is_tls());
+        assert_eq!(a.to_string(), "grpcs://global:5685");
+        let a: KdsAddress = "grpc://10.0.0.1:5685".parse().unwrap();
+        assert_eq!(a.uri().to_string(), "http://10.0.0.1:5685/");
+        assert!(!a.is_tls());
+        for ok in ["http://[::1]:5685", "https://global.example.com:443/"] {
+            assert!(ok.parse::<KdsAddress>().is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("http://a:1,http://b:2", "not a URI"),
+            ("http://a:1 http://b:2", "not a URI"),
+            ("global:5685", "scheme"),
+            ("127.0.0.1:5685", "no scheme"),
+            ("ftp://global:5685", "not one of"),
+            ("http://global", "no port"),
+            ("http://global:0", "port 0"),
+            ("http://global:5685/kds", "path"),
+            ("http://global:5685/?x=1", "path or query"),
+            ("http://u:p@global:5685", "user info"),
+            ("http://bad_host!:5685", "not a DNS name"),
+            ("", "not a URI"),
+        ] {
+            let e = bad.parse::<KdsAddress>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn tls_addresses_need_a_ca_and_plaintext_ones_refuse_it() {
+        let tls: KdsAddress = "https://global:5685".parse().unwrap();
+        let plain: KdsAddress = "http://global:5685".parse().unwrap();
+        assert!(endpoint(&tls, None)
+            .unwrap_err()
+            .contains("needs --kds-ca-file"));
+        assert!(endpoint(&plain, Some(b"pem"))
+            .unwrap_err()
+            .contains("would not be used"));
+        assert!(endpoint(&plain, None).is_ok());
+    }
+
+    #[test]
+    fn a_token_must_fit_in_grpc_metadata() {
+        assert!(bearer(" t0ken\n").is_ok());
+        assert!(bearer(" \n").unwrap_err().contains("empty"));
+        assert!(bearer("a\u{1}b").unwrap_err().contains("not allowed"));
+    }
 
     #[test]
     fn backoff_grows_with_jitter_and_caps() {

@@ -1,0 +1,329 @@
+//! The `zone-cp` binary refuses a malformed flag at startup (issue 33): it exits quickly with
+//! status 2 and a message naming the flag, before it binds anything. A federated zone that
+//! has never reached its Global answers `/ready` with 503 and says why; a standalone zone is
+//! ready.
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ZONE_CP: &str = env!("CARGO_BIN_EXE_zone-cp");
+
+/// A loopback address nothing listens on (yet).
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
+/// A scratch directory for this test process.
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("umbra-zone-flags-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Run `zone-cp args` (on free ports unless `args` name them) with no `UMBRA_*` variable from
+/// this environment; it must exit within 10 s with a failure status and a stderr naming
+/// `flag`. The API port must never have been bound.
+fn refused(args: &[&str], flag: &str) {
+    let given = |f: &str| args.iter().position(|a| *a == f).map(|i| args[i + 1]);
+    let api = given("--api-addr")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(free_addr);
+    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    for (f, default) in [("--api-addr", api), ("--ads-addr", free_addr())] {
+        if given(f).is_none() {
+            all.extend([f.to_owned(), default.to_string()]);
+        }
+    }
+    let mut cmd = Command::new(ZONE_CP);
+    cmd.args(&all)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("UMBRA_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd.spawn().expect("zone-cp starts");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "zone-cp {all:?} still runs after 10 s (API bound: {})",
+                std::net::TcpStream::connect(api).is_ok()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(
+        status.code(),
+        Some(2),
+        "zone-cp {all:?}: {status}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(flag),
+        "zone-cp {all:?}: the error does not name {flag}:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("listening"),
+        "zone-cp {all:?} got as far as listening:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_malformed_global_kds_address_is_refused() {
+    let t = ["--zone", "z1", "--kds-token", "t", "--global-kds-address"];
+    for bad in [
+        // Not one URI (the report of issue 33).
+        "http://127.0.0.1:5685,http://127.0.0.1:5686",
+        "http://127.0.0.1:5685 http://127.0.0.1:5686",
+        "127.0.0.1:5685",
+        "http://127.0.0.1",
+        "ftp://global:5685",
+        "http://global:5685/kds",
+        "http://user:pw@global:5685",
+        "http://bad_host!:5685",
+        "",
+    ] {
+        let args: Vec<&str> = t.iter().copied().chain([bad]).collect();
+        refused(&args, "--global-kds-address");
+    }
+    // Well formed, but TLS without the CA to verify the Global with.
+    refused(
+        &[
+            "--zone",
+            "z1",
+            "--kds-token",
+            "t",
+            "--global-kds-address",
+            "grpcs://global:5685",
+        ],
+        "--kds-ca-file",
+    );
+    // Well formed, but without a zone token.
+    refused(
+        &[
+            "--zone",
+            "z1",
+            "--global-kds-address",
+            "http://127.0.0.1:5685",
+        ],
+        "--kds-token",
+    );
+}
+
+#[test]
+fn other_malformed_zone_flags_are_refused() {
+    let dir = temp_dir("other");
+    let not_pem = dir.join("not.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let empty = dir.join("empty.token");
+    std::fs::write(&empty, "\n").unwrap();
+    let (not_pem, empty) = (not_pem.display().to_string(), empty.display().to_string());
+    let kds = ["--global-kds-address", "http://127.0.0.1:5685"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--zone", "Zone_1"], "--zone"),
+        (vec!["--zone", ""], "--zone"),
+        (
+            vec!["--zone", "z1", "--api-addr", "localhost"],
+            "--api-addr",
+        ),
+        (
+            vec!["--zone", "z1", "--ads-addr", "127.0.0.1:99999"],
+            "--ads-addr",
+        ),
+        (vec!["--zone", "z1", "--dp-auth", "maybe"], "--dp-auth"),
+        (
+            vec!["--zone", "z1", "--localhost-is-admin", "yes please"],
+            "--localhost-is-admin",
+        ),
+        (
+            vec!["--zone", "z1", "--dp-server-hostname", "https://cp:5678"],
+            "--dp-server-hostname",
+        ),
+        (vec!["--zone", "z1", "--data-dir", &not_pem], "--data-dir"),
+        (
+            vec!["--zone", "z1", "--kds-token", "t"],
+            "--global-kds-address",
+        ),
+        (
+            [
+                &[
+                    "--zone",
+                    "z1",
+                    "--kds-token-file",
+                    "/nonexistent/zone.token",
+                ][..],
+                &kds,
+            ]
+            .concat(),
+            "--kds-token-file",
+        ),
+        (
+            [&["--zone", "z1", "--kds-token-file", &empty][..], &kds].concat(),
+            "--kds-token-file",
+        ),
+        (
+            [
+                &[
+                    "--zone",
+                    "z1",
+                    "--kds-token",
+                    "t",
+                    "--kds-ca-file",
+                    &not_pem,
+                ][..],
+                &kds,
+            ]
+            .concat(),
+            "--kds-ca-file",
+        ),
+        (
+            vec![
+                "--zone",
+                "z1",
+                "--dp-server-tls-cert-file",
+                &not_pem,
+                "--dp-server-tls-key-file",
+                &not_pem,
+            ],
+            "--dp-server-tls-cert-file",
+        ),
+    ];
+    for (args, flag) in cases {
+        refused(&args, flag);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_data_plane_server_key_that_is_not_the_certificates_is_refused() {
+    let dir = temp_dir("tls");
+    let cert_key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["zone-cp".to_owned()])
+        .unwrap()
+        .self_signed(&cert_key)
+        .unwrap();
+    let other_key = rcgen::KeyPair::generate().unwrap();
+    let (cert_file, key_file) = (dir.join("dp.crt"), dir.join("dp.key"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, other_key.serialize_pem()).unwrap();
+    refused(
+        &[
+            "--zone",
+            "z1",
+            "--dp-server-tls-cert-file",
+            &cert_file.display().to_string(),
+            "--dp-server-tls-key-file",
+            &key_file.display().to_string(),
+        ],
+        "--dp-server-tls-key-file",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_api_and_ads_ports_must_differ() {
+    let same = free_addr().to_string();
+    refused(
+        &["--zone", "z1", "--ads-addr", &same, "--api-addr", &same],
+        "--ads-addr",
+    );
+}
+
+/// A `zone-cp` process, killed on drop.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `GET /ready` on `api` once it answers: status and JSON body.
+async fn ready(api: SocketAddr) -> (u16, serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(r) = reqwest::get(format!("http://{api}/ready")).await {
+            let status = r.status().as_u16();
+            let body = r.text().await.unwrap_or_default();
+            return (status, serde_json::from_str(&body).unwrap_or_default());
+        }
+        assert!(Instant::now() < deadline, "no answer from {api}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_zone_that_never_reached_its_global_is_not_ready() {
+    let (api, standalone_api) = (free_addr(), free_addr());
+    let nobody = free_addr();
+    let start = |api: SocketAddr, extra: &[String]| {
+        Running(
+            Command::new(ZONE_CP)
+                .args(["--zone", "z1", "--api-addr", &api.to_string()])
+                .args(["--ads-addr", &free_addr().to_string()])
+                .args(extra)
+                .env("UMBRA_KDS_TOKEN", "a-token-nobody-checks")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("zone-cp starts"),
+        )
+    };
+    let _federated = start(
+        api,
+        &["--global-kds-address".into(), format!("http://{nobody}")],
+    );
+    // A standalone zone has no Global to wait for (and takes no token).
+    let _standalone = {
+        let mut c = Command::new(ZONE_CP);
+        c.args(["--zone", "z1", "--api-addr", &standalone_api.to_string()])
+            .args(["--ads-addr", &free_addr().to_string()])
+            .env_remove("UMBRA_KDS_TOKEN")
+            .env_remove("UMBRA_GLOBAL_KDS_ADDRESS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Running(c.spawn().expect("zone-cp starts"))
+    };
+
+    // Until it has tried and failed at least once, and after.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = ready(api).await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["status"], "notReady", "{body}");
+        assert_eq!(body["federated"], true, "{body}");
+        assert_eq!(body["global"]["connected"], false, "{body}");
+        assert_eq!(body["global"]["synced"], false, "{body}");
+        let reason = body["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("not synced with its Global"), "{body}");
+        if body["global"]["attempts"].as_u64() >= Some(2) {
+            assert!(
+                reason.contains("cannot connect") && body["global"]["lastError"].is_string(),
+                "the reason says why: {body}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no second attempt: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let (status, body) = ready(standalone_api).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "ready", "{body}");
+    assert_eq!(body["federated"], false, "{body}");
+}
