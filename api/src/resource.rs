@@ -48,8 +48,15 @@ pub fn decode_for_path(
     name: &str,
     body: &[u8],
 ) -> Result<Resource, ApiError> {
-    let cannot_decode =
-        |violations| ApiError::invalid("the resource cannot be decoded", violations);
+    // The detail names every field and reason too, as a validation 400's does: a client that
+    // shows only the detail still learns what to fix.
+    let cannot_decode = |violations: Vec<Violation>| {
+        let mut listed = ValidationError::new();
+        for v in &violations {
+            listed.violation_field(v.field.clone(), v.message.clone());
+        }
+        ApiError::invalid(listed.to_string(), violations)
+    };
     let value = decode_one(body, Limits::default())
         .map_err(|e| cannot_decode(umbra_core::resource::DecodeError::from(e).violations()))?;
     let kubernetes = k8s::is_k8s(&value);
@@ -131,6 +138,27 @@ mod tests {
         );
         let err = decode_for_path(ResourceType::Timeout, "demo", "t", K8S.as_bytes()).unwrap_err();
         assert_eq!(fields(err), ["kind"]);
+    }
+
+    #[test]
+    fn a_body_that_cannot_be_decoded_names_the_field_and_reason_in_the_detail_too() {
+        let typo = "type: MeshTimeout\nmesh: demo\nname: t\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimout: 20s}\n";
+        let err =
+            decode_for_path(ResourceType::MeshTimeout, "demo", "t", typo.as_bytes()).unwrap_err();
+        assert!(
+            err.detail.starts_with("spec.to[0].default.idleTimout: unknown field `idleTimout` (did you mean `idleTimeout`?)"),
+            "{}",
+            err.detail
+        );
+        assert_eq!(fields(err), ["spec.to[0].default.idleTimout"]);
+        let broken = "type: MeshTimeout\nmesh: demo\nname: t\nspec: {targetRef: {kind: Mesh}\n";
+        let err =
+            decode_for_path(ResourceType::MeshTimeout, "demo", "t", broken.as_bytes()).unwrap_err();
+        assert!(
+            err.detail.contains("line "),
+            "the YAML position: {}",
+            err.detail
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod convert;
 pub mod dataplane;
 pub mod defaults;
 pub mod duration;
+pub mod fields;
 pub mod k8s;
 pub mod matching;
 pub mod merge;

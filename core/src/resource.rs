@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::codec::{self, CodecError, Limits};
 use crate::dataplane::DataplaneSpec;
+use crate::fields::{decode_at, Names};
 use crate::mesh::MeshSpec;
 use crate::old;
 use crate::policies;
@@ -407,23 +408,17 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> DecodeError 
 }
 
 /// Deserialize `value` into `T`, mapping serde errors to a violation at the failing path under
-/// `root` (`spec.to[0].default.idleTimeout`).
+/// `root` (`spec.to[0].default.idleTimeout`). An unknown field gets Umbra's explanation
+/// ([`crate::fields::unknown_field_message`]: the field, the known field it resembles, that
+/// Kuma would ignore it).
+///
+/// # Errors
+/// [`DecodeError::Invalid`] with the failing path.
 pub fn from_value_at<T: DeserializeOwned>(
     root: &PathBuilder,
     value: Value,
 ) -> Result<T, DecodeError> {
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let mut path = root.clone();
-        for seg in e.path().iter() {
-            path = match seg {
-                serde_path_to_error::Segment::Seq { index } => path.index(*index),
-                serde_path_to_error::Segment::Map { key } => path.field(key),
-                serde_path_to_error::Segment::Enum { variant } => path.field(variant),
-                serde_path_to_error::Segment::Unknown => path,
-            };
-        }
-        invalid(path.to_string(), e.into_inner().to_string())
-    })
+    crate::fields::decode_at(root, value, Names::Json).map_err(DecodeError::Invalid)
 }
 
 impl Resource {
@@ -721,44 +716,110 @@ impl Resource {
 /// # Errors
 /// [`DecodeError::Invalid`] with the failing path.
 pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spec, DecodeError> {
+    // Kuma decodes every type but the targetRef policies with protojson: proto names too.
+    let names = if ty.kind() == TypeKind::NewPolicy {
+        Names::Json
+    } else {
+        Names::JsonOrProto
+    };
+    let mut v = v;
+    if ty == ResourceType::Mesh {
+        crate::fields::normalize_mesh_sections(root, &mut v).map_err(DecodeError::Invalid)?;
+    }
     Ok(match ty {
-        ResourceType::Mesh => Spec::Mesh(from_value_at(root, v)?),
-        ResourceType::Dataplane => Spec::Dataplane(from_value_at(root, v)?),
-        ResourceType::MeshTimeout => Spec::MeshTimeout(from_value_at(root, v)?),
-        ResourceType::MeshCircuitBreaker => Spec::MeshCircuitBreaker(from_value_at(root, v)?),
-        ResourceType::MeshFaultInjection => Spec::MeshFaultInjection(from_value_at(root, v)?),
-        ResourceType::MeshTrafficPermission => Spec::MeshTrafficPermission(from_value_at(root, v)?),
-        ResourceType::MeshProxyPatch => Spec::MeshProxyPatch(from_value_at(root, v)?),
-        ResourceType::MeshHTTPRoute => Spec::MeshHTTPRoute(from_value_at(root, v)?),
-        ResourceType::MeshTCPRoute => Spec::MeshTCPRoute(from_value_at(root, v)?),
-        ResourceType::MeshRetry => Spec::MeshRetry(from_value_at(root, v)?),
-        ResourceType::MeshHealthCheck => Spec::MeshHealthCheck(from_value_at(root, v)?),
-        ResourceType::MeshRateLimit => Spec::MeshRateLimit(from_value_at(root, v)?),
-        ResourceType::MeshAccessLog => Spec::MeshAccessLog(from_value_at(root, v)?),
-        ResourceType::MeshTrace => Spec::MeshTrace(from_value_at(root, v)?),
-        ResourceType::MeshLoadBalancingStrategy => {
-            Spec::MeshLoadBalancingStrategy(from_value_at(root, v)?)
+        ResourceType::Mesh => Spec::Mesh(decode_at(root, v, names).map_err(DecodeError::Invalid)?),
+        ResourceType::Dataplane => {
+            Spec::Dataplane(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
         }
-        ResourceType::Timeout => Spec::Timeout(from_value_at(root, v)?),
-        ResourceType::CircuitBreaker => Spec::CircuitBreaker(from_value_at(root, v)?),
-        ResourceType::FaultInjection => Spec::FaultInjection(from_value_at(root, v)?),
-        ResourceType::TrafficPermission => Spec::TrafficPermission(from_value_at(root, v)?),
-        ResourceType::ProxyTemplate => Spec::ProxyTemplate(from_value_at(root, v)?),
-        ResourceType::TrafficRoute => Spec::TrafficRoute(from_value_at(root, v)?),
-        ResourceType::MeshMetric => Spec::StoredPolicy(ty, from_value_at(root, v)?),
-        ResourceType::Retry => Spec::Retry(from_value_at(root, v)?),
-        ResourceType::HealthCheck => Spec::HealthCheck(from_value_at(root, v)?),
-        ResourceType::TrafficLog => Spec::TrafficLog(from_value_at(root, v)?),
-        ResourceType::RateLimit => Spec::RateLimit(from_value_at(root, v)?),
-        ResourceType::TrafficTrace => Spec::TrafficTrace(from_value_at(root, v)?),
-        ResourceType::ExternalService => Spec::ExternalService(from_value_at(root, v)?),
+        ResourceType::MeshTimeout => {
+            Spec::MeshTimeout(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshCircuitBreaker => {
+            Spec::MeshCircuitBreaker(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshFaultInjection => {
+            Spec::MeshFaultInjection(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshTrafficPermission => {
+            Spec::MeshTrafficPermission(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshProxyPatch => {
+            Spec::MeshProxyPatch(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshHTTPRoute => {
+            Spec::MeshHTTPRoute(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshTCPRoute => {
+            Spec::MeshTCPRoute(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshRetry => {
+            Spec::MeshRetry(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshHealthCheck => {
+            Spec::MeshHealthCheck(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshRateLimit => {
+            Spec::MeshRateLimit(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshAccessLog => {
+            Spec::MeshAccessLog(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshTrace => {
+            Spec::MeshTrace(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshLoadBalancingStrategy => Spec::MeshLoadBalancingStrategy(
+            decode_at(root, v, names).map_err(DecodeError::Invalid)?,
+        ),
+        ResourceType::Timeout => {
+            Spec::Timeout(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::CircuitBreaker => {
+            Spec::CircuitBreaker(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::FaultInjection => {
+            Spec::FaultInjection(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::TrafficPermission => {
+            Spec::TrafficPermission(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::ProxyTemplate => {
+            Spec::ProxyTemplate(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::TrafficRoute => {
+            Spec::TrafficRoute(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::MeshMetric => {
+            Spec::StoredPolicy(ty, decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::Retry => {
+            Spec::Retry(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::HealthCheck => {
+            Spec::HealthCheck(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::TrafficLog => {
+            Spec::TrafficLog(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::RateLimit => {
+            Spec::RateLimit(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::TrafficTrace => {
+            Spec::TrafficTrace(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::ExternalService => {
+            Spec::ExternalService(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
         ResourceType::VirtualOutbound
         | ResourceType::MeshGatewayRoute
-        | ResourceType::MeshGateway => Spec::Selected(ty, from_value_at(root, v)?),
-        ResourceType::Secret | ResourceType::GlobalSecret => {
-            Spec::Secret(ty, from_value_at(root, v)?)
+        | ResourceType::MeshGateway => {
+            Spec::Selected(ty, decode_at(root, v, names).map_err(DecodeError::Invalid)?)
         }
-        ResourceType::ZoneIngress => Spec::ZoneIngress(from_value_at(root, v)?),
+        ResourceType::Secret | ResourceType::GlobalSecret => {
+            Spec::Secret(ty, decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
+        ResourceType::ZoneIngress => {
+            Spec::ZoneIngress(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
+        }
     })
 }
 
