@@ -107,17 +107,33 @@ pub(crate) async fn send_request(
     url: &str,
     request: reqwest::RequestBuilder,
 ) -> Result<(reqwest::StatusCode, String), CliError> {
+    send_request_tagged(url, request)
+        .await
+        .map(|(status, text, _)| (status, text))
+}
+
+/// [`send_request`], with the answer's `ETag` (the stored version, quotes removed) when it
+/// has one.
+pub(crate) async fn send_request_tagged(
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<(reqwest::StatusCode, String, Option<String>), CliError> {
     let response = request
         .send()
         .await
         .map_err(|e| CliError::Unavailable(format!("cannot reach {url}: {}", with_causes(&e))))?;
     let status = response.status();
+    let etag = response
+        .headers()
+        .get(reqwest::header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_matches('"').to_owned());
     let text = response
         .text()
         .await
         .map_err(|e| CliError::Unavailable(format!("{url}: reading the answer: {e}")))?;
     if status.is_success() {
-        Ok((status, text))
+        Ok((status, text, etag))
     } else {
         Err(api_error(url, status, &text))
     }

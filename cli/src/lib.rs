@@ -42,6 +42,7 @@
 //! - `3` the control plane is unreachable, timed out or failed (5xx);
 //! - `4` not found (404).
 
+pub mod apply;
 pub mod config;
 pub mod diff;
 pub mod error;
@@ -104,6 +105,11 @@ pub enum Command {
         /// File to apply (`-` for stdin); repeatable.
         #[arg(short, long = "file", required = true)]
         files: Vec<String>,
+        /// Skip the documents that are refused (locally or by the control plane) and apply
+        /// the others, then list the skipped ones (exit 1). Without it a file is applied whole
+        /// or not at all: a refusal puts back what the run applied before it.
+        #[arg(long)]
+        continue_on_error: bool,
     },
     /// Show one resource or list a type (`meshes`, `meshtimeouts`, `dataplanes`, `zones`, ...).
     Get {
@@ -484,14 +490,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         command: cli.command,
     };
     match cli.command {
-        Command::Apply { files } => {
+        Command::Apply {
+            files,
+            continue_on_error,
+        } => {
             let sources = files
                 .iter()
                 .map(|f| resources::read_source(f))
                 .collect::<Result<Vec<_>, _>>()?;
-            let docs = resources::read_documents(&sources)?;
+            let (docs, refused) = resources::check_documents(&sources);
+            let on_error = if continue_on_error {
+                apply::OnError::Continue
+            } else {
+                apply::OnError::RollBack
+            };
             let progress = bar(docs.len() as u64, "applying");
-            let result = resources::apply(&cli.api_url, &docs, |doc, applied| {
+            let result = apply::apply(&cli.api_url, &docs, &refused, on_error, |doc, applied| {
                 let verb = match applied {
                     resources::Applied::Created => "created".to_owned(),
                     resources::Applied::Updated => "updated".to_owned(),

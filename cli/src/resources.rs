@@ -132,7 +132,7 @@ pub struct Document {
 }
 
 impl Document {
-    fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         Kind::Resource(self.ty).path(&self.mesh, Some(&self.name))
     }
 
@@ -152,6 +152,20 @@ impl Document {
 /// # Errors
 /// [`CliError::Input`] with every problem of every document; nothing is applied then.
 pub fn read_documents(sources: &[(String, Vec<u8>)]) -> Result<Vec<Document>, CliError> {
+    let (docs, problems) = check_documents(sources);
+    if !problems.is_empty() {
+        return Err(CliError::Input(format!(
+            "nothing applied:\n{}",
+            problems.trim_end()
+        )));
+    }
+    Ok(docs)
+}
+
+/// Decode and validate every document of `sources` as [`read_documents`] does: the valid
+/// ones (Meshes first), and the problems of the others, one `file#index` paragraph each
+/// with every `field: reason` (empty when there are none).
+pub fn check_documents(sources: &[(String, Vec<u8>)]) -> (Vec<Document>, String) {
     let mut docs = Vec::new();
     let mut problems = String::new();
     for (origin, bytes) in sources {
@@ -216,15 +230,9 @@ pub fn read_documents(sources: &[(String, Vec<u8>)]) -> Result<Vec<Document>, Cl
             }
         }
     }
-    if !problems.is_empty() {
-        return Err(CliError::Input(format!(
-            "nothing applied:\n{}",
-            problems.trim_end()
-        )));
-    }
     // Meshes first so that a file listing a Mesh after its policies still applies.
     docs.sort_by_key(|d| d.ty != ResourceType::Mesh);
-    Ok(docs)
+    (docs, problems)
 }
 
 /// What happened to one applied document.
@@ -245,52 +253,6 @@ pub fn skip_reason(doc: &Document) -> Option<&'static str> {
     (doc.ty == ResourceType::GlobalSecret && doc.name == "admin-user-token").then_some(
         "Kuma's admin user token; Umbra issues its own admin token (GET /global-secrets/admin-user-token), so this one is not stored",
     )
-}
-
-/// `PUT` each document in order, calling `progress` after each. Stops at the first failure.
-///
-/// # Errors
-/// The first failure, saying which document and how many were applied before it.
-pub async fn apply(
-    api_url: &str,
-    docs: &[Document],
-    mut progress: impl FnMut(&Document, Applied),
-) -> Result<Vec<Applied>, CliError> {
-    let http = client(Duration::from_secs(30))?;
-    let mut out = Vec::with_capacity(docs.len());
-    for (i, doc) in docs.iter().enumerate() {
-        if let Some(reason) = skip_reason(doc) {
-            progress(doc, Applied::Skipped(reason));
-            out.push(Applied::Skipped(reason));
-            continue;
-        }
-        let url = format!("{}{}", api_url.trim_end_matches('/'), doc.path());
-        let request = http
-            .put(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(doc.body.to_string());
-        match send_request(&url, request).await {
-            Ok((status, _)) => {
-                let a = if status == reqwest::StatusCode::CREATED {
-                    Applied::Created
-                } else {
-                    Applied::Updated
-                };
-                progress(doc, a);
-                out.push(a);
-            }
-            Err(e) => {
-                return Err(e.context(format!(
-                    "{} ({}) was not applied; {i} of {} applied before it, none after",
-                    doc.describe(),
-                    doc.origin,
-                    docs.len()
-                )))
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// `GET` one resource, or every page of a list.

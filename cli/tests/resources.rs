@@ -103,16 +103,56 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     assert!(err.contains("unknown resource type"), "{err}");
 
     // The server refuses (a policy in a mesh that does not exist): exit 1 with its reason,
-    // and the message says what was applied before.
-    let orphan = "type: Mesh\nname: second\nskipCreatingInitialPolicies: ['*']\n---\ntype: MeshTimeout\nmesh: missing\nname: t3\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 1s}\n";
+    // and the documents applied before it are put back as they were (issue 41: a file is
+    // applied whole or not at all): the new Mesh deleted, the replaced MeshTimeout restored.
+    let orphan = "type: Mesh\nname: second\nskipCreatingInitialPolicies: ['*']\n---\ntype: MeshTimeout\nmesh: default\nname: timeout-global\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 7s}\n---\ntype: MeshTimeout\nmesh: missing\nname: t3\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 1s}\n";
     let (code, out, err) =
         common::text(&common::umbractl(&url, &["apply", "-f", "-"], orphan).await);
     assert!(code == 1 || code == 4, "{code}: {out}{err}");
-    assert_eq!(out.trim(), "Mesh second created");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "Mesh second created",
+            "MeshTimeout default/timeout-global updated"
+        ]
+    );
     assert!(
-        err.contains("MeshTimeout missing/t3") && err.contains("1 of 2 applied before it"),
+        err.contains("MeshTimeout missing/t3")
+            && err.contains("the 2 document(s) applied before it were put back"),
         "{err}"
     );
+    let (code, _, _) = common::text(&common::umbractl(&url, &["get", "mesh", "second"], "").await);
+    assert_eq!(code, 4, "the created Mesh is deleted again");
+    let (_, json, _) = common::text(
+        &common::umbractl(&url, &["get", "meshtimeout", "timeout-global", "-o", "json"], "").await,
+    );
+    let restored: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        restored["spec"]["to"][0]["default"]["idleTimeout"], "1h",
+        "the replaced MeshTimeout is back: {restored}"
+    );
+    assert_eq!(restored["labels"]["kuma.io/effect"], "shadow", "{restored}");
+
+    // --continue-on-error: the refused documents (locally and by the server) are skipped,
+    // the others applied, and the skipped ones listed (exit 1).
+    let mixed = format!("{orphan}---\n{}", bad.split("---\n").nth(1).unwrap());
+    let (code, out, err) = common::text(
+        &common::umbractl(&url, &["apply", "--continue-on-error", "-f", "-"], &mixed).await,
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("Mesh second created"), "{out}");
+    assert!(
+        out.contains("MeshTimeout default/timeout-global updated"),
+        "{out}"
+    );
+    assert!(
+        err.contains("skipped:")
+            && err.contains("spec.to[0].default.idleTimeout")
+            && err.contains("MeshTimeout missing/t3"),
+        "{err}"
+    );
+    let (code, _, _) = common::text(&common::umbractl(&url, &["get", "mesh", "second"], "").await);
+    assert_eq!(code, 0, "the valid documents are applied");
 
     // Delete, then not found.
     let (code, out, _) = common::text(
