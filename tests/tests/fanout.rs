@@ -492,6 +492,7 @@ async fn kuma_export_applies_and_its_shadow_half_diffs_across_the_fleet() -> any
         config_file: Some(dir.join("umbractl.yaml")),
         command: umbractl::Command::Apply {
             files: vec![export.display().to_string()],
+            continue_on_error: false,
         },
     })
     .await?;
