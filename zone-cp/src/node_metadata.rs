@@ -428,6 +428,28 @@ mod tests {
         assert_eq!(proxy_version(Some(&Node::default())), None);
     }
 
+    #[test]
+    fn a_dataplane_registered_from_node_metadata_is_stamped_with_the_zone() {
+        let store = crate::store::Store::new();
+        store
+            .put(
+                umbra_core::resource::Resource::from_bytes(b"type: Mesh\nname: default\n")
+                    .unwrap(),
+                None,
+            )
+            .unwrap();
+        let carried = umbra_core::resource::Resource::from_bytes(
+            b"type: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web, kuma.io/zone: zone-9}\n",
+        )
+        .unwrap();
+        register_dataplane(&store, "zone-1", carried).unwrap();
+        let stored = store
+            .get(&ResourceKey::dataplane("default", "web".to_owned()))
+            .unwrap();
+        let dp = stored.resource.as_dataplane().unwrap();
+        assert_eq!(dp.networking.inbound[0].tags["kuma.io/zone"], "zone-1");
+    }
+
     fn ingress(
         store: &crate::store::Store,
         name: &str,
