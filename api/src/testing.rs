@@ -69,27 +69,10 @@ pub fn assert_config_shows_every_flag(command: &clap::Command, config: &Value) {
         if matches!(id, "help" | "version") {
             continue;
         }
-        let key = camel(id);
+        let key = umbra_core::fields::proto_json_name(id);
         assert!(
             config["umbra"].get(&key).is_some(),
             "--{id} missing from /config as {key}: {config}"
         );
     }
-}
-
-/// `snake_case` as `camelCase`.
-fn camel(snake: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in snake.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

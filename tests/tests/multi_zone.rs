@@ -59,6 +59,15 @@ async fn get(addr: SocketAddr) -> (u16, String) {
     }
 }
 
+/// Whether `GET /` through `addr` answers `status` within 30 s.
+async fn answers(addr: SocketAddr, status: u16) -> bool {
+    wait_until(Duration::from_secs(30), || async {
+        get(addr).await.0 == status
+    })
+    .await
+    .is_ok()
+}
+
 /// The serial numbers of the mesh CA and identity certificates an Envoy holds (admin `/certs`).
 async fn certs(envoy: &Envoy) -> (Vec<String>, Vec<String>) {
     let Ok((200, text)) = http(envoy.admin, "GET", "/certs", None).await else {
@@ -403,12 +412,9 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
             DENY_FRONTEND,
         )
         .await?;
-    let denied = wait_until(Duration::from_secs(30), || async {
-        get(out).await.0 == 403
-    })
-    .await;
+    let denied = answers(out, 403).await;
     anyhow::ensure!(
-        denied.is_ok(),
+        denied,
         "not denied: {:?}\n{}",
         get(out).await,
         envoy_logs(&fleet)
@@ -422,12 +428,9 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         )
         .await?;
     anyhow::ensure!(status == 200, "{status} {body}");
-    let allowed = wait_until(Duration::from_secs(30), || async {
-        get(out).await.0 == 200
-    })
-    .await;
+    let allowed = answers(out, 200).await;
     anyhow::ensure!(
-        allowed.is_ok(),
+        allowed,
         "not allowed again: {:?}\n{}",
         get(out).await,
         envoy_logs(&fleet)
@@ -901,12 +904,9 @@ async fn zone_selectors(
     );
     let frontend2 = Envoy::start(envoy_bin, "default", "frontend-2", dp2).await?;
     let out2: SocketAddr = format!("127.0.0.1:{outbound}").parse()?;
-    let local = wait_until(Duration::from_secs(30), || async {
-        get(out2).await.0 == 200
-    })
-    .await;
+    let local = answers(out2, 200).await;
     anyhow::ensure!(
-        local.is_ok(),
+        local,
         "zone-2's frontend does not reach backend: {:?}\n{}",
         get(out2).await,
         frontend2.log_tail()
@@ -920,12 +920,9 @@ async fn zone_selectors(
             DENY_ZONE_1,
         )
         .await?;
-    let denied = wait_until(Duration::from_secs(30), || async {
-        get(out).await.0 == 403
-    })
-    .await;
+    let denied = answers(out, 403).await;
     anyhow::ensure!(
-        denied.is_ok(),
+        denied,
         "zone-1 not denied: {:?}\n{}",
         get(out).await,
         fleet.logs()
@@ -943,15 +940,8 @@ async fn zone_selectors(
         )
         .await?;
     anyhow::ensure!(status == 200, "{status} {body}");
-    let allowed = wait_until(Duration::from_secs(30), || async {
-        get(out).await.0 == 200
-    })
-    .await;
-    anyhow::ensure!(
-        allowed.is_ok(),
-        "zone-1 not allowed again: {:?}",
-        get(out).await
-    );
+    let allowed = answers(out, 200).await;
+    anyhow::ensure!(allowed, "zone-1 not allowed again: {:?}", get(out).await);
 
     // A MeshTimeout whose targetRef is zone-1's DPPs: the zone-1 frontend's route to backend
     // gets it, the zone-2 frontend's does not.
