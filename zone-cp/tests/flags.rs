@@ -54,12 +54,10 @@ fn refused(args: &[&str], flag: &str) {
             break status;
         }
         if started.elapsed() > Duration::from_secs(10) {
+            let bound = std::net::TcpStream::connect(api).is_ok();
             let _ = child.kill();
             let _ = child.wait();
-            panic!(
-                "zone-cp {all:?} still runs after 10 s (API bound: {})",
-                std::net::TcpStream::connect(api).is_ok()
-            );
+            panic!("zone-cp {all:?} still runs after 10 s (API bound: {bound})");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
