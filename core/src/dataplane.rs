@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::go_net;
 use crate::target_ref::{
     is_valid_tag_name, is_valid_tag_value, ProxyType, PROTOCOL_TAG, SERVICE_TAG,
 };
@@ -378,14 +379,7 @@ impl DataplaneSpec {
         let mut err = ValidationError::new();
         let net = PathBuilder::rooted_at("networking");
         let n = &self.networking;
-        if n.address.is_empty() {
-            err.violation(&net.field("address"), "address can't be empty");
-        } else if !is_ip_or_hostname(&n.address) {
-            err.violation(
-                &net.field("address"),
-                "address has to be valid IP address or domain name",
-            );
-        }
+        validate_address(&mut err, &net.field("address"), &n.address);
         if n.gateway.is_none() && n.inbound.is_empty() {
             err.violation(
                 &net,
@@ -409,14 +403,28 @@ impl DataplaneSpec {
                     );
                 }
             }
-            if !inbound.address.is_empty() && !is_ip_or_hostname(&inbound.address) {
-                err.violation(&ip.field("address"), "address has to be valid IP address");
+            // Kuma's `validateInbound`: both addresses are IPs (Go's `net.ParseIP`), and the
+            // application's address and port differ from the inbound's.
+            let service_port = inbound.service_port.unwrap_or(0);
+            let same_port = service_port == 0 || service_port == inbound.port;
+            if !inbound.service_address.is_empty() {
+                if go_net::parse_ip(&inbound.service_address).is_none() {
+                    err.violation(
+                        &ip.field("serviceAddress"),
+                        "serviceAddress has to be valid IP address",
+                    );
+                }
+                if inbound.service_address == n.address && same_port {
+                    err.violation(&ip.field("serviceAddress"), SERVICE_ADDRESS_CLASH);
+                }
             }
-            if !inbound.service_address.is_empty() && !is_ip_or_hostname(&inbound.service_address) {
-                err.violation(
-                    &ip.field("serviceAddress"),
-                    "serviceAddress has to be valid IP address",
-                );
+            if !inbound.address.is_empty() {
+                if go_net::parse_ip(&inbound.address).is_none() {
+                    err.violation(&ip.field("address"), "address has to be valid IP address");
+                }
+                if inbound.address == inbound.service_address && same_port {
+                    err.violation(&ip.field("serviceAddress"), SERVICE_ADDRESS_CLASH);
+                }
             }
             err.add(validate_service_tags(&ip.field("tags"), &inbound.tags));
             if let Some(proto) = inbound.tags.get(PROTOCOL_TAG) {
@@ -439,7 +447,7 @@ impl DataplaneSpec {
             if outbound.port == 0 || outbound.port > 65535 {
                 err.violation(&op.field("port"), "port must be in the range [1, 65535]");
             }
-            if !outbound.address.is_empty() && !is_ip_or_hostname(&outbound.address) {
+            if !outbound.address.is_empty() && go_net::parse_ip(&outbound.address).is_none() {
                 err.violation(&op.field("address"), "address has to be valid IP address");
             }
             if outbound.backend_ref.is_none() && !outbound.tags.contains_key(SERVICE_TAG) {
@@ -492,19 +500,25 @@ pub(crate) fn validate_service_tags(
     err
 }
 
-pub(crate) fn is_ip_or_hostname(s: &str) -> bool {
-    if s.parse::<std::net::IpAddr>().is_ok() {
-        return true;
+/// Kuma's message when an inbound's application address and port are the inbound's own.
+const SERVICE_ADDRESS_CLASH: &str =
+    "serviceAddress and servicePort has to differ from address and port";
+
+/// Kuma's `validateAddress` (Dataplane `networking.address`; ZoneIngress addresses, where Kuma
+/// passes `networking.address` as the path and so reports `networking.address.address`):
+/// not empty, not `0.0.0.0` or `::`, and an IP or a DNS name as govalidator reads them
+/// ([`go_net::is_host`]: `web_1`, a compose container name, is one).
+pub(crate) fn validate_address(err: &mut ValidationError, path: &PathBuilder, address: &str) {
+    if address.is_empty() {
+        err.violation(path, "address can't be empty");
+        return;
     }
-    s.len() <= 253
-        && !s.is_empty()
-        && s.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
+    if address == "0.0.0.0" || address == "::" {
+        err.violation(path, "must not be 0.0.0.0 or ::");
+    }
+    if !go_net::is_host(address) {
+        err.violation(path, "address has to be valid IP address or domain name");
+    }
 }
 
 #[cfg(test)]
@@ -604,6 +618,93 @@ mod tests {
                 "networking.outbound[0].port",
                 "networking.outbound[0].tags"
             ]
+        );
+    }
+
+    /// Kuma 2.7.29 `dataplane_validator_test.go`: the address entries ("dataplane domain name
+    /// in the address", "can't use 0.0.0.0/::", "invalid format", "inbound: invalid address",
+    /// "outbound: invalid address", the "inbound service address" entries), plus govalidator's
+    /// names with underscores (issue 41).
+    #[test]
+    fn addresses_follow_kuma() {
+        let fields = |yaml: &str| -> Vec<(String, String)> {
+            dp(yaml)
+                .validate()
+                .violations
+                .into_iter()
+                .map(|v| (v.field, v.message))
+                .collect()
+        };
+        let with_address = |a: &str| {
+            fields(&format!(
+                "networking:\n  address: '{a}'\n  inbound:\n  - port: 80\n    tags: {{kuma.io/service: a}}\n"
+            ))
+        };
+        let at = |f: &str, m: &str| vec![(f.to_owned(), m.to_owned())];
+        for ok in [
+            "192.168.0.1",
+            "example.com",
+            "kuma-3_web_1x",
+            "web_1.",
+            "::1",
+            "0:0:0:0:0:FFFF:C0A8:0001",
+        ] {
+            assert_eq!(with_address(ok), [], "{ok}");
+        }
+        for zero in ["0.0.0.0", "::"] {
+            assert_eq!(
+                with_address(zero),
+                at("networking.address", "must not be 0.0.0.0 or ::")
+            );
+        }
+        for bad in ["..>_<..", "-web", "a..b", "web:80"] {
+            assert_eq!(
+                with_address(bad),
+                at(
+                    "networking.address",
+                    "address has to be valid IP address or domain name"
+                ),
+                "{bad}"
+            );
+        }
+        let inbound = |extra: &str| {
+            fields(&format!(
+                "networking:\n  address: 192.168.0.1\n  inbound:\n  - port: 10001\n    tags: {{kuma.io/service: backend}}\n{extra}"
+            ))
+        };
+        assert_eq!(
+            inbound(
+                "    serviceAddress: 192.168.0.2\n    servicePort: 5050\n    address: 1.1.1.1\n"
+            ),
+            []
+        );
+        assert_eq!(inbound("    address: 192.168.0.2\n    serviceAddress: 192.168.0.2\n    servicePort: 10002\n"), []);
+        assert_eq!(
+            inbound("    address: invalid-address\n"),
+            at(
+                "networking.inbound[0].address",
+                "address has to be valid IP address"
+            )
+        );
+        assert_eq!(
+            inbound("    serviceAddress: INVALID\n"),
+            at(
+                "networking.inbound[0].serviceAddress",
+                "serviceAddress has to be valid IP address"
+            )
+        );
+        let clash = "serviceAddress and servicePort has to differ from address and port";
+        assert_eq!(
+            inbound("    serviceAddress: 192.168.0.1\n"),
+            at("networking.inbound[0].serviceAddress", clash)
+        );
+        assert_eq!(
+            inbound("    address: 192.168.0.2\n    serviceAddress: 192.168.0.2\n"),
+            at("networking.inbound[0].serviceAddress", clash)
+        );
+        assert_eq!(
+            fields("networking:\n  address: 192.168.0.1\n  inbound:\n  - port: 1234\n    tags: {kuma.io/service: backend}\n  outbound:\n  - port: 3333\n    address: invalid\n    tags: {kuma.io/service: elastic}\n"),
+            at("networking.outbound[0].address", "address has to be valid IP address")
         );
     }
 }

@@ -30,6 +30,7 @@ pub mod dataplane;
 pub mod defaults;
 pub mod duration;
 pub mod fields;
+pub mod go_net;
 pub mod k8s;
 pub mod matching;
 pub mod merge;

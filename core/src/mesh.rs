@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use crate::validate::{PathBuilder, ValidationError};
 
+#[path = "mesh_backends.rs"]
+mod backends;
+
 /// A Mesh's spec. Fields Umbra does not interpret yet (`tracing`, `logging`, `metrics`,
 /// `constraints`) are kept verbatim so Kuma YAML round-trips.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -304,6 +307,9 @@ impl MeshSpec {
                 );
             }
         }
+        backends::validate_logging(&mut err, self.logging.as_ref());
+        backends::validate_tracing(&mut err, self.tracing.as_ref());
+        backends::validate_zone_egress(&mut err, self);
         err
     }
 }

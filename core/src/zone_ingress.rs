@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::dataplane::{is_ip_or_hostname, validate_service_tags};
+use crate::dataplane::{validate_address, validate_service_tags};
 use crate::target_ref::SERVICE_TAG;
 use crate::validate::{PathBuilder, ValidationError};
 
@@ -125,21 +125,15 @@ impl ZoneIngressSpec {
                 "has to be defined with advertisedAddress",
             );
         }
+        // Kuma passes `networking.<field>` to its Dataplane `validateAddress`, which adds
+        // `.address`: its violations are at `networking.address.address` and
+        // `networking.advertisedAddress.address` (`zone_ingress_validator_test.go`).
         for (field, address) in [
             ("address", &n.address),
             ("advertisedAddress", &n.advertised_address),
         ] {
-            if address.is_empty() {
-                continue;
-            }
-            if address == "0.0.0.0" || address == "::" {
-                err.violation(&net.field(field), "must not be 0.0.0.0 or ::");
-            }
-            if !is_ip_or_hostname(address) {
-                err.violation(
-                    &net.field(field),
-                    "address has to be valid IP address or domain name",
-                );
+            if !address.is_empty() {
+                validate_address(&mut err, &net.field(field).field("address"), address);
             }
         }
         if n.port == 0 || n.port > 65535 {
@@ -197,12 +191,41 @@ mod tests {
             [
                 "networking.admin.port",
                 "networking.advertisedAddress",
-                "networking.address",
+                "networking.address.address",
                 "networking.port",
                 "availableService[0].tags"
             ],
             "{got:?}"
         );
         assert!(got[4].1.contains("kuma.io/service"), "{got:?}");
+    }
+
+    /// Kuma 2.7.29 `zone_ingress_validator_test.go`, "invalid advertised address, port and
+    /// available service": Kuma reports the address at `networking.advertisedAddress.address`;
+    /// names with underscores pass (govalidator's `IsDNSName`, issue 41).
+    #[test]
+    fn addresses_follow_kuma() {
+        let zi = spec("networking:\n  address: 192.168.0.1\n  advertisedAddress: '!@#'\n  port: 10001\n  advertisedPort: 100000\navailableServices:\n- tags: {kuma.io/service: backend}\n");
+        let got: Vec<(String, String)> = zi
+            .validate()
+            .violations
+            .into_iter()
+            .map(|v| (v.field, v.message))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "networking.advertisedAddress.address".to_owned(),
+                    "address has to be valid IP address or domain name".to_owned()
+                ),
+                (
+                    "networking.advertisedPort".to_owned(),
+                    "port must be in the range [1, 65535]".to_owned()
+                ),
+            ]
+        );
+        let ok = spec("networking:\n  address: kuma-2_ingress_1x\n  port: 10001\n  advertisedAddress: ingress_public.example.com\n  advertisedPort: 10001\n");
+        assert!(!ok.validate().has_violations(), "{}", ok.validate());
     }
 }

@@ -16,16 +16,17 @@
 //!   path).
 //!
 //! Where Kuma panics on an unknown backend or format `type`, Umbra refuses it when decoding
-//! (the enums below). A TCP `address` is checked as govalidator's `IsURL` reads a
-//! `host:port`: an optional `scheme://`, an IPv4 address, a bracketed IPv6 address or a DNS name
-//! (letters, digits and hyphens in dot-separated labels), an optional port up to 65535, an
-//! optional path.
+//! (the enums below). A TCP `address` is checked with govalidator's `IsURL`, ported exactly
+//! ([`crate::go_net::is_url`]): `kuma-3_meshaccesslog_tcp-sink:9999`, a compose container
+//! name with underscores, is a valid address (issue 41). Umbra does not send TCP backends to
+//! Envoy (Kuma streams them through kuma-dp), so Kuma's leniency reaches no proxy config.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::mesh_health_check::is_file_path;
 use super::{validate_items, validate_top_target_ref, FROM_OR_TO_REQUIRED};
+use crate::go_net::is_url;
 use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_NOT_BE_EMPTY};
 
@@ -279,61 +280,6 @@ fn validate_format(err: &mut ValidationError, path: &PathBuilder, format: &Forma
                     err.violation(&at, "is not a valid JSON object");
                 }
             }
-        }
-    }
-}
-
-/// govalidator's `IsURL` for a collector address (see the module docs).
-pub(crate) fn is_url(s: &str) -> bool {
-    if s.is_empty() || s.len() > 2083 || s.starts_with('.') || s.contains(char::is_whitespace) {
-        return false;
-    }
-    let rest = match s.split_once("://") {
-        Some((scheme, rest)) => {
-            let known = ["ftp", "tcp", "udp", "ws", "wss", "http", "https"];
-            if !known.contains(&scheme.to_ascii_lowercase().as_str()) {
-                return false;
-            }
-            rest
-        }
-        None => s,
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let Some((addr, after)) = v6.split_once(']') else {
-            return false;
-        };
-        if addr.parse::<std::net::Ipv6Addr>().is_err() {
-            return false;
-        }
-        (None, after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (Some(h), Some(p)),
-            None => (Some(authority), None),
-        }
-    };
-    if let Some(p) = port {
-        if p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return false;
-        }
-        if p.parse::<u32>().map_or(true, |n| n > 65535) {
-            return false;
-        }
-    }
-    match host {
-        None => true,
-        Some(h) if h.parse::<std::net::Ipv4Addr>().is_ok() => true,
-        Some(h) => {
-            !h.is_empty()
-                && h.split('.').all(|label| {
-                    !label.is_empty()
-                        && label
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                        && !label.starts_with('-')
-                        && !label.ends_with('-')
-                })
         }
     }
 }

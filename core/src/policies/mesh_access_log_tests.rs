@@ -95,27 +95,48 @@ fn kuma_violations() {
     );
 }
 
+/// Issue 41: TCP addresses as Kuma's `govalidator.IsURL` takes them (the whole table is in
+/// `crate::go_net`'s tests). `kuma-3_meshaccesslog_tcp-sink:9999` is the compose container
+/// Kuma's own e2e tests log to; `host:99999` passes govalidator's 5-digit port pattern (Umbra
+/// sends no TCP backend to Envoy, so it reaches no proxy).
 #[test]
-fn addresses_as_govalidator_reads_them() {
+fn tcp_addresses_as_govalidator_reads_them() {
+    let tcp = |address: &str| {
+        errors(&from_backends(&format!(
+            "- type: Tcp\n  tcp: {{address: '{address}'}}"
+        )))
+    };
     for ok in [
+        "kuma-3_meshaccesslog_tcp-sink:9999",
         "127.0.0.1:5000",
         "logstash:1234",
         "tcp://logs.example.com:514",
         "[::1]:9000",
-        "localhost",
+        "localhost.",
+        "sink_ab:1",
+        "host:99999",
     ] {
-        assert!(is_url(ok), "{ok}");
+        assert_eq!(tcp(ok), [], "{ok}");
     }
     for bad in [
         "",
         "not_valid_url",
-        "host:99999",
+        "localhost",
         "host:",
         ".host",
         "a b:1",
         "ftpx://h",
+        "_sink:9999",
+        "sink:1:2",
     ] {
-        assert!(!is_url(bad), "{bad}");
+        assert_eq!(
+            tcp(bad),
+            [v(
+                "spec.from[0].default.backends[0].tcp.address",
+                "tcp backend requires valid address"
+            )],
+            "{bad}"
+        );
     }
 }
 

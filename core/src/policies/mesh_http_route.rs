@@ -576,23 +576,22 @@ impl HeaderModifier {
     }
 }
 
-/// Kuma's `validatePreciseHostname`: not an IP, and an RFC 1123 subdomain.
+/// Kuma's `validatePreciseHostname`: not an IP (Kubernetes' strict `IsValidIP`: an address in
+/// canonical form, not IPv4-mapped), and Kubernetes' `IsDNS1123Subdomain` (its messages; no
+/// per-label length limit).
 fn validate_hostname(err: &mut ValidationError, path: &PathBuilder, hostname: Option<&str>) {
     let Some(h) = hostname else { return };
-    if h.parse::<std::net::IpAddr>().is_ok() {
+    let is_ip = match h.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => true,
+        Ok(std::net::IpAddr::V6(a)) => a.to_ipv4_mapped().is_none() && a.to_string() == h,
+        Err(_) => false,
+    };
+    if is_ip {
         err.violation(path, "cannot be an IP address");
         return;
     }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if h.len() > 253 || !h.split('.').all(label_ok) {
-        err.violation(path, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character");
+    for message in crate::go_net::dns1123_subdomain_violations(h) {
+        err.violation(path, message);
     }
 }
 
@@ -867,5 +866,85 @@ mod tests {
                 v("spec.to[0].hostnames", "must not be defined"),
             ]
         );
+    }
+
+    /// Kuma 2.7.29 `meshhttproute/api/v1alpha1/validation_test.go`, "invalid hostnames": every
+    /// hostname and message (Kubernetes' strict IP check, then `IsDNS1123Subdomain`); plus
+    /// hostnames Kuma takes: a long label, leading-zero "IPs" (not IPs to Kubernetes'
+    /// strict check, so RFC 1123 names), an uncompressed IPv6 is refused by the name rule.
+    #[test]
+    fn precise_hostnames_follow_kuma() {
+        let long1 = format!(
+            "a23456789-a23456789-a234567890.{}a23456789.com",
+            "a23456789.".repeat(21)
+        );
+        let long2 = format!(
+            "a23456789-a23456789-a234567890.{}a2345678.com.",
+            "a23456789.".repeat(21)
+        );
+        let hosts = [
+            "127.0.0.1",
+            "2001:db8:3333:4444:5555:6666:7777:8888",
+            "a..bc",
+            "ec2-35-160-210-253.us-west-2-.compute.amazonaws.com",
+            "-ec2_35$160%210-253.us-west-2-.compute.amazonaws.com",
+            "ec2-35-160-210-253.us-west-2-.compute.amazonaws.com.",
+            long1.as_str(),
+            "mx.foo.com.",
+            long2.as_str(),
+        ];
+        let mut filters = String::new();
+        for (ty, field) in [
+            ("RequestRedirect", "requestRedirect"),
+            ("URLRewrite", "urlRewrite"),
+        ] {
+            for h in hosts {
+                filters.push_str(&format!(
+                    "      - type: {ty}\n        {field}: {{hostname: '{h}'}}\n"
+                ));
+            }
+        }
+        let spec = format!("targetRef: {{kind: MeshService, name: frontend}}\nto:\n- targetRef: {{kind: MeshService, name: frontend}}\n  rules:\n  - matches:\n    - path: {{type: PathPrefix, value: /}}\n    default:\n      filters:\n{filters}      backendRefs: [{{kind: MeshService, name: b}}]\n");
+        let rfc = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+        let long = "must be no more than 253 characters";
+        let ip = "cannot be an IP address";
+        let mut want = Vec::new();
+        for (offset, field) in [(0, "requestRedirect"), (9, "urlRewrite")] {
+            let at = |i: usize| {
+                format!(
+                    "spec.to[0].rules[0].default.filters[{}].{field}.hostname",
+                    i + offset
+                )
+            };
+            for (i, messages) in [
+                vec![ip],
+                vec![ip],
+                vec![rfc],
+                vec![rfc],
+                vec![rfc],
+                vec![rfc],
+                vec![long],
+                vec![rfc],
+                vec![long, rfc],
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                for m in messages {
+                    want.push(v(&at(i), m));
+                }
+            }
+        }
+        assert_eq!(violations::<MeshHttpRoute>(&spec), want);
+
+        for ok in [
+            "example.com",
+            &format!("{}.com", "a".repeat(100)),
+            "010.0.0.1",
+            "kuma-demo.svc",
+        ] {
+            let spec = format!("targetRef: {{kind: MeshService, name: frontend}}\nto:\n- targetRef: {{kind: MeshService, name: frontend}}\n  rules:\n  - matches:\n    - path: {{type: PathPrefix, value: /}}\n    default:\n      filters:\n      - type: URLRewrite\n        urlRewrite: {{hostname: '{ok}'}}\n      backendRefs: [{{kind: MeshService, name: b}}]\n");
+            assert_eq!(violations::<MeshHttpRoute>(&spec), [], "{ok}");
+        }
     }
 }

@@ -7,9 +7,9 @@
 //!
 //! Kuma behaviours reproduced on purpose:
 //! - `backends` must be present and hold zero or one backend (zero turns tracing off);
-//! - a Zipkin `url` is checked as govalidator's `IsURL` reads it (see
-//!   [`super::mesh_access_log`]), a Datadog `url` as Go's `url.ParseRequestURI` reads it: scheme
-//!   `http`, a port in 1..=65535, no user, path or query;
+//! - a Zipkin `url` is checked with govalidator's `IsURL`, a Datadog `url` with Go's
+//!   `url.ParseRequestURI` (both ported in [`crate::go_net`]): scheme `http`, a port in
+//!   1..=65535, no user, path or query;
 //! - each tag needs a name and exactly one of `header`, `literal`;
 //! - sampling percentages are integers or decimal strings in [0, 100].
 //!
@@ -17,9 +17,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::mesh_access_log::is_url;
 use super::mesh_fault_injection::IntOrString;
 use super::validate_top_target_ref;
+use crate::go_net::{self, is_url};
 use crate::target_ref::{TargetRef, TargetRefKind};
 use crate::validate::{
     must_have_only_one, PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_NOT_BE_EMPTY,
@@ -276,6 +276,9 @@ pub struct RequestUri<'a> {
 
 /// Go's `url.ParseRequestURI`, for the fields MeshTrace and its plugin read.
 pub fn parse_request_uri(s: &str) -> Option<RequestUri<'_>> {
+    // Go refuses what this split would take (a bad escape, a bracketed IPv4, a second colon
+    // in an http host, ...): refuse it too.
+    go_net::parse_request_uri(s).ok()?;
     if s.is_empty() || s.bytes().any(|b| b < 0x21 || b == 0x7f) {
         return None;
     }
@@ -352,25 +355,27 @@ pub fn parse_request_uri(s: &str) -> Option<RequestUri<'_>> {
 }
 
 /// Kuma's Datadog URL checks, in its order (the "must not be defined" parts in a fixed order
-/// where Go's map iteration is random).
+/// where Go's map iteration is random), on Go's `url.ParseRequestURI` ([`go_net`]): the scheme
+/// is compared lower-cased, as Go stores it.
 fn datadog_url_violations(url: &str) -> Vec<String> {
-    let Some(u) = parse_request_uri(url) else {
+    let Ok(u) = go_net::parse_request_uri(url) else {
         return vec!["must be a valid url".to_owned()];
     };
     let mut out = Vec::new();
-    if !u.scheme.eq_ignore_ascii_case("http") {
+    if u.scheme != "http" {
         out.push("scheme must be http".to_owned());
     }
-    if u.port.is_empty() {
+    let port = u.port();
+    if port.is_empty() {
         out.push(format!("port {MUST_BE_DEFINED}"));
-    } else if u.port.parse::<u32>().map_or(true, |p| p == 0 || p > 65535) {
+    } else if port.parse::<u32>().map_or(true, |p| p == 0 || p > 65535) {
         out.push("port must be a valid (1-65535)".to_owned());
     }
     for (name, set) in [
-        ("fragment", false),
+        ("fragment", !u.fragment.is_empty()),
         ("opaque", !u.opaque.is_empty()),
         ("path", !u.path.is_empty()),
-        ("query", !u.query.is_empty()),
+        ("query", !u.raw_query.is_empty()),
         ("user", u.user.is_some()),
     ] {
         if set {

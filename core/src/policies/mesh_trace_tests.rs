@@ -141,3 +141,76 @@ fn decoding_and_round_trip() {
         "targetRef:\n  kind: Mesh\ndefault:\n  backends:\n    - type: Zipkin\n      zipkin:\n        url: http://zipkin:9411/api/v2/spans\n  sampling:\n    overall: 50\n",
     ));
 }
+
+/// Issue 41: Zipkin URLs as `govalidator.IsURL` takes them and Datadog URLs as Go 1.26's
+/// `url.ParseRequestURI` reads them (Kuma's validator; the URLs of its `validator_test.go` plus
+/// container names and Go's case-folded scheme).
+#[test]
+fn collector_urls_as_kuma_reads_them() {
+    let at = |s: &str| format!("spec.default.backends[0].{s}.url");
+    let zipkin = |url: &str| {
+        errors(&with_default(&format!(
+            "backends:\n- type: Zipkin\n  zipkin: {{url: '{url}'}}"
+        )))
+    };
+    for ok in [
+        "http://jaeger-collector.mesh-observability:9411/api/v2/spans",
+        "http://kuma-3_zipkin_1x:9411/api/v2/spans",
+        "zipkin_collector:9411",
+        "https://[::1]:9411/api",
+    ] {
+        assert_eq!(zipkin(ok), [], "{ok}");
+    }
+    for bad in [
+        "not_valid_url",
+        "zipkin",
+        "http://_zipkin:9411",
+        "http://a:1:2/",
+    ] {
+        assert_eq!(
+            zipkin(bad),
+            [v(&at("zipkin"), "must be a valid url")],
+            "{bad}"
+        );
+    }
+    let dd = |url: &str| {
+        errors(&with_default(&format!(
+            "backends:\n- type: Datadog\n  datadog: {{url: '{url}'}}"
+        )))
+    };
+    for ok in [
+        "http://intake.datadoghq.eu:8126",
+        "HTTP://datadog_agent:8126",
+        "http://[::1]:8126",
+        "http://agent:8126?",
+    ] {
+        assert_eq!(dd(ok), [], "{ok}");
+    }
+    let d = at("datadog");
+    assert_eq!(
+        dd("http://intake.datadoghq.eu:999999"),
+        [v(&d, "port must be a valid (1-65535)")]
+    );
+    assert_eq!(
+        dd("sql://intake.datadoghq.eu:8126"),
+        [v(&d, "scheme must be http")]
+    );
+    assert_eq!(dd("http://[10.0.0.1]:8126"), [v(&d, "must be a valid url")]);
+    assert_eq!(dd("http://agent:8126:1"), [v(&d, "must be a valid url")]);
+    assert_eq!(dd("http://a%zz:8126"), [v(&d, "must be a valid url")]);
+    assert_eq!(
+        dd("http://u@agent:8126/p?q"),
+        [
+            v(&d, "path must not be defined"),
+            v(&d, "query must not be defined"),
+            v(&d, "user must not be defined"),
+        ]
+    );
+    assert_eq!(
+        dd("http:agent"),
+        [
+            v(&d, "port must be defined"),
+            v(&d, "opaque must not be defined")
+        ]
+    );
+}
