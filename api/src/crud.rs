@@ -60,22 +60,19 @@ impl WriteMode {
     /// `Ok` when a resource of `ty` may be written (PUT or DELETE) here.
     ///
     /// # Errors
-    /// A 405 naming where the resource is managed.
+    /// A 405 naming where the resource is managed, with `Allow: GET`
+    /// ([`ApiError::read_only`]).
     pub fn check(self, ty: ResourceType) -> Result<(), ApiError> {
         match self {
             WriteMode::Global
                 if matches!(ty, ResourceType::Dataplane | ResourceType::ZoneIngress) =>
             {
-                Err(ApiError::status(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    format!(
-                        "{} are registered in their zone and synced to the Global over KDS; they are read-only here",
-                        ty.plural_display_name()
-                    ),
-                ))
+                Err(ApiError::read_only(format!(
+                    "{} are registered in their zone and synced to the Global over KDS; they are read-only here",
+                    ty.plural_display_name()
+                )))
             }
-            WriteMode::FederatedZone if ty == ResourceType::Mesh || ty.kind() != TypeKind::Infra => Err(ApiError::status(
-                StatusCode::METHOD_NOT_ALLOWED,
+            WriteMode::FederatedZone if ty == ResourceType::Mesh || ty.kind() != TypeKind::Infra => Err(ApiError::read_only(
                 format!(
                     "{} resources are managed by the Global CP in a federated zone; apply them on the Global",
                     ty.name()
@@ -114,6 +111,41 @@ where
     S: Clone + Send + Sync + 'static,
     ResourceApi: FromRef<S>,
 {
+    routes_with(true)
+}
+
+/// The resource routes of the Global, where ZoneIngresses are read-only: their paths serve
+/// GET, and answer any other method with the 405 of [`WriteMode::Global`] (`Allow: GET,
+/// HEAD`), so that the router advertises no write it refuses.
+pub fn routes_with_read_only_ingresses<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ResourceApi: FromRef<S>,
+{
+    routes_with(false)
+}
+
+async fn ingress_read_only() -> ApiError {
+    WriteMode::Global
+        .check(ResourceType::ZoneIngress)
+        .err()
+        .unwrap_or_else(|| ApiError::read_only("ZoneIngresses are read-only here"))
+}
+
+fn routes_with<S>(ingresses_writable: bool) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ResourceApi: FromRef<S>,
+{
+    let ingress = || {
+        if ingresses_writable {
+            get(get_zone_ingress)
+                .put(put_zone_ingress)
+                .delete(delete_zone_ingress)
+        } else {
+            get(get_zone_ingress).fallback(ingress_read_only)
+        }
+    };
     Router::new()
         .route("/meshes", get(list_meshes))
         .route(
@@ -126,19 +158,9 @@ where
             get(get_resource).put(put_resource).delete(delete_resource),
         )
         .route("/zone-ingresses", get(list_zone_ingresses))
-        .route(
-            "/zone-ingresses/{name}",
-            get(get_zone_ingress)
-                .put(put_zone_ingress)
-                .delete(delete_zone_ingress),
-        )
+        .route("/zone-ingresses/{name}", ingress())
         .route("/zoneingresses", get(list_zone_ingresses))
-        .route(
-            "/zoneingresses/{name}",
-            get(get_zone_ingress)
-                .put(put_zone_ingress)
-                .delete(delete_zone_ingress),
-        )
+        .route("/zoneingresses/{name}", ingress())
         .route("/global-secrets", get(list_global_secrets))
         .route(
             "/global-secrets/{name}",
@@ -424,13 +446,10 @@ async fn check_not_synced_ingress(api: &ResourceApi, key: &ResourceKey) -> Resul
     let existing = api.store.get(key).await?;
     if let Some(zi) = existing.as_ref().and_then(|s| s.resource.as_zone_ingress()) {
         if zi.is_remote(zone) {
-            return Err(ApiError::status(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!(
-                    "{key} is zone {:?}'s, synced from the Global: it is read-only here",
-                    zi.zone
-                ),
-            ));
+            return Err(ApiError::read_only(format!(
+                "{key} is zone {:?}'s, synced from the Global: it is read-only here",
+                zi.zone
+            )));
         }
     }
     Ok(())

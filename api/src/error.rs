@@ -51,6 +51,9 @@ pub struct ApiError {
     pub detail: String,
     /// For 400s caused by the resource or a query parameter: every offending field.
     pub invalid_parameters: Vec<InvalidParameter>,
+    /// The methods the resource does allow, sent as `Allow` (RFC 9110 requires it on a 405):
+    /// see [`ApiError::read_only`].
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -61,6 +64,7 @@ impl ApiError {
             title: "Bad Request".into(),
             detail: detail.into(),
             invalid_parameters: violations.into_iter().map(Into::into).collect(),
+            allow: None,
         }
     }
 
@@ -94,6 +98,16 @@ impl ApiError {
             title: "Not Found".into(),
             detail: detail.into(),
             invalid_parameters: Vec::new(),
+            allow: None,
+        }
+    }
+
+    /// A 405 for a write (PUT or DELETE) of a resource that is read-only here, with
+    /// `Allow: GET, HEAD`: it can still be read.
+    pub fn read_only(detail: impl Into<String>) -> Self {
+        Self {
+            allow: Some("GET, HEAD"),
+            ..Self::status(StatusCode::METHOD_NOT_ALLOWED, detail)
         }
     }
 
@@ -104,6 +118,7 @@ impl ApiError {
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             detail: detail.into(),
             invalid_parameters: Vec::new(),
+            allow: None,
         }
     }
 }
@@ -170,16 +185,19 @@ fn trace_id(traceparent: &str) -> Option<String> {
     valid.then(|| id.to_ascii_lowercase())
 }
 
-/// 404 for an unknown promoted or retired policy, 400 (parameter `policy`) for a promoted one
-/// that is not shadow or a retired one that is.
+/// 404 for an unknown promoted or retired policy, 409 (naming the parameter `policy`) for a
+/// promoted one that is not shadow or a retired one that is: the request is well formed, the
+/// policy's current state is what refuses it (Kuma's `Conflict`).
 impl From<umbra_core::view::PromotionError> for ApiError {
     fn from(e: umbra_core::view::PromotionError) -> Self {
         match e {
             umbra_core::view::PromotionError::NotFound(..) => Self::not_found(e.to_string()),
             umbra_core::view::PromotionError::NotShadow(_)
-            | umbra_core::view::PromotionError::RetireShadow(_) => {
-                Self::bad_parameter("policy", e.to_string())
-            }
+            | umbra_core::view::PromotionError::RetireShadow(_) => Self {
+                status: StatusCode::CONFLICT,
+                title: "Conflict".into(),
+                ..Self::bad_parameter("policy", e.to_string())
+            },
         }
     }
 }
@@ -214,7 +232,14 @@ impl From<umbra_store::StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = self.body();
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(allow) = self.allow {
+            response.headers_mut().insert(
+                axum::http::header::ALLOW,
+                axum::http::HeaderValue::from_static(allow),
+            );
+        }
+        response
     }
 }
 
@@ -254,6 +279,29 @@ mod tests {
             b["causes"],
             json!([{"field": "spec.to", "message": "must not be empty"}])
         );
+    }
+
+    #[test]
+    fn a_read_only_405_allows_reads() {
+        let r = ApiError::read_only("read-only here").into_response();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers()[axum::http::header::ALLOW], "GET, HEAD");
+        let other = ApiError::status(StatusCode::CONFLICT, "x").into_response();
+        assert!(other.headers().get(axum::http::header::ALLOW).is_none());
+    }
+
+    #[test]
+    fn a_promotion_refused_by_the_policys_state_is_a_conflict() {
+        let e = ApiError::from(umbra_core::view::PromotionError::NotShadow(
+            "Timeout/t".into(),
+        ));
+        assert_eq!(e.status, StatusCode::CONFLICT);
+        assert_eq!(e.invalid_parameters[0].field, "policy");
+        let e = ApiError::from(umbra_core::view::PromotionError::NotFound(
+            "MeshTimeout/t".into(),
+            "default".into(),
+        ));
+        assert_eq!(e.status, StatusCode::NOT_FOUND);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Checks that keep an OpenAPI document honest against its router (used by both CPs' tests):
-//! the document lists exactly the routes and methods a router declares, and each declared
-//! route is really served (answers with the API's own body, never the router's bare 404/405).
+//! the document lists exactly the routes and methods a router declares, each declared
+//! route is really served (answers with the API's own body, never the router's bare 404/405),
+//! and the lists of resource types the document spells out are Umbra's ([`type_lists`]).
 
 use std::collections::BTreeSet;
 
@@ -74,4 +75,70 @@ pub async fn unserved(app: axum::Router, routes: &[(&str, &[&str])]) -> Vec<Stri
         }
     }
     out
+}
+
+/// Where the lists of resource types an OpenAPI document spells out disagree with
+/// [`ResourceType::ALL`](umbra_core::resource::ResourceType): the `type` enum of the
+/// `ResourceInput` body must name exactly the mesh-scoped types, and every alternation in a
+/// `pattern` that names `MeshTimeout` (`(MeshTimeout|Timeout|...)`) exactly the policy types.
+/// Empty when they agree.
+///
+/// # Errors
+/// When the document does not decode or has no `ResourceInput` schema.
+pub fn type_lists(yaml: &str) -> Result<Vec<String>, String> {
+    use umbra_core::resource::ResourceType;
+    let doc = umbra_core::codec::decode_one(yaml.as_bytes(), umbra_core::codec::Limits::default())
+        .map_err(|e| e.to_string())?;
+    let names = |keep: fn(ResourceType) -> bool| -> BTreeSet<String> {
+        ResourceType::ALL
+            .iter()
+            .filter(|t| keep(**t))
+            .map(|t| t.name().to_owned())
+            .collect()
+    };
+    let mut out = Vec::new();
+    let input = doc["components"]["schemas"]["ResourceInput"]["properties"]["type"]["enum"]
+        .as_array()
+        .ok_or("no ResourceInput type enum")?;
+    let listed: BTreeSet<String> = input
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let scoped = names(|t| t.is_mesh_scoped());
+    if listed != scoped {
+        out.push(format!(
+            "ResourceInput type enum: {listed:?}, mesh-scoped types: {scoped:?}"
+        ));
+    }
+    let policies = names(|t| t.kind().is_policy());
+    let mut patterns = Vec::new();
+    collect_patterns(&doc, &mut patterns);
+    for pattern in patterns {
+        for group in pattern.split('(').filter(|g| g.contains("MeshTimeout|")) {
+            let group = group.split(')').next().unwrap_or_default();
+            let listed: BTreeSet<String> = group.split('|').map(str::to_owned).collect();
+            if listed != policies {
+                out.push(format!(
+                    "pattern {pattern:?}: {listed:?}, policy types: {policies:?}"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every `pattern` string in `v`.
+fn collect_patterns(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(o) => {
+            for (k, v) in o {
+                match (k.as_str(), v) {
+                    ("pattern", serde_json::Value::String(p)) => out.push(p.clone()),
+                    _ => collect_patterns(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| collect_patterns(v, out)),
+        _ => {}
+    }
 }

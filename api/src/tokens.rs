@@ -136,7 +136,10 @@ struct RevokeRequest {
 /// endpoint, the Global's zone tokens included.
 ///
 /// # Errors
-/// 415 for another media type, 400 naming the field otherwise.
+/// 415 for another media type; 404 (naming the field `token`) for a token `id_of` does not
+/// read as one of this CP's tokens of the kind (undecodable, signed by another key, forged or
+/// of another kind: no token of ours is there to revoke); 400 naming the field for a body
+/// that is not one of the two shapes.
 pub fn revocation_id(
     headers: &HeaderMap,
     body: &[u8],
@@ -144,7 +147,11 @@ pub fn revocation_id(
 ) -> Result<String, ApiError> {
     let req: RevokeRequest = parse(headers, body, r#"{"token": ..} or {"id": ..}"#)?;
     match (req.token, req.id) {
-        (Some(token), None) => id_of(&token).map_err(|e| ApiError::bad_parameter("token", e)),
+        (Some(token), None) => id_of(&token).map_err(|e| ApiError {
+            status: axum::http::StatusCode::NOT_FOUND,
+            title: "Not Found".into(),
+            ..ApiError::bad_parameter("token", e)
+        }),
         (None, Some(id))
             if (1..=64).contains(&id.trim().len())
                 && id.trim().bytes().all(|b| b.is_ascii_hexdigit()) =>
@@ -192,4 +199,33 @@ async fn admin_token(State(trust): State<Arc<Trust>>) -> Result<Json<Value>, Api
         "name": ADMIN_TOKEN_KEY,
         "data": umbra_auth::keys::to_base64(token.as_bytes()),
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json_headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn a_token_this_cp_did_not_sign_is_not_found_and_a_bad_body_is_a_400() {
+        let refuse = |_: &str| Err::<String, _>("invalid user token: bad signature".to_owned());
+        let e = revocation_id(&json_headers(), br#"{"token": "a.b.c"}"#, refuse).unwrap_err();
+        assert_eq!(e.status.as_u16(), 404);
+        assert_eq!(e.invalid_parameters[0].field, "token");
+        let id = revocation_id(&json_headers(), br#"{"id": "0A1b"}"#, refuse).unwrap();
+        assert_eq!(id, "0a1b");
+        for bad in [
+            &br#"{}"#[..],
+            br#"{"id": "xyz"}"#,
+            br#"{"token": "a.b.c", "id": "1"}"#,
+        ] {
+            let e = revocation_id(&json_headers(), bad, refuse).unwrap_err();
+            assert_eq!(e.status.as_u16(), 400);
+        }
+    }
 }

@@ -326,7 +326,8 @@ impl Trust {
     /// none yet).
     ///
     /// # Errors
-    /// [`ApiError`]: 400 for a bad request, a Mesh that does not exist, or on a verifier.
+    /// [`ApiError`]: 400 for a bad request or on a verifier; 404 (naming the field `mesh`) for
+    /// a Mesh that does not exist, as Kuma answers when the mesh has no signing key.
     pub async fn issue_dataplane(&self, req: &DataplaneTokenRequest) -> Result<String, ApiError> {
         let auth = self.authority_or_refuse()?;
         let valid = validity(req.valid_for.as_deref())?;
@@ -335,6 +336,13 @@ impl Trust {
             self.sync_meshes().await?;
         }
         let issuer = auth.issuer.lock().await;
+        if !req.mesh.is_empty() && !issuer.dataplane.contains_key(&req.mesh) {
+            return Err(ApiError {
+                status: axum::http::StatusCode::NOT_FOUND,
+                title: "Not Found".into(),
+                ..ApiError::bad_parameter("mesh", format!("mesh {:?} does not exist", req.mesh))
+            });
+        }
         issuer
             .issue_dataplane(req, valid, umbra_auth::unix_now())
             .map_err(token_error)
@@ -491,7 +499,8 @@ mod tests {
             .bundle()
             .verify_dataplane(&dp, umbra_auth::unix_now())
             .is_ok());
-        // A Mesh that does not exist has no key.
+        // A Mesh that does not exist has no key: a 404 naming it (Kuma's "Signing Key not
+        // found").
         let err = trust
             .issue_dataplane(&DataplaneTokenRequest {
                 mesh: "nope".into(),
@@ -499,7 +508,8 @@ mod tests {
             })
             .await
             .unwrap_err();
-        assert_eq!(err.status.as_u16(), 400);
+        assert_eq!(err.status.as_u16(), 404);
+        assert_eq!(err.invalid_parameters[0].field, "mesh");
         // A new Mesh gets a key on issuance; a deleted one loses it.
         store.put(mesh("second"), None, None).await.unwrap();
         let t2 = trust

@@ -220,6 +220,13 @@ impl<T: NamedBackend> Backends<T> {
     }
 }
 
+/// A violation at `path` when `v` is there and not a mapping.
+pub(crate) fn must_be_mapping(err: &mut ValidationError, path: &PathBuilder, v: Option<&Value>) {
+    if v.is_some_and(|v| !v.is_object()) {
+        err.violation(path, "must be a mapping");
+    }
+}
+
 /// The string at `key` of `v`, empty when absent or not a string.
 fn text(v: &Value, key: &str) -> String {
     v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
@@ -278,13 +285,31 @@ impl MeshSpec {
             .is_some_and(|m| !m.enabled_backend.is_empty())
     }
 
-    /// Validate: the enabled backend must exist; backend names unique and types known.
+    /// Validate: the enabled backend must exist; backend names unique and types known; the
+    /// sections kept verbatim are mappings (as Kuma's messages are), when given.
     pub fn validate(&self) -> ValidationError {
         let mut err = ValidationError::new();
+        for (field, section) in [
+            ("networking", &self.networking),
+            ("routing", &self.routing),
+            ("tracing", &self.tracing),
+            ("logging", &self.logging),
+            ("metrics", &self.metrics),
+            ("constraints", &self.constraints),
+        ] {
+            must_be_mapping(&mut err, &PathBuilder::rooted_at(field), section.as_ref());
+        }
         if let Some(mtls) = &self.mtls {
             let path = PathBuilder::rooted_at("mtls");
             for (i, b) in mtls.backends.iter().enumerate() {
                 let bp = path.field("backends").index(i);
+                for (field, section) in [
+                    ("dpCert", &b.dp_cert),
+                    ("conf", &b.conf),
+                    ("rootChain", &b.root_chain),
+                ] {
+                    must_be_mapping(&mut err, &bp.field(field), section.as_ref());
+                }
                 if b.name.is_empty() {
                     err.violation(&bp.field("name"), "cannot be empty");
                 }
@@ -296,6 +321,12 @@ impl MeshSpec {
                 }
                 if !matches!(b.backend_type.as_str(), "builtin" | "provided") {
                     err.violation(&bp.field("type"), "must be one of: builtin, provided");
+                }
+                if b.mode
+                    .as_deref()
+                    .is_some_and(|m| !matches!(m, "PERMISSIVE" | "STRICT"))
+                {
+                    err.violation(&bp.field("mode"), "must be one of: PERMISSIVE, STRICT");
                 }
             }
             if !mtls.enabled_backend.is_empty()
@@ -311,5 +342,44 @@ impl MeshSpec {
         backends::validate_tracing(&mut err, self.tracing.as_ref());
         backends::validate_zone_egress(&mut err, self);
         err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(spec: serde_json::Value) -> Vec<String> {
+        let spec: MeshSpec = serde_json::from_value(spec).unwrap();
+        spec.validate()
+            .violations
+            .into_iter()
+            .map(|v| v.field)
+            .collect()
+    }
+
+    #[test]
+    fn sections_kept_verbatim_are_mappings_and_modes_kumas() {
+        let ok = serde_json::json!({
+            "networking": {"outbound": {"passthrough": true}},
+            "tracing": null,
+            "mtls": {"enabledBackend": "ca", "backends": [
+                {"name": "ca", "type": "builtin", "mode": "STRICT", "conf": {}, "dpCert": null}]},
+        });
+        assert_eq!(fields(ok), Vec::<String>::new());
+        let bad = serde_json::json!({
+            "routing": 5,
+            "constraints": [],
+            "mtls": {"backends": [{"name": "ca", "type": "builtin", "mode": "LAX", "conf": "x"}]},
+        });
+        assert_eq!(
+            fields(bad),
+            [
+                "routing",
+                "constraints",
+                "mtls.backends[0].conf",
+                "mtls.backends[0].mode"
+            ]
+        );
     }
 }

@@ -103,6 +103,7 @@ impl ZoneIngressSpec {
         let mut err = ValidationError::new();
         let net = PathBuilder::rooted_at("networking");
         let n = &self.networking;
+        crate::mesh::must_be_mapping(&mut err, &net.field("admin"), n.admin.as_ref());
         if let Some(admin_port) = n
             .admin
             .as_ref()

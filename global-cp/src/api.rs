@@ -92,6 +92,12 @@ const GLOBAL_ROUTES: &[Route] = &[
     ("/meshes/{mesh}/_migration/rollback", &["post"]),
 ];
 
+/// Resource routes that are read-only on the Global: ZoneIngresses are registered in their
+/// zone and synced here over KDS. Their paths serve GET only
+/// ([`crud::routes_with_read_only_ingresses`]: another method is a 405 saying where to write
+/// them), so the document lists no PUT or DELETE for them.
+const READ_ONLY_HERE: &[&str] = &["/zone-ingresses/{name}", "/zoneingresses/{name}"];
+
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
 pub fn routes() -> Vec<Route> {
     service::routes(&[
@@ -103,6 +109,15 @@ pub fn routes() -> Vec<Route> {
         umbra_api::about::ROUTES,
         umbra_api::service_insights::ROUTES,
     ])
+    .into_iter()
+    .map(|(path, methods)| {
+        if READ_ONLY_HERE.contains(&path) {
+            (path, &["get"][..])
+        } else {
+            (path, methods)
+        }
+    })
+    .collect()
 }
 
 /// What the handlers share.
@@ -188,7 +203,7 @@ pub fn router(state: AppState) -> Router {
         .route("/tokens/zone", post(zone_token))
         .route("/tokens/zone/revocations", post(revoke_zone_token))
         .merge(umbra_api::tokens::routes())
-        .merge(crud::routes())
+        .merge(crud::routes_with_read_only_ingresses())
         .merge(umbra_api::about::routes())
         .merge(service::dataplane_routes(service::DataplaneHandlers {
             insight: get(dataplane_insight),

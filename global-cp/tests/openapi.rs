@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::Request;
 use tower::ServiceExt as _;
-use umbra_api::openapi::{declared, documented, unserved};
+use umbra_api::openapi::{declared, documented, type_lists, unserved};
 use umbra_global_cp::api::{router, routes, AppState, OPENAPI_YAML};
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::tokens::ZoneTokens;
@@ -31,6 +31,11 @@ fn app() -> axum::Router {
 fn document_lists_exactly_the_routes() {
     let doc = documented(OPENAPI_YAML).unwrap();
     assert_eq!(doc, declared(&routes()));
+}
+
+#[test]
+fn the_document_lists_umbras_resource_types() {
+    assert_eq!(type_lists(OPENAPI_YAML).unwrap(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -72,4 +77,41 @@ async fn every_documented_route_is_served_and_yaml_is_negotiated() {
     let resp = app.oneshot(missing).await.unwrap();
     assert_eq!(resp.status(), 404);
     assert_eq!(resp.headers()["content-type"], "application/yaml");
+}
+
+/// ZoneIngresses are read-only on the Global: the document lists no PUT or DELETE for them,
+/// and any method but GET is a 405 that says where they are written and allows GET only.
+#[tokio::test]
+async fn zone_ingresses_are_read_only_here() {
+    let doc = documented(OPENAPI_YAML).unwrap();
+    let app = app();
+    for path in ["/zone-ingresses/{name}", "/zoneingresses/{name}"] {
+        assert!(doc.contains(&(path.to_owned(), "get".to_owned())));
+        let uri = path.replace("{name}", "ingress-1");
+        for method in ["PUT", "DELETE", "POST", "OPTIONS"] {
+            assert!(!doc.contains(&(path.to_owned(), method.to_lowercase())));
+            let req = Request::builder()
+                .method(method)
+                .uri(&uri)
+                .header("content-type", "application/json")
+                .body(Body::from(
+                    r#"{"type": "ZoneIngress", "name": "ingress-1", "networking": {"port": 10001}}"#,
+                ))
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.status(), 405, "{method} {uri}");
+            assert_eq!(resp.headers()["allow"], "GET, HEAD", "{method} {uri}");
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert!(
+                body["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("registered in their zone"),
+                "{method} {uri}: {body}"
+            );
+        }
+    }
 }

@@ -270,15 +270,16 @@ async fn fleet_shadow_diff_matches_zones_and_reports_missing_zones() -> anyhow::
     let (_, only_z1) = get(&global, "/meshes/default/_shadow-diff?zone=zone-1").await;
     assert_eq!(only_z1["zones"].as_array().unwrap().len(), 1);
     assert_eq!(only_z1["totals"]["considered"], 2);
-    // Bad parameters are 400s naming them; a live policy cannot be promoted.
-    for (q, field) in [
-        ("format=yaml", "format"),
-        ("policy=MeshTimeout", "policy"),
-        ("policy=Timeout/timeout-global", "policy"),
-        ("timeout=forever", "timeout"),
+    // Bad parameters are 400s naming them; a live policy cannot be promoted (409: its state
+    // refuses it, the request is well formed).
+    for (q, field, want) in [
+        ("format=yaml", "format", 400),
+        ("policy=MeshTimeout", "policy", 400),
+        ("policy=Timeout/timeout-global", "policy", 409),
+        ("timeout=forever", "timeout", 400),
     ] {
         let (status, body) = get(&global, &format!("/meshes/default/_shadow-diff?{q}")).await;
-        assert_eq!(status, 400, "{q}: {body}");
+        assert_eq!(status, want, "{q}: {body}");
         assert_eq!(body["invalidParameters"][0]["field"], field, "{q}: {body}");
     }
     assert_eq!(

@@ -545,7 +545,7 @@ impl MeshShadow {
     /// `promotion` admits in the Shadow view.
     ///
     /// # Errors
-    /// 404 for an unknown mesh or an unknown promoted policy, 400 when the promoted policy is
+    /// 404 for an unknown mesh or an unknown promoted policy, 409 when the promoted policy is
     /// not labelled `kuma.io/effect: shadow`.
     pub fn prepare(
         resources: Vec<Resource>,

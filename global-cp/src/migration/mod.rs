@@ -122,8 +122,9 @@ async fn fleet_diff(
 /// note explains (`unexplained`).
 ///
 /// # Errors
-/// 400 for a bad body or a selection that is not shadow/live as required, 404 for an unknown
-/// mesh or policy, 409 when there is nothing to promote, 503 when the store is unavailable.
+/// 400 for a bad body, 404 for an unknown mesh or policy, 409 for a selection that is not
+/// shadow/live as required or when there is nothing to promote, 503 when the store is
+/// unavailable.
 pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<Value, ApiError> {
     let timeout = zone_timeout(req.timeout.as_deref())?;
     mesh_exists(&*cx.store, mesh).await?;

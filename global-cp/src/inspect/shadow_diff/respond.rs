@@ -37,8 +37,8 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// lines when `ndjson`.
 ///
 /// # Errors
-/// 400 for bad parameters or a live `policy=`, 404 for an unknown mesh, policy or zone, 503
-/// when the store is unavailable. Zones that fail are reported in the result, not as errors.
+/// 400 for bad parameters, 409 for a live `policy=` (or a shadow one to retire), 404 for an
+/// unknown mesh, policy or zone, 503 when the store is unavailable. Zones that fail are reported in the result, not as errors.
 pub async fn shadow_diff(
     cx: &InspectContext,
     mesh: &str,
