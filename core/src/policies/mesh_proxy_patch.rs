@@ -8,11 +8,13 @@
 //! "MeshProxyPatch" MADR). Validation returns every violation, in Kuma's order, with paths
 //! rooted at `spec`.
 //!
-//! Kuma checks a modification's `value` by parsing it into the Envoy proto type. Umbra's core
-//! has no Envoy protos, so that check is behind [`NativeResourceChecker`]:
-//! [`MeshProxyPatch::validate`] uses [`SyntaxChecker`] (the YAML/JSON must be a mapping, with
-//! Kuma's error texts such as `unexpected EOF`), and the xDS layer can plug a full proto check
-//! into [`MeshProxyPatch::validate_with`].
+//! Kuma checks a modification's `value` by parsing it into the Envoy proto type (and, for an
+//! added resource, running its protoc-gen-validate rules). Umbra's core has no Envoy protos, so
+//! that check is behind [`NativeResourceChecker`]: [`MeshProxyPatch::validate`] uses
+//! [`SyntaxChecker`] (the YAML/JSON must be a mapping, with Kuma's error texts such as
+//! `unexpected EOF`; an added `Cluster`, `HttpFilter`, `Filter` or `VirtualHost` needs its
+//! `name`, a `VirtualHost` its `domains`, as their validate rules say), and the xDS layer can
+//! plug a full proto check into [`MeshProxyPatch::validate_with`].
 //!
 //! Kuma behaviours reproduced on purpose:
 //! - each modification must hold exactly one kind (`exactly one modification can be defined at
@@ -475,15 +477,55 @@ where
 pub struct SyntaxChecker;
 
 impl NativeResourceChecker for SyntaxChecker {
-    fn check(&self, _kind: ModificationKind, yaml: &str, _is_patch: bool) -> Result<(), String> {
-        let name = match load_like_kuma(yaml)? {
-            Loaded::Null | Loaded::Object(_) => return Ok(()),
-            Loaded::Other(kind) => kind.go_name(),
+    fn check(&self, kind: ModificationKind, yaml: &str, is_patch: bool) -> Result<(), String> {
+        let object = match load_like_kuma(yaml)? {
+            Loaded::Null => None,
+            Loaded::Object(Some(object)) => Some(object),
+            Loaded::Object(None) => return Ok(()),
+            Loaded::Other(kind) => {
+                return Err(format!(
+                    "json: cannot unmarshal {} into Go value of type map[string]*json.RawMessage",
+                    kind.go_name()
+                ))
+            }
         };
-        Err(format!(
-            "json: cannot unmarshal {name} into Go value of type map[string]*json.RawMessage"
-        ))
+        if is_patch {
+            return Ok(());
+        }
+        required_fields(kind, object.as_ref())
     }
+}
+
+/// The first protoc-gen-validate rules Kuma's `Validate()` runs on an added resource
+/// (issue 41): Envoy's `Cluster`, `HttpFilter`, listener `Filter` and `VirtualHost` need a
+/// `name` (`min_len: 1`), a `VirtualHost` at least one of `domains` (`min_items: 1`), with
+/// protoc-gen-validate's messages. A resource without them is refused by Kuma, and would be
+/// refused by Envoy if Umbra sent it. `Listener` has no such rule.
+fn required_fields(
+    kind: ModificationKind,
+    object: Option<&serde_json::Map<String, Value>>,
+) -> Result<(), String> {
+    let ty = match kind {
+        ModificationKind::Cluster => "Cluster",
+        ModificationKind::HttpFilter => "HttpFilter",
+        ModificationKind::NetworkFilter => "Filter",
+        ModificationKind::VirtualHost => "VirtualHost",
+        ModificationKind::Listener => return Ok(()),
+    };
+    let field = |k: &str| object.and_then(|o| o.get(k)).filter(|v| !v.is_null());
+    if field("name").is_none_or(|n| n.as_str() == Some("")) {
+        return Err(format!(
+            "invalid {ty}.Name: value length must be at least 1 runes"
+        ));
+    }
+    if kind == ModificationKind::VirtualHost
+        && field("domains").is_none_or(|d| d.as_array().is_some_and(Vec::is_empty))
+    {
+        return Err(
+            "invalid VirtualHost.Domains: value must contain at least 1 item(s)".to_owned(),
+        );
+    }
+    Ok(())
 }
 
 impl Conf {
@@ -1082,7 +1124,7 @@ default:
       operation: Add
       match:
         routeConfigurationName: rc
-      value: 'name: vh'
+      value: '{name: vh, domains: ["*"]}'
 "#,
         );
         let p = |i: usize, f: &str| format!("spec.default.appendModifications[{i}].virtualHost{f}");
@@ -1214,7 +1256,8 @@ default:
 
     #[test]
     fn syntax_checker_messages() {
-        let check = |s: &str| SyntaxChecker.check(ModificationKind::Cluster, s, false);
+        // A Listener has no required field (see `added_resources_need_the_fields_envoy_requires`).
+        let check = |s: &str| SyntaxChecker.check(ModificationKind::Listener, s, false);
         assert_eq!(check("{"), Err("unexpected EOF".into()));
         assert_eq!(check("{}"), Ok(()));
         assert_eq!(check(""), Ok(()));
@@ -1308,11 +1351,11 @@ default:
         #[test]
         fn syntax_checker_accepts_json_objects(k in "[a-z]{1,8}", n in proptest::num::i64::ANY) {
             let text = serde_json::json!({ k: [n, {"x": null}] }).to_string();
-            proptest::prop_assert_eq!(SyntaxChecker.check(ModificationKind::Cluster, &text, false), Ok(()));
+            proptest::prop_assert_eq!(SyntaxChecker.check(ModificationKind::Listener, &text, false), Ok(()));
             // Truncated anywhere after the opening brace, it is an unexpected EOF.
             let cut = &text[..text.len() - 1];
             proptest::prop_assert_eq!(
-                SyntaxChecker.check(ModificationKind::Cluster, cut, false),
+                SyntaxChecker.check(ModificationKind::Listener, cut, false),
                 Err("unexpected EOF".to_owned())
             );
         }
@@ -1340,6 +1383,72 @@ default:
         assert_eq!(
             serde_json::to_value(ModOperation::Unknown("x".into())).unwrap(),
             Value::String("x".into())
+        );
+    }
+
+    /// Issue 41: Kuma runs the Envoy type's protoc-gen-validate rules (`Validate()`) on an
+    /// added resource (`ValidateAnyResourceYAML`), not on a `Patch` value
+    /// (`ValidateAnyResourceYAMLPatch`). Envoy's `Cluster`, `HttpFilter`, listener `Filter` and
+    /// `VirtualHost` need a `name` (`min_len: 1`), a `VirtualHost` `domains` (`min_items: 1`);
+    /// `Listener.name` has no rule. Messages are protoc-gen-validate's.
+    #[test]
+    fn added_resources_need_the_fields_envoy_requires() {
+        let one = |kind: &str, op: &str, value: &str| {
+            violations(&format!(
+                "targetRef: {{kind: Mesh}}\ndefault:\n  appendModifications:\n  - {kind}:\n      operation: {op}\n      value: '{value}'\n"
+            ))
+        };
+        let bad = |kind: &str, message: &str| {
+            vec![v(
+                &format!("spec.default.appendModifications[0].{kind}.value"),
+                &format!("native Envoy resource is not valid: {message}"),
+            )]
+        };
+        let name = |ty: &str| format!("invalid {ty}.Name: value length must be at least 1 runes");
+        assert_eq!(
+            one("cluster", "Add", "connectTimeout: 5s"),
+            bad("cluster", &name("Cluster"))
+        );
+        assert_eq!(
+            one("cluster", "Add", "{name: \"\"}"),
+            bad("cluster", &name("Cluster"))
+        );
+        assert_eq!(one("cluster", "Add", ""), bad("cluster", &name("Cluster")));
+        assert_eq!(one("cluster", "Add", "name: c"), []);
+        assert_eq!(one("cluster", "Patch", "connectTimeout: 5s"), []);
+        assert_eq!(one("listener", "Add", "address: {pipe: {path: /x}}"), []);
+        for op in ["AddFirst", "AddLast"] {
+            assert_eq!(
+                one("httpFilter", op, "{}"),
+                bad("httpFilter", &name("HttpFilter"))
+            );
+            assert_eq!(
+                one("networkFilter", op, "{}"),
+                bad("networkFilter", &name("Filter"))
+            );
+        }
+        assert_eq!(one("httpFilter", "Patch", "{}").len(), 1); // match.name only
+        assert_eq!(
+            one("virtualHost", "Add", "domains: [a]"),
+            bad("virtualHost", &name("VirtualHost"))
+        );
+        assert_eq!(
+            one("virtualHost", "Add", "name: vh"),
+            bad(
+                "virtualHost",
+                "invalid VirtualHost.Domains: value must contain at least 1 item(s)"
+            )
+        );
+        assert_eq!(
+            one("virtualHost", "Add", "{name: vh, domains: []}"),
+            bad(
+                "virtualHost",
+                "invalid VirtualHost.Domains: value must contain at least 1 item(s)"
+            )
+        );
+        assert_eq!(
+            one("virtualHost", "Add", "{name: vh, domains: [\"*\"]}"),
+            []
         );
     }
 }
