@@ -192,7 +192,6 @@ const DIFFERENCES: &[Difference] = &[
     ),
 ];
 
-
 /// One document of the corpus.
 #[derive(Debug)]
 struct Doc {
