@@ -124,7 +124,12 @@ async fn apply_get_delete_with_exit_codes_a_script_can_rely_on() {
     let (code, _, _) = common::text(&common::umbractl(&url, &["get", "mesh", "second"], "").await);
     assert_eq!(code, 4, "the created Mesh is deleted again");
     let (_, json, _) = common::text(
-        &common::umbractl(&url, &["get", "meshtimeout", "timeout-global", "-o", "json"], "").await,
+        &common::umbractl(
+            &url,
+            &["get", "meshtimeout", "timeout-global", "-o", "json"],
+            "",
+        )
+        .await,
     );
     let restored: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(

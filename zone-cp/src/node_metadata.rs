@@ -433,8 +433,7 @@ mod tests {
         let store = crate::store::Store::new();
         store
             .put(
-                umbra_core::resource::Resource::from_bytes(b"type: Mesh\nname: default\n")
-                    .unwrap(),
+                umbra_core::resource::Resource::from_bytes(b"type: Mesh\nname: default\n").unwrap(),
                 None,
             )
             .unwrap();
