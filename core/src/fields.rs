@@ -19,7 +19,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::validate::{PathBuilder, ValidationError};
+use crate::codec::CodecError;
+use crate::validate::{PathBuilder, ValidationError, Violation};
 
 /// The JSON name protojson gives the proto field `name`: lowerCamelCase, each `_` dropped
 /// and the letter after it upper-cased (`reuse_connection` -> `reuseConnection`,
@@ -283,6 +284,51 @@ pub const CA_BACKEND_SECTIONS: &[(&str, Shape)] = &[
         Shape::Message(&[("requestTimeout", Shape::Any)]),
     ),
 ];
+
+/// Why a document is not a resource. Every case carries the field path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Bytes were not YAML/JSON within limits.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The document is not shaped like the resource (missing/unknown/mistyped fields).
+    #[error("{0}")]
+    Invalid(ValidationError),
+}
+
+impl DecodeError {
+    /// The `{field, message}` list for an API 400.
+    pub fn violations(&self) -> Vec<Violation> {
+        match self {
+            DecodeError::Codec(e) => vec![Violation {
+                field: String::new(),
+                message: e.to_string(),
+            }],
+            DecodeError::Invalid(v) => v.violations.clone(),
+        }
+    }
+}
+
+/// A [`DecodeError::Invalid`] with one violation.
+pub(crate) fn decode_invalid(field: impl Into<String>, message: impl Into<String>) -> DecodeError {
+    let mut e = ValidationError::new();
+    e.violation_field(field, message);
+    DecodeError::Invalid(e)
+}
+
+/// Deserialize `value` into `T`, mapping serde errors to a violation at the failing path under
+/// `root` (`spec.to[0].default.idleTimeout`). An unknown field gets Umbra's explanation
+/// ([`unknown_field_message`]: the field, the known field it resembles, that
+/// Kuma would ignore it).
+///
+/// # Errors
+/// [`DecodeError::Invalid`] with the failing path.
+pub fn from_value_at<T: DeserializeOwned>(
+    root: &PathBuilder,
+    value: Value,
+) -> Result<T, DecodeError> {
+    decode_at(root, value, Names::Json).map_err(DecodeError::Invalid)
+}
 
 /// Which field names a decoder takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,6 +35,7 @@ pub mod k8s;
 pub mod matching;
 pub mod merge;
 pub mod mesh;
+pub mod meta;
 pub mod old;
 pub mod old_matching;
 pub mod policies;

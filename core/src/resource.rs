@@ -10,27 +10,19 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::codec::{self, CodecError, Limits};
+use crate::codec::{self, Limits};
 use crate::dataplane::DataplaneSpec;
-use crate::fields::{decode_at, Names};
+use crate::fields::{decode_at, decode_invalid as invalid, Names};
+pub use crate::fields::{from_value_at, DecodeError};
 use crate::mesh::MeshSpec;
 use crate::old;
 use crate::policies;
 use crate::stored;
-use crate::validate::{PathBuilder, ValidationError, Violation};
+use crate::validate::{PathBuilder, ValidationError};
 
-/// Label marking a policy as shadow: `kuma.io/effect: shadow` (transition seed 000).
-pub const EFFECT_LABEL: &str = "kuma.io/effect";
-/// Value of [`EFFECT_LABEL`] that makes a policy shadow.
-pub const EFFECT_SHADOW: &str = "shadow";
-/// Label carrying where a resource came from (`global` or `zone`).
-pub const ORIGIN_LABEL: &str = "kuma.io/origin";
-/// Label carrying a resource's display name.
-pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
+pub use crate::meta::{Meta, DISPLAY_NAME_LABEL, EFFECT_LABEL, EFFECT_SHADOW, ORIGIN_LABEL};
 
 macro_rules! resource_types {
     ($( $variant:ident => $name:literal, $plural:literal, $kind:ident; )*) => {
@@ -259,47 +251,6 @@ impl fmt::Display for ResourceKey {
     }
 }
 
-/// Resource metadata: everything in the envelope but the spec.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Meta {
-    /// Owning mesh (empty for a Mesh).
-    pub mesh: String,
-    /// Name.
-    pub name: String,
-    /// Labels (`kuma.io/effect`, `kuma.io/origin`, `kuma.io/zone`, ...).
-    pub labels: BTreeMap<String, String>,
-    /// RFC 3339 creation time, when known (set by stores).
-    pub creation_time: Option<String>,
-    /// RFC 3339 modification time, when known (set by stores).
-    pub modification_time: Option<String>,
-}
-
-impl Meta {
-    /// `true` when labelled `kuma.io/effect: shadow`.
-    pub fn is_shadow(&self) -> bool {
-        self.labels
-            .get(EFFECT_LABEL)
-            .is_some_and(|v| v == EFFECT_SHADOW)
-    }
-
-    /// Precedence of the `kuma.io/origin` label: `global` -1 < none 0 < `zone` 1.
-    pub fn origin_rank(&self) -> i8 {
-        match self.labels.get(ORIGIN_LABEL).map(String::as_str) {
-            Some("global") => -1,
-            Some("zone") => 1,
-            _ => 0,
-        }
-    }
-
-    /// Label `kuma.io/display-name`, else the name (Kuma's `GetDisplayName`).
-    pub fn display_name(&self) -> &str {
-        self.labels
-            .get(DISPLAY_NAME_LABEL)
-            .filter(|v| !v.is_empty())
-            .map_or(&self.name, String::as_str)
-    }
-}
-
 /// A typed spec, one variant per [`ResourceType`].
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)]
@@ -375,50 +326,6 @@ pub struct Resource {
     pub meta: Meta,
     /// Typed spec (its variant gives the type).
     pub spec: Spec,
-}
-
-/// Why a document is not a resource. Every case carries the field path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    /// Bytes were not YAML/JSON within limits.
-    #[error(transparent)]
-    Codec(#[from] CodecError),
-    /// The document is not shaped like the resource (missing/unknown/mistyped fields).
-    #[error("{0}")]
-    Invalid(ValidationError),
-}
-
-impl DecodeError {
-    /// The `{field, message}` list for an API 400.
-    pub fn violations(&self) -> Vec<Violation> {
-        match self {
-            DecodeError::Codec(e) => vec![Violation {
-                field: String::new(),
-                message: e.to_string(),
-            }],
-            DecodeError::Invalid(v) => v.violations.clone(),
-        }
-    }
-}
-
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> DecodeError {
-    let mut e = ValidationError::new();
-    e.violation_field(field, message);
-    DecodeError::Invalid(e)
-}
-
-/// Deserialize `value` into `T`, mapping serde errors to a violation at the failing path under
-/// `root` (`spec.to[0].default.idleTimeout`). An unknown field gets Umbra's explanation
-/// ([`crate::fields::unknown_field_message`]: the field, the known field it resembles, that
-/// Kuma would ignore it).
-///
-/// # Errors
-/// [`DecodeError::Invalid`] with the failing path.
-pub fn from_value_at<T: DeserializeOwned>(
-    root: &PathBuilder,
-    value: Value,
-) -> Result<T, DecodeError> {
-    crate::fields::decode_at(root, value, Names::Json).map_err(DecodeError::Invalid)
 }
 
 impl Resource {

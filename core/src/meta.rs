@@ -1,0 +1,56 @@
+//! A resource's metadata ([`Meta`]: mesh, name, labels, times) and the labels Umbra and Kuma
+//! read from it (`kuma.io/effect`, `kuma.io/origin`, `kuma.io/display-name`). Pure.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Label marking a policy as shadow: `kuma.io/effect: shadow` (transition seed 000).
+pub const EFFECT_LABEL: &str = "kuma.io/effect";
+/// Value of [`EFFECT_LABEL`] that makes a policy shadow.
+pub const EFFECT_SHADOW: &str = "shadow";
+/// Label carrying where a resource came from (`global` or `zone`).
+pub const ORIGIN_LABEL: &str = "kuma.io/origin";
+/// Label carrying a resource's display name.
+pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
+
+/// Resource metadata: everything in the envelope but the spec.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// Owning mesh (empty for a Mesh).
+    pub mesh: String,
+    /// Name.
+    pub name: String,
+    /// Labels (`kuma.io/effect`, `kuma.io/origin`, `kuma.io/zone`, ...).
+    pub labels: BTreeMap<String, String>,
+    /// RFC 3339 creation time, when known (set by stores).
+    pub creation_time: Option<String>,
+    /// RFC 3339 modification time, when known (set by stores).
+    pub modification_time: Option<String>,
+}
+
+impl Meta {
+    /// `true` when labelled `kuma.io/effect: shadow`.
+    pub fn is_shadow(&self) -> bool {
+        self.labels
+            .get(EFFECT_LABEL)
+            .is_some_and(|v| v == EFFECT_SHADOW)
+    }
+
+    /// Precedence of the `kuma.io/origin` label: `global` -1 < none 0 < `zone` 1.
+    pub fn origin_rank(&self) -> i8 {
+        match self.labels.get(ORIGIN_LABEL).map(String::as_str) {
+            Some("global") => -1,
+            Some("zone") => 1,
+            _ => 0,
+        }
+    }
+
+    /// Label `kuma.io/display-name`, else the name (Kuma's `GetDisplayName`).
+    pub fn display_name(&self) -> &str {
+        self.labels
+            .get(DISPLAY_NAME_LABEL)
+            .filter(|v| !v.is_empty())
+            .map_or(&self.name, String::as_str)
+    }
+}
