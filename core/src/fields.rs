@@ -1,4 +1,6 @@
-//! Field names as Kuma 2.7 reads them, and what Umbra says of a field it does not know.
+//! Field names as Kuma 2.7 reads them, and what Umbra says of a field it does not know: the
+//! decoding of a document's fields into typed specs ([`decode_at`], [`from_value_at`]) and its
+//! errors ([`DecodeError`], every one with the field path).
 //!
 //! - **Proto names.** Kuma decodes its protobuf-based resources (the Mesh, Dataplanes,
 //!   ZoneIngresses, ExternalServices and every old policy) with protojson, which takes a
