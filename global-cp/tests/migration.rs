@@ -62,7 +62,8 @@ async fn lifecycle(store: Arc<dyn Store>) {
     )
     .await;
 
-    // Bad requests: unknown fields, a live policy to promote, a shadow one to retire.
+    // Bad requests: unknown fields; then a live policy to promote and a shadow one to retire,
+    // which are well-formed but conflict with the policies' state (409).
     let plan_path = "/meshes/default/_migration/plan";
     let (s, b) = post(&app, plan_path, &json!({"nope": 1})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
@@ -72,14 +73,14 @@ async fn lifecycle(store: Arc<dyn Store>) {
         &json!({"policies": ["Timeout/timeout-all"]}),
     )
     .await;
-    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
     let (s, b) = post(
         &app,
         plan_path,
         &json!({"retire": ["MeshTimeout/timeout-all"]}),
     )
     .await;
-    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
     let (s, b) = post(
         &app,
         plan_path,

@@ -816,7 +816,7 @@ mod tests {
             )
             .unwrap_err()
             .status,
-            axum::http::StatusCode::BAD_REQUEST
+            axum::http::StatusCode::CONFLICT
         );
         assert_eq!(
             MeshShadow::prepare(
