@@ -109,6 +109,22 @@ pub fn check_body_type(headers: &HeaderMap, allowed: &[&str]) -> Result<(), ApiE
     ))
 }
 
+/// `Ok` unless a JSON request body is something else than an object (`{...}`; an empty body is
+/// left to the parser, which refuses it): serde reads a struct from an array too
+/// (`["default"]` as `{"mesh": "default"}`), and no body here is meant to be one.
+///
+/// # Errors
+/// A 400 naming `body`, saying it expected `shape`.
+pub fn check_json_object(body: &[u8], shape: &str) -> Result<(), ApiError> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | None => Ok(()),
+        Some(_) => Err(ApiError::bad_parameter(
+            "body",
+            format!("expected {shape}: a JSON object"),
+        )),
+    }
+}
+
 /// Detail of a 404 for a path no route serves.
 pub const NO_ROUTE: &str = "no route for";
 /// Detail of a 405 for a method a route does not serve.
@@ -150,6 +166,18 @@ pub async fn error_shape(req: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_bodies_are_objects() {
+        for ok in [&b"{}"[..], b" \n{\"a\": 1}", b""] {
+            assert!(check_json_object(ok, "{a}").is_ok());
+        }
+        for bad in [&b"[]"[..], b"[\"default\"]", b"null", b" 5"] {
+            let e = check_json_object(bad, "{a}").unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert_eq!(e.invalid_parameters[0].field, "body");
+        }
+    }
 
     fn accept(v: &str) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -60,6 +60,7 @@ fn parse<T: serde::de::DeserializeOwned>(
     shape: &str,
 ) -> Result<T, ApiError> {
     check_body_type(headers, BODY_TYPES)?;
+    crate::negotiate::check_json_object(body, shape)?;
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -223,6 +224,7 @@ mod tests {
             &br#"{}"#[..],
             br#"{"id": "xyz"}"#,
             br#"{"token": "a.b.c", "id": "1"}"#,
+            br#"[null, "0a1b"]"#,
         ] {
             let e = revocation_id(&json_headers(), bad, refuse).unwrap_err();
             assert_eq!(e.status.as_u16(), 400);

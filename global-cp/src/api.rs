@@ -451,6 +451,7 @@ async fn zone_token(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     umbra_api::negotiate::check_body_type(&headers, umbra_api::negotiate::BODY_TYPES)?;
+    umbra_api::negotiate::check_json_object(&body, r#"{"zone": ..., "validFor": ...}"#)?;
     let req: ZoneTokenRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_parameter(
             "body",
@@ -585,8 +586,8 @@ async fn shadow_diff(
     .await
 }
 
-/// A body of type `T` (JSON, or YAML: `Content-Type` as for resources; empty reads as `{}`),
-/// or a 400 naming what is wrong.
+/// A body of type `T` (a JSON or YAML mapping: `Content-Type` as for resources; empty reads as
+/// `{}`), or a 400 naming what is wrong.
 fn json_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &[u8],
@@ -598,6 +599,10 @@ fn json_body<T: serde::de::DeserializeOwned>(
         umbra_core::codec::decode_one(body, umbra_core::codec::Limits::default())
             .map_err(|e| ApiError::bad_parameter("body", e.to_string()))?
     };
+    // serde reads a struct from a sequence too (`["<plan>"]`), which no body is meant to be.
+    if !value.is_object() {
+        return Err(ApiError::bad_parameter("body", "must be a mapping"));
+    }
     serde_json::from_value(value).map_err(|e| ApiError::bad_parameter("body", e.to_string()))
 }
 

@@ -115,3 +115,26 @@ async fn zone_ingresses_are_read_only_here() {
         }
     }
 }
+
+/// A body is a mapping: serde would read a struct from a sequence too (`[]` as an empty plan
+/// request, `["zone-1"]` as a zone), which the document does not allow.
+#[tokio::test]
+async fn sequences_are_no_bodies() {
+    let app = app();
+    for (uri, body) in [
+        ("/meshes/default/_migration/plan", "[]"),
+        ("/meshes/default/_migration/apply", r#"["ab"]"#),
+        ("/tokens/zone", r#"["zone-1"]"#),
+        ("/tokens/user", r#"["alice"]"#),
+        ("/tokens/user/revocations", r#"[null, "ab"]"#),
+    ] {
+        let req = Request::builder()
+            .method("POST")
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), 400, "POST {uri} {body}");
+    }
+}
