@@ -1,66 +1,13 @@
 //! The `global-cp` binary refuses a malformed flag at startup (issue 33): it exits quickly with
 //! status 2 and a message naming the flag, before it opens its store or binds anything.
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use umbra_api::testing::flags::{assert_refused, free_addr};
 
 const GLOBAL_CP: &str = env!("CARGO_BIN_EXE_global-cp");
 
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-}
-
-/// Run `global-cp args` (on free ports unless `args` name them) with no `UMBRA_*` variable from
-/// this environment; it must exit within 10 s with status 2 and a stderr naming `flag`.
+/// [`assert_refused`] for `global-cp` (free `--api-addr` and `--kds-addr` unless given).
 fn refused(args: &[&str], flag: &str) {
-    let given = |f: &str| args.iter().position(|a| *a == f).map(|i| args[i + 1]);
-    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    for f in ["--api-addr", "--kds-addr"] {
-        if given(f).is_none() {
-            all.extend([f.to_owned(), free_addr().to_string()]);
-        }
-    }
-    let mut cmd = Command::new(GLOBAL_CP);
-    cmd.args(&all)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("UMBRA_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().expect("global-cp starts");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("global-cp {all:?} still runs after 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert_eq!(
-        status.code(),
-        Some(2),
-        "global-cp {all:?}: {status}\n{stderr}"
-    );
-    assert!(
-        stderr.contains(flag),
-        "global-cp {all:?}: the error does not name {flag}:\n{stderr}"
-    );
-    assert!(
-        !stderr.contains("listening"),
-        "global-cp {all:?} got as far as listening:\n{stderr}"
-    );
+    assert_refused(GLOBAL_CP, &["--api-addr", "--kds-addr"], args, flag);
 }
 
 #[test]

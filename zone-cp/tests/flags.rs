@@ -3,18 +3,13 @@
 //! has never reached its Global answers `/ready` with 503 and says why; a standalone zone is
 //! ready.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const ZONE_CP: &str = env!("CARGO_BIN_EXE_zone-cp");
+use umbra_api::testing::flags::{assert_refused, free_addr};
 
-/// A loopback address nothing listens on (yet).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-}
+const ZONE_CP: &str = env!("CARGO_BIN_EXE_zone-cp");
 
 /// A scratch directory for this test process.
 fn temp_dir(tag: &str) -> std::path::PathBuf {
@@ -23,59 +18,9 @@ fn temp_dir(tag: &str) -> std::path::PathBuf {
     d
 }
 
-/// Run `zone-cp args` (on free ports unless `args` name them) with no `UMBRA_*` variable from
-/// this environment; it must exit within 10 s with a failure status and a stderr naming
-/// `flag`. The API port must never have been bound.
+/// [`assert_refused`] for `zone-cp` (free `--api-addr` and `--ads-addr` unless given).
 fn refused(args: &[&str], flag: &str) {
-    let given = |f: &str| args.iter().position(|a| *a == f).map(|i| args[i + 1]);
-    let api = given("--api-addr")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(free_addr);
-    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    for (f, default) in [("--api-addr", api), ("--ads-addr", free_addr())] {
-        if given(f).is_none() {
-            all.extend([f.to_owned(), default.to_string()]);
-        }
-    }
-    let mut cmd = Command::new(ZONE_CP);
-    cmd.args(&all)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("UMBRA_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().expect("zone-cp starts");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            let bound = std::net::TcpStream::connect(api).is_ok();
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("zone-cp {all:?} still runs after 10 s (API bound: {bound})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert_eq!(
-        status.code(),
-        Some(2),
-        "zone-cp {all:?}: {status}\n{stderr}"
-    );
-    assert!(
-        stderr.contains(flag),
-        "zone-cp {all:?}: the error does not name {flag}:\n{stderr}"
-    );
-    assert!(
-        !stderr.contains("listening"),
-        "zone-cp {all:?} got as far as listening:\n{stderr}"
-    );
+    assert_refused(ZONE_CP, &["--api-addr", "--ads-addr"], args, flag);
 }
 
 #[test]
