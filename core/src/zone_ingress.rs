@@ -161,6 +161,15 @@ impl ZoneIngressSpec {
 mod tests {
     use super::*;
 
+    /// `(field, message)` of each violation of `zi`.
+    fn problems(zi: &ZoneIngressSpec) -> Vec<(String, String)> {
+        zi.validate()
+            .violations
+            .into_iter()
+            .map(|v| (v.field, v.message))
+            .collect()
+    }
+
     fn spec(yaml: &str) -> ZoneIngressSpec {
         let v = crate::codec::decode_one(yaml.as_bytes(), crate::codec::Limits::default()).unwrap();
         serde_json::from_value(v).unwrap()
@@ -180,12 +189,7 @@ mod tests {
     #[test]
     fn every_problem_is_reported_with_kuma_messages() {
         let zi = spec("networking:\n  address: 0.0.0.0\n  port: 0\n  advertisedPort: 5\n  admin: {port: 5}\navailableServices:\n- mesh: default\n  tags: {version: v1}\n");
-        let got: Vec<(String, String)> = zi
-            .validate()
-            .violations
-            .into_iter()
-            .map(|v| (v.field, v.message))
-            .collect();
+        let got = problems(&zi);
         let fields: Vec<&str> = got.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(
             fields,
@@ -207,12 +211,7 @@ mod tests {
     #[test]
     fn addresses_follow_kuma() {
         let zi = spec("networking:\n  address: 192.168.0.1\n  advertisedAddress: '!@#'\n  port: 10001\n  advertisedPort: 100000\navailableServices:\n- tags: {kuma.io/service: backend}\n");
-        let got: Vec<(String, String)> = zi
-            .validate()
-            .violations
-            .into_iter()
-            .map(|v| (v.field, v.message))
-            .collect();
+        let got = problems(&zi);
         assert_eq!(
             got,
             [
