@@ -1,7 +1,7 @@
 //! Build script: compiles the repository's `proto/umbra/kds/v1/kds.proto` (the top-level
 //! `proto/` folder, where the project keeps its service definitions) with protox (no system
 //! `protoc`) and generates prost messages and tonic client/server code. Envoy's discovery messages are not
-//! regenerated: they map to `envoy_types::pb`. The Envoy proto directory comes from umbra-xds'
+//! regenerated: they map to `envoy_types::pb`. The Envoy proto directory comes from umbra-xds-protocol'
 //! build script (`links` metadata), so both crates compile against the same files.
 
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", protos.display());
     let root = PathBuf::from(
         std::env::var_os("DEP_UMBRA_ENVOY_PROTOS_PROTO_ROOT")
-            .expect("umbra-xds exports the Envoy proto directory"),
+            .expect("umbra-xds-protocol exports the Envoy proto directory"),
     );
     let mut includes = vec![protos];
     includes.extend(INCLUDES.iter().map(|d| root.join(d)).filter(|p| p.is_dir()));

@@ -102,8 +102,8 @@ pub fn redact_url(raw: &str) -> String {
     url.to_string()
 }
 
-/// The API authentication flags ([`crate::trust::AccessArgs`]) as `/config` shows them.
-pub fn access_config(access: &crate::trust::AccessArgs) -> Value {
+/// The API authentication flags ([`crate::authn::AccessArgs`]) as `/config` shows them.
+pub fn access_config(access: &crate::authn::AccessArgs) -> Value {
     json!({
         "localhostIsAdmin": access.localhost_is_admin,
         "metricsAuth": access.metrics_auth,
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn config_is_the_admins() {
         use crate::authn::{access, Access};
-        let policy = crate::trust::AccessPolicy::default();
+        let policy = umbra_pki::trust::AccessPolicy::default();
         for path in ["/config", "/%63onfig"] {
             assert_eq!(
                 access(&axum::http::Method::GET, path, &policy),

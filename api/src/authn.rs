@@ -37,7 +37,37 @@ use axum::response::{IntoResponse, Response};
 use umbra_auth::Principal;
 
 use crate::error::ApiError;
-use crate::trust::{AccessPolicy, Trust};
+use umbra_pki::trust::{AccessPolicy, Trust};
+
+/// The API authentication flags both CPs take (`#[command(flatten)]`); every flag also reads
+/// its `UMBRA_*` environment variable.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AccessArgs {
+    /// API callers on a loopback address without a token act as the admin (Kuma's
+    /// `localhostIsAdmin`). With `false`, every call but `/`, `/openapi.yaml`, `/healthz`,
+    /// `/ready` (and `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
+    #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub localhost_is_admin: bool,
+    /// `/metrics` needs a user token too (default: open to scrapers).
+    #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
+    pub metrics_auth: bool,
+    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
+    /// (default). Set `false` when a proxy on this host makes every caller local; then read the
+    /// admin token from the store (key `admin-user-token`) or ask with an admin token.
+    #[arg(long, env = "UMBRA_ADMIN_TOKEN_FROM_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
+    pub admin_token_from_loopback: bool,
+}
+
+impl AccessArgs {
+    /// Who may call the API without a token.
+    pub fn policy(&self) -> AccessPolicy {
+        AccessPolicy {
+            localhost_is_admin: self.localhost_is_admin,
+            metrics_need_token: self.metrics_auth,
+            admin_token_from_loopback: self.admin_token_from_loopback,
+        }
+    }
+}
 
 /// What a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +187,7 @@ pub fn from_loopback(req: &Request) -> bool {
 
 /// The middleware: authenticate, authorize, then run the handler with the [`Principal`] in the
 /// request's extensions. The router must be served with connect info
-/// ([`crate::process::serve_http`] does).
+/// ([`umbra_runtime::process::serve_http`] does).
 pub async fn require(State(trust): State<Arc<Trust>>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
     let need = access(req.method(), &path, &trust.policy);

@@ -169,7 +169,7 @@ impl ApiError {
 /// `traceparent`), so an operator finds the request in the trace backend; without it, a fresh
 /// random id that only tells one answer from another.
 pub fn instance() -> String {
-    crate::process::current_context()
+    umbra_runtime::process::current_context()
         .get("traceparent")
         .and_then(|tp| trace_id(tp))
         .unwrap_or_else(|| RandomIdGenerator::default().new_trace_id().to_string())
@@ -205,6 +205,32 @@ impl From<umbra_core::view::PromotionError> for ApiError {
 /// How a store failure reads to an API caller: 404, 409, 400 (no such mesh), 503 (outage,
 /// retry later) or 500 (undecodable content, logged; never the database's own text beyond
 /// the store's message).
+impl From<umbra_pki::trust::TrustError> for ApiError {
+    /// The trust state's refusals as Kuma answers them: 400 on a federated zone or a bad
+    /// request field, 404 naming `mesh` for a Mesh that does not exist, 401 for a token the
+    /// issuer refused otherwise, a store failure as the store's error.
+    fn from(e: umbra_pki::trust::TrustError) -> Self {
+        use umbra_auth::TokenError;
+        use umbra_pki::trust::TrustError;
+        match e {
+            TrustError::Federated => ApiError::status(StatusCode::BAD_REQUEST, e.to_string()),
+            TrustError::BadRequest { field, reason } => ApiError::bad_parameter(field, reason),
+            TrustError::UnknownMesh(mesh) => ApiError {
+                status: StatusCode::NOT_FOUND,
+                title: "Not Found".into(),
+                ..ApiError::bad_parameter("mesh", format!("mesh {mesh:?} does not exist"))
+            },
+            TrustError::Token(TokenError::BadRequest { field, reason }) => {
+                ApiError::bad_parameter(field, reason)
+            }
+            TrustError::Token(other) => {
+                ApiError::status(StatusCode::UNAUTHORIZED, other.to_string())
+            }
+            TrustError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<umbra_store::StoreError> for ApiError {
     fn from(e: umbra_store::StoreError) -> Self {
         use umbra_store::StoreError;
@@ -246,6 +272,27 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trust_errors_answer_as_kuma() {
+        use umbra_pki::trust::TrustError;
+        let e = ApiError::from(TrustError::UnknownMesh("nope".into()));
+        assert_eq!(e.status, StatusCode::NOT_FOUND);
+        assert_eq!(e.invalid_parameters[0].field, "mesh");
+        let e = ApiError::from(TrustError::Federated);
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        let e = ApiError::from(TrustError::BadRequest {
+            field: "validFor",
+            reason: "must be positive".into(),
+        });
+        assert_eq!(e.invalid_parameters[0].field, "validFor");
+        let e = ApiError::from(TrustError::Token(umbra_auth::TokenError::BadRequest {
+            field: "name",
+            reason: "required".into(),
+        }));
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.invalid_parameters[0].field, "name");
+    }
 
     fn is_hex32(s: &str) -> bool {
         s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())

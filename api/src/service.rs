@@ -111,8 +111,8 @@ pub fn base<S: Clone + Send + Sync + 'static>(
                 ([(header::CONTENT_TYPE, "application/yaml")], openapi_yaml).into_response()
             }),
         )
-        .route("/metrics", get(crate::metrics::serve))
-        .route("/healthz", get(crate::process::healthz))
+        .route("/metrics", get(umbra_runtime::metrics::serve))
+        .route("/healthz", get(umbra_runtime::process::healthz))
 }
 
 /// `router` with the layers every request goes through: a [`MAX_BODY_BYTES`] body limit, the
@@ -123,8 +123,12 @@ pub fn layered<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S>
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(crate::negotiate::error_shape))
         .layer(axum::middleware::from_fn(crate::negotiate::yaml_output))
-        .layer(axum::middleware::from_fn(crate::metrics::track_http))
-        .layer(axum::middleware::from_fn(crate::process::trace_http))
+        .layer(axum::middleware::from_fn(
+            umbra_runtime::metrics::track_http,
+        ))
+        .layer(axum::middleware::from_fn(
+            umbra_runtime::process::trace_http,
+        ))
 }
 
 /// A CP binary's `main`: logging and tracing for `service` (`RUST_LOG`, default `info`;
@@ -140,9 +144,9 @@ pub fn main<F>(
 where
     F: Future<Output = anyhow::Result<()>>,
 {
-    let _telemetry = crate::process::init(service);
+    let _telemetry = umbra_runtime::process::init(service);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(run(Box::pin(crate::process::shutdown_signal())))
+        .block_on(run(Box::pin(umbra_runtime::process::shutdown_signal())))
 }

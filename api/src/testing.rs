@@ -1,9 +1,8 @@
 //! Test support (feature `testing`): one request through a router without a socket, for the
 //! CPs' API tests, and Kuma's published API schemas as an oracle for their answers
-//! ([`kuma_schema::assert_valid`]), [`assert_config_shows_every_flag`] for `/config`, and
-//! [`flags::assert_refused`] for a binary refusing a malformed flag.
+//! ([`kuma_schema::assert_valid`]) and [`assert_config_shows_every_flag`] for `/config` (a binary refusing a malformed
+//! flag: `umbra_runtime::testing`).
 
-pub mod flags;
 pub mod kuma_schema;
 
 use axum::body::Body;

@@ -29,7 +29,7 @@ use umbra_auth::token::TokenKind;
 use crate::error::ApiError;
 use crate::negotiate::{check_body_type, BODY_TYPES};
 use crate::service::Route;
-use crate::trust::{Trust, ADMIN_TOKEN_KEY};
+use umbra_pki::trust::{Trust, ADMIN_TOKEN_KEY};
 
 /// The routes [`routes`] serves.
 pub const ROUTES: &[Route] = &[
@@ -113,7 +113,7 @@ async fn zone_ingress_token(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let req: crate::trust::ZoneIngressTokenRequest =
+    let req: umbra_pki::trust::ZoneIngressTokenRequest =
         parse(&headers, &body, r#"{"zone", "validFor"}"#)?;
     let token = trust.issue_zone_ingress(&req).await?;
     let id = umbra_auth::token::token_id(&token, TokenKind::ZoneIngress, &trust.bundle().user_keys)

@@ -27,7 +27,7 @@ fn umbractl(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_flags_and_contexts() {
-    let global = common::Global::start_with(umbra_api::trust::AccessPolicy {
+    let global = common::Global::start_with(umbra_pki::trust::AccessPolicy {
         localhost_is_admin: false,
         metrics_need_token: false,
         admin_token_from_loopback: true,
@@ -116,7 +116,7 @@ async fn tokens_flags_and_contexts() {
     );
     assert_eq!(code, 0, "{err}");
     let alice = alice.trim().to_owned();
-    let trust = umbra_api::trust::Trust::authority(global.store.clone(), Default::default())
+    let trust = umbra_pki::trust::Trust::authority(global.store.clone(), Default::default())
         .await
         .unwrap();
     let p = trust
@@ -162,7 +162,7 @@ async fn tokens_flags_and_contexts() {
         vec![],
     );
     assert_eq!(code, 0, "{err}");
-    let trust = umbra_api::trust::Trust::authority(global.store.clone(), Default::default())
+    let trust = umbra_pki::trust::Trust::authority(global.store.clone(), Default::default())
         .await
         .unwrap();
     let id = trust

@@ -17,6 +17,7 @@
 //! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
 //! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
 //! - [`old_matching`]: source/destination selector matching of the old policies;
+//! - [`dependencies`]: what a DPP's (or a ZoneIngress's) generated config depends on;
 //! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
 //! - [`type_info`]: per-type display names and `to`/`from` flags (Kuma's `/_resources`).
 //!
@@ -28,6 +29,7 @@ pub mod codec;
 pub mod convert;
 pub mod dataplane;
 pub mod defaults;
+pub mod dependencies;
 pub mod duration;
 pub mod fields;
 pub mod go_net;

@@ -130,7 +130,7 @@ pub struct AppState {
     /// Zone token issuer.
     pub tokens: ZoneTokens,
     /// User and dataplane tokens: keys, revocations, who may call what.
-    pub trust: Arc<umbra_api::trust::Trust>,
+    pub trust: Arc<umbra_pki::trust::Trust>,
     /// Inspect calls to zones.
     pub inspect: Arc<crate::inspect::hub::InspectHub>,
     /// Trace context of writes on their way to the zones.
@@ -157,7 +157,7 @@ impl AppState {
     }
 }
 
-impl FromRef<AppState> for Arc<umbra_api::trust::Trust> {
+impl FromRef<AppState> for Arc<umbra_pki::trust::Trust> {
     fn from_ref(state: &AppState) -> Self {
         state.trust.clone()
     }

@@ -48,7 +48,7 @@ use umbra_kds::sync::{
 use umbra_kds::{
     GLOBAL_STORE_METADATA, MAX_MESSAGE_BYTES, RECORDED_STORE_METADATA, ZONE_NAME_METADATA,
 };
-use umbra_xds::snapshot::ResourceVersions;
+use umbra_xds_protocol::version::ResourceVersions;
 
 use crate::inspect::hub::InspectHub;
 use crate::offer::for_zone;
@@ -84,7 +84,7 @@ pub async fn serve(
         .add_service(server.into_server())
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
-            umbra_api::process::stopped(stop),
+            umbra_runtime::process::stopped(stop),
         )
         .await?;
     Ok(())

@@ -62,7 +62,7 @@ pub struct Args {
     /// Dataplanes, and its signing key (zone tokens must be issued again), and its zones see a
     /// Global whose data is gone (they keep serving and wait for an operator). Created when
     /// missing.
-    #[arg(long, env = "UMBRA_DATA_DIR", value_parser = umbra_api::flags::directory)]
+    #[arg(long, env = "UMBRA_DATA_DIR", value_parser = umbra_runtime::flags::directory)]
     pub data_dir: Option<std::path::PathBuf>,
     /// Largest number of pooled PostgreSQL connections (at least 1).
     #[arg(
@@ -83,7 +83,7 @@ pub struct Args {
         long,
         env = "UMBRA_KDS_TLS_CERT_FILE",
         requires = "kds_tls_key_file",
-        value_parser = umbra_api::flags::pem_certificates
+        value_parser = umbra_runtime::flags::pem_certificates
     )]
     pub kds_tls_cert_file: Option<std::path::PathBuf>,
     /// PEM private key for TLS on the KDS port (the key of `--kds-tls-cert-file`).
@@ -91,12 +91,12 @@ pub struct Args {
         long,
         env = "UMBRA_KDS_TLS_KEY_FILE",
         requires = "kds_tls_cert_file",
-        value_parser = umbra_api::flags::pem_private_key
+        value_parser = umbra_runtime::flags::pem_private_key
     )]
     pub kds_tls_key_file: Option<std::path::PathBuf>,
     /// API authentication.
     #[command(flatten)]
-    pub access: umbra_api::trust::AccessArgs,
+    pub access: umbra_api::authn::AccessArgs,
     /// Remove a zone's Dataplanes and ZoneIngresses once it has been offline this long (a Go
     /// duration, `72h`, Kuma's dataplane cleanup age; `0s` never). A reconnect brings them back.
     #[arg(long, env = "UMBRA_ZONE_CLEANUP_AFTER", default_value = "72h", value_parser = parse_period)]
@@ -158,15 +158,15 @@ fn parse_period(text: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
     /// Who may call the API without a token.
-    pub policy: umbra_api::trust::AccessPolicy,
+    pub policy: umbra_pki::trust::AccessPolicy,
     /// Zone cleanup period (`None`: never).
     pub zone_cleanup_after: Option<std::time::Duration>,
     /// What `GET /config` answers ([`Args::config`]); `None`: only `environment` and `mode`.
     pub config: Option<Arc<serde_json::Value>>,
 }
 
-impl From<umbra_api::trust::AccessPolicy> for Settings {
-    fn from(policy: umbra_api::trust::AccessPolicy) -> Self {
+impl From<umbra_pki::trust::AccessPolicy> for Settings {
+    fn from(policy: umbra_pki::trust::AccessPolicy) -> Self {
         Self {
             policy,
             ..Self::default()
@@ -176,7 +176,7 @@ impl From<umbra_api::trust::AccessPolicy> for Settings {
 
 impl Args {
     /// Who may call the API without a token.
-    pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
+    pub fn access_policy(&self) -> umbra_pki::trust::AccessPolicy {
         self.access.policy()
     }
 
@@ -188,7 +188,7 @@ impl Args {
     /// # Errors
     /// The first problem found.
     pub fn check(&self) -> Result<(), String> {
-        umbra_api::flags::distinct_listeners(
+        umbra_runtime::flags::distinct_listeners(
             ("--api-addr", self.api_addr),
             ("--kds-addr", self.kds_addr),
         )?;
@@ -281,8 +281,8 @@ pub async fn run(
         _ => None,
     };
     let store = open_store(&args).await?;
-    let api = umbra_api::process::listen(args.api_addr)?;
-    let kds = umbra_api::process::listen(args.kds_addr)?;
+    let api = umbra_runtime::process::listen(args.api_addr)?;
+    let kds = umbra_runtime::process::listen(args.kds_addr)?;
     tracing::info!(api = %api.local_addr()?, kds = %kds.local_addr()?, store = ?args.store, tls = tls.is_some(), localhost_is_admin = args.access.localhost_is_admin, "global-cp listening");
     let settings = Settings {
         policy: args.access_policy(),
@@ -308,11 +308,12 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let settings: Settings = settings.into();
     let policy = settings.policy;
-    umbra_api::metrics::install();
+    umbra_runtime::metrics::install();
     umbra_kds::metrics::describe();
+    umbra_store::metered::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
-    let trust = umbra_api::trust::Trust::authority(store.clone(), policy).await?;
+    let trust = umbra_pki::trust::Trust::authority(store.clone(), policy).await?;
     if !policy.localhost_is_admin {
         tracing::info!("--localhost-is-admin=false: every API call needs a user token; fetch the admin token on this host with GET /global-secrets/admin-user-token");
     }
@@ -329,7 +330,7 @@ pub async fn serve(
     let traces = Arc::new(offer::TraceLinks::default());
     // One CA per mesh, owned here and synced to every zone (issue 18).
     let (cas_tx, cas_rx) = tokio::sync::watch::channel(std::sync::Arc::default());
-    let ca_keeper = std::sync::Arc::new(umbra_api::mesh_ca::CaKeeper::new(
+    let ca_keeper = std::sync::Arc::new(umbra_pki::mesh_ca::CaKeeper::new(
         store.clone(),
         std::sync::Arc::new(cas_tx),
     ));
@@ -360,7 +361,7 @@ pub async fn serve(
             Arc::new(serde_json::json!({"environment": "universal", "mode": "global"}))
         }),
     };
-    let api = umbra_api::process::serve_http(
+    let api = umbra_runtime::process::serve_http(
         api,
         umbra_console::mount(api::router(state), umbra_console::Mode::Global),
         stop_rx.clone(),
@@ -387,13 +388,13 @@ pub async fn serve(
 
 /// The `global-cp` command: log to stderr (`RUST_LOG`, default `info`), parse [`Args`] from the
 /// command line and environment (a malformed flag exits with status 2 and a message naming
-/// it: [`umbra_api::flags::parse_checked`] with [`Args::check`]), and [`run`] until SIGINT or
+/// it: [`umbra_runtime::flags::parse_checked`] with [`Args::check`]), and [`run`] until SIGINT or
 /// SIGTERM.
 ///
 /// # Errors
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
     umbra_api::service::main("umbra-global-cp", |shutdown| {
-        run(umbra_api::flags::parse_checked(Args::check), shutdown)
+        run(umbra_runtime::flags::parse_checked(Args::check), shutdown)
     })
 }

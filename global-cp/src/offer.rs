@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use umbra_api::mesh_ca::MeshCas;
-use umbra_api::process::TraceContext;
 use umbra_auth::TrustBundle;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_kds::resource::{
@@ -20,6 +18,8 @@ use umbra_kds::resource::{
     ZONE_LABEL,
 };
 use umbra_kds::sync::{Offer, TypeItems};
+use umbra_pki::mesh_ca::MeshCas;
+use umbra_runtime::process::TraceContext;
 
 use crate::store::{list_all, Store, StoreError};
 
@@ -74,7 +74,7 @@ impl TraceLinks {
     /// Remember the current span's trace context for a write of `key` about to happen
     /// (nothing when the current span is not traced).
     pub fn note(&self, key: &ResourceKey) {
-        let cx = umbra_api::process::current_context();
+        let cx = umbra_runtime::process::current_context();
         if cx.is_empty() {
             return;
         }
@@ -111,7 +111,7 @@ impl umbra_api::crud::WriteObserver for TraceLinks {
 pub struct Extras {
     /// Public keys and revocations.
     pub trust: watch::Receiver<Arc<TrustBundle>>,
-    /// The mesh CAs ([`umbra_api::mesh_ca::CaKeeper`]).
+    /// The mesh CAs ([`umbra_pki::mesh_ca::CaKeeper`]).
     pub cas: watch::Receiver<Arc<MeshCas>>,
 }
 

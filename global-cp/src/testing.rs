@@ -323,7 +323,7 @@ pub fn app_state(
         store,
         zones,
         tokens: crate::tokens::ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: std::sync::Arc::default(),
         config: std::sync::Arc::default(),
     }

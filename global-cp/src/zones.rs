@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use umbra_kds::resource::Item;
 use umbra_kds::sync::Event;
-use umbra_xds::snapshot::ResourceVersions;
+use umbra_xds_protocol::version::ResourceVersions;
 
 /// The most insights one zone may have reported at once.
 pub const MAX_INSIGHTS_PER_ZONE: usize = 100_000;
@@ -138,7 +138,7 @@ impl ZoneRegistry {
         f(status);
         if status.online != was_online {
             let online = zones.values().filter(|z| z.online).count();
-            metrics::gauge!(umbra_api::metrics::ZONES_ONLINE).set(online as f64);
+            metrics::gauge!(umbra_runtime::metrics::ZONES_ONLINE).set(online as f64);
         }
     }
 

@@ -66,7 +66,7 @@ async fn configured_app() -> axum::Router {
         store: store.clone(),
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"test key"),
-        trust: umbra_api::trust::Trust::authority(store, Default::default())
+        trust: umbra_pki::trust::Trust::authority(store, Default::default())
             .await
             .expect("a trust authority"),
         inspect: Arc::default(),

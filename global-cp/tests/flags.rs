@@ -1,7 +1,7 @@
 //! The `global-cp` binary refuses a malformed flag at startup (issue 33): it exits quickly with
 //! status 2 and a message naming the flag, before it opens its store or binds anything.
 
-use umbra_api::testing::flags::{assert_refused, free_addr};
+use umbra_runtime::testing::{assert_refused, free_addr};
 
 const GLOBAL_CP: &str = env!("CARGO_BIN_EXE_global-cp");
 

@@ -17,7 +17,7 @@ fn app() -> axum::Router {
         store: Arc::new(MemoryStore::new()),
         zones: Arc::default(),
         tokens: ZoneTokens::from_key(b"k"),
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
         config: Arc::default(),
     })

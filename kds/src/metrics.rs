@@ -41,7 +41,7 @@ pub fn record(direction: &'static str, event: &Event) {
     }
 }
 
-/// Describe the KDS families to the installed recorder (after `umbra_api::metrics::install`).
+/// Describe the KDS families to the installed recorder (after `umbra_runtime::metrics::install`).
 pub fn describe() {
     metrics::describe_counter!(KDS_RESPONSES, "KDS responses sent");
     metrics::describe_counter!(KDS_ACKS, "KDS responses ACKed by the peer");

@@ -14,7 +14,7 @@ use prost::Message as _;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use umbra_core::resource::{Resource, ResourceType};
-use umbra_xds::snapshot::write_canonical;
+use umbra_xds_protocol::version::write_canonical;
 
 use crate::pb::KdsResource;
 use crate::KDS_RESOURCE_TYPE_URL;
@@ -29,7 +29,7 @@ pub const TRUST_BUNDLE_TYPE: &str = "TrustBundle";
 
 /// Type URL of the mesh CAs (Global → zone; not a stored resource type): one item per mesh
 /// and `builtin` backend, named `<mesh>/<backend>`, whose body is the CA (root certificate and
-/// private key, `umbra_api::mesh_ca::MeshCa` in JSON), so every zone issues identities from the
+/// private key, `umbra_pki::mesh_ca::MeshCa` in JSON), so every zone issues identities from the
 /// mesh's one CA (issue 18). Sent only over an encrypted connection (KDS TLS) or loopback.
 pub const MESH_CA_TYPE: &str = "MeshCA";
 

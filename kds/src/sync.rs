@@ -6,7 +6,7 @@
 //!
 //! Both take bounded channels: a reader task feeds incoming messages in, the transport drains
 //! outgoing ones, so a slow peer applies back-pressure instead of growing a queue. Per type at
-//! most one response is in flight ([`umbra_xds::delta::DeltaType`]); a response must be
+//! most one response is in flight ([`umbra_xds_protocol::delta::DeltaType`]); a response must be
 //! answered within [`RespondConfig::ack_timeout`] or the stream ends (its liveness check), and
 //! the peer reconnects and resumes from the versions it holds.
 
@@ -20,8 +20,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use umbra_xds::delta::{DeltaType, Limit, Reply, REJECTED_RESOURCE_TYPE_URL};
-use umbra_xds::snapshot::ResourceVersions;
+use umbra_xds_protocol::delta::{DeltaType, Limit, Reply, REJECTED_RESOURCE_TYPE_URL};
+use umbra_xds_protocol::version::ResourceVersions;
 
 use crate::resource::{kds_resource_of, Item};
 

@@ -30,6 +30,12 @@ impl Metered {
     }
 }
 
+/// Describe the store families to the installed recorder (after the CP installed it).
+pub fn describe() {
+    metrics::describe_histogram!(STORE_SECONDS, metrics::Unit::Seconds, "Store call latency");
+    metrics::describe_counter!(STORE_ERRORS, "Store calls that failed");
+}
+
 async fn timed<T>(
     op: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,

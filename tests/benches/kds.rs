@@ -92,7 +92,7 @@ async fn start_zone(
             .expect("a KDS address"),
         token: umbra_zone_cp::kds::TokenSource::Value(token.into()),
         ca_pem: None,
-        trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+        trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
         cas: Arc::new(tokio::sync::watch::channel(Arc::default()).0),
     };
     tokio::spawn(umbra_zone_cp::kds::run(

@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prost::Message as _;
-use umbra_api::metrics::sample_sum;
 use umbra_e2e::{
     dataplane_yaml, envoy_binary, free_port, http, http_with, wait_until, CpProcess, Envoy,
 };
+use umbra_runtime::metrics::sample_sum;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");

@@ -17,8 +17,9 @@ use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use prost::{Message, Name};
 
 use crate::render::{to_json, RenderError};
-use crate::snapshot::{
-    HeldResource, Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+use crate::snapshot::{HeldResource, Snapshot};
+use umbra_xds_protocol::type_url::{
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
 
 /// Why a patch could not be applied.

@@ -24,11 +24,13 @@
 //! - [`diff`]: config documents (`{ typeUrl: { name: resource } }`) and RFC 6902 diffs between
 //!   them (the shadow diff of the transition seed).
 //! - [`wire_diff`]: the diff of two encodings of one resource, rendering only what differs.
+//!
+//! The xDS protocol (state machines, versions, type URLs) is `umbra-xds-protocol`'s; what a
+//! DPP's config depends on (to regenerate only what a change reaches) is
+//! `umbra_core::dependencies`.
 
 pub mod base;
 pub mod context;
-pub mod delta;
-pub mod deps;
 pub mod diff;
 pub mod error;
 pub mod generate;
@@ -39,7 +41,6 @@ pub mod plugins;
 pub mod render;
 pub mod shared;
 pub mod snapshot;
-pub mod sotw;
 pub mod util;
 pub mod wire_diff;
 

@@ -53,7 +53,7 @@ impl<T: PartialEq> PartialEq for Shared<T> {
 }
 
 /// Equal resources of one type, keyed by resource version (the content hash of
-/// [`crate::snapshot::encoding_version`], or one kept for equal content), held weakly: an
+/// [`umbra_xds_protocol::version::encoding_version`], or one kept for equal content), held weakly: an
 /// entry lives as long as some snapshot holds it. Equality is checked on every hit, so a
 /// version collision can only cost sharing, never hand a DPP another's resource.
 #[derive(Debug)]

@@ -14,21 +14,15 @@ use prost::{Message, Name};
 
 use serde_json::{json, Map, Value};
 
+use umbra_xds_protocol::type_url::{
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+};
+use umbra_xds_protocol::version::{
+    encoding_version, write_canonical, ResourceVersions, TypeVersions,
+};
+
 use crate::render::{to_json, RenderError};
 use crate::shared::{Interner, Shared};
-
-/// CDS type URL.
-pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-/// EDS type URL.
-pub const ENDPOINT_TYPE: &str =
-    "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-/// LDS type URL.
-pub const LISTENER_TYPE: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-/// RDS type URL.
-pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-/// SDS type URL.
-pub const SECRET_TYPE: &str =
-    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
 /// Envoy resources of one DPP, each map keyed by resource name (deterministic order).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -44,38 +38,6 @@ pub struct Snapshot {
     pub routes: BTreeMap<String, RouteConfiguration>,
     /// SDS.
     pub secrets: BTreeMap<String, Secret>,
-}
-
-/// Compact JSON with object keys sorted, recursively (a canonical form for hashing), appended
-/// to `out`. Also used for KDS content versions.
-pub fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&m[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(x, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 /// Drop `sdsConfig` from every SDS secret reference (`{name, sdsConfig}`) in `v` that names one
@@ -374,42 +336,12 @@ impl SnapshotInterner {
     }
 }
 
-/// Versions of one type's resources: resource name → version.
-pub type ResourceVersions = BTreeMap<String, String>;
-
-/// [`ResourceVersions`] per type URL.
-pub type TypeVersions = BTreeMap<&'static str, ResourceVersions>;
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A fresh resource version: hex of the first 16 bytes of the SHA-256 of the message's
-/// protobuf encoding.
-pub fn encoding_version<M: Message>(m: &M) -> String {
-    use sha2::Digest as _;
-    hex(&sha2::Sha256::digest(m.encode_to_vec())[..16])
-}
-
-/// The version of a whole type (the SotW `version_info`, the delta `system_version_info`): hex
-/// of the first 16 bytes of the SHA-256 over every `name` and version, in name order. Equal
-/// per-resource versions, equal type version; an empty type has a fixed version.
-pub fn type_version(versions: &ResourceVersions) -> String {
-    use sha2::Digest as _;
-    let mut h = sha2::Sha256::new();
-    for (name, version) in versions {
-        h.update((name.len() as u64).to_le_bytes());
-        h.update(name.as_bytes());
-        h.update(version.as_bytes());
-    }
-    hex(&h.finalize()[..16])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use envoy_types::pb::envoy::config::core::v3::Metadata;
     use envoy_types::pb::google::protobuf::{value::Kind, Struct, Value as PbValue};
+    use umbra_xds_protocol::version::type_version;
 
     fn listener_with_tags(n: usize) -> Listener {
         let fields = (0..n)

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use umbra_api::metrics::{ADS_STREAMS, XDS_ACKS, XDS_NACKS, XDS_PUSHES};
+use umbra_runtime::metrics::{ADS_STREAMS, XDS_ACKS, XDS_NACKS, XDS_PUSHES};
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
@@ -38,14 +38,15 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
-use umbra_xds::snapshot::{
-    type_version, ResourceVersions, Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE,
-    ROUTE_TYPE, SECRET_TYPE,
+use umbra_xds::snapshot::Snapshot;
+use umbra_xds_protocol::type_url::{
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
+use umbra_xds_protocol::version::{type_version, ResourceVersions};
 
 use crate::reconciler::{DpKey, Reconciler, TYPE_ORDER};
-use umbra_xds::delta::{supports_wildcard, DeltaType, Limit, Reply};
-use umbra_xds::sotw::{SotwReply, SotwType};
+use umbra_xds_protocol::delta::{supports_wildcard, DeltaType, Limit, Reply};
+use umbra_xds_protocol::sotw::{SotwReply, SotwType};
 
 /// Responses queued per stream before the writer applies back-pressure.
 pub const STREAM_QUEUE: usize = 16;
@@ -224,14 +225,14 @@ impl Ads {
             Some(t) => {
                 let incoming = crate::dp_server::tls_incoming(listener, t, stop.clone())?;
                 router
-                    .serve_with_incoming_shutdown(incoming, umbra_api::process::stopped(stop))
+                    .serve_with_incoming_shutdown(incoming, umbra_runtime::process::stopped(stop))
                     .await?;
             }
             None => {
                 router
                     .serve_with_incoming_shutdown(
                         tokio_stream::wrappers::TcpListenerStream::new(listener),
-                        umbra_api::process::stopped(stop),
+                        umbra_runtime::process::stopped(stop),
                     )
                     .await?;
             }
@@ -743,7 +744,7 @@ fn push_span(rec: &Reconciler, key: &DpKey, type_url: &str, api: &'static str) {
     if let Some(parent) = rec.push_trace() {
         let span =
             tracing::info_span!("xds.push", mesh = %key.mesh, dataplane = %key.name, type_url, api);
-        umbra_api::process::set_parent(&span, &parent);
+        umbra_runtime::process::set_parent(&span, &parent);
         span.in_scope(|| tracing::debug!("pushed"));
     }
 }

@@ -84,7 +84,7 @@ pub struct AppState {
     pub kds_resync: std::sync::Arc<tokio::sync::Notify>,
     /// User and dataplane tokens: keys (the zone's own when standalone, the Global's when
     /// federated), revocations, who may call what.
-    pub trust: std::sync::Arc<umbra_api::trust::Trust>,
+    pub trust: std::sync::Arc<umbra_pki::trust::Trust>,
     /// PEM CA certificate of the data-plane server (`GET /dp-server/ca.pem`).
     pub dp_server_ca: Option<String>,
     /// The effective configuration, redacted, that `GET /config` answers
@@ -92,7 +92,7 @@ pub struct AppState {
     pub config: std::sync::Arc<Value>,
 }
 
-impl FromRef<AppState> for std::sync::Arc<umbra_api::trust::Trust> {
+impl FromRef<AppState> for std::sync::Arc<umbra_pki::trust::Trust> {
     fn from_ref(state: &AppState) -> Self {
         state.trust.clone()
     }
@@ -108,7 +108,7 @@ impl AppState {
             insights: std::sync::Arc::default(),
             kds: crate::kds::SharedStatus::default(),
             kds_resync: std::sync::Arc::default(),
-            trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+            trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
             dp_server_ca: None,
             config: std::sync::Arc::new(json!({
                 "environment": "universal",

@@ -24,9 +24,9 @@
 use std::sync::Arc;
 
 use tonic::Status;
-use umbra_api::trust::Trust;
 use umbra_auth::{DataplaneIdentity, ZoneIngressIdentity};
 use umbra_core::dataplane::{DataplaneSpec, DpKey};
+use umbra_pki::trust::Trust;
 
 /// Metadata key carrying the dataplane token (kuma-dp's).
 pub const AUTHORIZATION: &str = "authorization";
@@ -343,7 +343,7 @@ mod tests {
         let ingress = DpKey::new("", "zi-1");
         let zi_token = |zone: &str| {
             let trust = trust.clone();
-            let req = umbra_api::trust::ZoneIngressTokenRequest {
+            let req = umbra_pki::trust::ZoneIngressTokenRequest {
                 zone: zone.into(),
                 valid_for: None,
             };

@@ -19,7 +19,7 @@ use rcgen::{
 use serde::{Deserialize, Serialize};
 use umbra_store::{Store, StoreError};
 
-use umbra_api::mesh_ca::offset;
+use umbra_pki::mesh_ca::offset;
 
 /// Store key of the zone's data-plane-server CA (JSON `{"certPem", "keyPem"}`).
 pub const CA_KEY: &str = "dp-server-ca";
@@ -229,7 +229,7 @@ pub fn tls_incoming(
     let (tx, rx) = tokio::sync::mpsc::channel(ACCEPT_QUEUE);
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     tokio::spawn(async move {
-        let stopped = umbra_api::process::stopped(stop);
+        let stopped = umbra_runtime::process::stopped(stop);
         tokio::pin!(stopped);
         loop {
             let (tcp, peer) = tokio::select! {

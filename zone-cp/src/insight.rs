@@ -32,7 +32,7 @@ pub struct Insight {
     /// Kuma's `mTLS`: the DPP's certificate as this zone's CA issued it (set by the reconciler,
     /// [`Insights::set_mtls`]); `None` outside mTLS meshes.
     #[serde(rename = "mTLS", skip_serializing_if = "Option::is_none")]
-    pub mtls: Option<crate::ca::MtlsStatus>,
+    pub mtls: Option<umbra_pki::identity::MtlsStatus>,
     /// When the current or last stream opened (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_time: Option<String>,
@@ -159,7 +159,7 @@ impl Insights {
 
     /// Take `statuses` as every DPP's mTLS status (a DPP not in it has none), waking the
     /// subscribers once if anything changed.
-    pub fn set_mtls(&self, statuses: &HashMap<DpKey, crate::ca::MtlsStatus>) {
+    pub fn set_mtls(&self, statuses: &HashMap<DpKey, umbra_pki::identity::MtlsStatus>) {
         let mut map = self
             .map
             .write()

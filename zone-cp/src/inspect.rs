@@ -25,7 +25,7 @@
 //! shared by many DPPs are diffed once ([`umbra_xds::diff::DiffCache`]).
 //!
 //! Both views are generated from the store as the reconciler generates the Live one. The SDS
-//! secrets (identity certificates and their private keys, see [`crate::ca`]) are not part of
+//! secrets (identity certificates and their private keys, see [`umbra_pki::identity`]) are not part of
 //! the document: listeners and clusters still name them, but key material never leaves the
 //! zone through the API (Envoy's own config dump redacts it too), and policies cannot change it.
 
@@ -179,7 +179,7 @@ fn snapshot(
         View::Shadow => "shadow",
         _ => "live",
     };
-    metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => label)
+    metrics::histogram!(umbra_runtime::metrics::XDS_GENERATION, "view" => label)
         .record(start.elapsed().as_secs_f64());
     generated
         .map_err(|e| ApiError::status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
@@ -585,7 +585,7 @@ impl MeshShadow {
     }
 
     /// Also answer for this zone's ZoneIngresses (named
-    /// `zone-ingress/<name>`, [`umbra_xds::ingress::FLEET_NAME_PREFIX`]): their config spans
+    /// `zone-ingress/<name>`, [`umbra_core::dependencies::ingress::FLEET_NAME_PREFIX`]): their config spans
     /// every mesh, so the other meshes of `store` are read here (Live in both views: only this
     /// mesh's shadow policies are going live).
     #[must_use]
@@ -673,7 +673,9 @@ impl MeshShadow {
     /// A message when the DPP is not in the mesh, or generation or rendering fails (naming the
     /// policy when one is at fault).
     pub fn diff(&self, name: &str) -> Result<Patch, String> {
-        if let Some(ingress) = name.strip_prefix(umbra_xds::ingress::FLEET_NAME_PREFIX) {
+        if let Some(ingress) =
+            name.strip_prefix(umbra_core::dependencies::ingress::FLEET_NAME_PREFIX)
+        {
             return self.ingress_diff(ingress);
         }
         let dp = self
@@ -681,7 +683,7 @@ impl MeshShadow {
             .get(name)
             .and_then(|i| self.resources[*i].as_dataplane())
             .ok_or_else(|| format!("dataplane {name:?} not found in mesh {:?}", self.mesh))?;
-        if !umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
+        if !umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow) {
             return Ok(Patch(Vec::new()));
         }
         let proxy = Proxy {
@@ -694,7 +696,7 @@ impl MeshShadow {
         };
         let start = std::time::Instant::now();
         let shadow = generate(proxy, &self.ctx, &self.shadow);
-        metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => "shadow")
+        metrics::histogram!(umbra_runtime::metrics::XDS_GENERATION, "view" => "shadow")
             .record(start.elapsed().as_secs_f64());
         let shadow = shadow.map_err(|e| e.to_string())?;
         umbra_xds::diff::snapshot_diff_cached(&live, &shadow, &self.cache)

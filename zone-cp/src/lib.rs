@@ -3,7 +3,7 @@
 //! The Zone control plane: the zone store ([`store`], optionally persisted under `--data-dir`),
 //! the resource API and inspect endpoints ([`api`], [`inspect`]) with one error type
 //! ([`error`]), the reconciler ([`reconciler`]), the ADS server ([`ads`], SotW and delta over
-//! [`umbra_xds::delta`]), the builtin mesh CA ([`ca`]) and, in a federated zone, the KDS client
+//! [`umbra_xds::delta`]), the builtin mesh CA ([`umbra_pki::identity`]) and, in a federated zone, the KDS client
 //! ([`kds`]) that syncs policies from the Global and reports Dataplanes up, and the zone's
 //! ZoneIngresses ([`ingress`]: what they offer other zones).
 //!
@@ -13,7 +13,6 @@
 pub mod ads;
 pub mod api;
 pub mod bootstrap;
-pub mod ca;
 pub mod dp_auth;
 pub mod dp_server;
 pub mod envoy_admin;
@@ -69,7 +68,7 @@ pub struct Args {
         long,
         env = "UMBRA_KDS_TOKEN_FILE",
         requires = "global_kds_address",
-        value_parser = umbra_api::flags::readable_file
+        value_parser = umbra_runtime::flags::readable_file
     )]
     pub kds_token_file: Option<std::path::PathBuf>,
     /// PEM CA certificate that signed the Global's KDS TLS certificate (with an `https://` or
@@ -78,18 +77,18 @@ pub struct Args {
         long,
         env = "UMBRA_KDS_CA_FILE",
         requires = "global_kds_address",
-        value_parser = umbra_api::flags::pem_certificates
+        value_parser = umbra_runtime::flags::pem_certificates
     )]
     pub kds_ca_file: Option<std::path::PathBuf>,
     /// Directory where the zone keeps its store across restarts (`store.json` and
     /// `journal.ndjson`; every write is fsynced there before it is acknowledged), created when
     /// missing; without it the zone starts empty and a federated zone receives everything
     /// again.
-    #[arg(long, env = "UMBRA_DATA_DIR", value_parser = umbra_api::flags::directory)]
+    #[arg(long, env = "UMBRA_DATA_DIR", value_parser = umbra_runtime::flags::directory)]
     pub data_dir: Option<std::path::PathBuf>,
     /// API authentication.
     #[command(flatten)]
-    pub access: umbra_api::trust::AccessArgs,
+    pub access: umbra_api::authn::AccessArgs,
     /// How Envoys authenticate on ADS: `dpToken` (a dataplane token bound to the DPP, Kuma's
     /// default) or `none` (anyone reaching the port gets any DPP's config and secrets:
     /// development only).
@@ -101,7 +100,7 @@ pub struct Args {
         long,
         env = "UMBRA_DP_SERVER_HOSTNAME",
         default_value = "localhost",
-        value_parser = umbra_api::flags::host_name
+        value_parser = umbra_runtime::flags::host_name
     )]
     pub dp_server_hostname: String,
     /// PEM certificate chain for the data-plane server (ADS and `/bootstrap`) instead of one
@@ -111,7 +110,7 @@ pub struct Args {
         long,
         env = "UMBRA_DP_SERVER_TLS_CERT_FILE",
         requires = "dp_server_tls_key_file",
-        value_parser = umbra_api::flags::pem_certificates
+        value_parser = umbra_runtime::flags::pem_certificates
     )]
     pub dp_server_tls_cert_file: Option<std::path::PathBuf>,
     /// PEM private key of `--dp-server-tls-cert-file`.
@@ -119,7 +118,7 @@ pub struct Args {
         long,
         env = "UMBRA_DP_SERVER_TLS_KEY_FILE",
         requires = "dp_server_tls_cert_file",
-        value_parser = umbra_api::flags::pem_private_key
+        value_parser = umbra_runtime::flags::pem_private_key
     )]
     pub dp_server_tls_key_file: Option<std::path::PathBuf>,
     /// PEM CA certificate that signed `--dp-server-tls-cert-file` (handed to DPPs in their
@@ -128,7 +127,7 @@ pub struct Args {
         long,
         env = "UMBRA_DP_SERVER_TLS_CA_FILE",
         requires = "dp_server_tls_cert_file",
-        value_parser = umbra_api::flags::pem_certificates
+        value_parser = umbra_runtime::flags::pem_certificates
     )]
     pub dp_server_tls_ca_file: Option<std::path::PathBuf>,
 }
@@ -144,7 +143,7 @@ fn zone_name(text: &str) -> Result<String, String> {
 
 impl Args {
     /// Who may call the API without a token.
-    pub fn access_policy(&self) -> umbra_api::trust::AccessPolicy {
+    pub fn access_policy(&self) -> umbra_pki::trust::AccessPolicy {
         self.access.policy()
     }
 
@@ -158,7 +157,7 @@ impl Args {
     /// # Errors
     /// The first problem found.
     pub fn check(&self) -> Result<(), String> {
-        umbra_api::flags::distinct_listeners(
+        umbra_runtime::flags::distinct_listeners(
             ("--api-addr", self.api_addr),
             ("--ads-addr", self.ads_addr),
         )?;
@@ -299,8 +298,8 @@ async fn dp_server_tls(
 /// A Global address without a token, or unreadable token or CA files.
 fn kds_config(
     args: &Args,
-    trust: std::sync::Arc<umbra_api::trust::Trust>,
-    cas: std::sync::Arc<tokio::sync::watch::Sender<std::sync::Arc<umbra_api::mesh_ca::MeshCas>>>,
+    trust: std::sync::Arc<umbra_pki::trust::Trust>,
+    cas: std::sync::Arc<tokio::sync::watch::Sender<std::sync::Arc<umbra_pki::mesh_ca::MeshCas>>>,
 ) -> anyhow::Result<Option<kds::KdsClientConfig>> {
     let Some(address) = &args.global_kds_address else {
         return Ok(None);
@@ -335,8 +334,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     args.check().map_err(anyhow::Error::msg)?;
-    umbra_api::metrics::install();
+    umbra_runtime::metrics::install();
     umbra_kds::metrics::describe();
+    umbra_store::metered::describe();
     let store = match &args.data_dir {
         Some(dir) => {
             let store = store::Store::open(dir)
@@ -350,16 +350,16 @@ pub async fn run(
     let federated = args.global_kds_address.is_some();
     let trust = if federated {
         // Tokens come from the Global; until its bundle arrives, the one kept from last time.
-        umbra_api::trust::Trust::verifier(store.trust_bundle().unwrap_or_default(), policy)
+        umbra_pki::trust::Trust::verifier(store.trust_bundle().unwrap_or_default(), policy)
     } else {
-        umbra_api::trust::Trust::authority(store.contract(), policy).await?
+        umbra_pki::trust::Trust::authority(store.contract(), policy).await?
     };
     // The mesh CAs: from the Global (kept in the store since last time) in a federated zone,
     // this zone's own, kept in its store, when standalone (issue 18).
     let (cas_tx, cas_rx) = tokio::sync::watch::channel(std::sync::Arc::new(store.mesh_cas()));
     let cas_tx = std::sync::Arc::new(cas_tx);
     let keeper = (!federated).then(|| {
-        std::sync::Arc::new(umbra_api::mesh_ca::CaKeeper::new(
+        std::sync::Arc::new(umbra_pki::mesh_ca::CaKeeper::new(
             store.contract(),
             cas_tx.clone(),
         ))
@@ -415,8 +415,8 @@ pub async fn run(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let api_listener = umbra_api::process::listen(args.api_addr)?;
-    let ads_listener = umbra_api::process::listen(args.ads_addr)?;
+    let api_listener = umbra_runtime::process::listen(args.api_addr)?;
+    let ads_listener = umbra_runtime::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
     let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
     let keys_task = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
@@ -438,7 +438,7 @@ pub async fn run(
             stop_rx.clone(),
         ))
     });
-    let api = umbra_api::process::serve_http(
+    let api = umbra_runtime::process::serve_http(
         api_listener,
         umbra_console::mount(api::router(state), umbra_console::Mode::Zone),
         stop_rx.clone(),
@@ -474,13 +474,13 @@ pub async fn run(
 
 /// The `zone-cp` command: log to stderr (`RUST_LOG`, default `info`), parse [`Args`] from the
 /// command line and environment (a malformed flag exits with status 2 and a message naming
-/// it: [`umbra_api::flags::parse_checked`] with [`Args::check`]), and [`run`] until SIGINT or
+/// it: [`umbra_runtime::flags::parse_checked`] with [`Args::check`]), and [`run`] until SIGINT or
 /// SIGTERM.
 ///
 /// # Errors
 /// What [`run`] returns, or a failure to start the runtime.
 pub fn cli_main() -> anyhow::Result<()> {
     umbra_api::service::main("umbra-zone-cp", |shutdown| {
-        run(umbra_api::flags::parse_checked(Args::check), shutdown)
+        run(umbra_runtime::flags::parse_checked(Args::check), shutdown)
     })
 }

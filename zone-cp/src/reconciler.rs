@@ -21,19 +21,20 @@ use std::time::Duration;
 use rayon::prelude::*;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::watch;
+use umbra_core::dependencies::dependencies;
 use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::{MeshContext, Zones};
-use umbra_xds::deps::dependencies;
 use umbra_xds::generate::{generate, mesh_secrets, Proxy};
 use umbra_xds::ingress::{generate_ingress, IngressMesh};
-use umbra_xds::snapshot::{
-    type_version, Snapshot, TypeVersions, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE,
-    SECRET_TYPE,
+use umbra_xds::snapshot::Snapshot;
+use umbra_xds_protocol::type_url::{
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
+use umbra_xds_protocol::version::{type_version, TypeVersions};
 
-use crate::ca::{Authority, Identity};
 use crate::store::{Store, Stored};
+use umbra_pki::identity::{Authority, Identity};
 
 /// The xDS types served, in the order changes are pushed (clusters and endpoints warm before
 /// listeners and routes).
@@ -106,7 +107,7 @@ pub struct Reconciler {
     reconciled: std::sync::atomic::AtomicU64,
     changed: watch::Sender<u64>,
     /// Trace context of the latest pass, when it continued a trace: pushes it wakes join it.
-    push_trace: std::sync::Mutex<Option<umbra_api::process::TraceContext>>,
+    push_trace: std::sync::Mutex<Option<umbra_runtime::process::TraceContext>>,
     ca: Authority,
     /// Per mesh, the EDS resources of the latest pass's [`MeshContext`]: the next pass adopts
     /// those whose content did not change, so every DPP's snapshot keeps sharing one
@@ -119,7 +120,7 @@ pub struct Reconciler {
     /// Part of a multi-zone deployment: endpoints get localities and other zones' ingresses.
     multi_zone: bool,
     /// The mesh CAs identities are issued from ([`Reconciler::with_cas`]).
-    cas: watch::Receiver<Arc<umbra_api::mesh_ca::MeshCas>>,
+    cas: watch::Receiver<Arc<umbra_pki::mesh_ca::MeshCas>>,
     /// Where each pass reports the DPPs' mTLS status ([`Reconciler::with_insights`]).
     insights: Option<Arc<crate::insight::Insights>>,
     /// [`Authority::changes`] as of the last mTLS report into `insights`.
@@ -223,7 +224,7 @@ impl Reconciler {
     /// KDS; or the standalone zone's own): each pass takes the current ones, and a change wakes
     /// [`Reconciler::run`].
     #[must_use]
-    pub fn with_cas(mut self, cas: watch::Receiver<Arc<umbra_api::mesh_ca::MeshCas>>) -> Self {
+    pub fn with_cas(mut self, cas: watch::Receiver<Arc<umbra_pki::mesh_ca::MeshCas>>) -> Self {
         self.cas = cas;
         self
     }
@@ -240,7 +241,7 @@ impl Reconciler {
 
     /// The trace context pushes should join: the latest pass's, when that pass continued a
     /// traced change; `None` otherwise.
-    pub fn push_trace(&self) -> Option<umbra_api::process::TraceContext> {
+    pub fn push_trace(&self) -> Option<umbra_runtime::process::TraceContext> {
         self.push_trace
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -301,7 +302,7 @@ impl Reconciler {
         let span = match self.store.take_trace() {
             Some(parent) => {
                 let span = tracing::info_span!("reconcile", regenerated = tracing::field::Empty);
-                umbra_api::process::set_parent(&span, &parent);
+                umbra_runtime::process::set_parent(&span, &parent);
                 span
             }
             None => tracing::Span::none(),
@@ -311,12 +312,12 @@ impl Reconciler {
             .push_trace
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some(umbra_api::process::current_context()).filter(|c| !c.is_empty());
+            Some(umbra_runtime::process::current_context()).filter(|c| !c.is_empty());
         let outcome = self.reconcile_pass();
         span.record("regenerated", outcome.regenerated);
-        metrics::histogram!(umbra_api::metrics::RECONCILE_SECONDS)
+        metrics::histogram!(umbra_runtime::metrics::RECONCILE_SECONDS)
             .record(start.elapsed().as_secs_f64());
-        metrics::counter!(umbra_api::metrics::RECONCILE_REGENERATED)
+        metrics::counter!(umbra_runtime::metrics::RECONCILE_REGENERATED)
             .increment(outcome.regenerated as u64);
         outcome
     }
@@ -397,7 +398,7 @@ impl Reconciler {
                         )
                     })
             });
-            let trusted = umbra_api::mesh_ca::builtin_backends(spec);
+            let trusted = umbra_pki::mesh_ca::builtin_backends(spec);
             let now = std::time::SystemTime::now();
             let results: Vec<Regenerated> = dataplanes
                 .par_iter()
@@ -563,7 +564,7 @@ impl Reconciler {
             ctx,
             policies,
         );
-        metrics::histogram!(umbra_api::metrics::XDS_GENERATION, "view" => "live")
+        metrics::histogram!(umbra_runtime::metrics::XDS_GENERATION, "view" => "live")
             .record(start.elapsed().as_secs_f64());
         let generated = generated
             .map_err(|e| e.to_string())
@@ -809,18 +810,18 @@ mod tests {
     fn zone_reconciler(
         store: &Store,
         multi: bool,
-        cas: &watch::Sender<Arc<umbra_api::mesh_ca::MeshCas>>,
+        cas: &watch::Sender<Arc<umbra_pki::mesh_ca::MeshCas>>,
     ) -> Reconciler {
         Reconciler::new(store.clone())
             .with_zone("zone-1", multi)
             .with_cas(cas.subscribe())
     }
 
-    fn mesh_cas() -> watch::Sender<Arc<umbra_api::mesh_ca::MeshCas>> {
+    fn mesh_cas() -> watch::Sender<Arc<umbra_pki::mesh_ca::MeshCas>> {
         let ca =
-            umbra_api::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
+            umbra_pki::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
         watch::channel(Arc::new(
-            [(umbra_api::mesh_ca::ca_name("m", "ca-1"), ca)].into(),
+            [(umbra_pki::mesh_ca::ca_name("m", "ca-1"), ca)].into(),
         ))
         .0
     }

@@ -88,7 +88,7 @@ pub async fn serve(
         let (out, store, reconciler) = (out.clone(), store.clone(), reconciler.clone());
         let insights = insights.clone();
         let span = tracing::info_span!("inspect", id);
-        umbra_api::process::set_parent(&span, &req.trace_context);
+        umbra_runtime::process::set_parent(&span, &req.trace_context);
         tokio::spawn(
             async move {
                 handle(req, &out, store, &insights, reconciler).await;
@@ -306,7 +306,7 @@ fn shadow_diff(
     let asks_ingresses = d
         .dataplanes
         .iter()
-        .any(|n| n.starts_with(umbra_xds::ingress::FLEET_NAME_PREFIX));
+        .any(|n| n.starts_with(umbra_core::dependencies::ingress::FLEET_NAME_PREFIX));
     let shadow = match MeshShadow::prepare(resources, &zone, &d.mesh, &promotion) {
         Ok(s) if asks_ingresses => s
             .with_live_snapshots(served.unwrap_or_default())

@@ -16,7 +16,7 @@ use umbra_store::memory::MemoryStore;
 pub use umbra_store::memory::ReplicaWrite;
 pub use umbra_store::{StoreError, Stored};
 
-/// Key under which the zone keeps the identities its CA issued ([`crate::ca::Authority::export`]).
+/// Key under which the zone keeps the identities its CA issued ([`umbra_pki::identity::Authority::export`]).
 pub const CA_IDENTITIES_KEY: &str = "ca-identities";
 
 /// Key under which a federated zone keeps the mesh CAs received from the Global (JSON).
@@ -34,7 +34,7 @@ pub const GLOBAL_SYNCED: &str = "global-synced";
 pub struct Store {
     inner: Arc<MemoryStore>,
     /// Trace context of the latest traced write not yet reconciled ([`Store::note_trace`]).
-    trace: Arc<std::sync::Mutex<Option<umbra_api::process::TraceContext>>>,
+    trace: Arc<std::sync::Mutex<Option<umbra_runtime::process::TraceContext>>>,
 }
 
 impl Default for Store {
@@ -82,7 +82,7 @@ impl Store {
     /// Remember the trace context of a write just made (e.g. a KDS apply continuing the
     /// Global's trace), for the reconciliation pass that picks it up ([`Store::take_trace`]).
     /// A later traced write replaces an earlier unreconciled one.
-    pub fn note_trace(&self, trace: umbra_api::process::TraceContext) {
+    pub fn note_trace(&self, trace: umbra_runtime::process::TraceContext) {
         if trace.is_empty() {
             return;
         }
@@ -93,7 +93,7 @@ impl Store {
     }
 
     /// The trace context noted since the last call, if any.
-    pub fn take_trace(&self) -> Option<umbra_api::process::TraceContext> {
+    pub fn take_trace(&self) -> Option<umbra_runtime::process::TraceContext> {
         self.trace
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -136,7 +136,7 @@ impl Store {
     /// The trust bundle this (federated) zone last received from the Global, if any.
     pub fn trust_bundle(&self) -> Option<umbra_auth::TrustBundle> {
         self.inner
-            .key(umbra_api::trust::BUNDLE_KEY)
+            .key(umbra_pki::trust::BUNDLE_KEY)
             .and_then(|b| serde_json::from_slice(&b).ok())
     }
 
@@ -148,11 +148,11 @@ impl Store {
     pub fn record_trust_bundle(&self, bundle: &umbra_auth::TrustBundle) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(bundle)
             .map_err(|e| StoreError::Unavailable(format!("trust bundle: {e}")))?;
-        self.inner.put_key(umbra_api::trust::BUNDLE_KEY, bytes)
+        self.inner.put_key(umbra_pki::trust::BUNDLE_KEY, bytes)
     }
 
     /// The mesh CAs this (federated) zone last received from the Global (none yet: empty).
-    pub fn mesh_cas(&self) -> umbra_api::mesh_ca::MeshCas {
+    pub fn mesh_cas(&self) -> umbra_pki::mesh_ca::MeshCas {
         self.inner
             .key(MESH_CAS_KEY)
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -164,7 +164,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].
-    pub fn record_mesh_cas(&self, cas: &umbra_api::mesh_ca::MeshCas) -> Result<(), StoreError> {
+    pub fn record_mesh_cas(&self, cas: &umbra_pki::mesh_ca::MeshCas) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(cas)
             .map_err(|e| StoreError::Unavailable(format!("mesh CAs: {e}")))?;
         self.inner.put_key(MESH_CAS_KEY, bytes)

@@ -66,7 +66,7 @@ async fn config_is_redacted_and_the_admins_only() {
     let mut state = AppState::new(store.clone(), false);
     state.config = std::sync::Arc::new(args.config());
     // A standalone zone's trust, so the test can issue a non-admin user token.
-    state.trust = umbra_api::trust::Trust::authority(store.contract(), Default::default())
+    state.trust = umbra_pki::trust::Trust::authority(store.contract(), Default::default())
         .await
         .expect("a trust authority");
     let app = router(state);

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use umbra_api::testing::flags::{assert_refused, free_addr};
+use umbra_runtime::testing::{assert_refused, free_addr};
 
 const ZONE_CP: &str = env!("CARGO_BIN_EXE_zone-cp");
 

@@ -19,7 +19,7 @@ async fn insights_count_the_zone_store() {
     // web-1 holds a certificate from ca-1 (trusting ca-1 and ca-2), as the reconciler reports.
     state.insights.set_mtls(&std::collections::HashMap::from([(
         umbra_core::dataplane::DpKey::new("default", "web-1"),
-        umbra_zone_cp::ca::MtlsStatus {
+        umbra_pki::identity::MtlsStatus {
             certificate_expiration_time: "2026-01-02T00:00:00Z".into(),
             last_certificate_regeneration: "2026-01-01T00:00:00Z".into(),
             certificate_regenerations: 1,

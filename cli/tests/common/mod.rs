@@ -29,7 +29,7 @@ impl Global {
 
     /// Start one whose API follows `policy`.
     #[allow(dead_code)] // not every test file uses it
-    pub async fn start_with(policy: umbra_api::trust::AccessPolicy) -> Global {
+    pub async fn start_with(policy: umbra_pki::trust::AccessPolicy) -> Global {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let kds = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,6 +1,6 @@
 //! `GET /meshes/{mesh}/{plural}/{name}/_resources/dataplanes` on the Global: the DPPs (with
 //! their zone) whose config the policy can change: those whose generation depends on it
-//! ([`umbra_xds::deps`]: the top-level `targetRef` for new policies, the selecting side for old
+//! ([`umbra_core::dependencies`]: the top-level `targetRef` for new policies, the selecting side for old
 //! ones), computed from the Dataplanes the zones synced. A shadow policy is looked at in the
 //! view where it is live.
 //!
@@ -42,7 +42,7 @@ impl Selecting {
                     continue;
                 }
             }
-            let depends = umbra_xds::deps::dependencies(dp, &self.set)
+            let depends = umbra_core::dependencies::dependencies(dp, &self.set)
                 .policies
                 .iter()
                 .any(|d| d.ty == self.ty && d.name == self.name);

@@ -221,7 +221,7 @@ pub async fn for_each_dataplane_page<T: Send + 'static>(
 /// zone's answer, a fleet diff (`shadow_diff`) from the request to the last zone's answer.
 pub fn record_fanout(kind: &'static str, start: std::time::Instant, outcome: &'static str) {
     metrics::histogram!(
-        umbra_api::metrics::FANOUT_SECONDS,
+        umbra_runtime::metrics::FANOUT_SECONDS,
         "kind" => kind,
         "outcome" => outcome
     )

@@ -66,7 +66,7 @@ impl CallError {
 }
 
 fn count_call(outcome: &'static str) {
-    metrics::counter!(umbra_api::metrics::INSPECT_CALLS, "outcome" => outcome).increment(1);
+    metrics::counter!(umbra_runtime::metrics::INSPECT_CALLS, "outcome" => outcome).increment(1);
 }
 
 type Pending = HashMap<u64, mpsc::Sender<InspectResponse>>;
@@ -200,7 +200,7 @@ impl InspectHub {
         let request = InspectRequest {
             id,
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            trace_context: umbra_api::process::current_context(),
+            trace_context: umbra_runtime::process::current_context(),
             kind: Some(kind),
         };
         let err = match tokio::time::timeout_at(deadline, link.tx.send(request)).await {

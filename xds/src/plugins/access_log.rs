@@ -64,8 +64,9 @@ use super::edit::{edit_hcms, edit_tcp_proxies, provided_endpoint_cluster};
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
 use crate::names::{inbound_listener_name, outbound_listener_name};
-use crate::snapshot::{Snapshot, LISTENER_TYPE};
+use crate::snapshot::Snapshot;
 use crate::util::any;
+use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Kuma's default HTTP access log format.
 pub const DEFAULT_HTTP_FORMAT: &str = r#"[%START_TIME%] %KUMA_MESH% "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-B3-TRACEID?X-DATADOG-TRACEID)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%KUMA_SOURCE_SERVICE%" "%KUMA_DESTINATION_SERVICE%" "%KUMA_SOURCE_ADDRESS_WITHOUT_PORT%" "%UPSTREAM_HOST%""#;

@@ -55,8 +55,9 @@ use umbra_core::target_ref::SERVICE_TAG;
 
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
-use crate::snapshot::{Snapshot, CLUSTER_TYPE};
+use crate::snapshot::Snapshot;
 use crate::util::duration;
+use umbra_xds_protocol::type_url::CLUSTER_TYPE;
 
 /// Apply the old CircuitBreaker (baked into outbound clusters, superseded or not), then
 /// MeshCircuitBreaker, to `snap`.

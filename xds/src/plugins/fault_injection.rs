@@ -109,8 +109,9 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::KUMA_TAGS_HEADER;
-use crate::snapshot::{Snapshot, LISTENER_TYPE};
+use crate::snapshot::Snapshot;
 use crate::util::{any, duration};
+use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Name of Envoy's HTTP fault filter.
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";

@@ -67,8 +67,9 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::{outbound_listener_name, HCM_FILTER, TCP_PROXY_FILTER};
-use crate::snapshot::{Snapshot, LISTENER_TYPE};
+use crate::snapshot::Snapshot;
 use crate::util::{any, duration, string_metadata, unpack};
+use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Kuma's `HttpRetryOnDefault`.
 pub const HTTP_RETRY_ON_DEFAULT: &str = "gateway-error,connect-failure,refused-stream";

@@ -312,7 +312,7 @@ impl<'a> Confs<'a> {
                     .map(|o| format!("MeshTimeout/{}", o.meta.name))
                     .collect::<Vec<_>>()
                     .join(", "),
-                resource: format!("{}/{listener}", crate::snapshot::LISTENER_TYPE),
+                resource: format!("{}/{listener}", umbra_xds_protocol::type_url::LISTENER_TYPE),
                 reason: format!("merged conf does not fit MeshTimeout: {e}"),
             })?;
             self.typed[i] = Some(conf);

@@ -53,8 +53,9 @@ use umbra_core::target_ref::SERVICE_TAG;
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
 use crate::names::HCM_FILTER;
-use crate::snapshot::{Snapshot, LISTENER_TYPE};
+use crate::snapshot::Snapshot;
 use crate::util::{any, sanitize_metric, unpack};
+use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Name of the network RBAC filter (old TrafficPermission; MeshTrafficPermission on TCP).
 pub const NETWORK_RBAC_FILTER: &str = "envoy.filters.network.rbac";

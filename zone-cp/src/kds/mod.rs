@@ -29,7 +29,6 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
-use umbra_api::mesh_ca::MeshCas;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_client::KdsServiceClient;
 use umbra_kds::pb::InspectResponse;
@@ -44,6 +43,7 @@ use umbra_kds::sync::{
 use umbra_kds::{
     GLOBAL_STORE_METADATA, MAX_MESSAGE_BYTES, RECORDED_STORE_METADATA, ZONE_NAME_METADATA,
 };
+use umbra_pki::mesh_ca::MeshCas;
 
 use crate::ads::Insights;
 use crate::reconciler::Reconciler;
@@ -203,7 +203,7 @@ pub struct KdsClientConfig {
     /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
     pub ca_pem: Option<Vec<u8>>,
     /// Where the Global's trust bundle goes (user and dataplane token keys, revocations).
-    pub trust: Arc<umbra_api::trust::Trust>,
+    pub trust: Arc<umbra_pki::trust::Trust>,
     /// Where the Global's mesh CAs go (kept in the store first).
     pub cas: Arc<watch::Sender<Arc<MeshCas>>>,
 }

@@ -1,20 +1,20 @@
 //! What the zone does with what the Global sends ([`StoreSink`]): Meshes, policies and other
 //! zones' ZoneIngresses into the zone store (checked per resource as each response arrives,
 //! NACKed by name; written as one durable batch per generation of the Global's offer, when its
-//! commit marker arrives), the trust bundle to the zone's [`umbra_api::trust::Trust`], the mesh CAs to the
+//! commit marker arrives), the trust bundle to the zone's [`umbra_pki::trust::Trust`], the mesh CAs to the
 //! reconciler; and the versions it holds, sent on (re)connect ([`held_versions`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use umbra_api::mesh_ca::{ca_name, MeshCa, MeshCas};
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_kds::resource::{
     kds_name, split_kds_name, Item, MESH_CA_TYPE, TRUST_BUNDLE_NAME, TRUST_BUNDLE_TYPE,
 };
 use umbra_kds::sync::{Received, Refusal, Sink, Upsert};
-use umbra_xds::snapshot::ResourceVersions;
+use umbra_pki::mesh_ca::{ca_name, MeshCa, MeshCas};
+use umbra_xds_protocol::version::ResourceVersions;
 
 use crate::store::{ReplicaWrite, Store, StoreError};
 
@@ -89,17 +89,17 @@ fn record_sync_lag(ty: ResourceType, modified: Option<&str>, session_start: time
     let lag = (time::OffsetDateTime::now_utc() - t)
         .as_seconds_f64()
         .max(0.0);
-    metrics::histogram!(umbra_api::metrics::KDS_SYNC_LAG, "type" => ty.name()).record(lag);
+    metrics::histogram!(umbra_runtime::metrics::KDS_SYNC_LAG, "type" => ty.name()).record(lag);
 }
 
 /// Applies the Global's Meshes and policies to the zone store, and its trust bundle to the
-/// zone's [`umbra_api::trust::Trust`].
+/// zone's [`umbra_pki::trust::Trust`].
 pub(super) struct StoreSink {
     /// This zone's name.
     pub(super) zone: String,
     /// Where the mesh CAs go once kept.
     pub(super) cas: Arc<watch::Sender<Arc<MeshCas>>>,
-    pub(super) trust: Arc<umbra_api::trust::Trust>,
+    pub(super) trust: Arc<umbra_pki::trust::Trust>,
     pub(super) store: Store,
     /// When this KDS session connected (for [`record_sync_lag`]).
     pub(super) session_start: time::OffsetDateTime,
@@ -185,7 +185,7 @@ impl StoreSink {
                             ca_name(&ca.mesh, &ca.backend)
                         ));
                     }
-                    let check = crate::ca::Authority::new();
+                    let check = umbra_pki::identity::Authority::new();
                     match check
                         .set_cas(&MeshCas::from([(u.name.clone(), ca.clone())]))
                         .pop()
@@ -296,10 +296,10 @@ impl Sink for StoreSink {
             upserts = received.upserts.len(),
             removed = received.removed.len()
         );
-        umbra_api::process::set_parent(&span, &received.trace_context);
+        umbra_runtime::process::set_parent(&span, &received.trace_context);
         let out = span.in_scope(|| self.write(received));
         self.store
-            .note_trace(span.in_scope(umbra_api::process::current_context));
+            .note_trace(span.in_scope(umbra_runtime::process::current_context));
         out
     }
 
@@ -498,7 +498,7 @@ mod tests {
         let sink = StoreSink {
             zone: "zone-2".into(),
             cas: Arc::new(watch::channel(Arc::default()).0),
-            trust: umbra_api::trust::Trust::verifier(Default::default(), Default::default()),
+            trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
             store: store.clone(),
             session_start: time::OffsetDateTime::now_utc(),
             protect: false,
@@ -755,7 +755,7 @@ mod tests {
         let (store, mut sink) = sink();
         let mut rx = sink.cas.subscribe();
         let ca =
-            umbra_api::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
+            umbra_pki::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
         let good = up("m/ca-1", serde_json::to_vec(&ca).unwrap());
         let misnamed = up("m/ca-2", serde_json::to_vec(&ca).unwrap());
         let mut broken = ca.clone();
@@ -800,7 +800,7 @@ mod tests {
         assert!(store.mesh_cas().is_empty());
         // Protected mode changes nothing.
         let ca =
-            umbra_api::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
+            umbra_pki::mesh_ca::generate_root("m", "ca-1", std::time::SystemTime::now()).unwrap();
         sink.apply(received(
             MESH_CA_TYPE,
             vec![up("m/ca-1", serde_json::to_vec(&ca).unwrap())],

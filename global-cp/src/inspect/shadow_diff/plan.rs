@@ -38,7 +38,7 @@ impl Plan {
 
 /// Narrows a fleet-wide diff of a mesh to the DPPs (Global-stored Dataplanes, each with its
 /// zone) whose dependencies differ between the Live view and the Shadow view with the
-/// promotion ([`umbra_xds::deps::views_differ`]): the other DPPs' configs are identical in
+/// promotion ([`umbra_core::dependencies::views_differ`]): the other DPPs' configs are identical in
 /// both, so no zone needs to generate them. Pure; fed page by page, so only names are kept.
 #[derive(Debug)]
 pub struct Planner {
@@ -90,7 +90,7 @@ impl Planner {
                     .or_insert((n.reason, 0));
                 entry.1 += 1;
             }
-            if umbra_xds::deps::views_differ(dp, &self.live, &self.shadow) {
+            if umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow) {
                 self.plan.zones.entry(at.zone).or_default().push(at.local);
             }
         }
@@ -98,7 +98,7 @@ impl Planner {
 
     /// Consider these ZoneIngresses (as the Global stores them, each with its zone).
     pub fn add_ingresses(&mut self, ingresses: &[Stored]) {
-        if !umbra_xds::ingress::views_differ(&self.live, &self.shadow) {
+        if !umbra_core::dependencies::ingress::views_differ(&self.live, &self.shadow) {
             return;
         }
         for s in ingresses {
@@ -110,7 +110,7 @@ impl Planner {
             }
             self.plan.zones.entry(at.zone).or_default().push(format!(
                 "{}{}",
-                umbra_xds::ingress::FLEET_NAME_PREFIX,
+                umbra_core::dependencies::ingress::FLEET_NAME_PREFIX,
                 at.local
             ));
         }

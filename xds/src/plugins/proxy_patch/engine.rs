@@ -34,8 +34,9 @@ use super::model::{Match, Modification, Op, Source, ORIGIN_RAW};
 use crate::error::GenerateError;
 use crate::plugins::input::Origins;
 use crate::render;
-use crate::snapshot::{
-    Snapshot, CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+use crate::snapshot::Snapshot;
+use umbra_xds_protocol::type_url::{
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
 
 /// Applies modifications to one snapshot, recording the origins of what it adds in `origins`

@@ -28,8 +28,9 @@ use crate::error::GenerateError;
 use crate::names::outbound_listener_name;
 use crate::plugins::edit::edit_hcms;
 use crate::plugins::input::{Origins, PluginInput};
-use crate::snapshot::{Snapshot, LISTENER_TYPE};
+use crate::snapshot::Snapshot;
 use crate::util::sanitize_metric;
+use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Rebuild every outbound of the DPP from its MeshHTTPRoute and MeshTCPRoute rules.
 ///

@@ -4,7 +4,7 @@
 //! switch of `enabledBackend` keeps both trusted) and `identity_cert:secret:<mesh>`
 //! (certificate chain and private key).
 //!
-//! The roots are not made here: they are the mesh's one CA ([`umbra_api::mesh_ca`]), created
+//! The roots are not made here: they are the mesh's one CA ([`crate::mesh_ca`]), created
 //! by the Global and received over KDS in a federated zone, created and kept in the durable
 //! store by a standalone zone, and handed over with [`Authority::set_cas`]. Until a mesh's CA
 //! is there, its DPPs get a clear error instead of an identity.
@@ -30,11 +30,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::mesh_ca::{offset, MeshCa, MeshCas};
 use rcgen::{
     CertificateParams, DistinguishedName, ExtendedKeyUsagePurpose, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
-use umbra_api::mesh_ca::{offset, MeshCa, MeshCas};
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::mesh::MtlsBackend;
 use umbra_core::target_ref::SERVICE_TAG;
@@ -523,8 +523,8 @@ mod tests {
             .iter()
             .map(|b| {
                 (
-                    umbra_api::mesh_ca::ca_name("m", b),
-                    umbra_api::mesh_ca::generate_root("m", b, SystemTime::now()).unwrap(),
+                    crate::mesh_ca::ca_name("m", b),
+                    crate::mesh_ca::generate_root("m", b, SystemTime::now()).unwrap(),
                 )
             })
             .collect();
@@ -668,8 +668,8 @@ mod tests {
             .keys()
             .map(|(m, b)| {
                 (
-                    umbra_api::mesh_ca::ca_name(m, b),
-                    umbra_api::mesh_ca::generate_root(m, b, now).unwrap(),
+                    crate::mesh_ca::ca_name(m, b),
+                    crate::mesh_ca::generate_root(m, b, now).unwrap(),
                 )
             })
             .collect();

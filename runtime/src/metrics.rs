@@ -24,9 +24,8 @@ pub const BUCKETS: &[f64] = &[
 pub const HTTP_REQUESTS: &str = "umbra_http_requests_total";
 /// `umbra_http_request_seconds{route, method}`: API request latency.
 pub const HTTP_SECONDS: &str = "umbra_http_request_seconds";
-/// `umbra_store_operation_seconds{op}` and `umbra_store_errors_total{op}`: store call latency
-/// and failures, recorded by [`umbra_store::metered::Metered`] around any store.
-pub use umbra_store::metered::{STORE_ERRORS, STORE_SECONDS};
+// `umbra_store_operation_seconds{op}` and `umbra_store_errors_total{op}`: store call latency
+// and failures, recorded, named and described by `umbra_store::metered` around any store.
 // `umbra_kds_{responses,acks,nacks}_total{direction, type}`: KDS responses sent, accepted and
 // rejected, counted by each side. Recorded and named by `umbra_kds::metrics`, which owns the
 // sync events.
@@ -79,8 +78,6 @@ fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(HTTP_REQUESTS, "API requests answered");
     describe_histogram!(HTTP_SECONDS, Unit::Seconds, "API request latency");
-    describe_histogram!(STORE_SECONDS, Unit::Seconds, "Store call latency");
-    describe_counter!(STORE_ERRORS, "Store calls that failed");
     describe_histogram!(
         KDS_SYNC_LAG,
         Unit::Seconds,

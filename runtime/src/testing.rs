@@ -1,4 +1,4 @@
-//! A CP binary refusing a malformed flag (issue 33), for both CPs' process-level tests: run it
+//! Test support (feature `testing`). A CP binary refusing a malformed flag (issue 33), for both CPs' process-level tests: run it
 //! with the flags given, on free loopback ports for the address flags not given, with no
 //! `UMBRA_*` variable from the test's environment, and check that it exits quickly with status
 //! 2 and a message naming the flag, never having bound its API.

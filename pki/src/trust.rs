@@ -27,7 +27,33 @@ use umbra_auth::{Issuer, TokenError, TrustBundle};
 use umbra_core::resource::ResourceType;
 use umbra_store::{list_all, Store, StoreError};
 
-use crate::error::ApiError;
+/// Why the trust state refused or failed a request (the API answers each with its status:
+/// [`TrustError::Federated`], [`TrustError::BadRequest`] and a bad token request 400,
+/// [`TrustError::UnknownMesh`] 404 naming `mesh`, another token error 401, a store failure as
+/// the store's error).
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// A federated zone verifies tokens; the Global issues and revokes them.
+    #[error("this zone is federated: tokens are issued and revoked on the Global CP")]
+    Federated,
+    /// A request field is malformed (`validFor`).
+    #[error("{field}: {reason}")]
+    BadRequest {
+        /// The request's field (JSON name).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A dataplane token was asked for a Mesh that does not exist.
+    #[error("mesh {0:?} does not exist")]
+    UnknownMesh(String),
+    /// The issuer refused the request or could not sign.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// The store failed; nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// Store key of the admin user token (Kuma's `admin-user-token` global secret).
 pub const ADMIN_TOKEN_KEY: &str = "admin-user-token";
@@ -69,36 +95,6 @@ impl Default for AccessPolicy {
             localhost_is_admin: true,
             metrics_need_token: false,
             admin_token_from_loopback: true,
-        }
-    }
-}
-
-/// The API authentication flags both CPs take (`#[command(flatten)]`); every flag also reads
-/// its `UMBRA_*` environment variable.
-#[derive(Debug, Clone, clap::Args)]
-pub struct AccessArgs {
-    /// API callers on a loopback address without a token act as the admin (Kuma's
-    /// `localhostIsAdmin`). With `false`, every call but `/`, `/openapi.yaml`, `/healthz`,
-    /// `/ready` (and `/metrics`, see `--metrics-auth`) needs `Authorization: Bearer <user token>`.
-    #[arg(long, env = "UMBRA_LOCALHOST_IS_ADMIN", default_value_t = true, action = clap::ArgAction::Set)]
-    pub localhost_is_admin: bool,
-    /// `/metrics` needs a user token too (default: open to scrapers).
-    #[arg(long, env = "UMBRA_METRICS_AUTH", default_value_t = false, action = clap::ArgAction::Set)]
-    pub metrics_auth: bool,
-    /// `GET /global-secrets/admin-user-token` is served to local callers without a token
-    /// (default). Set `false` when a proxy on this host makes every caller local; then read the
-    /// admin token from the store (key `admin-user-token`) or ask with an admin token.
-    #[arg(long, env = "UMBRA_ADMIN_TOKEN_FROM_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
-    pub admin_token_from_loopback: bool,
-}
-
-impl AccessArgs {
-    /// Who may call the API without a token.
-    pub fn policy(&self) -> AccessPolicy {
-        AccessPolicy {
-            localhost_is_admin: self.localhost_is_admin,
-            metrics_need_token: self.metrics_auth,
-            admin_token_from_loopback: self.admin_token_from_loopback,
         }
     }
 }
@@ -220,13 +216,8 @@ impl Trust {
         })
     }
 
-    fn authority_or_refuse(&self) -> Result<&Authority, ApiError> {
-        self.authority.as_ref().ok_or_else(|| {
-            ApiError::status(
-                axum::http::StatusCode::BAD_REQUEST,
-                "this zone is federated: tokens are issued and revoked on the Global CP",
-            )
-        })
+    fn authority_or_refuse(&self) -> Result<&Authority, TrustError> {
+        self.authority.as_ref().ok_or(TrustError::Federated)
     }
 
     async fn publish(&self, issuer: &Issuer) {
@@ -304,31 +295,32 @@ impl Trust {
     /// The admin user token (Kuma's `admin-user-token`), created on first call.
     ///
     /// # Errors
-    /// [`ApiError`]: on a verifier (400), or the store failed.
-    pub async fn admin_token(&self) -> Result<String, ApiError> {
+    /// [`TrustError::Federated`] on a verifier; [`TrustError::Store`].
+    pub async fn admin_token(&self) -> Result<String, TrustError> {
         Ok(self.authority_or_refuse()?.admin_token().await?)
     }
 
     /// A user token for `req`.
     ///
     /// # Errors
-    /// [`ApiError`]: 400 for a bad request or on a verifier.
-    pub async fn issue_user(&self, req: &UserTokenRequest) -> Result<String, ApiError> {
+    /// [`TrustError::BadRequest`] or [`TrustError::Token`] for a bad request;
+    /// [`TrustError::Federated`] on a verifier.
+    pub async fn issue_user(&self, req: &UserTokenRequest) -> Result<String, TrustError> {
         let auth = self.authority_or_refuse()?;
         let valid = validity(req.valid_for.as_deref())?;
         let issuer = auth.issuer.lock().await;
         issuer
             .issue_user(req, valid, umbra_auth::unix_now())
-            .map_err(token_error)
+            .map_err(TrustError::Token)
     }
 
     /// A dataplane token for `req` (its mesh's key is created now if the Mesh exists and has
     /// none yet).
     ///
     /// # Errors
-    /// [`ApiError`]: 400 for a bad request or on a verifier; 404 (naming the field `mesh`) for
-    /// a Mesh that does not exist, as Kuma answers when the mesh has no signing key.
-    pub async fn issue_dataplane(&self, req: &DataplaneTokenRequest) -> Result<String, ApiError> {
+    /// As [`Trust::issue_user`]; [`TrustError::UnknownMesh`] for a Mesh that does not exist
+    /// (Kuma answers 404 when the mesh has no signing key); [`TrustError::Store`].
+    pub async fn issue_dataplane(&self, req: &DataplaneTokenRequest) -> Result<String, TrustError> {
         let auth = self.authority_or_refuse()?;
         let valid = validity(req.valid_for.as_deref())?;
         let has_key = auth.issuer.lock().await.dataplane.contains_key(&req.mesh);
@@ -337,39 +329,35 @@ impl Trust {
         }
         let issuer = auth.issuer.lock().await;
         if !req.mesh.is_empty() && !issuer.dataplane.contains_key(&req.mesh) {
-            return Err(ApiError {
-                status: axum::http::StatusCode::NOT_FOUND,
-                title: "Not Found".into(),
-                ..ApiError::bad_parameter("mesh", format!("mesh {:?} does not exist", req.mesh))
-            });
+            return Err(TrustError::UnknownMesh(req.mesh.clone()));
         }
         issuer
             .issue_dataplane(req, valid, umbra_auth::unix_now())
-            .map_err(token_error)
+            .map_err(TrustError::Token)
     }
 
     /// A zone-ingress token for the ingresses of `zone` (Kuma's `POST /tokens/zone-ingress`).
     ///
     /// # Errors
-    /// [`ApiError`]: 400 for a bad zone or validity, or on a verifier.
+    /// As [`Trust::issue_user`], for a bad zone or validity.
     pub async fn issue_zone_ingress(
         &self,
         req: &ZoneIngressTokenRequest,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, TrustError> {
         let auth = self.authority_or_refuse()?;
         let valid = validity(req.valid_for.as_deref())?;
         let issuer = auth.issuer.lock().await;
         issuer
             .issue_zone_ingress(&req.zone, valid, umbra_auth::unix_now())
-            .map_err(token_error)
+            .map_err(TrustError::Token)
     }
 
     /// Revoke the token of `kind` with ID `id`: stored durably before this returns, then
     /// published (every CP and zone refuses it within a moment).
     ///
     /// # Errors
-    /// [`ApiError`]: 400 on a verifier, 503 when the store failed (nothing revoked then).
-    pub async fn revoke(&self, kind: TokenKind, id: &str) -> Result<(), ApiError> {
+    /// [`TrustError::Federated`] on a verifier; [`TrustError::Store`] (nothing revoked then).
+    pub async fn revoke(&self, kind: TokenKind, id: &str) -> Result<(), TrustError> {
         let auth = self.authority_or_refuse()?;
         let mut issuer = auth.issuer.lock().await;
         if issuer.revoked.of(kind).contains(id) {
@@ -437,24 +425,21 @@ pub struct ZoneIngressTokenRequest {
 }
 
 /// A request's `validFor` in seconds ([`DEFAULT_VALIDITY`] when absent).
-fn validity(valid_for: Option<&str>) -> Result<u64, ApiError> {
+fn validity(valid_for: Option<&str>) -> Result<u64, TrustError> {
     let Some(text) = valid_for else {
         return Ok(DEFAULT_VALIDITY.as_secs());
     };
-    let d = umbra_core::duration::Duration::parse(text)
-        .map_err(|e| ApiError::bad_parameter("validFor", e.to_string()))?;
+    let d = umbra_core::duration::Duration::parse(text).map_err(|e| TrustError::BadRequest {
+        field: "validFor",
+        reason: e.to_string(),
+    })?;
     if d.is_negative() || d.is_zero() {
-        return Err(ApiError::bad_parameter("validFor", "must be positive"));
+        return Err(TrustError::BadRequest {
+            field: "validFor",
+            reason: "must be positive".into(),
+        });
     }
     Ok((d.as_nanos().unsigned_abs() / 1_000_000_000).max(1))
-}
-
-/// A token error as an API error (400 with the field for a bad request).
-pub fn token_error(e: TokenError) -> ApiError {
-    match e {
-        TokenError::BadRequest { field, reason } => ApiError::bad_parameter(field, reason),
-        other => ApiError::status(axum::http::StatusCode::UNAUTHORIZED, other.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -499,8 +484,8 @@ mod tests {
             .bundle()
             .verify_dataplane(&dp, umbra_auth::unix_now())
             .is_ok());
-        // A Mesh that does not exist has no key: a 404 naming it (Kuma's "Signing Key not
-        // found").
+        // A Mesh that does not exist has no key: refused naming it (the API answers 404, as
+        // Kuma's "Signing Key not found").
         let err = trust
             .issue_dataplane(&DataplaneTokenRequest {
                 mesh: "nope".into(),
@@ -508,8 +493,10 @@ mod tests {
             })
             .await
             .unwrap_err();
-        assert_eq!(err.status.as_u16(), 404);
-        assert_eq!(err.invalid_parameters[0].field, "mesh");
+        assert!(
+            matches!(&err, TrustError::UnknownMesh(m) if m == "nope"),
+            "{err:?}"
+        );
         // A new Mesh gets a key on issuance; a deleted one loses it.
         store.put(mesh("second"), None, None).await.unwrap();
         let t2 = trust

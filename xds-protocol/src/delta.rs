@@ -29,7 +29,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
-use crate::snapshot::{ResourceVersions, CLUSTER_TYPE, LISTENER_TYPE};
+use crate::type_url::{CLUSTER_TYPE, LISTENER_TYPE};
+use crate::version::ResourceVersions;
 
 /// What a request answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,7 +302,7 @@ impl DeltaType {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::ENDPOINT_TYPE;
+    use crate::type_url::ENDPOINT_TYPE;
     use envoy_types::pb::google::rpc::Status as RpcStatus;
 
     impl DeltaType {

@@ -1,8 +1,8 @@
 //! What a DPP's generated config depends on, so a control plane regenerates only the DPPs a
 //! change can affect.
 //!
-//! [`generate`](crate::generate::generate) is a pure function of the Dataplane, the
-//! [`MeshContext`](crate::context::MeshContext) and the [`PolicySet`]. Of those, a given DPP only
+//! Generation (`umbra_xds::generate::generate`) is a pure function of the Dataplane, the
+//! mesh context (`umbra_xds::context::MeshContext`) and the [`PolicySet`]. Of those, a given DPP only
 //! reads:
 //! - the Mesh (mTLS, name, logging backends) and its own Dataplane resource;
 //! - the new (targetRef) policies whose top-level `targetRef` selects it (Kuma's
@@ -20,13 +20,16 @@
 //! - the endpoints and protocol of the services its outbounds name.
 //!
 //! [`dependencies`] lists those; the caller turns them into a fingerprint with its own notion
-//! of resource identity (the zone store's write revisions).
+//! of resource identity (the zone store's write revisions). [`ingress`] does the same for a
+//! ZoneIngress.
 
-use umbra_core::dataplane::DataplaneSpec;
-use umbra_core::matching::select;
-use umbra_core::old_matching::{dataplane_matches, OldPolicyRef};
-use umbra_core::resource::ResourceType;
-use umbra_core::view::PolicySet;
+pub mod ingress;
+
+use crate::dataplane::DataplaneSpec;
+use crate::matching::select;
+use crate::old_matching::{dataplane_matches, OldPolicyRef};
+use crate::resource::ResourceType;
+use crate::view::PolicySet;
 
 /// One policy a DPP's generation may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +57,14 @@ pub struct Dependencies<'a> {
 /// A new policy whose `targetRef` cannot be resolved (an unknown MeshHTTPRoute) counts as a
 /// dependency: matching reports it as a warning, which is part of what the DPP sees.
 pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependencies<'a> {
-    let include_shadow = policies.view == Some(umbra_core::view::View::Shadow);
-    let routes: Vec<&umbra_core::policy::TargetRefPolicy> = policies.routes.iter().collect();
+    let include_shadow = policies.view == Some(crate::view::View::Shadow);
+    let routes: Vec<&crate::policy::TargetRefPolicy> = policies.routes.iter().collect();
     let mut deps = Dependencies {
         services: dp
             .networking
             .outbound
             .iter()
-            .map(umbra_core::dataplane::Outbound::service)
+            .map(crate::dataplane::Outbound::service)
             .collect(),
         ..Dependencies::default()
     };
@@ -103,7 +106,7 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             };
             // An empty side selects everything (ProxyTemplate without selectors applies to every
             // DPP); treat it as selecting, whatever the type.
-            let matches = |side: &[umbra_core::old::selectors::Selector]| {
+            let matches = |side: &[crate::old::selectors::Selector]| {
                 side.is_empty() || side.iter().any(|s| dataplane_matches(dp, &s.match_tags))
             };
             let selected = match ty {
@@ -135,8 +138,8 @@ pub fn views_differ(dp: &DataplaneSpec, live: &PolicySet, shadow: &PolicySet) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use umbra_core::resource::Resource;
-    use umbra_core::view::View;
+    use crate::resource::Resource;
+    use crate::view::View;
 
     fn set(yaml: &str, view: View) -> (Vec<Resource>, PolicySet) {
         let rs = Resource::all_from_bytes(yaml.as_bytes()).unwrap();

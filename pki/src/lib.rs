@@ -1,0 +1,17 @@
+//! # umbra-pki
+//!
+//! Trust state and certificates, on the store contract ([`umbra_store::Store`]), with no HTTP:
+//!
+//! - [`trust`]: the token trust bundle every check reads and, on the CP that issues tokens, the
+//!   authority holding the signing keys, revocation lists and admin token in the store.
+//! - [`mesh_ca`]: the builtin mesh CAs (one self-signed root per mesh and `builtin` backend),
+//!   created by the CP that owns the mesh and kept in its store.
+//! - [`identity`]: the DPP identity certificates a zone issues from those roots, and the SDS
+//!   secrets that carry them.
+//!
+//! The API crate maps [`trust::TrustError`] to HTTP answers; the zone's reconciler, ADS server
+//! and KDS sink use this crate directly.
+
+pub mod identity;
+pub mod mesh_ca;
+pub mod trust;
