@@ -115,7 +115,9 @@ class Cycles(unittest.TestCase):
         self.assertIn([("meta",), ("user",), ("meta",)], finding.cycles)
 
     def test_bare_child_path_and_super_group(self):
-        self.assertEqual(cycles(fixture_root("children")), {"children": [["outer", "outer::inner"]]})
+        self.assertEqual(
+            cycles(fixture_root("children")), {"children": [["outer", "outer::inner"]]}
+        )
 
     def test_report_names_file_line_and_path(self):
         root = fixture_root("midfile")
