@@ -279,7 +279,7 @@ pub fn generate(
     metadata.insert("features".into(), json!(req.features));
     if !req.dataplane_resource.is_empty() {
         metadata.insert(
-            crate::ads::DATAPLANE_METADATA_KEY.into(),
+            crate::node_metadata::DATAPLANE_METADATA_KEY.into(),
             json!(req.dataplane_resource),
         );
     }

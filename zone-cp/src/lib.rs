@@ -7,6 +7,8 @@
 //! ([`kds`]) that syncs policies from the Global and reports Dataplanes up, and the zone's
 //! ZoneIngresses ([`ingress`]: what they offer other zones).
 //!
+//! Feature `bench-fixtures` (benchmarks only) adds `synthetic`, the benchmarks' synthetic mesh.
+//!
 //! The binary (`zone-cp`) parses [`Args`] (every flag also an `UMBRA_*` env var) and calls
 //! [`run`] with a shutdown future.
 
@@ -27,6 +29,7 @@ pub mod node_metadata;
 pub mod reconciler;
 pub mod remote_inspect;
 pub mod store;
+#[cfg(feature = "bench-fixtures")]
 pub mod synthetic;
 
 use std::future::Future;

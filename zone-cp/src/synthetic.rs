@@ -1,7 +1,8 @@
 //! A synthetic mesh for benchmarks (issue 6's fleet-wide shadow diff): services behind VIPs,
 //! DPPs with many outbounds, and the old-to-new Timeout transition (live Timeouts, their
 //! MeshTimeout replacements as shadow). Used by `cargo bench -p umbra-zone-cp --bench shadow`
-//! and `umbra-bench fleet-diff`, so both measure the same topology.
+//! and `umbra-bench fleet-diff`, so both measure the same topology. Compiled only with the
+//! crate's `bench-fixtures` feature (which both enable), never into the zone-cp binary.
 
 /// The 20 policies of mesh `default`: 10 live Timeouts (one for every service, nine for
 /// `svc-1`..`svc-9`) and their 10 MeshTimeout replacements labelled shadow (one Mesh-wide, so

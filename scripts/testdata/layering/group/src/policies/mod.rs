@@ -1,0 +1,3 @@
+//! Parent of `stored` and `other`.
+pub mod other;
+pub mod stored;

@@ -1,0 +1,4 @@
+//! Names `resource`.
+use crate::resource::ResourceType;
+
+pub struct StoredPolicy(pub ResourceType);

@@ -1,0 +1,4 @@
+//! Names `b`.
+use crate::b::B;
+
+pub struct A(pub B);

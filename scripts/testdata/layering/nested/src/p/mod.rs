@@ -1,0 +1,3 @@
+//! Parent of `q` and `r`.
+pub mod q;
+pub mod r;

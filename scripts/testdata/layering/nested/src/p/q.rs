@@ -1,0 +1,2 @@
+//! Names `s`.
+pub struct Q(pub crate::s::S);

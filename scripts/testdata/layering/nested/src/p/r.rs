@@ -1,0 +1,2 @@
+//! Names nothing.
+pub struct R;

@@ -1,0 +1,2 @@
+//! Re-exports `Meta`.
+pub use crate::meta::Meta;

@@ -1,0 +1,4 @@
+//! Names `b`.
+pub fn a() -> crate::b::B {
+    crate::b::B
+}

@@ -1,0 +1,2 @@
+//! Test code of `b`: names `a`.
+use crate::a::a;

@@ -1,0 +1,2 @@
+//! More test code of `b`: names `a`.
+use crate::a::a;

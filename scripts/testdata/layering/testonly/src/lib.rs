@@ -1,0 +1,3 @@
+//! Only test code of `b` names `a`: no cycle.
+pub mod a;
+pub mod b;
