@@ -338,9 +338,7 @@ impl MeshSpec {
                 );
             }
         }
-        backends::validate_logging(&mut err, self.logging.as_ref());
-        backends::validate_tracing(&mut err, self.tracing.as_ref());
-        backends::validate_zone_egress(&mut err, self);
+        self.validate_backends(&mut err);
         err
     }
 }

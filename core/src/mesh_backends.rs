@@ -89,7 +89,17 @@ fn validate_section(
 }
 
 /// Kuma's `validateLogging`.
-pub(super) fn validate_logging(err: &mut ValidationError, logging: Option<&Value>) {
+impl MeshSpec {
+    /// The logging, tracing and `routing.zoneEgress` checks of Kuma's `mesh_validator.go`
+    /// (see the module docs), added to `err`.
+    pub(super) fn validate_backends(&self, err: &mut ValidationError) {
+        validate_logging(err, self.logging.as_ref());
+        validate_tracing(err, self.tracing.as_ref());
+        validate_zone_egress(err, self);
+    }
+}
+
+fn validate_logging(err: &mut ValidationError, logging: Option<&Value>) {
     validate_section(err, "logging", logging, "logging", |err, at, b| {
         let config = at.field("config");
         match b.ty {
@@ -116,7 +126,7 @@ pub(super) fn validate_logging(err: &mut ValidationError, logging: Option<&Value
 }
 
 /// Kuma's `validateTracing`.
-pub(super) fn validate_tracing(err: &mut ValidationError, tracing: Option<&Value>) {
+fn validate_tracing(err: &mut ValidationError, tracing: Option<&Value>) {
     validate_section(err, "tracing", tracing, "tracing", |err, at, b| {
         if let Some(s) = b.value.get("sampling").and_then(Value::as_f64) {
             if !(0.0..=100.0).contains(&s) {
@@ -167,7 +177,7 @@ pub(super) fn validate_tracing(err: &mut ValidationError, tracing: Option<&Value
 }
 
 /// Kuma's `validateZoneEgress`: zone egress routes through mTLS.
-pub(super) fn validate_zone_egress(err: &mut ValidationError, spec: &MeshSpec) {
+fn validate_zone_egress(err: &mut ValidationError, spec: &MeshSpec) {
     let zone_egress = spec
         .routing
         .as_ref()
