@@ -45,10 +45,12 @@ use umbra_core::zone_ingress::ZoneIngressSpec;
 use umbra_core::dependencies::ingress::{mesh_destinations, MATCH_ALL};
 
 use crate::context::MeshContext;
+use crate::envoy_core::{eds_cluster, socket};
 use crate::load_assignment::{load_assignment, Endpoint};
-use crate::names::{inbound_listener_name, TCP_PROXY_FILTER};
+use crate::names::{inbound_listener_name, sanitize_metric, TCP_PROXY_FILTER};
+use crate::protobuf::any;
 use crate::snapshot::Snapshot;
-use crate::util::{any, eds_cluster, sanitize_metric, socket, string_metadata};
+use crate::tags::string_metadata;
 
 /// Name of the TLS inspector listener filter.
 const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
@@ -233,7 +235,7 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
     let listener_name = inbound_listener_name(address, port);
     snap.listeners.insert(
         listener_name.clone(),
-        crate::shared::Shared::from(Listener {
+        crate::interner::Shared::from(Listener {
             name: listener_name,
             address: Some(socket(address, port)),
             traffic_direction: TrafficDirection::Inbound as i32,

@@ -7,7 +7,9 @@
 //!
 //! The generation pipeline, bottom to top (a module imports only modules below it):
 //! - leaves: [`names`] (filter, header and resource names), [`error`] ([`GenerateError`]),
-//!   [`util`], [`load_assignment`] (EDS resources), [`render`], [`snapshot`];
+//!   [`protobuf`] (`Any`, durations), [`tags`] (tag metadata, `x-kuma-tags`), [`envoy_core`]
+//!   (socket addresses, the ADS config source, the EDS cluster base), [`interner`] (resources
+//!   shared between DPPs), [`load_assignment`] (EDS resources), [`render`], [`snapshot`];
 //! - [`context`]: mesh-wide facts, built once per mesh;
 //! - [`base`]: the base sidecar generators (inbound, outbound, EDS, secrets; Kuma 2.7 shapes,
 //!   no policy);
@@ -32,16 +34,18 @@
 pub mod base;
 pub mod context;
 pub mod diff;
+pub mod envoy_core;
 pub mod error;
 pub mod generate;
 pub mod ingress;
+pub mod interner;
 pub mod load_assignment;
 pub mod names;
 pub mod plugins;
+pub mod protobuf;
 pub mod render;
-pub mod shared;
 pub mod snapshot;
-pub mod util;
+pub mod tags;
 pub mod wire_diff;
 
 pub use error::GenerateError;

@@ -12,7 +12,8 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
 
-use crate::util::{endpoint_metadata, socket};
+use crate::envoy_core::socket;
+use crate::tags::endpoint_metadata;
 
 /// One endpoint of a service: a healthy inbound of some DPP of this zone, or the ingress of
 /// another zone that offers the service (Kuma's `core_xds.Endpoint`).

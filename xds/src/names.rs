@@ -1,7 +1,7 @@
 //! Names of things generation puts into Envoy resources, shared by the base generators and the
 //! plugins: well-known filter and extension names, Kuma's headers, and the resource names Kuma
 //! 2.7 gives to listeners, inbound clusters and SDS secrets
-//! (`docs/research/kuma-2.7-xds-generation.md`). A leaf: it imports nothing from this crate.
+//! (`docs/research/kuma-2.7-xds-generation.md`), and its stat-name sanitising. A leaf: it imports nothing from this crate.
 
 use umbra_core::target_ref::SERVICE_TAG;
 
@@ -44,6 +44,19 @@ pub fn ca_secret_name(mesh: &str) -> String {
     format!("mesh_ca:secret:{mesh}")
 }
 
+/// Kuma's `SanitizeMetric`: every char outside `[a-zA-Z0-9_-]` becomes `_`.
+pub fn sanitize_metric(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 fn join_host_port(host: &str, port: u32) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
@@ -55,6 +68,19 @@ fn join_host_port(host: &str, port: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sanitizes_like_kuma() {
+        assert_eq!(sanitize_metric("localhost:8080"), "localhost_8080");
+        assert_eq!(
+            sanitize_metric("backend_kuma-demo_svc_3001"),
+            "backend_kuma-demo_svc_3001"
+        );
+        assert_eq!(
+            sanitize_metric("inbound:10.42.0.29:6379"),
+            "inbound_10_42_0_29_6379"
+        );
+    }
 
     #[test]
     fn listener_names_bracket_ipv6() {

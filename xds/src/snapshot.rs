@@ -21,8 +21,8 @@ use umbra_xds_protocol::version::{
     encoding_version, write_canonical, ResourceVersions, TypeVersions,
 };
 
+use crate::interner::{Interner, Shared};
 use crate::render::{to_json, RenderError};
-use crate::shared::{Interner, Shared};
 
 /// Envoy resources of one DPP, each map keyed by resource name (deterministic order).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -453,7 +453,7 @@ mod tests {
         let mut s = Snapshot::default();
         s.listeners.insert(
             "l".into(),
-            crate::shared::Shared::from(Listener {
+            crate::interner::Shared::from(Listener {
                 name: "l".into(),
                 filter_chains: vec![FilterChain {
                     transport_socket: Some(
@@ -461,7 +461,7 @@ mod tests {
                             name: "envoy.transport_sockets.tls".into(),
                             config_type: Some(
                                 envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
-                                    crate::util::any(&tls),
+                                    crate::protobuf::any(&tls),
                                 ),
                             ),
                         },
@@ -494,7 +494,7 @@ mod tests {
         let mut s = Snapshot::default();
         s.clusters.insert(
             "backend".into(),
-            crate::shared::Shared::from(Cluster {
+            crate::interner::Shared::from(Cluster {
                 name: "backend".into(),
                 cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
                 eds_cluster_config: Some(EdsClusterConfig::default()),

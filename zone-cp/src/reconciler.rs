@@ -925,7 +925,8 @@ mod tests {
         // Their equal outbound clusters are one allocation too (issue 21), and stay so exactly
         // while they are equal.
         let cluster = |name: &str| rec.get("m", name).unwrap().snapshot.clusters["backend"].clone();
-        let shared = |a: &str, b: &str| umbra_xds::shared::Shared::ptr_eq(&cluster(a), &cluster(b));
+        let shared =
+            |a: &str, b: &str| umbra_xds::interner::Shared::ptr_eq(&cluster(a), &cluster(b));
         assert!(shared("web", "db"));
         // Only web regenerates (an old Timeout from web): its new context adopts the earlier
         // allocation, which db (not regenerated) still holds.

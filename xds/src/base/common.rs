@@ -25,8 +25,9 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
 
 use crate::context::Protocol;
+use crate::envoy_core::ads;
 use crate::names::{ca_secret_name, identity_secret_name, ROUTER_FILTER};
-use crate::util::{ads, any};
+use crate::protobuf::any;
 
 fn sds(name: &str) -> SdsSecretConfig {
     SdsSecretConfig {
@@ -101,7 +102,7 @@ pub(super) fn catch_all_virtual_hosts(name: &str, cluster: &str) -> Vec<VirtualH
     vec![VirtualHost {
         name: name.to_owned(),
         domains: vec!["*".to_owned()],
-        routes: vec![catch_all_route(cluster, Some(crate::util::secs(0)))],
+        routes: vec![catch_all_route(cluster, Some(crate::protobuf::secs(0)))],
         ..Default::default()
     }]
 }

@@ -28,12 +28,14 @@ use super::common::{
     tcp_proxy_filter, tls_socket,
 };
 use crate::context::{MeshContext, Protocol};
+use crate::envoy_core::socket;
 use crate::names::{
-    inbound_cluster_name, inbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY,
-    KUMA_TAGS_HEADER,
+    inbound_cluster_name, inbound_listener_name, sanitize_metric, HCM_FILTER,
+    HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER,
 };
+use crate::protobuf::{any, secs};
 use crate::snapshot::Snapshot;
-use crate::util::{any, sanitize_metric, secs, socket, tags_metadata};
+use crate::tags::tags_metadata;
 
 /// Port of Kuma's service-less inbound, which gets no listener.
 const SERVICELESS_INBOUND_PORT: u32 = 49151;
@@ -109,7 +111,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
     });
     snap.listeners.insert(
         listener_name.clone(),
-        crate::shared::Shared::from(Listener {
+        crate::interner::Shared::from(Listener {
             name: listener_name,
             address: Some(socket(&key.address, key.port)),
             traffic_direction: TrafficDirection::Inbound as i32,

@@ -30,11 +30,14 @@ use super::common::{
     tcp_proxy_filter, tls_socket,
 };
 use crate::context::{MeshContext, Protocol};
+use crate::envoy_core::{eds_cluster, socket};
 use crate::names::{
-    outbound_listener_name, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER, SERVICE,
+    outbound_listener_name, sanitize_metric, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY,
+    KUMA_TAGS_HEADER, SERVICE,
 };
+use crate::protobuf::{any, secs};
 use crate::snapshot::Snapshot;
-use crate::util::{any, eds_cluster, sanitize_metric, secs, serialize_tags, socket, tags_metadata};
+use crate::tags::{serialize_tags, tags_metadata};
 
 /// Add the listener of every outbound of `dp` (but those with a `backendRef`) to `snap`, and
 /// the cluster of each service they reach (one per service, shared by its outbounds).
@@ -95,7 +98,7 @@ fn add_outbound(
     };
     snap.listeners.insert(
         listener_name.clone(),
-        crate::shared::Shared::from(Listener {
+        crate::interner::Shared::from(Listener {
             name: listener_name,
             address: Some(socket(&address, outbound.port)),
             traffic_direction: TrafficDirection::Outbound as i32,

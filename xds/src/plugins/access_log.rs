@@ -64,8 +64,8 @@ use super::edit::{edit_hcms, edit_tcp_proxies, provided_endpoint_cluster};
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
 use crate::names::{inbound_listener_name, outbound_listener_name};
+use crate::protobuf::any;
 use crate::snapshot::Snapshot;
-use crate::util::any;
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Kuma's default HTTP access log format.

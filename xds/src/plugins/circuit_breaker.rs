@@ -55,8 +55,8 @@ use umbra_core::target_ref::SERVICE_TAG;
 
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
+use crate::protobuf::duration;
 use crate::snapshot::Snapshot;
-use crate::util::duration;
 use umbra_xds_protocol::type_url::CLUSTER_TYPE;
 
 /// Apply the old CircuitBreaker (baked into outbound clusters, superseded or not), then

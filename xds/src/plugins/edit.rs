@@ -24,7 +24,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 
 use crate::load_assignment::{load_assignment, Endpoint};
 use crate::names::{HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, ROUTER_FILTER, TCP_PROXY_FILTER};
-use crate::util::{any, secs, unpack};
+use crate::protobuf::{any, secs, unpack};
 
 /// Edit every HTTP connection manager of `listener` in place (all filter chains); filters whose
 /// typed config does not decode are left alone.

@@ -109,8 +109,8 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::KUMA_TAGS_HEADER;
+use crate::protobuf::{any, duration};
 use crate::snapshot::Snapshot;
-use crate::util::{any, duration};
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Name of Envoy's HTTP fault filter.

@@ -59,8 +59,9 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::KUMA_TAGS_HEADER;
+use crate::protobuf::{any, duration, secs};
 use crate::snapshot::Snapshot;
-use crate::util::{any, duration, secs, serialize_tags};
+use crate::tags::serialize_tags;
 use umbra_xds_protocol::type_url::CLUSTER_TYPE;
 
 /// Apply the old HealthCheck (baked into outbound clusters, when in effect), then

@@ -46,8 +46,8 @@ use super::input::{Origins, PluginInput};
 use super::locality;
 use crate::error::GenerateError;
 use crate::names::outbound_listener_name;
+use crate::protobuf::duration;
 use crate::snapshot::Snapshot;
-use crate::util::duration;
 use umbra_xds_protocol::type_url::CLUSTER_TYPE;
 
 /// Apply MeshLoadBalancingStrategy to `snap`.

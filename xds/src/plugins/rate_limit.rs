@@ -59,8 +59,8 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::{inbound_listener_name, KUMA_TAGS_HEADER};
+use crate::protobuf::{any, duration, secs};
 use crate::snapshot::Snapshot;
-use crate::util::{any, duration, secs};
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// The HTTP local rate limit filter (and its per-route config key).

@@ -67,8 +67,9 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::{outbound_listener_name, HCM_FILTER, TCP_PROXY_FILTER};
+use crate::protobuf::{any, duration, unpack};
 use crate::snapshot::Snapshot;
-use crate::util::{any, duration, string_metadata, unpack};
+use crate::tags::string_metadata;
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Kuma's `HttpRetryOnDefault`.

@@ -53,8 +53,8 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::{inbound_cluster_name, inbound_listener_name, outbound_listener_name};
+use crate::protobuf::{duration, secs};
 use crate::snapshot::Snapshot;
-use crate::util::{duration, secs};
 
 fn d(
     v: Option<&umbra_core::duration::Duration>,

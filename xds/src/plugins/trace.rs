@@ -60,8 +60,8 @@ use super::edit::{edit_hcms, provided_endpoint_cluster};
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
 use crate::names::{inbound_listener_name, outbound_listener_name};
+use crate::protobuf::any;
 use crate::snapshot::Snapshot;
-use crate::util::any;
 use umbra_xds_protocol::type_url::{CLUSTER_TYPE, LISTENER_TYPE};
 
 /// Origin of the collector clusters (Kuma's `OriginMeshTrace`).

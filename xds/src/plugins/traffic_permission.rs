@@ -52,9 +52,9 @@ use umbra_core::target_ref::SERVICE_TAG;
 
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
-use crate::names::HCM_FILTER;
+use crate::names::{sanitize_metric, HCM_FILTER};
+use crate::protobuf::{any, unpack};
 use crate::snapshot::Snapshot;
-use crate::util::{any, sanitize_metric, unpack};
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Name of the network RBAC filter (old TrafficPermission; MeshTrafficPermission on TCP).

@@ -21,8 +21,8 @@ use super::json_patch;
 use super::merge::{merge_anys, merge_typed, type_name_of};
 use super::model::{Modification, Op};
 use crate::names::HCM_FILTER;
+use crate::protobuf::any;
 use crate::render;
-use crate::util::any;
 
 /// YAML (or JSON) text as one JSON value; empty text (or `null`) is an empty object, as Kuma's
 /// `FromYAML` reads it. Only the first document counts (`yaml.YAMLToJSON`).

@@ -422,7 +422,7 @@ mod tests {
         for name in ["localhost:80", "backend"] {
             s.clusters.insert(
                 name.into(),
-                crate::shared::Shared::from(Cluster {
+                crate::interner::Shared::from(Cluster {
                     name: name.into(),
                     ..Default::default()
                 }),

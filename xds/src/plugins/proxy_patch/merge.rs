@@ -204,20 +204,20 @@ mod tests {
 
     #[test]
     fn anys_merge_by_type() {
-        use crate::util::any;
+        use crate::protobuf::any;
         use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
         let a = any(&TcpProxy {
             stat_prefix: "a".into(),
             ..Default::default()
         });
         let b = any(&TcpProxy {
-            idle_timeout: Some(crate::util::secs(3)),
+            idle_timeout: Some(crate::protobuf::secs(3)),
             ..Default::default()
         });
         let merged = merge_anys(Some(&a), Some(&b)).unwrap().unwrap();
-        let t: TcpProxy = crate::util::unpack(&merged).unwrap();
+        let t: TcpProxy = crate::protobuf::unpack(&merged).unwrap();
         assert_eq!(t.stat_prefix, "a");
-        assert_eq!(t.idle_timeout, Some(crate::util::secs(3)));
+        assert_eq!(t.idle_timeout, Some(crate::protobuf::secs(3)));
         assert_eq!(merge_anys(Some(&a), None).unwrap(), Some(a.clone()));
         assert_eq!(merge_anys(None, Some(&b)).unwrap(), Some(b.clone()));
         let other = any(&Cluster::default());

@@ -19,8 +19,8 @@ use crate::context::MeshContext;
 use crate::load_assignment::load_assignment;
 use crate::names::TCP_PROXY_FILTER;
 use crate::plugins::input::Origins;
+use crate::protobuf::{any, secs};
 use crate::snapshot::Snapshot;
-use crate::util::{any, secs};
 
 /// One weighted destination cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,11 +25,10 @@ use super::backends::{ensure_cluster, tcp_proxy_filter, Split};
 use super::http::envoy_routes;
 use crate::context::MeshContext;
 use crate::error::GenerateError;
-use crate::names::outbound_listener_name;
+use crate::names::{outbound_listener_name, sanitize_metric};
 use crate::plugins::edit::edit_hcms;
 use crate::plugins::input::{Origins, PluginInput};
 use crate::snapshot::Snapshot;
-use crate::util::sanitize_metric;
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
 /// Rebuild every outbound of the DPP from its MeshHTTPRoute and MeshTCPRoute rules.

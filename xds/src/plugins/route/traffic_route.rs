@@ -35,11 +35,10 @@ use umbra_core::target_ref::SERVICE_TAG;
 
 use super::backends::{ensure_cluster, route_action, tcp_proxy_filter, Split};
 use crate::context::{common_protocol, MeshContext};
-use crate::names::outbound_listener_name;
+use crate::names::{outbound_listener_name, sanitize_metric};
 use crate::plugins::edit::edit_hcms;
 use crate::plugins::input::{Origins, PluginInput};
 use crate::snapshot::Snapshot;
-use crate::util::sanitize_metric;
 
 /// Apply the TrafficRoute selected for each outbound service.
 pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut Origins) {
