@@ -3,8 +3,8 @@
 //! detail, instance, invalid_parameters}` with Umbra's `invalidParameters`), decoding a
 //! resource body against its path ([`resource`]) and paging ([`paging`]), JSON-or-YAML output
 //! ([`negotiate`]) and OpenAPI-vs-router checks ([`openapi`]), what a CP tells about itself
-//! (`/_resources`: [`about`]), and Kuma's overviews ([`insights`], [`mesh_insights`],
-//! [`service_insights`]).
+//! (`/_resources`: [`about`]), Kuma's overviews ([`insights`], [`mesh_insights`],
+//! [`service_insights`]), and the routes both CPs serve ([`crud`], [`shared_routes`]).
 //!
 //! HTTP only: process wiring (flags, logs, traces, metrics, shutdown) is `umbra-runtime`'s,
 //! trust state and certificates `umbra-pki`'s.
@@ -22,6 +22,7 @@ pub mod paging;
 pub mod resource;
 pub mod service;
 pub mod service_insights;
+pub mod shared_routes;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;

@@ -1,7 +1,7 @@
 //! What every CP's HTTP service has, written once: the base routes (`/`, `/openapi.yaml`,
-//! `/metrics`, `/healthz`, `/ready`), the resource routes ([`crate::crud`]), the per-DPP routes
-//! both CPs answer, the layers every request goes through (body limit, JSON-or-YAML output,
-//! metrics, tracing), and the binaries' `main` ([`main`]).
+//! `/metrics`, `/healthz`, `/ready`), the layers every request goes through (body limit,
+//! JSON-or-YAML output, metrics, tracing), and the binaries' `main` ([`main`]). The resource
+//! routes are [`crate::crud`]'s, the other routes both CPs serve [`crate::shared_routes`]'.
 
 use std::future::Future;
 
@@ -22,70 +22,6 @@ pub const BASE_ROUTES: &[Route] = &[
     ("/healthz", &["get"]),
     ("/ready", &["get"]),
 ];
-
-/// Per-DPP routes both CPs answer (the zone itself, the Global by asking the owning zone or
-/// from the insights its zones report).
-pub const DATAPLANE_ROUTES: [Route; 11] = [
-    ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
-    ("/meshes/{mesh}/dataplanes+insights", &["get"]),
-    ("/dataplanes+insights", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/xds", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/stats", &["get"]),
-    ("/meshes/{mesh}/dataplanes/{name}/clusters", &["get"]),
-    ("/zoneingresses/{name}/xds", &["get"]),
-    ("/zoneingresses/{name}/stats", &["get"]),
-    ("/zoneingresses/{name}/clusters", &["get"]),
-];
-
-/// The Envoy admin view a [`DATAPLANE_ROUTES`] admin route names: its last path segment
-/// (`xds`, `stats`, `clusters`; Kuma's `{type}`).
-pub fn admin_type(path: &axum::extract::MatchedPath) -> &str {
-    path.as_str().rsplit('/').next().unwrap_or_default()
-}
-
-/// What answers the [`DATAPLANE_ROUTES`].
-#[derive(Debug)]
-pub struct DataplaneHandlers<S> {
-    /// `dataplanes+insights/{name}`: one `DataplaneOverview` ([`crate::insights`]).
-    pub insight: MethodRouter<S>,
-    /// `/meshes/{mesh}/dataplanes+insights`: a page of them in a mesh.
-    pub insights: MethodRouter<S>,
-    /// `/dataplanes+insights`: a page of them across meshes.
-    pub all_insights: MethodRouter<S>,
-    /// `_config`.
-    pub config: MethodRouter<S>,
-    /// `_rules`.
-    pub rules: MethodRouter<S>,
-    /// A DPP's Envoy admin (`xds`, `stats`, `clusters`; [`admin_type`] tells which).
-    pub admin: MethodRouter<S>,
-    /// A ZoneIngress's Envoy admin, likewise.
-    pub ingress_admin: MethodRouter<S>,
-}
-
-/// The [`DATAPLANE_ROUTES`], answered by `handlers`.
-pub fn dataplane_routes<S: Clone + Send + Sync + 'static>(
-    handlers: DataplaneHandlers<S>,
-) -> Router<S> {
-    let [(insight, _), (insights, _), (all_insights, _), (config, _), (rules, _), admin @ ..] =
-        DATAPLANE_ROUTES;
-    let mut router = Router::new()
-        .route(insight, handlers.insight)
-        .route(insights, handlers.insights)
-        .route(all_insights, handlers.all_insights)
-        .route(config, handlers.config)
-        .route(rules, handlers.rules);
-    for (path, _) in admin {
-        let handler = if path.starts_with("/zoneingresses/") {
-            handlers.ingress_admin.clone()
-        } else {
-            handlers.admin.clone()
-        };
-        router = router.route(path, handler);
-    }
-    router
-}
 
 /// Largest accepted request body (bytes).
 pub const MAX_BODY_BYTES: usize = 4 << 20;

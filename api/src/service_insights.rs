@@ -36,12 +36,6 @@ use crate::error::ApiError;
 use crate::mesh_insights::{dp_status, for_each, Status};
 use crate::paging::PageParams;
 
-/// The routes this module's answers are served at, on both CPs.
-pub const ROUTES: &[crate::service::Route] = &[
-    ("/meshes/{mesh}/service-insights", &["get"]),
-    ("/meshes/{mesh}/service-insights/{name}", &["get"]),
-];
-
 /// Kuma's `ServiceInsight.Service.Type`.
 const TYPES: &[&str] = &[
     "internal",

@@ -17,8 +17,9 @@
 //! `GET /meshes/{mesh}/service-insights[/{name}]` Kuma's `ServiceInsight` per service, from
 //! the same ([`umbra_api::service_insights`]). Per-DPP `_config` and `_rules`, and the Envoy
 //! admin views `xds`, `stats` and `clusters` of a DPP or a ZoneIngress (Kuma's paths), are
-//! asked of the owning zone ([`crate::inspect::forward`]). The OpenAPI 3 document is at
-//! `/openapi.yaml`.
+//! asked of the owning zone ([`crate::inspect::forward`]). These routes, `/global-insight` and
+//! `/mesh-insights` are the ones both CPs serve, written once in [`umbra_api::shared_routes`]
+//! over this CP's [`AppState`]. The OpenAPI 3 document is at `/openapi.yaml`.
 //!
 //! `GET /zones` and `GET /zones/{name}` report each zone's KDS state ([`ZoneRegistry`]), the
 //! number of its Dataplanes here and its ZoneIngresses (name, advertised address, services
@@ -52,8 +53,8 @@ use serde_json::{json, Value};
 use umbra_api::crud::{self, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
 use umbra_api::resource::resource_type;
-use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
-use umbra_core::resource::ResourceKey;
+use umbra_api::service::{self, Route, BASE_ROUTES};
+use umbra_api::shared_routes::{self, AdminView, ControlPlaneApi, Inspection, Proxy, QueryPairs};
 
 use crate::store::Store;
 use crate::tokens::{TokenError, ZoneTokens, DEFAULT_VALIDITY};
@@ -68,18 +69,13 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
 /// The Global's own routes (besides [`BASE_ROUTES`], the resource routes and
-/// [`DATAPLANE_ROUTES`]).
+/// [`shared_routes::ROUTES`]).
 const GLOBAL_ROUTES: &[Route] = &[
     ("/zones", &["get"]),
     ("/zones/{name}", &["get"]),
     ("/zones+insights", &["get"]),
     // Served by the `/zones/{name}` route (matchit has no suffix parameters).
     ("/zones/{name}+insights", &["get"]),
-    ("/global-insight", &["get"]),
-    ("/mesh-insights", &["get"]),
-    ("/mesh-insights/{mesh}", &["get"]),
-    ("/zone-ingresses/{name}/_config", &["get"]),
-    ("/zoneingresses/{name}/_config", &["get"]),
     ("/tokens/zone", &["post"]),
     ("/tokens/zone/revocations", &["post"]),
     (
@@ -105,9 +101,8 @@ pub fn routes() -> Vec<Route> {
         GLOBAL_ROUTES,
         umbra_api::tokens::ROUTES,
         crud::ROUTES,
-        &DATAPLANE_ROUTES,
+        shared_routes::ROUTES,
         umbra_api::about::ROUTES,
-        umbra_api::service_insights::ROUTES,
     ])
     .into_iter()
     .map(|(path, methods)| {
@@ -184,40 +179,72 @@ impl FromRef<AppState> for umbra_api::about::About {
     }
 }
 
+/// The routes both CPs serve ([`shared_routes`]), on the Global: a DPP's insight is the one
+/// its zone reported over KDS ([`ZoneRegistry`]), and inspections are asked of the owning zone
+/// ([`crate::inspect::forward`]).
+impl ControlPlaneApi for AppState {
+    fn mode(&self) -> &'static str {
+        "global"
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// The insight `stored`'s zone reported for it (found by the zone's own name for it, the
+    /// `kuma.io/display-name` label; none until the zone reconnects after a restart: the
+    /// registry is memory-only), and that zone's name.
+    fn insight(&self, stored: &crate::store::Stored) -> (Option<Value>, String) {
+        let zone = stored.zone.clone().unwrap_or_default();
+        let insight = stored
+            .resource
+            .meta
+            .labels
+            .get(umbra_kds::resource::DISPLAY_NAME_LABEL)
+            .and_then(|local| self.zones.insight(&zone, &stored.resource.meta.mesh, local));
+        (insight, zone)
+    }
+
+    /// Kuma's `GlobalInsight` ([`crate::global_insight`]).
+    async fn global_insight(&self) -> Result<Value, ApiError> {
+        let insight = |s: &crate::store::Stored| self.insight(s).0;
+        crate::global_insight::global_insight(&*self.store, &self.zones, &insight).await
+    }
+
+    /// Asked of the zone that owns the proxy ([`crate::inspect::forward`]).
+    async fn inspect(&self, what: Inspection, query: QueryPairs) -> Result<Response, ApiError> {
+        let (proxy, endpoint) = match what {
+            Inspection::Config(proxy) => (proxy, Endpoint::Config),
+            Inspection::Rules { mesh, name } => (Proxy::Dataplane { mesh, name }, Endpoint::Rules),
+            Inspection::Admin(proxy, AdminView::Xds) => (proxy, Endpoint::Xds),
+            Inspection::Admin(proxy, AdminView::Stats) => (proxy, Endpoint::Stats),
+            Inspection::Admin(proxy, AdminView::Clusters) => (proxy, Endpoint::Clusters),
+        };
+        let (mesh, name) = proxy.mesh_and_name();
+        crate::inspect::forward::forward(&self.inspect_context(), mesh, name, endpoint, query).await
+    }
+}
+
 /// The API router over `state`.
 pub fn router(state: AppState) -> Router {
-    let regular = service::base(OPENAPI_YAML, get(index), get(ready))
-        .route("/zones", get(list_zones))
-        .route("/zones/{name}", get(get_zone))
-        .route("/zones+insights", get(list_zone_overviews))
-        .route("/global-insight", get(global_insight))
-        .route("/mesh-insights", get(mesh_insights))
-        .route("/mesh-insights/{mesh}", get(mesh_insight))
-        .route("/meshes/{mesh}/service-insights", get(service_insights))
-        .route(
-            "/meshes/{mesh}/service-insights/{name}",
-            get(service_insight),
-        )
-        .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
-        .route("/zoneingresses/{name}/_config", get(inspect_ingress))
-        .route("/tokens/zone", post(zone_token))
-        .route("/tokens/zone/revocations", post(revoke_zone_token))
-        .merge(umbra_api::tokens::routes())
-        .merge(crud::routes_with_read_only_ingresses())
-        .merge(umbra_api::about::routes())
-        .merge(service::dataplane_routes(service::DataplaneHandlers {
-            insight: get(dataplane_insight),
-            insights: get(dataplane_insights),
-            all_insights: get(all_dataplane_insights),
-            config: get(inspect_config),
-            rules: get(inspect_rules),
-            admin: get(inspect_admin),
-            ingress_admin: get(inspect_ingress_admin),
-        }))
-        .route(
-            "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
-            get(affected_dataplanes),
-        );
+    let regular = service::base(
+        OPENAPI_YAML,
+        get(shared_routes::index::<AppState>),
+        get(ready),
+    )
+    .route("/zones", get(list_zones))
+    .route("/zones/{name}", get(get_zone))
+    .route("/zones+insights", get(list_zone_overviews))
+    .route("/tokens/zone", post(zone_token))
+    .route("/tokens/zone/revocations", post(revoke_zone_token))
+    .merge(umbra_api::tokens::routes())
+    .merge(crud::routes_with_read_only_ingresses())
+    .merge(umbra_api::about::routes())
+    .merge(shared_routes::routes())
+    .route(
+        "/meshes/{mesh}/{plural}/{name}/_resources/dataplanes",
+        get(affected_dataplanes),
+    );
     // Zones get their own deadline in a fleet-wide diff (`timeout=`, at most 120 s); the HTTP
     // one is longer.
     let fleet = Router::new()
@@ -232,16 +259,6 @@ pub fn router(state: AppState) -> Router {
         trust,
     ))
     .with_state(state)
-}
-
-/// `GET /`: what answers here (Kuma's index: product, version, mode).
-async fn index() -> Json<Value> {
-    Json(json!({
-        "product": "Umbra",
-        "version": env!("CARGO_PKG_VERSION"),
-        "mode": "global",
-        "tagline": "Umbra: a federated control plane for Kuma-style meshes",
-    }))
 }
 
 /// `GET /ready`: 200 when the store answers (readiness), else 503 with the store's error.
@@ -481,81 +498,6 @@ async fn zone_token(
     Ok(([(header::CONTENT_TYPE, "text/plain")], token).into_response())
 }
 
-async fn inspect_config(
-    State(state): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Response, ApiError> {
-    crate::inspect::forward::forward(
-        &state.inspect_context(),
-        &mesh,
-        &name,
-        Endpoint::Config,
-        query,
-    )
-    .await
-}
-
-async fn inspect_ingress(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Response, ApiError> {
-    crate::inspect::forward::forward(&state.inspect_context(), "", &name, Endpoint::Config, query)
-        .await
-}
-
-/// The admin view a route names, as the KDS endpoint that asks the zone for it.
-fn admin_endpoint(matched: &axum::extract::MatchedPath) -> Result<Endpoint, ApiError> {
-    match service::admin_type(matched) {
-        "xds" => Ok(Endpoint::Xds),
-        "stats" => Ok(Endpoint::Stats),
-        "clusters" => Ok(Endpoint::Clusters),
-        _ => Err(ApiError::not_found(
-            "no such admin view (xds, stats, clusters)",
-        )),
-    }
-}
-
-/// `GET /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}`: the DPP's Envoy admin, read by
-/// its zone.
-async fn inspect_admin(
-    State(state): State<AppState>,
-    matched: axum::extract::MatchedPath,
-    Path((mesh, name)): Path<(String, String)>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Response, ApiError> {
-    let endpoint = admin_endpoint(&matched)?;
-    crate::inspect::forward::forward(&state.inspect_context(), &mesh, &name, endpoint, query).await
-}
-
-/// `GET /zoneingresses/{name}/{xds|stats|clusters}`: a ZoneIngress's Envoy admin, read by its
-/// zone.
-async fn inspect_ingress_admin(
-    State(state): State<AppState>,
-    matched: axum::extract::MatchedPath,
-    Path(name): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Response, ApiError> {
-    let endpoint = admin_endpoint(&matched)?;
-    crate::inspect::forward::forward(&state.inspect_context(), "", &name, endpoint, query).await
-}
-
-async fn inspect_rules(
-    State(state): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Response, ApiError> {
-    crate::inspect::forward::forward(
-        &state.inspect_context(),
-        &mesh,
-        &name,
-        Endpoint::Rules,
-        query,
-    )
-    .await
-}
-
 async fn affected_dataplanes(
     State(state): State<AppState>,
     Path((mesh, plural, name)): Path<(String, String, String)>,
@@ -624,125 +566,4 @@ async fn migration_step(
         ))),
     }
     .map(Json)
-}
-
-/// `GET /meshes/{mesh}/dataplanes+insights/{name}`: the Dataplane's `DataplaneOverview`
-/// ([`umbra_api::insights`]) with the insight its zone reported (`dataplaneInsight: {}` when
-/// none: the registry is memory-only, so until each zone reconnects after a restart). 404
-/// when the Dataplane is unknown.
-async fn dataplane_insight(
-    State(state): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let key = ResourceKey::dataplane(mesh.as_str(), name);
-    let stored = state
-        .store
-        .get(&key)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("{key} not found")))?;
-    let (insight, zone) = reported_insight(&state.zones, &stored);
-    Ok(Json(umbra_api::insights::dataplane_overview(
-        &stored, insight, &zone,
-    )))
-}
-
-/// The insight `stored`'s zone reported for it (found by the zone's own name for it, the
-/// `kuma.io/display-name` label), and that zone's name.
-fn reported_insight(
-    zones: &ZoneRegistry,
-    stored: &crate::store::Stored,
-) -> (Option<Value>, String) {
-    let zone = stored.zone.clone().unwrap_or_default();
-    let insight = stored
-        .resource
-        .meta
-        .labels
-        .get(umbra_kds::resource::DISPLAY_NAME_LABEL)
-        .and_then(|local| zones.insight(&zone, &stored.resource.meta.mesh, local));
-    (insight, zone)
-}
-
-/// `GET /meshes/{mesh}/dataplanes+insights`: a page of `DataplaneOverview`s with the list
-/// filters (`name=`, `label=`, `tag=`, `gateway=`); 404 for an unknown mesh.
-async fn dataplane_insights(
-    State(state): State<AppState>,
-    Path(mesh): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let path = format!("/meshes/{mesh}/dataplanes+insights");
-    umbra_api::insights::dataplane_overviews(&*state.store, Some(&mesh), &query, &path, |dp| {
-        reported_insight(&state.zones, dp)
-    })
-    .await
-}
-
-/// `GET /dataplanes+insights`: [`dataplane_insights`] across every mesh.
-async fn all_dataplane_insights(
-    State(state): State<AppState>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    umbra_api::insights::dataplane_overviews(
-        &*state.store,
-        None,
-        &query,
-        "/dataplanes+insights",
-        |dp| reported_insight(&state.zones, dp),
-    )
-    .await
-}
-
-/// `GET /global-insight`: Kuma's `GlobalInsight` ([`crate::global_insight`]).
-async fn global_insight(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
-    crate::global_insight::global_insight(&*state.store, &state.zones, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /mesh-insights`: a page of Kuma `MeshInsight`s ([`umbra_api::mesh_insights`]).
-async fn mesh_insights(
-    State(state): State<AppState>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
-    umbra_api::mesh_insights::mesh_insights(&*state.store, &query, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /mesh-insights/{mesh}`: one mesh's `MeshInsight`; 404 for an unknown mesh.
-async fn mesh_insight(
-    State(state): State<AppState>,
-    Path(mesh): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
-    umbra_api::mesh_insights::one_mesh_insight(&*state.store, &mesh, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /meshes/{mesh}/service-insights`: a page of the mesh's `ServiceInsight`s
-/// ([`umbra_api::service_insights`]) from the insights the zones reported.
-async fn service_insights(
-    State(state): State<AppState>,
-    Path(mesh): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
-    let path = format!("/meshes/{mesh}/service-insights");
-    umbra_api::service_insights::service_insights(&*state.store, &mesh, &query, &path, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /meshes/{mesh}/service-insights/{name}`: one service's `ServiceInsight`; 404 for an
-/// unknown mesh or service.
-async fn service_insight(
-    State(state): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &crate::store::Stored| reported_insight(&state.zones, s).0;
-    umbra_api::service_insights::service_insight(&*state.store, &mesh, &name, &insight)
-        .await
-        .map(Json)
 }

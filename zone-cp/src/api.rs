@@ -12,6 +12,9 @@
 //! - Kuma's `ServiceInsight` per `kuma.io/service` ([`umbra_api::service_insights`]):
 //!   `GET /meshes/{mesh}/service-insights` (paged, `name=`, `type=`) and `.../{name}`.
 //!
+//! Those routes, `/global-insight` and `/mesh-insights` are the ones both CPs serve, written
+//! once in [`umbra_api::shared_routes`] over this CP's [`AppState`].
+//!
 //! Tokens ([`umbra_api::tokens`]: issued by a standalone zone, by the Global for a federated
 //! one) and every call's authentication ([`umbra_api::authn`]) are shared with the Global;
 //! `GET /dp-server/ca.pem` gives the data-plane server's CA certificate.
@@ -26,15 +29,16 @@
 //! `GET /config` the zone's configuration (admin-only, redacted) and `GET /versions` the Envoy
 //! versions its data planes work with ([`umbra_api::about`], shared with the Global).
 
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, State};
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use umbra_api::crud::{self, get_stored, ResourceApi, WriteMode};
+use umbra_api::crud::{self, ResourceApi, WriteMode};
 use umbra_api::error::ApiError;
-use umbra_api::service::{self, Route, BASE_ROUTES, DATAPLANE_ROUTES};
+use umbra_api::service::{self, Route, BASE_ROUTES};
+use umbra_api::shared_routes::{self, AdminView, ControlPlaneApi, Inspection, Proxy, QueryPairs};
 use umbra_core::dataplane::DpKey;
-use umbra_core::resource::ResourceKey;
 
 use crate::inspect;
 use crate::store::Store;
@@ -48,11 +52,10 @@ pub fn routes() -> Vec<Route> {
     service::routes(&[
         BASE_ROUTES,
         crud::ROUTES,
-        &DATAPLANE_ROUTES,
+        shared_routes::ROUTES,
         ZONE_ROUTES,
         umbra_api::tokens::ROUTES,
         umbra_api::about::ROUTES,
-        umbra_api::service_insights::ROUTES,
     ])
 }
 
@@ -60,11 +63,6 @@ pub fn routes() -> Vec<Route> {
 const ZONE_ROUTES: &[Route] = &[
     ("/global/accept-store", &["post"]),
     ("/dp-server/ca.pem", &["get"]),
-    ("/zone-ingresses/{name}/_config", &["get"]),
-    ("/zoneingresses/{name}/_config", &["get"]),
-    ("/global-insight", &["get"]),
-    ("/mesh-insights", &["get"]),
-    ("/mesh-insights/{mesh}", &["get"]),
 ];
 
 /// Shared state of the API.
@@ -143,36 +141,100 @@ impl FromRef<AppState> for umbra_api::about::About {
     }
 }
 
+/// The routes both CPs serve ([`shared_routes`]), in a zone: a DPP's insight is its xDS
+/// connection state ([`crate::ads::Insights`]: connected, last ACKed version per type, last
+/// NACK with Envoy's error text; a DPP that never connected reads disconnected), and
+/// inspections are computed here ([`crate::inspect`], [`crate::envoy_admin`]).
+impl ControlPlaneApi for AppState {
+    fn mode(&self) -> &'static str {
+        if self.federated {
+            "zone (federated)"
+        } else {
+            "zone"
+        }
+    }
+
+    fn store(&self) -> std::sync::Arc<dyn umbra_store::Store> {
+        self.store.contract()
+    }
+
+    fn insight(&self, stored: &umbra_store::Stored) -> (Option<Value>, String) {
+        let meta = &stored.resource.meta;
+        let doc = serde_json::to_value(
+            self.insights
+                .get(&meta.mesh, &meta.name)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        (Some(doc), self.reconciler.zone().to_owned())
+    }
+
+    /// Kuma's `GlobalInsight` ([`crate::global_insight`]).
+    async fn global_insight(&self) -> Result<Value, ApiError> {
+        let insight = |s: &umbra_store::Stored| self.insight(s).0;
+        crate::global_insight::global_insight(&*self.store.contract(), &self.insights, &insight)
+            .await
+    }
+
+    /// Computed here: `_config` and `_rules` by [`crate::inspect`], the admin views by
+    /// [`crate::envoy_admin`].
+    async fn inspect(&self, what: Inspection, query: QueryPairs) -> Result<Response, ApiError> {
+        let store = self.store.clone();
+        let doc = match what {
+            Inspection::Admin(proxy, view) => return self.envoy_admin(&proxy, view, &query).await,
+            Inspection::Config(Proxy::Dataplane { mesh, name }) => {
+                let zone = self.reconciler.zone_view();
+                inspect::answer(store, zone, mesh, name, &query, inspect::config).await?
+            }
+            Inspection::Config(Proxy::ZoneIngress { name }) => {
+                let zone = self.reconciler.zone_view();
+                inspect::answer_ingress(store, zone, name, &query).await?
+            }
+            Inspection::Rules { mesh, name } => {
+                let zone = self.reconciler.zone_view();
+                inspect::answer(store, zone, mesh, name, &query, inspect::rules).await?
+            }
+        };
+        Ok(Json(doc).into_response())
+    }
+}
+
+impl AppState {
+    /// `proxy`'s Envoy admin `view` ([`crate::envoy_admin`]), answered with Envoy's content type.
+    async fn envoy_admin(
+        &self,
+        proxy: &Proxy,
+        view: AdminView,
+        query: &[(String, String)],
+    ) -> Result<Response, ApiError> {
+        let (mesh, name) = proxy.mesh_and_name();
+        let key = DpKey::new(mesh, name);
+        let answer =
+            crate::envoy_admin::inspect(&self.store, &self.insights, &key, view, query).await?;
+        Ok((
+            [(axum::http::header::CONTENT_TYPE, answer.content_type)],
+            answer.body,
+        )
+            .into_response())
+    }
+}
+
 /// The API router.
 pub fn router(state: AppState) -> Router {
-    let router = service::base(OPENAPI_YAML, get(index), get(ready))
-        .route(
-            "/global/accept-store",
-            axum::routing::post(accept_global_store),
-        )
-        .route("/dp-server/ca.pem", get(dp_server_ca))
-        .route("/zone-ingresses/{name}/_config", get(inspect_ingress))
-        .route("/zoneingresses/{name}/_config", get(inspect_ingress))
-        .route("/global-insight", get(global_insight))
-        .route("/mesh-insights", get(mesh_insights))
-        .route("/mesh-insights/{mesh}", get(mesh_insight))
-        .route("/meshes/{mesh}/service-insights", get(service_insights))
-        .route(
-            "/meshes/{mesh}/service-insights/{name}",
-            get(service_insight),
-        )
-        .merge(umbra_api::tokens::routes())
-        .merge(crud::routes())
-        .merge(umbra_api::about::routes())
-        .merge(service::dataplane_routes(service::DataplaneHandlers {
-            insight: get(dataplane_insight),
-            insights: get(dataplane_insights),
-            all_insights: get(all_dataplane_insights),
-            config: get(inspect_config),
-            rules: get(inspect_rules),
-            admin: get(inspect_admin),
-            ingress_admin: get(inspect_ingress_admin),
-        }));
+    let router = service::base(
+        OPENAPI_YAML,
+        get(shared_routes::index::<AppState>),
+        get(ready),
+    )
+    .route(
+        "/global/accept-store",
+        axum::routing::post(accept_global_store),
+    )
+    .route("/dp-server/ca.pem", get(dp_server_ca))
+    .merge(umbra_api::tokens::routes())
+    .merge(crud::routes())
+    .merge(umbra_api::about::routes())
+    .merge(shared_routes::routes());
     let trust = state.trust.clone();
     service::layered(umbra_api::authn::protect(router, trust)).with_state(state)
 }
@@ -190,16 +252,6 @@ async fn dp_server_ca(State(st): State<AppState>) -> Result<axum::response::Resp
         pem,
     )
         .into_response())
-}
-
-/// `GET /`: what answers here (Kuma's index: product, version, mode).
-async fn index(State(st): State<AppState>) -> Json<Value> {
-    Json(json!({
-        "product": "Umbra",
-        "version": env!("CARGO_PKG_VERSION"),
-        "mode": if st.federated { "zone (federated)" } else { "zone" },
-        "tagline": "Umbra: a federated control plane for Kuma-style meshes",
-    }))
 }
 
 /// `GET /ready`: whether the zone serves its API and ADS from a store it can stand behind.
@@ -253,77 +305,6 @@ async fn ready(State(st): State<AppState>) -> (axum::http::StatusCode, Json<Valu
     (code, Json(body))
 }
 
-async fn inspect_config(
-    State(st): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-    Query(q): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let zone = st.reconciler.zone_view();
-    inspect::answer(st.store, zone, mesh, name, &q, inspect::config)
-        .await
-        .map(Json)
-}
-
-async fn inspect_ingress(
-    State(st): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let zone = st.reconciler.zone_view();
-    inspect::answer_ingress(st.store, zone, name, &q)
-        .await
-        .map(Json)
-}
-
-/// `GET /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}`: the DPP's Envoy admin
-/// ([`crate::envoy_admin`]).
-async fn inspect_admin(
-    State(st): State<AppState>,
-    matched: axum::extract::MatchedPath,
-    Path((mesh, name)): Path<(String, String)>,
-    Query(q): Query<Vec<(String, String)>>,
-) -> Result<axum::response::Response, ApiError> {
-    admin_answer(&st, &matched, DpKey::new(mesh.as_str(), name.as_str()), &q).await
-}
-
-/// `GET /zoneingresses/{name}/{xds|stats|clusters}`: a ZoneIngress's Envoy admin.
-async fn inspect_ingress_admin(
-    State(st): State<AppState>,
-    matched: axum::extract::MatchedPath,
-    Path(name): Path<String>,
-    Query(q): Query<Vec<(String, String)>>,
-) -> Result<axum::response::Response, ApiError> {
-    admin_answer(&st, &matched, DpKey::new("", name.as_str()), &q).await
-}
-
-async fn admin_answer(
-    st: &AppState,
-    matched: &axum::extract::MatchedPath,
-    key: DpKey,
-    q: &[(String, String)],
-) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse as _;
-    let ty = crate::envoy_admin::AdminType::from_segment(service::admin_type(matched))
-        .ok_or_else(|| ApiError::not_found("no such admin view (xds, stats, clusters)"))?;
-    let answer = crate::envoy_admin::inspect(&st.store, &st.insights, &key, ty, q).await?;
-    Ok((
-        [(axum::http::header::CONTENT_TYPE, answer.content_type)],
-        answer.body,
-    )
-        .into_response())
-}
-
-async fn inspect_rules(
-    State(st): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-    Query(q): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let zone = st.reconciler.zone_view();
-    inspect::answer(st.store, zone, mesh, name, &q, inspect::rules)
-        .await
-        .map(Json)
-}
-
 /// `POST /global/accept-store`: an operator confirms that the Global this zone now talks to
 /// (whose store is not the one the zone synced from: `/ready` says `globalStoreChanged`) is
 /// the one to follow. The zone records its store identity and reconnects; from then on the
@@ -347,126 +328,4 @@ async fn accept_global_store(State(st): State<AppState>) -> Result<Json<Value>, 
         "accepted": offered,
         "previous": status.recorded_global_store,
     })))
-}
-
-/// Kuma's `dataplanes+insights/{name}`: the Dataplane's `DataplaneOverview`
-/// ([`umbra_api::insights`]) with its xDS connection state (connected, last ACKed version per
-/// type, last NACK with Envoy's error text; a DPP that never connected reads disconnected).
-/// 404 when the Dataplane is unknown.
-async fn dataplane_insight(
-    State(st): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let key = ResourceKey::dataplane(mesh.as_str(), name.as_str());
-    let dp = get_stored(&*st.store.contract(), &key).await?;
-    Ok(Json(umbra_api::insights::dataplane_overview(
-        &dp,
-        Some(insight_doc(&st, &dp)),
-        st.reconciler.zone(),
-    )))
-}
-
-/// The insight of a stored Dataplane as JSON (the default, disconnected, when it never
-/// connected).
-fn insight_doc(st: &AppState, dp: &umbra_store::Stored) -> Value {
-    let meta = &dp.resource.meta;
-    serde_json::to_value(st.insights.get(&meta.mesh, &meta.name).unwrap_or_default())
-        .unwrap_or_default()
-}
-
-/// `GET /meshes/{mesh}/dataplanes+insights`: a page of `DataplaneOverview`s, with the list
-/// filters (`name=`, `label=`, `tag=`, `gateway=`); 404 for an unknown mesh.
-async fn dataplane_insights(
-    State(st): State<AppState>,
-    Path(mesh): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let path = format!("/meshes/{mesh}/dataplanes+insights");
-    let zone = st.reconciler.zone().to_owned();
-    umbra_api::insights::dataplane_overviews(
-        &*st.store.contract(),
-        Some(&mesh),
-        &query,
-        &path,
-        |dp| (Some(insight_doc(&st, dp)), zone.clone()),
-    )
-    .await
-}
-
-/// `GET /dataplanes+insights`: [`dataplane_insights`] across every mesh.
-async fn all_dataplane_insights(
-    State(st): State<AppState>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let zone = st.reconciler.zone().to_owned();
-    umbra_api::insights::dataplane_overviews(
-        &*st.store.contract(),
-        None,
-        &query,
-        "/dataplanes+insights",
-        |dp| (Some(insight_doc(&st, dp)), zone.clone()),
-    )
-    .await
-}
-
-/// `GET /global-insight`: Kuma's `GlobalInsight` ([`crate::global_insight`]).
-async fn global_insight(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
-    crate::global_insight::global_insight(&*st.store.contract(), &st.insights, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /mesh-insights`: a page of Kuma `MeshInsight`s ([`umbra_api::mesh_insights`]).
-async fn mesh_insights(
-    State(st): State<AppState>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
-    umbra_api::mesh_insights::mesh_insights(&*st.store.contract(), &query, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /mesh-insights/{mesh}`: one mesh's `MeshInsight`; 404 for an unknown mesh.
-async fn mesh_insight(
-    State(st): State<AppState>,
-    Path(mesh): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
-    umbra_api::mesh_insights::one_mesh_insight(&*st.store.contract(), &mesh, &insight)
-        .await
-        .map(Json)
-}
-
-/// `GET /meshes/{mesh}/service-insights`: a page of the mesh's `ServiceInsight`s
-/// ([`umbra_api::service_insights`]); 404 for an unknown mesh.
-async fn service_insights(
-    State(st): State<AppState>,
-    Path(mesh): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
-    let path = format!("/meshes/{mesh}/service-insights");
-    umbra_api::service_insights::service_insights(
-        &*st.store.contract(),
-        &mesh,
-        &query,
-        &path,
-        &insight,
-    )
-    .await
-    .map(Json)
-}
-
-/// `GET /meshes/{mesh}/service-insights/{name}`: one service's `ServiceInsight`; 404 for an
-/// unknown mesh or service.
-async fn service_insight(
-    State(st): State<AppState>,
-    Path((mesh, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let insight = |s: &umbra_store::Stored| Some(insight_doc(&st, s));
-    umbra_api::service_insights::service_insight(&*st.store.contract(), &mesh, &name, &insight)
-        .await
-        .map(Json)
 }

@@ -38,6 +38,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use umbra_api::error::ApiError;
 use umbra_api::paging::one_of;
+use umbra_api::shared_routes::AdminView;
 use umbra_core::dataplane::DpKey;
 use umbra_core::resource::{ResourceKey, ResourceType};
 
@@ -55,45 +56,12 @@ pub const MAX_CONCURRENT: usize = 4;
 /// What replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
 
-/// Which admin view (the last path segment, Kuma's `{type}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdminType {
-    /// `xds`: Envoy's `/config_dump`.
-    ConfigDump,
-    /// `stats`: `/stats`.
-    Stats,
-    /// `clusters`: `/clusters`.
-    Clusters,
-}
-
-impl AdminType {
-    /// Every type, by its path segment.
-    pub const ALL: [(&'static str, AdminType); 3] = [
-        ("xds", AdminType::ConfigDump),
-        ("stats", AdminType::Stats),
-        ("clusters", AdminType::Clusters),
-    ];
-
-    /// The type named by path segment `s` (`xds`, `stats`, `clusters`).
-    pub fn from_segment(s: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, t)| *t)
-    }
-
-    /// The path segment naming this type.
-    pub fn segment(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, t)| *t == self)
-            .map_or("xds", |(n, _)| n)
-    }
-
-    /// The Envoy admin path.
-    fn envoy_path(self) -> &'static str {
-        match self {
-            AdminType::ConfigDump => "/config_dump",
-            AdminType::Stats => "/stats",
-            AdminType::Clusters => "/clusters",
-        }
+/// The Envoy admin path of `ty`.
+fn envoy_path(ty: AdminView) -> &'static str {
+    match ty {
+        AdminView::Xds => "/config_dump",
+        AdminView::Stats => "/stats",
+        AdminView::Clusters => "/clusters",
     }
 }
 
@@ -114,16 +82,16 @@ impl AdminQuery {
     ///
     /// # Errors
     /// A 400 naming the parameter and the allowed values.
-    pub fn parse(ty: AdminType, pairs: &[(String, String)]) -> Result<Self, ApiError> {
+    pub fn parse(ty: AdminView, pairs: &[(String, String)]) -> Result<Self, ApiError> {
         let bool_of = |name: &str, v: &str| one_of(name, v, &[("true", true), ("false", false)]);
         let mut q = AdminQuery::default();
         for (k, v) in pairs {
             match (ty, k.as_str()) {
-                (AdminType::ConfigDump, "include_eds") => q.include_eds = bool_of(k, v)?,
-                (AdminType::Stats | AdminType::Clusters, "format") => {
+                (AdminView::Xds, "include_eds") => q.include_eds = bool_of(k, v)?,
+                (AdminView::Stats | AdminView::Clusters, "format") => {
                     q.json = one_of(k, v, &[("json", true), ("text", false)])?;
                 }
-                (AdminType::Stats, "usedonly") => q.all_stats = !bool_of(k, v)?,
+                (AdminView::Stats, "usedonly") => q.all_stats = !bool_of(k, v)?,
                 _ => {}
             }
         }
@@ -131,16 +99,16 @@ impl AdminQuery {
     }
 
     /// The Envoy admin query string of this query for `ty` (without `?`).
-    fn envoy_query(self, ty: AdminType) -> &'static str {
+    fn envoy_query(self, ty: AdminView) -> &'static str {
         match (ty, self.include_eds, self.json, self.all_stats) {
-            (AdminType::ConfigDump, true, _, _) => "include_eds",
-            (AdminType::ConfigDump, false, _, _) => "",
-            (AdminType::Stats, _, true, false) => "format=json&usedonly",
-            (AdminType::Stats, _, true, true) => "format=json",
-            (AdminType::Stats, _, false, false) => "usedonly",
-            (AdminType::Stats, _, false, true) => "",
-            (AdminType::Clusters, _, true, _) => "format=json",
-            (AdminType::Clusters, _, false, _) => "",
+            (AdminView::Xds, true, _, _) => "include_eds",
+            (AdminView::Xds, false, _, _) => "",
+            (AdminView::Stats, _, true, false) => "format=json&usedonly",
+            (AdminView::Stats, _, true, true) => "format=json",
+            (AdminView::Stats, _, false, false) => "usedonly",
+            (AdminView::Stats, _, false, true) => "",
+            (AdminView::Clusters, _, true, _) => "format=json",
+            (AdminView::Clusters, _, false, _) => "",
         }
     }
 }
@@ -163,7 +131,7 @@ pub async fn inspect(
     store: &crate::store::Store,
     insights: &Insights,
     key: &DpKey,
-    ty: AdminType,
+    ty: AdminView,
     pairs: &[(String, String)],
 ) -> Result<AdminAnswer, ApiError> {
     let query = AdminQuery::parse(ty, pairs)?;
@@ -213,7 +181,7 @@ pub async fn inspect(
         .await
         .map_err(|e| e.into_api(&what))?;
     Ok(match ty {
-        AdminType::ConfigDump => AdminAnswer {
+        AdminView::Xds => AdminAnswer {
             content_type: "application/json",
             // Parsing tens of MiB is CPU work: off the async runtime.
             body: tokio::task::spawn_blocking(move || redact_config_dump(&body))
@@ -296,14 +264,14 @@ fn turns() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
 /// [`ADMIN_TIMEOUT`].
 async fn call(
     port: u16,
-    ty: AdminType,
+    ty: AdminView,
     query: AdminQuery,
 ) -> Result<(Vec<u8>, tokio::sync::OwnedSemaphorePermit), CallError> {
     let q = query.envoy_query(ty);
     let url = if q.is_empty() {
-        format!("http://127.0.0.1:{port}{}", ty.envoy_path())
+        format!("http://127.0.0.1:{port}{}", envoy_path(ty))
     } else {
-        format!("http://127.0.0.1:{port}{}?{q}", ty.envoy_path())
+        format!("http://127.0.0.1:{port}{}?{q}", envoy_path(ty))
     };
     let read = async {
         let turn = turns()
@@ -435,15 +403,6 @@ mod tests {
     }
 
     #[test]
-    fn types_are_kumas_path_segments() {
-        for (segment, ty) in AdminType::ALL {
-            assert_eq!(AdminType::from_segment(segment), Some(ty));
-            assert_eq!(ty.segment(), segment);
-        }
-        assert_eq!(AdminType::from_segment("config_dump"), None);
-    }
-
-    #[test]
     fn queries_map_to_envoy_admin_queries() {
         let q = |ty, p: &[(&str, &str)]| {
             AdminQuery::parse(ty, &pairs(p))
@@ -451,30 +410,27 @@ mod tests {
                 .envoy_query(ty)
                 .to_owned()
         };
-        assert_eq!(q(AdminType::ConfigDump, &[]), "");
-        assert_eq!(
-            q(AdminType::ConfigDump, &[("include_eds", "true")]),
-            "include_eds"
-        );
+        assert_eq!(q(AdminView::Xds, &[]), "");
+        assert_eq!(q(AdminView::Xds, &[("include_eds", "true")]), "include_eds");
         // Kuma's default: used stats only.
-        assert_eq!(q(AdminType::Stats, &[]), "usedonly");
-        assert_eq!(q(AdminType::Stats, &[("usedonly", "false")]), "");
+        assert_eq!(q(AdminView::Stats, &[]), "usedonly");
+        assert_eq!(q(AdminView::Stats, &[("usedonly", "false")]), "");
         assert_eq!(
-            q(AdminType::Stats, &[("format", "json")]),
+            q(AdminView::Stats, &[("format", "json")]),
             "format=json&usedonly"
         );
-        assert_eq!(q(AdminType::Clusters, &[("format", "json")]), "format=json");
+        assert_eq!(q(AdminView::Clusters, &[("format", "json")]), "format=json");
         // Another type's parameter is ignored.
-        assert_eq!(q(AdminType::Clusters, &[("include_eds", "maybe")]), "");
+        assert_eq!(q(AdminView::Clusters, &[("include_eds", "maybe")]), "");
     }
 
     #[test]
     fn bad_values_are_400s_naming_the_parameter() {
         for (ty, p) in [
-            (AdminType::ConfigDump, ("include_eds", "yes")),
-            (AdminType::Stats, ("format", "xml")),
-            (AdminType::Stats, ("usedonly", "")),
-            (AdminType::Clusters, ("format", "")),
+            (AdminView::Xds, ("include_eds", "yes")),
+            (AdminView::Stats, ("format", "xml")),
+            (AdminView::Stats, ("usedonly", "")),
+            (AdminView::Clusters, ("format", "")),
         ] {
             let e = AdminQuery::parse(ty, &pairs(&[p])).unwrap_err();
             assert_eq!(e.status, StatusCode::BAD_REQUEST);

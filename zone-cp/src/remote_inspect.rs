@@ -23,6 +23,7 @@ use tracing::Instrument as _;
 
 use rayon::prelude::*;
 use tokio::sync::{mpsc, Semaphore};
+use umbra_api::shared_routes::AdminView;
 use umbra_core::view::Promotion;
 use umbra_kds::pb::{
     dataplane_inspect::Endpoint, inspect_request::Kind, inspect_response::Body, DataplaneDiff,
@@ -30,7 +31,6 @@ use umbra_kds::pb::{
     ShadowDiffRequest,
 };
 
-use crate::envoy_admin::AdminType;
 use crate::inspect::{self, MeshShadow};
 use crate::reconciler::Reconciler;
 use crate::store::Store;
@@ -163,9 +163,9 @@ async fn dataplane(
         .map(|p| (p.key.clone(), p.value.clone()))
         .collect();
     let admin = match d.endpoint() {
-        Endpoint::Xds => Some(AdminType::ConfigDump),
-        Endpoint::Stats => Some(AdminType::Stats),
-        Endpoint::Clusters => Some(AdminType::Clusters),
+        Endpoint::Xds => Some(AdminView::Xds),
+        Endpoint::Stats => Some(AdminView::Stats),
+        Endpoint::Clusters => Some(AdminView::Clusters),
         Endpoint::Config | Endpoint::Rules => None,
     };
     if let Some(ty) = admin {
