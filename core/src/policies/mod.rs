@@ -3,9 +3,11 @@
 //! Each module owns one policy type: its serde model (Kuma's JSON names, unknown fields
 //! rejected) and `validate()`, whose violation paths are rooted at `spec`.
 //!
-//! This module holds what the policies share: the `from`/`to` [`Item`] shape and the
-//! `targetRef` checks of Kuma's validators (top-level reference, then each item's reference
-//! before its `default`). Each policy's own rules stay in its module.
+//! This module holds the type list (`for_each_type`: every resource type, described once) and
+//! what the policies share: the `from`/`to` [`Item`] shape (their `{targetRef, to, from}`
+//! envelope is [`envelope::Envelope`]) and the `targetRef` checks of Kuma's validators
+//! (top-level reference, then each item's reference before its `default`). Each policy's own
+//! rules stay in its module.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +15,7 @@ use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRef
 use crate::validate::{PathBuilder, ValidationError};
 
 pub mod backend_ref;
+pub mod envelope;
 pub(crate) mod go_json;
 pub mod kuma_schema;
 pub(crate) mod lenient;
@@ -470,6 +473,32 @@ mod tests {
                 v("spec", super::FROM_OR_TO_REQUIRED),
             ]
         );
+    }
+
+    /// The lists of each envelope are the levels the type list gives its type.
+    #[test]
+    fn envelopes_have_the_type_lists_levels() {
+        use super::envelope::{List, Lists};
+        fn check<L: Lists>() {
+            assert!(L::TYPE.is_target_ref(), "{}", L::TYPE);
+            assert_eq!(L::TYPE.has_to_target_ref(), L::To::EXISTS, "{} to", L::TYPE);
+            assert_eq!(
+                L::TYPE.has_from_target_ref(),
+                L::From::EXISTS,
+                "{} from",
+                L::TYPE
+            );
+            assert!(!L::TYPE.levels().single, "{}", L::TYPE);
+        }
+        check::<super::mesh_access_log::MeshAccessLogLists>();
+        check::<super::mesh_circuit_breaker::MeshCircuitBreakerLists>();
+        check::<super::mesh_fault_injection::MeshFaultInjectionLists>();
+        check::<super::mesh_health_check::MeshHealthCheckLists>();
+        check::<super::mesh_load_balancing_strategy::MeshLoadBalancingStrategyLists>();
+        check::<super::mesh_rate_limit::MeshRateLimitLists>();
+        check::<super::mesh_retry::MeshRetryLists>();
+        check::<super::mesh_timeout::MeshTimeoutLists>();
+        check::<super::mesh_traffic_permission::MeshTrafficPermissionLists>();
     }
 
     #[test]
