@@ -19,7 +19,11 @@
 //! - [`old_matching`]: source/destination selector matching of the old policies;
 //! - [`dependencies`]: what a DPP's (or a ZoneIngress's) generated config depends on;
 //! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
-//! - [`type_info`]: per-type display names and `to`/`from` flags (Kuma's `/_resources`).
+//! - [`type_info`]: every resource type and what is known of it (names, REST path, display
+//!   names, `to`/`from` levels, old/new pairing), generated from the one type list
+//!   ([`policies`]' `for_each_type`);
+//! - [`ungenerated`]: the non-policy resources Umbra stores but generates nothing from
+//!   (ExternalService, gateways, VirtualOutbound, secrets).
 //!
 //! Everything here is deterministic and bounded: decoding has size/depth/node limits and rule
 //! building has item and combination limits, so hostile input yields an error, never a panic
@@ -44,9 +48,9 @@ pub mod policies;
 pub mod policy;
 pub mod resource;
 pub mod rules;
-pub mod stored;
 pub mod target_ref;
 pub mod type_info;
+pub mod ungenerated;
 pub mod validate;
 pub mod view;
 pub mod zone_ingress;

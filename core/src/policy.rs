@@ -16,36 +16,19 @@ use crate::rules::OriginMeta;
 use crate::target_ref::TargetRef;
 use crate::validate::PathBuilder;
 
-/// Which item lists a policy type has (Kuma's `PolicyWithFromList`/`ToList`/`SingleItem`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Capabilities {
-    /// Has `from` items.
-    pub from: bool,
-    /// Has `to` items.
-    pub to: bool,
-    /// Has a single top-level `default`.
-    pub single: bool,
-}
+pub use crate::type_info::Capabilities;
 
-/// Item lists of a policy type, by Kuma type name. Unknown types are inferred from the spec.
+/// Item lists of a policy type, by Kuma type name: the type list's `levels` for a `targetRef`
+/// policy type; for other names (types Umbra does not model) inferred from the spec.
 pub fn capabilities(type_name: &str, spec: &Value) -> Capabilities {
-    let (from, to, single) = match type_name {
-        "MeshTimeout" | "MeshCircuitBreaker" | "MeshFaultInjection" | "MeshAccessLog"
-        | "MeshRateLimit" => (true, true, false),
-        "MeshTrafficPermission" => (true, false, false),
-        "MeshRetry"
-        | "MeshHealthCheck"
-        | "MeshLoadBalancingStrategy"
-        | "MeshTCPRoute"
-        | "MeshHTTPRoute" => (false, true, false),
-        "MeshProxyPatch" | "MeshTrace" | "MeshMetric" => (false, false, true),
-        _ => (
-            spec.get("from").is_some(),
-            spec.get("to").is_some(),
-            spec.get("default").is_some(),
-        ),
-    };
-    Capabilities { from, to, single }
+    match ResourceType::from_name(type_name).filter(|ty| ty.is_target_ref()) {
+        Some(ty) => ty.levels(),
+        None => Capabilities {
+            from: spec.get("from").is_some(),
+            to: spec.get("to").is_some(),
+            single: spec.get("default").is_some(),
+        },
+    }
 }
 
 /// One `from`/`to` item: where it applies and its (unmerged) `default`.

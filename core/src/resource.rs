@@ -16,199 +16,12 @@ use crate::codec::{self, Limits};
 use crate::dataplane::DataplaneSpec;
 use crate::fields::{decode_at, decode_invalid as invalid, Names};
 pub use crate::fields::{from_value_at, DecodeError};
-use crate::mesh::MeshSpec;
-use crate::old;
-use crate::policies;
-use crate::stored;
+// The modules the type list's spec paths start from (`policies::mesh_timeout::MeshTimeout`).
+pub use crate::type_info::{ResourceType, TypeKind};
 use crate::validate::{PathBuilder, ValidationError};
+use crate::{dataplane, mesh, old, policies, ungenerated, zone_ingress};
 
 pub use crate::meta::{Meta, DISPLAY_NAME_LABEL, EFFECT_LABEL, EFFECT_SHADOW, ORIGIN_LABEL};
-
-macro_rules! resource_types {
-    ($( $variant:ident => $name:literal, $plural:literal, $kind:ident; )*) => {
-        /// Every resource type Umbra knows, with Kuma's names.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum ResourceType { $( #[doc = concat!("`", $name, "`")] $variant, )* }
-
-        impl ResourceType {
-            /// All types, in declaration order.
-            pub const ALL: &'static [ResourceType] = &[ $( ResourceType::$variant, )* ];
-
-            /// Kuma's type name (`MeshTimeout`).
-            pub fn name(self) -> &'static str { match self { $( Self::$variant => $name, )* } }
-
-            /// Kuma's REST path segment (`meshtimeouts`).
-            pub fn plural(self) -> &'static str { match self { $( Self::$variant => $plural, )* } }
-
-            /// What family the type belongs to.
-            pub fn kind(self) -> TypeKind { match self { $( Self::$variant => TypeKind::$kind, )* } }
-
-            /// Parse a type name (`MeshTimeout`).
-            pub fn from_name(s: &str) -> Option<Self> { match s { $( $name => Some(Self::$variant), )* _ => None } }
-
-            /// Parse a REST path segment (`meshtimeouts`).
-            pub fn from_plural(s: &str) -> Option<Self> { match s { $( $plural => Some(Self::$variant), )* _ => None } }
-        }
-    };
-}
-
-resource_types! {
-    Mesh => "Mesh", "meshes", Infra;
-    Dataplane => "Dataplane", "dataplanes", Infra;
-    MeshTimeout => "MeshTimeout", "meshtimeouts", NewPolicy;
-    MeshCircuitBreaker => "MeshCircuitBreaker", "meshcircuitbreakers", NewPolicy;
-    MeshFaultInjection => "MeshFaultInjection", "meshfaultinjections", NewPolicy;
-    MeshTrafficPermission => "MeshTrafficPermission", "meshtrafficpermissions", NewPolicy;
-    MeshProxyPatch => "MeshProxyPatch", "meshproxypatches", NewPolicy;
-    MeshHTTPRoute => "MeshHTTPRoute", "meshhttproutes", NewPolicy;
-    MeshTCPRoute => "MeshTCPRoute", "meshtcproutes", NewPolicy;
-    Timeout => "Timeout", "timeouts", OldPolicy;
-    CircuitBreaker => "CircuitBreaker", "circuit-breakers", OldPolicy;
-    FaultInjection => "FaultInjection", "fault-injections", OldPolicy;
-    TrafficPermission => "TrafficPermission", "traffic-permissions", OldPolicy;
-    ProxyTemplate => "ProxyTemplate", "proxytemplates", OldPolicy;
-    TrafficRoute => "TrafficRoute", "traffic-routes", OldPolicy;
-    MeshRetry => "MeshRetry", "meshretries", NewPolicy;
-    MeshHealthCheck => "MeshHealthCheck", "meshhealthchecks", NewPolicy;
-    MeshLoadBalancingStrategy => "MeshLoadBalancingStrategy", "meshloadbalancingstrategies", NewPolicy;
-    MeshAccessLog => "MeshAccessLog", "meshaccesslogs", NewPolicy;
-    MeshRateLimit => "MeshRateLimit", "meshratelimits", NewPolicy;
-    MeshTrace => "MeshTrace", "meshtraces", NewPolicy;
-    MeshMetric => "MeshMetric", "meshmetrics", NewPolicy;
-    Retry => "Retry", "retries", OldPolicy;
-    HealthCheck => "HealthCheck", "health-checks", OldPolicy;
-    TrafficLog => "TrafficLog", "traffic-logs", OldPolicy;
-    RateLimit => "RateLimit", "rate-limits", OldPolicy;
-    TrafficTrace => "TrafficTrace", "traffic-traces", OldPolicy;
-    VirtualOutbound => "VirtualOutbound", "virtual-outbounds", OldPolicy;
-    MeshGatewayRoute => "MeshGatewayRoute", "meshgatewayroutes", OldPolicy;
-    MeshGateway => "MeshGateway", "meshgateways", StoredOnly;
-    ExternalService => "ExternalService", "external-services", StoredOnly;
-    Secret => "Secret", "secrets", StoredOnly;
-    GlobalSecret => "GlobalSecret", "global-secrets", StoredOnly;
-    ZoneIngress => "ZoneIngress", "zone-ingresses", Infra;
-}
-
-/// Family of a [`ResourceType`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TypeKind {
-    /// Mesh and Dataplane.
-    Infra,
-    /// A `targetRef` policy.
-    NewPolicy,
-    /// A source/destination (or selector) policy.
-    OldPolicy,
-    /// Any other Kuma resource (ExternalService, MeshGateway, Secret, GlobalSecret): stored,
-    /// synced and listed, written through the Global like policies, never shadow, and not
-    /// generated ([`crate::stored`]).
-    StoredOnly,
-}
-
-impl TypeKind {
-    /// `true` for `targetRef` and old policies.
-    pub fn is_policy(self) -> bool {
-        matches!(self, TypeKind::NewPolicy | TypeKind::OldPolicy)
-    }
-}
-
-impl ResourceType {
-    /// The old type a new policy replaces, and vice versa (transition seed 000):
-    /// MeshTimeout↔Timeout, MeshCircuitBreaker↔CircuitBreaker, MeshFaultInjection↔FaultInjection,
-    /// MeshTrafficPermission↔TrafficPermission, MeshProxyPatch↔ProxyTemplate; and by Kuma's
-    /// migration guide MeshRetry↔Retry, MeshHealthCheck↔HealthCheck, MeshAccessLog↔TrafficLog,
-    /// MeshRateLimit↔RateLimit, MeshTrace↔TrafficTrace.
-    pub fn counterpart(self) -> Option<ResourceType> {
-        use ResourceType::*;
-        Some(match self {
-            MeshTimeout => Timeout,
-            Timeout => MeshTimeout,
-            MeshCircuitBreaker => CircuitBreaker,
-            CircuitBreaker => MeshCircuitBreaker,
-            MeshFaultInjection => FaultInjection,
-            FaultInjection => MeshFaultInjection,
-            MeshTrafficPermission => TrafficPermission,
-            TrafficPermission => MeshTrafficPermission,
-            MeshProxyPatch => ProxyTemplate,
-            ProxyTemplate => MeshProxyPatch,
-            MeshRetry => Retry,
-            Retry => MeshRetry,
-            MeshHealthCheck => HealthCheck,
-            HealthCheck => MeshHealthCheck,
-            MeshAccessLog => TrafficLog,
-            TrafficLog => MeshAccessLog,
-            MeshRateLimit => RateLimit,
-            RateLimit => MeshRateLimit,
-            MeshTrace => TrafficTrace,
-            TrafficTrace => MeshTrace,
-            // TrafficRoute gives way per DPP, not per mesh: see `PolicySet::traffic_routes`.
-            Mesh
-            | Dataplane
-            | ZoneIngress
-            | MeshHTTPRoute
-            | MeshTCPRoute
-            | TrafficRoute
-            | MeshLoadBalancingStrategy
-            | MeshMetric
-            | VirtualOutbound
-            | MeshGatewayRoute
-            | MeshGateway
-            | ExternalService
-            | Secret
-            | GlobalSecret => return None,
-        })
-    }
-
-    /// `true` for types that live inside a mesh (everything but Mesh, GlobalSecret and
-    /// ZoneIngress).
-    pub fn is_mesh_scoped(self) -> bool {
-        !matches!(
-            self,
-            ResourceType::Mesh | ResourceType::GlobalSecret | ResourceType::ZoneIngress
-        )
-    }
-
-    /// `true` when Umbra generates Envoy config from resources of this type. The others are
-    /// stored, synced and listed, and every inspect answer about a DPP they select names them
-    /// as not generated ([`crate::view::PolicySet::not_generated`]).
-    pub fn is_generated(self) -> bool {
-        use ResourceType::*;
-        matches!(
-            self,
-            Mesh | Dataplane
-                | ZoneIngress
-                | MeshTimeout
-                | MeshCircuitBreaker
-                | MeshFaultInjection
-                | MeshTrafficPermission
-                | MeshProxyPatch
-                | MeshHTTPRoute
-                | MeshTCPRoute
-                | MeshRetry
-                | MeshHealthCheck
-                | MeshRateLimit
-                | MeshAccessLog
-                | MeshTrace
-                | MeshLoadBalancingStrategy
-                | Timeout
-                | CircuitBreaker
-                | FaultInjection
-                | TrafficPermission
-                | ProxyTemplate
-                | TrafficRoute
-                | Retry
-                | HealthCheck
-                | RateLimit
-                | TrafficLog
-                | TrafficTrace
-        )
-    }
-}
-
-impl fmt::Display for ResourceType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// A typed key: `(type, mesh, name)`. Mesh resources have an empty `mesh`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -251,73 +64,98 @@ impl fmt::Display for ResourceKey {
     }
 }
 
-/// A typed spec, one variant per [`ResourceType`].
-#[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant)]
-pub enum Spec {
-    /// A Mesh.
-    Mesh(MeshSpec),
-    /// A Dataplane (DPP).
-    Dataplane(DataplaneSpec),
-    /// MeshTimeout.
-    MeshTimeout(policies::mesh_timeout::MeshTimeout),
-    /// MeshCircuitBreaker.
-    MeshCircuitBreaker(policies::mesh_circuit_breaker::MeshCircuitBreaker),
-    /// MeshFaultInjection.
-    MeshFaultInjection(policies::mesh_fault_injection::MeshFaultInjection),
-    /// MeshTrafficPermission.
-    MeshTrafficPermission(policies::mesh_traffic_permission::MeshTrafficPermission),
-    /// MeshProxyPatch.
-    MeshProxyPatch(policies::mesh_proxy_patch::MeshProxyPatch),
-    /// MeshHTTPRoute.
-    MeshHTTPRoute(policies::mesh_http_route::MeshHttpRoute),
-    /// MeshTCPRoute.
-    MeshTCPRoute(policies::mesh_tcp_route::MeshTcpRoute),
-    /// MeshRetry.
-    MeshRetry(policies::mesh_retry::MeshRetry),
-    /// MeshHealthCheck.
-    MeshHealthCheck(policies::mesh_health_check::MeshHealthCheck),
-    /// MeshRateLimit.
-    MeshRateLimit(policies::mesh_rate_limit::MeshRateLimit),
-    /// MeshAccessLog.
-    MeshAccessLog(policies::mesh_access_log::MeshAccessLog),
-    /// MeshTrace.
-    MeshTrace(policies::mesh_trace::MeshTrace),
-    /// MeshLoadBalancingStrategy.
-    MeshLoadBalancingStrategy(policies::mesh_load_balancing_strategy::MeshLoadBalancingStrategy),
-    /// Old Timeout.
-    Timeout(old::timeout::Timeout),
-    /// Old CircuitBreaker.
-    CircuitBreaker(old::circuit_breaker::CircuitBreaker),
-    /// Old FaultInjection.
-    FaultInjection(old::fault_injection::FaultInjection),
-    /// Old TrafficPermission.
-    TrafficPermission(old::traffic_permission::TrafficPermission),
-    /// Old ProxyTemplate.
-    ProxyTemplate(old::proxy_template::ProxyTemplate),
-    /// Old TrafficRoute.
-    TrafficRoute(old::traffic_route::TrafficRoute),
-    /// A stored-only `targetRef` policy (MeshRetry, MeshHealthCheck, ...) and its type.
-    StoredPolicy(ResourceType, policies::stored::StoredPolicy),
-    /// Old Retry.
-    Retry(old::retry::Retry),
-    /// Old HealthCheck.
-    HealthCheck(old::health_check::HealthCheck),
-    /// Old TrafficLog.
-    TrafficLog(old::traffic_log::TrafficLog),
-    /// Old RateLimit.
-    RateLimit(old::rate_limit::RateLimit),
-    /// Old TrafficTrace.
-    TrafficTrace(old::traffic_log::TrafficTrace),
-    /// ExternalService.
-    ExternalService(stored::ExternalService),
-    /// MeshGateway, MeshGatewayRoute or VirtualOutbound, and which.
-    Selected(ResourceType, stored::SelectorResource),
-    /// Secret or GlobalSecret, and which.
-    Secret(ResourceType, stored::SecretSpec),
-    /// A ZoneIngress.
-    ZoneIngress(crate::zone_ingress::ZoneIngressSpec),
+/// Expands to `$body`: a match arm of an `own` spec (the type list's `spec: own(..)`), whose
+/// path `$own` only selects the arms written for such specs.
+macro_rules! own {
+    ($own:ty => $body:expr) => {
+        $body
+    };
 }
+
+/// Generates [`Spec`] and the matches over it from the type list (the callback of
+/// `crate::policies::for_each_type`): one variant per type with its `own` spec, the shared
+/// variants written out below.
+macro_rules! define_spec {
+    ($(
+        $variant:ident {
+            name: $name:literal,
+            path: $plural:literal,
+            display: $singular_display:literal / $plural_display:literal,
+            kind: $kind:ident,
+            scope: $scope:ident,
+            levels: [$($level:ident),*],
+            replaces: [$($replaces:ident)?],
+            generated: $generated:literal,
+            spec: $(own($own:ty))? $(shared($shared:ident))?,
+        }
+    )*) => {
+        /// A typed spec: one variant per [`ResourceType`] with its own spec type, and the
+        /// variants several types share, with the type.
+        #[derive(Debug, Clone, PartialEq)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum Spec {
+            $($(
+                #[doc = concat!("A `", $name, "`.")]
+                $variant($own),
+            )?)*
+            /// A `targetRef` policy known only by Kuma's schema (MeshMetric) and its type.
+            StoredPolicy(ResourceType, policies::schema_only::StoredPolicy),
+            /// MeshGateway, MeshGatewayRoute or VirtualOutbound, and which.
+            Selected(ResourceType, ungenerated::SelectorResource),
+            /// Secret or GlobalSecret, and which.
+            Secret(ResourceType, ungenerated::SecretSpec),
+        }
+
+        impl Spec {
+            /// The spec's type.
+            pub fn ty(&self) -> ResourceType {
+                match self {
+                    $($(Spec::$variant(_) => own!($own => ResourceType::$variant),)?)*
+                    Spec::StoredPolicy(ty, _) | Spec::Selected(ty, _) | Spec::Secret(ty, _) => *ty,
+                }
+            }
+
+            /// The spec as JSON (for new policies: the content of `spec`).
+            fn to_json(&self) -> Result<Value, serde_json::Error> {
+                match self {
+                    $($(Spec::$variant(s) => own!($own => serde_json::to_value(s)),)?)*
+                    Spec::StoredPolicy(_, s) => serde_json::to_value(s),
+                    Spec::Selected(_, s) => serde_json::to_value(s),
+                    Spec::Secret(_, s) => serde_json::to_value(s),
+                }
+            }
+
+            /// The spec's own validation; `json` is the spec as JSON, which the schema-checked
+            /// policies read.
+            fn validate_with(&self, json: impl FnOnce() -> Value) -> ValidationError {
+                match self {
+                    $($(Spec::$variant(s) => own!($own => s.validate()),)?)*
+                    Spec::StoredPolicy(ty, s) => s.validate(*ty, &json()),
+                    Spec::Selected(_, s) => s.validate(),
+                    Spec::Secret(_, s) => s.validate(),
+                }
+            }
+
+            /// Decode the spec of type `ty` from `v`, taking field `names`, failures reported at
+            /// paths under `root`.
+            fn decode(
+                ty: ResourceType,
+                root: &PathBuilder,
+                v: Value,
+                names: Names,
+            ) -> Result<Spec, ValidationError> {
+                Ok(match ty {
+                    $(ResourceType::$variant => {
+                        $(own!($own => Spec::$variant(decode_at(root, v, names)?)))?
+                        $(Spec::$shared(ty, decode_at(root, v, names)?))?
+                    })*
+                })
+            }
+        }
+    };
+}
+
+crate::policies::for_each_type!(define_spec);
 
 /// A decoded resource: type, metadata and typed spec.
 #[derive(Debug, Clone, PartialEq)]
@@ -331,37 +169,7 @@ pub struct Resource {
 impl Resource {
     /// The resource's type.
     pub fn ty(&self) -> ResourceType {
-        match &self.spec {
-            Spec::Mesh(_) => ResourceType::Mesh,
-            Spec::Dataplane(_) => ResourceType::Dataplane,
-            Spec::MeshTimeout(_) => ResourceType::MeshTimeout,
-            Spec::MeshCircuitBreaker(_) => ResourceType::MeshCircuitBreaker,
-            Spec::MeshFaultInjection(_) => ResourceType::MeshFaultInjection,
-            Spec::MeshTrafficPermission(_) => ResourceType::MeshTrafficPermission,
-            Spec::MeshProxyPatch(_) => ResourceType::MeshProxyPatch,
-            Spec::MeshHTTPRoute(_) => ResourceType::MeshHTTPRoute,
-            Spec::MeshTCPRoute(_) => ResourceType::MeshTCPRoute,
-            Spec::MeshRetry(_) => ResourceType::MeshRetry,
-            Spec::MeshHealthCheck(_) => ResourceType::MeshHealthCheck,
-            Spec::MeshRateLimit(_) => ResourceType::MeshRateLimit,
-            Spec::MeshAccessLog(_) => ResourceType::MeshAccessLog,
-            Spec::MeshTrace(_) => ResourceType::MeshTrace,
-            Spec::MeshLoadBalancingStrategy(_) => ResourceType::MeshLoadBalancingStrategy,
-            Spec::Timeout(_) => ResourceType::Timeout,
-            Spec::CircuitBreaker(_) => ResourceType::CircuitBreaker,
-            Spec::FaultInjection(_) => ResourceType::FaultInjection,
-            Spec::TrafficPermission(_) => ResourceType::TrafficPermission,
-            Spec::ProxyTemplate(_) => ResourceType::ProxyTemplate,
-            Spec::TrafficRoute(_) => ResourceType::TrafficRoute,
-            Spec::StoredPolicy(ty, _) | Spec::Selected(ty, _) | Spec::Secret(ty, _) => *ty,
-            Spec::Retry(_) => ResourceType::Retry,
-            Spec::HealthCheck(_) => ResourceType::HealthCheck,
-            Spec::TrafficLog(_) => ResourceType::TrafficLog,
-            Spec::RateLimit(_) => ResourceType::RateLimit,
-            Spec::TrafficTrace(_) => ResourceType::TrafficTrace,
-            Spec::ExternalService(_) => ResourceType::ExternalService,
-            Spec::ZoneIngress(_) => ResourceType::ZoneIngress,
-        }
+        self.spec.ty()
     }
 
     /// The typed key.
@@ -480,41 +288,8 @@ impl Resource {
 
     /// The spec alone as JSON (for new policies: the content of `spec`).
     pub fn spec_value(&self) -> Value {
-        let r = match &self.spec {
-            Spec::Mesh(s) => serde_json::to_value(s),
-            Spec::Dataplane(s) => serde_json::to_value(s),
-            Spec::MeshTimeout(s) => serde_json::to_value(s),
-            Spec::MeshCircuitBreaker(s) => serde_json::to_value(s),
-            Spec::MeshFaultInjection(s) => serde_json::to_value(s),
-            Spec::MeshTrafficPermission(s) => serde_json::to_value(s),
-            Spec::MeshProxyPatch(s) => serde_json::to_value(s),
-            Spec::MeshHTTPRoute(s) => serde_json::to_value(s),
-            Spec::MeshTCPRoute(s) => serde_json::to_value(s),
-            Spec::MeshRetry(s) => serde_json::to_value(s),
-            Spec::MeshHealthCheck(s) => serde_json::to_value(s),
-            Spec::MeshRateLimit(s) => serde_json::to_value(s),
-            Spec::MeshAccessLog(s) => serde_json::to_value(s),
-            Spec::MeshTrace(s) => serde_json::to_value(s),
-            Spec::MeshLoadBalancingStrategy(s) => serde_json::to_value(s),
-            Spec::Timeout(s) => serde_json::to_value(s),
-            Spec::CircuitBreaker(s) => serde_json::to_value(s),
-            Spec::FaultInjection(s) => serde_json::to_value(s),
-            Spec::TrafficPermission(s) => serde_json::to_value(s),
-            Spec::ProxyTemplate(s) => serde_json::to_value(s),
-            Spec::TrafficRoute(s) => serde_json::to_value(s),
-            Spec::StoredPolicy(_, s) => serde_json::to_value(s),
-            Spec::Retry(s) => serde_json::to_value(s),
-            Spec::HealthCheck(s) => serde_json::to_value(s),
-            Spec::TrafficLog(s) => serde_json::to_value(s),
-            Spec::RateLimit(s) => serde_json::to_value(s),
-            Spec::TrafficTrace(s) => serde_json::to_value(s),
-            Spec::ExternalService(s) => serde_json::to_value(s),
-            Spec::Selected(_, s) => serde_json::to_value(s),
-            Spec::Secret(_, s) => serde_json::to_value(s),
-            Spec::ZoneIngress(s) => serde_json::to_value(s),
-        };
         // Serializing plain data structs with string keys cannot fail.
-        r.unwrap_or(Value::Null)
+        self.spec.to_json().unwrap_or(Value::Null)
     }
 
     /// Validate metadata and spec, returning every violation (empty = valid).
@@ -566,39 +341,7 @@ impl Resource {
 
     /// Validate the spec only (paths rooted at `spec` for new policies, at the top for others).
     pub fn validate_spec(&self) -> ValidationError {
-        match &self.spec {
-            Spec::Mesh(s) => s.validate(),
-            Spec::Dataplane(s) => s.validate(),
-            Spec::MeshTimeout(s) => s.validate(),
-            Spec::MeshCircuitBreaker(s) => s.validate(),
-            Spec::MeshFaultInjection(s) => s.validate(),
-            Spec::MeshTrafficPermission(s) => s.validate(),
-            Spec::MeshProxyPatch(s) => s.validate(),
-            Spec::MeshHTTPRoute(s) => s.validate(),
-            Spec::MeshTCPRoute(s) => s.validate(),
-            Spec::MeshRetry(s) => s.validate(),
-            Spec::MeshHealthCheck(s) => s.validate(),
-            Spec::MeshRateLimit(s) => s.validate(),
-            Spec::MeshAccessLog(s) => s.validate(),
-            Spec::MeshTrace(s) => s.validate(),
-            Spec::MeshLoadBalancingStrategy(s) => s.validate(),
-            Spec::Timeout(s) => s.validate(),
-            Spec::CircuitBreaker(s) => s.validate(),
-            Spec::FaultInjection(s) => s.validate(),
-            Spec::TrafficPermission(s) => s.validate(),
-            Spec::ProxyTemplate(s) => s.validate(),
-            Spec::TrafficRoute(s) => s.validate(),
-            Spec::StoredPolicy(ty, s) => s.validate(*ty, &self.spec_value()),
-            Spec::Retry(s) => s.validate(),
-            Spec::HealthCheck(s) => s.validate(),
-            Spec::TrafficLog(s) => s.validate(),
-            Spec::RateLimit(s) => s.validate(),
-            Spec::TrafficTrace(s) => s.validate(),
-            Spec::ExternalService(s) => s.validate(),
-            Spec::Selected(_, s) => s.validate(),
-            Spec::Secret(_, s) => s.validate(),
-            Spec::ZoneIngress(s) => s.validate(),
-        }
+        self.spec.validate_with(|| self.spec_value())
     }
 
     /// The ZoneIngress spec, if this is a ZoneIngress.
@@ -633,101 +376,7 @@ pub fn decode_spec(ty: ResourceType, root: &PathBuilder, v: Value) -> Result<Spe
     if ty == ResourceType::Mesh {
         crate::fields::normalize_mesh_sections(root, &mut v).map_err(DecodeError::Invalid)?;
     }
-    Ok(match ty {
-        ResourceType::Mesh => Spec::Mesh(decode_at(root, v, names).map_err(DecodeError::Invalid)?),
-        ResourceType::Dataplane => {
-            Spec::Dataplane(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshTimeout => {
-            Spec::MeshTimeout(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshCircuitBreaker => {
-            Spec::MeshCircuitBreaker(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshFaultInjection => {
-            Spec::MeshFaultInjection(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshTrafficPermission => {
-            Spec::MeshTrafficPermission(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshProxyPatch => {
-            Spec::MeshProxyPatch(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshHTTPRoute => {
-            Spec::MeshHTTPRoute(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshTCPRoute => {
-            Spec::MeshTCPRoute(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshRetry => {
-            Spec::MeshRetry(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshHealthCheck => {
-            Spec::MeshHealthCheck(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshRateLimit => {
-            Spec::MeshRateLimit(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshAccessLog => {
-            Spec::MeshAccessLog(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshTrace => {
-            Spec::MeshTrace(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshLoadBalancingStrategy => Spec::MeshLoadBalancingStrategy(
-            decode_at(root, v, names).map_err(DecodeError::Invalid)?,
-        ),
-        ResourceType::Timeout => {
-            Spec::Timeout(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::CircuitBreaker => {
-            Spec::CircuitBreaker(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::FaultInjection => {
-            Spec::FaultInjection(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::TrafficPermission => {
-            Spec::TrafficPermission(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::ProxyTemplate => {
-            Spec::ProxyTemplate(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::TrafficRoute => {
-            Spec::TrafficRoute(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::MeshMetric => {
-            Spec::StoredPolicy(ty, decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::Retry => {
-            Spec::Retry(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::HealthCheck => {
-            Spec::HealthCheck(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::TrafficLog => {
-            Spec::TrafficLog(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::RateLimit => {
-            Spec::RateLimit(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::TrafficTrace => {
-            Spec::TrafficTrace(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::ExternalService => {
-            Spec::ExternalService(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::VirtualOutbound
-        | ResourceType::MeshGatewayRoute
-        | ResourceType::MeshGateway => {
-            Spec::Selected(ty, decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::Secret | ResourceType::GlobalSecret => {
-            Spec::Secret(ty, decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-        ResourceType::ZoneIngress => {
-            Spec::ZoneIngress(decode_at(root, v, names).map_err(DecodeError::Invalid)?)
-        }
-    })
+    Spec::decode(ty, root, v, names).map_err(DecodeError::Invalid)
 }
 
 /// Every document of a multi-document YAML (or JSON) text decoded by `decode`; the first bad

@@ -7,7 +7,7 @@
 //! forbid unknown fields. Umbra does ([`crate::resource`] refuses unknown fields everywhere),
 //! so each object schema with `properties` gets `additionalProperties: false` unless Kuma marks
 //! it `x-kubernetes-preserve-unknown-fields`. `targetRef`s are removed from the schema: they
-//! are typed and checked by Kuma's validator rules ([`super::stored`]).
+//! are typed and checked by Kuma's validator rules ([`super::schema_only`]).
 //!
 //! Violations carry Kuma-style paths rooted at `spec` (`spec.to[0].default.interval`) and the
 //! schema library's message (`"foo" is not of type "integer"`).
@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-use crate::resource::ResourceType;
+use crate::type_info::ResourceType;
 use crate::validate::{PathBuilder, ValidationError};
 
 /// `(type, schema text)` of every embedded schema.

@@ -24,10 +24,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::envelope::{Envelope, Items, Lists};
 use super::mesh_health_check::is_file_path;
 use super::{validate_items, validate_top_target_ref, FROM_OR_TO_REQUIRED};
 use crate::go_net::is_url;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_NOT_BE_EMPTY};
 
 /// Kinds allowed for the top-level `targetRef`.
@@ -44,18 +46,16 @@ const FROM_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh];
 const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshService];
 
 /// MeshAccessLog spec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshAccessLog {
-    /// The proxies the policy applies to; an absent one is reported by validation.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Outbound traffic to log, by destination (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
-    /// Inbound traffic to log (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<Item>>,
+pub type MeshAccessLog = Envelope<MeshAccessLogLists>;
+
+/// What a MeshAccessLog spec holds: `to` and `from` items of [`Conf`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshAccessLogLists {}
+
+impl Lists for MeshAccessLogLists {
+    const TYPE: ResourceType = ResourceType::MeshAccessLog;
+    type To = Items<Conf>;
+    type From = Items<Conf>;
 }
 
 /// One `from` or `to` item.
@@ -175,16 +175,6 @@ pub struct JsonValue {
 }
 
 impl MeshAccessLog {
-    /// The `from` items (empty when absent).
-    pub fn from_items(&self) -> &[Item] {
-        self.from.as_deref().unwrap_or_default()
-    }
-
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshAccessLog validation: every violation, paths rooted at `spec`.
     pub fn validate(&self) -> ValidationError {
         let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, true);

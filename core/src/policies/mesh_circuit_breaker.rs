@@ -23,10 +23,12 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::envelope::{Envelope, Items, Lists};
 use super::mesh_fault_injection::GoDecimal;
 use super::{validate_items, validate_top_target_ref, FROM_OR_TO_REQUIRED};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     must_have_at_least_one, PathBuilder, ValidationError, GREATER_THAN_ZERO,
     GREATER_THAN_ZERO_WHEN_DEFINED, MUST_BE_DEFINED, UINT_PERCENTAGE_RANGE,
@@ -47,20 +49,16 @@ const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshSer
 
 /// MeshCircuitBreaker spec: which proxies (`targetRef`) and the circuit breaking settings for
 /// their inbound (`from`) and outbound (`to`) traffic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshCircuitBreaker {
-    /// The proxies (or gateway) the policy applies to. Absent means an empty reference, which
-    /// validation reports (`spec.targetRef.kind: must be defined`), as Kuma does.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Outbound items: destinations and their settings. `None` when the field is absent, so an
-    /// explicit `to: []` survives a round trip.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
-    /// Inbound items: clients and their settings (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<Item>>,
+pub type MeshCircuitBreaker = Envelope<MeshCircuitBreakerLists>;
+
+/// What a MeshCircuitBreaker spec holds: `to` and `from` items of [`Conf`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshCircuitBreakerLists {}
+
+impl Lists for MeshCircuitBreakerLists {
+    const TYPE: ResourceType = ResourceType::MeshCircuitBreaker;
+    type To = Items<Conf>;
+    type From = Items<Conf>;
 }
 
 /// One `from` or `to` item: a client/destination group and its circuit breaking settings.
@@ -263,16 +261,6 @@ fn decimal_string_sign(s: &str) -> Option<Ordering> {
 }
 
 impl MeshCircuitBreaker {
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
-    /// The `from` items (empty when absent).
-    pub fn from_items(&self) -> &[Item] {
-        self.from.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshCircuitBreaker validation: every violation, paths rooted at `spec`
     /// (`spec.to[0].default.connectionLimits.maxConnections`). Empty means valid.
     pub fn validate(&self) -> ValidationError {

@@ -29,9 +29,11 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{lenient, validate_items, validate_top_target_ref, PolicyItem};
+use super::envelope::{Envelope, Items, Lists};
+use super::{lenient, validate_items, validate_top_target_ref};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     in_range, PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_HAVE_BPS_UNIT,
     MUST_NOT_BE_DEFINED, NON_NEGATIVE_WHEN_DEFINED, PERCENTAGE_RANGE, STRING_MUST_BE_NUMBER,
@@ -57,47 +59,21 @@ const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh];
 
 /// MeshFaultInjection spec: which proxies (`targetRef`) and the faults injected into their
 /// inbound (`from`) or, for gateways, outbound (`to`) HTTP traffic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshFaultInjection {
-    /// The proxies (or gateway) the policy applies to. Absent means an empty reference, which
-    /// validation reports (`spec.targetRef.kind: must be defined`), as Kuma does.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Inbound items: clients and the faults for their requests. `None` when absent, so an
-    /// explicit `from: []` survives a round trip.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<Item>>,
-    /// Outbound items (gateways only): destinations and their faults (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
+pub type MeshFaultInjection = Envelope<MeshFaultInjectionLists>;
+
+/// What a MeshFaultInjection spec holds: `to` and `from` items of [`Conf`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshFaultInjectionLists {}
+
+impl Lists for MeshFaultInjectionLists {
+    const TYPE: ResourceType = ResourceType::MeshFaultInjection;
+    const FROM_FIRST: bool = true;
+    type To = Items<Conf>;
+    type From = Items<Conf>;
 }
 
-/// One `from` or `to` item: a group of clients/destinations and its faults. Unlike the shared
-/// [`super::Item`], an absent `targetRef` decodes as an empty reference (validation then reports
-/// `targetRef.kind: must be defined`, as Kuma does).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Item {
-    /// The group of clients (`from`) or destinations (`to`); absent means an empty reference.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// The faults; `None` when `default` is absent (Kuma treats that as an empty `Conf`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Conf>,
-}
-
-impl PolicyItem for Item {
-    type Conf = Conf;
-
-    fn target_ref(&self) -> &TargetRef {
-        &self.target_ref
-    }
-
-    fn conf(&self) -> Option<&Conf> {
-        self.default.as_ref()
-    }
-}
+/// One `from` or `to` item: a group of clients/destinations and its faults.
+pub type Item = super::Item<Conf>;
 
 /// Faults for one group (Kuma's `Conf`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -379,16 +355,6 @@ fn parse_go_int32(s: &str) -> Option<i32> {
 }
 
 impl MeshFaultInjection {
-    /// The `from` items (empty when absent).
-    pub fn from_items(&self) -> &[Item] {
-        self.from.as_deref().unwrap_or_default()
-    }
-
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshFaultInjection validation: every violation, paths rooted at `spec`
     /// (`spec.from[0].default.http.abort[0].httpStatus`). Empty means valid.
     pub fn validate(&self) -> ValidationError {

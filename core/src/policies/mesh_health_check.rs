@@ -15,10 +15,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::envelope::{Absent, Envelope, Items, Lists};
 use super::mesh_fault_injection::{validate_percentage, IntOrString};
 use super::{validate_items, validate_top_target_ref};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     in_range, must_have_at_least_one, PathBuilder, ValidationError, GREATER_THAN_ZERO_WHEN_DEFINED,
     MUST_BE_DEFINED, UINT_PERCENTAGE_RANGE, VALID_PATH_WHEN_DEFINED,
@@ -36,15 +38,16 @@ const TOP_KINDS: &[TargetRefKind] = &[
 const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshService];
 
 /// MeshHealthCheck spec: which proxies (`targetRef`) check which destinations (`to`), how.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshHealthCheck {
-    /// The proxies the policy applies to; an absent one is reported by validation.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Destinations and their health checks (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
+pub type MeshHealthCheck = Envelope<MeshHealthCheckLists>;
+
+/// What a MeshHealthCheck spec holds: `to` items of [`Conf`], no `from`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshHealthCheckLists {}
+
+impl Lists for MeshHealthCheckLists {
+    const TYPE: ResourceType = ResourceType::MeshHealthCheck;
+    type To = Items<Conf>;
+    type From = Absent;
 }
 
 /// One `to` item.
@@ -175,11 +178,6 @@ pub struct HeaderKeyValue {
 }
 
 impl MeshHealthCheck {
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshHealthCheck validation: every violation, paths rooted at `spec`.
     pub fn validate(&self) -> ValidationError {
         let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, true);

@@ -19,10 +19,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::envelope::{Absent, Envelope, Items, Lists};
 use super::mesh_fault_injection::IntOrString;
 use super::{validate_items, validate_top_target_ref};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     PathBuilder, ValidationError, GREATER_THAN_ZERO, MUST_BE_DEFINED, MUST_NOT_BE_EMPTY,
     PERCENTAGE_RANGE, STRING_MUST_BE_NUMBER,
@@ -40,15 +42,16 @@ const TOP_KINDS: &[TargetRefKind] = &[
 const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshService];
 
 /// MeshLoadBalancingStrategy spec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshLoadBalancingStrategy {
-    /// The proxies the policy applies to; an absent one is reported by validation.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Destinations and how to balance over them (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
+pub type MeshLoadBalancingStrategy = Envelope<MeshLoadBalancingStrategyLists>;
+
+/// What a MeshLoadBalancingStrategy spec holds: `to` items of [`Conf`], no `from`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshLoadBalancingStrategyLists {}
+
+impl Lists for MeshLoadBalancingStrategyLists {
+    const TYPE: ResourceType = ResourceType::MeshLoadBalancingStrategy;
+    type To = Items<Conf>;
+    type From = Absent;
 }
 
 /// One `to` item.
@@ -355,11 +358,6 @@ pub struct FilterState {
 }
 
 impl MeshLoadBalancingStrategy {
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshLoadBalancingStrategy validation: every violation, paths rooted at
     /// `spec`.
     pub fn validate(&self) -> ValidationError {

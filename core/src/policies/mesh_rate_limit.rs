@@ -15,10 +15,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::envelope::{Envelope, Items, Lists};
 pub use super::mesh_health_check::{HeaderKeyValue, HeaderModifier};
 use super::{validate_target_ref_at, validate_top_target_ref};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     must_have_at_least_one, PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_NOT_BE_DEFINED,
 };
@@ -36,18 +38,17 @@ const TOP_KINDS: &[TargetRefKind] = &[
 const ITEM_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh];
 
 /// MeshRateLimit spec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshRateLimit {
-    /// The proxies the policy applies to; an absent one is reported by validation.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Limits on incoming traffic (sidecars), by client group (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<Item>>,
-    /// Limits on gateway traffic (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
+pub type MeshRateLimit = Envelope<MeshRateLimitLists>;
+
+/// What a MeshRateLimit spec holds: `to` and `from` items of [`Conf`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshRateLimitLists {}
+
+impl Lists for MeshRateLimitLists {
+    const TYPE: ResourceType = ResourceType::MeshRateLimit;
+    const FROM_FIRST: bool = true;
+    type To = Items<Conf>;
+    type From = Items<Conf>;
 }
 
 /// One `from` or `to` item.
@@ -126,16 +127,6 @@ pub struct Rate {
 }
 
 impl MeshRateLimit {
-    /// The `from` items (empty when absent).
-    pub fn from_items(&self) -> &[Item] {
-        self.from.as_deref().unwrap_or_default()
-    }
-
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshRateLimit validation: every violation, paths rooted at `spec`.
     pub fn validate(&self) -> ValidationError {
         let (mut err, spec) = validate_top_target_ref(&self.target_ref, TOP_KINDS, true);

@@ -26,9 +26,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::envelope::{Absent, Envelope, Items, Lists};
 use super::{lenient, validate_items, validate_top_target_ref};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     PathBuilder, ValidationError, MUST_BE_DEFINED, MUST_BE_DEFINED_AND_GREATER_THAN_ZERO,
     MUST_NOT_BE_EMPTY,
@@ -49,16 +51,16 @@ const TO_KINDS_GATEWAY_OR_ROUTE: &[TargetRefKind] = &[TargetRefKind::Mesh];
 const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh, TargetRefKind::MeshService];
 
 /// MeshRetry spec: which proxies (`targetRef`) retry what, per destination (`to`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshRetry {
-    /// The proxies (or gateway, or route) the policy applies to; an absent one is reported by
-    /// validation (`spec.targetRef.kind: must be defined`).
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Destinations and their retry settings (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
+pub type MeshRetry = Envelope<MeshRetryLists>;
+
+/// What a MeshRetry spec holds: `to` items of [`Conf`], no `from`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshRetryLists {}
+
+impl Lists for MeshRetryLists {
+    const TYPE: ResourceType = ResourceType::MeshRetry;
+    type To = Items<Conf>;
+    type From = Absent;
 }
 
 /// One `to` item.
@@ -329,11 +331,6 @@ pub fn grpc_retry_on(item: &str) -> Option<&'static str> {
 }
 
 impl MeshRetry {
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshRetry validation: every violation, paths rooted at `spec`. Empty means
     /// valid.
     pub fn validate(&self) -> ValidationError {

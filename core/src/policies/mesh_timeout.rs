@@ -16,9 +16,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::envelope::{Envelope, Items, Lists};
 use super::{validate_items, validate_top_target_ref, FROM_OR_TO_REQUIRED};
 use crate::duration::Duration;
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{
     PathBuilder, ValidationError, GREATER_THAN_ZERO_WHEN_DEFINED, MUST_NOT_BE_DEFINED,
     NON_NEGATIVE_WHEN_DEFINED,
@@ -46,20 +48,16 @@ const NOT_WITH_HTTP_ROUTE: &str =
 
 /// MeshTimeout spec: which proxies (`targetRef`) and the timeouts for their inbound (`from`)
 /// and outbound (`to`) traffic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshTimeout {
-    /// The proxies (or gateway / route) the policy applies to. Absent means an empty reference,
-    /// which validation reports (`spec.targetRef.kind: must be defined`), as Kuma does.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Outbound items: destinations and their timeouts. `None` when the field is absent, so an
-    /// explicit `to: []` survives a round trip.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<Item>>,
-    /// Inbound items: clients and their timeouts (`None` when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<Item>>,
+pub type MeshTimeout = Envelope<MeshTimeoutLists>;
+
+/// What a MeshTimeout spec holds: `to` and `from` items of [`Conf`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshTimeoutLists {}
+
+impl Lists for MeshTimeoutLists {
+    const TYPE: ResourceType = ResourceType::MeshTimeout;
+    type To = Items<Conf>;
+    type From = Items<Conf>;
 }
 
 /// One `from` or `to` item: a client/destination group and its timeouts.
@@ -102,16 +100,6 @@ pub struct Http {
 }
 
 impl MeshTimeout {
-    /// The `to` items (empty when absent).
-    pub fn to_items(&self) -> &[Item] {
-        self.to.as_deref().unwrap_or_default()
-    }
-
-    /// The `from` items (empty when absent).
-    pub fn from_items(&self) -> &[Item] {
-        self.from.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshTimeout validation: every violation, paths rooted at `spec`
     /// (`spec.to[0].default.idleTimeout`). Empty means valid.
     pub fn validate(&self) -> ValidationError {

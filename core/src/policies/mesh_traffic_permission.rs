@@ -18,8 +18,10 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::envelope::{Absent, Envelope, Items, Lists};
 use super::{validate_items, validate_top_target_ref};
-use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::target_ref::TargetRefKind;
+use crate::type_info::ResourceType;
 use crate::validate::{ValidationError, MUST_BE_DEFINED};
 
 /// Kinds allowed for the top-level `targetRef` and for `from[].targetRef`.
@@ -32,17 +34,16 @@ const KINDS: &[TargetRefKind] = &[
 
 /// MeshTrafficPermission spec: which proxies (`targetRef`) and which clients (`from`) are
 /// allowed or denied.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshTrafficPermission {
-    /// The proxies the policy applies to. Absent means an empty reference, which validation
-    /// reports (`spec.targetRef.kind: must be defined`), as Kuma does.
-    #[serde(default)]
-    pub target_ref: TargetRef,
-    /// Client groups and their action. `None` when the field is absent, so an explicit
-    /// `from: []` survives a round trip.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<Item>>,
+pub type MeshTrafficPermission = Envelope<MeshTrafficPermissionLists>;
+
+/// What a MeshTrafficPermission spec holds: `from` items of [`Conf`], no `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshTrafficPermissionLists {}
+
+impl Lists for MeshTrafficPermissionLists {
+    const TYPE: ResourceType = ResourceType::MeshTrafficPermission;
+    type To = Absent;
+    type From = Items<Conf>;
 }
 
 /// One `from` item: a client group and its action.
@@ -111,11 +112,6 @@ impl<'de> Deserialize<'de> for Action {
 }
 
 impl MeshTrafficPermission {
-    /// The `from` items (empty when absent).
-    pub fn from_items(&self) -> &[Item] {
-        self.from.as_deref().unwrap_or_default()
-    }
-
     /// Kuma 2.7's MeshTrafficPermission validation: every violation, paths rooted at `spec`
     /// (`spec.from[0].default.action`). Empty means valid.
     pub fn validate(&self) -> ValidationError {

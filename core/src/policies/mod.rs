@@ -3,9 +3,11 @@
 //! Each module owns one policy type: its serde model (Kuma's JSON names, unknown fields
 //! rejected) and `validate()`, whose violation paths are rooted at `spec`.
 //!
-//! This module holds what the policies share: the `from`/`to` [`Item`] shape and the
-//! `targetRef` checks of Kuma's validators (top-level reference, then each item's reference
-//! before its `default`). Each policy's own rules stay in its module.
+//! This module holds the type list (`for_each_type`: every resource type, described once) and
+//! what the policies share: the `from`/`to` [`Item`] shape (their `{targetRef, to, from}`
+//! envelope is [`envelope::Envelope`]) and the `targetRef` checks of Kuma's validators
+//! (top-level reference, then each item's reference before its `default`). Each policy's own
+//! rules stay in its module.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +15,7 @@ use crate::target_ref::{validate_target_ref, TargetRef, TargetRefKind, TargetRef
 use crate::validate::{PathBuilder, ValidationError};
 
 pub mod backend_ref;
+pub mod envelope;
 pub(crate) mod go_json;
 pub mod kuma_schema;
 pub(crate) mod lenient;
@@ -29,9 +32,253 @@ pub mod mesh_tcp_route;
 pub mod mesh_timeout;
 pub mod mesh_trace;
 pub mod mesh_traffic_permission;
-pub mod stored;
+pub mod schema_only;
 #[cfg(test)]
 pub(crate) mod test_support;
+
+/// The type list: every resource type Umbra knows, described once, in [`ResourceType`]'s
+/// declaration order. Each entry gives the type's variant and:
+///
+/// - `name`, `path`: Kuma's type name and REST path segment;
+/// - `display`: Kuma's singular / plural display names (`GET /_resources`);
+/// - `kind`: its family ([`TypeKind`]); `scope`: `Global` or `Mesh` ([`Scope`]);
+/// - `levels`: the item lists of a `targetRef` policy's spec (`To`, `From`, `Single` for a
+///   top-level `default`; Kuma's `hasToTargetRef`/`hasFromTargetRef`), empty for other types;
+/// - `replaces`: the old type a new policy replaces in the migration (its counterpart);
+/// - `generated`: whether Umbra generates Envoy config from it;
+/// - `spec`: its typed spec, `own(path)` for a [`crate::resource::Spec`] variant of the type's
+///   name holding that type (paths from the crate root), or `shared(Variant)` for one of the
+///   variants several types share with their type (`StoredPolicy`, `Selected`, `Secret`).
+///
+/// `for_each_type!(callback)` hands the whole list to the macro `callback`, which generates
+/// from it: [`crate::type_info`] makes [`ResourceType`] and its descriptors (names, display
+/// names, levels, pairing, scope), [`crate::resource`] makes `Spec` and its decode, encode,
+/// validate and type matches. Adding a family is its module above (`pub mod`), one entry here
+/// and its plugin in `umbra-xds`.
+///
+/// [`ResourceType`]: crate::type_info::ResourceType
+/// [`TypeKind`]: crate::type_info::TypeKind
+/// [`Scope`]: crate::type_info::Scope
+macro_rules! for_each_type {
+    ($callback:ident) => {
+        $callback! {
+            Mesh {
+                name: "Mesh", path: "meshes",
+                display: "Mesh" / "Meshes",
+                kind: Infra, scope: Global, levels: [], replaces: [], generated: true,
+                spec: own(mesh::MeshSpec),
+            }
+            Dataplane {
+                name: "Dataplane", path: "dataplanes",
+                display: "Dataplane" / "Dataplanes",
+                kind: Infra, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(dataplane::DataplaneSpec),
+            }
+            MeshTimeout {
+                name: "MeshTimeout", path: "meshtimeouts",
+                display: "Mesh Timeout" / "Mesh Timeouts",
+                kind: NewPolicy, scope: Mesh, levels: [To, From], replaces: [Timeout],
+                generated: true,
+                spec: own(policies::mesh_timeout::MeshTimeout),
+            }
+            MeshCircuitBreaker {
+                name: "MeshCircuitBreaker", path: "meshcircuitbreakers",
+                display: "Mesh Circuit Breaker" / "Mesh Circuit Breakers",
+                kind: NewPolicy, scope: Mesh, levels: [To, From], replaces: [CircuitBreaker],
+                generated: true,
+                spec: own(policies::mesh_circuit_breaker::MeshCircuitBreaker),
+            }
+            MeshFaultInjection {
+                name: "MeshFaultInjection", path: "meshfaultinjections",
+                display: "Mesh Fault Injection" / "Mesh Fault Injections",
+                kind: NewPolicy, scope: Mesh, levels: [To, From], replaces: [FaultInjection],
+                generated: true,
+                spec: own(policies::mesh_fault_injection::MeshFaultInjection),
+            }
+            MeshTrafficPermission {
+                name: "MeshTrafficPermission", path: "meshtrafficpermissions",
+                display: "Mesh Traffic Permission" / "Mesh Traffic Permissions",
+                kind: NewPolicy, scope: Mesh, levels: [From], replaces: [TrafficPermission],
+                generated: true,
+                spec: own(policies::mesh_traffic_permission::MeshTrafficPermission),
+            }
+            MeshProxyPatch {
+                name: "MeshProxyPatch", path: "meshproxypatches",
+                display: "Mesh Proxy Patch" / "Mesh Proxy Patches",
+                kind: NewPolicy, scope: Mesh, levels: [Single], replaces: [ProxyTemplate],
+                generated: true,
+                spec: own(policies::mesh_proxy_patch::MeshProxyPatch),
+            }
+            MeshHTTPRoute {
+                name: "MeshHTTPRoute", path: "meshhttproutes",
+                display: "Mesh HTTP Route" / "Mesh HTTP Routes",
+                kind: NewPolicy, scope: Mesh, levels: [To], replaces: [], generated: true,
+                spec: own(policies::mesh_http_route::MeshHttpRoute),
+            }
+            MeshTCPRoute {
+                name: "MeshTCPRoute", path: "meshtcproutes",
+                display: "Mesh TCP Route" / "Mesh TCP Routes",
+                kind: NewPolicy, scope: Mesh, levels: [To], replaces: [], generated: true,
+                spec: own(policies::mesh_tcp_route::MeshTcpRoute),
+            }
+            Timeout {
+                name: "Timeout", path: "timeouts",
+                display: "Timeout" / "Timeouts",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::timeout::Timeout),
+            }
+            CircuitBreaker {
+                name: "CircuitBreaker", path: "circuit-breakers",
+                display: "Circuit Breaker" / "Circuit Breakers",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::circuit_breaker::CircuitBreaker),
+            }
+            FaultInjection {
+                name: "FaultInjection", path: "fault-injections",
+                display: "Fault Injection" / "Fault Injections",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::fault_injection::FaultInjection),
+            }
+            TrafficPermission {
+                name: "TrafficPermission", path: "traffic-permissions",
+                display: "Traffic Permission" / "Traffic Permissions",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::traffic_permission::TrafficPermission),
+            }
+            ProxyTemplate {
+                name: "ProxyTemplate", path: "proxytemplates",
+                display: "Proxy Template" / "Proxy Templates",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::proxy_template::ProxyTemplate),
+            }
+            TrafficRoute {
+                name: "TrafficRoute", path: "traffic-routes",
+                display: "Traffic Route" / "Traffic Routes",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::traffic_route::TrafficRoute),
+            }
+            MeshRetry {
+                name: "MeshRetry", path: "meshretries",
+                display: "Mesh Retry" / "Mesh Retries",
+                kind: NewPolicy, scope: Mesh, levels: [To], replaces: [Retry], generated: true,
+                spec: own(policies::mesh_retry::MeshRetry),
+            }
+            MeshHealthCheck {
+                name: "MeshHealthCheck", path: "meshhealthchecks",
+                display: "Mesh Health Check" / "Mesh Health Checks",
+                kind: NewPolicy, scope: Mesh, levels: [To], replaces: [HealthCheck],
+                generated: true,
+                spec: own(policies::mesh_health_check::MeshHealthCheck),
+            }
+            MeshLoadBalancingStrategy {
+                name: "MeshLoadBalancingStrategy", path: "meshloadbalancingstrategies",
+                display: "Mesh Load Balancing Strategy" / "Mesh Load Balancing Strategies",
+                kind: NewPolicy, scope: Mesh, levels: [To], replaces: [], generated: true,
+                spec: own(policies::mesh_load_balancing_strategy::MeshLoadBalancingStrategy),
+            }
+            MeshAccessLog {
+                name: "MeshAccessLog", path: "meshaccesslogs",
+                display: "Mesh Access Log" / "Mesh Access Logs",
+                kind: NewPolicy, scope: Mesh, levels: [To, From], replaces: [TrafficLog],
+                generated: true,
+                spec: own(policies::mesh_access_log::MeshAccessLog),
+            }
+            MeshRateLimit {
+                name: "MeshRateLimit", path: "meshratelimits",
+                display: "Mesh Rate Limit" / "Mesh Rate Limits",
+                kind: NewPolicy, scope: Mesh, levels: [To, From], replaces: [RateLimit],
+                generated: true,
+                spec: own(policies::mesh_rate_limit::MeshRateLimit),
+            }
+            MeshTrace {
+                name: "MeshTrace", path: "meshtraces",
+                display: "Mesh Trace" / "Mesh Traces",
+                kind: NewPolicy, scope: Mesh, levels: [Single], replaces: [TrafficTrace],
+                generated: true,
+                spec: own(policies::mesh_trace::MeshTrace),
+            }
+            MeshMetric {
+                name: "MeshMetric", path: "meshmetrics",
+                display: "Mesh Metric" / "Mesh Metrics",
+                kind: NewPolicy, scope: Mesh, levels: [Single], replaces: [], generated: false,
+                spec: shared(StoredPolicy),
+            }
+            Retry {
+                name: "Retry", path: "retries",
+                display: "Retry" / "Retries",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::retry::Retry),
+            }
+            HealthCheck {
+                name: "HealthCheck", path: "health-checks",
+                display: "Health Check" / "Health Checks",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::health_check::HealthCheck),
+            }
+            TrafficLog {
+                name: "TrafficLog", path: "traffic-logs",
+                display: "Traffic Log" / "Traffic Logs",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::traffic_log::TrafficLog),
+            }
+            RateLimit {
+                name: "RateLimit", path: "rate-limits",
+                display: "Rate Limit" / "Rate Limits",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::rate_limit::RateLimit),
+            }
+            TrafficTrace {
+                name: "TrafficTrace", path: "traffic-traces",
+                display: "Traffic Trace" / "Traffic Traces",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
+                spec: own(old::traffic_log::TrafficTrace),
+            }
+            VirtualOutbound {
+                name: "VirtualOutbound", path: "virtual-outbounds",
+                display: "Virtual Outbound" / "Virtual Outbounds",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: false,
+                spec: shared(Selected),
+            }
+            MeshGatewayRoute {
+                name: "MeshGatewayRoute", path: "meshgatewayroutes",
+                display: "Mesh Gateway Route" / "Mesh Gateway Routes",
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: false,
+                spec: shared(Selected),
+            }
+            MeshGateway {
+                name: "MeshGateway", path: "meshgateways",
+                display: "Mesh Gateway" / "Mesh Gateways",
+                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: false,
+                spec: shared(Selected),
+            }
+            ExternalService {
+                name: "ExternalService", path: "external-services",
+                display: "External Service" / "External Services",
+                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: false,
+                spec: own(ungenerated::ExternalService),
+            }
+            Secret {
+                name: "Secret", path: "secrets",
+                display: "Secret" / "Secrets",
+                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: false,
+                spec: shared(Secret),
+            }
+            GlobalSecret {
+                name: "GlobalSecret", path: "global-secrets",
+                display: "Global Secret" / "Global Secrets",
+                kind: StoredOnly, scope: Global, levels: [], replaces: [], generated: false,
+                spec: shared(Secret),
+            }
+            ZoneIngress {
+                name: "ZoneIngress", path: "zone-ingresses",
+                display: "Zone Ingress" / "Zone Ingresses",
+                kind: Infra, scope: Global, levels: [], replaces: [], generated: true,
+                spec: own(zone_ingress::ZoneIngressSpec),
+            }
+        }
+    };
+}
+pub(crate) use for_each_type;
 
 /// Kuma's message when a policy with both lists has neither `from` nor `to` items.
 pub(crate) const FROM_OR_TO_REQUIRED: &str = "at least one of 'from', 'to' has to be defined";
@@ -226,6 +473,32 @@ mod tests {
                 v("spec", super::FROM_OR_TO_REQUIRED),
             ]
         );
+    }
+
+    /// The lists of each envelope are the levels the type list gives its type.
+    #[test]
+    fn envelopes_have_the_type_lists_levels() {
+        use super::envelope::{List, Lists};
+        fn check<L: Lists>() {
+            assert!(L::TYPE.is_target_ref(), "{}", L::TYPE);
+            assert_eq!(L::TYPE.has_to_target_ref(), L::To::EXISTS, "{} to", L::TYPE);
+            assert_eq!(
+                L::TYPE.has_from_target_ref(),
+                L::From::EXISTS,
+                "{} from",
+                L::TYPE
+            );
+            assert!(!L::TYPE.levels().single, "{}", L::TYPE);
+        }
+        check::<super::mesh_access_log::MeshAccessLogLists>();
+        check::<super::mesh_circuit_breaker::MeshCircuitBreakerLists>();
+        check::<super::mesh_fault_injection::MeshFaultInjectionLists>();
+        check::<super::mesh_health_check::MeshHealthCheckLists>();
+        check::<super::mesh_load_balancing_strategy::MeshLoadBalancingStrategyLists>();
+        check::<super::mesh_rate_limit::MeshRateLimitLists>();
+        check::<super::mesh_retry::MeshRetryLists>();
+        check::<super::mesh_timeout::MeshTimeoutLists>();
+        check::<super::mesh_traffic_permission::MeshTrafficPermissionLists>();
     }
 
     #[test]

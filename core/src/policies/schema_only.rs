@@ -1,5 +1,6 @@
-//! The `targetRef` policies Umbra stores, syncs, matches and lists but does not generate Envoy
-//! config for: MeshMetric.
+//! The `targetRef` policies Umbra knows only by Kuma's schema: it stores, syncs, matches and
+//! lists them but neither models their configuration nor generates Envoy config for them:
+//! MeshMetric.
 //!
 //! [`StoredPolicy`] is their common shape: a typed top-level `targetRef`, `from`/`to` items with
 //! a typed `targetRef` and the `default` kept as JSON, or a single top-level `default`. Which of
@@ -17,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{validate_target_ref_at, validate_top_target_ref, Item};
-use crate::resource::ResourceType;
 use crate::target_ref::{TargetRef, TargetRefKind};
+use crate::type_info::ResourceType;
 use crate::validate::{ValidationError, MUST_NOT_BE_DEFINED};
 
 /// A stored-only `targetRef` policy spec.
