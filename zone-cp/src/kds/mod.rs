@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tracing::Instrument as _;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_client::KdsServiceClient;
 use umbra_kds::pb::InspectResponse;
@@ -335,19 +336,26 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (offer_tx, offer_rx) = watch::channel(None);
-    tokio::spawn(publish_offer(
-        config.zone.clone(),
-        store.clone(),
-        insights.clone(),
-        offer_tx,
-        shutdown.clone(),
-    ));
+    tokio::spawn(
+        publish_offer(
+            config.zone.clone(),
+            store.clone(),
+            insights.clone(),
+            offer_tx,
+            shutdown.clone(),
+        )
+        .instrument(tracing::info_span!("kds.publish_offer", zone = %config.zone)),
+    );
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let mut attempt = 0_u64;
     while !*shutdown.borrow() {
         update_status(&status, |s| s.attempts += 1);
         let started = tokio::time::Instant::now();
+        attempt += 1;
+        let session = session(&config, &store, &insights, reconciler.clone(), offer_rx.clone(), &status)
+            .instrument(tracing::info_span!("kds.session", zone = %config.zone, global = %config.address, attempt));
         let outcome = tokio::select! {
-            r = session(&config, &store, &insights, reconciler.clone(), offer_rx.clone(), &status) => r,
+            r = session => r,
             () = resync.notified() => Err("reconnecting to resync (an operator accepted the Global's store)".to_owned()),
             _ = shutdown.wait_for(|s| *s) => break,
         };

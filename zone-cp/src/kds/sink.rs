@@ -286,7 +286,8 @@ impl Sink for StoreSink {
     /// back). A store that cannot write ends the stream (the Global resends on reconnect).
     async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
         if received.trace_context.is_empty() {
-            return self.write(received);
+            let span = tracing::debug_span!("kds.apply", type_url = %received.type_url);
+            return span.in_scope(|| self.write(received));
         }
         // Continue the Global's trace (the `PUT` that made the change) in a `kds.apply` span,
         // and hand it to the reconciliation the write triggers.
