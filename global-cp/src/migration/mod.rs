@@ -260,7 +260,7 @@ async fn load(store: &dyn Store, mesh: &str, fp: &str) -> Result<PlanRecord, Api
         })
 }
 
-fn undecodable(p: &Planned, e: &str) -> ApiError {
+fn undecodable(p: &Planned, e: &umbra_core::resource::DecodeError) -> ApiError {
     ApiError::status(
         StatusCode::INTERNAL_SERVER_ERROR,
         format!("the plan's copy of {} cannot be read: {e}", p.shown()),

@@ -59,9 +59,9 @@ impl Planned {
     /// The resource as planned.
     ///
     /// # Errors
-    /// A message when the recorded document no longer decodes.
-    pub fn decode(&self) -> Result<Resource, String> {
-        Resource::from_value(self.resource.clone()).map_err(|e| e.to_string())
+    /// The decode error when the recorded document no longer decodes.
+    pub fn decode(&self) -> Result<Resource, umbra_core::resource::DecodeError> {
+        Resource::from_value(self.resource.clone())
     }
 }
 
