@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument as _;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_server::{KdsService, KdsServiceServer};
 use umbra_kds::pb::{InspectRequest, InspectResponse};
@@ -353,6 +354,7 @@ fn spawn_driver(
     err_tx: mpsc::Sender<Status>,
     driver: impl std::future::Future<Output = Result<(), umbra_kds::sync::SyncError>> + Send + 'static,
 ) {
+    let span = tracing::info_span!("kds.stream", zone = %stream.zone, rpc);
     tokio::spawn(async move {
         let zone = stream.zone.clone();
         let result = tokio::select! {
@@ -376,7 +378,7 @@ fn spawn_driver(
                 let _ = err_tx.send(status).await;
             }
         }
-    });
+    }.instrument(span));
 }
 
 #[tonic::async_trait]
@@ -533,6 +535,7 @@ impl Drop for Detach {
 /// mesh CAs unless `secure`), kept in step
 /// by a task that ends with the stream (when the returned watch is dropped) or the offer.
 fn zone_offer(mut offer: OfferWatch, zone: String, secure: bool) -> OfferWatch {
+    let span = tracing::info_span!("kds.zone_offer", zone = %zone, secure);
     let filter = move |o: &Option<Arc<umbra_kds::sync::Offer>>| {
         o.as_ref().map(|o| {
             let mut o = for_zone(o, &zone);
@@ -543,7 +546,7 @@ fn zone_offer(mut offer: OfferWatch, zone: String, secure: bool) -> OfferWatch {
         })
     };
     let (tx, rx) = watch::channel(filter(&offer.borrow_and_update()));
-    tokio::spawn(async move {
+    let follow = async move {
         loop {
             tokio::select! {
                 r = offer.changed() => if r.is_err() { return },
@@ -552,7 +555,8 @@ fn zone_offer(mut offer: OfferWatch, zone: String, secure: bool) -> OfferWatch {
             let next = filter(&offer.borrow_and_update());
             tx.send_replace(next);
         }
-    });
+    };
+    tokio::spawn(follow.instrument(span));
     rx
 }
 

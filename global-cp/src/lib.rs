@@ -33,6 +33,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tracing::Instrument as _;
+
 /// Which store backs the Global.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreKind {
@@ -266,7 +268,9 @@ pub async fn open_store(args: &Args) -> anyhow::Result<Arc<dyn store::Store>> {
     })
 }
 
-/// Run the Global until `shutdown` completes, then drain in-flight requests and KDS streams.
+/// Run the Global until `shutdown` completes, then drain in-flight requests, KDS streams and
+/// the Global's tasks within [`umbra_runtime::process::DRAIN_DEADLINE`] (what is left then is
+/// aborted).
 ///
 /// # Errors
 /// Arguments [`Args::check`] refuses (before anything is opened or bound), or when the store
@@ -321,11 +325,10 @@ pub async fn serve(
     tracing::info!(store_identity = %identity, "store identity");
     let zones = Arc::new(zones::ZoneRegistry::default());
     let inspect = Arc::new(inspect::hub::InspectHub::new());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
+    let drain = umbra_runtime::process::Shutdown::new(umbra_runtime::process::DRAIN_DEADLINE);
+    drain.trigger_on(shutdown);
+    let stop_rx = drain.receiver();
+    let mut tasks = umbra_runtime::process::Tasks::default();
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
     let traces = Arc::new(offer::TraceLinks::default());
     // One CA per mesh, owned here and synced to every zone (issue 18).
@@ -334,22 +337,42 @@ pub async fn serve(
         store.clone(),
         std::sync::Arc::new(cas_tx),
     ));
-    let cas_task = tokio::spawn(ca_keeper.follow(stop_rx.clone()));
-    let follower = tokio::spawn(offer::follow_store(
-        store.clone(),
-        traces.clone(),
-        offer::Extras {
-            trust: trust.subscribe(),
-            cas: cas_rx,
-        },
-        offer_tx,
-        stop_rx.clone(),
-    ));
-    let keys = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
-    let cleanup = settings.zone_cleanup_after.map(|after| {
+    tasks.spawn(
+        "mesh CAs",
+        ca_keeper
+            .follow(stop_rx.clone())
+            .instrument(tracing::info_span!("mesh_ca.follow")),
+    );
+    tasks.spawn(
+        "offer",
+        offer::follow_store(
+            store.clone(),
+            traces.clone(),
+            offer::Extras {
+                trust: trust.subscribe(),
+                cas: cas_rx,
+            },
+            offer_tx,
+            stop_rx.clone(),
+        )
+        .instrument(tracing::info_span!("kds.offer")),
+    );
+    tasks.spawn(
+        "trust",
+        trust
+            .clone()
+            .follow_meshes(stop_rx.clone())
+            .instrument(tracing::info_span!("trust.follow_meshes")),
+    );
+    if let Some(after) = settings.zone_cleanup_after {
         let c = cleanup::ZoneCleanup::new(store.clone(), zones.clone(), after);
-        tokio::spawn(Arc::new(c).follow(stop_rx.clone()))
-    });
+        tasks.spawn(
+            "zone cleanup",
+            Arc::new(c)
+                .follow(stop_rx.clone())
+                .instrument(tracing::info_span!("zone_cleanup", after = ?after)),
+        );
+    }
     let state = api::AppState {
         traces,
         store: store.clone(),
@@ -374,15 +397,12 @@ pub async fn serve(
         tls,
         stop_rx.clone(),
     );
-    let (a, k) = tokio::join!(api, kds);
-    a?;
-    k?;
-    let _ = follower.await;
-    let _ = keys.await;
-    let _ = cas_task.await;
-    if let Some(c) = cleanup {
-        let _ = c.await;
+    // After the signal, the servers and then the tasks get until the drain deadline.
+    if let Some((a, k)) = drain.bounded(async { tokio::join!(api, kds) }).await {
+        a?;
+        k?;
     }
+    drain.drain(tasks).await;
     Ok(())
 }
 

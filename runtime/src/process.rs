@@ -259,6 +259,144 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+/// How long a CP's work may take to finish once shutdown begins ([`Shutdown::new`] in both
+/// CPs): in-flight API requests, KDS and ADS streams, then the background tasks. What is still
+/// running at the deadline is aborted (and named in a warning).
+pub const DRAIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A CP's shutdown: one trigger, the `watch<bool>` every task follows (turns `true` once), and
+/// a drain deadline counted from the trigger. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    tx: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    since: std::sync::Arc<std::sync::OnceLock<tokio::time::Instant>>,
+    deadline: std::time::Duration,
+}
+
+impl Shutdown {
+    /// A shutdown not yet triggered, whose work gets `deadline` to finish once it is.
+    pub fn new(deadline: std::time::Duration) -> Self {
+        Self {
+            tx: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
+            since: std::sync::Arc::default(),
+            deadline,
+        }
+    }
+
+    /// Trigger when `signal` resolves (e.g. [`shutdown_signal`]), from a task of its own.
+    pub fn trigger_on(&self, signal: impl std::future::Future<Output = ()> + Send + 'static) {
+        use tracing::Instrument as _;
+        let this = self.clone();
+        tokio::spawn(
+            async move {
+                signal.await;
+                this.trigger();
+            }
+            .instrument(tracing::info_span!("shutdown")),
+        );
+    }
+
+    /// Begin shutting down: every receiver sees `true`, and the drain deadline starts (once;
+    /// later calls change nothing).
+    pub fn trigger(&self) {
+        let _ = self.since.get_or_init(tokio::time::Instant::now);
+        self.tx.send_replace(true);
+    }
+
+    /// What tasks follow: turns `true` when shutdown begins.
+    pub fn receiver(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.tx.subscribe()
+    }
+
+    /// When the drain deadline passes: `deadline` after the trigger (`None` before it).
+    pub fn cutoff(&self) -> Option<tokio::time::Instant> {
+        self.since.get().map(|t| *t + self.deadline)
+    }
+
+    /// Run `work` (a server that drains itself on the signal) to the end, or, once shutdown
+    /// has begun, until the drain deadline at most: `None` when the deadline cut it off.
+    pub async fn bounded<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        let mut stop = self.receiver();
+        let deadline = async {
+            let _ = stop.wait_for(|s| *s).await;
+            match self.cutoff() {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            out = work => Some(out),
+            () = deadline => {
+                tracing::warn!(deadline = ?self.deadline, "servers did not drain by the deadline");
+                None
+            }
+        }
+    }
+
+    /// Await `tasks` until the drain deadline (from now when shutdown has not begun), then
+    /// abort those still running, with a warning naming them. Returns their names (empty when
+    /// every task finished in time).
+    pub async fn drain(&self, tasks: Tasks) -> Vec<&'static str> {
+        let at = self
+            .cutoff()
+            .unwrap_or_else(|| tokio::time::Instant::now() + self.deadline);
+        let Tasks { mut set, mut names } = tasks;
+        let expired = tokio::time::sleep_until(at);
+        tokio::pin!(expired);
+        loop {
+            tokio::select! {
+                next = set.join_next_with_id() => match next {
+                    None => return Vec::new(),
+                    Some(Ok((id, ()))) => { names.remove(&id); }
+                    Some(Err(e)) => {
+                        let name = names.remove(&e.id()).unwrap_or("task");
+                        tracing::warn!(task = name, error = %e, "task failed");
+                    }
+                },
+                () = &mut expired => break,
+            }
+        }
+        let mut left: Vec<&'static str> = names.into_values().collect();
+        left.sort_unstable();
+        tracing::warn!(tasks = ?left, deadline = ?self.deadline, "tasks did not finish by the drain deadline; aborting them");
+        set.shutdown().await;
+        left
+    }
+}
+
+/// A CP's background tasks, each with a name [`Shutdown::drain`] reports when it does not
+/// finish in time.
+#[derive(Debug, Default)]
+pub struct Tasks {
+    set: tokio::task::JoinSet<()>,
+    names: HashMap<tokio::task::Id, &'static str>,
+}
+
+impl Tasks {
+    /// Spawn `task` as `name` (its output is dropped); the caller instruments it with the span
+    /// naming what it serves.
+    pub fn spawn<F>(&mut self, name: &'static str, task: F)
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send,
+    {
+        let handle = self.set.spawn(async move {
+            let _ = task.await;
+        });
+        self.names.insert(handle.id(), name);
+    }
+
+    /// How many tasks have not been awaited yet.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether no task is left.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -305,5 +443,58 @@ mod tests {
         let first = listen("127.0.0.1:0".parse().unwrap()).unwrap();
         let err = listen(first.local_addr().unwrap()).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    }
+
+    /// A task that ignores shutdown is aborted at the deadline and `drain` returns; one that
+    /// follows the signal finishes on its own.
+    #[tokio::test(start_paused = true)]
+    async fn drain_aborts_what_ignores_shutdown_at_the_deadline() {
+        let shutdown = Shutdown::new(Duration::from_secs(10));
+        let mut tasks = Tasks::default();
+        let mut stop = shutdown.receiver();
+        tasks.spawn("polite", async move {
+            let _ = stop.wait_for(|s| *s).await;
+        });
+        let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn("stubborn", async move {
+            let _guard = dropped_tx;
+            std::future::pending::<()>().await;
+        });
+        let start = tokio::time::Instant::now();
+        shutdown.trigger();
+        assert_eq!(shutdown.drain(tasks).await, vec!["stubborn"]);
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        assert!(
+            dropped_rx.await.is_err(),
+            "the stubborn task was aborted (dropped)"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drain_returns_as_soon_as_every_task_finished() {
+        let shutdown = Shutdown::new(Duration::from_secs(10));
+        let mut tasks = Tasks::default();
+        tasks.spawn("quick", tokio::time::sleep(Duration::from_secs(1)));
+        let start = tokio::time::Instant::now();
+        shutdown.trigger();
+        assert!(shutdown.drain(tasks).await.is_empty());
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    /// A server still busy at the deadline is cut off; before shutdown nothing bounds it.
+    #[tokio::test(start_paused = true)]
+    async fn bounded_work_stops_at_the_deadline() {
+        let shutdown = Shutdown::new(Duration::from_secs(5));
+        let done = shutdown.bounded(async { 7 }).await;
+        assert_eq!(done, Some(7));
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(100)).await;
+            trigger.trigger();
+        });
+        let start = tokio::time::Instant::now();
+        let cut = shutdown.bounded(std::future::pending::<()>()).await;
+        assert_eq!(cut, None);
+        assert_eq!(start.elapsed(), Duration::from_secs(105));
     }
 }

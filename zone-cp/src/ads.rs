@@ -288,6 +288,7 @@ struct StreamCtx {
     generation: u64,
     types: HashMap<String, SotwType>,
     nonce: u64,
+    traces: crate::ads_trace::Traces,
 }
 
 impl StreamCtx {
@@ -304,6 +305,8 @@ impl StreamCtx {
                 resubscribed,
             } => {
                 count(XDS_ACKS, &req.type_url, "sotw");
+                self.traces
+                    .acked(&self.key, &req.type_url, &version, "sotw");
                 insights.update_stream(&self.key, self.generation, |i| {
                     i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), version);
@@ -366,10 +369,12 @@ impl StreamCtx {
             nonce: nonce.clone(),
             ..Default::default()
         };
+        tracing::debug!(type_url, %version, %nonce, "xDS push");
         state.sent(version, nonce);
         insights.update_stream(&self.key, self.generation, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "sotw");
-        push_span(rec, &self.key, type_url, "sotw");
+        self.traces
+            .pushed(rec.push_trace(), &self.key, type_url, "sotw");
         tx.send(Ok(response)).await.is_ok()
     }
 }
@@ -412,6 +417,8 @@ impl AggregatedDiscoveryService for Ads {
 /// One ADS flavour's per-stream state (SotW: [`StreamCtx`], delta: [`DeltaCtx`]), driven by
 /// [`Ads::serve`].
 trait Flavour: Send + Sized + 'static {
+    /// `sotw` or `delta` (the `api` of its spans and metrics).
+    const API: &'static str;
     type Request: prost::Message + Default + Send + 'static;
     type Response: Send + 'static;
     /// Stream state for the DPP a stream's first request named, the `generation`-th stream of
@@ -446,7 +453,9 @@ impl Ads {
     ) -> Pin<Box<dyn Stream<Item = Result<F::Response, Status>> + Send>> {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let ads = self.clone();
-        tokio::spawn(async move {
+        use tracing::Instrument as _;
+        let span = crate::ads_trace::stream_span(F::API, peer);
+        let task = async move {
             let _gauge = StreamGauge::open();
             let mut stream: Option<F> = None;
             let mut changes = ads.reconciler.subscribe();
@@ -480,6 +489,7 @@ impl Ads {
                                                 + std::time::Duration::from_secs(left),
                                         );
                                     }
+                                    crate::ads_trace::opened(&key);
                                     stream = Some(F::new(key, generation));
                                 }
                                 Err(status) => { let _ = tx.send(Err(status)).await; break }
@@ -542,7 +552,8 @@ impl Ads {
             if let Some(c) = stream {
                 ads.close(c.key(), c.generation());
             }
-        });
+        };
+        tokio::spawn(task.instrument(span));
         Box::pin(ReceiverStream::new(rx))
     }
 }
@@ -550,12 +561,14 @@ impl Ads {
 impl Flavour for StreamCtx {
     type Request = DiscoveryRequest;
     type Response = DiscoveryResponse;
+    const API: &'static str = "sotw";
     fn new(key: DpKey, generation: u64) -> Self {
         StreamCtx {
             key,
             generation,
             types: HashMap::new(),
             nonce: 0,
+            traces: Default::default(),
         }
     }
     fn key(&self) -> &DpKey {
@@ -587,12 +600,14 @@ impl Flavour for StreamCtx {
 impl Flavour for DeltaCtx {
     type Request = DeltaDiscoveryRequest;
     type Response = DeltaDiscoveryResponse;
+    const API: &'static str = "delta";
     fn new(key: DpKey, generation: u64) -> Self {
         DeltaCtx {
             key,
             generation,
             types: HashMap::new(),
             nonce: 0,
+            traces: Default::default(),
         }
     }
     fn key(&self) -> &DpKey {
@@ -630,6 +645,7 @@ struct DeltaCtx {
     generation: u64,
     types: HashMap<String, DeltaType>,
     nonce: u64,
+    traces: crate::ads_trace::Traces,
 }
 
 impl DeltaCtx {
@@ -644,6 +660,7 @@ impl DeltaCtx {
                 count(XDS_ACKS, &req.type_url, "delta");
                 let held = type_version(&state.held);
                 let rejected = !state.rejected.is_empty();
+                self.traces.acked(&self.key, &req.type_url, &held, "delta");
                 insights.update_stream(&self.key, self.generation, |i| {
                     i.acknowledged(&req.type_url);
                     i.acked.insert(req.type_url.clone(), held);
@@ -726,9 +743,11 @@ impl DeltaCtx {
             nonce,
             ..Default::default()
         };
+        tracing::debug!(type_url, version = %response.system_version_info, nonce = %response.nonce, "xDS push");
         insights.update_stream(&self.key, self.generation, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "delta");
-        push_span(rec, &self.key, type_url, "delta");
+        self.traces
+            .pushed(rec.push_trace(), &self.key, type_url, "delta");
         tx.send(Ok(response)).await.is_ok()
     }
 }
@@ -736,17 +755,6 @@ impl DeltaCtx {
 /// Count one xDS event (`umbra_xds_{pushes,acks,nacks}_total{type_url, api}`).
 fn count(name: &'static str, type_url: &str, api: &'static str) {
     metrics::counter!(name, "type_url" => type_url.to_owned(), "api" => api).increment(1);
-}
-
-/// Record an `xds.push` span in the trace of the reconciliation that produced the pushed
-/// config, when that pass continued a traced change (nothing otherwise).
-fn push_span(rec: &Reconciler, key: &DpKey, type_url: &str, api: &'static str) {
-    if let Some(parent) = rec.push_trace() {
-        let span =
-            tracing::info_span!("xds.push", mesh = %key.mesh, dataplane = %key.name, type_url, api);
-        umbra_runtime::process::set_parent(&span, &parent);
-        span.in_scope(|| tracing::debug!("pushed"));
-    }
 }
 
 /// Keeps `umbra_ads_streams` right for the life of one stream task.

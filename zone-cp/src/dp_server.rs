@@ -228,7 +228,8 @@ pub fn tls_incoming(
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server_config(tls)?));
     let (tx, rx) = tokio::sync::mpsc::channel(ACCEPT_QUEUE);
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
-    tokio::spawn(async move {
+    use tracing::Instrument as _;
+    let accept = async move {
         let stopped = umbra_runtime::process::stopped(stop);
         tokio::pin!(stopped);
         loop {
@@ -247,7 +248,7 @@ pub fn tls_incoming(
                 return;
             };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
+            let handshake = async move {
                 let _slot = slot;
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
@@ -258,9 +259,11 @@ pub fn tls_incoming(
                     }
                     Err(_) => tracing::info!(%peer, "data-plane server: TLS handshake timed out"),
                 }
-            });
+            };
+            tokio::spawn(handshake.instrument(tracing::info_span!("dp_server.handshake", %peer)));
         }
-    });
+    };
+    tokio::spawn(accept.instrument(tracing::info_span!("dp_server.accept")));
     Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 

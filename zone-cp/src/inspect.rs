@@ -619,11 +619,11 @@ impl MeshShadow {
 
     /// The diff of ZoneIngress `name` between the views (every mesh in name order, as the
     /// reconciler generates it).
-    fn ingress_diff(&self, name: &str) -> Result<Patch, String> {
+    fn ingress_diff(&self, name: &str) -> Result<Patch, DiffError> {
         let zi = self
             .ingresses
             .get(name)
-            .ok_or_else(|| format!("zone ingress {name:?} is not one of this zone's"))?;
+            .ok_or_else(|| DiffError::NotIngress(name.to_owned()))?;
         let view = |shadow: bool| {
             let mut all: Vec<(&str, umbra_xds::ingress::IngressMesh<'_>)> = self
                 .other_meshes
@@ -649,8 +649,11 @@ impl MeshShadow {
             let meshes: Vec<_> = all.into_iter().map(|(_, m)| m).collect();
             umbra_xds::ingress::generate_ingress(name, zi, &meshes)
         };
-        umbra_xds::diff::snapshot_diff_cached(&view(false), &view(true), &self.cache)
-            .map_err(|e| format!("rendering failed: {e}"))
+        Ok(umbra_xds::diff::snapshot_diff_cached(
+            &view(false),
+            &view(true),
+            &self.cache,
+        )?)
     }
 
     /// Use these Live snapshots (by DPP name) instead of generating them. They must have been
@@ -670,9 +673,9 @@ impl MeshShadow {
     /// `_config?shadow=true&include=diff` gives it; `[]` when unchanged).
     ///
     /// # Errors
-    /// A message when the DPP is not in the mesh, or generation or rendering fails (naming the
+    /// [`DiffError`]: the DPP is not in the mesh, or generation or rendering fails (naming the
     /// policy when one is at fault).
-    pub fn diff(&self, name: &str) -> Result<Patch, String> {
+    pub fn diff(&self, name: &str) -> Result<Patch, DiffError> {
         if let Some(ingress) =
             name.strip_prefix(umbra_core::dependencies::ingress::FLEET_NAME_PREFIX)
         {
@@ -682,7 +685,10 @@ impl MeshShadow {
             .dataplanes
             .get(name)
             .and_then(|i| self.resources[*i].as_dataplane())
-            .ok_or_else(|| format!("dataplane {name:?} not found in mesh {:?}", self.mesh))?;
+            .ok_or_else(|| DiffError::NotFound {
+                name: name.to_owned(),
+                mesh: self.mesh.clone(),
+            })?;
         if !umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow) {
             return Ok(Patch(Vec::new()));
         }
@@ -692,16 +698,41 @@ impl MeshShadow {
         };
         let live = match self.live_snapshots.get(name) {
             Some(served) => served.clone(),
-            None => Arc::new(generate(proxy, &self.ctx, &self.live).map_err(|e| e.to_string())?),
+            None => Arc::new(generate(proxy, &self.ctx, &self.live)?),
         };
         let start = std::time::Instant::now();
         let shadow = generate(proxy, &self.ctx, &self.shadow);
         metrics::histogram!(umbra_runtime::metrics::XDS_GENERATION, "view" => "shadow")
             .record(start.elapsed().as_secs_f64());
-        let shadow = shadow.map_err(|e| e.to_string())?;
-        umbra_xds::diff::snapshot_diff_cached(&live, &shadow, &self.cache)
-            .map_err(|e| format!("rendering failed: {e}"))
+        let shadow = shadow?;
+        Ok(umbra_xds::diff::snapshot_diff_cached(
+            &live,
+            &shadow,
+            &self.cache,
+        )?)
     }
+}
+
+/// Why [`MeshShadow::diff`] has no patch for a DPP (the message is the `error` of its result).
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// A fleet name of a ZoneIngress that is not this zone's.
+    #[error("zone ingress {0:?} is not one of this zone's")]
+    NotIngress(String),
+    /// No such Dataplane in the mesh.
+    #[error("dataplane {name:?} not found in mesh {mesh:?}")]
+    NotFound {
+        /// The DPP's name.
+        name: String,
+        /// The mesh.
+        mesh: String,
+    },
+    /// Generating the Live or Shadow config failed (naming the policy at fault).
+    #[error(transparent)]
+    Generate(#[from] umbra_xds::generate::GenerateError),
+    /// A changed resource could not be rendered.
+    #[error("rendering failed: {0}")]
+    Render(#[from] umbra_xds::render::RenderError),
 }
 
 #[cfg(test)]
@@ -792,7 +823,11 @@ mod tests {
             }
         }
         assert!(!shadow.cache.is_empty());
-        assert!(shadow.diff("nope").unwrap_err().contains("not found"));
+        assert!(shadow
+            .diff("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("not found"));
         // Promoting one policy: it must exist and be shadow.
         let only = |name: &str, ty| Promotion::Only {
             ty,

@@ -3,7 +3,7 @@
 //! The Zone control plane: the zone store ([`store`], optionally persisted under `--data-dir`),
 //! the resource API and inspect endpoints ([`api`], [`inspect`]) with one error type
 //! ([`error`]), the reconciler ([`reconciler`]), the ADS server ([`ads`], SotW and delta over
-//! [`umbra_xds::delta`]), the builtin mesh CA ([`umbra_pki::identity`]) and, in a federated zone, the KDS client
+//! [`umbra_xds::delta`]; its spans and events: [`ads_trace`]), the builtin mesh CA ([`umbra_pki::identity`]) and, in a federated zone, the KDS client
 //! ([`kds`]) that syncs policies from the Global and reports Dataplanes up, and the zone's
 //! ZoneIngresses ([`ingress`]: what they offer other zones).
 //!
@@ -13,6 +13,7 @@
 //! [`run`] with a shutdown future.
 
 pub mod ads;
+pub mod ads_trace;
 pub mod api;
 pub mod bootstrap;
 pub mod dp_auth;
@@ -34,6 +35,8 @@ pub mod synthetic;
 
 use std::future::Future;
 use std::net::SocketAddr;
+
+use tracing::Instrument as _;
 
 /// Command-line arguments of `zone-cp`. Every value is checked when it is parsed (a value
 /// parser per flag), and what one value cannot tell by [`Args::check`]: a malformed flag stops
@@ -327,7 +330,8 @@ fn kds_config(
     }))
 }
 
-/// Serve the API and ADS until `shutdown` resolves, then drain both.
+/// Serve the API and ADS until `shutdown` resolves, then drain both and the zone's tasks
+/// within [`umbra_runtime::process::DRAIN_DEADLINE`] (what is left then is aborted).
 ///
 /// # Errors
 /// Arguments [`Args::check`] refuses (before anything is opened or bound), or when an
@@ -413,34 +417,57 @@ pub async fn run(
         dp_server_ca: (!tls.ca_pem.is_empty()).then(|| tls.ca_pem.clone()),
         config: std::sync::Arc::new(args.config()),
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
+    let drain = umbra_runtime::process::Shutdown::new(umbra_runtime::process::DRAIN_DEADLINE);
+    drain.trigger_on(shutdown);
+    let stop_rx = drain.receiver();
     let api_listener = umbra_runtime::process::listen(args.api_addr)?;
     let ads_listener = umbra_runtime::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
-    let rec_task = tokio::spawn(reconciler.clone().run(stop_rx.clone()));
-    let keys_task = tokio::spawn(trust.clone().follow_meshes(stop_rx.clone()));
-    let cas_task = keeper.map(|k| tokio::spawn(k.follow(stop_rx.clone())));
-    let ingress_task = tokio::spawn(ingress::track_available_services(
-        store.clone(),
-        args.zone.clone(),
-        stop_rx.clone(),
-    ));
-    let kds_task = kds_config.map(|c| {
+    let zone = args.zone.as_str();
+    let mut tasks = umbra_runtime::process::Tasks::default();
+    tasks.spawn(
+        "reconciler",
+        reconciler
+            .clone()
+            .run(stop_rx.clone())
+            .instrument(tracing::info_span!("reconciler", zone)),
+    );
+    tasks.spawn(
+        "trust",
+        trust
+            .clone()
+            .follow_meshes(stop_rx.clone())
+            .instrument(tracing::info_span!("trust.follow_meshes", zone)),
+    );
+    if let Some(k) = keeper {
+        tasks.spawn(
+            "mesh CAs",
+            k.follow(stop_rx.clone())
+                .instrument(tracing::info_span!("mesh_ca.follow", zone)),
+        );
+    }
+    tasks.spawn(
+        "ingress",
+        ingress::track_available_services(store.clone(), args.zone.clone(), stop_rx.clone())
+            .instrument(tracing::info_span!("ingress.available_services", zone)),
+    );
+    if let Some(c) = kds_config {
         tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
-        tokio::spawn(kds::run(
-            c,
-            store.clone(),
-            insights.clone(),
-            Some(reconciler.clone()),
-            kds_status.clone(),
-            kds_resync.clone(),
-            stop_rx.clone(),
-        ))
-    });
+        let span = tracing::info_span!("kds.client", zone, global = %c.address);
+        tasks.spawn(
+            "KDS client",
+            kds::run(
+                c,
+                store.clone(),
+                insights.clone(),
+                Some(reconciler.clone()),
+                kds_status.clone(),
+                kds_resync.clone(),
+                stop_rx.clone(),
+            )
+            .instrument(span),
+        );
+    }
     let api = umbra_runtime::process::serve_http(
         api_listener,
         umbra_console::mount(api::router(state), umbra_console::Mode::Zone),
@@ -460,18 +487,12 @@ pub async fn run(
     let ads = ads::Ads::new(store, reconciler, insights, stop_rx.clone())
         .with_gate(gate)
         .listen(ads_listener, Some(&tls), bootstrap, stop_rx.clone());
-    let (a, b) = tokio::join!(api, ads);
-    a?;
-    b?;
-    let _ = rec_task.await;
-    let _ = keys_task.await;
-    let _ = ingress_task.await;
-    if let Some(t) = cas_task {
-        let _ = t.await;
+    // After the signal, the servers and then the tasks get until the drain deadline.
+    if let Some((a, b)) = drain.bounded(async { tokio::join!(api, ads) }).await {
+        a?;
+        b?;
     }
-    if let Some(t) = kds_task {
-        let _ = t.await;
-    }
+    drain.drain(tasks).await;
     Ok(())
 }
 

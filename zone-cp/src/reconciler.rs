@@ -645,8 +645,9 @@ impl Reconciler {
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.store.subscribe();
         let mut cas = self.cas.clone();
-        let this = self.clone();
-        let _ = tokio::task::spawn_blocking(move || this.reconcile_once()).await;
+        // The blocking passes log under the task's span (the zone's `reconciler`).
+        let (this, span) = (self.clone(), tracing::Span::current());
+        let _ = tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
         loop {
             // At least a second apart, whatever the clock says.
             let rotation = self.ca.next_rotation().map(|at| {
@@ -668,8 +669,9 @@ impl Reconciler {
             tokio::time::sleep(COALESCE).await;
             revisions.borrow_and_update();
             cas.borrow_and_update();
-            let this = self.clone();
-            let _ = tokio::task::spawn_blocking(move || this.reconcile_once()).await;
+            let (this, span) = (self.clone(), tracing::Span::current());
+            let _ =
+                tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
         }
     }
 }

@@ -354,7 +354,7 @@ fn diff_item(shadow: &MeshShadow, name: &str) -> DataplaneDiff {
         ..DataplaneDiff::default()
     };
     match shadow.diff(name) {
-        Err(e) => item.error = e,
+        Err(e) => item.error = e.to_string(),
         Ok(patch) => {
             let ops: Vec<Vec<u8>> = patch
                 .0

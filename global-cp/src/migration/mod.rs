@@ -36,7 +36,10 @@ use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::{PolicyRef, Promotion};
 
 use crate::inspect::context::{mesh_exists, mesh_stored, InspectContext};
+use crate::inspect::shadow_diff::aggregate::Aggregate;
+use crate::inspect::shadow_diff::plan::Plan;
 use crate::inspect::shadow_diff::query::{fleet_timeout, DEFAULT_FLEET_TIMEOUT};
+use crate::inspect::shadow_diff::report::{Report, ZoneTally};
 use crate::inspect::shadow_diff::respond::{fleet_aggregate, plan_fleet};
 use crate::store::{now_rfc3339, Store, StoreError, Write};
 use record::{
@@ -97,6 +100,21 @@ fn conflict(detail: impl Into<String>) -> ApiError {
     ApiError::status(StatusCode::CONFLICT, detail)
 }
 
+/// A fleet diff as the migration reads it: the zones' results folded ([`Aggregate`]) over the
+/// DPPs of its [`Plan`]; [`FleetDiff::report`] is the typed result document.
+struct FleetDiff {
+    plan: Plan,
+    aggregate: Aggregate,
+    fingerprint: String,
+}
+
+impl FleetDiff {
+    /// The result document in full format (serialized only in the answer).
+    fn report<'a>(&'a self, mesh: &'a str, promotion: &Promotion) -> Report<'a> {
+        self.aggregate.result(mesh, &self.plan, promotion, true)
+    }
+}
+
 /// The fleet diff of `promotion` over `mesh` (full format; each changed DPP's own patch too
 /// when `patches`), with its fingerprint.
 async fn fleet_diff(
@@ -107,13 +125,16 @@ async fn fleet_diff(
     promotion: &Promotion,
     timeout: Duration,
     patches: bool,
-) -> Result<(Value, String), ApiError> {
+) -> Result<FleetDiff, ApiError> {
     let plan = plan_fleet(cx, mesh, policies, promotion, None).await?;
     let aggregate = fleet_aggregate(cx, mesh, &plan, promotion, timeout, patches).await;
-    let report: Value =
-        serde_json::from_slice(&aggregate.report(mesh, &plan, promotion, true)).unwrap_or_default();
-    let fp = fingerprint(mesh, &promotion.to_string(), inputs, &report);
-    Ok((report, fp))
+    let report = aggregate.result(mesh, &plan, promotion, true);
+    let fingerprint = fingerprint(mesh, &promotion.to_string(), inputs, &report);
+    Ok(FleetDiff {
+        plan,
+        aggregate,
+        fingerprint,
+    })
 }
 
 /// `POST /meshes/{mesh}/_migration/plan`: see the module docs. Answers the plan: its
@@ -152,8 +173,9 @@ pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<V
     };
     promotion.check(mesh, &policies).map_err(ApiError::from)?;
     let inputs = inputs_of(&stored);
-    let (mut report, fp) =
-        fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout, true).await?;
+    let diff = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout, true).await?;
+    let fp = diff.fingerprint.clone();
+    let mut report = diff.report(mesh, &promotion);
     let pick = |set: &BTreeSet<PolicyRef>| -> Vec<Planned> {
         stored
             .iter()
@@ -180,14 +202,14 @@ pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<V
     let the_mesh = policies
         .iter()
         .find(|r| r.ty() == ResourceType::Mesh && r.meta.name == mesh);
-    let unexplained = annotate_causes(&mut report, &retired, the_mesh);
+    let unexplained = annotate_causes(&mut report.changes, &retired, the_mesh);
     save(&*cx.store, &record).await?;
     Ok(json!({
         "mesh": mesh,
         "fingerprint": fp,
         "promote": record.promote.iter().map(Planned::shown).collect::<Vec<_>>(),
         "retire": record.retire.iter().map(Planned::shown).collect::<Vec<_>>(),
-        "partial": report.get("partial").cloned().unwrap_or(json!(false)),
+        "partial": report.partial,
         "unexplained": unexplained,
         "diff": report,
     }))
@@ -238,7 +260,7 @@ async fn load(store: &dyn Store, mesh: &str, fp: &str) -> Result<PlanRecord, Api
         })
 }
 
-fn undecodable(p: &Planned, e: &str) -> ApiError {
+fn undecodable(p: &Planned, e: &umbra_core::resource::DecodeError) -> ApiError {
     ApiError::status(
         StatusCode::INTERNAL_SERVER_ERROR,
         format!("the plan's copy of {} cannot be read: {e}", p.shown()),
@@ -280,18 +302,19 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
     let promotion = Promotion::parse(&record.promotion)
         .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     let policies: Vec<Resource> = stored.iter().map(|s| s.resource.clone()).collect();
-    let (report, fp) = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout, false).await?;
-    if report.get("partial") == Some(&json!(true)) {
+    let diff = fleet_diff(cx, mesh, &policies, &inputs, &promotion, timeout, false).await?;
+    let (report, fp) = (diff.report(mesh, &promotion), &diff.fingerprint);
+    if report.partial {
         return Err(ApiError::status(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "not every zone answered, so the fleet diff cannot be shown unchanged since plan {}: {}; try again when the zones are back",
                 record.fingerprint,
-                failing_zones(&report)
+                failing_zones(report.zones)
             ),
         ));
     }
-    if fp != record.fingerprint {
+    if *fp != record.fingerprint {
         return Err(conflict(format!(
             "the fleet diff changed since plan {} (now {fp}: the DPPs or what they run differ); plan again and review",
             record.fingerprint
@@ -341,25 +364,13 @@ pub async fn apply(cx: &InspectContext, mesh: &str, req: PlanRef) -> Result<Valu
     }))
 }
 
-fn failing_zones(report: &Value) -> String {
-    report
-        .get("zones")
-        .and_then(Value::as_array)
-        .map(|zones| {
-            zones
-                .iter()
-                .filter(|z| z.get("status").and_then(Value::as_str) != Some("ok"))
-                .map(|z| {
-                    format!(
-                        "zone {} {}",
-                        z.get("zone").and_then(Value::as_str).unwrap_or("?"),
-                        z.get("error").and_then(Value::as_str).unwrap_or("failed")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
+fn failing_zones(zones: &[ZoneTally]) -> String {
+    zones
+        .iter()
+        .filter(|z| z.status != "ok")
+        .map(|z| format!("zone {} {}", z.zone, z.error.as_deref().unwrap_or("failed")))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `POST /meshes/{mesh}/_migration/rollback`: see the module docs. Answers

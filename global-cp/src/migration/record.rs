@@ -11,6 +11,7 @@ use umbra_core::convert::{convert, Options, CONVERTED_FROM_NAME_LABEL, CONVERTED
 use umbra_core::resource::{Resource, ResourceKey, ResourceType, TypeKind, EFFECT_LABEL};
 use umbra_core::view::PolicyRef;
 
+use crate::inspect::shadow_diff::report::{Cause, ChangeOut, Report};
 use crate::store::Stored;
 
 /// One resource a plan depends on, at the version it was planned against.
@@ -58,9 +59,9 @@ impl Planned {
     /// The resource as planned.
     ///
     /// # Errors
-    /// A message when the recorded document no longer decodes.
-    pub fn decode(&self) -> Result<Resource, String> {
-        Resource::from_value(self.resource.clone()).map_err(|e| e.to_string())
+    /// The decode error when the recorded document no longer decodes.
+    pub fn decode(&self) -> Result<Resource, umbra_core::resource::DecodeError> {
+        Resource::from_value(self.resource.clone())
     }
 }
 
@@ -192,29 +193,26 @@ pub fn default_retire(promote: &BTreeSet<PolicyRef>, policies: &[Resource]) -> B
 }
 
 /// The fingerprint of a plan: SHA-256 (hex) over the mesh, the promotion, every input at its
-/// version, and the diff's operations with the DPPs each applies to (sorted, so the order in
-/// which zones answered does not matter).
-pub fn fingerprint(mesh: &str, promotion: &str, inputs: &[Input], report: &Value) -> String {
+/// version, and the fleet diff's (`report`, in full) operations with the DPPs each applies to
+/// (sorted, so the order in which zones answered does not matter) and its totals. Causes do
+/// not count.
+pub fn fingerprint(mesh: &str, promotion: &str, inputs: &[Input], report: &Report<'_>) -> String {
     let mut changes: Vec<Value> = report
-        .get("changes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut c| {
-            if let Some(dps) = c.get_mut("dataplanes").and_then(Value::as_array_mut) {
-                dps.sort_by_key(|d| d.to_string());
-            }
-            json!({"operation": c.get("operation"), "dataplanes": c.get("dataplanes")})
+        .changes
+        .iter()
+        .map(|c| {
+            let mut dps: Vec<Value> = c.dataplanes.iter().map(|d| json!(d)).collect();
+            dps.sort_by_key(ToString::to_string);
+            json!({"operation": c.operation, "dataplanes": dps})
         })
         .collect();
-    changes.sort_by_key(|c| c.to_string());
+    changes.sort_by_key(ToString::to_string);
     let doc = json!({
         "mesh": mesh,
         "promotion": promotion,
         "inputs": inputs,
         "changes": changes,
-        "totals": report.get("totals"),
+        "totals": report.totals,
     });
     let digest = ring::digest::digest(&ring::digest::SHA256, doc.to_string().as_bytes());
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
@@ -227,12 +225,15 @@ pub fn promoted(resource: &Resource) -> Resource {
     r
 }
 
-/// Annotate each `changes[]` entry of a fleet diff `report` with its `causes`: the notes of
-/// the conversion of the retired old policies (converted together, as `umbractl convert`
-/// converts a file, with their `mesh` for the backends some need) whose Envoy fields the
-/// operation's path names (seed 000's leaking defaults and the like). Returns how many
-/// changes no note explains.
-pub fn annotate_causes(report: &mut Value, retired: &[Resource], mesh: Option<&Resource>) -> usize {
+/// Annotate each of a fleet diff's `changes` with its `causes`: the notes of the conversion of
+/// the retired old policies (converted together, as `umbractl convert` converts a file, with
+/// their `mesh` for the backends some need) whose Envoy fields the operation's path names
+/// (seed 000's leaking defaults and the like). Returns how many changes no note explains.
+pub fn annotate_causes(
+    changes: &mut [ChangeOut<'_>],
+    retired: &[Resource],
+    mesh: Option<&Resource>,
+) -> usize {
     let inputs: Vec<Resource> = mesh
         .into_iter()
         .chain(
@@ -251,12 +252,10 @@ pub fn annotate_causes(report: &mut Value, retired: &[Resource], mesh: Option<&R
         })
         .collect();
     let mut unexplained = 0;
-    let Some(changes) = report.get_mut("changes").and_then(Value::as_array_mut) else {
-        return 0;
-    };
     for c in changes {
-        let path = c
-            .pointer("/operation/path")
+        let operation: Value = serde_json::from_str(c.operation.get()).unwrap_or_default();
+        let path = operation
+            .get("path")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
@@ -265,17 +264,20 @@ pub fn annotate_causes(report: &mut Value, retired: &[Resource], mesh: Option<&R
             .skip(1)
             .map(|s| s.replace("~1", "/").replace("~0", "~"))
             .collect();
-        let causes: Vec<Value> = notes
+        let causes: Vec<Cause> = notes
             .iter()
             .filter(|(_, n)| n.affects.iter().any(|a| segments.contains(a)))
-            .map(|(policy, n)| {
-                json!({"policy": policy, "kind": n.kind, "field": n.field, "message": n.message})
+            .map(|(policy, n)| Cause {
+                policy: policy.clone(),
+                kind: n.kind,
+                field: n.field.clone(),
+                message: n.message.clone(),
             })
             .collect();
         if causes.is_empty() {
             unexplained += 1;
         }
-        c["causes"] = Value::Array(causes);
+        c.causes = Some(causes);
     }
     unexplained
 }
@@ -316,21 +318,61 @@ mod tests {
         assert!(changed_inputs(&planned, &planned).is_empty());
     }
 
+    fn raw(v: Value) -> Box<serde_json::value::RawValue> {
+        serde_json::value::RawValue::from_string(v.to_string()).unwrap()
+    }
+
+    fn change<'a>(
+        op: &'a serde_json::value::RawValue,
+        dps: &[(&'a str, &'a str)],
+    ) -> ChangeOut<'a> {
+        ChangeOut {
+            operation: op,
+            count: dps.len(),
+            dataplanes: dps
+                .iter()
+                .map(|(zone, name)| crate::inspect::shadow_diff::report::DpName { zone, name })
+                .collect(),
+            causes: None,
+        }
+    }
+
+    fn report<'a>(changes: Vec<ChangeOut<'a>>) -> Report<'a> {
+        Report {
+            kind: "result",
+            mesh: "m",
+            policy: None,
+            shadow_policies: &[],
+            not_generated: Vec::new(),
+            format: "full",
+            partial: false,
+            totals: crate::inspect::shadow_diff::report::Totals {
+                changed: 2,
+                ..Default::default()
+            },
+            zones: &[],
+            changes,
+            failures: Vec::new(),
+            dataplanes: None,
+        }
+    }
+
     #[test]
     fn the_fingerprint_ignores_answer_order_and_follows_inputs_and_diff() {
-        let report = |dps: Value| {
-            json!({"totals": {"changed": 2}, "changes": [
-                {"operation": {"op": "remove", "path": "/x"}, "count": 2, "dataplanes": dps},
-                {"operation": {"op": "add", "path": "/y", "value": 1}, "count": 1, "dataplanes": [{"zone": "z1", "name": "a"}]},
-            ]})
+        let (x, y) = (
+            raw(json!({"op": "remove", "path": "/x"})),
+            raw(json!({"op": "add", "path": "/y", "value": 1})),
+        );
+        let diff = |dps: &[(&'static str, &'static str)]| {
+            report(vec![change(&x, dps), change(&y, &[("z1", "a")])])
         };
         let inputs = [input("MeshTimeout", "a", 1)];
-        let a = report(json!([{"zone": "z1", "name": "a"}, {"zone": "z2", "name": "b"}]));
-        let b = report(json!([{"zone": "z2", "name": "b"}, {"zone": "z1", "name": "a"}]));
+        let a = diff(&[("z1", "a"), ("z2", "b")]);
+        let b = diff(&[("z2", "b"), ("z1", "a")]);
         let fa = fingerprint("m", "MeshTimeout/a", &inputs, &a);
         assert_eq!(fa.len(), 64);
         assert_eq!(fa, fingerprint("m", "MeshTimeout/a", &inputs, &b));
-        let fewer = report(json!([{"zone": "z1", "name": "a"}]));
+        let fewer = diff(&[("z1", "a")]);
         assert_ne!(fa, fingerprint("m", "MeshTimeout/a", &inputs, &fewer));
         assert_ne!(
             fa,
@@ -341,6 +383,21 @@ mod tests {
             fingerprint("m", "MeshTimeout/a,-Timeout/b", &inputs, &a)
         );
         assert_ne!(fa, fingerprint("other", "MeshTimeout/a", &inputs, &a));
+        // The digest of the document plans were fingerprinted over when the diff was read back
+        // from its JSON (kept plans must still match).
+        let doc = json!({
+            "mesh": "m",
+            "promotion": "MeshTimeout/a",
+            "inputs": inputs,
+            "changes": [
+                {"operation": {"op": "add", "path": "/y", "value": 1}, "dataplanes": [{"zone": "z1", "name": "a"}]},
+                {"operation": {"op": "remove", "path": "/x"}, "dataplanes": [{"zone": "z1", "name": "a"}, {"zone": "z2", "name": "b"}]},
+            ],
+            "totals": {"considered": 0, "changed": 2, "unchanged": 0, "failed": 0},
+        });
+        let digest = ring::digest::digest(&ring::digest::SHA256, doc.to_string().as_bytes());
+        let expected: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fa, expected);
     }
 
     #[test]
@@ -430,19 +487,34 @@ mod tests {
     #[test]
     fn causes_come_from_the_retired_policies_conversion_notes() {
         let old = res("type: Timeout\nmesh: m\nname: old\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {connectTimeout: 5s, http: {requestTimeout: 15s}}\n");
-        let mut report = json!({"changes": [
-            {"operation": {"op": "add", "path": "/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:10.0.0.1:80/filterChains/0/filters/0/typedConfig/requestHeadersTimeout", "value": "0s"}},
-            {"operation": {"op": "replace", "path": "/type.googleapis.com~1envoy.config.cluster.v3.Cluster/web/connectTimeout", "value": "9s"}},
-        ]});
-        let unexplained = annotate_causes(&mut report, &[old], None);
+        let (headers, connect) = (
+            raw(
+                json!({"op": "add", "path": "/type.googleapis.com~1envoy.config.listener.v3.Listener/outbound:10.0.0.1:80/filterChains/0/filters/0/typedConfig/requestHeadersTimeout", "value": "0s"}),
+            ),
+            raw(
+                json!({"op": "replace", "path": "/type.googleapis.com~1envoy.config.cluster.v3.Cluster/web/connectTimeout", "value": "9s"}),
+            ),
+        );
+        let mut changes = vec![change(&headers, &[]), change(&connect, &[])];
+        let unexplained = annotate_causes(&mut changes, &[old], None);
         assert_eq!(unexplained, 1);
-        let causes = report["changes"][0]["causes"].as_array().unwrap();
+        let causes = changes[0].causes.as_ref().unwrap();
         assert!(!causes.is_empty());
-        assert_eq!(causes[0]["policy"], "Timeout/old");
-        assert!(causes[0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("requestHeadersTimeout"));
-        assert_eq!(report["changes"][1]["causes"], json!([]));
+        assert_eq!(causes[0].policy, "Timeout/old");
+        assert!(causes[0].message.contains("requestHeadersTimeout"));
+        assert_eq!(changes[1].causes, Some(vec![]));
+        let shown = json!(changes[0]);
+        assert_eq!(
+            shown.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["operation", "count", "dataplanes", "causes"]
+        );
+        assert_eq!(
+            shown["causes"][0]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["policy", "kind", "field", "message"]
+        );
     }
 }

@@ -58,7 +58,10 @@ impl GroupCommit {
     /// ends when every clone is dropped.
     pub fn start(pool: PgPool, wake: watch::Sender<u64>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(pool, wake, rx));
+        tokio::spawn(tracing::Instrument::instrument(
+            run(pool, wake, rx),
+            tracing::info_span!("store.group_commit"),
+        ));
         Self { tx }
     }
 

@@ -87,10 +87,9 @@ impl PostgresStore {
         if let Ok(r) = store.revision().await {
             store.wake.send_replace(r);
         }
-        tokio::spawn(listen(
-            store.pool.clone(),
-            url.to_owned(),
-            store.wake.clone(),
+        tokio::spawn(tracing::Instrument::instrument(
+            listen(store.pool.clone(), url.to_owned(), store.wake.clone()),
+            tracing::info_span!("store.listen"),
         ));
         Ok(store)
     }

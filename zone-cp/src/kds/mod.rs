@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tracing::Instrument as _;
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_client::KdsServiceClient;
 use umbra_kds::pb::InspectResponse;
@@ -50,7 +51,9 @@ use crate::reconciler::Reconciler;
 use crate::store::Store;
 use umbra_core::dataplane::DpKey;
 
+mod error;
 mod sink;
+pub use error::{AddressError, KdsClientError};
 use sink::{held_versions, StoreSink};
 
 /// The Global's KDS address (`--global-kds-address`): one URI `scheme://host:port`, the
@@ -91,54 +94,40 @@ impl std::fmt::Display for KdsAddress {
 }
 
 impl std::str::FromStr for KdsAddress {
-    type Err = String;
+    type Err = AddressError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        const FORM: &str = "expected one URI like grpcs://global:5685 or http://127.0.0.1:5685";
-        let uri: tonic::transport::Uri = text
-            .parse()
-            .map_err(|e| format!("not a URI ({e}); {FORM}"))?;
+    fn from_str(text: &str) -> Result<Self, AddressError> {
+        let uri = text
+            .parse::<tonic::transport::Uri>()
+            .map_err(|e| AddressError::NotUri(e.to_string()))?;
         let scheme = match uri.scheme_str() {
             Some("http" | "grpc") => "http",
             Some("https" | "grpcs") => "https",
-            Some(other) => {
-                return Err(format!(
-                    "scheme {other:?} is not one of http, https, grpc, grpcs; {FORM}"
-                ))
-            }
-            None => return Err(format!("no scheme; {FORM}")),
+            Some(other) => return Err(AddressError::Scheme(other.to_owned())),
+            None => return Err(AddressError::NoScheme),
         };
-        let authority = uri.authority().ok_or_else(|| format!("no host; {FORM}"))?;
+        let authority = uri.authority().ok_or(AddressError::NoHost)?;
         if authority.as_str().contains('@') {
-            return Err(
-                "user info in the address is not used (the zone token goes in --kds-token or --kds-token-file)"
-                    .into(),
-            );
+            return Err(AddressError::UserInfo);
         }
         let host = authority.host();
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if rustls_pki_types::ServerName::try_from(bare).is_err() {
-            return Err(format!(
-                "host {host:?} is not a DNS name or an IP address; {FORM}"
-            ));
+            return Err(AddressError::Host(host.to_owned()));
         }
-        let port = authority
-            .port_u16()
-            .ok_or_else(|| format!("no port (the Global's KDS port, 5685 by default); {FORM}"))?;
+        let port = authority.port_u16().ok_or(AddressError::NoPort)?;
         if port == 0 {
-            return Err("port 0 cannot be dialed".into());
+            return Err(AddressError::PortZero);
         }
         if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
-            return Err(format!(
-                "a path or query after host:port is not used; {FORM}"
-            ));
+            return Err(AddressError::Path);
         }
         let uri = tonic::transport::Uri::builder()
             .scheme(scheme)
             .authority(authority.as_str())
             .path_and_query("/")
             .build()
-            .map_err(|e| format!("not a URI ({e}); {FORM}"))?;
+            .map_err(|e| AddressError::NotUri(e.to_string()))?;
         Ok(KdsAddress {
             text: text.to_owned(),
             uri,
@@ -153,7 +142,7 @@ impl std::str::FromStr for KdsAddress {
 /// # Errors
 /// A TLS address without CA certificates, CA certificates for a plaintext address, or CA
 /// certificates tonic cannot load.
-pub fn endpoint(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Endpoint, String> {
+pub fn endpoint(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Endpoint, KdsClientError> {
     let endpoint = Endpoint::from(address.uri().clone())
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(10))
@@ -164,13 +153,9 @@ pub fn endpoint(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Endpoint,
     match (address.is_tls(), ca_pem) {
         (true, Some(ca)) => endpoint
             .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
-            .map_err(|e| format!("TLS configuration: {e}")),
-        (true, None) => Err(format!(
-            "{address} is TLS and needs --kds-ca-file (the CA that signed the Global's KDS certificate; system roots are not used)"
-        )),
-        (false, Some(_)) => Err(format!(
-            "{address} is plaintext, so --kds-ca-file would not be used; give an https:// or grpcs:// address"
-        )),
+            .map_err(KdsClientError::Tls),
+        (true, None) => Err(KdsClientError::NeedsCa(address.to_string())),
+        (false, Some(_)) => Err(KdsClientError::CaUnused(address.to_string())),
         (false, None) => Ok(endpoint),
     }
 }
@@ -181,14 +166,14 @@ pub fn endpoint(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Endpoint,
 ///
 /// # Errors
 /// An empty token, or characters gRPC metadata cannot carry.
-pub fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, String> {
+pub fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, KdsClientError> {
     let token = token.trim();
     if token.is_empty() {
-        return Err("the zone token is empty".to_owned());
+        return Err(KdsClientError::EmptyToken);
     }
     format!("Bearer {token}")
         .parse()
-        .map_err(|_| "the zone token contains characters not allowed in gRPC metadata".to_owned())
+        .map_err(|_| KdsClientError::TokenNotMetadata)
 }
 
 /// How to reach the Global.
@@ -233,16 +218,19 @@ impl TokenSource {
     ///
     /// # Errors
     /// An unreadable or empty token file.
-    pub fn read(&self) -> Result<String, String> {
+    pub fn read(&self) -> Result<String, KdsClientError> {
         let token = match self {
             TokenSource::Value(t) => t.trim().to_owned(),
             TokenSource::File(p) => std::fs::read_to_string(p)
-                .map_err(|e| format!("zone token file {}: {e}", p.display()))?
+                .map_err(|source| KdsClientError::TokenFile {
+                    path: p.clone(),
+                    source,
+                })?
                 .trim()
                 .to_owned(),
         };
         if token.is_empty() {
-            return Err("the zone token is empty".to_owned());
+            return Err(KdsClientError::EmptyToken);
         }
         Ok(token)
     }
@@ -335,19 +323,26 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (offer_tx, offer_rx) = watch::channel(None);
-    tokio::spawn(publish_offer(
-        config.zone.clone(),
-        store.clone(),
-        insights.clone(),
-        offer_tx,
-        shutdown.clone(),
-    ));
+    tokio::spawn(
+        publish_offer(
+            config.zone.clone(),
+            store.clone(),
+            insights.clone(),
+            offer_tx,
+            shutdown.clone(),
+        )
+        .instrument(tracing::info_span!("kds.publish_offer", zone = %config.zone)),
+    );
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let mut attempt = 0_u64;
     while !*shutdown.borrow() {
         update_status(&status, |s| s.attempts += 1);
         let started = tokio::time::Instant::now();
+        attempt += 1;
+        let session = session(&config, &store, &insights, reconciler.clone(), offer_rx.clone(), &status)
+            .instrument(tracing::info_span!("kds.session", zone = %config.zone, global = %config.address, attempt));
         let outcome = tokio::select! {
-            r = session(&config, &store, &insights, reconciler.clone(), offer_rx.clone(), &status) => r,
+            r = session => r,
             () = resync.notified() => Err("reconnecting to resync (an operator accepted the Global's store)".to_owned()),
             _ = shutdown.wait_for(|s| *s) => break,
         };
@@ -370,11 +365,14 @@ pub async fn run(
     }
 }
 
-async fn connect(config: &KdsClientConfig) -> Result<Channel, String> {
+async fn connect(config: &KdsClientConfig) -> Result<Channel, KdsClientError> {
     endpoint(&config.address, config.ca_pem.as_deref())?
         .connect()
         .await
-        .map_err(|e| format!("cannot connect to {}: {e:?}", config.address))
+        .map_err(|source| KdsClientError::Connect {
+            address: config.address.to_string(),
+            source,
+        })
 }
 
 /// Compare the store identity the Global announced on `down` with the one this zone recorded
@@ -426,8 +424,13 @@ async fn session(
     offer: OfferWatch,
     status: &SharedStatus,
 ) -> Result<(), String> {
-    let auth = bearer(&config.token.read()?)?;
-    let channel = connect(config).await?;
+    // The session's error is reported as text (the KDS status, the log).
+    let auth = config
+        .token
+        .read()
+        .and_then(|t| bearer(&t))
+        .map_err(|e| e.to_string())?;
+    let channel = connect(config).await.map_err(|e| e.to_string())?;
     let zone_name: MetadataValue<_> = config
         .zone
         .parse()
@@ -683,7 +686,7 @@ mod tests {
             ("http://bad_host!:5685", "not a DNS name"),
             ("", "not a URI"),
         ] {
-            let e = bad.parse::<KdsAddress>().unwrap_err();
+            let e = bad.parse::<KdsAddress>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }
@@ -692,11 +695,13 @@ mod tests {
     fn tls_addresses_need_a_ca_and_plaintext_ones_refuse_it() {
         let tls: KdsAddress = "https://global:5685".parse().unwrap();
         let plain: KdsAddress = "http://global:5685".parse().unwrap();
-        assert!(endpoint(&tls, None)
-            .unwrap_err()
-            .contains("needs --kds-ca-file"));
+        assert!(matches!(
+            endpoint(&tls, None),
+            Err(KdsClientError::NeedsCa(a)) if a == "https://global:5685"
+        ));
         assert!(endpoint(&plain, Some(b"pem"))
             .unwrap_err()
+            .to_string()
             .contains("would not be used"));
         assert!(endpoint(&plain, None).is_ok());
     }
@@ -704,8 +709,11 @@ mod tests {
     #[test]
     fn a_token_must_fit_in_grpc_metadata() {
         assert!(bearer(" t0ken\n").is_ok());
-        assert!(bearer(" \n").unwrap_err().contains("empty"));
-        assert!(bearer("a\u{1}b").unwrap_err().contains("not allowed"));
+        assert!(matches!(bearer(" \n"), Err(KdsClientError::EmptyToken)));
+        assert!(bearer("a\u{1}b")
+            .unwrap_err()
+            .to_string()
+            .contains("not allowed"));
     }
 
     #[test]

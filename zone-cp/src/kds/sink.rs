@@ -92,6 +92,21 @@ fn record_sync_lag(ty: ResourceType, modified: Option<&str>, session_start: time
     metrics::histogram!(umbra_runtime::metrics::KDS_SYNC_LAG, "type" => ty.name()).record(lag);
 }
 
+/// What ends the Global-to-zone stream: the zone store cannot keep what the Global sent (it
+/// sends it again after the reconnect). [`Sink`]'s methods report it as text.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SinkError {
+    /// The trust bundle could not be stored.
+    #[error("cannot keep the trust bundle: {0}")]
+    TrustBundle(#[source] StoreError),
+    /// The mesh CAs could not be stored.
+    #[error("cannot keep the mesh CAs: {0}")]
+    MeshCas(#[source] StoreError),
+    /// The batch of a generation could not be written (nothing of it applied).
+    #[error(transparent)]
+    Store(StoreError),
+}
+
 /// Applies the Global's Meshes and policies to the zone store, and its trust bundle to the
 /// zone's [`umbra_pki::trust::Trust`].
 pub(super) struct StoreSink {
@@ -127,7 +142,7 @@ impl StoreSink {
     /// Take the Global's trust bundle: checked, kept in the store (durably) before it is
     /// used, so a restart verifies with it too. An unreadable bundle is NACKed and the last
     /// good one stays.
-    fn take_trust(&mut self, upserts: Vec<Upsert>) -> Result<Vec<Refusal>, String> {
+    fn take_trust(&mut self, upserts: Vec<Upsert>) -> Result<Vec<Refusal>, SinkError> {
         let mut refused = Vec::new();
         for u in upserts {
             let bundle = serde_json::from_slice::<umbra_auth::TrustBundle>(&u.body)
@@ -137,7 +152,7 @@ impl StoreSink {
                 Ok(b) if u.name == TRUST_BUNDLE_NAME => {
                     self.store
                         .record_trust_bundle(&b)
-                        .map_err(|e| format!("cannot keep the trust bundle: {e}"))?;
+                        .map_err(SinkError::TrustBundle)?;
                     if self.trust.replace(b) {
                         tracing::info!("KDS: trust bundle from the Global applied (token keys and revocations)");
                     }
@@ -163,7 +178,7 @@ impl StoreSink {
         &mut self,
         upserts: Vec<Upsert>,
         removed: Vec<String>,
-    ) -> Result<Vec<Refusal>, String> {
+    ) -> Result<Vec<Refusal>, SinkError> {
         let mut refused = Vec::new();
         if self.protect {
             for name in upserts.into_iter().map(|u| u.name).chain(removed) {
@@ -227,7 +242,7 @@ impl StoreSink {
         }
         self.store
             .record_mesh_cas(&cas)
-            .map_err(|e| format!("cannot keep the mesh CAs: {e}"))?;
+            .map_err(SinkError::MeshCas)?;
         let names: Vec<&String> = cas.keys().collect();
         tracing::info!(cas = ?names, "KDS: mesh CAs from the Global applied");
         self.cas.send_replace(Arc::new(cas));
@@ -286,7 +301,10 @@ impl Sink for StoreSink {
     /// back). A store that cannot write ends the stream (the Global resends on reconnect).
     async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
         if received.trace_context.is_empty() {
-            return self.write(received);
+            let span = tracing::debug_span!("kds.apply", type_url = %received.type_url);
+            return span
+                .in_scope(|| self.write(received))
+                .map_err(|e| e.to_string());
         }
         // Continue the Global's trace (the `PUT` that made the change) in a `kds.apply` span,
         // and hand it to the reconciliation the write triggers.
@@ -297,7 +315,9 @@ impl Sink for StoreSink {
             removed = received.removed.len()
         );
         umbra_runtime::process::set_parent(&span, &received.trace_context);
-        let out = span.in_scope(|| self.write(received));
+        let out = span
+            .in_scope(|| self.write(received))
+            .map_err(|e| e.to_string());
         self.store
             .note_trace(span.in_scope(umbra_runtime::process::current_context));
         out
@@ -310,7 +330,7 @@ impl Sink for StoreSink {
         if staged.is_empty() {
             return Ok(());
         }
-        let refused = self.write_staged(staged)?;
+        let refused = self.write_staged(staged).map_err(|e| e.to_string())?;
         if !refused.is_empty() {
             tracing::warn!(
                 ?refused,
@@ -323,7 +343,7 @@ impl Sink for StoreSink {
 
 impl StoreSink {
     /// Write one response to the store (see [`Sink::apply`] above).
-    fn write(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+    fn write(&mut self, received: Received) -> Result<Vec<Refusal>, SinkError> {
         let type_url = received.type_url.as_str();
         let (upserts, removed) = (received.upserts, received.removed);
         if type_url == MESH_CA_TYPE {
@@ -349,7 +369,7 @@ impl StoreSink {
                             .extend(received.revoked.zone_ingress);
                         self.store
                             .record_trust_bundle(&merged)
-                            .map_err(|e| format!("cannot keep the trust bundle: {e}"))?;
+                            .map_err(SinkError::TrustBundle)?;
                         self.trust.replace(merged);
                     }
                     refused.push(Refusal {
@@ -450,7 +470,7 @@ impl StoreSink {
     ///
     /// # Errors
     /// When the store cannot write (nothing of the batch is applied).
-    fn write_staged(&mut self, batches: Vec<Staged>) -> Result<Vec<Refusal>, String> {
+    fn write_staged(&mut self, batches: Vec<Staged>) -> Result<Vec<Refusal>, SinkError> {
         let mut names = Vec::new();
         let mut writes = Vec::new();
         let mut lags = Vec::new();
@@ -476,7 +496,7 @@ impl StoreSink {
                         record_sync_lag(ty, at.as_deref(), self.session_start);
                     }
                 }
-                Err(e @ StoreError::Unavailable(_)) => return Err(e.to_string()),
+                Err(e @ StoreError::Unavailable(_)) => return Err(SinkError::Store(e)),
                 Err(e) => refused.push(Refusal {
                     name,
                     reason: e.to_string(),

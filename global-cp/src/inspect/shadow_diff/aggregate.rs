@@ -250,10 +250,21 @@ impl Aggregate {
         line.unwrap_or_default()
     }
 
-    /// The result document (JSON). `full` lists every DPP of each operation, every failure
-    /// and, when patches were kept, each changed DPP's patch; otherwise groups list
-    /// [`SAMPLE`] DPPs and [`SUMMARY_FAILURES`] failures.
+    /// The result document as JSON bytes ([`Aggregate::result`] serialized).
     pub fn report(&self, mesh: &str, plan: &Plan, promotion: &Promotion, full: bool) -> Vec<u8> {
+        serde_json::to_vec(&self.result(mesh, plan, promotion, full)).unwrap_or_default()
+    }
+
+    /// The result document. `full` lists every DPP of each operation, every failure and, when
+    /// patches were kept, each changed DPP's patch; otherwise groups list [`SAMPLE`] DPPs and
+    /// [`SUMMARY_FAILURES`] failures.
+    pub fn result<'a>(
+        &'a self,
+        mesh: &'a str,
+        plan: &'a Plan,
+        promotion: &Promotion,
+        full: bool,
+    ) -> Report<'a> {
         let mut order: Vec<usize> = (0..self.groups.len()).collect();
         order.sort_by(|a, b| {
             let (ga, gb) = (&self.groups[*a], &self.groups[*b]);
@@ -276,6 +287,7 @@ impl Aggregate {
                         .take(shown)
                         .map(|d| self.dp(*d))
                         .collect(),
+                    causes: None,
                 }
             })
             .collect();
@@ -310,7 +322,7 @@ impl Aggregate {
                 })
                 .collect()
         });
-        let report = Report {
+        Report {
             kind: "result",
             mesh,
             policy: match promotion {
@@ -336,8 +348,7 @@ impl Aggregate {
             changes,
             failures,
             dataplanes,
-        };
-        serde_json::to_vec(&report).unwrap_or_default()
+        }
     }
 }
 

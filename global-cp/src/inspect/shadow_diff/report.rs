@@ -84,6 +84,23 @@ pub struct ChangeOut<'a> {
     pub count: usize,
     /// Those DPPs (a sample in a `summary`).
     pub dataplanes: Vec<DpName<'a>>,
+    /// What explains it (a migration plan's diff only; `None` in `_shadow-diff` answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub causes: Option<Vec<Cause>>,
+}
+
+/// A conversion note that explains a change (a migration plan's `causes`): `{policy, kind,
+/// field, message}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cause {
+    /// `<Type>/<name>` of the old policy whose conversion the note is about.
+    pub policy: String,
+    /// What kind of difference.
+    pub kind: umbra_core::convert::NoteKind,
+    /// The old policy's field.
+    pub field: String,
+    /// What differs and why, for a person.
+    pub message: String,
 }
 
 /// A DPP without a result, and why.

@@ -122,7 +122,9 @@ pub async fn shadow_diff(
         "zones": plan.zones.keys().collect::<Vec<_>>(),
     });
     let mesh = mesh.to_owned();
-    tokio::spawn(async move {
+    // A child of the request's span: the stream outlives the handler.
+    let span = tracing::info_span!("shadow_diff.stream", mesh = %mesh);
+    let stream = async move {
         if lines_tx.send(Ok(ndjson_line(&start))).await.is_err() {
             return;
         }
@@ -155,7 +157,8 @@ pub async fn shadow_diff(
             body.push(b'\n');
             let _ = lines_tx.send(Ok(Bytes::from(body))).await;
         }
-    });
+    };
+    tokio::spawn(stream.instrument(span));
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(lines_rx)),
