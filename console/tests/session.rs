@@ -1,5 +1,5 @@
 //! The console over a stand-in API (one layer: the console's own routing, sign-in and
-//! credential forwarding; the real API is exercised end to end in `tests/tests/console.rs`).
+//! credential forwarding; the real API is exercised end to end in `e2e/tests/console.rs`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

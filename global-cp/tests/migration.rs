@@ -2,7 +2,7 @@
 //! store and on PostgreSQL: plan (fingerprint, default retirements, stored), apply refused
 //! after a concurrent change (409 naming it), re-plan, apply in one transaction (one run of
 //! consecutive revisions), rollback restoring both families, a second rollback refused. The
-//! zones' side (fleet diff, one KDS update, real Envoy) is `tests/tests/migration.rs`.
+//! zones' side (fleet diff, one KDS update, real Envoy) is `e2e/tests/migration.rs`.
 
 use std::sync::Arc;
 use umbra_global_cp::testing::app_state;

@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(a.server_name, "zone-1-cp");
         assert!(!format!("{a:?}").contains("PRIVATE KEY"));
         // That the server certificate chains to the CA is checked by real Envoy over TLS in
-        // the e2e tests (tests/tests/trust.rs).
+        // the e2e tests (e2e/tests/trust.rs).
     }
 }
 

@@ -1,6 +1,6 @@
 //! The zone's Envoy admin views (`GET /meshes/{mesh}/dataplanes/{name}/xds|stats|clusters`,
 //! `umbra_zone_cp::envoy_admin`) through the API, against a stand-in admin on loopback (the
-//! end-to-end test `tests/tests/multi_zone.rs` reads real Envoys): every state a caller can
+//! end-to-end test `e2e/tests/multi_zone.rs` reads real Envoys): every state a caller can
 //! meet (unknown proxy, bad query, no Envoy connected, an Envoy on another host, an admin that
 //! does not answer, a stream that outlived its successor) and the token redaction.
 
