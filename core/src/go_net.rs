@@ -87,44 +87,133 @@ pub fn is_host(s: &str) -> bool {
     is_ip(s) || is_dns_name(s)
 }
 
+/// Go's `net.AddrError` from [`split_host_port`]: `address <hostport>: <why>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("address {address}: {why}")]
+pub struct AddrError {
+    /// The text that was split.
+    pub address: String,
+    /// What is wrong with it.
+    pub why: AddrProblem,
+}
+
+/// What [`split_host_port`] found wrong with an address (Go's texts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AddrProblem {
+    /// No `:port` (or nothing after the closing bracket).
+    #[error("missing port in address")]
+    MissingPort,
+    /// `[` without `]`.
+    #[error("missing ']' in address")]
+    MissingBracket,
+    /// A colon in an unbracketed host, or after the port.
+    #[error("too many colons in address")]
+    TooManyColons,
+    /// A `[` where none may be.
+    #[error("unexpected '[' in address")]
+    UnexpectedOpenBracket,
+    /// A `]` where none may be.
+    #[error("unexpected ']' in address")]
+    UnexpectedCloseBracket,
+}
+
+/// Why Go's `url.Parse` or `url.ParseRequestURI` refuses a URL ([`parse_url`],
+/// [`parse_request_uri`]); the texts are Go's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// An ASCII control character.
+    #[error("net/url: invalid control character in URL")]
+    ControlCharacter,
+    /// An empty request URI.
+    #[error("empty url")]
+    Empty,
+    /// A request URI that is neither absolute nor an absolute path.
+    #[error("invalid URI for request")]
+    NotARequestUri,
+    /// A relative reference whose first segment holds a colon.
+    #[error("first path segment in URL cannot contain colon")]
+    ColonInFirstSegment,
+    /// Text starting with `:`.
+    #[error("missing protocol scheme")]
+    MissingScheme,
+    /// Userinfo with a character it may not hold.
+    #[error("net/url: invalid userinfo")]
+    InvalidUserinfo,
+    /// A bracket not at the start of the host, or a bracketed IPv4 address.
+    #[error("invalid IP-literal")]
+    InvalidIpLiteral,
+    /// `[` without `]` in the host.
+    #[error("missing ']' in host")]
+    MissingHostBracket,
+    /// The text after the host is not `:` and digits.
+    #[error("invalid port {port:?} after host")]
+    InvalidPort {
+        /// The text after the host.
+        port: String,
+    },
+    /// A bracketed host that is not an IPv6 address.
+    #[error("invalid host: {host:?}")]
+    InvalidHost {
+        /// The host, unescaped.
+        host: String,
+    },
+    /// A `%` not followed by two hex digits, or an escape a host may not hold.
+    #[error("invalid URL escape {escape:?}")]
+    InvalidEscape {
+        /// The escape as written.
+        escape: String,
+    },
+    /// A character a host may not hold.
+    #[error("invalid character {character:?} in host name")]
+    InvalidHostCharacter {
+        /// The character.
+        character: char,
+    },
+}
+
 /// Go's `net.SplitHostPort`: `host:port`, `[host]:port` (the host may hold colons only in
 /// brackets). The error is Go's text (`address x: missing port in address`).
 ///
 /// # Errors
-/// Go's reason: missing port, too many colons, a missing or unexpected bracket.
-pub fn split_host_port(hostport: &str) -> Result<(&str, &str), String> {
-    let err = |why: &str| Err(format!("address {hostport}: {why}"));
+/// [`AddrError`]: missing port, too many colons, a missing or unexpected bracket.
+pub fn split_host_port(hostport: &str) -> Result<(&str, &str), AddrError> {
+    let err = |why: AddrProblem| {
+        Err(AddrError {
+            address: hostport.to_owned(),
+            why,
+        })
+    };
     let Some(i) = hostport.rfind(':') else {
-        return err("missing port in address");
+        return err(AddrProblem::MissingPort);
     };
     let (host, j, k);
     if hostport.starts_with('[') {
         let Some(end) = hostport.find(']') else {
-            return err("missing ']' in address");
+            return err(AddrProblem::MissingBracket);
         };
         if end + 1 == hostport.len() {
-            return err("missing port in address");
+            return err(AddrProblem::MissingPort);
         }
         if end + 1 != i {
             if hostport.as_bytes()[end + 1] == b':' {
-                return err("too many colons in address");
+                return err(AddrProblem::TooManyColons);
             }
-            return err("missing port in address");
+            return err(AddrProblem::MissingPort);
         }
         host = &hostport[1..end];
         (j, k) = (1, end + 1);
     } else {
         host = &hostport[..i];
         if host.contains(':') {
-            return err("too many colons in address");
+            return err(AddrProblem::TooManyColons);
         }
         (j, k) = (0, 0);
     }
     if hostport[j..].contains('[') {
-        return err("unexpected '[' in address");
+        return err(AddrProblem::UnexpectedOpenBracket);
     }
     if hostport[k..].contains(']') {
-        return err("unexpected ']' in address");
+        return err(AddrProblem::UnexpectedCloseBracket);
     }
     Ok((host, &hostport[i + 1..]))
 }
@@ -177,8 +266,8 @@ fn split_url_host_port(host_port: &str) -> (&str, &str) {
 /// Go's `url.Parse`: a URL or a relative reference, with an optional `#fragment`.
 ///
 /// # Errors
-/// Go's reason (`invalid port ":x" after host`, `invalid URL escape "%zz"`, ...).
-pub fn parse_url(raw: &str) -> Result<GoUrl, String> {
+/// [`UrlError`], Go's reason (`invalid port ":x" after host`, `invalid URL escape "%zz"`, ...).
+pub fn parse_url(raw: &str) -> Result<GoUrl, UrlError> {
     let (u, frag) = raw.split_once('#').unwrap_or((raw, ""));
     let mut url = parse(u, false)?;
     if !frag.is_empty() {
@@ -190,18 +279,18 @@ pub fn parse_url(raw: &str) -> Result<GoUrl, String> {
 /// Go's `url.ParseRequestURI`: an absolute URL or an absolute path, no fragment split.
 ///
 /// # Errors
-/// Go's reason (`invalid URI for request`, `empty url`, ...).
-pub fn parse_request_uri(raw: &str) -> Result<GoUrl, String> {
+/// [`UrlError`], Go's reason (`invalid URI for request`, `empty url`, ...).
+pub fn parse_request_uri(raw: &str) -> Result<GoUrl, UrlError> {
     parse(raw, true)
 }
 
 /// Go's `url.parse`.
-fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
+fn parse(raw: &str, via_request: bool) -> Result<GoUrl, UrlError> {
     if raw.bytes().any(|b| b < b' ' || b == 0x7f) {
-        return Err("net/url: invalid control character in URL".to_owned());
+        return Err(UrlError::ControlCharacter);
     }
     if raw.is_empty() && via_request {
-        return Err("empty url".to_owned());
+        return Err(UrlError::Empty);
     }
     let mut url = GoUrl::default();
     if raw == "*" {
@@ -222,10 +311,10 @@ fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
             return Ok(url);
         }
         if via_request {
-            return Err("invalid URI for request".to_owned());
+            return Err(UrlError::NotARequestUri);
         }
         if rest.split('/').next().unwrap_or_default().contains(':') {
-            return Err("first path segment in URL cannot contain colon".to_owned());
+            return Err(UrlError::ColonInFirstSegment);
         }
     }
     if (!url.scheme.is_empty() || !via_request && !rest.starts_with("///"))
@@ -245,13 +334,13 @@ fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
 }
 
 /// Go's `url.getScheme`: `(scheme, rest)`; no scheme when the text does not start with one.
-fn get_scheme(raw: &str) -> Result<(&str, &str), String> {
+fn get_scheme(raw: &str) -> Result<(&str, &str), UrlError> {
     for (i, c) in raw.bytes().enumerate() {
         match c {
             b'a'..=b'z' | b'A'..=b'Z' => {}
             b'0'..=b'9' | b'+' | b'-' | b'.' if i == 0 => return Ok(("", raw)),
             b'0'..=b'9' | b'+' | b'-' | b'.' => {}
-            b':' if i == 0 => return Err("missing protocol scheme".to_owned()),
+            b':' if i == 0 => return Err(UrlError::MissingScheme),
             b':' => return Ok((&raw[..i], &raw[i + 1..])),
             _ => return Ok(("", raw)),
         }
@@ -260,7 +349,7 @@ fn get_scheme(raw: &str) -> Result<(&str, &str), String> {
 }
 
 /// Go's `url.parseAuthority`.
-fn parse_authority(scheme: &str, authority: &str) -> Result<(Option<String>, String), String> {
+fn parse_authority(scheme: &str, authority: &str) -> Result<(Option<String>, String), UrlError> {
     let at = authority.rfind('@');
     let host = parse_host(scheme, at.map_or(authority, |i| &authority[i + 1..]))?;
     let Some(i) = at else {
@@ -291,7 +380,7 @@ fn parse_authority(scheme: &str, authority: &str) -> Result<(Option<String>, Str
             )
     });
     if !valid {
-        return Err("net/url: invalid userinfo".to_owned());
+        return Err(UrlError::InvalidUserinfo);
     }
     let (name, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
     let mut user = unescape(name, Encoding::UserPassword)?;
@@ -303,14 +392,16 @@ fn parse_authority(scheme: &str, authority: &str) -> Result<(Option<String>, Str
 }
 
 /// Go 1.26's `url.parseHost`.
-fn parse_host(scheme: &str, host: &str) -> Result<String, String> {
+fn parse_host(scheme: &str, host: &str) -> Result<String, UrlError> {
     match host.rfind('[') {
-        Some(i) if i > 0 => return Err("invalid IP-literal".to_owned()),
+        Some(i) if i > 0 => return Err(UrlError::InvalidIpLiteral),
         Some(_) => {
-            let close = host.rfind(']').ok_or("missing ']' in host")?;
+            let close = host.rfind(']').ok_or(UrlError::MissingHostBracket)?;
             let colon_port = &host[close + 1..];
             if !valid_optional_port(colon_port) {
-                return Err(format!("invalid port {colon_port:?} after host"));
+                return Err(UrlError::InvalidPort {
+                    port: colon_port.to_owned(),
+                });
             }
             let colon_port = unescape(colon_port, Encoding::Host)?;
             let hostname = &host[1..close];
@@ -331,10 +422,10 @@ fn parse_host(scheme: &str, host: &str) -> Result<String, String> {
                 None => addr.parse::<IpAddr>().is_ok(),
             };
             if !ok {
-                return Err(format!("invalid host: {unescaped:?}"));
+                return Err(UrlError::InvalidHost { host: unescaped });
             }
             if addr.parse::<std::net::Ipv4Addr>().is_ok() {
-                return Err("invalid IP-literal".to_owned());
+                return Err(UrlError::InvalidIpLiteral);
             }
             return Ok(format!("[{unescaped}]{colon_port}"));
         }
@@ -349,7 +440,9 @@ fn parse_host(scheme: &str, host: &str) -> Result<String, String> {
                 };
                 let colon_port = &host[i..];
                 if !valid_optional_port(colon_port) {
-                    return Err(format!("invalid port {colon_port:?} after host"));
+                    return Err(UrlError::InvalidPort {
+                        port: colon_port.to_owned(),
+                    });
                 }
             }
         }
@@ -405,7 +498,7 @@ fn host_should_escape(c: u8) -> bool {
 
 /// Go's `url.unescape`: `%XX` decoded; a bad escape, or in a host an escaped ASCII byte
 /// (but `%25`) or a character hosts may not hold, is an error.
-fn unescape(s: &str, mode: Encoding) -> Result<String, String> {
+fn unescape(s: &str, mode: Encoding) -> Result<String, UrlError> {
     let b = s.as_bytes();
     let mut i = 0;
     let mut escaped = false;
@@ -414,17 +507,18 @@ fn unescape(s: &str, mode: Encoding) -> Result<String, String> {
             escaped = true;
             if i + 2 >= b.len() || !b[i + 1].is_ascii_hexdigit() || !b[i + 2].is_ascii_hexdigit() {
                 let end = (i + 3).min(b.len());
-                return Err(format!(
-                    "invalid URL escape {:?}",
-                    String::from_utf8_lossy(&b[i..end])
-                ));
+                return Err(UrlError::InvalidEscape {
+                    escape: String::from_utf8_lossy(&b[i..end]).into_owned(),
+                });
             }
             let v = hex(b[i + 1]) << 4 | hex(b[i + 2]);
             let is25 = &s[i..i + 3] == "%25";
             if mode == Encoding::Host && hex(b[i + 1]) < 8 && !is25
                 || mode == Encoding::Zone && !is25 && v != b' ' && host_should_escape(v)
             {
-                return Err(format!("invalid URL escape {:?}", &s[i..i + 3]));
+                return Err(UrlError::InvalidEscape {
+                    escape: s[i..i + 3].to_owned(),
+                });
             }
             i += 3;
         } else {
@@ -432,10 +526,9 @@ fn unescape(s: &str, mode: Encoding) -> Result<String, String> {
                 && b[i] < 0x80
                 && host_should_escape(b[i])
             {
-                return Err(format!(
-                    "invalid character {:?} in host name",
-                    char::from(b[i])
-                ));
+                return Err(UrlError::InvalidHostCharacter {
+                    character: char::from(b[i]),
+                });
             }
             i += 1;
         }

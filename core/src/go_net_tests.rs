@@ -245,7 +245,7 @@ fn split_host_port_as_go() {
         ("foo]bar:baz", "unexpected ']' in address"),
     ] {
         assert_eq!(
-            split_host_port(hp),
+            split_host_port(hp).map_err(|e| e.to_string()),
             Err(format!("address {hp}: {why}")),
             "{hp}"
         );

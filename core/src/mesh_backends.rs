@@ -211,14 +211,51 @@ fn decode_bytes(s: &str) -> Option<Vec<u8>> {
         .find_map(|e| e.decode(s).ok())
 }
 
+/// Why Kuma's proto decoding of a `provided` CA's data source fails (the text follows
+/// `could not convert backend config: `).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataSourceError {
+    /// The source is not a mapping.
+    #[error("{field}: must be a mapping")]
+    NotAMapping {
+        /// `cert` or `key`.
+        field: String,
+    },
+    /// A source's value is not a string.
+    #[error("{field}.{key}: must be a string")]
+    NotAString {
+        /// `cert` or `key`.
+        field: String,
+        /// The source (`secret`, `file`, ...).
+        key: String,
+    },
+    /// `inline` is not base64.
+    #[error("{field}.inline: must be base64")]
+    NotBase64 {
+        /// `cert` or `key`.
+        field: String,
+    },
+    /// More than one source is set.
+    #[error("{field}: oneof field 'type' is already set")]
+    TwoSources {
+        /// `cert` or `key`.
+        field: String,
+    },
+}
+
 /// The data source at `conf.<field>`: `Ok(None)` when absent, `Err` when Kuma's proto decoding
 /// fails (a source that is not a mapping, a value of the wrong type, two sources at once).
-fn data_source<'a>(conf: Option<&'a Value>, field: &str) -> Result<Option<DataSource<'a>>, String> {
+fn data_source<'a>(
+    conf: Option<&'a Value>,
+    field: &str,
+) -> Result<Option<DataSource<'a>>, DataSourceError> {
     let Some(ds) = conf.and_then(|c| c.get(field)).filter(|v| !v.is_null()) else {
         return Ok(None);
     };
     let Some(ds) = ds.as_object() else {
-        return Err(format!("{field}: must be a mapping"));
+        return Err(DataSourceError::NotAMapping {
+            field: field.to_owned(),
+        });
     };
     let mut found = Vec::new();
     for (key, v) in ds {
@@ -226,15 +263,19 @@ fn data_source<'a>(conf: Option<&'a Value>, field: &str) -> Result<Option<DataSo
             continue;
         }
         let text = || {
-            v.as_str()
-                .ok_or_else(|| format!("{field}.{key}: must be a string"))
+            v.as_str().ok_or_else(|| DataSourceError::NotAString {
+                field: field.to_owned(),
+                key: key.clone(),
+            })
         };
         let source = match key.as_str() {
             "secret" => DataSource::Secret(text()?),
             "file" => DataSource::File(text()?),
-            "inline" => DataSource::Inline(
-                decode_bytes(text()?).ok_or_else(|| format!("{field}.inline: must be base64"))?,
-            ),
+            "inline" => DataSource::Inline(decode_bytes(text()?).ok_or_else(|| {
+                DataSourceError::NotBase64 {
+                    field: field.to_owned(),
+                }
+            })?),
             "inlineString" | "inline_string" => {
                 text()?;
                 DataSource::InlineString
@@ -244,7 +285,9 @@ fn data_source<'a>(conf: Option<&'a Value>, field: &str) -> Result<Option<DataSo
         found.push(source);
     }
     if found.len() > 1 {
-        return Err(format!("{field}: oneof field 'type' is already set"));
+        return Err(DataSourceError::TwoSources {
+            field: field.to_owned(),
+        });
     }
     Ok(Some(found.pop().unwrap_or(DataSource::Unset)))
 }

@@ -60,16 +60,53 @@ pub enum Promotion {
     },
 }
 
+/// Why a [`Promotion`] does not parse ([`Promotion::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromotionParseError {
+    /// An item has no `/`.
+    #[error("{item:?} is not <Type>/<name> (e.g. MeshTimeout/timeout-global)")]
+    NotARef {
+        /// The item.
+        item: String,
+    },
+    /// An item's type is unknown or not a policy type.
+    #[error("{ty:?} is not a policy type")]
+    NotAPolicyType {
+        /// The type as written.
+        ty: String,
+    },
+    /// An item's name is empty.
+    #[error("{item:?} has an empty policy name")]
+    EmptyName {
+        /// The item.
+        item: String,
+    },
+    /// A list promotes nothing and retires nothing.
+    #[error("{text:?} names no policy")]
+    NamesNothing {
+        /// The whole text.
+        text: String,
+    },
+}
+
+/// The text of a [`PromotionParseError`], for the API edges that report it (`impl Into<String>`
+/// bodies).
+impl From<PromotionParseError> for String {
+    fn from(e: PromotionParseError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parse one `<Type>/<name>` of a policy type.
-fn parse_ref(s: &str) -> Result<PolicyRef, String> {
+fn parse_ref(s: &str) -> Result<PolicyRef, PromotionParseError> {
     let (ty, name) = s
         .split_once('/')
-        .ok_or_else(|| format!("{s:?} is not <Type>/<name> (e.g. MeshTimeout/timeout-global)"))?;
+        .ok_or_else(|| PromotionParseError::NotARef { item: s.to_owned() })?;
     let ty = ResourceType::from_name(ty)
         .filter(|t| t.kind().is_policy())
-        .ok_or_else(|| format!("{ty:?} is not a policy type"))?;
+        .ok_or_else(|| PromotionParseError::NotAPolicyType { ty: ty.to_owned() })?;
     if name.is_empty() {
-        return Err(format!("{s:?} has an empty policy name"));
+        return Err(PromotionParseError::EmptyName { item: s.to_owned() });
     }
     Ok((ty, name.to_owned()))
 }
@@ -80,9 +117,9 @@ impl Promotion {
     /// in the same step (`MeshTimeout/a,MeshTimeout/b,-Timeout/old`): a [`Promotion::Set`].
     ///
     /// # Errors
-    /// A message when an item has no `/`, the type is unknown or not a policy type, a name is
-    /// empty, or a list promotes nothing and retires nothing.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// [`PromotionParseError`] when an item has no `/`, the type is unknown or not a policy
+    /// type, a name is empty, or a list promotes nothing and retires nothing.
+    pub fn parse(s: &str) -> Result<Self, PromotionParseError> {
         if s.is_empty() {
             return Ok(Self::All);
         }
@@ -98,7 +135,7 @@ impl Promotion {
             };
         }
         if promote.is_empty() && retire.is_empty() {
-            return Err(format!("{s:?} names no policy"));
+            return Err(PromotionParseError::NamesNothing { text: s.to_owned() });
         }
         Ok(Self::Set { promote, retire })
     }

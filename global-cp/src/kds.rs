@@ -696,6 +696,8 @@ impl ZoneSink {
 
 #[async_trait::async_trait]
 impl Sink for ZoneSink {
+    type Error = String;
+
     async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
         let (type_url, upserts, removed) = (received.type_url, received.upserts, received.removed);
         let type_url = type_url.as_str();

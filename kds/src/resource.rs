@@ -146,11 +146,29 @@ impl Item {
     }
 }
 
+/// Why an xDS `Resource` does not carry a [`KdsResource`]; its text is the reason a NACK
+/// gives for the resource.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// The resource has no `Any`.
+    #[error("resource has no body")]
+    Missing,
+    /// The `Any` holds another type.
+    #[error("body type {type_url:?} is not {KDS_RESOURCE_TYPE_URL}")]
+    WrongType {
+        /// The type URL it holds.
+        type_url: String,
+    },
+    /// The bytes do not decode as a [`KdsResource`].
+    #[error("undecodable body: {0}")]
+    Undecodable(prost::DecodeError),
+}
+
 /// The JSON body of an xDS `Resource` carrying a [`KdsResource`].
 ///
 /// # Errors
-/// A message saying what is wrong: no body, another type URL, undecodable bytes.
-pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, String> {
+/// [`BodyError`]: no body, another type URL, undecodable bytes.
+pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, BodyError> {
     kds_resource_of(resource).map(|r| r.json)
 }
 
@@ -158,18 +176,14 @@ pub fn body_of(resource: &XdsResource) -> Result<Vec<u8>, String> {
 ///
 /// # Errors
 /// As [`body_of`].
-pub fn kds_resource_of(resource: &XdsResource) -> Result<KdsResource, String> {
-    let any = resource
-        .resource
-        .as_ref()
-        .ok_or_else(|| "resource has no body".to_owned())?;
+pub fn kds_resource_of(resource: &XdsResource) -> Result<KdsResource, BodyError> {
+    let any = resource.resource.as_ref().ok_or(BodyError::Missing)?;
     if any.type_url != KDS_RESOURCE_TYPE_URL {
-        return Err(format!(
-            "body type {:?} is not {KDS_RESOURCE_TYPE_URL}",
-            any.type_url
-        ));
+        return Err(BodyError::WrongType {
+            type_url: any.type_url.clone(),
+        });
     }
-    KdsResource::decode(any.value.as_slice()).map_err(|e| format!("undecodable body: {e}"))
+    KdsResource::decode(any.value.as_slice()).map_err(BodyError::Undecodable)
 }
 
 /// The content version of a document: the first 16 bytes (hex) of SHA-256 over its canonical
@@ -258,7 +272,7 @@ mod tests {
         assert_eq!(body_of(&x).unwrap(), item.body);
         let mut bad = x.clone();
         bad.resource.as_mut().unwrap().type_url = "other".into();
-        assert!(body_of(&bad).unwrap_err().contains("is not"));
+        assert!(body_of(&bad).unwrap_err().to_string().contains("is not"));
         assert_ne!(global_name("m", "dp", "z1"), global_name("m", "dp", "z2"));
         assert!(global_name("m", "dp", "z1").starts_with("dp-"));
     }

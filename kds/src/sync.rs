@@ -155,7 +155,8 @@ pub enum SyncError {
     /// The peer sent something that breaks the protocol.
     #[error("protocol violation: {0}")]
     Protocol(String),
-    /// The sink cannot apply anything now (e.g. the store is down); resume later.
+    /// The sink cannot apply anything now (e.g. the store is down); resume later. Holds the
+    /// text of the sink's [`Sink::Error`].
     #[error("cannot apply: {0}")]
     Sink(String),
     /// The outgoing channel closed (the transport is gone).
@@ -461,12 +462,15 @@ pub struct Received {
 /// Where the requesting side puts what arrives.
 #[async_trait::async_trait]
 pub trait Sink: Send {
+    /// Why nothing can be applied now; its text becomes [`SyncError::Sink`]'s.
+    type Error: std::fmt::Display + Send;
+
     /// Apply one response. Returns the resources refused: they are NACKed by name, everything
     /// else counts as applied.
     ///
     /// # Errors
     /// When nothing can be applied now (the stream ends; the peer resumes later).
-    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String>;
+    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, Self::Error>;
 
     /// A commit marker arrived ([`crate::resource::COMMIT_TYPE`]): make what
     /// [`Sink::apply`] kept aside since the last one durable, as one batch. The default, for a
@@ -474,7 +478,7 @@ pub trait Sink: Send {
     ///
     /// # Errors
     /// When the batch cannot be written now (the stream ends; the peer resumes later).
-    async fn commit(&mut self) -> Result<(), String> {
+    async fn commit(&mut self) -> Result<(), Self::Error> {
         Ok(())
     }
 }
@@ -488,12 +492,12 @@ pub trait Sink: Send {
 /// # Errors
 /// [`SyncError::Protocol`] for a response of a type not asked for, [`SyncError::Sink`],
 /// [`SyncError::Closed`].
-pub async fn request(
+pub async fn request<S: Sink>(
     types: &[String],
     mut initial: BTreeMap<String, ResourceVersions>,
     mut responses: mpsc::Receiver<DeltaDiscoveryResponse>,
     requests: mpsc::Sender<DeltaDiscoveryRequest>,
-    sink: &mut dyn Sink,
+    sink: &mut S,
     observe: &(dyn Fn(Event) + Send + Sync),
 ) -> Result<(), SyncError> {
     for type_url in types {
@@ -519,7 +523,9 @@ pub async fn request(
             )));
         }
         if response.type_url == crate::resource::COMMIT_TYPE {
-            sink.commit().await.map_err(SyncError::Sink)?;
+            sink.commit()
+                .await
+                .map_err(|e| SyncError::Sink(e.to_string()))?;
             observe(Event::Applied {
                 type_url: response.type_url.clone(),
                 resources: response.resources.len(),
@@ -549,9 +555,9 @@ pub async fn request(
                         body: k.json,
                     });
                 }
-                Err(reason) => rejected.push(Refusal {
+                Err(e) => rejected.push(Refusal {
                     name: r.name.clone(),
-                    reason,
+                    reason: e.to_string(),
                 }),
             }
         }
@@ -564,7 +570,7 @@ pub async fn request(
                 trace_context: trace,
             })
             .await
-            .map_err(SyncError::Sink)?,
+            .map_err(|e| SyncError::Sink(e.to_string()))?,
         );
         let error_detail = (!rejected.is_empty()).then(|| RpcStatus {
             code: INVALID_ARGUMENT,
@@ -612,6 +618,8 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Sink for Recorder {
+        type Error = String;
+
         async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
             let mut map = self.applied.lock().unwrap();
             let mut refused = Vec::new();
@@ -869,6 +877,8 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Sink for Grouped {
+        type Error = String;
+
         async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
             for u in received.upserts {
                 self.staged

@@ -94,9 +94,8 @@ pub fn offset(t: SystemTime) -> time::OffsetDateTime {
 /// five minutes before `now` for [`ROOT_VALIDITY`].
 ///
 /// # Errors
-/// A signing failure (rcgen), as text.
-pub fn generate_root(mesh: &str, backend: &str, now: SystemTime) -> Result<MeshCa, String> {
-    let e = |e: rcgen::Error| e.to_string();
+/// [`rcgen::Error`] when the key cannot be generated or the certificate signed.
+pub fn generate_root(mesh: &str, backend: &str, now: SystemTime) -> Result<MeshCa, rcgen::Error> {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, "Umbra");
@@ -108,13 +107,11 @@ pub fn generate_root(mesh: &str, backend: &str, now: SystemTime) -> Result<MeshC
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    params.subject_alt_names = vec![SanType::URI(
-        format!("spiffe://{mesh}").try_into().map_err(e)?,
-    )];
+    params.subject_alt_names = vec![SanType::URI(format!("spiffe://{mesh}").try_into()?)];
     params.not_before = offset(now - Duration::from_secs(300));
     params.not_after = offset(now + ROOT_VALIDITY);
-    let key = KeyPair::generate().map_err(e)?;
-    let cert = params.self_signed(&key).map_err(e)?;
+    let key = KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
     Ok(MeshCa {
         mesh: mesh.to_owned(),
         backend: backend.to_owned(),

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+use umbra_core::resource::{DecodeError, Resource, ResourceKey, ResourceType};
 
 use crate::Stored;
 
@@ -54,9 +54,9 @@ impl Entry {
         }
     }
 
-    fn into_stored(self) -> Result<Stored, String> {
+    fn into_stored(self) -> Result<Stored, DecodeError> {
         Ok(Stored {
-            resource: Resource::from_value(self.resource).map_err(|e| e.to_string())?,
+            resource: Resource::from_value(self.resource)?,
             version: self.version,
             zone: self.zone,
             revision: self.revision,

@@ -284,11 +284,26 @@ fn configure_new(
     };
     let conf: Conf = serde_json::from_value(rule.conf.clone())
         .map_err(|e| error(format!("invalid conf: {e}")))?;
-    configure_cluster(cluster, &conf).map_err(error)
+    configure_cluster(cluster, &conf).map_err(|e| error(e.to_string()))
 }
 
-/// Kuma's `Configurer.ConfigureCluster`. `Err` when `standardDeviationFactor` is not a number.
-fn configure_cluster(cluster: &mut Cluster, conf: &Conf) -> Result<(), String> {
+/// Why a MeshCircuitBreaker conf cannot be applied to a cluster (reported as the reason of a
+/// [`GenerateError::Policy`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CircuitBreakerError {
+    /// `successRate.standardDeviationFactor` is not a decimal number.
+    #[error("standardDeviationFactor {factor:?} is not a decimal number")]
+    StandardDeviationFactor {
+        /// The factor as written.
+        factor: IntOrString,
+    },
+}
+
+/// Kuma's `Configurer.ConfigureCluster`.
+///
+/// # Errors
+/// [`CircuitBreakerError`] when `standardDeviationFactor` is not a number.
+fn configure_cluster(cluster: &mut Cluster, conf: &Conf) -> Result<(), CircuitBreakerError> {
     if let Some(limits) = &conf.connection_limits {
         cluster.circuit_breakers = Some(new_circuit_breakers(limits));
     }
@@ -318,7 +333,9 @@ fn new_circuit_breakers(limits: &ConnectionLimits) -> CircuitBreakers {
 }
 
 /// `outlierDetection` of an enabled MeshCircuitBreaker `outlierDetection`.
-fn new_outlier_detection(conf: &OutlierDetection) -> Result<EnvoyOutlierDetection, String> {
+fn new_outlier_detection(
+    conf: &OutlierDetection,
+) -> Result<EnvoyOutlierDetection, CircuitBreakerError> {
     let mut od = EnvoyOutlierDetection {
         interval: conf.interval.as_ref().map(duration),
         base_ejection_time: conf.base_ejection_time.as_ref().map(duration),
@@ -355,7 +372,9 @@ fn new_outlier_detection(conf: &OutlierDetection) -> Result<EnvoyOutlierDetectio
             od.success_rate_request_volume = sr.request_volume.map(u32v);
             if let Some(factor) = &sr.standard_deviation_factor {
                 let millis = stdev_factor_millis(factor).ok_or_else(|| {
-                    format!("standardDeviationFactor {factor:?} is not a decimal number")
+                    CircuitBreakerError::StandardDeviationFactor {
+                        factor: factor.clone(),
+                    }
                 })?;
                 od.success_rate_stdev_factor = Some(u32v(millis));
             }
@@ -722,6 +741,6 @@ mod tests {
             &new_conf(json!({"outlierDetection": {"detectors": {"successRate": {"standardDeviationFactor": "abc"}}}})),
         )
         .unwrap_err();
-        assert!(err.contains("standardDeviationFactor"), "{err}");
+        assert!(err.to_string().contains("standardDeviationFactor"), "{err}");
     }
 }

@@ -68,14 +68,23 @@ pub fn edit_http_protocol_options(cluster: &mut Cluster, f: impl FnOnce(&mut Htt
         .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
 }
 
+/// No HTTP connection manager of a listener has a router to insert filters before (Kuma's
+/// `InsertHTTPFiltersBeforeRouter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("could not insert filter, {ROUTER_FILTER} is not found in HTTPConnectionManager")]
+pub struct MissingRouter;
+
 /// Insert `filters` before the router of every HTTP connection manager of `listener`. Without a
 /// router they are appended when `require_router` is `false` (the old configurer runs before
 /// Kuma adds the router), else it is an error (`InsertHTTPFiltersBeforeRouter`).
+///
+/// # Errors
+/// [`MissingRouter`] when `require_router` and an HTTP connection manager has no router.
 pub fn insert_before_router(
     listener: &mut Listener,
     filters: &[HttpFilter],
     require_router: bool,
-) -> Result<(), String> {
+) -> Result<(), MissingRouter> {
     let mut missing_router = false;
     edit_hcms(listener, |hcm| {
         match hcm
@@ -91,9 +100,7 @@ pub fn insert_before_router(
         }
     });
     if missing_router {
-        Err(format!(
-            "could not insert filter, {ROUTER_FILTER} is not found in HTTPConnectionManager"
-        ))
+        Err(MissingRouter)
     } else {
         Ok(())
     }

@@ -150,30 +150,53 @@ pub fn convert_percentage(value: f64) -> FractionalPercent {
     }
 }
 
+/// Why a FaultInjection or MeshFaultInjection cannot become an HTTP fault filter (reported as the
+/// reason of a [`GenerateError::Policy`] on the inbound listener).
+#[derive(Debug, thiserror::Error)]
+pub enum FaultError {
+    /// A string percentage is not a decimal number.
+    #[error("percentage {percentage:?} is not a decimal number")]
+    Percentage {
+        /// The percentage as written.
+        percentage: IntOrString,
+    },
+    /// A bandwidth limit is not `<n>kbps`, `<n>Mbps` or `<n>Gbps`.
+    #[error("bandwidth limit {limit:?} cannot be converted to kbps")]
+    Bandwidth {
+        /// The limit as written (empty when absent).
+        limit: String,
+    },
+    /// A merged MeshFaultInjection conf does not fit the model.
+    #[error("merged conf does not fit MeshFaultInjection: {0}")]
+    Conf(serde_json::Error),
+}
+
 /// The percentage of a MeshFaultInjection fault as Kuma's `fractionalPercent` computes it: the
 /// decimal value (absent: `0`) as the nearest `f64`, then [`convert_percentage`].
 ///
 /// # Errors
-/// A message when a string percentage is not a decimal number.
-pub fn mesh_percentage(percentage: Option<&IntOrString>) -> Result<FractionalPercent, String> {
+/// [`FaultError::Percentage`] when a string percentage is not a decimal number.
+pub fn mesh_percentage(percentage: Option<&IntOrString>) -> Result<FractionalPercent, FaultError> {
     let value = match percentage {
         None => 0.0,
-        Some(p) => p
-            .to_f64()
-            .ok_or_else(|| format!("percentage {p:?} is not a decimal number"))?,
+        Some(p) => p.to_f64().ok_or_else(|| FaultError::Percentage {
+            percentage: p.clone(),
+        })?,
     };
     Ok(convert_percentage(value))
 }
 
 /// Kuma's `ConvertBandwidthToKbps`: the kbps of a `kbps`/`Mbps`/`Gbps` limit.
-fn limit_kbps(limit: Option<&str>) -> Result<u64, String> {
+fn limit_kbps(limit: Option<&str>) -> Result<u64, FaultError> {
     let limit = limit.unwrap_or_default();
     ResponseBandwidth {
         percentage: None,
         limit: Some(limit.to_owned()),
     }
     .limit_kbps()
-    .ok_or_else(|| format!("bandwidth limit {limit:?} cannot be converted to kbps"))
+    .ok_or_else(|| FaultError::Bandwidth {
+        limit: limit.to_owned(),
+    })
 }
 
 fn fixed_delay(value: PbDuration, percentage: FractionalPercent) -> FaultDelay {
@@ -252,8 +275,8 @@ pub fn subset_headers(subset: &Subset) -> Vec<HeaderMatcher> {
 /// The HTTPFault of an old FaultInjection (Kuma's `FaultInjectionConfigurer`).
 ///
 /// # Errors
-/// A message when the bandwidth limit cannot be converted.
-pub fn old_fault(fi: &FaultInjection) -> Result<HttpFault, String> {
+/// [`FaultError::Bandwidth`] when the bandwidth limit cannot be converted.
+pub fn old_fault(fi: &FaultInjection) -> Result<HttpFault, FaultError> {
     let pct = |p: Option<f64>| convert_percentage(p.unwrap_or(0.0));
     let conf = fi.conf.as_ref();
     let delay = conf.and_then(|c| c.delay.as_ref()).map(|d| {
@@ -287,8 +310,8 @@ pub fn old_fault(fi: &FaultInjection) -> Result<HttpFault, String> {
 /// (Kuma's MeshFaultInjection `Configurer`).
 ///
 /// # Errors
-/// A message when a percentage is not a number or the bandwidth limit cannot be converted.
-pub fn mesh_fault(fault: &FaultInjectionConf, from: &Subset) -> Result<HttpFault, String> {
+/// [`FaultError`] when a percentage is not a number or the bandwidth limit cannot be converted.
+pub fn mesh_fault(fault: &FaultInjectionConf, from: &Subset) -> Result<HttpFault, FaultError> {
     let delay = fault
         .delay
         .as_ref()
@@ -335,11 +358,11 @@ fn inbound_listener_name(key: &InboundKey) -> String {
     crate::names::inbound_listener_name(&key.address, key.port)
 }
 
-fn policy_error(policy: String, listener: &str, reason: String) -> GenerateError {
+fn policy_error(policy: String, listener: &str, reason: impl std::fmt::Display) -> GenerateError {
     GenerateError::Policy {
         policy,
         resource: format!("{LISTENER_TYPE}/{listener}"),
-        reason,
+        reason: reason.to_string(),
     }
 }
 
@@ -398,9 +421,8 @@ fn rule_policy_name(rule: &Rule) -> String {
 }
 
 /// The fault filters of one rule: one per `http[]` entry of its merged conf.
-fn rule_filters(rule: &Rule) -> Result<Vec<HttpFilter>, String> {
-    let conf: Conf = serde_json::from_value(rule.conf.clone())
-        .map_err(|e| format!("merged conf does not fit MeshFaultInjection: {e}"))?;
+fn rule_filters(rule: &Rule) -> Result<Vec<HttpFilter>, FaultError> {
+    let conf: Conf = serde_json::from_value(rule.conf.clone()).map_err(FaultError::Conf)?;
     conf.http
         .iter()
         .flatten()
@@ -519,23 +541,32 @@ mod tests {
     fn mesh_percentages_parse_decimals() {
         use DenominatorType::{Hundred, Million, TenThousand};
         let s = |v: &str| IntOrString::String(v.to_owned());
-        assert_eq!(mesh_percentage(None), Ok(fp(0, Hundred)));
+        assert_eq!(mesh_percentage(None).ok(), Some(fp(0, Hundred)));
         assert_eq!(
-            mesh_percentage(Some(&IntOrString::Int(40))),
-            Ok(fp(40, Hundred))
+            mesh_percentage(Some(&IntOrString::Int(40))).ok(),
+            Some(fp(40, Hundred))
         );
-        assert_eq!(mesh_percentage(Some(&s("50.5"))), Ok(fp(5050, TenThousand)));
-        assert_eq!(mesh_percentage(Some(&s("33.3"))), Ok(fp(333_000, Million)));
-        assert_eq!(mesh_percentage(Some(&s("1e1"))), Ok(fp(10, Hundred)));
-        assert_eq!(mesh_percentage(Some(&s(".5"))), Ok(fp(50, TenThousand)));
+        assert_eq!(
+            mesh_percentage(Some(&s("50.5"))).ok(),
+            Some(fp(5050, TenThousand))
+        );
+        assert_eq!(
+            mesh_percentage(Some(&s("33.3"))).ok(),
+            Some(fp(333_000, Million))
+        );
+        assert_eq!(mesh_percentage(Some(&s("1e1"))).ok(), Some(fp(10, Hundred)));
+        assert_eq!(
+            mesh_percentage(Some(&s(".5"))).ok(),
+            Some(fp(50, TenThousand))
+        );
         assert!(mesh_percentage(Some(&s("xyz"))).is_err());
     }
 
     #[test]
     fn bandwidth_like_kuma() {
-        assert_eq!(limit_kbps(Some("50kbps")), Ok(50));
-        assert_eq!(limit_kbps(Some("111Mbps")), Ok(111_000));
-        assert_eq!(limit_kbps(Some("2Gbps")), Ok(2_000_000));
+        assert_eq!(limit_kbps(Some("50kbps")).ok(), Some(50));
+        assert_eq!(limit_kbps(Some("111Mbps")).ok(), Some(111_000));
+        assert_eq!(limit_kbps(Some("2Gbps")).ok(), Some(2_000_000));
         // Accepted by validation (contains "bps") but not convertible, as in Kuma.
         assert!(limit_kbps(Some("50 mbps")).is_err());
         assert!(limit_kbps(Some("50mbps")).is_err());

@@ -50,6 +50,7 @@ use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use serde::Deserialize;
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::old::health_check::HealthCheckConf;
+use umbra_core::policies::mesh_fault_injection::IntOrString;
 use umbra_core::policies::mesh_health_check::{Conf, HeaderModifier};
 use umbra_core::resource::{ResourceType, Spec};
 use umbra_core::rules::{Element, Rules};
@@ -238,12 +239,10 @@ fn apply_new(
             let Some((conf, policies)) = compute(&matched.to_rules, &element, name)? else {
                 continue;
             };
-            configure_new(cluster, &conf, protocol, &tags).map_err(|reason| {
-                GenerateError::Policy {
-                    policy: policies.clone(),
-                    resource: format!("{CLUSTER_TYPE}/{name}"),
-                    reason,
-                }
+            configure_new(cluster, &conf, protocol, &tags).map_err(|e| GenerateError::Policy {
+                policy: policies.clone(),
+                resource: format!("{CLUSTER_TYPE}/{name}"),
+                reason: e.to_string(),
             })?;
         }
     }
@@ -300,18 +299,32 @@ fn select_kind(protocol: Protocol, conf: &Conf) -> Option<Kind> {
     }
 }
 
-/// Kuma's MeshHealthCheck `Configurer.Configure`. `Err` when `healthyPanicThreshold` is not a
-/// number.
+/// Why a MeshHealthCheck conf cannot be applied to a cluster (reported as the reason of a
+/// [`GenerateError::Policy`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HealthCheckError {
+    /// `healthyPanicThreshold` is not a number.
+    #[error("healthyPanicThreshold {value} is not a number")]
+    PanicThreshold {
+        /// The threshold as written.
+        value: IntOrString,
+    },
+}
+
+/// Kuma's MeshHealthCheck `Configurer.Configure`.
+///
+/// # Errors
+/// [`HealthCheckError`] when `healthyPanicThreshold` is not a number.
 fn configure_new(
     cluster: &mut Cluster,
     conf: &Conf,
     protocol: Protocol,
     tags: &str,
-) -> Result<(), String> {
+) -> Result<(), HealthCheckError> {
     if let Some(p) = &conf.healthy_panic_threshold {
         let value = p
             .to_f64()
-            .ok_or_else(|| format!("healthyPanicThreshold {p} is not a number"))?;
+            .ok_or_else(|| HealthCheckError::PanicThreshold { value: p.clone() })?;
         panic_threshold(cluster, value);
     }
     if let Some(fail) = conf.fail_traffic_on_panic {

@@ -37,6 +37,7 @@ use serde::Deserialize;
 use umbra_core::policies::mesh_load_balancing_strategy::{
     Conf, HashFunction, HashPolicy, HashPolicyType, LoadBalancer, LoadBalancerType,
 };
+use umbra_core::policies::mesh_fault_injection::IntOrString;
 use umbra_core::resource::ResourceType;
 use umbra_core::rules::Element;
 use umbra_core::target_ref::SERVICE_TAG;
@@ -126,10 +127,10 @@ pub fn apply(
                     );
                 }
                 if let Some(lb) = &conf.load_balancer {
-                    configure_cluster(cluster, lb).map_err(|reason| GenerateError::Policy {
+                    configure_cluster(cluster, lb).map_err(|e| GenerateError::Policy {
                         policy: policies.clone(),
                         resource: format!("{CLUSTER_TYPE}/{name}"),
-                        reason,
+                        reason: e.to_string(),
                     })?;
                 }
             }
@@ -214,8 +215,23 @@ fn hash_policy(p: &HashPolicy) -> EnvoyHashPolicy {
     }
 }
 
-/// Kuma's `LoadBalancerConfigurer`. `Err` when `activeRequestBias` is not a number.
-fn configure_cluster(cluster: &mut Cluster, lb: &LoadBalancer) -> Result<(), String> {
+/// Why a MeshLoadBalancingStrategy load balancer cannot be applied to a cluster (reported as
+/// the reason of a [`GenerateError::Policy`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadBalancingError {
+    /// `leastRequest.activeRequestBias` is not a number.
+    #[error("activeRequestBias {value} is not a number")]
+    ActiveRequestBias {
+        /// The bias as written.
+        value: IntOrString,
+    },
+}
+
+/// Kuma's `LoadBalancerConfigurer`.
+///
+/// # Errors
+/// [`LoadBalancingError`] when `activeRequestBias` is not a number.
+fn configure_cluster(cluster: &mut Cluster, lb: &LoadBalancer) -> Result<(), LoadBalancingError> {
     match lb.lb_type {
         LoadBalancerType::RoundRobin => cluster.lb_policy = LbPolicy::RoundRobin as i32,
         LoadBalancerType::Random => cluster.lb_policy = LbPolicy::Random as i32,
@@ -227,9 +243,9 @@ fn configure_cluster(cluster: &mut Cluster, lb: &LoadBalancer) -> Result<(), Str
             let bias = match &lr.active_request_bias {
                 None => None,
                 Some(b) => Some(RuntimeDouble {
-                    default_value: b
-                        .to_f64()
-                        .ok_or_else(|| format!("activeRequestBias {b} is not a number"))?,
+                    default_value: b.to_f64().ok_or_else(|| {
+                        LoadBalancingError::ActiveRequestBias { value: b.clone() }
+                    })?,
                     ..Default::default()
                 }),
             };

@@ -54,7 +54,7 @@ use umbra_core::policies::mesh_rate_limit::{Conf, LocalHttp, LocalTcp};
 use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::Element;
 
-use super::edit::{edit_hcms, insert_before_router, matching_regex, regex_or};
+use super::edit::{edit_hcms, insert_before_router, matching_regex, regex_or, MissingRouter};
 use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
@@ -93,8 +93,23 @@ struct RouteLimit {
     on_rate_limit: Option<(u32, Vec<LimitHeader>)>,
 }
 
+/// Why a RateLimit or MeshRateLimit cannot be configured on an inbound listener (reported as
+/// the reason of a [`GenerateError::Policy`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateLimitError {
+    /// `onRateLimit.status` is not a status code Envoy's `StatusCode` enum has.
+    #[error("onRateLimit.status {code} is not an HTTP status Envoy knows")]
+    UnknownStatus {
+        /// The status as written.
+        code: u32,
+    },
+    /// The listener's HTTP connection manager has no router.
+    #[error(transparent)]
+    MissingRouter(#[from] MissingRouter),
+}
+
 /// Kuma's `NewRateLimitConfiguration`: the per-route `LocalRateLimit`.
-fn route_config(limit: &RouteLimit) -> Result<HttpLocalRateLimit, String> {
+fn route_config(limit: &RouteLimit) -> Result<HttpLocalRateLimit, RateLimitError> {
     let hundred = || RuntimeFractionalPercent {
         default_value: Some(FractionalPercent {
             numerator: 100,
@@ -111,9 +126,7 @@ fn route_config(limit: &RouteLimit) -> Result<HttpLocalRateLimit, String> {
                 .and_then(|c| StatusCode::try_from(c).ok())
                 .is_some();
             if !known {
-                return Err(format!(
-                    "onRateLimit.status {code} is not an HTTP status Envoy knows"
-                ));
+                return Err(RateLimitError::UnknownStatus { code: *code });
             }
             status = Some(HttpStatus { code: *code as i32 });
         }
@@ -171,11 +184,11 @@ fn http_filter() -> HttpFilter {
     }
 }
 
-fn policy_error(policy: String, listener: &str, reason: String) -> GenerateError {
+fn policy_error(policy: String, listener: &str, reason: impl std::fmt::Display) -> GenerateError {
     GenerateError::Policy {
         policy,
         resource: format!("{LISTENER_TYPE}/{listener}"),
-        reason,
+        reason: reason.to_string(),
     }
 }
 
@@ -379,7 +392,7 @@ fn new_limit(http: &LocalHttp) -> Option<RouteLimit> {
 }
 
 /// Kuma's `configureHttpListener`.
-fn configure_http(listener: &mut Listener, http: &LocalHttp) -> Result<(), String> {
+fn configure_http(listener: &mut Listener, http: &LocalHttp) -> Result<(), RateLimitError> {
     let Some(limit) = new_limit(http) else {
         return Ok(());
     };
@@ -452,6 +465,7 @@ mod tests {
         assert_eq!(route_config(&limit(0)).unwrap().status, None);
         assert!(route_config(&limit(123))
             .unwrap_err()
+            .to_string()
             .contains("not an HTTP status"));
     }
 

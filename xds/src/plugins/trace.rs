@@ -253,7 +253,7 @@ fn apply_new(
             continue;
         };
         let tracing = hcm_tracing(&conf, backend, &service, destination)
-            .map_err(|e| error(format!("{LISTENER_TYPE}/{name}"), e))?;
+            .map_err(|e| error(format!("{LISTENER_TYPE}/{name}"), e.to_string()))?;
         edit_hcms(listener, |hcm| hcm.tracing = Some(tracing.clone()));
     }
     if let Some((name, cluster)) = collector_cluster(backend) {
@@ -263,10 +263,25 @@ fn apply_new(
     Ok(())
 }
 
-fn percent(v: &IntOrString) -> Result<Percent, String> {
+/// Why a MeshTrace conf cannot become a listener's tracing (reported as the reason of a
+/// [`GenerateError::Policy`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    /// A `sampling` percentage is not a number.
+    #[error("sampling {value} is not a number")]
+    Sampling {
+        /// The percentage as written.
+        value: IntOrString,
+    },
+    /// The Zipkin backend's `url` is not a request URI.
+    #[error("invalid URL of Zipkin")]
+    ZipkinUrl,
+}
+
+fn percent(v: &IntOrString) -> Result<Percent, TraceError> {
     v.to_f64()
         .map(|value| Percent { value })
-        .ok_or_else(|| format!("sampling {v} is not a number"))
+        .ok_or_else(|| TraceError::Sampling { value: v.clone() })
 }
 
 /// Kuma's `Configurer.Configure`: the HCM `tracing` for a listener (`destination`: the
@@ -276,7 +291,7 @@ fn hcm_tracing(
     backend: &Backend,
     service: &str,
     destination: Option<&str>,
-) -> Result<HcmTracing, String> {
+) -> Result<HcmTracing, TraceError> {
     let mut t = HcmTracing {
         spawn_upstream_span: Some(BoolValue { value: false }),
         ..Default::default()
@@ -302,7 +317,7 @@ fn hcm_tracing(
         });
     }
     if let Some(z) = &backend.zipkin {
-        let url = parse_request_uri(&z.url).ok_or("invalid URL of Zipkin")?;
+        let url = parse_request_uri(&z.url).ok_or(TraceError::ZipkinUrl)?;
         t.provider = Some(zipkin_provider(
             "meshtrace:zipkin",
             &url,

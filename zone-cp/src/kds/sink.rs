@@ -295,6 +295,8 @@ impl StoreSink {
 
 #[async_trait::async_trait]
 impl Sink for StoreSink {
+    type Error = String;
+
     /// Decode and validate each resource and check each removal, NACKing what is refused;
     /// keep the rest aside until the Global's commit marker ([`Sink::commit`]; with
     /// `group_commit` off, write it to the store as one durable batch before the ACK goes

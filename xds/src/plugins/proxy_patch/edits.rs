@@ -2,7 +2,8 @@
 //! modification values read from YAML into Envoy messages, Kuma's proto merge or RFC 6902
 //! `jsonPatches` applied to a message or a typed config (`Any`), the filter list operations
 //! (network filters and HTTP filters alike), HTTP connection managers decoded and re-encoded, the
-//! virtual host operations on a route configuration, and a listener's `io.kuma.tags`.
+//! virtual host operations on a route configuration, and a listener's `io.kuma.tags`; and
+//! [`PatchError`], why an edit failed.
 
 use std::collections::BTreeMap;
 
@@ -14,20 +15,59 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 use serde_json::Value;
-use umbra_core::codec::{decode_documents, Limits};
+use umbra_core::codec::{decode_documents, CodecError, Limits};
 use umbra_core::policies::mesh_proxy_patch::JsonPatchBlock;
 
-use super::json_patch;
-use super::merge::{merge_anys, merge_typed, type_name_of};
+use super::json_patch::{self, JsonPatchError};
+use super::merge::{merge_anys, merge_typed, type_name_of, MergeError};
 use super::model::{Modification, Op};
 use crate::names::HCM_FILTER;
 use crate::protobuf::any;
-use crate::render;
+use crate::render::{self, RenderError};
+
+/// Why an edit inside one resource failed; the engine reports it as the reason of a
+/// [`crate::GenerateError::Policy`] naming the policy and the resource.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PatchError {
+    /// The resource (or the patched JSON) does not render to or from its Envoy message.
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    /// `jsonPatches` do not apply.
+    #[error(transparent)]
+    JsonPatch(#[from] JsonPatchError),
+    /// Kuma's proto merge failed.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    /// A filter to patch with `jsonPatches` has no typed config.
+    #[error("filter {filter:?} has no typedConfig to patch")]
+    NoTypedConfig {
+        /// The filter's name.
+        filter: String,
+    },
+    /// `Add` (a resource operation) used on a filter.
+    #[error("invalid operation for a filter: Add")]
+    AddFilter,
+    /// An HTTP connection manager filter has no typed config.
+    #[error("{HCM_FILTER} has no typedConfig")]
+    HcmWithoutConfig,
+    /// An HTTP connection manager filter holds another message type.
+    #[error("{HCM_FILTER} holds {type_url}, not an HttpConnectionManager")]
+    NotAnHcm {
+        /// The type URL it holds.
+        type_url: String,
+    },
+    /// An HTTP connection manager's bytes do not decode.
+    #[error("cannot decode the HttpConnectionManager: {0}")]
+    HcmDecode(prost::DecodeError),
+}
 
 /// YAML (or JSON) text as one JSON value; empty text (or `null`) is an empty object, as Kuma's
 /// `FromYAML` reads it. Only the first document counts (`yaml.YAMLToJSON`).
-pub(super) fn yaml_to_json(text: &str) -> Result<Value, String> {
-    let docs = decode_documents(text.as_bytes(), Limits::default()).map_err(|e| e.to_string())?;
+///
+/// # Errors
+/// [`CodecError`] when the text is not YAML (or too large or deep).
+pub(super) fn yaml_to_json(text: &str) -> Result<Value, CodecError> {
+    let docs = decode_documents(text.as_bytes(), Limits::default())?;
     match docs.into_iter().next() {
         None | Some(Value::Null) => Ok(Value::Object(serde_json::Map::new())),
         Some(v) => Ok(v),
@@ -40,8 +80,11 @@ pub(super) fn json_name(v: &Value) -> Option<&str> {
 }
 
 /// Parse the proto3-JSON form of an `M` (unknown fields are an error).
-pub(super) fn parse_typed<M: Message + Name + Default>(json: &Value) -> Result<M, String> {
-    render::from_json::<M>(json).map_err(|e| e.to_string())
+///
+/// # Errors
+/// [`RenderError`] when the JSON does not fit `M`.
+pub(super) fn parse_typed<M: Message + Name + Default>(json: &Value) -> Result<M, RenderError> {
+    render::from_json::<M>(json)
 }
 
 /// Patch `msg` with a modification's `value` (Kuma's proto merge) or, when it has
@@ -50,9 +93,9 @@ pub(super) fn patch_typed<M: Message + Name + Default>(
     msg: &M,
     value: &M,
     patches: &[JsonPatchBlock],
-) -> Result<M, String> {
+) -> Result<M, PatchError> {
     if patches.is_empty() {
-        merge_typed(msg, value)
+        Ok(merge_typed(msg, value)?)
     } else {
         json_patch_typed(msg, patches)
     }
@@ -63,19 +106,19 @@ pub(super) fn patch_typed<M: Message + Name + Default>(
 fn json_patch_typed<M: Message + Name + Default>(
     msg: &M,
     patches: &[JsonPatchBlock],
-) -> Result<M, String> {
-    let mut doc = render::to_json(msg).map_err(|e| e.to_string())?;
+) -> Result<M, PatchError> {
+    let mut doc = render::to_json(msg)?;
     json_patch::apply(&mut doc, patches)?;
-    parse_typed(&doc)
+    Ok(parse_typed(&doc)?)
 }
 
 /// An `Any` patched with `jsonPatches` through the proto3-JSON form of its message (Kuma's
 /// `MergeJsonPatchAny`).
-fn json_patch_any(a: &Any, patches: &[JsonPatchBlock]) -> Result<Any, String> {
+fn json_patch_any(a: &Any, patches: &[JsonPatchBlock]) -> Result<Any, PatchError> {
     let type_name = type_name_of(&a.type_url);
-    let mut doc = render::encoded_to_json(type_name, &a.value).map_err(|e| e.to_string())?;
+    let mut doc = render::encoded_to_json(type_name, &a.value)?;
     json_patch::apply(&mut doc, patches)?;
-    let value = render::json_to_encoded(type_name, &doc).map_err(|e| e.to_string())?;
+    let value = render::json_to_encoded(type_name, &doc)?;
     Ok(Any {
         type_url: a.type_url.clone(),
         value,
@@ -143,7 +186,7 @@ pub(super) fn edit_filters<F: NamedFilter>(
     m: &Modification<'_>,
     op: Op,
     value: &F,
-) -> Result<(), String> {
+) -> Result<(), PatchError> {
     let name = m.matcher.name.as_deref();
     let matches = |f: &F| name.is_none_or(|n| n == f.filter_name());
     match op {
@@ -163,8 +206,8 @@ pub(super) fn edit_filters<F: NamedFilter>(
                 let merged = if m.json_patches.is_empty() {
                     merge_anys(f.typed_config(), value.typed_config())?
                 } else {
-                    let a = f.typed_config().ok_or_else(|| {
-                        format!("filter {:?} has no typedConfig to patch", f.filter_name())
+                    let a = f.typed_config().ok_or_else(|| PatchError::NoTypedConfig {
+                        filter: f.filter_name().to_owned(),
                     })?;
                     Some(json_patch_any(a, m.json_patches)?)
                 };
@@ -173,31 +216,27 @@ pub(super) fn edit_filters<F: NamedFilter>(
                 }
             }
         }
-        Op::Add => return Err("invalid operation for a filter: Add".to_owned()),
+        Op::Add => return Err(PatchError::AddFilter),
     }
     Ok(())
 }
 
 /// Decode the HTTP connection manager of a network filter.
-fn hcm_of(f: &Filter) -> Result<HttpConnectionManager, String> {
-    let a = f
-        .typed_config()
-        .ok_or_else(|| format!("{HCM_FILTER} has no typedConfig"))?;
+fn hcm_of(f: &Filter) -> Result<HttpConnectionManager, PatchError> {
+    let a = f.typed_config().ok_or(PatchError::HcmWithoutConfig)?;
     if a.type_url != HttpConnectionManager::type_url() {
-        return Err(format!(
-            "{HCM_FILTER} holds {}, not an HttpConnectionManager",
-            a.type_url
-        ));
+        return Err(PatchError::NotAnHcm {
+            type_url: a.type_url.clone(),
+        });
     }
-    HttpConnectionManager::decode(a.value.as_slice())
-        .map_err(|e| format!("cannot decode the HttpConnectionManager: {e}"))
+    HttpConnectionManager::decode(a.value.as_slice()).map_err(PatchError::HcmDecode)
 }
 
 /// Apply `f` to every HTTP connection manager of `l` (all filter chains), re-encoding each.
 pub(super) fn edit_hcms(
     l: &mut Listener,
-    mut f: impl FnMut(&mut HttpConnectionManager) -> Result<(), String>,
-) -> Result<(), String> {
+    mut f: impl FnMut(&mut HttpConnectionManager) -> Result<(), PatchError>,
+) -> Result<(), PatchError> {
     for chain in &mut l.filter_chains {
         for flt in chain.filters.iter_mut().filter(|x| x.name == HCM_FILTER) {
             let mut hcm = hcm_of(flt)?;
@@ -215,7 +254,7 @@ pub(super) fn edit_virtual_hosts(
     name: Option<&str>,
     value: &VirtualHost,
     json_patches: &[JsonPatchBlock],
-) -> Result<(), String> {
+) -> Result<(), PatchError> {
     let matches = |vh: &VirtualHost| name.is_none_or(|n| n == vh.name);
     match op {
         Op::Add => rc.virtual_hosts.push(value.clone()),

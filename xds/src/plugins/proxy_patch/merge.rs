@@ -22,29 +22,78 @@ use crate::render::pool;
 
 const DURATION: &str = "google.protobuf.Duration";
 
-fn descriptor(type_name: &str) -> Result<MessageDescriptor, String> {
+/// Why two messages (or two `Any`s) could not be merged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MergeError {
+    /// The message type is not in the Envoy descriptor pool.
+    #[error("unknown Envoy message type {type_name:?}")]
+    UnknownType {
+        /// Full name of the type.
+        type_name: String,
+    },
+    /// Bytes did not decode as the message type.
+    #[error("cannot decode {type_name}: {error}")]
+    Decode {
+        /// Full name of the type.
+        type_name: String,
+        /// The decoder's error.
+        error: prost::DecodeError,
+    },
+    /// The two messages are of different types.
+    #[error("cannot merge {src} into {dst}")]
+    DifferentTypes {
+        /// Full name of the source's type.
+        src: String,
+        /// Full name of the destination's type.
+        dst: String,
+    },
+    /// A field could not take the source's value (cannot happen for equal types).
+    #[error("cannot set {field}: {error}")]
+    SetField {
+        /// Full name of the field.
+        field: String,
+        /// Why.
+        error: prost_reflect::SetFieldError,
+    },
+    /// The two `Any`s hold different types.
+    #[error("type URL of dst {dst:?} is different than src {src:?}")]
+    DifferentTypeUrls {
+        /// Type URL of the destination.
+        dst: String,
+        /// Type URL of the source.
+        src: String,
+    },
+}
+
+fn descriptor(type_name: &str) -> Result<MessageDescriptor, MergeError> {
     pool()
         .get_message_by_name(type_name)
-        .ok_or_else(|| format!("unknown Envoy message type {type_name:?}"))
+        .ok_or_else(|| MergeError::UnknownType {
+            type_name: type_name.to_owned(),
+        })
 }
 
 /// Decode `bytes` as a dynamic message of `type_name`.
-pub(super) fn dynamic(type_name: &str, bytes: &[u8]) -> Result<DynamicMessage, String> {
-    DynamicMessage::decode(descriptor(type_name)?, bytes)
-        .map_err(|e| format!("cannot decode {type_name}: {e}"))
+pub(super) fn dynamic(type_name: &str, bytes: &[u8]) -> Result<DynamicMessage, MergeError> {
+    DynamicMessage::decode(descriptor(type_name)?, bytes).map_err(|error| MergeError::Decode {
+        type_name: type_name.to_owned(),
+        error,
+    })
 }
 
 /// Merge `src` into `dst` (both of the same message type) with Kuma's `Merge` rules.
 ///
 /// # Errors
-/// Only if the messages' shapes disagree (different types): a message, never a panic.
-pub(super) fn merge_message(dst: &mut DynamicMessage, src: &DynamicMessage) -> Result<(), String> {
+/// [`MergeError`] only if the messages' shapes disagree (different types), never a panic.
+pub(super) fn merge_message(
+    dst: &mut DynamicMessage,
+    src: &DynamicMessage,
+) -> Result<(), MergeError> {
     if dst.descriptor() != src.descriptor() {
-        return Err(format!(
-            "cannot merge {} into {}",
-            src.descriptor().full_name(),
-            dst.descriptor().full_name()
-        ));
+        return Err(MergeError::DifferentTypes {
+            src: src.descriptor().full_name().to_owned(),
+            dst: dst.descriptor().full_name().to_owned(),
+        });
     }
     for (field, value) in src.fields() {
         if field.is_list() {
@@ -76,21 +125,25 @@ fn set(
     dst: &mut DynamicMessage,
     field: &prost_reflect::FieldDescriptor,
     value: Value,
-) -> Result<(), String> {
+) -> Result<(), MergeError> {
     dst.try_set_field(field, value)
-        .map_err(|e| format!("cannot set {}: {e}", field.full_name()))
+        .map_err(|error| MergeError::SetField {
+            field: field.full_name().to_owned(),
+            error,
+        })
 }
 
 /// `dst` merged with `src` (Kuma's `util_proto.Merge(dst, src)`), for a generated message type.
 ///
 /// # Errors
-/// When the type is missing from the descriptor pool or the result does not decode.
-pub(super) fn merge_typed<M: Message + Name + Default>(dst: &M, src: &M) -> Result<M, String> {
+/// [`MergeError`] when the type is missing from the descriptor pool or the result does not
+/// decode.
+pub(super) fn merge_typed<M: Message + Name + Default>(dst: &M, src: &M) -> Result<M, MergeError> {
     let type_name = M::full_name();
     let mut d = dynamic(&type_name, &dst.encode_to_vec())?;
     let s = dynamic(&type_name, &src.encode_to_vec())?;
     merge_message(&mut d, &s)?;
-    M::decode(d.encode_to_vec().as_slice()).map_err(|e| format!("cannot decode {type_name}: {e}"))
+    M::decode(d.encode_to_vec().as_slice()).map_err(|error| MergeError::Decode { type_name, error })
 }
 
 /// The message type name of a type URL (`type.googleapis.com/envoy.x.y` → `envoy.x.y`).
@@ -102,18 +155,18 @@ pub(super) fn type_name_of(type_url: &str) -> &str {
 /// have the same type URL and their decoded messages are merged with [`merge_message`].
 ///
 /// # Errors
-/// Different type URLs, an unknown type or undecodable bytes.
-pub(super) fn merge_anys(dst: Option<&Any>, src: Option<&Any>) -> Result<Option<Any>, String> {
+/// [`MergeError`]: different type URLs, an unknown type or undecodable bytes.
+pub(super) fn merge_anys(dst: Option<&Any>, src: Option<&Any>) -> Result<Option<Any>, MergeError> {
     let (dst, src) = match (dst, src) {
         (d, None) => return Ok(d.cloned()),
         (None, s) => return Ok(s.cloned()),
         (Some(d), Some(s)) => (d, s),
     };
     if dst.type_url != src.type_url {
-        return Err(format!(
-            "type URL of dst {:?} is different than src {:?}",
-            dst.type_url, src.type_url
-        ));
+        return Err(MergeError::DifferentTypeUrls {
+            dst: dst.type_url.clone(),
+            src: src.type_url.clone(),
+        });
     }
     let type_name = type_name_of(&dst.type_url);
     let mut d = dynamic(type_name, &dst.value)?;
@@ -223,6 +276,7 @@ mod tests {
         let other = any(&Cluster::default());
         assert!(merge_anys(Some(&a), Some(&other))
             .unwrap_err()
+            .to_string()
             .contains("different"));
     }
 }
