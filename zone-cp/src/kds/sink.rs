@@ -93,9 +93,10 @@ fn record_sync_lag(ty: ResourceType, modified: Option<&str>, session_start: time
 }
 
 /// What ends the Global-to-zone stream: the zone store cannot keep what the Global sent (it
-/// sends it again after the reconnect). [`Sink`]'s methods report it as text.
+/// sends it again after the reconnect). [`Sink`]'s methods return it; its text becomes the
+/// sync error's.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum SinkError {
+pub enum SinkError {
     /// The trust bundle could not be stored.
     #[error("cannot keep the trust bundle: {0}")]
     TrustBundle(#[source] StoreError),
@@ -295,18 +296,16 @@ impl StoreSink {
 
 #[async_trait::async_trait]
 impl Sink for StoreSink {
-    type Error = String;
+    type Error = SinkError;
 
     /// Decode and validate each resource and check each removal, NACKing what is refused;
     /// keep the rest aside until the Global's commit marker ([`Sink::commit`]; with
     /// `group_commit` off, write it to the store as one durable batch before the ACK goes
     /// back). A store that cannot write ends the stream (the Global resends on reconnect).
-    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, SinkError> {
         if received.trace_context.is_empty() {
             let span = tracing::debug_span!("kds.apply", type_url = %received.type_url);
-            return span
-                .in_scope(|| self.write(received))
-                .map_err(|e| e.to_string());
+            return span.in_scope(|| self.write(received));
         }
         // Continue the Global's trace (the `PUT` that made the change) in a `kds.apply` span,
         // and hand it to the reconciliation the write triggers.
@@ -317,9 +316,7 @@ impl Sink for StoreSink {
             removed = received.removed.len()
         );
         umbra_runtime::process::set_parent(&span, &received.trace_context);
-        let out = span
-            .in_scope(|| self.write(received))
-            .map_err(|e| e.to_string());
+        let out = span.in_scope(|| self.write(received));
         self.store
             .note_trace(span.in_scope(umbra_runtime::process::current_context));
         out
@@ -327,12 +324,12 @@ impl Sink for StoreSink {
 
     /// Write everything kept aside since the last commit marker as one durable batch. What
     /// the store refuses now (the response was acknowledged already) is logged.
-    async fn commit(&mut self) -> Result<(), String> {
+    async fn commit(&mut self) -> Result<(), SinkError> {
         let staged = std::mem::take(&mut self.staged);
         if staged.is_empty() {
             return Ok(());
         }
-        let refused = self.write_staged(staged).map_err(|e| e.to_string())?;
+        let refused = self.write_staged(staged)?;
         if !refused.is_empty() {
             tracing::warn!(
                 ?refused,
