@@ -606,7 +606,7 @@ fn check_value(err: &mut ValidationError, path: &PathBuilder, value: &str) {
     let problem = match load_like_kuma(value) {
         Ok(Loaded::Null | Loaded::Object(_)) => return,
         Ok(Loaded::Other(kind)) => cannot_unmarshal(kind.go_name()),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     err.violation(&path.field("value"), format!("{NOT_VALID}{problem}"));
 }
@@ -614,7 +614,7 @@ fn check_value(err: &mut ValidationError, path: &PathBuilder, value: &str) {
 /// Check a raw resource the way Kuma's `envoy.ResourceFromYaml` reads it into an `Any`
 /// (before resolving `@type`).
 fn check_raw_resource(text: &str) -> Result<(), String> {
-    let object = match load_like_kuma(text)? {
+    let object = match load_like_kuma(text).map_err(|e| e.to_string())? {
         Loaded::Null => return Err("proto: invalid empty type URL".to_owned()),
         Loaded::Other(kind) => return Err(cannot_unmarshal(kind.go_name())),
         Loaded::Object(None) => return Ok(()),

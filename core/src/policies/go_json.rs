@@ -64,7 +64,7 @@ pub(crate) enum Loaded {
 
 /// Read `text` like Kuma's `yaml.YAMLToJSON` + `jsonpb`: the first YAML document, or, when the
 /// text is not YAML, the first JSON value of the raw text (with Go's JSON errors).
-pub(crate) fn load_like_kuma(text: &str) -> Result<Loaded, String> {
+pub(crate) fn load_like_kuma(text: &str) -> Result<Loaded, GoJsonError> {
     let (kind, object) = match decode_documents(text.as_bytes(), Limits::default()) {
         Ok(docs) => match docs.into_iter().next() {
             None => (JsonKind::Null, None),
@@ -80,7 +80,7 @@ pub(crate) fn load_like_kuma(text: &str) -> Result<Loaded, String> {
             };
             (kind, object)
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(GoJsonError::Codec(e.to_string())),
     };
     Ok(match kind {
         JsonKind::Null => Loaded::Null,
@@ -144,15 +144,41 @@ fn quote_char(c: u8) -> String {
     }
 }
 
-/// Go's `SyntaxError` text for byte `c` in `context`.
-fn syntax(c: u8, context: &str) -> String {
-    format!("invalid character {} {context}", quote_char(c))
+/// Go's JSON decoder errors, with Go's texts (they reach users inside Kuma's validation
+/// messages, so they read as Kuma's do).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GoJsonError {
+    /// No value at all (Go's `io.EOF`).
+    #[error("EOF")]
+    Eof,
+    /// The text ends inside a value (`io.ErrUnexpectedEOF`).
+    #[error("unexpected EOF")]
+    UnexpectedEof,
+    /// Go's `SyntaxError`: byte `ch` where `context` says what was expected.
+    #[error("invalid character {} {context}", quote_char(*ch))]
+    Syntax {
+        /// The offending byte.
+        ch: u8,
+        /// Go's context (`looking for beginning of value`).
+        context: String,
+    },
+    /// The text could not be read at all (too large, too deep: the codec's limits).
+    #[error("{0}")]
+    Codec(String),
+}
+
+/// Go's `SyntaxError` for byte `c` in `context`.
+fn syntax(c: u8, context: &str) -> GoJsonError {
+    GoJsonError::Syntax {
+        ch: c,
+        context: context.to_owned(),
+    }
 }
 
 /// The first JSON value in `text` as Go's `json.Decoder.Decode` finds it: its kind and its
 /// text, or Go's decoder error (`unexpected EOF`, `invalid character 'a' looking for beginning
 /// of value`, `EOF`). What follows the value is not looked at.
-pub(crate) fn first_value(text: &str) -> Result<(JsonKind, &str), String> {
+pub(crate) fn first_value(text: &str) -> Result<(JsonKind, &str), GoJsonError> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut state = State::BeginValue;
     let mut kind: Option<JsonKind> = None;
@@ -174,8 +200,8 @@ pub(crate) fn first_value(text: &str) -> Result<(JsonKind, &str), String> {
         Some(k) if stack.is_empty() && (state == State::EndValue || is_number_end(state)) => {
             Ok((k, text.get(start..end).unwrap_or_default()))
         }
-        None => Err("EOF".to_owned()),
-        Some(_) => Err("unexpected EOF".to_owned()),
+        None => Err(GoJsonError::Eof),
+        Some(_) => Err(GoJsonError::UnexpectedEof),
     }
 }
 
@@ -199,7 +225,7 @@ fn is_number_end(state: State) -> bool {
     matches!(state, State::Zero | State::One | State::Dot0 | State::E0)
 }
 
-fn push(stack: &mut Vec<Frame>, frame: Frame, c: u8) -> Result<(), String> {
+fn push(stack: &mut Vec<Frame>, frame: Frame, c: u8) -> Result<(), GoJsonError> {
     stack.push(frame);
     if stack.len() > MAX_DEPTH {
         return Err(syntax(c, "exceeded max depth"));
@@ -211,7 +237,7 @@ fn begin_value(
     stack: &mut Vec<Frame>,
     c: u8,
     kind: &mut Option<JsonKind>,
-) -> Result<State, String> {
+) -> Result<State, GoJsonError> {
     let (next, k) = match c {
         b'{' => {
             push(stack, Frame::ObjectKey, c)?;
@@ -234,7 +260,7 @@ fn begin_value(
     Ok(next)
 }
 
-fn end_value(stack: &mut Vec<Frame>, c: u8) -> Result<State, String> {
+fn end_value(stack: &mut Vec<Frame>, c: u8) -> Result<State, GoJsonError> {
     let Some(top) = stack.last_mut() else {
         return Ok(State::EndValue);
     };
@@ -266,7 +292,7 @@ fn step(
     state: State,
     c: u8,
     kind: &mut Option<JsonKind>,
-) -> Result<State, String> {
+) -> Result<State, GoJsonError> {
     match state {
         State::BeginValue if is_space(c) => Ok(state),
         State::BeginValue => begin_value(stack, c, kind),
@@ -356,7 +382,9 @@ mod tests {
 
     /// The kind of the first value (the checks of MeshProxyPatch's `SyntaxChecker`).
     fn first_value(text: &str) -> Result<JsonKind, String> {
-        super::first_value(text).map(|(kind, _)| kind)
+        super::first_value(text)
+            .map(|(kind, _)| kind)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -446,66 +474,66 @@ mod tests {
     #[test]
     fn go_json_scanner_errors() {
         use super::first_value as go_first_json_value;
-        let err = |s: &str| go_first_json_value(s).err();
-        assert_eq!(err("{"), Some("unexpected EOF".into()));
-        assert_eq!(err("  "), Some("EOF".into()));
-        assert_eq!(err("[1, 2"), Some("unexpected EOF".into()));
+        let err = |s: &str| go_first_json_value(s).err().map(|e| e.to_string());
+        assert_eq!(err("{"), Some("unexpected EOF".to_owned()));
+        assert_eq!(err("  "), Some("EOF".to_owned()));
+        assert_eq!(err("[1, 2"), Some("unexpected EOF".to_owned()));
         assert_eq!(
             err("{a: 1}"),
-            Some("invalid character 'a' looking for beginning of object key string".into())
+            Some("invalid character 'a' looking for beginning of object key string".to_owned())
         );
         assert_eq!(
             err("{\"a\" 1}"),
-            Some("invalid character '1' after object key".into())
+            Some("invalid character '1' after object key".to_owned())
         );
         assert_eq!(
             err("{\"a\": 1 \"b\"}"),
-            Some("invalid character '\"' after object key:value pair".into())
+            Some("invalid character '\"' after object key:value pair".to_owned())
         );
         assert_eq!(
             err("[1 2]"),
-            Some("invalid character '2' after array element".into())
+            Some("invalid character '2' after array element".to_owned())
         );
-        assert_eq!(err("tru"), Some("unexpected EOF".into()));
+        assert_eq!(err("tru"), Some("unexpected EOF".to_owned()));
         assert_eq!(
             err("trUe"),
-            Some("invalid character 'U' in literal true (expecting 'u')".into())
+            Some("invalid character 'U' in literal true (expecting 'u')".to_owned())
         );
         assert_eq!(
             err("-x"),
-            Some("invalid character 'x' in numeric literal".into())
+            Some("invalid character 'x' in numeric literal".to_owned())
         );
         assert_eq!(
             err("1.x"),
-            Some("invalid character 'x' after decimal point in numeric literal".into())
+            Some("invalid character 'x' after decimal point in numeric literal".to_owned())
         );
         assert_eq!(
             err("1ex"),
-            Some("invalid character 'x' in exponent of numeric literal".into())
+            Some("invalid character 'x' in exponent of numeric literal".to_owned())
         );
         assert_eq!(
             err("\"a\\q\""),
-            Some("invalid character 'q' in string escape code".into())
+            Some("invalid character 'q' in string escape code".to_owned())
         );
         assert_eq!(
             err("\"\\u12g4\""),
-            Some("invalid character 'g' in \\u hexadecimal character escape".into())
+            Some("invalid character 'g' in \\u hexadecimal character escape".to_owned())
         );
         assert_eq!(
             err("\"a\tb\""),
-            Some("invalid character '\\t' in string literal".into())
+            Some("invalid character '\\t' in string literal".to_owned())
         );
         assert_eq!(
             err("'x'"),
-            Some("invalid character '\\'' looking for beginning of value".into())
+            Some("invalid character '\\'' looking for beginning of value".to_owned())
         );
         assert_eq!(
             err("\u{e9}"),
-            Some("invalid character '\u{c3}' looking for beginning of value".into())
+            Some("invalid character '\u{c3}' looking for beginning of value".to_owned())
         );
         assert_eq!(
             err(&"[".repeat(10_001)),
-            Some("invalid character '[' exceeded max depth".into())
+            Some("invalid character '[' exceeded max depth".to_owned())
         );
         fn ok(s: &str) -> Option<(JsonKind, &str)> {
             go_first_json_value(s).ok()

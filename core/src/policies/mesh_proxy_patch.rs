@@ -478,7 +478,7 @@ pub struct SyntaxChecker;
 
 impl NativeResourceChecker for SyntaxChecker {
     fn check(&self, kind: ModificationKind, yaml: &str, is_patch: bool) -> Result<(), String> {
-        let object = match load_like_kuma(yaml)? {
+        let object = match load_like_kuma(yaml).map_err(|e| e.to_string())? {
             Loaded::Null => None,
             Loaded::Object(Some(object)) => Some(object),
             Loaded::Object(None) => return Ok(()),
