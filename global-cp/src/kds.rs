@@ -696,9 +696,10 @@ impl ZoneSink {
 
 #[async_trait::async_trait]
 impl Sink for ZoneSink {
-    type Error = String;
+    /// The store cannot write now: the stream ends and the zone resends after reconnecting.
+    type Error = StoreError;
 
-    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, String> {
+    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, StoreError> {
         let (type_url, upserts, removed) = (received.type_url, received.upserts, received.removed);
         let type_url = type_url.as_str();
         let mut refused = Vec::new();
@@ -736,14 +737,14 @@ impl Sink for ZoneSink {
                     name: u.name,
                     reason,
                 }),
-                Err(ApplyError::Store(e)) => return Err(e.to_string()),
+                Err(ApplyError::Store(e)) => return Err(e),
             }
         }
         for name in removed {
             match self.delete_owned(ty, &name).await {
                 Ok(()) => {}
                 Err(ApplyError::Resource(reason)) => refused.push(Refusal { name, reason }),
-                Err(ApplyError::Store(e)) => return Err(e.to_string()),
+                Err(ApplyError::Store(e)) => return Err(e),
             }
         }
         if !refused.is_empty() {

@@ -20,6 +20,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use umbra_xds_protocol::delta::{DeltaType, Limit, Reply, REJECTED_RESOURCE_TYPE_URL};
 use umbra_xds_protocol::version::ResourceVersions;
 
@@ -182,28 +183,33 @@ pub fn spawn_reader_noting<T: Send + 'static>(
     on_error: impl FnOnce(&tonic::Status) + Send + 'static,
 ) -> mpsc::Receiver<T> {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-    tokio::spawn(async move {
-        loop {
-            let next = tokio::select! {
-                m = incoming.message() => m,
-                () = tx.closed() => break,
-            };
-            match next {
-                Ok(Some(m)) => {
-                    on_message();
-                    if tx.send(m).await.is_err() {
+    // The reader runs in the caller's span (the zone's KDS session, the Global's stream of a
+    // zone), so its log lines name the peer.
+    tokio::spawn(
+        async move {
+            loop {
+                let next = tokio::select! {
+                    m = incoming.message() => m,
+                    () = tx.closed() => break,
+                };
+                match next {
+                    Ok(Some(m)) => {
+                        on_message();
+                        if tx.send(m).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        tracing::info!(%status, "KDS: stream read ended");
+                        on_error(&status);
                         break;
                     }
                 }
-                Ok(None) => break,
-                Err(status) => {
-                    tracing::info!(%status, "KDS: stream read ended");
-                    on_error(&status);
-                    break;
-                }
             }
         }
-    });
+        .in_current_span(),
+    );
     rx
 }
 
