@@ -143,7 +143,7 @@ async fn a_timeout_on_a_route() {
 #[tokio::test]
 #[ignore = "deliberate: Umbra counts a policy whose targetRef MeshHTTPRoute does not exist as a \
             dependency of every DPP it would select (its warning is part of what the DPP sees, \
-            xds/src/deps.rs), so it lists dp-1 and dp-3 where Kuma lists none"]
+            core/src/dependencies/mod.rs), so it lists dp-1 and dp-3 where Kuma lists none"]
 async fn a_timeout_on_an_absent_route() {
     golden("meshhttproute_absent_dataplanes").await;
 }

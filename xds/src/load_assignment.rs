@@ -2,7 +2,7 @@
 //! [`load_assignment`] (Envoy `ClusterLoadAssignment`) of an outbound cluster, as Kuma 2.7's
 //! `xds/cache/cla` and `envoy/endpoints/v3` build it: one `LocalityLbEndpoints` per zone.
 //! [`MeshContext::build`](crate::context::MeshContext::build) builds one per service and the EDS
-//! base generator serves them. A leaf: it imports only [`crate::util`].
+//! base generator serves them. A leaf: it imports only [`crate::envoy_core`] and [`crate::tags`].
 
 use std::collections::BTreeMap;
 

@@ -175,7 +175,7 @@ impl Snapshot {
     }
 
     /// Per type URL, per resource name: the resource's version, as the zone serves them (the
-    /// delta xDS `Resource.version`, and through [`type_version`] the SotW `version_info`).
+    /// delta xDS `Resource.version`, and through [`type_version`](umbra_xds_protocol::version::type_version) the SotW `version_info`).
     ///
     /// A resource equal (as a typed message) to the same-named resource of `previous` keeps
     /// the version `previous` gave it; any other gets a fresh content hash of its protobuf

@@ -3,7 +3,7 @@
 //! The Zone control plane: the zone store ([`store`], optionally persisted under `--data-dir`),
 //! the resource API and inspect endpoints ([`api`], [`inspect`]) with one error type
 //! ([`error`]), the reconciler ([`reconciler`]), the ADS server ([`ads`], SotW and delta over
-//! [`umbra_xds::delta`]; its spans and events: [`ads_trace`]), the builtin mesh CA ([`umbra_pki::identity`]) and, in a federated zone, the KDS client
+//! [`umbra_xds_protocol::delta`]; its spans and events: [`ads_trace`]), the builtin mesh CA ([`umbra_pki::identity`]) and, in a federated zone, the KDS client
 //! ([`kds`]) that syncs policies from the Global and reports Dataplanes up, and the zone's
 //! ZoneIngresses ([`ingress`]: what they offer other zones).
 //!

@@ -1,6 +1,6 @@
 //! The reconciler: keeps every DPP's Live snapshot current. It wakes on store revision changes
 //! (coalescing bursts) and regenerates only the DPPs a change can affect: each DPP's inputs
-//! ([`umbra_xds::deps`]: the Mesh, its Dataplane, the policies selecting it, the superseded old
+//! ([`umbra_core::dependencies`]: the Mesh, its Dataplane, the policies selecting it, the superseded old
 //! types and the endpoints of its outbound services) are fingerprinted by store revision, and
 //! a DPP whose fingerprint is unchanged is not regenerated. Affected DPPs are regenerated in
 //! parallel. Only snapshots whose content changed are published (per-resource versions are
@@ -727,7 +727,7 @@ mod tests {
     }
 
     /// Slots of a small mesh; each op puts one variant of a slot or deletes it. Variants cover
-    /// every input kind of [`umbra_xds::deps`]: the Mesh (mTLS on/off), Dataplanes (tags,
+    /// every input kind of [`umbra_core::dependencies`]: the Mesh (mTLS on/off), Dataplanes (tags,
     /// readiness, outbounds), new policies by each top-level targetRef kind (Mesh, MeshService,
     /// MeshSubset, MeshHTTPRoute, shadow), old policies (superseded or not), MeshHTTPRoutes.
     const SLOTS: &[&[&str]] = &[

@@ -2,7 +2,7 @@
 //! connection manager or TCP proxy of a listener, a cluster's upstream HTTP protocol options,
 //! HTTP filters inserted before the router, and Kuma's `x-kuma-tags` regexes (old policies
 //! match their `sources` with them).
-//! A leaf of the plugin layer: imports only crate leaves ([`crate::names`], [`crate::util`],
+//! A leaf of the plugin layer: imports only crate leaves ([`crate::names`], [`crate::protobuf`],
 //! [`crate::load_assignment`]).
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
