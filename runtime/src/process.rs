@@ -175,6 +175,18 @@ pub fn set_parent(span: &tracing::Span, carrier: &TraceContext) {
     let _ = span.set_parent(cx);
 }
 
+/// Make `span` a child of the remote span in `carrier`, or, for an empty carrier, the root of
+/// a trace of its own: a span made inside a long-lived task span (a KDS session, an accept
+/// loop) then does not join the never-ending trace of that task. Its log lines keep the task
+/// span's fields.
+pub fn set_parent_or_root(span: &tracing::Span, carrier: &TraceContext) {
+    if carrier.is_empty() {
+        let _ = span.set_parent(opentelemetry::Context::new());
+    } else {
+        set_parent(span, carrier);
+    }
+}
+
 /// Middleware: one `http` span per API request (named `<METHOD> <route template>` for the
 /// trace backend), continuing the caller's trace when the request carries W3C `traceparent`
 /// headers.
@@ -402,6 +414,40 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A span made inside a long-lived task span with no remote parent starts a trace of its
+    /// own; with a remote parent it continues that trace.
+    #[test]
+    fn set_parent_or_root_keeps_spans_out_of_a_task_trace() {
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        let trace_id = |c: &TraceContext| c["traceparent"].split('-').nth(1).unwrap().to_owned();
+        tracing::subscriber::with_default(subscriber, || {
+            let task = tracing::info_span!("task");
+            let task_trace = trace_id(&task.in_scope(current_context));
+            let (own, remote) = task.in_scope(|| {
+                let own = tracing::info_span!("own");
+                set_parent_or_root(&own, &TraceContext::new());
+                let remote_parent = tracing::info_span!(parent: None, "remote");
+                let carrier = remote_parent.in_scope(current_context);
+                let continued = tracing::info_span!("continued");
+                set_parent_or_root(&continued, &carrier);
+                (
+                    trace_id(&own.in_scope(current_context)),
+                    (
+                        trace_id(&continued.in_scope(current_context)),
+                        trace_id(&carrier),
+                    ),
+                )
+            });
+            assert_ne!(
+                own, task_trace,
+                "a span with no remote parent joined the task's trace"
+            );
+            assert_eq!(remote.0, remote.1, "a remote parent is continued");
+        });
+    }
 
     /// More simultaneous connections than tokio's default backlog (128) all complete while
     /// nothing accepts them: the kernel queues them all. With a 128 backlog the rest would wait

@@ -260,7 +260,10 @@ pub fn tls_incoming(
                     Err(_) => tracing::info!(%peer, "data-plane server: TLS handshake timed out"),
                 }
             };
-            tokio::spawn(handshake.instrument(tracing::info_span!("dp_server.handshake", %peer)));
+            // Each connection is a trace of its own, not part of the accept loop's.
+            let span = tracing::info_span!("dp_server.handshake", %peer);
+            umbra_runtime::process::set_parent_or_root(&span, &Default::default());
+            tokio::spawn(handshake.instrument(span));
         }
     };
     tokio::spawn(accept.instrument(tracing::info_span!("dp_server.accept")));

@@ -299,20 +299,24 @@ impl Reconciler {
         let start = std::time::Instant::now();
         // A traced change (a policy PUT on the Global, through KDS) makes this pass, and the
         // pushes it causes, part of that trace.
-        let span = match self.store.take_trace() {
+        let traced = self.store.take_trace();
+        let span = match &traced {
             Some(parent) => {
                 let span = tracing::info_span!("reconcile", regenerated = tracing::field::Empty);
-                umbra_runtime::process::set_parent(&span, &parent);
+                umbra_runtime::process::set_parent(&span, parent);
                 span
             }
             None => tracing::Span::none(),
         };
         let _entered = span.enter();
+        // Only a traced pass hands a context to its pushes: an untraced one runs inside the
+        // task's long-lived `reconciler` span, which is no trace of a change.
         *self
             .push_trace
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some(umbra_runtime::process::current_context()).filter(|c| !c.is_empty());
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = traced
+            .and(Some(umbra_runtime::process::current_context()))
+            .filter(|c| !c.is_empty());
         let outcome = self.reconcile_pass();
         span.record("regenerated", outcome.regenerated);
         metrics::histogram!(umbra_runtime::metrics::RECONCILE_SECONDS)

@@ -88,7 +88,7 @@ pub async fn serve(
         let (out, store, reconciler) = (out.clone(), store.clone(), reconciler.clone());
         let insights = insights.clone();
         let span = tracing::info_span!("inspect", id);
-        umbra_runtime::process::set_parent(&span, &req.trace_context);
+        umbra_runtime::process::set_parent_or_root(&span, &req.trace_context);
         tokio::spawn(
             async move {
                 handle(req, &out, store, &insights, reconciler).await;
