@@ -202,13 +202,10 @@ impl From<umbra_core::view::PromotionError> for ApiError {
     }
 }
 
-/// How a store failure reads to an API caller: 404, 409, 400 (no such mesh), 503 (outage,
-/// retry later) or 500 (undecodable content, logged; never the database's own text beyond
-/// the store's message).
+/// The trust state's refusals as Kuma answers them: 400 on a federated zone or a bad request
+/// field, 404 naming `mesh` for a Mesh that does not exist, 401 for a token the issuer refused
+/// otherwise, a store failure as the store's error.
 impl From<umbra_pki::trust::TrustError> for ApiError {
-    /// The trust state's refusals as Kuma answers them: 400 on a federated zone or a bad
-    /// request field, 404 naming `mesh` for a Mesh that does not exist, 401 for a token the
-    /// issuer refused otherwise, a store failure as the store's error.
     fn from(e: umbra_pki::trust::TrustError) -> Self {
         use umbra_auth::TokenError;
         use umbra_pki::trust::TrustError;
@@ -231,6 +228,9 @@ impl From<umbra_pki::trust::TrustError> for ApiError {
     }
 }
 
+/// How a store failure reads to an API caller: 404, 409, 400 (no such mesh), 503 (outage,
+/// retry later) or 500 (undecodable content, logged; never the database's own text beyond
+/// the store's message).
 impl From<umbra_store::StoreError> for ApiError {
     fn from(e: umbra_store::StoreError) -> Self {
         use umbra_store::StoreError;
