@@ -198,6 +198,7 @@ impl GenerationFixture {
         Proxy {
             name: "client",
             dataplane: self.client(),
+            admin: None,
         }
     }
 }

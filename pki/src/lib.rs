@@ -6,12 +6,15 @@
 //!   authority holding the signing keys, revocation lists and admin token in the store.
 //! - [`mesh_ca`]: the builtin mesh CAs (one self-signed root per mesh and `builtin` backend),
 //!   created by the CP that owns the mesh and kept in its store.
+//! - [`envoy_admin`]: the zone's Envoy-admin CA and the server and client certificates of the
+//!   mTLS admin listener `kuma:envoy:admin`.
 //! - [`identity`]: the DPP identity certificates a zone issues from those roots, and the SDS
 //!   secrets that carry them.
 //!
 //! The API crate maps [`trust::TrustError`] to HTTP answers; the zone's reconciler, ADS server
 //! and KDS sink use this crate directly.
 
+pub mod envoy_admin;
 pub mod identity;
 pub mod mesh_ca;
 pub mod trust;

@@ -167,7 +167,52 @@ fn snapshot_diff_with(
             _ => diff_map(t, &live.secrets, &shadow.secrets, cache, &mut ops)?,
         }
     }
-    Ok(Patch(ops))
+    Ok(Patch(redact_ops(ops)))
+}
+
+/// `ops` with no private key in them ([`crate::render::redact_sensitive`]): values are
+/// redacted, and an operation inside a sensitive field becomes one `replace` of that field with
+/// its redacted form, so the patch still applies to redacted documents.
+fn redact_ops(ops: Vec<PatchOperation>) -> Vec<PatchOperation> {
+    use crate::render::{redact_sensitive, redacted_data_source, SENSITIVE_FIELDS};
+    use json_patch::ReplaceOperation;
+    let mut out: Vec<PatchOperation> = Vec::with_capacity(ops.len());
+    for mut op in ops {
+        let inside = {
+            let path = match &op {
+                PatchOperation::Add(o) => &o.path,
+                PatchOperation::Remove(o) => &o.path,
+                PatchOperation::Replace(o) => &o.path,
+                PatchOperation::Move(o) => &o.path,
+                PatchOperation::Copy(o) => &o.path,
+                PatchOperation::Test(o) => &o.path,
+            };
+            let tokens: Vec<_> = path.tokens().map(|t| t.decoded().into_owned()).collect();
+            tokens
+                .iter()
+                .position(|t| SENSITIVE_FIELDS.contains(&t.as_str()))
+                .filter(|i| i + 1 < tokens.len())
+                .map(|i| json_patch::jsonptr::PointerBuf::from_tokens(tokens[..=i].iter().map(json_patch::jsonptr::Token::new)))
+        };
+        if let Some(field) = inside {
+            let replaced = PatchOperation::Replace(ReplaceOperation {
+                path: field,
+                value: redacted_data_source(),
+            });
+            if out.last() != Some(&replaced) {
+                out.push(replaced);
+            }
+            continue;
+        }
+        match &mut op {
+            PatchOperation::Add(o) => redact_sensitive(&mut o.value),
+            PatchOperation::Replace(o) => redact_sensitive(&mut o.value),
+            PatchOperation::Test(o) => redact_sensitive(&mut o.value),
+            _ => {}
+        }
+        out.push(op);
+    }
+    out
 }
 
 fn type_present(s: &Snapshot, t: &str) -> bool {

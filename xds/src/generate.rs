@@ -1,7 +1,8 @@
 //! The xDS generation pipeline for a sidecar DPP, the top of the crate's module graph:
 //! [`generate`] runs the base generators ([`crate::base`]: inbound, outbound, EDS), then every
 //! policy plugin of [`crate::plugins::ORDERED`] (Kuma 2.7's order, MeshProxyPatch and the old
-//! ProxyTemplate last). Pure and deterministic.
+//! ProxyTemplate last). Pure and deterministic. The admin generator ([`crate::base::admin`]) runs
+//! first, as in Kuma's `default-proxy` profile, when the caller gives the proxy's admin input.
 //!
 //! Names and shapes follow `docs/research/kuma-2.7-xds-generation.md` and the transition seed:
 //! listeners `inbound:<ip>:<port>` / `outbound:<ip>:<port>`, inbound clusters
@@ -28,6 +29,11 @@ pub struct Proxy<'a> {
     pub name: &'a str,
     /// Its spec.
     pub dataplane: &'a DataplaneSpec,
+    /// Its admin port and the mTLS material of its admin listener, when the zone knows them
+    /// (an Envoy of the DPP is connected): then the admin generator runs
+    /// ([`crate::base::admin`]). `None`: no admin resources, as Kuma for a proxy without an
+    /// admin port.
+    pub admin: Option<&'a crate::base::admin::EnvoyAdmin>,
 }
 
 /// Generate the snapshot of `proxy` in `ctx` under the policies of one view: the base
@@ -42,6 +48,9 @@ pub fn generate(
 ) -> Result<Snapshot, GenerateError> {
     let mut snap = Snapshot::default();
     let dp = proxy.dataplane;
+    if let Some(admin) = proxy.admin {
+        base::admin::generate(&mut snap, &dp.networking.address, admin);
+    }
     base::inbound::generate(&mut snap, dp, ctx);
     base::outbound::generate(&mut snap, dp, ctx);
     base::eds::generate(&mut snap, dp, ctx);

@@ -17,6 +17,37 @@ static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_desc
 pub static SKIPPED_PROTOS: &str =
     include_str!(concat!(env!("OUT_DIR"), "/envoy_descriptors_skipped.txt"));
 
+/// What replaces a sensitive value in a rendered document, as in Envoy's own config dump.
+pub const REDACTED: &str = "[redacted]";
+
+/// The fields of Envoy's messages marked `(udpa.annotations.sensitive)` that Umbra generates:
+/// `TlsCertificate.private_key` and `TlsCertificate.password` (proto3 JSON names).
+pub const SENSITIVE_FIELDS: &[&str] = &["privateKey", "password"];
+
+/// The redacted form of a sensitive `DataSource`: `{"inlineString": "[redacted]"}` (Envoy's).
+pub fn redacted_data_source() -> Value {
+    serde_json::json!({ "inlineString": REDACTED })
+}
+
+/// Replace, everywhere in `v`, the value of every [`SENSITIVE_FIELDS`] member that is an
+/// object (a `DataSource`) with [`redacted_data_source`]: a rendered document or diff never
+/// carries a private key (the admin listener's, [`crate::base::admin`]).
+pub fn redact_sensitive(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map.iter_mut() {
+                if SENSITIVE_FIELDS.contains(&k.as_str()) && child.is_object() {
+                    *child = redacted_data_source();
+                } else {
+                    redact_sensitive(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_sensitive),
+        _ => {}
+    }
+}
+
 /// Why a message could not be rendered or parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {

@@ -127,7 +127,8 @@ fn render_map<H: HeldResource>(m: &BTreeMap<String, H>) -> Result<Value, RenderE
 
 impl Snapshot {
     /// The config document: `{ "<typeUrl>": { "<name>": <proto3 JSON> } }`, one key per xDS
-    /// type that has resources (the shape the transition seed's diffs use).
+    /// type that has resources (the shape the transition seed's diffs use), private keys
+    /// redacted ([`crate::render::redact_sensitive`]).
     ///
     /// # Errors
     /// [`RenderError`] if a resource's type is missing from the descriptor pool.
@@ -143,7 +144,9 @@ impl Snapshot {
         put(LISTENER_TYPE, render_map(&self.listeners)?);
         put(ROUTE_TYPE, render_map(&self.routes)?);
         put(SECRET_TYPE, render_map(&self.secrets)?);
-        Ok(Value::Object(doc))
+        let mut doc = Value::Object(doc);
+        crate::render::redact_sensitive(&mut doc);
+        Ok(doc)
     }
 
     /// Content hash of one xDS type's resources (hex SHA-256): the xDS `version_info`. Equal

@@ -72,6 +72,7 @@ fn generate_result(
         Proxy {
             name: dp_name,
             dataplane: dp,
+            admin: None,
         },
         &ctx,
         &policies,

@@ -76,6 +76,7 @@ fn snapshots(resources: &[Resource], ctx: &MeshContext, view: View) -> Vec<Snaps
                 Proxy {
                     name,
                     dataplane: dp,
+                    admin: None,
                 },
                 ctx,
                 &policies,

@@ -66,6 +66,7 @@ fn frontend_config(resources: &[Resource]) -> Value {
         Proxy {
             name: "frontend",
             dataplane: dp,
+            admin: None,
         },
         &ctx,
         &policies,

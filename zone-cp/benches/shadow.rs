@@ -85,6 +85,7 @@ fn main() {
             let proxy = Proxy {
                 name: &r.meta.name,
                 dataplane: dp,
+                admin: None,
             };
             Some((
                 r.meta.name.clone(),

@@ -210,7 +210,15 @@ impl AppState {
         let (mesh, name) = proxy.mesh_and_name();
         let key = DpKey::new(mesh, name);
         let answer =
-            crate::envoy_admin::inspect(&self.store, &self.insights, &key, view, query).await?;
+            crate::envoy_admin::inspect(
+            &self.store,
+            &self.insights,
+            Some(&self.reconciler),
+            &key,
+            view,
+            query,
+        )
+        .await?;
         Ok((
             [(axum::http::header::CONTENT_TYPE, answer.content_type)],
             answer.body,

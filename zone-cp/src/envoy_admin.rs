@@ -17,19 +17,23 @@
 //! wherever it appears. Envoy itself redacts private keys in its SDS secrets.
 //!
 //! **Where the admin is.** The bootstrap binds the admin to `127.0.0.1:<admin port>`
-//! ([`crate::bootstrap`]). The zone calls it there, over plain HTTP, only when the proxy's ADS
-//! stream comes from a loopback address (the Envoy runs on the zone CP's host): Kuma does the
-//! same for an admin on 127.0.0.1. Kuma reaches the admin of a proxy on another host through an
-//! mTLS listener it generates on the proxy's address (`kuma:envoy:admin`); Umbra does not
-//! generate that listener, so for such a proxy the answer is a 501 that says so, never a call
-//! to an address the proxy chose (the port is the proxy's, the address never is).
+//! ([`crate::bootstrap`]), inside the proxy's host. As Kuma 2.7 (`pkg/envoy/admin/client.go`),
+//! the zone reaches it through the listener `kuma:envoy:admin` generated on
+//! `<proxy address>:<admin port>` ([`umbra_xds::base::admin`]): HTTPS with the zone's client
+//! certificate (`DNS:kuma-cp`), the proxy's server certificate verified against the zone's
+//! Envoy-admin CA and the proxy's address ([`crate::admin_tls`]). The address is the one of the
+//! proxy's Dataplane (or ZoneIngress), the port the one its Envoy reported; the listener exists
+//! once the reconciler generated it for a connected Envoy. A proxy whose address is
+//! `127.0.0.1` gets no listener (Envoy could not bind the admin's own address twice): its admin
+//! is called at `http://127.0.0.1:<port>`, which works only when its ADS stream comes from the
+//! zone CP's own host (otherwise a 502 says so).
 //!
 //! At most [`MAX_CONCURRENT`] admin calls run at once (the zone API's and the Global's alike).
 //!
 //! Errors: 400 for a bad query value (the parameter named); 404 for an unknown mesh, proxy or
-//! type; 409 when no Envoy of the proxy is connected to this zone; 501 as above; 502 when the
-//! admin refuses or fails, or answers more than [`MAX_ADMIN_BYTES`]; 504 when it takes longer
-//! than [`ADMIN_TIMEOUT`].
+//! type; 409 when no Envoy of the proxy is connected to this zone; 502 when the admin cannot be
+//! reached as above, refuses or fails (a TLS failure named), or answers more than
+//! [`MAX_ADMIN_BYTES`]; 504 when it takes longer than [`ADMIN_TIMEOUT`].
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -130,19 +134,25 @@ pub struct AdminAnswer {
 pub async fn inspect(
     store: &crate::store::Store,
     insights: &Insights,
+    reconciler: Option<&crate::reconciler::Reconciler>,
     key: &DpKey,
     ty: AdminView,
     pairs: &[(String, String)],
 ) -> Result<AdminAnswer, ApiError> {
     let query = AdminQuery::parse(ty, pairs)?;
-    let what = if key.mesh.is_empty() {
-        if store.get(&ingress_key(&key.name)).is_none() {
+    let (what, address) = if key.mesh.is_empty() {
+        let Some(zi) = store.get(&ingress_key(&key.name)) else {
             return Err(ApiError::not_found(format!(
                 "zone ingress {:?} not found",
                 key.name
             )));
-        }
-        format!("zone ingress {:?}", key.name)
+        };
+        let address = zi
+            .resource
+            .as_zone_ingress()
+            .map(|z| z.networking.address.clone())
+            .unwrap_or_default();
+        (format!("zone ingress {:?}", key.name), address)
     } else {
         if store.get(&ResourceKey::mesh(key.mesh.as_str())).is_none() {
             return Err(ApiError::not_found(format!(
@@ -150,19 +160,21 @@ pub async fn inspect(
                 key.mesh
             )));
         }
-        if store
-            .get(&ResourceKey::dataplane(
-                key.mesh.as_str(),
-                key.name.as_str(),
-            ))
-            .is_none()
-        {
+        let Some(dp) = store.get(&ResourceKey::dataplane(
+            key.mesh.as_str(),
+            key.name.as_str(),
+        )) else {
             return Err(ApiError::not_found(format!(
                 "dataplane {:?} not found in mesh {:?}",
                 key.name, key.mesh
             )));
-        }
-        format!("dataplane {:?}", key.name)
+        };
+        let address = dp
+            .resource
+            .as_dataplane()
+            .map(|d| d.networking.address.clone())
+            .unwrap_or_default();
+        (format!("dataplane {:?}", key.name), address)
     };
     let insight = insights.get(&key.mesh, &key.name).filter(|i| i.connected);
     let Some(admin) = insight.and_then(|i| i.admin) else {
@@ -171,13 +183,9 @@ pub async fn inspect(
             format!("{what} has no Envoy connected to this zone: its admin is read over the connection its ADS stream opens"),
         ));
     };
-    if !admin.local {
-        return Err(ApiError::status(
-            StatusCode::NOT_IMPLEMENTED,
-            format!("{what} runs on another host: Umbra reads an Envoy admin on the zone CP's own host only (127.0.0.1:{}); it does not generate Kuma's mTLS admin listener kuma:envoy:admin", admin.port),
-        ));
-    }
-    let (body, _turn) = call(admin.port, ty, query)
+    let target = target(reconciler, key, &address, admin)
+        .map_err(|reason| ApiError::status(StatusCode::BAD_GATEWAY, format!("{what}: {reason}")))?;
+    let (body, _turn) = call(&target, ty, query)
         .await
         .map_err(|e| e.into_api(&what))?;
     Ok(match ty {
@@ -203,6 +211,51 @@ pub async fn inspect(
             body,
         },
     })
+}
+
+/// Where an admin call goes.
+enum Target {
+    /// `http://127.0.0.1:<port>`: the proxy runs on this zone CP's host.
+    Loopback(u16),
+    /// `https://<address>:<port>` through `kuma:envoy:admin`, with this client.
+    Listener {
+        address: std::net::IpAddr,
+        port: u16,
+        client: reqwest::Client,
+    },
+}
+
+/// How to reach the admin of proxy `key` at `address` whose Envoy reported `admin` (see the
+/// module docs), or why it cannot be reached.
+fn target(
+    reconciler: Option<&crate::reconciler::Reconciler>,
+    key: &DpKey,
+    address: &str,
+    admin: crate::insight::AdminEndpoint,
+) -> Result<Target, String> {
+    let ip: Option<std::net::IpAddr> = address.parse().ok();
+    if ip.is_some_and(|ip| ip.is_loopback()) {
+        return if admin.local {
+            Ok(Target::Loopback(admin.port))
+        } else {
+            Err(format!("its address is {address}, but its Envoy connected from another host: its admin cannot be reached (give the Dataplane the address other hosts reach it at)"))
+        };
+    }
+    let Some(ip) = ip else {
+        return Err(format!("its address {address:?} is not an IP address: no admin listener kuma:envoy:admin is generated for it"));
+    };
+    let generated = reconciler
+        .and_then(|r| r.get(&key.mesh, &key.name))
+        .and_then(|e| e.admin.clone());
+    let client = reconciler.and_then(crate::reconciler::Reconciler::admin_tls);
+    match (generated, client) {
+        (Some(a), Some(tls)) => Ok(Target::Listener {
+            address: ip,
+            port: a.port,
+            client: tls.client().clone(),
+        }),
+        _ => Err("its admin listener kuma:envoy:admin is not generated yet".into()),
+    }
 }
 
 fn ingress_key(name: &str) -> ResourceKey {
@@ -259,19 +312,30 @@ fn turns() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
     TURNS.get_or_init(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)))
 }
 
-/// `GET http://127.0.0.1:<port><path>?<query>`, the body read up to [`MAX_ADMIN_BYTES`], in
-/// one of [`MAX_CONCURRENT`] turns (held by the caller while it works on the body), all within
+/// `GET <target><path>?<query>`, the body read up to [`MAX_ADMIN_BYTES`], in one of
+/// [`MAX_CONCURRENT`] turns (held by the caller while it works on the body), all within
 /// [`ADMIN_TIMEOUT`].
 async fn call(
-    port: u16,
+    target: &Target,
     ty: AdminView,
     query: AdminQuery,
 ) -> Result<(Vec<u8>, tokio::sync::OwnedSemaphorePermit), CallError> {
     let q = query.envoy_query(ty);
+    let (base, client) = match target {
+        Target::Loopback(port) => (format!("http://127.0.0.1:{port}"), client()?),
+        Target::Listener {
+            address,
+            port,
+            client,
+        } => (
+            format!("https://{}", std::net::SocketAddr::new(*address, *port)),
+            client,
+        ),
+    };
     let url = if q.is_empty() {
-        format!("http://127.0.0.1:{port}{}", envoy_path(ty))
+        format!("{base}{}", envoy_path(ty))
     } else {
-        format!("http://127.0.0.1:{port}{}?{q}", envoy_path(ty))
+        format!("{base}{}?{q}", envoy_path(ty))
     };
     let read = async {
         let turn = turns()
@@ -279,7 +343,7 @@ async fn call(
             .acquire_owned()
             .await
             .map_err(|_| CallError::Unreachable("the zone is stopping".into()))?;
-        let mut response = client()?
+        let mut response = client
             .get(&url)
             .send()
             .await
@@ -312,7 +376,7 @@ async fn call(
 }
 
 /// What went wrong in a reqwest error, with its sources, without the URL (the answer names
-/// the proxy; the address is always 127.0.0.1).
+/// the proxy).
 fn without_url(e: &reqwest::Error) -> String {
     let mut text = if e.is_connect() {
         "connection failed"

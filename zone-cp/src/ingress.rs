@@ -34,6 +34,9 @@ pub struct ZoneView {
     pub multi_zone: bool,
     /// Every ZoneIngress in the store.
     pub ingresses: Vec<ZoneIngressSpec>,
+    /// The proxies' admin inputs ([`crate::admin_tls::AdminLookup`]); `None`: no admin
+    /// resources are generated (tests, benches).
+    pub admin: Option<crate::admin_tls::AdminLookup>,
 }
 
 impl ZoneView {
@@ -50,7 +53,18 @@ impl ZoneView {
                     _ => None,
                 })
                 .collect(),
+            admin: None,
         }
+    }
+
+    /// The admin input of proxy `(mesh, name)` at `address` ([`ZoneView::admin`]).
+    pub fn admin_input(
+        &self,
+        mesh: &str,
+        name: &str,
+        address: &str,
+    ) -> Option<std::sync::Arc<umbra_xds::base::admin::EnvoyAdmin>> {
+        self.admin.as_ref()?.input(mesh, name, address)
     }
 
     /// The context of `mesh` over `dataplanes`, as the reconciler builds it in this zone.

@@ -118,6 +118,9 @@ pub struct Nack {
 pub struct Insights {
     map: RwLock<HashMap<DpKey, Insight>>,
     changes: tokio::sync::watch::Sender<u64>,
+    /// Bumped when a proxy's admin port is first known or changes (the reconciler generates
+    /// the admin listener from it).
+    admin_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Insights {
@@ -125,6 +128,7 @@ impl Default for Insights {
         Self {
             map: RwLock::default(),
             changes: tokio::sync::watch::channel(0).0,
+            admin_changes: tokio::sync::watch::channel(0).0,
         }
     }
 }
@@ -137,6 +141,22 @@ impl Insights {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&DpKey::new(mesh, name))
             .cloned()
+    }
+
+    /// The admin port of a DPP's Envoy (`mesh` empty: a ZoneIngress), known once one of its
+    /// Envoys connected (node metadata `dataplane.admin.port`); kept after it disconnects.
+    pub fn admin_port(&self, mesh: &str, name: &str) -> Option<u16> {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&DpKey::new(mesh, name))
+            .and_then(|i| i.admin)
+            .map(|a| a.port)
+    }
+
+    /// Wake-ups when an admin port is first known or changes ([`Insights::admin_port`]).
+    pub fn subscribe_admin(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.admin_changes.subscribe()
     }
 
     /// Every insight, by (mesh, name).
@@ -200,7 +220,9 @@ impl Insights {
         version: Option<serde_json::Value>,
     ) -> u64 {
         let mut generation = 0;
+        let mut admin_changed = false;
         self.update(key, |i| {
+            admin_changed = i.admin.map(|a| a.port) != Some(admin.port);
             i.stream += 1;
             generation = i.stream;
             i.admin = Some(admin);
@@ -211,6 +233,9 @@ impl Insights {
             i.connect_time = Some(umbra_store::now_rfc3339());
             i.disconnect_time = None;
         });
+        if admin_changed {
+            self.admin_changes.send_modify(|c| *c += 1);
+        }
         generation
     }
 

@@ -167,10 +167,12 @@ fn snapshot(
     );
     let policies = PolicySet::build(mesh, resources, view);
     let start = std::time::Instant::now();
+    let admin = zone.admin_input(mesh, name, &dp.networking.address);
     let generated = generate(
         Proxy {
             name,
             dataplane: dp,
+            admin: admin.as_deref(),
         },
         &ctx,
         &policies,
@@ -280,7 +282,11 @@ pub fn ingress_config(
                 policies: if view == View::Shadow { shadow } else { live },
             })
             .collect();
-        umbra_xds::ingress::generate_ingress(name, zi, &views)
+        let mut snap = umbra_xds::ingress::generate_ingress(name, zi, &views);
+        if let Some(a) = zone.admin_input("", name, &zi.networking.address) {
+            umbra_xds::base::admin::generate(&mut snap, &zi.networking.address, &a);
+        }
+        snap
     };
     let not_generated = |view: View| -> Value {
         meshes
@@ -538,6 +544,9 @@ pub struct MeshShadow {
     /// other meshes (context and Live policies, by name) their config also spans.
     ingresses: HashMap<String, umbra_core::zone_ingress::ZoneIngressSpec>,
     other_meshes: Vec<(String, MeshContext, PolicySet)>,
+    /// The proxies' admin inputs, as the reconciler takes them (both views carry the same
+    /// admin resources, so they never show in a diff).
+    admin: Option<crate::admin_tls::AdminLookup>,
 }
 
 impl MeshShadow {
@@ -581,6 +590,7 @@ impl MeshShadow {
             cache: DiffCache::new(DIFF_CACHE_ENTRIES),
             ingresses: HashMap::new(),
             other_meshes: Vec::new(),
+            admin: zone.admin.clone(),
         })
     }
 
@@ -692,9 +702,14 @@ impl MeshShadow {
         if !umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow) {
             return Ok(Patch(Vec::new()));
         }
+        let admin = self
+            .admin
+            .as_ref()
+            .and_then(|a| a.input(&self.mesh, name, &dp.networking.address));
         let proxy = Proxy {
             name,
             dataplane: dp,
+            admin: admin.as_deref(),
         };
         let live = match self.live_snapshots.get(name) {
             Some(served) => served.clone(),

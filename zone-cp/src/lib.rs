@@ -12,6 +12,7 @@
 //! The binary (`zone-cp`) parses [`Args`] (every flag also an `UMBRA_*` env var) and calls
 //! [`run`] with a shutdown future.
 
+pub mod admin_tls;
 pub mod ads;
 pub mod ads_trace;
 pub mod api;
@@ -390,11 +391,16 @@ pub async fn run(
         tracing::warn!("--dp-auth none: ADS does NOT authenticate Envoys; anyone reaching the data-plane port gets any DPP's configuration and certificates. Development only.");
     }
     let insights = std::sync::Arc::new(ads::Insights::default());
+    // The Envoy-admin CA: created once, kept in the store (Kuma's `envoy-admin-ca`).
+    let admin_tls = std::sync::Arc::new(
+        admin_tls::AdminTls::load(&*store.contract(), envoy_admin::CONNECT_TIMEOUT).await?,
+    );
     let reconciler = std::sync::Arc::new(
         reconciler::Reconciler::new(store.clone())
             .with_zone(&args.zone, federated)
             .with_cas(cas_rx)
-            .with_insights(insights.clone()),
+            .with_insights(insights.clone())
+            .with_admin_tls(admin_tls),
     );
     // A zone that synced with its Global before (a `--data-dir` store) serves that state and
     // is ready without it; a new one is not until its first sync (see `api::ready`).

@@ -67,6 +67,9 @@ pub struct DpSnapshot {
     pub error: Option<String>,
     /// Fingerprint of the inputs of the latest attempt (successful or not).
     pub inputs: Fingerprint,
+    /// The admin input the snapshot was generated with ([`crate::admin_tls::AdminTls::input`]):
+    /// inspect generates the Shadow view with the same one.
+    pub admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
 }
 
 /// Key of a DPP: `(mesh, name)`.
@@ -125,6 +128,8 @@ pub struct Reconciler {
     insights: Option<Arc<crate::insight::Insights>>,
     /// [`Authority::changes`] as of the last mTLS report into `insights`.
     mtls_reported: std::sync::atomic::AtomicU64,
+    /// The Envoy-admin CA the admin listeners are generated from ([`Reconciler::with_admin_tls`]).
+    admin_tls: Option<Arc<crate::admin_tls::AdminTls>>,
 }
 
 type LoadAssignments =
@@ -199,7 +204,33 @@ impl Reconciler {
             cas: watch::channel(Arc::default()).1,
             insights: None,
             mtls_reported: std::sync::atomic::AtomicU64::new(u64::MAX),
+            admin_tls: None,
         }
+    }
+
+    /// This reconciler generating Kuma's mTLS admin listener ([`umbra_xds::base::admin`]) for
+    /// every proxy whose admin port an Envoy reported ([`crate::insight::Insights::admin_port`];
+    /// needs [`Reconciler::with_insights`]), with certificates from `tls`.
+    #[must_use]
+    pub fn with_admin_tls(mut self, tls: Arc<crate::admin_tls::AdminTls>) -> Self {
+        self.admin_tls = Some(tls);
+        self
+    }
+
+    /// The Envoy-admin certificates and client ([`Reconciler::with_admin_tls`]).
+    pub fn admin_tls(&self) -> Option<&Arc<crate::admin_tls::AdminTls>> {
+        self.admin_tls.as_ref()
+    }
+
+    /// The admin input of proxy `(mesh, name)` at `address` (`mesh` empty: a ZoneIngress).
+    fn admin_input(
+        &self,
+        mesh: &str,
+        name: &str,
+        address: &str,
+    ) -> Option<Arc<umbra_xds::base::admin::EnvoyAdmin>> {
+        let port = self.insights.as_ref()?.admin_port(mesh, name)?;
+        self.admin_tls.as_ref()?.input(address, port)
     }
 
     /// This reconciler reporting each DPP's mTLS status into `insights` (Kuma's
@@ -217,7 +248,17 @@ impl Reconciler {
 
     /// The zone's place in a multi-zone deployment as of now (inspect builds contexts with it).
     pub fn zone_view(&self) -> crate::ingress::ZoneView {
-        crate::ingress::ZoneView::of(&self.store, &self.zone, self.multi_zone)
+        let mut view = crate::ingress::ZoneView::of(&self.store, &self.zone, self.multi_zone);
+        view.admin = self.admin_lookup();
+        view
+    }
+
+    /// The admin inputs' source, when this reconciler generates admin listeners.
+    fn admin_lookup(&self) -> Option<crate::admin_tls::AdminLookup> {
+        Some(crate::admin_tls::AdminLookup {
+            insights: self.insights.clone()?,
+            tls: self.admin_tls.clone()?,
+        })
     }
 
     /// This reconciler issuing identities from the mesh CAs `cas` (the Global's, received over
@@ -419,9 +460,11 @@ impl Reconciler {
                                 .identity(mesh_name, name, b, &trusted, dp, now)
                                 .map_err(|e| e.to_string())
                         });
+                    let admin = self.admin_input(mesh_name, name, &dp.networking.address);
                     let mut fp = Fp(Sha256::new());
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
+                    fp.u64(admin.as_ref().map_or(0, |a| u64::from(a.port) + 1));
                     match &identity {
                         None => fp.u64(0),
                         Some(Ok(id)) => fp.u64(id.serial),
@@ -450,7 +493,7 @@ impl Reconciler {
                         });
                     }
                     let (snapshot, changed) =
-                        self.regenerate(&key, dp, &ctx, &policies, identity, old, inputs);
+                        self.regenerate(&key, dp, &ctx, &policies, identity, admin, old, inputs);
                     Some(Regenerated {
                         key,
                         snapshot,
@@ -484,8 +527,12 @@ impl Reconciler {
             }
             let key = DpKey::new("", s.resource.meta.name.as_str());
             let old = previous.get(&key);
-            let snapshot = generate_ingress(&key.name, zi, &views);
-            let (entry, changed) = self.publish(&key, Ok(snapshot), old, [0; 32]);
+            let mut snapshot = generate_ingress(&key.name, zi, &views);
+            let admin = self.admin_input("", &key.name, &zi.networking.address);
+            if let Some(a) = &admin {
+                umbra_xds::base::admin::generate(&mut snapshot, &zi.networking.address, a);
+            }
+            let (entry, changed) = self.publish(&key, Ok(snapshot), old, [0; 32], admin);
             // Generated on every pass (a handful per zone): counted when what it serves changed.
             outcome.regenerated += usize::from(changed);
             outcome.changed += usize::from(changed);
@@ -556,6 +603,7 @@ impl Reconciler {
         ctx: &MeshContext,
         policies: &PolicySet,
         identity: Option<Result<Arc<Identity>, String>>,
+        admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
         old: Option<&Arc<DpSnapshot>>,
         inputs: Fingerprint,
     ) -> (Arc<DpSnapshot>, bool) {
@@ -564,6 +612,7 @@ impl Reconciler {
             Proxy {
                 name: &key.name,
                 dataplane: dp,
+                admin: admin.as_deref(),
             },
             ctx,
             policies,
@@ -586,7 +635,7 @@ impl Reconciler {
                 }
                 Ok(snapshot)
             });
-        self.publish(key, generated, old, inputs)
+        self.publish(key, generated, old, inputs, admin)
     }
 
     /// A DPP's (or ingress's) entry for a generation result: the new snapshot (sharing the old
@@ -598,6 +647,7 @@ impl Reconciler {
         generated: Result<Snapshot, String>,
         old: Option<&Arc<DpSnapshot>>,
         inputs: Fingerprint,
+        admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
     ) -> (Arc<DpSnapshot>, bool) {
         match generated {
             Ok(snapshot) => {
@@ -628,6 +678,7 @@ impl Reconciler {
                     resources,
                     error: None,
                     inputs,
+                    admin,
                 };
                 (Arc::new(entry), changed)
             }
@@ -649,6 +700,10 @@ impl Reconciler {
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.store.subscribe();
         let mut cas = self.cas.clone();
+        let mut admins = match &self.insights {
+            Some(i) => i.subscribe_admin(),
+            None => watch::channel(0).1,
+        };
         // The blocking passes log under the task's span (the zone's `reconciler`).
         let (this, span) = (self.clone(), tracing::Span::current());
         let _ = tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
@@ -662,6 +717,7 @@ impl Reconciler {
             tokio::select! {
                 r = revisions.changed() => if r.is_err() { return },
                 Ok(()) = cas.changed() => {}
+                Ok(()) = admins.changed() => {}
                 _ = shutdown.changed() => return,
                 () = async {
                     match rotation {
@@ -673,6 +729,7 @@ impl Reconciler {
             tokio::time::sleep(COALESCE).await;
             revisions.borrow_and_update();
             cas.borrow_and_update();
+            admins.borrow_and_update();
             let (this, span) = (self.clone(), tracing::Span::current());
             let _ =
                 tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;

@@ -131,7 +131,7 @@ async fn handle(
                 .as_deref()
                 .map(Reconciler::zone_view)
                 .unwrap_or_default();
-            dataplane(id, d, out, store, insights, zone).await;
+            dataplane(id, d, out, store, insights, reconciler.as_deref(), zone).await;
         }
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
@@ -155,6 +155,7 @@ async fn dataplane(
     out: &mpsc::Sender<InspectResponse>,
     store: Store,
     insights: &crate::insight::Insights,
+    reconciler: Option<&Reconciler>,
     zone: crate::ingress::ZoneView,
 ) {
     let pairs: Vec<(String, String)> = d
@@ -171,7 +172,9 @@ async fn dataplane(
     if let Some(ty) = admin {
         let key = umbra_core::dataplane::DpKey::new(d.mesh.as_str(), d.name.as_str());
         let (status, content_type, body) =
-            match crate::envoy_admin::inspect(&store, insights, &key, ty, &pairs).await {
+            match crate::envoy_admin::inspect(&store, insights, reconciler, &key, ty, &pairs)
+                .await
+            {
                 Ok(a) => (200, a.content_type, a.body),
                 Err(e) => (
                     u32::from(e.status.as_u16()),

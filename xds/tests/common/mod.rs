@@ -47,6 +47,7 @@ pub fn try_snapshot(
         Proxy {
             name: dp_name,
             dataplane: dp,
+            admin: None,
         },
         &ctx,
         &policies,
