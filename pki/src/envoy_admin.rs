@@ -202,7 +202,10 @@ impl EnvoyAdminCa {
     /// # Errors
     /// Signing fails.
     pub fn server_cert(&self, addresses: &[IpAddr]) -> Result<CertPair, EnvoyAdminCaError> {
-        let cn = addresses.first().map(ToString::to_string).unwrap_or_default();
+        let cn = addresses
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         self.issue(
             &cn,
             addresses.iter().copied().map(SanType::IpAddress).collect(),
@@ -235,8 +238,7 @@ mod tests {
             format!("{:?}", names.value.general_names)
         };
         let client = ca.client_cert().unwrap();
-        assert_eq!(
-sans(&client.cert_pem), "[DNSName(\"kuma-cp\")]");
+        assert_eq!(sans(&client.cert_pem), "[DNSName(\"kuma-cp\")]");
         let ip: IpAddr = "10.77.1.11".parse().unwrap();
         let server = ca.server_cert(&[ip]).unwrap();
         assert_eq!(sans(&server.cert_pem), "[IPAddress([10, 77, 1, 11])]");

@@ -192,7 +192,11 @@ fn redact_ops(ops: Vec<PatchOperation>) -> Vec<PatchOperation> {
                 .iter()
                 .position(|t| SENSITIVE_FIELDS.contains(&t.as_str()))
                 .filter(|i| i + 1 < tokens.len())
-                .map(|i| json_patch::jsonptr::PointerBuf::from_tokens(tokens[..=i].iter().map(json_patch::jsonptr::Token::new)))
+                .map(|i| {
+                    json_patch::jsonptr::PointerBuf::from_tokens(
+                        tokens[..=i].iter().map(json_patch::jsonptr::Token::new),
+                    )
+                })
         };
         if let Some(field) = inside {
             let replaced = PatchOperation::Replace(ReplaceOperation {

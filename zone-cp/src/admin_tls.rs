@@ -51,9 +51,10 @@ impl AdminTls {
     ) -> Result<AdminTls, EnvoyAdminCaError> {
         let bad = |e: reqwest::Error| EnvoyAdminCaError::Certificate(format!("client: {e}"));
         let client_cert = ca.client_cert()?;
-        let identity =
-            reqwest::Identity::from_pem(format!("{}{}", client_cert.cert_pem, client_cert.key_pem).as_bytes())
-                .map_err(bad)?;
+        let identity = reqwest::Identity::from_pem(
+            format!("{}{}", client_cert.cert_pem, client_cert.key_pem).as_bytes(),
+        )
+        .map_err(bad)?;
         let root = reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).map_err(bad)?;
         let client = reqwest::Client::builder()
             .use_rustls_tls()
@@ -95,7 +96,9 @@ impl AdminTls {
         let server = self
             .ca
             .server_cert(&[ip])
-            .inspect_err(|e| tracing::warn!(%address, error = %e, "no Envoy-admin server certificate"))
+            .inspect_err(
+                |e| tracing::warn!(%address, error = %e, "no Envoy-admin server certificate"),
+            )
             .ok()?;
         let input = Arc::new(EnvoyAdmin {
             port,

@@ -209,8 +209,7 @@ impl AppState {
     ) -> Result<Response, ApiError> {
         let (mesh, name) = proxy.mesh_and_name();
         let key = DpKey::new(mesh, name);
-        let answer =
-            crate::envoy_admin::inspect(
+        let answer = crate::envoy_admin::inspect(
             &self.store,
             &self.insights,
             Some(&self.reconciler),

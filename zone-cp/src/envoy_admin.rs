@@ -23,8 +23,8 @@
 //! certificate (`DNS:kuma-cp`), the proxy's server certificate verified against the zone's
 //! Envoy-admin CA and the proxy's address ([`crate::admin_tls`]). The address is the one of the
 //! proxy's Dataplane (or ZoneIngress), the port the one its Envoy reported; the listener exists
-//! once the reconciler generated it for a connected Envoy. A proxy whose address is
-//! `127.0.0.1` gets no listener (Envoy could not bind the admin's own address twice): its admin
+//! once the reconciler generated it for a connected Envoy (other loopback addresses such as
+//! `127.0.0.2` get one too). A proxy whose address is `127.0.0.1` gets no listener (Envoy could not bind the admin's own address twice): its admin
 //! is called at `http://127.0.0.1:<port>`, which works only when its ADS stream comes from the
 //! zone CP's own host (otherwise a 502 says so).
 //!
@@ -234,7 +234,8 @@ fn target(
     admin: crate::insight::AdminEndpoint,
 ) -> Result<Target, String> {
     let ip: Option<std::net::IpAddr> = address.parse().ok();
-    if ip.is_some_and(|ip| ip.is_loopback()) {
+    // The admin's own address (Kuma's client: host `127.0.0.1`): no listener there.
+    if address == "127.0.0.1" {
         return if admin.local {
             Ok(Target::Loopback(admin.port))
         } else {

@@ -172,8 +172,7 @@ async fn dataplane(
     if let Some(ty) = admin {
         let key = umbra_core::dataplane::DpKey::new(d.mesh.as_str(), d.name.as_str());
         let (status, content_type, body) =
-            match crate::envoy_admin::inspect(&store, insights, reconciler, &key, ty, &pairs)
-                .await
+            match crate::envoy_admin::inspect(&store, insights, reconciler, &key, ty, &pairs).await
             {
                 Ok(a) => (200, a.content_type, a.body),
                 Err(e) => (

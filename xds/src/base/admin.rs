@@ -145,7 +145,8 @@ pub fn generate(snap: &mut Snapshot, address: &str, admin: &EnvoyAdmin) {
         filter_chains: vec![plaintext, mtls],
         ..Default::default()
     };
-    snap.listeners.insert(ADMIN_NAME.to_owned(), listener.into());
+    snap.listeners
+        .insert(ADMIN_NAME.to_owned(), listener.into());
 }
 
 /// Kuma's `StaticEndpoints` HTTP connection manager: one prefix route per `(path, rewrite)`,
@@ -212,22 +213,24 @@ fn downstream_tls(admin: &EnvoyAdmin) -> DownstreamTlsContext {
                 private_key: inline(&admin.key_pem),
                 ..Default::default()
             }],
-            validation_context_type: Some(common_tls_context::ValidationContextType::ValidationContext(
-                CertificateValidationContext {
-                    trusted_ca: inline(&admin.ca_pem),
-                    match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
-                        san_type: SanType::Dns as i32,
-                        matcher: Some(StringMatcher {
-                            match_pattern: Some(string_matcher::MatchPattern::Exact(
-                                CLIENT_SAN.to_owned(),
-                            )),
-                            ignore_case: false,
-                        }),
+            validation_context_type: Some(
+                common_tls_context::ValidationContextType::ValidationContext(
+                    CertificateValidationContext {
+                        trusted_ca: inline(&admin.ca_pem),
+                        match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
+                            san_type: SanType::Dns as i32,
+                            matcher: Some(StringMatcher {
+                                match_pattern: Some(string_matcher::MatchPattern::Exact(
+                                    CLIENT_SAN.to_owned(),
+                                )),
+                                ignore_case: false,
+                            }),
+                            ..Default::default()
+                        }],
                         ..Default::default()
-                    }],
-                    ..Default::default()
-                },
-            )),
+                    },
+                ),
+            ),
             ..Default::default()
         }),
         require_client_certificate: Some(BoolValue { value: true }),
@@ -282,9 +285,7 @@ mod tests {
                 "statPrefix": "kuma_envoy_admin",
             })
         };
-        let route = |prefix: &str| {
-            serde_json::json!({"match": {"prefix": prefix}, "route": {"cluster": "kuma:envoy:admin", "prefixRewrite": prefix}})
-        };
+        let route = |prefix: &str| serde_json::json!({"match": {"prefix": prefix}, "route": {"cluster": "kuma:envoy:admin", "prefixRewrite": prefix}});
         let b64 = |s: &str| {
             use base64::Engine as _;
             base64::engine::general_purpose::STANDARD.encode(s)

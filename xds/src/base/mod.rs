@@ -6,8 +6,8 @@
 //! them; `common` holds the Envoy shapes inbound and outbound share. They import only leaf
 //! modules (names, util, context, snapshot), never the plugins or the pipeline.
 
-mod common;
 pub mod admin;
+mod common;
 pub mod eds;
 pub mod inbound;
 pub mod outbound;
