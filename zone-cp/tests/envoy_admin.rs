@@ -1,7 +1,8 @@
 //! The zone's Envoy admin views (`GET /meshes/{mesh}/dataplanes/{name}/xds|stats|clusters`,
 //! `umbra_zone_cp::envoy_admin`) through the API, against a stand-in admin on loopback (the
 //! end-to-end test `e2e/tests/multi_zone.rs` reads real Envoys): every state a caller can
-//! meet (unknown proxy, bad query, no Envoy connected, an Envoy on another host, an admin that
+//! meet (unknown proxy, bad query, no Envoy connected, an Envoy on another host that
+//! reports 127.0.0.1, a proxy whose admin listener is not generated, an admin that
 //! does not answer, a stream that outlived its successor) and the token redaction.
 
 use axum::http::StatusCode;
@@ -56,7 +57,8 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
     let app = router(state);
     for (uri, yaml) in [
         ("/meshes/default", "type: Mesh\nname: default\n"),
-        ("/meshes/default/dataplanes/web", "type: Dataplane\nmesh: default\nname: web\nnetworking: {address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web}}]}\n"),
+        ("/meshes/default/dataplanes/web", "type: Dataplane\nmesh: default\nname: web\nnetworking: {address: 127.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: web}}]}\n"),
+        ("/meshes/default/dataplanes/far", "type: Dataplane\nmesh: default\nname: far\nnetworking: {address: 10.0.0.1, inbound: [{port: 80, tags: {kuma.io/service: far}}]}\n"),
     ] {
         let (s, body, _) = call(&app, "PUT", uri, &[("content-type", "application/yaml")], Some(yaml)).await;
         assert_eq!(s, StatusCode::CREATED, "{uri}: {body}");
@@ -84,7 +86,8 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
     let (s, body, _) = get("/meshes/default/dataplanes/web/xds").await;
     assert_eq!(s, StatusCode::CONFLICT, "{body}");
 
-    // An Envoy on another host: said so, nothing called.
+    // A proxy at 127.0.0.1 whose Envoy connected from another host: its admin cannot be
+    // reached (127.0.0.1 is its own host's); said so, nothing called.
     let remote = insights.open_stream(
         &key,
         AdminEndpoint {
@@ -94,7 +97,20 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
         None,
     );
     let (s, body, _) = get("/meshes/default/dataplanes/web/clusters").await;
-    assert_eq!(s, StatusCode::NOT_IMPLEMENTED, "{body}");
+    assert_eq!(s, StatusCode::BAD_GATEWAY, "{body}");
+    assert!(body.to_string().contains("another host"), "{body}");
+    // A proxy on another address is read through its admin listener, which this reconciler
+    // (without the Envoy-admin CA) never generated: said so, nothing called.
+    insights.open_stream(
+        &DpKey::new("default", "far"),
+        AdminEndpoint {
+            port: admin().await,
+            local: false,
+        },
+        None,
+    );
+    let (s, body, _) = get("/meshes/default/dataplanes/far/clusters").await;
+    assert_eq!(s, StatusCode::BAD_GATEWAY, "{body}");
     assert!(body.to_string().contains("kuma:envoy:admin"), "{body}");
 
     // An Envoy on this host whose admin does not answer: 502.
