@@ -130,7 +130,7 @@ impl Allocator {
     ///
     /// # Errors
     /// When the subnet (or its range) is full.
-    pub fn next(&mut self) -> anyhow::Result<Ipv4Addr> {
+    pub fn allocate(&mut self) -> anyhow::Result<Ipv4Addr> {
         for n in 2.. {
             let Some(a) = self.subnet.host(n) else { break };
             if self.range.is_some_and(|r| !r.contains(a)) || self.taken.contains(&a) {
@@ -788,11 +788,11 @@ mod tests {
             "broadcast"
         );
         assert!(a.reserve(Ipv4Addr::new(10, 77, 2, 5)).is_err(), "outside");
-        assert_eq!(a.next().unwrap(), Ipv4Addr::new(10, 77, 1, 128));
-        assert_eq!(a.next().unwrap(), Ipv4Addr::new(10, 77, 1, 129));
+        assert_eq!(a.allocate().unwrap(), Ipv4Addr::new(10, 77, 1, 128));
+        assert_eq!(a.allocate().unwrap(), Ipv4Addr::new(10, 77, 1, 129));
         let mut b = Allocator::new(Subnet::parse("10.0.0.0/30").unwrap(), None);
-        assert_eq!(b.next().unwrap(), Ipv4Addr::new(10, 0, 0, 2));
-        assert!(b.next().is_err(), "a /30 has two host addresses");
+        assert_eq!(b.allocate().unwrap(), Ipv4Addr::new(10, 0, 0, 2));
+        assert!(b.allocate().is_err(), "a /30 has two host addresses");
     }
 
     #[test]

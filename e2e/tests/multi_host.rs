@@ -77,15 +77,37 @@ fn fetch(p: &Project, service: &str, url: &str) -> anyhow::Result<(i32, String)>
     p.exec(service, &["python", "-c", &code], Duration::from_secs(10))
 }
 
+/// Connect to each `(address, port)` from inside `service`'s host; one line per target,
+/// `ok` or the error's class name (`ConnectionRefusedError`, `OSError`...).
+fn connect_from(
+    p: &Project,
+    service: &str,
+    targets: &[(Ipv4Addr, u16)],
+) -> anyhow::Result<Vec<String>> {
+    let list: Vec<String> = targets
+        .iter()
+        .map(|(a, port)| format!("(\"{a}\", {port})"))
+        .collect();
+    let code = format!(
+        "import socket\nfor t in [{}]:\n    s = socket.socket(); s.settimeout(2)\n    try:\n        s.connect(t); print('ok')\n    except Exception as e:\n        print(type(e).__name__)\n    s.close()\n",
+        list.join(", ")
+    );
+    let (status, out) = p.exec(service, &["python", "-c", &code], Duration::from_secs(20))?;
+    anyhow::ensure!(status == 0, "connect script in {service}: {out}");
+    Ok(out.lines().map(str::to_owned).collect())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
     let started = Instant::now();
     let p = Project::up(&options()).await?;
     let up_took = started.elapsed();
-    let token = p.admin_token()?;
-    assert!(!token.is_empty());
+    assert!(
+        !p.admin_token()?.is_empty(),
+        "the credentials one-shot wrote the admin token"
+    );
 
-    // Every sidecar and ingress is connected and ACKed, on its zone and on the Global.
+    // Every sidecar connected and ACKed (CDS, LDS; no NACK), on its zone...
     for (zone, dp) in SIDECARS {
         let cp = format!("{zone}-cp");
         let path = format!("/meshes/default/dataplanes+insights/{dp}");
@@ -94,65 +116,120 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
             &format!("{dp} ACKed on {cp}"),
             || async {
                 let (s, body) = p.call(&cp, 5681, "GET", &path, None).await.ok()?;
-                (s == 200 && acked(&body["dataplaneInsight"])).then_some(body)
+                (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
             },
         )
         .await;
         if let Err(e) = seen {
             let (_, body) = p.call(&cp, 5681, "GET", &path, None).await?;
+            let app = dp.rsplit_once('-').map_or(dp, |(a, _)| a);
             anyhow::bail!(
                 "{e}: {body}\n{}\n{}",
-                p.log_tail(
-                    &format!("{zone}-{}-sidecar", dp.trim_end_matches(['-', '1', '2'])),
-                    30
-                ),
+                p.log_tail(&format!("{zone}-{app}-sidecar"), 30),
                 p.report()
             );
         }
     }
-    let (s, body) = p
-        .call(
-            "global-cp",
-            5681,
-            "GET",
-            "/meshes/default/dataplanes+insights",
-            None,
+    // ... and on the Global (named `<name>-<hash>`, labelled with zone and display name).
+    let everyone = wait_for(
+        Duration::from_secs(30),
+        "the six sidecars ACKed on the Global",
+        || async {
+            let (s, list) = p
+                .call(
+                    "global-cp",
+                    5681,
+                    "GET",
+                    "/meshes/default/dataplanes+insights",
+                    None,
+                )
+                .await
+                .ok()?;
+            let items = list["items"].as_array()?.clone();
+            (s == 200
+                && items.len() == SIDECARS.len()
+                && items.iter().all(|i| acked(&i["dataplaneInsight"])))
+            .then_some(items)
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", p.report()))?;
+    for (zone, dp) in SIDECARS {
+        assert!(
+            everyone
+                .iter()
+                .any(|i| i["labels"]["kuma.io/display-name"] == dp
+                    && i["labels"]["kuma.io/zone"] == zone),
+            "{dp} of {zone} on the Global: {everyone:?}"
+        );
+    }
+    // Both ingresses registered (their zone filled in what they offer) and reached the other
+    // zone through the Global; each Envoy bound its listener on its own `ingress` address.
+    for (zone, other, addr) in [
+        ("zone-1", "zone-2", "10.77.0.11"),
+        ("zone-2", "zone-1", "10.77.0.12"),
+    ] {
+        let ingress = format!("{zone}-ingress");
+        let (s, list) = p
+            .call(&format!("{other}-cp"), 5681, "GET", "/zone-ingresses", None)
+            .await?;
+        assert_eq!(s, 200, "{list}");
+        let item = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["zone"] == zone)
+            .unwrap_or_else(|| panic!("{ingress} on {other}: {list}"));
+        assert_eq!(item["networking"]["advertisedAddress"], addr, "{item}");
+        assert!(
+            item["availableServices"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+            "{item}"
+        );
+        let want = (addr.parse::<Ipv4Addr>()?, 10001);
+        wait_for(
+            Duration::from_secs(20),
+            &format!("{ingress}'s listener on {addr}:10001"),
+            || async {
+                p.host(&ingress)
+                    .tcp_listeners()
+                    .ok()?
+                    .contains(&want)
+                    .then_some(())
+            },
         )
-        .await?;
-    println!("global dataplanes+insights {s}: {body}");
-    let (s, body) = p
-        .call("zone-1-cp", 5681, "GET", "/zone-ingresses", None)
-        .await?;
-    println!("zone-1 zone-ingresses {s}: {body}");
-    let (s, body) = p
-        .call("global-cp", 5681, "GET", "/zones/zone-2+insights", None)
-        .await?;
-    println!("global zones/zone-2 {s}: {body}");
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", p.log_tail(&ingress, 30)))?;
+    }
 
-    // Traffic across hosts, from inside the frontend's host.
-    let backend = wait_for(
-        Duration::from_secs(30),
-        "frontend-1 -> backend through the mesh",
-        || async {
-            fetch(&p, "zone-1-frontend", "http://127.0.0.1:3001")
-                .ok()
-                .filter(|(c, _)| *c == 0)
-                .map(|(_, o)| o)
-        },
-    )
-    .await;
-    let payments = wait_for(
-        Duration::from_secs(30),
-        "frontend-1 -> payments (zone-2) through zone-2's ingress",
-        || async {
-            fetch(&p, "zone-1-frontend", "http://127.0.0.1:5001")
-                .ok()
-                .filter(|(c, _)| *c == 0)
-                .map(|(_, o)| o)
-        },
-    )
-    .await;
-    println!("backend: {backend:?} payments: {payments:?}");
+    // Traffic across hosts, from inside the frontend's host: backend (same zone, another
+    // host) and payments (zone-2 only, through zone-2's ingress).
+    for (url, want) in [
+        ("http://127.0.0.1:3001", "backend (zone-1)"),
+        ("http://127.0.0.1:5001", "payments (zone-2)"),
+    ] {
+        let got = wait_for(
+            Duration::from_secs(30),
+            &format!("{want} from zone-1-frontend via {url}"),
+            || async {
+                fetch(&p, "zone-1-frontend", url)
+                    .ok()
+                    .filter(|(c, out)| *c == 0 && out.contains(want))
+            },
+        )
+        .await;
+        if let Err(e) = got {
+            anyhow::bail!(
+                "{e}: last answer {:?}\n{}\n{}",
+                fetch(&p, "zone-1-frontend", url),
+                p.log_tail("zone-1-frontend-sidecar", 20),
+                p.log_tail("zone-2-ingress", 20)
+            );
+        }
+    }
+
+    // The fleet-wide shadow diff answers through the Global, from both zones.
     let (s, diff) = p
         .call(
             "global-cp",
@@ -162,14 +239,31 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
             None,
         )
         .await?;
-    println!("shadow diff {s}: {diff}");
+    assert_eq!(s, 200, "{diff}");
+    assert_eq!(diff["partial"], false, "{diff}");
+    assert!(diff["totals"]["changed"].as_u64() > Some(0), "{diff}");
+    for z in ["zone-1", "zone-2"] {
+        assert!(
+            diff["zones"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["zone"] == z && e["status"] == "ok"),
+            "{z} answered: {diff}"
+        );
+    }
 
-    // Nothing reaches another host over 127.0.0.1.
+    // Nothing crosses hosts over loopback. The CPs and PostgreSQL listen on every address of
+    // their host, as the compose flags say; each sidecar's inbound listener is on its app's
+    // address; the Global sees each zone's KDS connection from the zone's `control` address.
     for (service, port) in [
+        ("postgres", 5432),
         ("global-cp", 5681),
         ("global-cp", 5685),
+        ("zone-1-cp", 5681),
         ("zone-1-cp", 5678),
         ("zone-2-cp", 5681),
+        ("zone-2-cp", 5678),
     ] {
         let listeners = p.host(service).tcp_listeners()?;
         assert!(
@@ -177,6 +271,80 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
             "{service} listens on 0.0.0.0:{port}: {listeners:?}"
         );
     }
-    println!("up took {up_took:?}, total {:?}", started.elapsed());
+    let frontend = p.addr_on("zone-1-frontend", "zone-1").expect("on zone-1");
+    assert_eq!(frontend, Ipv4Addr::new(10, 77, 1, 11));
+    assert!(p
+        .host("zone-1-frontend")
+        .tcp_listeners()?
+        .contains(&(frontend, 8080)));
+    for zone in ["zone-1", "zone-2"] {
+        let (_, z) = p
+            .call(
+                "global-cp",
+                5681,
+                "GET",
+                &format!("/zones/{zone}+insights"),
+                None,
+            )
+            .await?;
+        let from = z["umbra"]["connection"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let control = p
+            .addr_on(&format!("{zone}-cp"), "control")
+            .expect("on control");
+        assert!(
+            from.starts_with(&format!("{control}:")),
+            "{zone}'s KDS peer is {from:?}, not {control}: {z}"
+        );
+        assert_eq!(z["umbra"]["online"], true, "{z}");
+    }
+    // From the frontend's host: the CPs' ports on 127.0.0.1 are refused (they are other
+    // hosts), the zone CP's ADS answers at its zone-1 address, and the Global (another
+    // network) is unreachable.
+    let zone_cp = p.addr_on("zone-1-cp", "zone-1").expect("on zone-1");
+    let global = p.addr("global-cp");
+    let seen = connect_from(
+        &p,
+        "zone-1-frontend",
+        &[
+            (Ipv4Addr::LOCALHOST, 5681),
+            (Ipv4Addr::LOCALHOST, 5678),
+            (Ipv4Addr::LOCALHOST, 5685),
+            (Ipv4Addr::LOCALHOST, 5432),
+            (zone_cp, 5678),
+            (global, 5681),
+        ],
+    )?;
+    assert_eq!(
+        seen[..4],
+        ["ConnectionRefusedError"; 4],
+        "loopback of zone-1-frontend's host: {seen:?}"
+    );
+    assert_eq!(seen[4], "ok", "zone-1-cp's ADS at {zone_cp}: {seen:?}");
+    assert_ne!(seen[5], "ok", "the Global is on another network: {seen:?}");
+
+    // Nothing crashed or was restarted.
+    for service in p.services() {
+        assert_eq!(
+            p.restarts(&service),
+            0,
+            "{service} restarted:\n{}",
+            p.log_tail(&service, 30)
+        );
+        if let Some(code) = p.exit_code(&service) {
+            assert_eq!(
+                code,
+                0,
+                "{service} exited {code}:\n{}",
+                p.log_tail(&service, 30)
+            );
+        }
+    }
+    println!(
+        "multi-host: compose up took {up_took:?}, the whole test {:?}",
+        started.elapsed()
+    );
     Ok(())
 }

@@ -296,7 +296,7 @@ impl PathMap {
         let c = container.trim_end_matches('/').to_owned();
         self.entries.retain(|(k, _)| *k != c);
         self.entries.push((c, host.to_string_lossy().into_owned()));
-        self.entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.entries.sort_by_key(|e| std::cmp::Reverse(e.0.len()));
     }
 
     /// The host path `container` (a path) stands for, if it is under an entry.

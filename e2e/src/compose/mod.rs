@@ -24,11 +24,13 @@
 //! - `ports` are parsed and not published: the test process reaches every host address.
 //!
 //! The run directory `/tmp/umbra-compose-<pid>-<n>` is removed on drop unless the thread is
-//! panicking (then its path is printed, logs kept). Projects in one process run one at a time
+//! panicking or `UMBRA_KEEP_COMPOSE_RUN` is set (then its path is printed, logs kept); those of
+//! dead test processes are swept at the next [`Project::up`]. Projects in one process run one at a time
 //! ([`Project::up`] holds a lock), since the compose file fixes the subnets.
 
 pub mod image;
 pub mod model;
+mod process;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -40,7 +42,8 @@ use anyhow::{bail, Context as _};
 
 use crate::hosts::{self, Allocator, Host, Lab, Proc, Subnet};
 use image::{Image, PathMap};
-use model::{ComposeFile, Condition, Restart, Source};
+use model::{ComposeFile, Condition, Source};
+use process::{Shared, Spec};
 
 pub use image::Programs;
 
@@ -53,127 +56,6 @@ pub struct UpOptions {
     pub programs: Programs,
     /// The bound on the whole start (every dependency condition).
     pub timeout: Duration,
-}
-
-/// How one service runs (everything already rewritten to host paths).
-#[derive(Debug, Clone)]
-struct Spec {
-    host: String,
-    argv: Vec<String>,
-    env: Vec<(String, String)>,
-    user: (u32, u32),
-    cwd: PathBuf,
-    health: Option<model::Healthcheck>,
-    restart: Restart,
-    log: PathBuf,
-    paths: PathMap,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    proc: Option<Proc>,
-    started: bool,
-    healthy: bool,
-    exit: Option<i32>,
-    restarts: u32,
-    stopped: bool,
-    restart_at: Option<Instant>,
-}
-
-#[derive(Debug)]
-struct Shared {
-    specs: BTreeMap<String, Spec>,
-    hosts: BTreeMap<String, Host>,
-    state: Mutex<BTreeMap<String, State>>,
-    closing: std::sync::atomic::AtomicBool,
-}
-
-/// The environment-and-user wrapper every service process and exec goes through: a private
-/// `/dev/shm`, the working directory, then the program as `uid:gid` (`$1`..`$3`).
-const PRELUDE: &str = "mount -t tmpfs -o mode=1777,size=67108864 shm /dev/shm && cd \"$1\" && u=$2 && g=$3 && shift 3 && if [ \"$u\" = 0 ]; then exec \"$@\"; else exec setpriv --reuid=\"$u\" --regid=\"$g\" --clear-groups -- \"$@\"; fi";
-
-impl Shared {
-    fn command(&self, spec: &Spec, argv: &[String]) -> std::process::Command {
-        let mut c = self.hosts[&spec.host].command("sh");
-        c.args(["-c", PRELUDE, "sh"])
-            .arg(&spec.cwd)
-            .arg(spec.user.0.to_string())
-            .arg(spec.user.1.to_string())
-            .args(argv)
-            .env_clear()
-            .envs(spec.env.iter().cloned());
-        c
-    }
-
-    fn spawn(&self, name: &str) -> anyhow::Result<Proc> {
-        let spec = &self.specs[name];
-        Proc::spawn(self.command(spec, &spec.argv), &spec.log)
-    }
-
-    fn with<T>(&self, name: &str, f: impl FnOnce(&mut State) -> T) -> T {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(st.entry(name.to_owned()).or_default())
-    }
-
-    /// One pass of the monitor: record exits, apply restart policies.
-    fn monitor_tick(&self) {
-        let names: Vec<String> = self.specs.keys().cloned().collect();
-        for name in names {
-            let restart = self.specs[&name].restart;
-            let due = self.with(&name, |s| {
-                if let Some(p) = s.proc.as_mut() {
-                    if let Some(code) = p.exited() {
-                        s.exit = Some(code);
-                        s.proc = None;
-                        s.healthy = false;
-                        let again = match restart {
-                            Restart::No => false,
-                            Restart::UnlessStopped => true,
-                            Restart::OnFailure => code != 0,
-                        };
-                        if again && !s.stopped {
-                            s.restart_at = Some(Instant::now() + Duration::from_millis(500));
-                        }
-                    }
-                }
-                s.restart_at.is_some_and(|t| t <= Instant::now()) && !s.stopped
-            });
-            if due && !self.closing.load(std::sync::atomic::Ordering::SeqCst) {
-                let note = format!("--- compose runner: restarting {name} ---\n");
-                let _ = append(&self.specs[&name].log, &note);
-                let p = self.spawn(&name);
-                self.with(&name, |s| {
-                    s.restart_at = None;
-                    s.restarts += 1;
-                    s.exit = None;
-                    s.proc = p.ok();
-                });
-            }
-        }
-    }
-
-    /// Run the healthcheck of `name` once.
-    fn probe(&self, name: &str) -> bool {
-        let spec = &self.specs[name];
-        let Some(h) = &spec.health else { return true };
-        let out = spec.log.with_extension("health.log");
-        let Ok(mut p) = Proc::spawn(self.command(spec, &h.test), &out) else {
-            return false;
-        };
-        p.wait_timeout(h.timeout) == Some(0)
-    }
-}
-
-fn append(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?
-        .write_all(text.as_bytes())
 }
 
 static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -245,6 +127,7 @@ impl Project {
             ))
         };
         let _ = std::fs::remove_dir_all(&run);
+        sweep_stale_runs();
         mkdir(&run, 0o755)?;
         let mut project = Project {
             file: file.clone(),
@@ -332,7 +215,7 @@ impl Project {
             for (n, a) in &s.networks {
                 let a = match a {
                     Some(a) => *a,
-                    None => allocators.get_mut(n).expect("checked").next()?,
+                    None => allocators.get_mut(n).expect("checked").allocate()?,
                 };
                 joins.push((n.clone(), a));
             }
@@ -792,6 +675,28 @@ impl Project {
     }
 }
 
+/// Remove run directories (`umbra-compose-<pid>-<n>`) and `Host::run` output files
+/// (`umbra-hosts-<pid>-...`) of test processes that no longer run.
+fn sweep_stale_runs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name
+            .strip_prefix("umbra-compose-")
+            .or_else(|| name.strip_prefix("umbra-hosts-"))
+        else {
+            continue;
+        };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_dir_all(e.path());
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 fn image_slug(image: &str) -> String {
     image
         .chars()
@@ -817,7 +722,7 @@ impl Drop for Project {
         };
         drop(procs);
         drop(self.lab.take());
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("UMBRA_KEEP_COMPOSE_RUN").is_some() {
             eprintln!("compose: logs and volumes kept in {}", self.run.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.run);
