@@ -253,7 +253,15 @@ pub fn sweep_stale() -> Vec<String> {
     removed
 }
 
-/// Fail with a clear message unless this process may create network namespaces.
+/// Fail with a clear message unless this process may create network namespaces (root, or
+/// CAP_NET_ADMIN + CAP_SYS_ADMIN); probes by creating and deleting one.
+///
+/// # Errors
+/// Without the privilege, saying what is needed.
+pub fn require_privilege() -> anyhow::Result<()> {
+    check_privilege(std::process::id())
+}
+
 fn check_privilege(pid: u32) -> anyhow::Result<()> {
     let probe = netns_name(pid, "probe");
     match ip(&["netns", "add", &probe]) {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use umbra_e2e::compose::{Programs, Project, UpOptions};
 
 fn options() -> UpOptions {
+    // First, so that an unprivileged run fails saying what it needs.
+    umbra_e2e::hosts::require_privilege().expect("privilege for test hosts");
     let programs = Programs::new(
         env!("CARGO_BIN_EXE_e2e-global-cp"),
         env!("CARGO_BIN_EXE_e2e-zone-cp"),
