@@ -29,12 +29,14 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates curl openssl \
     && rm -rf /var/lib/apt/lists/*
-# A fixed non-root uid; /tokens, /kds-tls and /var/lib/umbra exist owned by it so that named volumes
-# mounted there start writable for it.
+# A fixed non-root uid; /tokens, /kds-tls, /dp and /var/lib/umbra exist owned by it so that named
+# volumes mounted there start writable for it (Docker copies an image directory's owner into an
+# empty volume; a volume mounted where the image has no directory starts root-owned, and the
+# `zone-N-dp-credentials` one-shots could not write /dp).
 RUN groupadd --system --gid 10001 umbra \
     && useradd --system --uid 10001 --gid umbra --home-dir /var/lib/umbra --shell /usr/sbin/nologin umbra \
-    && mkdir -p /var/lib/umbra /tokens /kds-tls \
-    && chown umbra:umbra /var/lib/umbra /tokens /kds-tls
+    && mkdir -p /var/lib/umbra /tokens /kds-tls /dp \
+    && chown umbra:umbra /var/lib/umbra /tokens /kds-tls /dp
 COPY --from=builder /out/ /usr/local/bin/
 # Listen on every interface by default inside a container (the binaries default to 127.0.0.1);
 # flags override these.

@@ -15,9 +15,11 @@ use tokio::net::{TcpListener, TcpStream};
 pub use umbra_global_cp::testing::free_port;
 
 pub mod browser;
+pub mod compose;
 mod dp;
 pub mod envoy_sim;
 pub mod fleet;
+pub mod hosts;
 mod http;
 pub mod seed;
 pub use dp::{https_post, DpServer};

@@ -435,7 +435,7 @@ impl KdsService for KdsServer {
             "GlobalToZoneSync",
         )?;
         let zone = caller.identity.zone.clone();
-        let secure = self.tls || req.remote_addr().is_some_and(|a| a.ip().is_loopback());
+        let secure = self.tls || req.remote_addr().is_some_and(loopback_peer);
         let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
         let (err_tx, err_rx) = mpsc::channel(1);
@@ -754,9 +754,28 @@ impl Sink for ZoneSink {
     }
 }
 
+/// Whether a KDS peer is on this host's loopback, an IPv4-mapped `::ffff:127.0.0.1` (a zone
+/// reaching a dual-stack `[::]` listener over 127.0.0.1) included.
+fn loopback_peer(peer: std::net::SocketAddr) -> bool {
+    peer.ip().to_canonical().is_loopback()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_peers_include_ipv4_mapped_ones() {
+        for (peer, loopback) in [
+            ("127.0.0.1:1", true),
+            ("[::1]:1", true),
+            ("[::ffff:127.0.0.1]:1", true),
+            ("10.77.1.5:1", false),
+            ("[::ffff:10.77.1.5]:1", false),
+        ] {
+            assert_eq!(loopback_peer(peer.parse().unwrap()), loopback, "{peer}");
+        }
+    }
 
     #[tokio::test]
     async fn the_mesh_cas_go_only_over_a_secure_connection() {

@@ -1,0 +1,352 @@
+//! The compose deployment on separate hosts: `docker-compose.yml` itself, run by the compose
+//! runner (`umbra_e2e::compose`) on network namespaces (`umbra_e2e::hosts`) with real
+//! PostgreSQL, Envoy and the CP binaries. Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN): without
+//! it the test fails saying so.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use umbra_e2e::compose::{Programs, Project, UpOptions};
+
+fn options() -> UpOptions {
+    // First, so that an unprivileged run fails saying what it needs.
+    umbra_e2e::hosts::require_privilege().expect("privilege for test hosts");
+    let programs = Programs::new(
+        env!("CARGO_BIN_EXE_e2e-global-cp"),
+        env!("CARGO_BIN_EXE_e2e-zone-cp"),
+        env!("CARGO_BIN_EXE_e2e-umbractl"),
+    )
+    .expect("the CP binaries and envoy");
+    UpOptions {
+        file: PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docker-compose.yml"
+        )),
+        programs,
+        timeout: Duration::from_secs(90),
+    }
+}
+
+const SIDECARS: [(&str, &str); 6] = [
+    ("zone-1", "frontend-1"),
+    ("zone-1", "backend-1"),
+    ("zone-1", "redis-1"),
+    ("zone-2", "frontend-2"),
+    ("zone-2", "backend-2"),
+    ("zone-2", "payments-2"),
+];
+
+/// Poll `check` every 250 ms until it returns `Some`, up to `bound`; the error names `what`.
+async fn wait_for<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "waited {bound:?} for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Whether an insight (Kuma's `dataplaneInsight`/`zoneIngressInsight`) shows a connected
+/// stream that ACKed CDS and LDS and NACKed nothing.
+fn acked(insight: &serde_json::Value) -> bool {
+    let Some(sub) = insight["subscriptions"].as_array().and_then(|s| s.last()) else {
+        return false;
+    };
+    let n = |v: &serde_json::Value| {
+        v.as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .or_else(|| v.as_u64())
+            .unwrap_or(0)
+    };
+    sub["disconnectTime"].is_null()
+        && n(&sub["status"]["cds"]["responsesAcknowledged"]) > 0
+        && n(&sub["status"]["lds"]["responsesAcknowledged"]) > 0
+        && n(&sub["status"]["total"]["responsesRejected"]) == 0
+}
+
+/// `python -c` fetching `url` inside `service`'s host (the deploy/README.md check).
+fn fetch(p: &Project, service: &str, url: &str) -> anyhow::Result<(i32, String)> {
+    let code = format!(
+        "import urllib.request; print(urllib.request.urlopen({url:?}, timeout=3).read().decode())"
+    );
+    p.exec(service, &["python", "-c", &code], Duration::from_secs(10))
+}
+
+/// Connect to each `(address, port)` from inside `service`'s host; one line per target,
+/// `ok` or the error's class name (`ConnectionRefusedError`, `OSError`...).
+fn connect_from(
+    p: &Project,
+    service: &str,
+    targets: &[(Ipv4Addr, u16)],
+) -> anyhow::Result<Vec<String>> {
+    let list: Vec<String> = targets
+        .iter()
+        .map(|(a, port)| format!("(\"{a}\", {port})"))
+        .collect();
+    let code = format!(
+        "import socket\nfor t in [{}]:\n    s = socket.socket(); s.settimeout(2)\n    try:\n        s.connect(t); print('ok')\n    except Exception as e:\n        print(type(e).__name__)\n    s.close()\n",
+        list.join(", ")
+    );
+    let (status, out) = p.exec(service, &["python", "-c", &code], Duration::from_secs(20))?;
+    anyhow::ensure!(status == 0, "connect script in {service}: {out}");
+    Ok(out.lines().map(str::to_owned).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let p = Project::up(&options()).await?;
+    let up_took = started.elapsed();
+    assert!(
+        !p.admin_token()?.is_empty(),
+        "the credentials one-shot wrote the admin token"
+    );
+
+    // Every sidecar connected and ACKed (CDS, LDS; no NACK), on its zone...
+    for (zone, dp) in SIDECARS {
+        let cp = format!("{zone}-cp");
+        let path = format!("/meshes/default/dataplanes+insights/{dp}");
+        let seen = wait_for(
+            Duration::from_secs(30),
+            &format!("{dp} ACKed on {cp}"),
+            || async {
+                let (s, body) = p.call(&cp, 5681, "GET", &path, None).await.ok()?;
+                (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
+            },
+        )
+        .await;
+        if let Err(e) = seen {
+            let (_, body) = p.call(&cp, 5681, "GET", &path, None).await?;
+            let app = dp.rsplit_once('-').map_or(dp, |(a, _)| a);
+            anyhow::bail!(
+                "{e}: {body}\n{}\n{}",
+                p.log_tail(&format!("{zone}-{app}-sidecar"), 30),
+                p.report()
+            );
+        }
+    }
+    // ... and on the Global (named `<name>-<hash>`, labelled with zone and display name).
+    let everyone = wait_for(
+        Duration::from_secs(30),
+        "the six sidecars ACKed on the Global",
+        || async {
+            let (s, list) = p
+                .call(
+                    "global-cp",
+                    5681,
+                    "GET",
+                    "/meshes/default/dataplanes+insights",
+                    None,
+                )
+                .await
+                .ok()?;
+            let items = list["items"].as_array()?.clone();
+            (s == 200
+                && items.len() == SIDECARS.len()
+                && items.iter().all(|i| acked(&i["dataplaneInsight"])))
+            .then_some(items)
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", p.report()))?;
+    for (zone, dp) in SIDECARS {
+        assert!(
+            everyone
+                .iter()
+                .any(|i| i["labels"]["kuma.io/display-name"] == dp
+                    && i["labels"]["kuma.io/zone"] == zone),
+            "{dp} of {zone} on the Global: {everyone:?}"
+        );
+    }
+    // Both ingresses registered (their zone filled in what they offer) and reached the other
+    // zone through the Global; each Envoy bound its listener on its own `ingress` address.
+    for (zone, other, addr) in [
+        ("zone-1", "zone-2", "10.77.0.11"),
+        ("zone-2", "zone-1", "10.77.0.12"),
+    ] {
+        let ingress = format!("{zone}-ingress");
+        let (s, list) = p
+            .call(&format!("{other}-cp"), 5681, "GET", "/zone-ingresses", None)
+            .await?;
+        assert_eq!(s, 200, "{list}");
+        let item = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["zone"] == zone)
+            .unwrap_or_else(|| panic!("{ingress} on {other}: {list}"));
+        assert_eq!(item["networking"]["advertisedAddress"], addr, "{item}");
+        assert!(
+            item["availableServices"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+            "{item}"
+        );
+        let want = (addr.parse::<Ipv4Addr>()?, 10001);
+        wait_for(
+            Duration::from_secs(20),
+            &format!("{ingress}'s listener on {addr}:10001"),
+            || async {
+                p.host(&ingress)
+                    .tcp_listeners()
+                    .ok()?
+                    .contains(&want)
+                    .then_some(())
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", p.log_tail(&ingress, 30)))?;
+    }
+
+    // Traffic across hosts, from inside the frontend's host: backend (same zone, another
+    // host) and payments (zone-2 only, through zone-2's ingress).
+    for (url, want) in [
+        ("http://127.0.0.1:3001", "backend (zone-1)"),
+        ("http://127.0.0.1:5001", "payments (zone-2)"),
+    ] {
+        let got = wait_for(
+            Duration::from_secs(30),
+            &format!("{want} from zone-1-frontend via {url}"),
+            || async {
+                fetch(&p, "zone-1-frontend", url)
+                    .ok()
+                    .filter(|(c, out)| *c == 0 && out.contains(want))
+            },
+        )
+        .await;
+        if let Err(e) = got {
+            anyhow::bail!(
+                "{e}: last answer {:?}\n{}\n{}",
+                fetch(&p, "zone-1-frontend", url),
+                p.log_tail("zone-1-frontend-sidecar", 20),
+                p.log_tail("zone-2-ingress", 20)
+            );
+        }
+    }
+
+    // The fleet-wide shadow diff answers through the Global, from both zones.
+    let (s, diff) = p
+        .call(
+            "global-cp",
+            5681,
+            "GET",
+            "/meshes/default/_shadow-diff",
+            None,
+        )
+        .await?;
+    assert_eq!(s, 200, "{diff}");
+    assert_eq!(diff["partial"], false, "{diff}");
+    assert!(diff["totals"]["changed"].as_u64() > Some(0), "{diff}");
+    for z in ["zone-1", "zone-2"] {
+        assert!(
+            diff["zones"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["zone"] == z && e["status"] == "ok"),
+            "{z} answered: {diff}"
+        );
+    }
+
+    // Nothing crosses hosts over loopback. The CPs and PostgreSQL listen on every address of
+    // their host, as the compose flags say; each sidecar's inbound listener is on its app's
+    // address; the Global sees each zone's KDS connection from the zone's `control` address.
+    for (service, port) in [
+        ("postgres", 5432),
+        ("global-cp", 5681),
+        ("global-cp", 5685),
+        ("zone-1-cp", 5681),
+        ("zone-1-cp", 5678),
+        ("zone-2-cp", 5681),
+        ("zone-2-cp", 5678),
+    ] {
+        let listeners = p.host(service).tcp_listeners()?;
+        assert!(
+            listeners.contains(&(Ipv4Addr::UNSPECIFIED, port)),
+            "{service} listens on 0.0.0.0:{port}: {listeners:?}"
+        );
+    }
+    let frontend = p.addr_on("zone-1-frontend", "zone-1").expect("on zone-1");
+    assert_eq!(frontend, Ipv4Addr::new(10, 77, 1, 11));
+    assert!(p
+        .host("zone-1-frontend")
+        .tcp_listeners()?
+        .contains(&(frontend, 8080)));
+    for zone in ["zone-1", "zone-2"] {
+        let (_, z) = p
+            .call(
+                "global-cp",
+                5681,
+                "GET",
+                &format!("/zones/{zone}+insights"),
+                None,
+            )
+            .await?;
+        let from = z["umbra"]["connection"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let control = p
+            .addr_on(&format!("{zone}-cp"), "control")
+            .expect("on control");
+        assert!(
+            from.starts_with(&format!("{control}:")),
+            "{zone}'s KDS peer is {from:?}, not {control}: {z}"
+        );
+        assert_eq!(z["umbra"]["online"], true, "{z}");
+    }
+    // From the frontend's host: the CPs' ports on 127.0.0.1 are refused (they are other
+    // hosts), the zone CP's ADS answers at its zone-1 address, and the Global (another
+    // network) is unreachable.
+    let zone_cp = p.addr_on("zone-1-cp", "zone-1").expect("on zone-1");
+    let global = p.addr("global-cp");
+    let seen = connect_from(
+        &p,
+        "zone-1-frontend",
+        &[
+            (Ipv4Addr::LOCALHOST, 5681),
+            (Ipv4Addr::LOCALHOST, 5678),
+            (Ipv4Addr::LOCALHOST, 5685),
+            (Ipv4Addr::LOCALHOST, 5432),
+            (zone_cp, 5678),
+            (global, 5681),
+        ],
+    )?;
+    assert_eq!(
+        seen[..4],
+        ["ConnectionRefusedError"; 4],
+        "loopback of zone-1-frontend's host: {seen:?}"
+    );
+    assert_eq!(seen[4], "ok", "zone-1-cp's ADS at {zone_cp}: {seen:?}");
+    assert_ne!(seen[5], "ok", "the Global is on another network: {seen:?}");
+
+    // Nothing crashed or was restarted.
+    for service in p.services() {
+        assert_eq!(
+            p.restarts(&service),
+            0,
+            "{service} restarted:\n{}",
+            p.log_tail(&service, 30)
+        );
+        if let Some(code) = p.exit_code(&service) {
+            assert_eq!(
+                code,
+                0,
+                "{service} exited {code}:\n{}",
+                p.log_tail(&service, 30)
+            );
+        }
+    }
+    println!(
+        "multi-host: compose up took {up_took:?}, the whole test {:?}",
+        started.elapsed()
+    );
+    Ok(())
+}
