@@ -434,7 +434,10 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
         .and_then(|i| i["name"].as_str())
         .unwrap_or("frontend-1")
         .to_owned();
-    for (cp, name) in [("zone-1-cp", "frontend-1"), ("global-cp", global_name.as_str())] {
+    for (cp, name) in [
+        ("zone-1-cp", "frontend-1"),
+        ("global-cp", global_name.as_str()),
+    ] {
         for view in ["xds", "stats", "clusters"] {
             let path = format!("/meshes/default/dataplanes/{name}/{view}");
             let (s, body) = p.call(cp, 5681, "GET", &path, None).await?;
@@ -451,16 +454,26 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
     let zone2 = p.host("zone-2-cp");
     let down = Instant::now();
     zone2.down()?;
-    let offline = wait_for(Duration::from_secs(40), "the Global reports zone-2 offline", || async {
-        let (_, z) = p
-            .call("global-cp", 5681, "GET", "/zones/zone-2+insights", None)
-            .await
-            .ok()?;
-        (z["umbra"]["online"] == false).then(|| down.elapsed())
-    })
+    let offline = wait_for(
+        Duration::from_secs(40),
+        "the Global reports zone-2 offline",
+        || async {
+            let (_, z) = p
+                .call("global-cp", 5681, "GET", "/zones/zone-2+insights", None)
+                .await
+                .ok()?;
+            (z["umbra"]["online"] == false).then(|| down.elapsed())
+        },
+    )
     .await?;
     let (s, diff) = p
-        .call("global-cp", 5681, "GET", "/meshes/default/_shadow-diff", None)
+        .call(
+            "global-cp",
+            5681,
+            "GET",
+            "/meshes/default/_shadow-diff",
+            None,
+        )
         .await?;
     assert_eq!(s, 200, "{diff}");
     assert_eq!(diff["partial"], true, "{diff}");
@@ -474,7 +487,10 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
     );
     // zone-2's Envoys keep serving traffic on their last config.
     let (code, out) = fetch(&p, "zone-2-frontend", "http://127.0.0.1:3001")?;
-    assert!(code == 0 && out.contains("backend (zone-2)"), "{code} {out}");
+    assert!(
+        code == 0 && out.contains("backend (zone-2)"),
+        "{code} {out}"
+    );
     // A policy written on the Global meanwhile reaches zone-1 at once...
     let (s, body) = p
         .call(
@@ -521,15 +537,20 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
     let sidecar_up = Instant::now();
     backend.up()?;
     let (_, dp) = ("zone-2", "backend-2");
-    wait_for(Duration::from_secs(60), "backend-2 running an idle timeout of 4321s", || async {
-        runs_limit(&p, "zone-2", dp, 4321).await.then_some(())
-    })
+    wait_for(
+        Duration::from_secs(60),
+        "backend-2 running an idle timeout of 4321s",
+        || async { runs_limit(&p, "zone-2", dp, 4321).await.then_some(()) },
+    )
     .await
     .map_err(|e| anyhow::anyhow!("{e}\n{}", p.log_tail("zone-2-backend-sidecar", 30)))?;
     let sidecar_converged = sidecar_up.elapsed();
     all_acked(&p, &["zone-1", "zone-2"], Duration::from_secs(10)).await?;
     let (code, out) = fetch(&p, "zone-2-frontend", "http://127.0.0.1:3001")?;
-    assert!(code == 0 && out.contains("backend (zone-2)"), "{code} {out}");
+    assert!(
+        code == 0 && out.contains("backend (zone-2)"),
+        "{code} {out}"
+    );
     println!(
         "partitions: zone-2 reported offline {offline:?} after its link went down; every zone-2 Envoy ran the write made during the partition {zone2_converged:?} after the link came back (all ACKed, zone online: {after_up:?}); a sidecar host reconnected and ran the new write {sidecar_converged:?} after its link came back"
     );
