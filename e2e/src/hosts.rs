@@ -259,7 +259,12 @@ pub fn sweep_stale() -> Vec<String> {
 /// # Errors
 /// Without the privilege, saying what is needed.
 pub fn require_privilege() -> anyhow::Result<()> {
-    check_privilege(std::process::id())
+    // Once per process: tests run on several threads, and the probe's name is per process.
+    static CHECKED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    CHECKED
+        .get_or_init(|| check_privilege(std::process::id()).map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
 }
 
 fn check_privilege(pid: u32) -> anyhow::Result<()> {
