@@ -4,71 +4,21 @@
 //! it the test fails saying so.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use umbra_e2e::compose::{Programs, Project, UpOptions};
+use umbra_e2e::compose::deployment::{
+    acked, all_acked, converged, idle_timeout, runs_idle_timeout, wait_for, SIDECARS,
+};
+use umbra_e2e::compose::{deployment, Project, UpOptions};
 
 fn options() -> UpOptions {
-    // First, so that an unprivileged run fails saying what it needs.
-    umbra_e2e::hosts::require_privilege().expect("privilege for test hosts");
-    let programs = Programs::new(
+    deployment::options(
         env!("CARGO_BIN_EXE_e2e-global-cp"),
         env!("CARGO_BIN_EXE_e2e-zone-cp"),
         env!("CARGO_BIN_EXE_e2e-umbractl"),
+        Duration::from_secs(90),
     )
-    .expect("the CP binaries and envoy");
-    UpOptions {
-        file: PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../docker-compose.yml"
-        )),
-        programs,
-        timeout: Duration::from_secs(90),
-    }
-}
-
-const SIDECARS: [(&str, &str); 6] = [
-    ("zone-1", "frontend-1"),
-    ("zone-1", "backend-1"),
-    ("zone-1", "redis-1"),
-    ("zone-2", "frontend-2"),
-    ("zone-2", "backend-2"),
-    ("zone-2", "payments-2"),
-];
-
-/// Poll `check` every 250 ms until it returns `Some`, up to `bound`; the error names `what`.
-async fn wait_for<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + bound;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "waited {bound:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Whether an insight (Kuma's `dataplaneInsight`/`zoneIngressInsight`) shows a connected
-/// stream that ACKed CDS and LDS and NACKed nothing.
-fn acked(insight: &serde_json::Value) -> bool {
-    let Some(sub) = insight["subscriptions"].as_array().and_then(|s| s.last()) else {
-        return false;
-    };
-    let n = |v: &serde_json::Value| {
-        v.as_str()
-            .and_then(|s| s.parse::<u64>().ok())
-            .or_else(|| v.as_u64())
-            .unwrap_or(0)
-    };
-    sub["disconnectTime"].is_null()
-        && n(&sub["status"]["cds"]["responsesAcknowledged"]) > 0
-        && n(&sub["status"]["lds"]["responsesAcknowledged"]) > 0
-        && n(&sub["status"]["total"]["responsesRejected"]) == 0
+    .expect("privilege for test hosts, the CP binaries and envoy")
 }
 
 /// `python -c` fetching `url` inside `service`'s host (the deploy/README.md check).
@@ -351,64 +301,6 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every sidecar of `zones` ACKed CDS and LDS on its zone with no NACK, within `bound`.
-async fn all_acked(p: &Project, zones: &[&str], bound: Duration) -> anyhow::Result<()> {
-    for (zone, dp) in SIDECARS.iter().filter(|(z, _)| zones.contains(z)) {
-        let cp = format!("{zone}-cp");
-        let path = format!("/meshes/default/dataplanes+insights/{dp}");
-        wait_for(bound, &format!("{dp} ACKed on {cp}"), || async {
-            let (s, body) = p.call(&cp, 5681, "GET", &path, None).await.ok()?;
-            (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}\n{}", p.report()))?;
-    }
-    Ok(())
-}
-
-/// Whether `dp`'s running Envoy (its admin config dump, read by its zone through the mTLS
-/// admin listener) runs an inbound idle timeout of `limit` seconds: it applied the MeshTimeout
-/// that sets it.
-async fn runs_limit(p: &Project, zone: &str, dp: &str, limit: u32) -> bool {
-    let path = format!("/meshes/default/dataplanes/{dp}/xds");
-    matches!(
-        p.call(&format!("{zone}-cp"), 5681, "GET", &path, None).await,
-        Ok((200, v)) if v.to_string().contains(&format!("\"{limit}s\""))
-    )
-}
-
-/// A MeshTimeout `name` giving every sidecar's inbounds an idle timeout of `limit` seconds
-/// (every sidecar has one, so every Envoy runs it), as JSON.
-fn idle_timeout(name: &str, limit: u32) -> String {
-    serde_json::json!({
-        "type": "MeshTimeout", "mesh": "default", "name": name,
-        "spec": {"targetRef": {"kind": "Mesh"},
-            "from": [{"targetRef": {"kind": "Mesh"},
-                "default": {"idleTimeout": format!("{limit}s")}}]},
-    })
-    .to_string()
-}
-
-/// Wait until every sidecar of `zones` runs `limit`; how long it took.
-async fn converged(
-    p: &Project,
-    zones: &[&str],
-    limit: u32,
-    bound: Duration,
-) -> anyhow::Result<Duration> {
-    let start = Instant::now();
-    for (zone, dp) in SIDECARS.iter().filter(|(z, _)| zones.contains(z)) {
-        wait_for(
-            bound.saturating_sub(start.elapsed()),
-            &format!("{dp} of {zone} running an idle timeout of {limit}s"),
-            || async { runs_limit(p, zone, dp, limit).await.then_some(()) },
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}\n{}", p.report()))?;
-    }
-    Ok(start.elapsed())
-}
-
 /// Issue 35 item 5: zone-2's CP host off the network, then a sidecar host off its zone CP.
 /// Prints the measured times (BENCHMARKS.md, "Partitions").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,7 +432,11 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
     wait_for(
         Duration::from_secs(60),
         "backend-2 running an idle timeout of 4321s",
-        || async { runs_limit(&p, "zone-2", dp, 4321).await.then_some(()) },
+        || async {
+            runs_idle_timeout(&p, "zone-2", dp, 4321)
+                .await
+                .then_some(())
+        },
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}\n{}", p.log_tail("zone-2-backend-sidecar", 30)))?;

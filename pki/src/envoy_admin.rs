@@ -17,8 +17,8 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 use serde::{Deserialize, Serialize};
 use umbra_store::{Store, StoreError};
@@ -54,20 +54,7 @@ fn cert_err(what: &str, e: impl std::fmt::Display) -> EnvoyAdminCaError {
     EnvoyAdminCaError::Certificate(format!("{what}: {e}"))
 }
 
-/// A PEM certificate and its PEM private key. `Debug` never shows the key.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CertPair {
-    /// PEM certificate.
-    pub cert_pem: String,
-    /// PEM (PKCS#8) private key.
-    pub key_pem: String,
-}
-
-impl std::fmt::Debug for CertPair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CertPair { .. }")
-    }
-}
+pub use crate::self_signed::CertPair;
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,28 +76,18 @@ impl std::fmt::Debug for EnvoyAdminCa {
 }
 
 fn new_ca() -> Result<StoredCa, EnvoyAdminCaError> {
-    let now = SystemTime::now();
-    let mut params = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, "Kuma");
-    dn.push(DnType::OrganizationalUnitName, "Mesh");
-    dn.push(DnType::CommonName, "Envoy Admin CA");
-    params.distinguished_name = dn;
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    params.not_before = offset(now - Duration::from_secs(300));
-    params.not_after = offset(now + CA_VALIDITY);
-    let key = KeyPair::generate().map_err(|e| cert_err("key", e))?;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| cert_err("self-sign", e))?;
+    let ca = crate::self_signed::leaf_ca(
+        &[
+            (DnType::OrganizationName, "Kuma"),
+            (DnType::OrganizationalUnitName, "Mesh"),
+            (DnType::CommonName, "Envoy Admin CA"),
+        ],
+        CA_VALIDITY,
+    )
+    .map_err(|e| cert_err("CA", e))?;
     Ok(StoredCa {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        cert_pem: ca.cert_pem,
+        key_pem: ca.key_pem,
     })
 }
 

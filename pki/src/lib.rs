@@ -8,6 +8,8 @@
 //!   created by the CP that owns the mesh and kept in its store.
 //! - [`envoy_admin`]: the zone's Envoy-admin CA and the server and client certificates of the
 //!   mTLS admin listener `kuma:envoy:admin`.
+//! - [`self_signed`]: self-signed CAs issuing leaf certificates only (the zone's data-plane
+//!   server CA and Envoy-admin CA).
 //! - [`identity`]: the DPP identity certificates a zone issues from those roots, and the SDS
 //!   secrets that carry them.
 //!
@@ -17,4 +19,5 @@
 pub mod envoy_admin;
 pub mod identity;
 pub mod mesh_ca;
+pub mod self_signed;
 pub mod trust;

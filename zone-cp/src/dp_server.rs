@@ -65,25 +65,17 @@ fn fail(what: &str, e: impl std::fmt::Display) -> StoreError {
 }
 
 fn new_ca(zone: &str) -> Result<StoredCa, StoreError> {
-    let now = SystemTime::now();
-    let mut params = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, "Umbra");
-    dn.push(DnType::CommonName, format!("{zone} data-plane server CA"));
-    params.distinguished_name = dn;
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    params.not_before = offset(now - Duration::from_secs(300));
-    params.not_after = offset(now + CA_VALIDITY);
-    let key = KeyPair::generate().map_err(|e| fail("key", e))?;
-    let cert = params.self_signed(&key).map_err(|e| fail("self-sign", e))?;
+    let ca = umbra_pki::self_signed::leaf_ca(
+        &[
+            (DnType::OrganizationName, "Umbra"),
+            (DnType::CommonName, &format!("{zone} data-plane server CA")),
+        ],
+        CA_VALIDITY,
+    )
+    .map_err(|e| fail("CA", e))?;
     Ok(StoredCa {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        cert_pem: ca.cert_pem,
+        key_pem: ca.key_pem,
     })
 }
 
@@ -281,6 +273,10 @@ pub struct BootstrapState {
     pub ca_pem: String,
     /// The data-plane server's port (when the request's `Host` names none).
     pub port: u16,
+    /// `--bootstrap-xds-host`: the ADS host bootstraps name instead of the request's.
+    pub xds_host: Option<String>,
+    /// `--bootstrap-xds-port`: the ADS port bootstraps name instead of the request's.
+    pub xds_port: Option<u16>,
 }
 
 /// The HTTP routes of the data-plane server: `POST /bootstrap`.
@@ -307,7 +303,8 @@ fn split_host(host: &str, default_port: u16) -> (String, u16) {
 /// `POST /bootstrap` (kuma-dp 2.7's request and answer, [`crate::bootstrap`]): checks the
 /// request (400 with the fields), the dataplane token (401, or 403 for a token bound to
 /// another DPP), finds the Dataplane (the request's, else the zone's; 404 when neither) and
-/// answers the Envoy bootstrap that reaches ADS at the address this request came to.
+/// answers the Envoy bootstrap that reaches ADS at `--bootstrap-xds-host`/`--bootstrap-xds-port`
+/// where set, else at the address this request came to.
 async fn bootstrap(
     axum::extract::State(st): axum::extract::State<BootstrapState>,
     uri: axum::http::Uri,
@@ -366,7 +363,9 @@ async fn bootstrap(
         .map(str::to_owned)
         .or_else(|| uri.authority().map(|a| a.as_str().to_owned()))
         .unwrap_or_else(|| "localhost".into());
-    let (ads_host, ads_port) = split_host(&host, st.port);
+    let (request_host, request_port) = split_host(&host, st.port);
+    let ads_host = st.xds_host.clone().unwrap_or(request_host);
+    let ads_port = st.xds_port.unwrap_or(request_port);
     let answer = crate::bootstrap::generate(
         &req,
         &dataplane,

@@ -110,6 +110,20 @@ pub struct Args {
         value_parser = umbra_runtime::flags::host_name
     )]
     pub dp_server_hostname: String,
+    /// Host the bootstraps handed out by `POST /bootstrap` point ADS at (Kuma's
+    /// `bootstrapServer.params.xdsHost`): a DNS name or an IP address. Default: the host the
+    /// request came to (its `Host` header), which is wrong when kuma-dp reached the zone through
+    /// another address than its Envoy will use (a load balancer, a NAT, a port forward).
+    #[arg(
+        long,
+        env = "UMBRA_BOOTSTRAP_XDS_HOST",
+        value_parser = umbra_runtime::flags::host_name
+    )]
+    pub bootstrap_xds_host: Option<String>,
+    /// Port the bootstraps point ADS at (Kuma's `bootstrapServer.params.xdsPort`). Default:
+    /// the request's port, else the data-plane server's own.
+    #[arg(long, env = "UMBRA_BOOTSTRAP_XDS_PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub bootstrap_xds_port: Option<u16>,
     /// PEM certificate chain for the data-plane server (ADS and `/bootstrap`) instead of one
     /// from the zone's own CA (with `--dp-server-tls-key-file`, the key of its first
     /// certificate).
@@ -238,6 +252,8 @@ impl Args {
             "dataDir": self.data_dir,
             "dpAuth": dp_auth,
             "dpServerHostname": self.dp_server_hostname,
+            "bootstrapXdsHost": self.bootstrap_xds_host,
+            "bootstrapXdsPort": self.bootstrap_xds_port,
             "dpServerTlsCertFile": self.dp_server_tls_cert_file,
             "dpServerTlsKeyFile": self.dp_server_tls_key_file,
             "dpServerTlsCaFile": self.dp_server_tls_ca_file,
@@ -489,6 +505,8 @@ pub async fn run(
         gate: gate.clone(),
         ca_pem: tls.ca_pem.clone(),
         port: ads_listener.local_addr()?.port(),
+        xds_host: args.bootstrap_xds_host.clone(),
+        xds_port: args.bootstrap_xds_port,
     });
     let ads = ads::Ads::new(store, reconciler, insights, stop_rx.clone())
         .with_gate(gate)

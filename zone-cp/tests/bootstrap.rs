@@ -120,3 +120,65 @@ async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `POST /bootstrap` names the ADS address the request came to, unless
+/// `--bootstrap-xds-host`/`--bootstrap-xds-port` say otherwise (kuma-dp reaching the zone
+/// through a load balancer or a NAT whose address its Envoy must not use).
+#[tokio::test]
+async fn the_bootstrap_points_at_the_configured_xds_address() {
+    use base64::Engine as _;
+    let store = umbra_zone_cp::store::Store::new();
+    store
+        .put(
+            umbra_core::resource::Resource::from_bytes(b"type: Mesh\nname: default\n").unwrap(),
+            None,
+        )
+        .unwrap();
+    let body = serde_json::json!({
+        "mesh": "default", "name": "frontend-1", "proxyType": "dataplane", "adminPort": 9901,
+        "dataplaneResource": DATAPLANE,
+        "version": {"kumaDp": {"version": "2.7.29"}, "envoy": {"version": "1.30.2", "kumaDpCompatible": true}},
+    })
+    .to_string();
+    let ads_of = |xds_host: Option<&str>, xds_port: Option<u16>| {
+        let app = umbra_zone_cp::dp_server::router(umbra_zone_cp::dp_server::BootstrapState {
+            store: store.clone(),
+            gate: umbra_zone_cp::dp_auth::Gate::open(),
+            ca_pem: String::new(),
+            port: 5678,
+            xds_host: xds_host.map(str::to_owned),
+            xds_port,
+        });
+        let body = body.clone();
+        async move {
+            let (status, answer, _) = umbra_api::testing::call(
+                &app,
+                "POST",
+                "/bootstrap",
+                &[
+                    ("content-type", "application/json"),
+                    ("host", "10.9.9.9:30678"),
+                ],
+                Some(&body),
+            )
+            .await;
+            assert_eq!(status, 200, "{answer}");
+            let config = base64::engine::general_purpose::STANDARD
+                .decode(answer["bootstrap"].as_str().unwrap())
+                .unwrap();
+            String::from_utf8(config).unwrap()
+        }
+    };
+    let by_request = ads_of(None, None).await;
+    assert!(
+        by_request.contains("10.9.9.9") && by_request.contains("30678"),
+        "{by_request}"
+    );
+    let configured = ads_of(Some("zone-1-cp"), Some(5678)).await;
+    assert!(
+        configured.contains("zone-1-cp")
+            && configured.contains("5678")
+            && !configured.contains("10.9.9.9"),
+        "{configured}"
+    );
+}

@@ -28,6 +28,7 @@
 //! dead test processes are swept at the next [`Project::up`]. Projects in one process run one at a time
 //! ([`Project::up`] holds a lock), since the compose file fixes the subnets.
 
+pub mod deployment;
 pub mod image;
 pub mod model;
 mod process;
