@@ -83,7 +83,11 @@ fn style() -> &'static Style {
 /// A step's line, `▸ what … ok (1.2s) detail`, as the plain demo prints it.
 struct Step(Instant);
 
+/// Whether a step's line waits for its `ok` (a failure then ends it with `failed`).
+static OPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn step(what: &str) -> Step {
+    OPEN.store(true, std::sync::atomic::Ordering::SeqCst);
     let s = style();
     print!("{}▸{} {what} … ", s.bold, s.reset);
     let _ = std::io::stdout().flush();
@@ -92,6 +96,7 @@ fn step(what: &str) -> Step {
 
 impl Step {
     fn ok(self, detail: &str) {
+        OPEN.store(false, std::sync::atomic::Ordering::SeqCst);
         let s = style();
         let t = self.0.elapsed();
         let sep = if detail.is_empty() { "" } else { " " };
@@ -234,7 +239,9 @@ async fn main() -> ExitCode {
             ExitCode::from(if sig == "SIGINT" { 130 } else { 143 })
         }
         Err(e) => {
-            println!();
+            if OPEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                println!("failed");
+            }
             eprintln!("demo --hosts failed: {e:#}");
             ExitCode::FAILURE
         }
@@ -243,10 +250,14 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> anyhow::Result<End> {
     if let Err(e) = umbra_e2e::hosts::require_privilege() {
+        // Its message speaks of the tests; the demo says the same in its own words and keeps
+        // what the probe met.
+        let e = e.to_string();
+        let probe = e.split_once("(CI does): ").map_or(e.as_str(), |(_, r)| r);
         bail!(
             "the --hosts demo needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN): it makes a network \
              namespace per host, bridges and veth pairs. Run `sudo ./scripts/demo --hosts`, or \
-             the plain `./scripts/demo` (loopback, no privilege).\n({e:#})"
+             the plain `./scripts/demo` (loopback, no privilege).\n({probe})"
         );
     }
     let mut stop = Stop::new()?;
@@ -376,7 +387,8 @@ fn print_hosts(p: &Project) {
         "SERVICE", "NETWORKS", "NAMESPACE"
     );
     for (svc, addrs, ns, also) in rows {
-        println!("  {svc:w0$}  {addrs:w1$}  {ns:w2$}  {also}");
+        let line = format!("  {svc:w0$}  {addrs:w1$}  {ns:w2$}  {also}");
+        println!("{}", line.trim_end());
     }
 }
 
@@ -688,7 +700,7 @@ async fn config_dump(d: &Demo) -> anyhow::Result<()> {
     }
     println!("  clusters ({}): {}", clusters.len(), clusters.join(", "));
     println!(
-        "  the dataplane token reads \"[redacted]\" at: {}",
+        "  the dataplane token (the ADS call credentials) reads \"[redacted]\" at: {}",
         redacted.join(", ")
     );
     let path = format!("/meshes/{MESH}/dataplanes/{name}/clusters");
@@ -698,7 +710,7 @@ async fn config_dump(d: &Demo) -> anyhow::Result<()> {
         .map_or_else(|| body.to_string(), str::to_owned);
     ensure!(!text.trim().is_empty(), "empty clusters view");
     println!(
-        "  GET .../clusters (first lines of {}):",
+        "  GET .../clusters: {} lines, the first 8:",
         text.lines().count()
     );
     for l in text.lines().take(8) {
