@@ -235,7 +235,10 @@ async fn main() -> ExitCode {
     match run(&args).await {
         Ok(End::Done) => ExitCode::SUCCESS,
         Ok(End::Signalled(sig)) => {
-            println!("interrupted ({sig}); everything the demo started is removed");
+            if OPEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                println!("interrupted");
+            }
+            println!("{sig}: everything the demo started is removed");
             ExitCode::from(if sig == "SIGINT" { 130 } else { 143 })
         }
         Err(e) => {
@@ -276,16 +279,20 @@ async fn run(args: &Args) -> anyhow::Result<End> {
     )
     .context("the CP binaries (cargo build -p umbra-e2e --bins) and envoy")?;
     let umbractl = programs.umbractl.clone();
+    let file = args
+        .file
+        .canonicalize()
+        .with_context(|| format!("the compose file {}", args.file.display()))?;
     let s = style();
     println!(
         "{}Umbra demo on separate hosts{}: {} run as the multi-host tests run it: a network \
          namespace per service, real PostgreSQL, CPs and Envoys (no Docker engine)",
         s.bold,
         s.reset,
-        args.file.display()
+        file.display()
     );
     let options = UpOptions {
-        file: args.file.clone(),
+        file,
         programs,
         timeout: Duration::from_secs(120),
     };
