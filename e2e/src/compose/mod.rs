@@ -551,6 +551,13 @@ impl Project {
         self.shared.specs.get(service)?.paths.resolve(path)
     }
 
+    /// The run directory (`/tmp/umbra-compose-<pid>-<n>`): logs in `logs/`, named volumes in
+    /// `volumes/`.
+    #[must_use]
+    pub fn run_dir(&self) -> &Path {
+        &self.run
+    }
+
     /// The host directory of named volume `name`.
     #[must_use]
     pub fn volume(&self, name: &str) -> Option<&Path> {
