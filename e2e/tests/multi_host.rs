@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use umbra_e2e::compose::deployment::{
-    acked, all_acked, converged, idle_timeout, runs_idle_timeout, wait_for, SIDECARS,
+    acked, all_acked, converged, fetch, idle_timeout, runs_idle_timeout, wait_for, SIDECARS,
 };
 use umbra_e2e::compose::{deployment, Project, UpOptions};
 
@@ -19,14 +19,6 @@ fn options() -> UpOptions {
         Duration::from_secs(90),
     )
     .expect("privilege for test hosts, the CP binaries and envoy")
-}
-
-/// `python -c` fetching `url` inside `service`'s host (the deploy/README.md check).
-fn fetch(p: &Project, service: &str, url: &str) -> anyhow::Result<(i32, String)> {
-    let code = format!(
-        "import urllib.request; print(urllib.request.urlopen({url:?}, timeout=3).read().decode())"
-    );
-    p.exec(service, &["python", "-c", &code], Duration::from_secs(10))
 }
 
 /// Connect to each `(address, port)` from inside `service`'s host; one line per target,

@@ -15,6 +15,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
+use umbra_e2e::compose::deployment::{acked, fetch, wait_for, SIDECARS};
 
 use anyhow::{bail, ensure, Context as _};
 use clap::Parser;
@@ -40,14 +41,6 @@ struct Args {
 }
 
 const MESH: &str = "default";
-const SIDECARS: [(&str, &str); 6] = [
-    ("zone-1", "frontend-1"),
-    ("zone-1", "backend-1"),
-    ("zone-1", "redis-1"),
-    ("zone-2", "frontend-2"),
-    ("zone-2", "backend-2"),
-    ("zone-2", "payments-2"),
-];
 const ZONES: [&str; 2] = ["zone-1", "zone-2"];
 
 /// Terminal styles (empty when stdout is not a terminal).
@@ -137,47 +130,6 @@ impl Stop {
             _ = self.term.recv() => "SIGTERM",
         }
     }
-}
-
-/// Poll `check` every 250 ms until it returns `Some`, up to `bound`; the error names `what`.
-async fn wait_for<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + bound;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        ensure!(Instant::now() < deadline, "waited {bound:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Whether an insight shows a connected stream that ACKed CDS and LDS and NACKed nothing.
-fn acked(insight: &Value) -> bool {
-    let Some(sub) = insight["subscriptions"].as_array().and_then(|s| s.last()) else {
-        return false;
-    };
-    let n = |v: &Value| {
-        v.as_str()
-            .and_then(|s| s.parse::<u64>().ok())
-            .or_else(|| v.as_u64())
-            .unwrap_or(0)
-    };
-    sub["disconnectTime"].is_null()
-        && n(&sub["status"]["cds"]["responsesAcknowledged"]) > 0
-        && n(&sub["status"]["lds"]["responsesAcknowledged"]) > 0
-        && n(&sub["status"]["total"]["responsesRejected"]) == 0
-}
-
-/// `python -c` fetching `url` inside `service`'s host.
-fn fetch(p: &Project, service: &str, url: &str) -> anyhow::Result<(i32, String)> {
-    let code = format!(
-        "import urllib.request; print(urllib.request.urlopen({url:?}, timeout=3).read().decode())"
-    );
-    p.exec(service, &["python", "-c", &code], Duration::from_secs(10))
 }
 
 /// The demo's context: the project and what it learnt along the way.

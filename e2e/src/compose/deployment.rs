@@ -43,6 +43,18 @@ pub fn options(
     })
 }
 
+/// `python -c` fetching `url` (timeout 3 s) inside `service`'s host, as `docker compose exec`
+/// would (deploy/README.md's traffic check): its exit code and output.
+///
+/// # Errors
+/// The command could not be run within 10 s.
+pub fn fetch(p: &Project, service: &str, url: &str) -> anyhow::Result<(i32, String)> {
+    let code = format!(
+        "import urllib.request; print(urllib.request.urlopen({url:?}, timeout=3).read().decode())"
+    );
+    p.exec(service, &["python", "-c", &code], Duration::from_secs(10))
+}
+
 /// Poll `check` every 250 ms until it returns `Some`, up to `bound`; the error names `what`.
 ///
 /// # Errors
