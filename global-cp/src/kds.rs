@@ -57,9 +57,18 @@ use crate::store::{list_all, Store, StoreError};
 use crate::tokens::{ZoneIdentity, ZoneTokens};
 use crate::zones::{Direction, ZoneRegistry};
 
+/// How often the Global pings a zone connection (HTTP/2 PING) and how long it waits for the
+/// answer before it drops the connection: a zone whose host left the network is reported
+/// offline, and its lease freed for its next connection, within the sum (8 s; measured on test
+/// hosts in BENCHMARKS.md, "Partitions on test hosts").
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Serve `server` on `listener` (over TLS with `tls`) until `stop` turns `true`, then drain.
-/// HTTP/2 keepalives find dead zone connections; per-stream and per-connection windows keep
-/// one zone's three streams from starving each other.
+/// HTTP/2 keepalives ([`KEEPALIVE_INTERVAL`], [`KEEPALIVE_TIMEOUT`]) find dead zone
+/// connections; per-stream and per-connection windows keep one zone's three streams from
+/// starving each other.
 ///
 /// # Errors
 /// A TLS configuration the server refuses; a failure of the accept loop.
@@ -70,8 +79,8 @@ pub async fn serve(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(10)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(5)))
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         // One zone connection carries three streams: a stream whose reader falls behind (a
         // large inspect answer) must not use up the connection's flow-control window and
         // stall the sync streams' ACKs.

@@ -144,9 +144,9 @@ impl std::str::FromStr for KdsAddress {
 /// certificates tonic cannot load.
 pub fn endpoint(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Endpoint, KdsClientError> {
     let endpoint = Endpoint::from(address.uri().clone())
-        .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5))
+        .connect_timeout(CONNECT_TIMEOUT)
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true)
         .initial_stream_window_size(Some(umbra_kds::STREAM_WINDOW_BYTES))
         .initial_connection_window_size(Some(umbra_kds::CONNECTION_WINDOW_BYTES));
@@ -275,6 +275,26 @@ fn update_status(status: &SharedStatus, f: impl FnOnce(&mut KdsStatus)) {
         .unwrap_or_else(std::sync::PoisonError::into_inner));
 }
 
+/// How often the zone pings its connection to the Global (HTTP/2 PING) and how long it waits
+/// for the answer before it drops the connection and reconnects (as the Global does, see
+/// `umbra_global_cp::kds::KEEPALIVE_INTERVAL`).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+/// First reconnect delay after a failed or ended session.
+pub const RECONNECT_BASE: Duration = Duration::from_millis(200);
+/// Longest reconnect delay (jittered to `[max/2, max]`). Short, so that a zone whose network
+/// comes back reconnects within seconds (issue 35's target: every Envoy of a zone back from a
+/// partition runs what was written meanwhile within 5 s of the link returning; with a 30 s
+/// cap a 60 s partition took 26 s, see BENCHMARKS.md). A failed attempt costs the Global one
+/// refused connection: at this cap, a thousand zones retrying cost it at most a thousand a
+/// second.
+pub const RECONNECT_MAX: Duration = Duration::from_secs(2);
+/// Longest a connection to the Global may take to open. With [`RECONNECT_MAX`] it bounds how
+/// late the first attempt after a partition can come: a SYN unanswered during the partition is
+/// retried 1 s later, then the attempt gives up, then the next starts within 2 s.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Exponential backoff with jitter: attempt `n` waits a random time in
 /// `[d/2, d]`, `d = min(max, base · 2^n)`.
 #[derive(Debug, Clone)]
@@ -333,7 +353,7 @@ pub async fn run(
         )
         .instrument(tracing::info_span!("kds.publish_offer", zone = %config.zone)),
     );
-    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let mut backoff = Backoff::new(RECONNECT_BASE, RECONNECT_MAX);
     let mut attempt = 0_u64;
     while !*shutdown.borrow() {
         update_status(&status, |s| s.attempts += 1);
