@@ -293,7 +293,8 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Issue 35 item 5: zone-2's CP host off the network, then a sidecar host off its zone CP.
+/// Issue 35 item 5: zone-2's CP host off the network (what either side acknowledged
+/// meanwhile reaches the other once the link is back), then a sidecar host off its zone CP.
 /// Prints the measured times (BENCHMARKS.md, "Partitions").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_are_survived() -> anyhow::Result<()> {
@@ -375,6 +376,40 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
         code == 0 && out.contains("backend (zone-2)"),
         "{code} {out}"
     );
+    // zone-2 acknowledges a write of its own meanwhile (a Dataplane registered on its API,
+    // from its own host): the Global gets it once the link is back.
+    let token = p.admin_token()?;
+    let offline_dp = serde_json::json!({
+        "type": "Dataplane", "mesh": "default", "name": "registered-offline",
+        "networking": {"address": "10.77.2.99", "inbound": [
+            {"port": 8080, "tags": {"kuma.io/service": "registered-offline"}}]},
+    })
+    .to_string();
+    let auth = format!("Authorization: Bearer {token}");
+    let (code, status) = zone2.run(
+        &[
+            "curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "PUT",
+            "-H",
+            &auth,
+            "-H",
+            "content-type: application/json",
+            "--data",
+            &offline_dp,
+            "http://127.0.0.1:5681/meshes/default/dataplanes/registered-offline",
+        ],
+        Duration::from_secs(10),
+    )?;
+    assert!(
+        code == 0 && (status.trim() == "201" || status.trim() == "200"),
+        "zone-2 acknowledges a Dataplane while cut off: {code} {status}"
+    );
     // A policy written on the Global meanwhile reaches zone-1 at once...
     let (s, body) = p
         .call(
@@ -402,6 +437,25 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
     .await?;
     all_acked(&p, &["zone-1", "zone-2"], Duration::from_secs(10)).await?;
     let after_up = up.elapsed();
+    wait_for(
+        Duration::from_secs(15),
+        "the Dataplane zone-2 acknowledged while cut off, on the Global",
+        || async {
+            let (_, list) = p
+                .call("global-cp", 5681, "GET", "/meshes/default/dataplanes", None)
+                .await
+                .ok()?;
+            list["items"]
+                .as_array()?
+                .iter()
+                .any(|i| {
+                    i["labels"]["kuma.io/display-name"] == "registered-offline"
+                        && i["labels"]["kuma.io/zone"] == "zone-2"
+                })
+                .then_some(())
+        },
+    )
+    .await?;
 
     // One sidecar's host off its zone CP: its Envoy keeps its config, reconnects, NACKs
     // nothing.
