@@ -334,6 +334,31 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
             }
         }
     }
+    // A zone ingress's too (its listener is on its zone-2 address), on its zone and the Global.
+    let (_, list) = p
+        .call("global-cp", 5681, "GET", "/zone-ingresses", None)
+        .await?;
+    let ingress_on_global = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["zone"] == "zone-2")
+        .and_then(|i| i["name"].as_str())
+        .unwrap_or("zone-2-ingress")
+        .to_owned();
+    for (cp, name) in [
+        ("zone-2-cp", "zone-2-ingress"),
+        ("global-cp", ingress_on_global.as_str()),
+    ] {
+        let path = format!("/zoneingresses/{name}/stats");
+        let (s, body) = p.call(cp, 5681, "GET", &path, None).await?;
+        assert_eq!(s, 200, "{cp} {path}: {body}");
+        assert!(
+            body.as_str()
+                .is_some_and(|t| t.contains("kuma_envoy_admin")),
+            "{cp} {path}: read through kuma:envoy:admin: {body:.300}"
+        );
+    }
 
     // zone-2's CP host drops off the network.
     let zone2 = p.host("zone-2-cp");
