@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use umbra_pki::envoy_admin::{EnvoyAdminCa, EnvoyAdminCaError};
 use umbra_xds::base::admin::EnvoyAdmin;
@@ -17,8 +17,9 @@ use umbra_xds::base::admin::EnvoyAdmin;
 pub struct AdminTls {
     ca: EnvoyAdminCa,
     client: reqwest::Client,
-    /// Per `(proxy address, admin port)`: the admin input the generator takes.
-    inputs: Mutex<HashMap<(String, u16), Arc<EnvoyAdmin>>>,
+    /// Per `(proxy address, admin port)`: the admin input the generator takes. Read by every
+    /// regenerated DPP of a pass (in parallel), written once per new address.
+    inputs: RwLock<HashMap<(IpAddr, u16), Arc<EnvoyAdmin>>>,
 }
 
 impl std::fmt::Debug for AdminTls {
@@ -69,7 +70,7 @@ impl AdminTls {
         Ok(AdminTls {
             ca,
             client,
-            inputs: Mutex::new(HashMap::new()),
+            inputs: RwLock::new(HashMap::new()),
         })
     }
 
@@ -83,16 +84,16 @@ impl AdminTls {
     /// `None` when `address` is not an IP address (Kuma's certificates carry IP SANs only) or
     /// the certificate cannot be issued (logged).
     pub fn input(&self, address: &str, port: u16) -> Option<Arc<EnvoyAdmin>> {
-        let key = (address.to_owned(), port);
+        let ip: IpAddr = address.parse().ok()?;
+        let key = (ip, port);
         if let Some(found) = self
             .inputs
-            .lock()
+            .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&key)
         {
             return Some(found.clone());
         }
-        let ip: IpAddr = address.parse().ok()?;
         let server = self
             .ca
             .server_cert(&[ip])
@@ -108,7 +109,7 @@ impl AdminTls {
         });
         Some(
             self.inputs
-                .lock()
+                .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .entry(key)
                 .or_insert(input)

@@ -222,17 +222,6 @@ impl Reconciler {
         self.admin_tls.as_ref()
     }
 
-    /// The admin input of proxy `(mesh, name)` at `address` (`mesh` empty: a ZoneIngress).
-    fn admin_input(
-        &self,
-        mesh: &str,
-        name: &str,
-        address: &str,
-    ) -> Option<Arc<umbra_xds::base::admin::EnvoyAdmin>> {
-        let port = self.insights.as_ref()?.admin_port(mesh, name)?;
-        self.admin_tls.as_ref()?.input(address, port)
-    }
-
     /// This reconciler reporting each DPP's mTLS status into `insights` (Kuma's
     /// `DataplaneInsight.mTLS`) after every pass.
     #[must_use]
@@ -460,11 +449,16 @@ impl Reconciler {
                                 .identity(mesh_name, name, b, &trusted, dp, now)
                                 .map_err(|e| e.to_string())
                         });
-                    let admin = self.admin_input(mesh_name, name, &dp.networking.address);
+                    // The admin port is an input; its certificate is looked up (or issued)
+                    // only when the DPP is regenerated.
+                    let admin_port = self
+                        .insights
+                        .as_ref()
+                        .and_then(|i| i.admin_port(mesh_name, name));
                     let mut fp = Fp(Sha256::new());
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
-                    fp.u64(admin.as_ref().map_or(0, |a| u64::from(a.port) + 1));
+                    fp.u64(admin_port.map_or(0, |p| u64::from(p) + 1));
                     match &identity {
                         None => fp.u64(0),
                         Some(Ok(id)) => fp.u64(id.serial),
@@ -492,6 +486,9 @@ impl Reconciler {
                             has_identity,
                         });
                     }
+                    let admin = admin_port.and_then(|port| {
+                        self.admin_tls.as_ref()?.input(&dp.networking.address, port)
+                    });
                     let (snapshot, changed) =
                         self.regenerate(&key, dp, &ctx, &policies, identity, admin, old, inputs);
                     Some(Regenerated {
@@ -528,7 +525,9 @@ impl Reconciler {
             let key = DpKey::new("", s.resource.meta.name.as_str());
             let old = previous.get(&key);
             let mut snapshot = generate_ingress(&key.name, zi, &views);
-            let admin = self.admin_input("", &key.name, &zi.networking.address);
+            let admin = self
+                .admin_lookup()
+                .and_then(|l| l.input("", &key.name, &zi.networking.address));
             if let Some(a) = &admin {
                 umbra_xds::base::admin::generate(&mut snapshot, &zi.networking.address, a);
             }
