@@ -133,6 +133,10 @@ pub struct AppState {
     /// The effective configuration, redacted, that `GET /config` answers
     /// ([`crate::Args::config`]).
     pub config: Arc<Value>,
+    /// The Global replicas ([`crate::replicas`]; [`crate::replicas::Single`] when alone).
+    pub replicas: Arc<dyn crate::replicas::Coordinator>,
+    /// This replica's name (`--replica-name`).
+    pub replica_name: Arc<str>,
 }
 
 impl FromRef<AppState> for Arc<dyn Store> {
@@ -142,6 +146,19 @@ impl FromRef<AppState> for Arc<dyn Store> {
 }
 
 impl AppState {
+    /// Every zone's status, merged over the replicas ([`crate::replicas::zone_statuses`]).
+    ///
+    /// # Errors
+    /// 503 when the store cannot be read.
+    pub async fn zone_statuses(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, crate::zones::ZoneStatus>, ApiError> {
+        Ok(
+            crate::replicas::zone_statuses(&self.zones, &*self.replicas, &self.replica_name)
+                .await?,
+        )
+    }
+
     /// What the inspect answers read.
     pub fn inspect_context(&self) -> crate::inspect::context::InspectContext {
         crate::inspect::context::InspectContext {
@@ -262,12 +279,44 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `GET /ready`: 200 when the store answers (readiness), else 503 with the store's error.
+/// Names this replica, whether it leads, and (with several replicas) every replica and the
+/// zones each holds.
 async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let revision = state.store.revision().await?;
-    let online = state.zones.list().iter().filter(|z| z.online).count();
-    Ok(Json(
-        json!({"status": "ready", "revision": revision, "zonesOnline": online}),
-    ))
+    let zones = state.zone_statuses().await?;
+    let online = zones.values().filter(|z| z.online).count();
+    let mut body = json!({
+        "status": "ready",
+        "revision": revision,
+        "zonesOnline": online,
+        "replica": &*state.replica_name,
+        "leader": *state.replicas.leader().borrow(),
+    });
+    if state.replicas.distributed() {
+        let held = |name: &str| -> Vec<&str> {
+            zones
+                .values()
+                .filter(|z| z.online && z.replica.as_deref() == Some(name))
+                .map(|z| z.name.as_str())
+                .collect()
+        };
+        let replicas: Vec<Value> = state
+            .replicas
+            .replicas()
+            .await?
+            .into_iter()
+            .filter(|r| r.alive)
+            .map(|r| {
+                let zones = held(&r.name);
+                let mut v = serde_json::to_value(&r).unwrap_or_default();
+                v["zones"] = json!(zones);
+                v
+            })
+            .collect();
+        body["replicaId"] = json!(state.replicas.me().map(|m| m.id));
+        body["replicas"] = json!(replicas);
+    }
+    Ok(Json(body))
 }
 
 /// `router` answering requests that take longer than `limit` with a 503.
@@ -347,11 +396,11 @@ fn zone_json(
 }
 
 async fn list_zones(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let known = state.zones.list();
-    let held = zone_resources(&*state.store, known.iter().map(|z| z.name.clone())).await?;
+    let known = state.zone_statuses().await?;
+    let held = zone_resources(&*state.store, known.keys().cloned()).await?;
     let items: Vec<Value> = held
         .iter()
-        .map(|(name, h)| zone_json(state.zones.get(name), name, h))
+        .map(|(name, h)| zone_json(known.get(name).cloned(), name, h))
         .collect();
     Ok(Json(json!({ "total": items.len(), "items": items })))
 }
@@ -369,7 +418,7 @@ async fn get_zone(
         None => (name, false),
     };
     let held = zone_resources(&*state.store, [name.clone()]).await?;
-    let status = state.zones.get(&name);
+    let status = state.zone_statuses().await?.remove(&name);
     let h = held.get(&name).cloned().unwrap_or_default();
     if status.is_none() && h.0 == 0 && h.1.is_empty() {
         return Err(ApiError::not_found(format!(
@@ -408,8 +457,8 @@ async fn list_zone_overviews(
         .find(|(k, _)| k == "name")
         .map(|(_, v)| v.as_str())
         .unwrap_or_default();
-    let known = state.zones.list();
-    let held = zone_resources(&*state.store, known.iter().map(|z| z.name.clone())).await?;
+    let known = state.zone_statuses().await?;
+    let held = zone_resources(&*state.store, known.keys().cloned()).await?;
     let matching: Vec<_> = held
         .iter()
         .filter(|(name, _)| name.contains(contains))
@@ -420,7 +469,7 @@ async fn list_zone_overviews(
         .skip(page.offset)
         .take(page.size)
         .map(|(name, h)| {
-            let status = state.zones.get(name);
+            let status = known.get(*name).cloned();
             let umbra = zone_json(status.clone(), name, h);
             crate::zone_overview::zone_overview(name, status.as_ref(), &instance, umbra)
         })

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use umbra_kds::resource::{kds_name, zone_form, ZONE_LABEL, ZONE_OWNED};
 
+use crate::replicas::{count_singleton, Coordinator, Single, ZoneHold};
 use crate::store::{list_all, Store, StoreError};
 use crate::zones::ZoneRegistry;
 
@@ -33,6 +34,10 @@ pub struct ZoneCleanup {
     started: Instant,
     /// The zones found owning resources at the last full read, and when that was.
     owners: std::sync::Mutex<Option<(Instant, BTreeSet<String>)>>,
+    /// The replicas: only the leader cleans up, and zones' leases say which are offline.
+    coordinator: Arc<dyn Coordinator>,
+    /// Since when this replica leads without a break (`None`: it does not lead).
+    leading_since: std::sync::Mutex<Option<Instant>>,
 }
 
 impl ZoneCleanup {
@@ -44,7 +49,31 @@ impl ZoneCleanup {
             after,
             started: Instant::now(),
             owners: std::sync::Mutex::default(),
+            coordinator: Single::shared(),
+            leading_since: std::sync::Mutex::default(),
         }
+    }
+
+    /// Clean up only while leading the replicas of `coordinator`, reading which zones are
+    /// offline from their leases there as well as from this replica's registry.
+    #[must_use]
+    pub fn with_coordinator(mut self, coordinator: Arc<dyn Coordinator>) -> Self {
+        self.coordinator = coordinator;
+        self
+    }
+
+    /// How long this replica has led without a break (`None`: it does not lead now).
+    fn leading_for(&self) -> Option<Duration> {
+        let leading = *self.coordinator.leader().borrow();
+        let mut since = self
+            .leading_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !leading {
+            *since = None;
+            return None;
+        }
+        Some(since.get_or_insert_with(Instant::now).elapsed())
     }
 
     /// The zones owning resources in the store, read again when the last read is older than
@@ -81,21 +110,46 @@ impl ZoneCleanup {
     /// [`StoreError`]; what was removed stays removed, the rest waits for the next pass.
     pub async fn run_once(&self) -> Result<Vec<String>, StoreError> {
         let mut cleaned = Vec::new();
+        let Some(leading_for) = self.leading_for() else {
+            return Ok(cleaned); // another replica leads and cleans up
+        };
+        let distributed = self.coordinator.distributed();
+        let holds = self.coordinator.zones().await?;
         let mut zones = self.owners().await?;
         zones.extend(self.zones.list().into_iter().map(|z| z.name));
         for zone in zones {
-            let offline_for = match self.zones.offline_for(&zone) {
-                Some(Some(d)) => d,
-                Some(None) => continue, // online
-                None => self.started.elapsed(),
+            let local = self.zones.offline_for(&zone);
+            let offline_for = match (local, holds.get(&zone)) {
+                (Some(None), _) => continue, // online here
+                (_, Some(ZoneHold::Held { .. } | ZoneHold::Cleaning { .. })) => continue,
+                (
+                    _,
+                    Some(ZoneHold::Free {
+                        offline_seconds, ..
+                    }),
+                ) => Duration::from_secs_f64(offline_seconds.max(0.0)),
+                (Some(Some(d)), None) => d,
+                // Not seen since this replica started (or, with replicas, since it leads): it
+                // may have gone while no Global was watching.
+                (None, None) if distributed => leading_for.min(self.started.elapsed()),
+                (None, None) => self.started.elapsed(),
             };
-            if offline_for < self.after || !self.zones.begin_cleanup(&zone) {
+            if offline_for < self.after {
+                continue;
+            }
+            if !self.coordinator.begin_cleanup(&zone).await? {
+                continue;
+            }
+            if !self.zones.begin_cleanup(&zone) {
+                self.coordinator.end_cleanup(&zone).await;
                 continue;
             }
             let result = self.remove(&zone).await;
             self.zones.end_cleanup(&zone);
+            self.coordinator.end_cleanup(&zone).await;
             let removed = result?;
             if removed > 0 {
+                count_singleton("zone_cleanup");
                 tracing::warn!(%zone, removed, offline_secs = offline_for.as_secs(), "zone offline for longer than --zone-cleanup-after: its Dataplanes and ZoneIngresses are removed (a reconnect brings them back)");
                 cleaned.push(zone);
             }

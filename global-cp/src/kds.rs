@@ -35,27 +35,26 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument as _;
-use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_kds::pb::kds_service_server::{KdsService, KdsServiceServer};
 use umbra_kds::pb::{InspectRequest, InspectResponse};
 use umbra_kds::resource::{
-    global_name, global_to_zone_types, kds_name, split_kds_name, zone_form, zone_to_global_types,
-    Item, DATAPLANE_INSIGHT_TYPE, DISPLAY_NAME_LABEL, MESH_CA_TYPE, ZONE_LABEL, ZONE_OWNED,
+    global_to_zone_types, zone_to_global_types, DATAPLANE_INSIGHT_TYPE, MESH_CA_TYPE, ZONE_OWNED,
 };
 use umbra_kds::sync::{
-    request, respond, spawn_reader, Event, OfferWatch, Received, Refusal, RespondConfig, Sink,
-    STREAM_QUEUE,
+    request, respond, spawn_reader, Event, OfferWatch, RespondConfig, STREAM_QUEUE,
 };
 use umbra_kds::{
     GLOBAL_STORE_METADATA, MAX_MESSAGE_BYTES, RECORDED_STORE_METADATA, ZONE_NAME_METADATA,
 };
-use umbra_xds_protocol::version::ResourceVersions;
 
 use crate::inspect::hub::InspectHub;
 use crate::offer::for_zone;
-use crate::store::{list_all, Store, StoreError};
+use crate::replicas::lease::{StreamRefused, ZoneLeases};
+use crate::replicas::{Coordinator, LeaseRefused, Single};
+use crate::store::Store;
 use crate::tokens::{ZoneIdentity, ZoneTokens};
-use crate::zones::{Direction, ZoneRegistry};
+use crate::zone_sink::{zone_owned_versions, ZoneSink};
+use crate::zones::{Direction, Refused, ZoneRegistry};
 
 /// How often the Global pings a zone connection (HTTP/2 PING) and how long it waits for the
 /// answer before it drops the connection: a zone whose host left the network is reported
@@ -106,6 +105,8 @@ pub struct KdsServer {
     store: Arc<dyn Store>,
     tokens: ZoneTokens,
     zones: Arc<ZoneRegistry>,
+    /// Zone leases on this replica and across replicas.
+    leases: Arc<ZoneLeases>,
     inspect: Arc<InspectHub>,
     offer: OfferWatch,
     config: RespondConfig,
@@ -138,6 +139,7 @@ impl KdsServer {
         Self {
             store,
             tokens,
+            leases: Arc::new(ZoneLeases::new(Single::shared(), zones.clone())),
             zones,
             inspect,
             offer,
@@ -146,6 +148,13 @@ impl KdsServer {
             identity: String::new(),
             tls: false,
         }
+    }
+
+    /// Take zone leases through `coordinator` (several replicas; default: this process alone).
+    #[must_use]
+    pub fn with_coordinator(mut self, coordinator: Arc<dyn Coordinator>) -> Self {
+        self.leases = Arc::new(ZoneLeases::new(coordinator, self.zones.clone()));
+        self
     }
 
     /// Whether KDS is served over TLS: without it, the mesh CAs go to loopback peers only.
@@ -275,53 +284,62 @@ fn outgoing<T: Send + 'static>(
 
 /// One open stream of a zone, counted on the registry until it is closed (or dropped).
 struct OpenStream {
-    zones: Arc<ZoneRegistry>,
+    leases: Arc<ZoneLeases>,
     zone: String,
     /// The token's expiry: the stream ends then.
     expiry: tokio::time::Instant,
     /// The token's ID and the tokens' revocations: the stream ends when it is revoked.
     token_id: String,
     tokens: ZoneTokens,
+    /// This replica's session epoch when the stream opened.
+    session: watch::Receiver<u64>,
     closed: bool,
 }
 
 impl OpenStream {
-    /// Open a stream for `caller`. One connection holds a zone's lease at a time
-    /// ([`ZoneRegistry::stream_opened`]).
+    /// Open a stream for `caller`. One connection on one replica holds a zone's lease at a
+    /// time ([`ZoneLeases::open`]).
     ///
     /// # Errors
-    /// AlreadyExists when another connection holds the zone's lease.
-    fn open(
-        zones: &Arc<ZoneRegistry>,
+    /// AlreadyExists when another connection or replica holds the zone's lease; Unavailable
+    /// during a cleanup or without a database session.
+    async fn open(
+        leases: &Arc<ZoneLeases>,
         tokens: &ZoneTokens,
         global_store: &str,
         caller: &Caller,
         rpc: &str,
     ) -> Result<Self, Status> {
         let zone = caller.identity.zone.clone();
-        match zones.stream_opened(&zone, &caller.connection) {
-            Ok(()) => {}
-            Err(crate::zones::Refused::Leased(holder)) => {
-                tracing::warn!(%zone, rpc, connection = %caller.connection, %holder, "KDS: second connection refused");
-                return Err(Status::already_exists(format!(
+        // Read before the lease is taken: a session lost after this ends the stream.
+        let session = leases.coordinator().session();
+        if let Err(refused) = leases.open(&zone, &caller.connection).await {
+            tracing::warn!(%zone, rpc, connection = %caller.connection, reason = %refused, "KDS: stream refused");
+            return Err(match refused {
+                StreamRefused::Local(Refused::Leased(holder)) => Status::already_exists(format!(
                     "zone {zone:?} is already connected from {holder}; one connection per zone (retry once it is gone)"
-                )));
-            }
-            Err(crate::zones::Refused::CleaningUp) => {
-                return Err(Status::unavailable(format!(
+                )),
+                StreamRefused::Local(Refused::CleaningUp)
+                | StreamRefused::Replicas(LeaseRefused::Cleaning(_)) => Status::unavailable(format!(
                     "zone {zone:?} was offline past --zone-cleanup-after and its resources are being removed; retry in a moment"
-                )));
-            }
+                )),
+                StreamRefused::Replicas(e @ LeaseRefused::Held { .. }) => {
+                    Status::already_exists(format!("{e}; one connection per zone (retry once it is gone)"))
+                }
+                StreamRefused::Replicas(e) => Status::unavailable(e.to_string()),
+            });
         }
+        let zones = leases.zones();
         // Only the connection holding the lease speaks for the zone.
         zones.store_view(&zone, global_store, &caller.recorded_store);
         zones.set_version(&zone, caller.version.clone());
         Ok(Self {
-            zones: zones.clone(),
+            leases: leases.clone(),
             zone,
             expiry: tokio::time::Instant::now() + caller.identity.remaining(),
             token_id: caller.identity.token_id.clone(),
             tokens: tokens.clone(),
+            session,
             closed: false,
         })
     }
@@ -339,16 +357,24 @@ impl OpenStream {
         }
     }
 
+    /// Resolves once this replica's database session (and so the zone's lease) is lost.
+    async fn session_lost(&self) {
+        let mut session = self.session.clone();
+        if session.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     fn close(mut self, error: Option<String>) {
         self.closed = true;
-        self.zones.stream_closed(&self.zone, error);
+        self.leases.closed(&self.zone, error);
     }
 }
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
         if !self.closed {
-            self.zones.stream_closed(&self.zone, None);
+            self.leases.closed(&self.zone, None);
         }
     }
 }
@@ -374,6 +400,9 @@ fn spawn_driver(
             () = stream.revoked() => Err(Status::unauthenticated(format!(
                 "the zone token of {zone:?} was revoked; reconnect with a valid one"
             ))),
+            () = stream.session_lost() => Err(Status::unavailable(
+                "this Global replica lost its database session and with it the zone's lease; reconnect"
+            )),
             _ = shutdown.wait_for(|s| *s) => Err(Status::aborted(umbra_kds::sync::SyncError::Closed.to_string())),
         };
         match result {
@@ -402,12 +431,13 @@ impl KdsService for KdsServer {
     ) -> Result<Response<Self::InspectSyncStream>, Status> {
         let caller = self.authenticate(&req, "InspectSync")?;
         let stream = OpenStream::open(
-            &self.zones,
+            &self.leases,
             &self.tokens,
             &self.identity,
             &caller,
             "InspectSync",
-        )?;
+        )
+        .await?;
         let zone = caller.identity.zone.clone();
         let mut frames = reader(req.into_inner(), self.zones.clone(), zone.clone());
         let (out_tx, out_rx) = mpsc::channel(STREAM_QUEUE);
@@ -437,12 +467,13 @@ impl KdsService for KdsServer {
     ) -> Result<Response<Self::GlobalToZoneSyncStream>, Status> {
         let caller = self.authenticate(&req, "GlobalToZoneSync")?;
         let stream = OpenStream::open(
-            &self.zones,
+            &self.leases,
             &self.tokens,
             &self.identity,
             &caller,
             "GlobalToZoneSync",
-        )?;
+        )
+        .await?;
         let zone = caller.identity.zone.clone();
         let secure = self.tls || req.remote_addr().is_some_and(loopback_peer);
         let requests = reader(req.into_inner(), self.zones.clone(), zone.clone());
@@ -476,12 +507,13 @@ impl KdsService for KdsServer {
     ) -> Result<Response<Self::ZoneToGlobalSyncStream>, Status> {
         let caller = self.authenticate(&req, "ZoneToGlobalSync")?;
         let stream = OpenStream::open(
-            &self.zones,
+            &self.leases,
             &self.tokens,
             &self.identity,
             &caller,
             "ZoneToGlobalSync",
-        )?;
+        )
+        .await?;
         let zone = caller.identity.zone.clone();
         let mut initial = BTreeMap::new();
         for ty in ZONE_OWNED {
@@ -569,200 +601,6 @@ fn zone_offer(mut offer: OfferWatch, zone: String, secure: bool) -> OfferWatch {
     rx
 }
 
-/// KDS name → version of the resources of `ty` (Dataplane, ZoneIngress) `zone` owns on the
-/// Global (their zone form).
-async fn zone_owned_versions(
-    store: &dyn Store,
-    ty: ResourceType,
-    zone: &str,
-) -> Result<ResourceVersions, StoreError> {
-    let labels = BTreeMap::from([(ZONE_LABEL.to_owned(), zone.to_owned())]);
-    let mut out = ResourceVersions::new();
-    for s in list_all(store, ty, None, &labels)
-        .await?
-        .iter()
-        .filter(|s| s.zone.as_deref() == Some(zone))
-    {
-        if let Some(form) = zone_form(&s.resource) {
-            let item = Item::from_resource(&form);
-            out.insert(kds_name(&form.meta.mesh, &form.meta.name), item.version);
-        }
-    }
-    Ok(out)
-}
-
-/// Applies what a zone sends: its Dataplanes into the store, its insights into the registry.
-struct ZoneSink {
-    store: Arc<dyn Store>,
-    zones: Arc<ZoneRegistry>,
-    zone: String,
-}
-
-/// A per-resource refusal, or a store failure that ends the stream.
-enum ApplyError {
-    Resource(String),
-    Store(StoreError),
-}
-
-impl From<StoreError> for ApplyError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Unavailable(_) => ApplyError::Store(e),
-            other => ApplyError::Resource(other.to_string()),
-        }
-    }
-}
-
-impl ZoneSink {
-    /// The Global key of the zone's resource of `ty` with KDS name `name`.
-    fn key(&self, ty: ResourceType, name: &str) -> ResourceKey {
-        let (mesh, local) = split_kds_name(name);
-        ResourceKey {
-            ty,
-            name: global_name(&mesh, &local, &self.zone),
-            mesh,
-        }
-    }
-
-    async fn put_owned(&self, ty: ResourceType, name: &str, body: &[u8]) -> Result<(), ApplyError> {
-        let mut resource =
-            Resource::from_bytes(body).map_err(|e| ApplyError::Resource(e.to_string()))?;
-        if resource.ty() != ty || kds_name(&resource.meta.mesh, &resource.meta.name) != name {
-            return Err(ApplyError::Resource(format!(
-                "the body is {} {:?} in mesh {:?}, not the {ty} {name:?}",
-                resource.ty(),
-                resource.meta.name,
-                resource.meta.mesh
-            )));
-        }
-        if let Some(zi) = resource.as_zone_ingress() {
-            if zi.zone != self.zone {
-                return Err(ApplyError::Resource(format!(
-                    "zone {:?} cannot report a ZoneIngress of zone {:?}",
-                    self.zone, zi.zone
-                )));
-            }
-        }
-        if let Some(claimed) = resource.meta.labels.get(ZONE_LABEL) {
-            if claimed != &self.zone {
-                return Err(ApplyError::Resource(format!(
-                    "zone {:?} cannot report a {ty} of zone {claimed:?}",
-                    self.zone
-                )));
-            }
-        }
-        let violations = resource.validate();
-        if violations.has_violations() {
-            return Err(ApplyError::Resource(violations.to_string()));
-        }
-        let key = self.key(ty, name);
-        resource
-            .meta
-            .labels
-            .insert(ZONE_LABEL.into(), self.zone.clone());
-        resource
-            .meta
-            .labels
-            .insert(DISPLAY_NAME_LABEL.into(), resource.meta.name.clone());
-        resource.meta.name.clone_from(&key.name);
-        let existing = self.store.get(&key).await?;
-        if let Some(e) = &existing {
-            if e.zone.as_deref() != Some(self.zone.as_str()) {
-                return Err(ApplyError::Resource(format!(
-                    "{key} belongs to {}",
-                    e.zone
-                        .as_deref()
-                        .map_or("the Global".to_owned(), |z| format!("zone {z:?}"))
-                )));
-            }
-        }
-        let expected = existing.map_or(0, |e| e.version);
-        self.store
-            .put(resource, Some(expected), Some(&self.zone))
-            .await?;
-        Ok(())
-    }
-
-    async fn delete_owned(&self, ty: ResourceType, name: &str) -> Result<(), ApplyError> {
-        let key = self.key(ty, name);
-        let Some(existing) = self.store.get(&key).await? else {
-            return Ok(());
-        };
-        if existing.zone.as_deref() != Some(self.zone.as_str()) {
-            return Err(ApplyError::Resource(format!(
-                "{key} belongs to another zone"
-            )));
-        }
-        match self.store.delete(&key, Some(existing.version)).await {
-            Ok(()) | Err(StoreError::NotFound(_)) => {
-                self.zones.remove_insight(&self.zone, name);
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Sink for ZoneSink {
-    /// The store cannot write now: the stream ends and the zone resends after reconnecting.
-    type Error = StoreError;
-
-    async fn apply(&mut self, received: Received) -> Result<Vec<Refusal>, StoreError> {
-        let (type_url, upserts, removed) = (received.type_url, received.upserts, received.removed);
-        let type_url = type_url.as_str();
-        let mut refused = Vec::new();
-        if type_url == DATAPLANE_INSIGHT_TYPE {
-            for u in upserts {
-                match serde_json::from_slice::<serde_json::Value>(&u.body) {
-                    Ok(doc) if doc.is_object() => {
-                        self.zones
-                            .put_insight(&self.zone, &u.name, Item::from_doc(&doc));
-                    }
-                    _ => refused.push(Refusal {
-                        name: u.name,
-                        reason: "an insight must be a JSON object".to_owned(),
-                    }),
-                }
-            }
-            for name in removed {
-                self.zones.remove_insight(&self.zone, &name);
-            }
-            return Ok(refused);
-        }
-        let Some(ty) = ResourceType::from_name(type_url).filter(|t| ZONE_OWNED.contains(t)) else {
-            return Ok(upserts
-                .into_iter()
-                .map(|u| Refusal {
-                    name: u.name,
-                    reason: format!("the Global does not take {type_url} from zones"),
-                })
-                .collect());
-        };
-        for u in upserts {
-            match self.put_owned(ty, &u.name, &u.body).await {
-                Ok(()) => {}
-                Err(ApplyError::Resource(reason)) => refused.push(Refusal {
-                    name: u.name,
-                    reason,
-                }),
-                Err(ApplyError::Store(e)) => return Err(e),
-            }
-        }
-        for name in removed {
-            match self.delete_owned(ty, &name).await {
-                Ok(()) => {}
-                Err(ApplyError::Resource(reason)) => refused.push(Refusal { name, reason }),
-                Err(ApplyError::Store(e)) => return Err(e),
-            }
-        }
-        if !refused.is_empty() {
-            tracing::warn!(zone = %self.zone, type_url, ?refused, "KDS: NACK");
-        }
-        Ok(refused)
-    }
-}
-
 /// Whether a KDS peer is on this host's loopback, an IPv4-mapped `::ffff:127.0.0.1` (a zone
 /// reaching a dual-stack `[::]` listener over 127.0.0.1) included.
 fn loopback_peer(peer: std::net::SocketAddr) -> bool {
@@ -772,6 +610,7 @@ fn loopback_peer(peer: std::net::SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use umbra_kds::resource::Item;
 
     #[test]
     fn loopback_peers_include_ipv4_mapped_ones() {

@@ -22,11 +22,13 @@ pub mod inspect;
 pub mod kds;
 pub mod migration;
 pub mod offer;
+pub mod replicas;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
 pub mod zone_overview;
+pub mod zone_sink;
 pub mod zones;
 
 use std::future::Future;
@@ -103,6 +105,28 @@ pub struct Args {
     /// duration, `72h`, Kuma's dataplane cleanup age; `0s` never). A reconnect brings them back.
     #[arg(long, env = "UMBRA_ZONE_CLEANUP_AFTER", default_value = "72h", value_parser = parse_period)]
     pub zone_cleanup_after: std::time::Duration,
+    /// This replica's name, as `/ready`, `/zones` and the other replicas show it (default:
+    /// the host name). With `--store postgres` any number of replicas may share one database:
+    /// each serves the API and KDS, one of them (elected) leads the once-only work.
+    #[arg(long, env = "UMBRA_REPLICA_NAME", value_parser = replica_name)]
+    pub replica_name: Option<String>,
+}
+
+/// A replica name: 1 to 253 characters, no control characters.
+fn replica_name(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.len() > 253 || text.chars().any(char::is_control) {
+        return Err("must be 1 to 253 characters, without control characters".into());
+    }
+    Ok(text.to_owned())
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`), or `global-cp` when it cannot be read.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "global-cp".to_owned())
 }
 
 /// Checks `--postgres-url`: a `postgres://` or `postgresql://` URL that sqlx reads (the parser
@@ -165,6 +189,11 @@ pub struct Settings {
     pub zone_cleanup_after: Option<std::time::Duration>,
     /// What `GET /config` answers ([`Args::config`]); `None`: only `environment` and `mode`.
     pub config: Option<Arc<serde_json::Value>>,
+    /// With several replicas on PostgreSQL: the database URL their coordination uses
+    /// ([`replicas::postgres`]); `None`: this Global runs alone ([`replicas::Single`]).
+    pub postgres_url: Option<String>,
+    /// This replica's name (default: [`host_name`]).
+    pub replica_name: Option<String>,
 }
 
 impl From<umbra_pki::trust::AccessPolicy> for Settings {
@@ -223,6 +252,7 @@ impl Args {
             "kdsTlsCertFile": self.kds_tls_cert_file,
             "kdsTlsKeyFile": self.kds_tls_key_file,
             "zoneCleanupAfter": umbra_core::duration::Duration::from_nanos(cleanup).to_go_string(),
+            "replicaName": self.replica_name.clone().unwrap_or_else(host_name),
         });
         if let (Some(all), serde_json::Value::Object(access)) = (
             umbra.as_object_mut(),
@@ -292,6 +322,11 @@ pub async fn run(
         policy: args.access_policy(),
         zone_cleanup_after: Some(args.zone_cleanup_after).filter(|d| !d.is_zero()),
         config: Some(Arc::new(args.config())),
+        postgres_url: match args.store {
+            StoreKind::Postgres => args.postgres_url.clone(),
+            StoreKind::Memory => None,
+        },
+        replica_name: args.replica_name.clone(),
     };
     serve(store, api, kds, tls, settings, shutdown).await
 }
@@ -315,6 +350,7 @@ pub async fn serve(
     umbra_runtime::metrics::install();
     umbra_kds::metrics::describe();
     umbra_store::metered::describe();
+    replicas::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let trust = umbra_pki::trust::Trust::authority(store.clone(), policy).await?;
@@ -329,6 +365,21 @@ pub async fn serve(
     drain.trigger_on(shutdown);
     let stop_rx = drain.receiver();
     let mut tasks = umbra_runtime::process::Tasks::default();
+    let replica_name = settings.replica_name.clone().unwrap_or_else(host_name);
+    let coordinator: Arc<dyn replicas::Coordinator> = match &settings.postgres_url {
+        Some(url) => replicas::postgres::PgCoordinator::start(
+            url,
+            replicas::postgres::Registration {
+                name: replica_name.clone(),
+                inter_cp: String::new(),
+                api: api.local_addr()?.to_string(),
+            },
+            stop_rx.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("registering this Global replica: {e}"))?,
+        None => replicas::Single::shared(),
+    };
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
     let traces = Arc::new(offer::TraceLinks::default());
     // One CA per mesh, owned here and synced to every zone (issue 18).
@@ -365,7 +416,8 @@ pub async fn serve(
             .instrument(tracing::info_span!("trust.follow_meshes")),
     );
     if let Some(after) = settings.zone_cleanup_after {
-        let c = cleanup::ZoneCleanup::new(store.clone(), zones.clone(), after);
+        let c = cleanup::ZoneCleanup::new(store.clone(), zones.clone(), after)
+            .with_coordinator(coordinator.clone());
         tasks.spawn(
             "zone cleanup",
             Arc::new(c)
@@ -383,6 +435,8 @@ pub async fn serve(
         config: settings.config.unwrap_or_else(|| {
             Arc::new(serde_json::json!({"environment": "universal", "mode": "global"}))
         }),
+        replicas: coordinator.clone(),
+        replica_name: replica_name.into(),
     };
     let api = umbra_runtime::process::serve_http(
         api,
@@ -393,7 +447,8 @@ pub async fn serve(
         kds,
         kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())
             .with_identity(identity)
-            .with_tls(tls.is_some()),
+            .with_tls(tls.is_some())
+            .with_coordinator(coordinator),
         tls,
         stop_rx.clone(),
     );

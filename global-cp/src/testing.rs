@@ -326,6 +326,8 @@ pub fn app_state(
         trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: std::sync::Arc::default(),
         config: std::sync::Arc::default(),
+        replicas: crate::replicas::Single::shared(),
+        replica_name: "global-cp".into(),
     }
 }
 

@@ -74,6 +74,9 @@ pub struct ZoneStatus {
     /// The connection (peer address) whose streams hold the zone's lease: only it may sync as
     /// this zone until all its streams have ended.
     pub connection: Option<String>,
+    /// The Global replica holding its connection (`--replica-name`; with several replicas on
+    /// PostgreSQL, read from the zone's lease there), while it is online.
+    pub replica: Option<String>,
     /// The Global store identity the zone recorded when it first synced (empty: none yet).
     /// When it differs from `globalStore`, this Global does not hold the data the zone synced
     /// from (a memory store that restarted without `--data-dir`, a database restored from

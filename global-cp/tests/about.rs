@@ -71,6 +71,8 @@ async fn configured_app() -> axum::Router {
             .expect("a trust authority"),
         inspect: Arc::default(),
         config: Arc::new(args.config()),
+        replicas: umbra_global_cp::replicas::Single::shared(),
+        replica_name: "global-cp".into(),
     })
 }
 

@@ -20,6 +20,8 @@ fn app() -> axum::Router {
         trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),
         inspect: Arc::default(),
         config: Arc::default(),
+        replicas: umbra_global_cp::replicas::Single::shared(),
+        replica_name: "global-cp".into(),
     })
     // As if every request came from loopback (the admin by default).
     .layer(axum::Extension(axum::extract::ConnectInfo(
