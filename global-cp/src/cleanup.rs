@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use umbra_kds::resource::{kds_name, zone_form, ZONE_LABEL, ZONE_OWNED};
 
+use crate::replicas::insights::InsightMirror;
 use crate::replicas::{count_singleton, Coordinator, Single, ZoneHold};
 use crate::store::{list_all, Store, StoreError};
 use crate::zones::ZoneRegistry;
@@ -38,6 +39,8 @@ pub struct ZoneCleanup {
     coordinator: Arc<dyn Coordinator>,
     /// Since when this replica leads without a break (`None`: it does not lead).
     leading_since: std::sync::Mutex<Option<Instant>>,
+    /// With several replicas: the shared insights, which lose the zone's too.
+    mirror: Option<Arc<InsightMirror>>,
 }
 
 impl ZoneCleanup {
@@ -51,6 +54,7 @@ impl ZoneCleanup {
             owners: std::sync::Mutex::default(),
             coordinator: Single::shared(),
             leading_since: std::sync::Mutex::default(),
+            mirror: None,
         }
     }
 
@@ -59,6 +63,13 @@ impl ZoneCleanup {
     #[must_use]
     pub fn with_coordinator(mut self, coordinator: Arc<dyn Coordinator>) -> Self {
         self.coordinator = coordinator;
+        self
+    }
+
+    /// Remove cleaned-up zones' insights from the shared `mirror` too.
+    #[must_use]
+    pub fn with_insights(mut self, mirror: Option<Arc<InsightMirror>>) -> Self {
+        self.mirror = mirror;
         self
     }
 
@@ -176,6 +187,10 @@ impl ZoneCleanup {
                     insights.insert(kds_name(&form.meta.mesh, &form.meta.name));
                 }
             }
+        }
+        if let Some(mirror) = &self.mirror {
+            let names: Vec<String> = insights.iter().cloned().collect();
+            mirror.write(zone, &[], &names).await?;
         }
         for name in insights {
             self.zones.remove_insight(zone, &name);

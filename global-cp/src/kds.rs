@@ -49,6 +49,7 @@ use umbra_kds::{
 
 use crate::inspect::hub::InspectHub;
 use crate::offer::for_zone;
+use crate::replicas::insights::InsightMirror;
 use crate::replicas::lease::{StreamRefused, ZoneLeases};
 use crate::replicas::{Coordinator, LeaseRefused, Single};
 use crate::store::Store;
@@ -107,6 +108,8 @@ pub struct KdsServer {
     zones: Arc<ZoneRegistry>,
     /// Zone leases on this replica and across replicas.
     leases: Arc<ZoneLeases>,
+    /// With several replicas: where zones' insights are shared.
+    insights: Option<Arc<InsightMirror>>,
     inspect: Arc<InspectHub>,
     offer: OfferWatch,
     config: RespondConfig,
@@ -140,6 +143,7 @@ impl KdsServer {
             store,
             tokens,
             leases: Arc::new(ZoneLeases::new(Single::shared(), zones.clone())),
+            insights: None,
             zones,
             inspect,
             offer,
@@ -154,6 +158,13 @@ impl KdsServer {
     #[must_use]
     pub fn with_coordinator(mut self, coordinator: Arc<dyn Coordinator>) -> Self {
         self.leases = Arc::new(ZoneLeases::new(coordinator, self.zones.clone()));
+        self
+    }
+
+    /// Share zones' insights with the other replicas through `mirror`.
+    #[must_use]
+    pub fn with_insights(mut self, mirror: Option<Arc<InsightMirror>>) -> Self {
+        self.insights = mirror;
         self
     }
 
@@ -535,6 +546,7 @@ impl KdsService for KdsServer {
             store: self.store.clone(),
             zones: self.zones.clone(),
             zone: zone.clone(),
+            mirror: self.insights.clone(),
         };
         let (zones, z) = (self.zones.clone(), zone.clone());
         spawn_driver(

@@ -380,6 +380,20 @@ pub async fn serve(
         .map_err(|e| anyhow::anyhow!("registering this Global replica: {e}"))?,
         None => replicas::Single::shared(),
     };
+    let insights = match &settings.postgres_url {
+        Some(url) => {
+            let mirror = replicas::insights::InsightMirror::connect(url, zones.clone()).await?;
+            tasks.spawn(
+                "insight mirror",
+                mirror
+                    .clone()
+                    .follow(coordinator.leader(), stop_rx.clone())
+                    .instrument(tracing::info_span!("replica.insights")),
+            );
+            Some(mirror)
+        }
+        None => None,
+    };
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
     let traces = Arc::new(offer::TraceLinks::default());
     // One CA per mesh, owned here and synced to every zone (issue 18).
@@ -417,7 +431,8 @@ pub async fn serve(
     );
     if let Some(after) = settings.zone_cleanup_after {
         let c = cleanup::ZoneCleanup::new(store.clone(), zones.clone(), after)
-            .with_coordinator(coordinator.clone());
+            .with_coordinator(coordinator.clone())
+            .with_insights(insights.clone());
         tasks.spawn(
             "zone cleanup",
             Arc::new(c)
@@ -448,7 +463,8 @@ pub async fn serve(
         kds::KdsServer::new(store, tokens, zones, inspect, offer_rx, stop_rx.clone())
             .with_identity(identity)
             .with_tls(tls.is_some())
-            .with_coordinator(coordinator),
+            .with_coordinator(coordinator)
+            .with_insights(insights),
         tls,
         stop_rx.clone(),
     );

@@ -14,6 +14,7 @@ use umbra_kds::resource::{
 use umbra_kds::sync::{Received, Refusal, Sink};
 use umbra_xds_protocol::version::ResourceVersions;
 
+use crate::replicas::insights::InsightMirror;
 use crate::store::{list_all, Store, StoreError};
 use crate::zones::ZoneRegistry;
 
@@ -47,6 +48,8 @@ pub(crate) struct ZoneSink {
     pub(crate) zones: Arc<ZoneRegistry>,
     /// The zone.
     pub(crate) zone: String,
+    /// With several replicas: the insights table every replica mirrors.
+    pub(crate) mirror: Option<Arc<InsightMirror>>,
 }
 
 /// A per-resource refusal, or a store failure that ends the stream.
@@ -146,6 +149,9 @@ impl ZoneSink {
         }
         match self.store.delete(&key, Some(existing.version)).await {
             Ok(()) | Err(StoreError::NotFound(_)) => {
+                if let Some(mirror) = &self.mirror {
+                    mirror.write(&self.zone, &[], &[name.to_owned()]).await?;
+                }
                 self.zones.remove_insight(&self.zone, name);
                 Ok(())
             }
@@ -164,17 +170,23 @@ impl Sink for ZoneSink {
         let type_url = type_url.as_str();
         let mut refused = Vec::new();
         if type_url == DATAPLANE_INSIGHT_TYPE {
+            let mut puts = Vec::with_capacity(upserts.len());
             for u in upserts {
                 match serde_json::from_slice::<serde_json::Value>(&u.body) {
-                    Ok(doc) if doc.is_object() => {
-                        self.zones
-                            .put_insight(&self.zone, &u.name, Item::from_doc(&doc));
-                    }
+                    Ok(doc) if doc.is_object() => puts.push((u.name, Item::from_doc(&doc))),
                     _ => refused.push(Refusal {
                         name: u.name,
                         reason: "an insight must be a JSON object".to_owned(),
                     }),
                 }
+            }
+            // Shared with the other replicas first: a failure ends the stream, and the zone
+            // sends the batch again.
+            if let Some(mirror) = &self.mirror {
+                mirror.write(&self.zone, &puts, &removed).await?;
+            }
+            for (name, item) in puts {
+                self.zones.put_insight(&self.zone, &name, item);
             }
             for name in removed {
                 self.zones.remove_insight(&self.zone, &name);

@@ -265,3 +265,62 @@ async fn racing_replicas_never_both_hold_a_zone() {
     a.stop.send_replace(true);
     b.stop.send_replace(true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_insights_reach_every_replica() {
+    use umbra_global_cp::replicas::insights::InsightMirror;
+    use umbra_global_cp::zones::ZoneRegistry;
+    use umbra_kds::resource::Item;
+    let Some(pg) = TempPostgres::start_or_skip() else {
+        return;
+    };
+    let url = database(&pg, "insights").await;
+    let (here, there) = (
+        Arc::new(ZoneRegistry::default()),
+        Arc::new(ZoneRegistry::default()),
+    );
+    let writer = InsightMirror::connect(&url, here.clone())
+        .await
+        .expect("mirror");
+    let reader = InsightMirror::connect(&url, there.clone())
+        .await
+        .expect("mirror");
+    let stop = watch::channel(false).0;
+    tokio::spawn(reader.follow(watch::channel(true).1, stop.subscribe()));
+    // The zone is connected "here" (the writer's replica).
+    here.stream_opened("z1", "10.0.0.1:1").expect("open");
+    let item = |n: u32| Item::from_doc(&serde_json::json!({"subscriptions": [{"id": n}]}));
+    let puts: Vec<(String, Item)> = (0..50).map(|i| (format!("m/dp-{i}"), item(i))).collect();
+    writer.write("z1", &puts, &[]).await.expect("write");
+    until("mirrored", Duration::from_secs(5), || {
+        there.insight_versions("z1").len() == 50
+    })
+    .await;
+    assert_eq!(there.insight_versions("z1"), {
+        let mut v = umbra_xds_protocol::version::ResourceVersions::new();
+        for (n, i) in &puts {
+            v.insert(n.clone(), i.version.clone());
+        }
+        v
+    });
+    assert_eq!(
+        there.insight("z1", "m", "dp-7"),
+        Some(serde_json::json!({"subscriptions": [{"id": 7}]}))
+    );
+    // An update and a removal arrive too.
+    writer
+        .write("z1", &[("m/dp-1".into(), item(100))], &["m/dp-2".into()])
+        .await
+        .expect("write");
+    until(
+        "update and removal mirrored",
+        Duration::from_secs(5),
+        || {
+            there.insight("z1", "m", "dp-2").is_none()
+                && there.insight("z1", "m", "dp-1")
+                    == Some(serde_json::json!({"subscriptions": [{"id": 100}]}))
+        },
+    )
+    .await;
+    stop.send_replace(true);
+}

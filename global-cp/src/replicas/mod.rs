@@ -18,6 +18,7 @@
 //! [`Single`] is the coordinator of a Global that runs alone (the memory store): always the
 //! leader, leases kept by the in-process [`crate::zones::ZoneRegistry`] only.
 
+pub mod insights;
 pub mod lease;
 pub mod postgres;
 
