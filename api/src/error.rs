@@ -228,8 +228,8 @@ impl From<umbra_pki::trust::TrustError> for ApiError {
     }
 }
 
-/// How a store failure reads to an API caller: 404, 409, 400 (no such mesh), 503 (outage,
-/// retry later) or 500 (undecodable content, logged; never the database's own text beyond
+/// How a store failure reads to an API caller: 404, 409, 400 (no such mesh), 503 (outage, or
+/// a key other replicas kept changing: retry later) or 500 (undecodable content, logged; never the database's own text beyond
 /// the store's message).
 impl From<umbra_store::StoreError> for ApiError {
     fn from(e: umbra_store::StoreError) -> Self {
@@ -247,6 +247,9 @@ impl From<umbra_store::StoreError> for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("the store is unavailable ({reason}); retry later"),
             ),
+            StoreError::Contended { .. } => {
+                ApiError::status(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
             StoreError::Corrupt { .. } => {
                 tracing::error!(error = %e, "stored resource cannot be decoded");
                 ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())

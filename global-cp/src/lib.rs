@@ -429,6 +429,13 @@ pub async fn serve(
             .follow_meshes(stop_rx.clone())
             .instrument(tracing::info_span!("trust.follow_meshes")),
     );
+    tasks.spawn(
+        "zone-token revocations",
+        tokens
+            .clone()
+            .follow(store.clone(), stop_rx.clone())
+            .instrument(tracing::info_span!("tokens.follow")),
+    );
     if let Some(after) = settings.zone_cleanup_after {
         let c = cleanup::ZoneCleanup::new(store.clone(), zones.clone(), after)
             .with_coordinator(coordinator.clone())

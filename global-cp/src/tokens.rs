@@ -4,6 +4,12 @@
 //! ([`Store::signing_key`], created on first use, so tokens outlive restarts with PostgreSQL).
 //! Claims: `zone` (the identity; KDS never trusts a zone name from the payload), `iat`, `exp`,
 //! `jti`. Issued by `POST /tokens/zone` (`umbractl generate zone-token`).
+//!
+//! Revocations are kept in the store ([`REVOCATIONS_KEY`]) and added with a compare-and-swap
+//! ([`crate::store::update_key`]), so replicas of the Global sharing one PostgreSQL never lose
+//! each other's; each replica re-reads the list at least every [`REVOCATION_POLL`]
+//! ([`ZoneTokens::follow`]), so a zone token revoked through one replica is refused by every
+//! other, and their KDS streams authenticated with it end, within seconds.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,7 +17,10 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use ring::rand::SecureRandom as _;
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Store, StoreError};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::store::{update_key, Store, StoreError};
 
 /// Signing-key purpose in the store.
 pub const ZONE_TOKEN_KEY: &str = "zone-token";
@@ -78,6 +87,20 @@ impl ZoneIdentity {
 /// `zone-token-revocations` secret).
 pub const REVOCATIONS_KEY: &str = "zone-token-revocations";
 
+/// Longest pause between two reads of [`REVOCATIONS_KEY`] by [`ZoneTokens::follow`]: how soon
+/// a revocation made through another replica of the Global is refused here too.
+pub const REVOCATION_POLL: Duration = Duration::from_secs(2);
+
+/// The IDs of a stored revocation list (one a line; blank lines skipped).
+fn parse_ids(bytes: &[u8]) -> BTreeSet<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Issues and verifies zone tokens with the Global's key, and knows which were revoked.
 #[derive(Clone)]
 pub struct ZoneTokens {
@@ -86,8 +109,6 @@ pub struct ZoneTokens {
     /// Revoked token IDs, and a wake-up on every revocation (open streams re-check theirs).
     revoked: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<String>>>,
     revocations: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
-    /// One revocation at a time: each writes the whole list.
-    revoking: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for ZoneTokens {
@@ -118,16 +139,7 @@ impl ZoneTokens {
         let key = store.signing_key(ZONE_TOKEN_KEY, random_bytes(32)).await?;
         let tokens = Self::from_key(&key);
         let revoked = store.signing_key(REVOCATIONS_KEY, Vec::new()).await?;
-        tokens
-            .revoked
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend(
-                String::from_utf8_lossy(&revoked)
-                    .lines()
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_owned),
-            );
+        tokens.add_revoked(parse_ids(&revoked));
         Ok(tokens)
     }
 
@@ -138,7 +150,55 @@ impl ZoneTokens {
             decoding: DecodingKey::from_secret(key),
             revoked: std::sync::Arc::default(),
             revocations: std::sync::Arc::new(tokio::sync::watch::channel(0).0),
-            revoking: std::sync::Arc::default(),
+        }
+    }
+
+    /// Add `ids` to the revoked ones; when any is new, wake the open streams. Returns whether
+    /// any was new.
+    fn add_revoked(&self, ids: BTreeSet<String>) -> bool {
+        let mut revoked = self
+            .revoked
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut added = false;
+        for id in ids {
+            added |= revoked.insert(id);
+        }
+        drop(revoked);
+        if added {
+            self.revocations.send_modify(|n| *n += 1);
+        }
+        added
+    }
+
+    /// Add the revocations `store` holds that are not known here yet (made through another
+    /// replica of the Global): refused from now on, and open KDS streams authenticated with
+    /// them end. Returns whether there were any.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; nothing changed then.
+    pub async fn refresh(&self, store: &dyn Store) -> Result<bool, StoreError> {
+        let stored = store.get_key(REVOCATIONS_KEY).await?.unwrap_or_default();
+        Ok(self.add_revoked(parse_ids(&stored)))
+    }
+
+    /// [`ZoneTokens::refresh`] every [`REVOCATION_POLL`] (and on store wake-ups) until
+    /// `shutdown` turns `true`; a failure is logged and retried on the next round.
+    pub async fn follow(
+        self,
+        store: Arc<dyn Store>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut wake = store.subscribe();
+        while !*shutdown.borrow() {
+            if let Err(e) = self.refresh(&*store).await {
+                tracing::warn!(error = %e, "cannot read the zone-token revocations; retrying");
+            }
+            tokio::select! {
+                _ = wake.changed() => {}
+                () = tokio::time::sleep(REVOCATION_POLL) => {}
+                _ = shutdown.changed() => {}
+            }
         }
     }
 
@@ -168,33 +228,28 @@ impl ZoneTokens {
             .map_err(|e| TokenError::Invalid(e.to_string()))
     }
 
-    /// Revoke the token with ID `id`: stored durably in `store` before this returns, refused
-    /// from now on, and open KDS streams authenticated with it end within a moment.
+    /// Revoke the token with ID `id`: added to the list in `store` (a compare-and-swap that
+    /// keeps what other replicas added) durably before this returns, refused from now on
+    /// (with every other ID the list holds), and open KDS streams authenticated with it end
+    /// within a moment.
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`]; nothing is revoked then.
+    /// [`StoreError::Unavailable`], [`StoreError::Contended`]; nothing is revoked then.
     pub async fn revoke(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
-        let _one_at_a_time = self.revoking.lock().await;
-        let mut all: Vec<String> = {
-            let revoked = self
-                .revoked
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if revoked.contains(id) {
-                return Ok(());
-            }
-            revoked.iter().cloned().collect()
-        };
-        all.push(id.to_owned());
-        all.sort();
-        store
-            .set_key(REVOCATIONS_KEY, all.join("\n").into_bytes())
-            .await?;
-        self.revoked
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(id.to_owned());
-        self.revocations.send_modify(|n| *n += 1);
+        if self.is_revoked(id) {
+            return Ok(());
+        }
+        let list = update_key(store, REVOCATIONS_KEY, |stored| {
+            let mut all = parse_ids(stored.unwrap_or_default());
+            let new = all.insert(id.to_owned());
+            Ok::<_, StoreError>(
+                new.then(|| all.into_iter().collect::<Vec<_>>().join("\n").into_bytes()),
+            )
+        })
+        .await?;
+        let mut all = parse_ids(&list.value.unwrap_or_default());
+        all.insert(id.to_owned());
+        self.add_revoked(all);
         Ok(())
     }
 

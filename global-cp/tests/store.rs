@@ -386,8 +386,42 @@ async fn suite(store: Arc<dyn Store>) {
         None,
         "reading creates nothing"
     );
+    key_swaps(&*store).await;
 
     transactions(&*store).await;
+}
+
+/// [`Store::swap_key`]: writes only over the expected value (`None`: absent; empty is a value).
+async fn key_swaps(store: &dyn Store) {
+    assert!(!store
+        .swap_key("cas", Some(Vec::new()), vec![1])
+        .await
+        .unwrap());
+    assert_eq!(store.get_key("cas").await.unwrap(), None, "nothing written");
+    assert!(store.swap_key("cas", None, vec![1]).await.unwrap());
+    assert!(!store.swap_key("cas", None, vec![2]).await.unwrap());
+    assert!(!store.swap_key("cas", Some(vec![9]), vec![2]).await.unwrap());
+    assert_eq!(store.get_key("cas").await.unwrap(), Some(vec![1]));
+    assert!(store
+        .swap_key("cas", Some(vec![1]), Vec::new())
+        .await
+        .unwrap());
+    assert!(!store.swap_key("cas", None, vec![3]).await.unwrap());
+    assert!(store
+        .swap_key("cas", Some(Vec::new()), vec![3])
+        .await
+        .unwrap());
+    assert!(store.swap_key("cas", Some(vec![3]), vec![3]).await.unwrap());
+    assert_eq!(store.get_key("cas").await.unwrap(), Some(vec![3]));
+    // The shared read-modify-write on top of it.
+    let done = umbra_global_cp::store::update_key(store, "cas", |v| {
+        let mut v = v.unwrap_or_default().to_vec();
+        v.push(4);
+        Ok::<_, StoreError>(Some(v))
+    })
+    .await
+    .unwrap();
+    assert_eq!((done.value, done.written), (Some(vec![3, 4]), true));
 }
 
 /// [`Store::transact`]: all or nothing, consecutive revisions, preconditions checked first.
@@ -724,6 +758,69 @@ async fn postgres_store_suite() {
         vec![1; 32],
         "zone tokens outlive a restart"
     );
+}
+
+/// Two replicas of the Global on one database (issue 36): a key updated through both at once
+/// loses nothing. Each replica runs `WORKERS` concurrent writers appending `PER_WORKER` IDs to
+/// one list with [`update_key`]; every ID is there once. And of two swaps from the same value,
+/// exactly one writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_lose_no_key_update() {
+    const WORKERS: usize = 5;
+    const PER_WORKER: usize = 10;
+    let Some(pg) = postgres() else { return };
+    let url = pg.create_database("replicas").await.unwrap();
+    let a: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 8).await.unwrap());
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 8).await.unwrap());
+
+    // Both create the key at once: one wins, the other sees the winner's value.
+    let (wa, wb) = tokio::join!(
+        a.swap_key("created", None, b"a".to_vec()),
+        b.swap_key("created", None, b"b".to_vec())
+    );
+    let (wa, wb) = (wa.unwrap(), wb.unwrap());
+    assert!(wa ^ wb, "exactly one creates it: {wa} {wb}");
+    let winner = if wa { b"a".to_vec() } else { b"b".to_vec() };
+    assert_eq!(b.get_key("created").await.unwrap(), Some(winner.clone()));
+    // Both replace it at once, from the same value: one wins.
+    let (wa, wb) = tokio::join!(
+        a.swap_key("created", Some(winner.clone()), b"a2".to_vec()),
+        b.swap_key("created", Some(winner.clone()), b"b2".to_vec())
+    );
+    assert!(wa.unwrap() ^ wb.unwrap());
+
+    let mut writers = tokio::task::JoinSet::new();
+    for (replica, store) in [("a", &a), ("b", &b)] {
+        for worker in 0..WORKERS {
+            let store = store.clone();
+            writers.spawn(async move {
+                for n in 0..PER_WORKER {
+                    let id = format!("{replica}-{worker}-{n}");
+                    umbra_global_cp::store::update_key(&*store, "list", |stored| {
+                        let mut text =
+                            String::from_utf8_lossy(stored.unwrap_or_default()).into_owned();
+                        text.push_str(&id);
+                        text.push('\n');
+                        Ok::<_, StoreError>(Some(text.into_bytes()))
+                    })
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+    let list = a.get_key("list").await.unwrap().unwrap();
+    let ids: Vec<String> = String::from_utf8(list)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(ids.len(), 2 * WORKERS * PER_WORKER, "{ids:?}");
+    assert_eq!(unique.len(), ids.len(), "no ID twice: {ids:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

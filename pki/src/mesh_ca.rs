@@ -11,6 +11,11 @@
 //! roots are dropped with the mesh (a recreated Mesh gets new ones).
 //!
 //! Keys are ECDSA P-256, roots live 10 years (Kuma's builtin default).
+//!
+//! Replicas of the Global sharing one store each run a [`CaKeeper`]: a CA is created only where
+//! the store has none (a compare-and-swap, [`umbra_store::update_key`]; the replica that loses
+//! the race adopts the winner's), and a gone mesh's CA is dropped only if it is still the one
+//! this keeper holds (never a CA another replica just made for a re-created Mesh).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use umbra_core::mesh::MeshSpec;
 use umbra_core::resource::{ResourceType, Spec};
-use umbra_store::{list_all, Store, StoreError};
+use umbra_store::{list_all, update_key, Store, StoreError};
 
 /// Root certificate lifetime (Kuma's builtin default: 10 years).
 pub const ROOT_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -154,11 +159,18 @@ impl CaKeeper {
             if meshes.contains(ca.mesh.as_str()) {
                 next.insert(name.clone(), ca.clone());
             } else {
-                // The mesh is gone: so is its CA (a recreated Mesh gets a new one).
-                self.store
-                    .set_key(&store_key(&ca.mesh, &ca.backend), Vec::new())
-                    .await?;
-                tracing::info!(mesh = %ca.mesh, backend = %ca.backend, "Mesh gone: its CA is dropped");
+                // The mesh is gone: so is its CA (a recreated Mesh gets a new one), unless the
+                // stored CA is no longer this one (another keeper made it for a new Mesh).
+                let dropped = update_key(&*self.store, &store_key(&ca.mesh, &ca.backend), |b| {
+                    let ours = b.is_some_and(|b| {
+                        serde_json::from_slice::<MeshCa>(b).is_ok_and(|stored| stored == *ca)
+                    });
+                    Ok::<_, StoreError>(ours.then(Vec::new))
+                })
+                .await?;
+                if dropped.written {
+                    tracing::info!(mesh = %ca.mesh, backend = %ca.backend, "Mesh gone: its CA is dropped");
+                }
             }
         }
         for (mesh, backend) in &wanted {
@@ -168,16 +180,19 @@ impl CaKeeper {
             }
             let fresh = generate_root(mesh, backend, SystemTime::now())
                 .map_err(|e| StoreError::Unavailable(format!("mesh CA {name}: {e}")))?;
-            let fresh_bytes = serde_json::to_vec(&fresh).unwrap_or_default();
-            let key = store_key(mesh, backend);
-            let mut bytes = self.store.signing_key(&key, fresh_bytes.clone()).await?;
-            if bytes.is_empty() {
-                self.store.set_key(&key, fresh_bytes.clone()).await?;
-                bytes = fresh_bytes;
-            }
-            let ca: MeshCa = serde_json::from_slice(&bytes)
+            let fresh_bytes = serde_json::to_vec(&fresh)
                 .map_err(|e| StoreError::Unavailable(format!("mesh CA {name}: {e}")))?;
-            if ca.cert_pem == fresh.cert_pem {
+            // None stored, or dropped (empty): this one; else (another keeper's) the stored one.
+            let kept = update_key(&*self.store, &store_key(mesh, backend), |stored| {
+                Ok::<_, StoreError>(match stored {
+                    Some(bytes) if !bytes.is_empty() => None,
+                    _ => Some(fresh_bytes.clone()),
+                })
+            })
+            .await?;
+            let ca: MeshCa = serde_json::from_slice(&kept.value.unwrap_or_default())
+                .map_err(|e| StoreError::Unavailable(format!("mesh CA {name}: {e}")))?;
+            if kept.written {
                 tracing::info!(%mesh, %backend, "mesh CA created");
             }
             next.insert(name, ca);
@@ -273,5 +288,49 @@ mod tests {
             .unwrap();
         keeper.sync().await.unwrap();
         assert_ne!(rx.borrow()["m/ca-1"].cert_pem, first["m/ca-1"].cert_pem);
+    }
+
+    /// Two keepers on one store (replicas of the Global): the CA both create at once is one,
+    /// and a keeper holding an old CA of a gone Mesh leaves alone the CA another keeper made
+    /// for the Mesh re-created under the same name.
+    #[tokio::test]
+    async fn keepers_sharing_a_store_agree_and_never_drop_each_others_cas() {
+        const M: &str =
+            "type: Mesh\nname: m\nmtls:\n  backends:\n  - name: ca-1\n    type: builtin\n";
+        let store: Arc<dyn Store> = Arc::new(umbra_store::memory::MemoryStore::new());
+        store.put(mesh(M), None, None).await.unwrap();
+        let (ta, ra) = watch::channel(Arc::default());
+        let (tb, rb) = watch::channel(Arc::default());
+        let a = CaKeeper::new(store.clone(), Arc::new(ta));
+        let b = CaKeeper::new(store.clone(), Arc::new(tb));
+        let (x, y) = tokio::join!(a.sync(), b.sync());
+        x.unwrap();
+        y.unwrap();
+        let first = ra.borrow().clone();
+        assert_eq!(*rb.borrow(), first, "one CA");
+        let m = umbra_core::resource::ResourceKey::mesh("m");
+        let gone = || store.delete(&m, None);
+        gone().await.unwrap();
+        b.sync().await.unwrap();
+        store.put(mesh(M), None, None).await.unwrap();
+        b.sync().await.unwrap();
+        let second = rb.borrow().clone();
+        assert_ne!(second["m/ca-1"], first["m/ca-1"]);
+        gone().await.unwrap();
+        a.sync().await.unwrap();
+        assert!(ra.borrow().is_empty());
+        let stored = store
+            .get_key(&store_key("m", "ca-1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            serde_json::from_slice::<MeshCa>(&stored).unwrap(),
+            second["m/ca-1"],
+            "B's CA is kept"
+        );
+        store.put(mesh(M), None, None).await.unwrap();
+        a.sync().await.unwrap();
+        assert_eq!(*ra.borrow(), second, "A adopts it");
     }
 }

@@ -14,6 +14,13 @@
 //! Every change publishes a new bundle on a watch ([`Trust::subscribe`]): open ADS streams
 //! re-check their token on their next request, and the Global's KDS offer carries it to the
 //! zones within a moment.
+//!
+//! Several authorities may share one store (replicas of the Global on one PostgreSQL): every
+//! change to a stored key is a compare-and-swap ([`umbra_store::update_key`]), so none is lost
+//! (revocation lists are unions; a key or the admin token is created only where there is none,
+//! and the replica that loses that race adopts the winner's), and each authority re-reads the
+//! revocation lists at least every [`STORE_POLL`] ([`Trust::follow_meshes`]), so a token revoked
+//! through one replica is refused by every other within seconds.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -25,7 +32,7 @@ use umbra_auth::keys::{dataplane_token_key, SigningKey, USER_TOKEN_KEY};
 use umbra_auth::token::{TokenKind, ADMIN_GROUP, ADMIN_USER};
 use umbra_auth::{Issuer, TokenError, TrustBundle};
 use umbra_core::resource::ResourceType;
-use umbra_store::{list_all, Store, StoreError};
+use umbra_store::{list_all, update_key, Store, StoreError};
 
 /// Why the trust state refused or failed a request (the API answers each with its status:
 /// [`TrustError::Federated`], [`TrustError::BadRequest`] and a bad token request 400,
@@ -67,8 +74,17 @@ pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Validity of the admin user token created on first start (10 years, as Kuma's).
 pub const ADMIN_TOKEN_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
-/// Pause between two looks at the store's Meshes when no change woke the authority.
-const MESH_POLL: Duration = Duration::from_secs(2);
+/// Longest pause between two looks at the store's Meshes and revocation lists when no change
+/// woke the authority: how soon a revocation made by another replica of the Global sharing the
+/// store is refused here too.
+pub const STORE_POLL: Duration = Duration::from_secs(2);
+
+/// The token kinds with a revocation list.
+const REVOCABLE: [TokenKind; 3] = [
+    TokenKind::User,
+    TokenKind::Dataplane,
+    TokenKind::ZoneIngress,
+];
 
 /// Store key of the revoked IDs of `kind` (one per line).
 pub fn revocations_key(kind: TokenKind) -> String {
@@ -112,7 +128,8 @@ pub struct Trust {
 #[derive(Debug)]
 pub struct Authority {
     store: Arc<dyn Store>,
-    /// One change at a time (each rewrites a whole key), and the keys as of the last one.
+    /// The keys and revocations as last read or written (the store has the truth: every change
+    /// to it is a compare-and-swap); Mesh syncs hold it while they read the Meshes.
     issuer: tokio::sync::Mutex<Issuer>,
 }
 
@@ -125,16 +142,27 @@ fn parse_lines(bytes: &[u8]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The key stored under `purpose`, created now (from `fresh`) when there is none or it was
-/// dropped (an empty value).
+/// One ID a line, sorted: a revocation list as stored.
+fn join_lines(ids: &BTreeSet<String>) -> Vec<u8> {
+    ids.iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .into_bytes()
+}
+
+/// The key stored under `purpose`, created now when there is none or it was dropped (an empty
+/// value); when another CP sharing the store creates it first, its key is the one returned.
 async fn ensure_key(store: &dyn Store, purpose: &str) -> Result<SigningKey, StoreError> {
     let fresh = SigningKey::generate();
-    let mut bytes = store.signing_key(purpose, fresh.pkcs8().to_vec()).await?;
-    if bytes.is_empty() {
-        store.set_key(purpose, fresh.pkcs8().to_vec()).await?;
-        bytes = fresh.pkcs8().to_vec();
-    }
-    SigningKey::from_pkcs8(&bytes)
+    let kept = update_key(store, purpose, |stored| {
+        Ok::<_, StoreError>(match stored {
+            Some(bytes) if !bytes.is_empty() => None,
+            _ => Some(fresh.pkcs8().to_vec()),
+        })
+    })
+    .await?;
+    SigningKey::from_pkcs8(&kept.value.unwrap_or_default())
         .map_err(|e| StoreError::Unavailable(format!("signing key {purpose}: {e}")))
 }
 
@@ -150,11 +178,7 @@ impl Trust {
     ) -> Result<Arc<Self>, StoreError> {
         let user = ensure_key(&*store, USER_TOKEN_KEY).await?;
         let mut revoked = umbra_auth::bundle::Revoked::default();
-        for kind in [
-            TokenKind::User,
-            TokenKind::Dataplane,
-            TokenKind::ZoneIngress,
-        ] {
+        for kind in REVOCABLE {
             let bytes = store
                 .signing_key(&revocations_key(kind), Vec::new())
                 .await?;
@@ -257,11 +281,21 @@ impl Trust {
             .cloned()
             .collect();
         for mesh in gone {
-            auth.store
-                .set_key(&dataplane_token_key(&mesh), Vec::new())
-                .await?;
+            let held = issuer
+                .dataplane
+                .get(&mesh)
+                .map(|k| k.pkcs8().to_vec())
+                .unwrap_or_default();
+            // Only the key this CP holds is dropped: another CP sharing the store may already
+            // have made a new one for a Mesh re-created under the same name.
+            let dropped = update_key(&*auth.store, &dataplane_token_key(&mesh), |stored| {
+                Ok::<_, StoreError>((stored == Some(held.as_slice())).then(Vec::new))
+            })
+            .await?;
             issuer.dataplane.remove(&mesh);
-            tracing::info!(%mesh, "Mesh gone: its dataplane-token signing key is dropped");
+            if dropped.written {
+                tracing::info!(%mesh, "Mesh gone: its dataplane-token signing key is dropped");
+            }
         }
         for mesh in meshes {
             if let std::collections::btree_map::Entry::Vacant(slot) = issuer.dataplane.entry(mesh) {
@@ -273,20 +307,54 @@ impl Trust {
         Ok(())
     }
 
-    /// Keep the dataplane-token keys in line with the Meshes ([`Trust::sync_meshes`]) on every
-    /// store change (and every 2 s), until `shutdown` turns `true`.
+    /// Add the revocations the store holds that this CP does not know yet (made through
+    /// another CP sharing the store), and publish them. Returns whether there were any.
+    /// Nothing on a verifier.
+    ///
+    /// # Errors
+    /// [`StoreError`]; nothing changed then.
+    pub async fn refresh_revocations(&self) -> Result<bool, StoreError> {
+        let Some(auth) = &self.authority else {
+            return Ok(false);
+        };
+        let mut stored = Vec::new();
+        for kind in REVOCABLE {
+            if let Some(bytes) = auth.store.get_key(&revocations_key(kind)).await? {
+                stored.push((kind, parse_lines(&bytes)));
+            }
+        }
+        let mut issuer = auth.issuer.lock().await;
+        let mut added = false;
+        for (kind, ids) in stored {
+            let known = issuer.revoked.of_mut(kind);
+            for id in ids {
+                added |= known.insert(id);
+            }
+        }
+        if added {
+            self.publish(&issuer).await;
+        }
+        Ok(added)
+    }
+
+    /// Keep the dataplane-token keys in line with the Meshes ([`Trust::sync_meshes`]) and the
+    /// revocations with the store's lists ([`Trust::refresh_revocations`]) on every store
+    /// change, and at least every [`STORE_POLL`], until `shutdown` turns `true`.
     pub async fn follow_meshes(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let Some(auth) = &self.authority else {
             return;
         };
         let mut wake = auth.store.subscribe();
         while !*shutdown.borrow() {
+            if let Err(e) = self.refresh_revocations().await {
+                tracing::warn!(error = %e, "cannot read the revocation lists; retrying");
+            }
             if let Err(e) = self.sync_meshes().await {
                 tracing::warn!(error = %e, "cannot bring dataplane-token keys in line with the Meshes; retrying");
             }
             tokio::select! {
                 _ = wake.changed() => {}
-                () = tokio::time::sleep(MESH_POLL) => {}
+                () = tokio::time::sleep(STORE_POLL) => {}
                 _ = shutdown.changed() => {}
             }
         }
@@ -352,24 +420,27 @@ impl Trust {
             .map_err(TrustError::Token)
     }
 
-    /// Revoke the token of `kind` with ID `id`: stored durably before this returns, then
-    /// published (every CP and zone refuses it within a moment).
+    /// Revoke the token of `kind` with ID `id`: added to the stored list (a compare-and-swap,
+    /// keeping what other CPs sharing the store added) durably before this returns, then
+    /// published with every other ID the list holds (every CP and zone refuses it within a
+    /// moment).
     ///
     /// # Errors
     /// [`TrustError::Federated`] on a verifier; [`TrustError::Store`] (nothing revoked then).
     pub async fn revoke(&self, kind: TokenKind, id: &str) -> Result<(), TrustError> {
         let auth = self.authority_or_refuse()?;
-        let mut issuer = auth.issuer.lock().await;
-        if issuer.revoked.of(kind).contains(id) {
+        if auth.issuer.lock().await.revoked.of(kind).contains(id) {
             return Ok(());
         }
-        let mut all = issuer.revoked.of(kind).clone();
-        all.insert(id.to_owned());
-        let text = all.iter().cloned().collect::<Vec<_>>().join("\n");
-        auth.store
-            .set_key(&revocations_key(kind), text.into_bytes())
-            .await?;
-        *issuer.revoked.of_mut(kind) = all;
+        let list = update_key(&*auth.store, &revocations_key(kind), |stored| {
+            let mut all = parse_lines(stored.unwrap_or_default());
+            Ok::<_, StoreError>(all.insert(id.to_owned()).then(|| join_lines(&all)))
+        })
+        .await?;
+        let mut issuer = auth.issuer.lock().await;
+        let known = issuer.revoked.of_mut(kind);
+        known.extend(parse_lines(&list.value.unwrap_or_default()));
+        known.insert(id.to_owned());
         self.publish(&issuer).await;
         Ok(())
     }
@@ -377,38 +448,37 @@ impl Trust {
 
 impl Authority {
     /// The admin user token, created (and stored) on first call, and again when the stored one
-    /// no longer verifies (revoked, expired).
+    /// no longer verifies (revoked, expired). Of CPs sharing the store that replace it at once,
+    /// one stores its token and the others return that one.
     async fn admin_token(&self) -> Result<String, StoreError> {
-        let issuer = self.issuer.lock().await;
-        let fresh = issuer
-            .issue_user(
-                &UserTokenRequest {
-                    name: ADMIN_USER.into(),
-                    groups: vec![ADMIN_GROUP.into()],
-                    valid_for: None,
-                },
-                ADMIN_TOKEN_VALIDITY.as_secs(),
-                umbra_auth::unix_now(),
-            )
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let stored = self
-            .store
-            .signing_key(ADMIN_TOKEN_KEY, fresh.clone().into_bytes())
-            .await?;
-        let stored = String::from_utf8_lossy(&stored).into_owned();
-        // An emptied key, or a token that was revoked, expired or signed by another key, is
-        // no admin token: make a new one.
-        if issuer
-            .bundle()
-            .verify_user(&stored, umbra_auth::unix_now())
-            .is_err()
-        {
-            self.store
-                .set_key(ADMIN_TOKEN_KEY, fresh.clone().into_bytes())
-                .await?;
-            return Ok(fresh);
-        }
-        Ok(stored)
+        let now = umbra_auth::unix_now();
+        let (fresh, bundle) = {
+            let issuer = self.issuer.lock().await;
+            let fresh = issuer
+                .issue_user(
+                    &UserTokenRequest {
+                        name: ADMIN_USER.into(),
+                        groups: vec![ADMIN_GROUP.into()],
+                        valid_for: None,
+                    },
+                    ADMIN_TOKEN_VALIDITY.as_secs(),
+                    now,
+                )
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            (fresh, issuer.bundle())
+        };
+        // No token (or an emptied key), or one that was revoked, expired or signed by another
+        // key, is no admin token: make a new one.
+        let kept = update_key(&*self.store, ADMIN_TOKEN_KEY, |stored| {
+            let valid = stored.is_some_and(|bytes| {
+                bundle
+                    .verify_user(&String::from_utf8_lossy(bytes), now)
+                    .is_ok()
+            });
+            Ok::<_, StoreError>((!valid).then(|| fresh.clone().into_bytes()))
+        })
+        .await?;
+        Ok(String::from_utf8_lossy(&kept.value.unwrap_or_default()).into_owned())
     }
 }
 
@@ -526,6 +596,107 @@ mod tests {
             .bundle()
             .verify_dataplane(&t2, umbra_auth::unix_now())
             .is_err());
+    }
+
+    /// Two authorities on one store (replicas of the Global): one set of keys and one admin
+    /// token, no revocation lost, each other's revocations picked up on refresh, and a gone
+    /// Mesh's key dropped only if it is still the one held.
+    #[tokio::test]
+    async fn authorities_sharing_a_store_keep_each_others_changes() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store.put(mesh("default"), None, None).await.unwrap();
+        let policy = AccessPolicy::default();
+        let (a, b) = tokio::join!(
+            Trust::authority(store.clone(), policy),
+            Trust::authority(store.clone(), policy)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let admin = a.admin_token().await.unwrap();
+        assert_eq!(b.admin_token().await.unwrap(), admin, "one admin token");
+        let now = umbra_auth::unix_now();
+        let user = |t: &Arc<Trust>, name: &str| {
+            let t = t.clone();
+            let name = name.to_owned();
+            async move {
+                t.issue_user(&UserTokenRequest {
+                    name,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+            }
+        };
+        let (alice, bob) = (user(&a, "alice").await, user(&b, "bob").await);
+        assert!(b.bundle().verify_user(&alice, now).is_ok(), "one user key");
+        let id = |t: &str| {
+            umbra_auth::token::token_id(t, TokenKind::User, &a.bundle().user_keys).unwrap()
+        };
+        let (alice_id, bob_id) = (id(&alice), id(&bob));
+        let (ra, rb) = tokio::join!(
+            a.revoke(TokenKind::User, &alice_id),
+            b.revoke(TokenKind::User, &bob_id)
+        );
+        ra.unwrap();
+        rb.unwrap();
+        let stored = store
+            .get_key(&revocations_key(TokenKind::User))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            parse_lines(&stored),
+            BTreeSet::from([alice_id, bob_id]),
+            "both revocations are stored"
+        );
+        a.refresh_revocations().await.unwrap();
+        b.refresh_revocations().await.unwrap();
+        for t in [&a, &b] {
+            assert!(t.bundle().verify_user(&alice, now).is_err());
+            assert!(t.bundle().verify_user(&bob, now).is_err());
+        }
+        // A revocation through A reaches B on its next refresh, which publishes it.
+        let carol = user(&a, "carol").await;
+        a.revoke(TokenKind::User, &id(&carol)).await.unwrap();
+        assert!(b.bundle().verify_user(&carol, now).is_ok(), "not read yet");
+        let mut rx = b.subscribe();
+        rx.borrow_and_update();
+        assert!(b.refresh_revocations().await.unwrap());
+        assert!(rx.has_changed().unwrap(), "published");
+        assert!(b.bundle().verify_user(&carol, now).is_err());
+        assert!(!b.refresh_revocations().await.unwrap(), "nothing new");
+
+        // The Mesh goes and comes back while A is not looking: B drops its key and makes a new
+        // one; when the Mesh is gone again, A (holding the first key) leaves B's key alone.
+        let key = dataplane_token_key("default");
+        let first = store.get_key(&key).await.unwrap().unwrap();
+        store
+            .delete(&umbra_store::mesh_key("default"), None)
+            .await
+            .unwrap();
+        b.sync_meshes().await.unwrap();
+        assert_eq!(store.get_key(&key).await.unwrap(), Some(Vec::new()));
+        store.put(mesh("default"), None, None).await.unwrap();
+        b.sync_meshes().await.unwrap();
+        let second = store.get_key(&key).await.unwrap().unwrap();
+        assert!(!second.is_empty() && second != first);
+        store
+            .delete(&umbra_store::mesh_key("default"), None)
+            .await
+            .unwrap();
+        a.sync_meshes().await.unwrap();
+        assert_eq!(store.get_key(&key).await.unwrap(), Some(second.clone()));
+        // Back again: A adopts the stored key, so B's tokens verify on A.
+        store.put(mesh("default"), None, None).await.unwrap();
+        a.sync_meshes().await.unwrap();
+        b.sync_meshes().await.unwrap();
+        let dp = b
+            .issue_dataplane(&DataplaneTokenRequest {
+                mesh: "default".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(a.bundle().verify_dataplane(&dp, now).is_ok());
     }
 
     #[tokio::test]

@@ -19,7 +19,12 @@
 //! - each resource records the zone that owns it (`None` for resources created where they are
 //!   stored);
 //! - a write is durable when it returns `Ok` (PostgreSQL commits; a durable memory store has
-//!   appended and fsynced its journal), so an API may answer 200 right after it.
+//!   appended and fsynced its journal), so an API may answer 200 right after it;
+//! - besides resources, a store keeps small keys by purpose (signing keys, revocation lists,
+//!   migration plans), outside the change log. Several CPs may share a store (replicas of the
+//!   Global on one PostgreSQL), so a key that changes is read-modified-written only through
+//!   [`update_key`] (a [`Store::swap_key`] compare-and-swap, retried on a lost race), never
+//!   guarded by a process-local lock.
 
 pub mod journal;
 pub mod memory;
@@ -339,6 +344,15 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// [`update_key`] lost the race for the key `purpose` to other writers (other replicas)
+    /// [`KEY_UPDATE_ATTEMPTS`] times in a row; nothing was written. Retrying later may work.
+    #[error("the key {purpose:?} kept changing under {attempts} attempts to update it; nothing was written, retry later")]
+    Contended {
+        /// The key.
+        purpose: String,
+        /// Attempts made.
+        attempts: u32,
+    },
 }
 
 /// The store. Implementations are cheap to share (`Arc<dyn Store>`).
@@ -436,9 +450,97 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`StoreError::Unavailable`].
     async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError>;
 
+    /// Compare-and-swap the key kept for `purpose`: store `value` only when the stored value
+    /// is `expected` (`None`: no key is stored; an empty value is a stored value, not an
+    /// absent one), in one atomic step, durably before it returns. Returns whether it wrote
+    /// (`false`: another writer got there first; read the key again). Several CPs sharing a
+    /// store (replicas of the Global on one PostgreSQL) update a key safely only through this
+    /// (see [`update_key`]); [`Store::set_key`] overwrites blindly.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; nothing was written then.
+    async fn swap_key(
+        &self,
+        purpose: &str,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError>;
+
     /// Wake-ups carrying the latest revision the store has seen. A wake-up may be late or
     /// coalesced; read [`Store::changes_since`] for the truth.
     fn subscribe(&self) -> watch::Receiver<u64>;
+}
+
+/// How many times [`update_key`] reads and swaps a key before giving up with
+/// [`StoreError::Contended`].
+pub const KEY_UPDATE_ATTEMPTS: u32 = 32;
+
+/// The longest pause [`update_key`] takes between two attempts (the first is 1-2 ms; each
+/// bound doubles up to this one, and each pause is random within half its bound, so that
+/// racing writers spread out).
+pub const KEY_UPDATE_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(64);
+
+/// What [`update_key`] left in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyUpdate {
+    /// The key's value now: what was written, or, when the update had nothing to write, the
+    /// value it read (`None`: no key is stored).
+    pub value: Option<Vec<u8>>,
+    /// Whether this call wrote it.
+    pub written: bool,
+}
+
+/// Read-modify-write the key kept for `purpose`, safe against other writers of the same
+/// store (other replicas of the Global): read the value, ask `f` what to write given it
+/// (`None` read: no key; `f` returns `Ok(None)` when there is nothing to write), and
+/// [`Store::swap_key`] it in against the value read. When another writer changed the key in
+/// between, `f` runs again on the fresh value, after a short random pause, up to
+/// [`KEY_UPDATE_ATTEMPTS`] times. `f` must be a pure function of the value it is given (a
+/// revocation list: the union of what is stored and the new ID), since any run but the last
+/// is thrown away.
+///
+/// # Errors
+/// `f`'s error (nothing written); [`StoreError::Contended`] when every attempt lost the race;
+/// [`StoreError::Unavailable`] from the store.
+pub async fn update_key<E, F>(store: &dyn Store, purpose: &str, mut f: F) -> Result<KeyUpdate, E>
+where
+    F: FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, E>,
+    E: From<StoreError>,
+{
+    let mut bound = std::time::Duration::from_millis(2);
+    for attempt in 1..=KEY_UPDATE_ATTEMPTS {
+        let current = store.get_key(purpose).await?;
+        let Some(value) = f(current.as_deref())? else {
+            return Ok(KeyUpdate {
+                value: current,
+                written: false,
+            });
+        };
+        if store.swap_key(purpose, current, value.clone()).await? {
+            return Ok(KeyUpdate {
+                value: Some(value),
+                written: true,
+            });
+        }
+        if attempt < KEY_UPDATE_ATTEMPTS {
+            tokio::time::sleep(jitter(bound)).await;
+            bound = (bound * 2).min(KEY_UPDATE_MAX_PAUSE);
+        }
+    }
+    Err(StoreError::Contended {
+        purpose: purpose.to_owned(),
+        attempts: KEY_UPDATE_ATTEMPTS,
+    }
+    .into())
+}
+
+/// A random pause between half of `bound` and `bound`.
+fn jitter(bound: std::time::Duration) -> std::time::Duration {
+    use std::hash::BuildHasher as _;
+    // Each `RandomState` is keyed afresh: random enough to spread racing writers out.
+    let random = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    let half = u64::try_from(bound.as_micros() / 2).unwrap_or(u64::MAX);
+    std::time::Duration::from_micros(half.saturating_add(random % half.saturating_add(1)))
 }
 
 /// The body of a resource without its identity and metadata (what the `spec` column holds):
@@ -615,5 +717,183 @@ pub fn query_mesh(query: &ListQuery) -> Option<String> {
         Some(String::new())
     } else {
         query.mesh.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::memory::MemoryStore;
+
+    /// A memory store where another writer appends `+` to a key right after each of the first
+    /// `races` reads of it, as a replica racing this one would.
+    #[derive(Debug)]
+    struct Racing {
+        inner: MemoryStore,
+        races: AtomicU32,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Racing {
+        async fn put(
+            &self,
+            resource: Resource,
+            expected: Option<u64>,
+            zone: Option<&str>,
+        ) -> Result<(Stored, bool), StoreError> {
+            self.inner.put(resource, expected, zone).await
+        }
+        async fn put_creating(
+            &self,
+            resource: Resource,
+            expected: Option<u64>,
+            zone: Option<&str>,
+            companions: Vec<Resource>,
+        ) -> Result<(Stored, bool), StoreError> {
+            self.inner
+                .put_creating(resource, expected, zone, companions)
+                .await
+        }
+        async fn delete(&self, key: &ResourceKey, expected: Option<u64>) -> Result<(), StoreError> {
+            self.inner.delete(key, expected).await
+        }
+        async fn transact(&self, writes: Vec<Write>) -> Result<Transacted, StoreError> {
+            self.inner.transact(writes).await
+        }
+        async fn get(&self, key: &ResourceKey) -> Result<Option<Stored>, StoreError> {
+            self.inner.get(key).await
+        }
+        async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+            self.inner.list(query).await
+        }
+        async fn changes_since(
+            &self,
+            revision: u64,
+            limit: usize,
+        ) -> Result<Vec<Change>, StoreError> {
+            self.inner.changes_since(revision, limit).await
+        }
+        async fn revision(&self) -> Result<u64, StoreError> {
+            self.inner.revision().await
+        }
+        async fn signing_key(&self, purpose: &str, fresh: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+            self.inner.signing_key(purpose, fresh).await
+        }
+        async fn get_key(&self, purpose: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            let read = self.inner.get_key(purpose).await?;
+            let racing = self
+                .races
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if racing {
+                let mut other = self.inner.key(purpose).unwrap_or_default();
+                other.push(b'+');
+                self.inner.put_key(purpose, other)?;
+            }
+            Ok(read)
+        }
+        async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+            self.inner.set_key(purpose, value).await
+        }
+        async fn swap_key(
+            &self,
+            purpose: &str,
+            expected: Option<Vec<u8>>,
+            value: Vec<u8>,
+        ) -> Result<bool, StoreError> {
+            self.inner.swap_key(purpose, expected, value).await
+        }
+        fn subscribe(&self) -> watch::Receiver<u64> {
+            self.inner.subscribe()
+        }
+    }
+
+    fn racing(races: u32) -> Arc<Racing> {
+        Arc::new(Racing {
+            inner: MemoryStore::new(),
+            races: AtomicU32::new(races),
+        })
+    }
+
+    /// Append `c` to what is stored.
+    fn append(c: u8) -> impl FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, StoreError> {
+        move |stored| {
+            let mut v = stored.unwrap_or_default().to_vec();
+            v.push(c);
+            Ok(Some(v))
+        }
+    }
+
+    #[tokio::test]
+    async fn update_key_writes_what_f_makes_of_the_stored_value() {
+        let store = racing(0);
+        let done = update_key(&*store, "k", append(b'a')).await.unwrap();
+        assert_eq!(
+            (done.value.as_deref(), done.written),
+            (Some(&b"a"[..]), true)
+        );
+        let done = update_key(&*store, "k", append(b'b')).await.unwrap();
+        assert_eq!(done.value.as_deref(), Some(&b"ab"[..]));
+        // Nothing to write: the value read, untouched.
+        let done = update_key(&*store, "k", |_| Ok::<_, StoreError>(None))
+            .await
+            .unwrap();
+        assert_eq!(
+            (done.value.as_deref(), done.written),
+            (Some(&b"ab"[..]), false)
+        );
+        let done = update_key(&*store, "absent", |_| Ok::<_, StoreError>(None))
+            .await
+            .unwrap();
+        assert_eq!((done.value, done.written), (None, false));
+        // f's error: nothing written.
+        let err = update_key(&*store, "k", |_| {
+            Err::<Option<Vec<u8>>, _>(StoreError::Unavailable("no".into()))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err, StoreError::Unavailable("no".into()));
+        assert_eq!(store.inner.key("k"), Some(b"ab".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn update_key_retries_on_a_lost_race_keeping_the_winners_write() {
+        let store = racing(3);
+        let mut runs = 0;
+        let mut f = append(b'x');
+        let done = update_key(&*store, "k", |stored| {
+            runs += 1;
+            f(stored)
+        })
+        .await
+        .unwrap();
+        assert_eq!(runs, 4, "three lost races, then a swap");
+        assert_eq!(done.value.as_deref(), Some(&b"+++x"[..]));
+        assert_eq!(store.inner.key("k"), Some(b"+++x".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn update_key_gives_up_after_its_attempts() {
+        let store = racing(u32::MAX);
+        let mut runs = 0;
+        let err = update_key(&*store, "k", |_| {
+            runs += 1;
+            Ok::<_, StoreError>(Some(b"mine".to_vec()))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(runs, KEY_UPDATE_ATTEMPTS);
+        assert_eq!(
+            err,
+            StoreError::Contended {
+                purpose: "k".into(),
+                attempts: KEY_UPDATE_ATTEMPTS
+            }
+        );
+        assert!(err.to_string().contains("retry later"), "{err}");
+        assert!(!store.inner.key("k").unwrap().ends_with(b"mine"));
     }
 }

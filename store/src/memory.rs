@@ -416,16 +416,28 @@ impl MemoryStore {
     /// # Errors
     /// [`StoreError::Unavailable`] when a durable store cannot write; nothing changed then.
     pub fn put_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.lock().write_key(purpose, value)
+    }
+
+    /// [`Store::swap_key`], synchronously: `value` stored for `purpose` only when the key
+    /// stored is `expected` (`None`: none is), under the store's lock and journaled as
+    /// [`MemoryStore::put_key`] journals (so a reopened store replays it the same). Returns
+    /// whether it wrote.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when a durable store cannot write; nothing changed then.
+    pub fn swap_key_now(
+        &self,
+        purpose: &str,
+        expected: Option<&[u8]>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
         let mut state = self.lock();
-        if let Some(journal) = &mut state.journal {
-            journal
-                .append(&[Record::key(purpose, &value)])
-                .map_err(|e| {
-                    StoreError::Unavailable(format!("cannot write the store journal: {e}"))
-                })?;
+        if state.keys.get(purpose).map(Vec::as_slice) != expected {
+            return Ok(false);
         }
-        state.keys.insert(purpose.to_owned(), value);
-        Ok(())
+        state.write_key(purpose, value)?;
+        Ok(true)
     }
 
     fn wake(&self) {
@@ -437,6 +449,19 @@ impl MemoryStore {
 impl State {
     fn revision(&self) -> u64 {
         self.log_base + self.log.len() as u64
+    }
+
+    /// Journal (a durable store) and keep `value` as the key for `purpose`.
+    fn write_key(&mut self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        if let Some(journal) = &mut self.journal {
+            journal
+                .append(&[Record::key(purpose, &value)])
+                .map_err(|e| {
+                    StoreError::Unavailable(format!("cannot write the store journal: {e}"))
+                })?;
+        }
+        self.keys.insert(purpose.to_owned(), value);
+        Ok(())
     }
 
     /// [`Write::MeshUnchanged`]: no change to `mesh` logged after `since` (a `since` before
@@ -648,19 +673,21 @@ impl Store for MemoryStore {
         if let Some(key) = state.keys.get(purpose) {
             return Ok(key.clone());
         }
-        if let Some(journal) = &mut state.journal {
-            journal
-                .append(&[Record::key(purpose, &fresh)])
-                .map_err(|e| {
-                    StoreError::Unavailable(format!("cannot write the store journal: {e}"))
-                })?;
-        }
-        state.keys.insert(purpose.to_owned(), fresh.clone());
+        state.write_key(purpose, fresh.clone())?;
         Ok(fresh)
     }
 
     async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
         self.put_key(purpose, value)
+    }
+
+    async fn swap_key(
+        &self,
+        purpose: &str,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        self.swap_key_now(purpose, expected.as_deref(), value)
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {
@@ -808,6 +835,38 @@ mod tests {
             4,
             "two puts, then the Mesh and its timeout"
         );
+    }
+
+    #[test]
+    fn swap_key_writes_only_over_the_expected_value_and_is_journaled() {
+        let dir = temp_dir("swap");
+        let s = MemoryStore::open(&dir).unwrap();
+        // Absent: only `None` matches (an empty value is not absence).
+        assert!(!s.swap_key_now("k", Some(b""), b"a".to_vec()).unwrap());
+        assert_eq!(s.key("k"), None, "a failed swap writes nothing");
+        assert!(s.swap_key_now("k", None, b"a".to_vec()).unwrap());
+        assert!(!s.swap_key_now("k", None, b"b".to_vec()).unwrap());
+        assert!(!s.swap_key_now("k", Some(b"x"), b"b".to_vec()).unwrap());
+        assert_eq!(s.key("k"), Some(b"a".to_vec()));
+        // Emptied (a dropped key), then only the empty value matches.
+        assert!(s.swap_key_now("k", Some(b"a"), Vec::new()).unwrap());
+        assert!(!s.swap_key_now("k", None, b"c".to_vec()).unwrap());
+        assert!(s.swap_key_now("k", Some(b""), b"c".to_vec()).unwrap());
+        // Through the trait too.
+        assert!(tokio_test_block(s.swap_key("other", None, vec![1])).unwrap());
+        assert!(!tokio_test_block(s.swap_key("other", None, vec![2])).unwrap());
+        drop(s);
+        // Reopened: the journal replays every swap that wrote (and only those).
+        let back = MemoryStore::open(&dir).unwrap();
+        assert_eq!(back.key("k"), Some(b"c".to_vec()));
+        assert_eq!(back.key("other"), Some(vec![1]));
+        // The reopen compacted the journal into the snapshot; a swap after it replays too.
+        assert!(back.swap_key_now("k", Some(b"c"), b"d".to_vec()).unwrap());
+        drop(back);
+        let again = MemoryStore::open(&dir).unwrap();
+        assert_eq!(again.key("k"), Some(b"d".to_vec()));
+        assert_eq!(again.key("other"), Some(vec![1]));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Run a store future to completion (the memory store never awaits).

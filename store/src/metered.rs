@@ -12,7 +12,8 @@ use umbra_core::resource::{Resource, ResourceKey};
 use crate::{Change, ListQuery, Page, Store, StoreError, Stored, Transacted, Write};
 
 /// `umbra_store_operation_seconds{op}`: latency of each store call (`put`, `delete`, `get`,
-/// `list`, `changes_since`, `revision`, `signing_key`, `set_key`), whatever the backend.
+/// `list`, `changes_since`, `revision`, `signing_key`, `get_key`, `set_key`,
+/// `swap_key`, `transact`), whatever the backend.
 pub const STORE_SECONDS: &str = "umbra_store_operation_seconds";
 /// `umbra_store_errors_total{op}`: store calls that failed (outage, conflict, ...).
 pub const STORE_ERRORS: &str = "umbra_store_errors_total";
@@ -109,6 +110,15 @@ impl Store for Metered {
 
     async fn set_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
         timed("set_key", self.inner.set_key(purpose, value)).await
+    }
+
+    async fn swap_key(
+        &self,
+        purpose: &str,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        timed("swap_key", self.inner.swap_key(purpose, expected, value)).await
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {

@@ -21,7 +21,8 @@
 //!
 //! Plans are kept in the store's key table under [`record::plans_key`] (the latest
 //! [`record::MAX_PLANS`] per mesh, an applied one longest), so they survive restarts of the
-//! Global like everything else it acknowledged.
+//! Global like everything else it acknowledged; each save is a compare-and-swap of the mesh's
+//! list, so replicas of the Global planning at once keep every plan.
 
 pub mod record;
 
@@ -41,7 +42,7 @@ use crate::inspect::shadow_diff::plan::Plan;
 use crate::inspect::shadow_diff::query::{fleet_timeout, DEFAULT_FLEET_TIMEOUT};
 use crate::inspect::shadow_diff::report::{Report, ZoneTally};
 use crate::inspect::shadow_diff::respond::{fleet_aggregate, plan_fleet};
-use crate::store::{now_rfc3339, Store, StoreError, Write};
+use crate::store::{now_rfc3339, update_key, Store, StoreError, Write};
 use record::{
     annotate_causes, changed_inputs, default_retire, fingerprint, inputs_of, plans_key, Applied,
     PlanRecord, Planned,
@@ -215,14 +216,12 @@ pub async fn plan(cx: &InspectContext, mesh: &str, req: PlanRequest) -> Result<V
     }))
 }
 
-/// Serialises the read-modify-write of a mesh's plans within this process.
-static PLANS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn read_plans(store: &dyn Store, mesh: &str) -> Result<Vec<PlanRecord>, ApiError> {
-    let Some(bytes) = store.get_key(&plans_key(mesh)).await? else {
+/// The plans of `mesh` stored as `bytes` (none stored: none).
+fn decode_plans(mesh: &str, bytes: Option<&[u8]>) -> Result<Vec<PlanRecord>, ApiError> {
+    let Some(bytes) = bytes else {
         return Ok(Vec::new());
     };
-    serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(bytes).map_err(|e| {
         ApiError::status(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("the stored migration plans of mesh {mesh:?} cannot be read: {e}"),
@@ -230,14 +229,22 @@ async fn read_plans(store: &dyn Store, mesh: &str) -> Result<Vec<PlanRecord>, Ap
     })
 }
 
-/// Keep `record` among its mesh's plans ([`record::keep`]), durably before it returns.
+async fn read_plans(store: &dyn Store, mesh: &str) -> Result<Vec<PlanRecord>, ApiError> {
+    decode_plans(mesh, store.get_key(&plans_key(mesh)).await?.as_deref())
+}
+
+/// Keep `record` among its mesh's plans ([`record::keep`]), durably before it returns: a
+/// compare-and-swap of the mesh's list ([`update_key`]), so plans saved at once through other
+/// replicas of the Global sharing the store are all kept.
 async fn save(store: &dyn Store, record: &PlanRecord) -> Result<(), ApiError> {
-    let _guard = PLANS.lock().await;
-    let mut plans = read_plans(store, &record.mesh).await?;
-    record::keep(&mut plans, record.clone());
-    let bytes = serde_json::to_vec(&plans)
-        .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    store.set_key(&plans_key(&record.mesh), bytes).await?;
+    update_key(store, &plans_key(&record.mesh), |stored| {
+        let mut plans = decode_plans(&record.mesh, stored)?;
+        record::keep(&mut plans, record.clone());
+        serde_json::to_vec(&plans)
+            .map(Some)
+            .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    })
+    .await?;
     Ok(())
 }
 

@@ -7,6 +7,11 @@
 //! at all. After commit, `pg_notify('umbra_changes', revision)` wakes listeners; a background
 //! task LISTENs (reconnecting with backoff) and feeds [`Store::subscribe`], and also polls
 //! the head every [`POLL`] so a lost notification only delays a wake-up.
+//!
+//! Keys (`signing_keys`: signing keys, revocation lists, migration plans) are outside the
+//! change log. Replicas of the Global sharing the database update them with
+//! [`Store::swap_key`], one conditional statement (`UPDATE ... WHERE key = expected`, or
+//! `INSERT ... ON CONFLICT DO NOTHING` for an absent key), so no update is lost.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -688,6 +693,33 @@ impl Store for PostgresStore {
         .await
         .map_err(unavailable)?;
         Ok(())
+    }
+
+    async fn swap_key(
+        &self,
+        purpose: &str,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        // One statement each: a concurrent writer's row lock makes this one wait, then the
+        // condition is checked again against what that writer committed.
+        let done = match expected {
+            None => sqlx::query(
+                "INSERT INTO signing_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(purpose)
+            .bind(value),
+            Some(expected) => {
+                sqlx::query("UPDATE signing_keys SET key = $3 WHERE name = $1 AND key = $2")
+                    .bind(purpose)
+                    .bind(expected)
+                    .bind(value)
+            }
+        }
+        .execute(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        Ok(done.rows_affected() == 1)
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {
