@@ -87,9 +87,10 @@ async fn start_zone(
     let (tx, rx) = tokio::sync::watch::channel(false);
     let config = umbra_zone_cp::kds::KdsClientConfig {
         zone: zone.into(),
-        address: format!("http://{}", global.kds)
-            .parse()
-            .expect("a KDS address"),
+        addresses: format!("http://{}", global.kds)
+            .parse::<umbra_zone_cp::kds::KdsAddress>()
+            .expect("a KDS address")
+            .into(),
         token: umbra_zone_cp::kds::TokenSource::Value(token.into()),
         ca_pem: None,
         trust: umbra_pki::trust::Trust::verifier(Default::default(), Default::default()),

@@ -280,7 +280,9 @@ async fn dp_server_ca(State(st): State<AppState>) -> Result<axum::response::Resp
 /// The body, 200 or 503, gives the `status`, the store revision, the revision the reconciler
 /// has brought every DPP's snapshot up to (`reconciledRevision`; equal once nothing is
 /// pending), whether policies come from a Global and, when they do, the state of the KDS link
-/// (`global`: connected, synced, attempts, last error, responses applied).
+/// (`global`: connected, the Global address connected to or being tried (`globalAddress`: one
+/// of the replicas' when the zone has several), synced, attempts, last error, responses
+/// applied).
 async fn ready(State(st): State<AppState>) -> (axum::http::StatusCode, Json<Value>) {
     let mut body = json!({
         "status": "ready",

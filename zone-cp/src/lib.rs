@@ -49,11 +49,19 @@ pub struct Args {
     /// the Global issues its zone token for.
     #[arg(long, env = "UMBRA_ZONE", value_parser = zone_name)]
     pub zone: String,
-    /// KDS address of the Global CP (federated mode: policies become read-only here): one URI
+    /// KDS address of the Global CP (federated mode: policies become read-only here): a URI
     /// `scheme://host:port`, scheme `http` or `grpc` (plaintext) or `https` or `grpcs` (TLS,
-    /// with `--kds-ca-file`); needs a zone token.
-    #[arg(long, env = "UMBRA_GLOBAL_KDS_ADDRESS")]
-    pub global_kds_address: Option<kds::KdsAddress>,
+    /// with `--kds-ca-file`); needs a zone token. Several Global replicas: repeat the flag or
+    /// separate addresses with commas (the env var takes the comma form); all TLS or all
+    /// plaintext, none twice. The zone dials them in turn and moves to the next when one
+    /// fails or its session ends.
+    #[arg(
+        long,
+        env = "UMBRA_GLOBAL_KDS_ADDRESS",
+        value_delimiter = ',',
+        value_parser = kds_address
+    )]
+    pub global_kds_address: Vec<kds::KdsAddress>,
     /// Address of the HTTP API.
     #[arg(long, env = "UMBRA_API_ADDR", default_value = "127.0.0.1:5681")]
     pub api_addr: SocketAddr,
@@ -153,6 +161,12 @@ pub struct Args {
     pub dp_server_tls_ca_file: Option<std::path::PathBuf>,
 }
 
+/// One `--global-kds-address` value (one of a comma-separated list: spaces around it are
+/// ignored), parsed by [`kds::KdsAddress`]'s parser.
+fn kds_address(text: &str) -> Result<kds::KdsAddress, kds::AddressError> {
+    text.trim().parse()
+}
+
 /// `--zone`: a valid zone name ([`umbra_kds::valid_zone_name`]).
 fn zone_name(text: &str) -> Result<String, String> {
     if umbra_kds::valid_zone_name(text) {
@@ -169,7 +183,9 @@ impl Args {
     }
 
     /// What the value parsers cannot tell from one flag: a Global address needs a zone token
-    /// the KDS client can send ([`kds::bearer`]; also the token file's content at start); a TLS address needs `--kds-ca-file` and a plaintext
+    /// the KDS client can send ([`kds::bearer`]; also the token file's content at start);
+    /// several Global addresses must all be TLS or all plaintext, none twice
+    /// ([`kds::KdsAddresses::new`]); a TLS address needs `--kds-ca-file` and a plaintext
     /// one refuses it (checked by building the KDS client's endpoint, [`kds::endpoint`]);
     /// `--dp-server-tls-key-file` must be the key of `--dp-server-tls-cert-file` (checked by
     /// building the data-plane server's TLS configuration); the API and ADS listen on
@@ -182,7 +198,7 @@ impl Args {
             ("--api-addr", self.api_addr),
             ("--ads-addr", self.ads_addr),
         )?;
-        if let Some(address) = &self.global_kds_address {
+        if let Some(addresses) = self.kds_addresses()? {
             // Checked here rather than by a value parser, whose error would print the token.
             match (&self.kds_token, &self.kds_token_file) {
                 (Some(token), _) => {
@@ -205,8 +221,10 @@ impl Args {
                     std::fs::read(p).map_err(|e| format!("--kds-ca-file {}: {e}", p.display()))
                 })
                 .transpose()?;
-            kds::endpoint(address, ca.as_deref())
-                .map_err(|e| format!("--global-kds-address {e}"))?;
+            for address in addresses.as_slice() {
+                kds::endpoint(address, ca.as_deref())
+                    .map_err(|e| format!("--global-kds-address {e}"))?;
+            }
         }
         if let (Some(cert), Some(key)) =
             (&self.dp_server_tls_cert_file, &self.dp_server_tls_key_file)
@@ -227,23 +245,42 @@ impl Args {
         Ok(())
     }
 
+    /// The Global's KDS addresses (`None`: standalone), checked as a list.
+    ///
+    /// # Errors
+    /// Mixed TLS and plaintext addresses, or one given twice (the message names the flag).
+    pub fn kds_addresses(&self) -> Result<Option<kds::KdsAddresses>, String> {
+        if self.global_kds_address.is_empty() {
+            return Ok(None);
+        }
+        kds::KdsAddresses::new(self.global_kds_address.clone())
+            .map(Some)
+            .map_err(|e| format!("--global-kds-address: {e}"))
+    }
+
     /// The effective configuration `GET /config` answers: Kuma-like `environment`, `mode`
     /// (`zone`, or `zone (federated)` with a Global), `store.type`, `apiServer.http.address`
-    /// and `multizone.zone.{name, globalAddress}`, then every flag under `umbra` (camelCase).
+    /// and `multizone.zone.{name, globalAddress}` (Kuma's string: the Global's addresses
+    /// comma-separated), then every flag under `umbra` (camelCase; `globalKdsAddress` is the
+    /// list of addresses).
     /// Secrets are left out: the zone token's value reads as [`umbra_api::about::REDACTED`]
-    /// when given, a URL's password is redacted ([`umbra_api::about::redact_url`]), and the
-    /// token, CA and TLS files are named, never read.
+    /// when given, and the token, CA and TLS files are named, never read. The Global's
+    /// addresses are shown as given: their parser refuses user info and queries, so they carry
+    /// no password.
     pub fn config(&self) -> serde_json::Value {
-        let federated = self.global_kds_address.is_some();
-        let global_address = self
+        let federated = !self.global_kds_address.is_empty();
+        let addresses: Vec<String> = self
             .global_kds_address
-            .as_ref()
-            .map(|a| umbra_api::about::redact_url(a.as_str()));
+            .iter()
+            .map(|a| a.as_str().to_owned())
+            .collect();
+        let global_address = federated.then(|| addresses.join(","));
+        let global_addresses = federated.then_some(addresses);
         let dp_auth =
             clap::ValueEnum::to_possible_value(&self.dp_auth).map(|v| v.get_name().to_owned());
         let mut umbra = serde_json::json!({
             "zone": self.zone,
-            "globalKdsAddress": global_address,
+            "globalKdsAddress": global_addresses,
             "apiAddr": self.api_addr,
             "adsAddr": self.ads_addr,
             "kdsToken": self.kds_token.as_ref().map(|_| umbra_api::about::REDACTED),
@@ -318,13 +355,14 @@ async fn dp_server_tls(
 /// The KDS client configuration `args` describe, if federated.
 ///
 /// # Errors
-/// A Global address without a token, or unreadable token or CA files.
+/// A Global address without a token, addresses that do not go together (mixed TLS and
+/// plaintext, one given twice), or unreadable token or CA files.
 fn kds_config(
     args: &Args,
     trust: std::sync::Arc<umbra_pki::trust::Trust>,
     cas: std::sync::Arc<tokio::sync::watch::Sender<std::sync::Arc<umbra_pki::mesh_ca::MeshCas>>>,
 ) -> anyhow::Result<Option<kds::KdsClientConfig>> {
-    let Some(address) = &args.global_kds_address else {
+    let Some(addresses) = args.kds_addresses().map_err(anyhow::Error::msg)? else {
         return Ok(None);
     };
     let read = |p: &std::path::Path| {
@@ -341,7 +379,7 @@ fn kds_config(
         trust,
         cas,
         zone: args.zone.clone(),
-        address: address.clone(),
+        addresses,
         token,
         ca_pem: args.kds_ca_file.as_deref().map(read).transpose()?,
     }))
@@ -371,7 +409,7 @@ pub async fn run(
         None => store::Store::new(),
     };
     let policy = args.access_policy();
-    let federated = args.global_kds_address.is_some();
+    let federated = !args.global_kds_address.is_empty();
     let trust = if federated {
         // Tokens come from the Global; until its bundle arrives, the one kept from last time.
         umbra_pki::trust::Trust::verifier(store.trust_bundle().unwrap_or_default(), policy)
@@ -396,11 +434,7 @@ pub async fn run(
     }
     let kds_config = kds_config(&args, trust.clone(), cas_tx.clone())?;
     let tls = dp_server_tls(&args, &store).await?;
-    if args
-        .global_kds_address
-        .as_ref()
-        .is_some_and(|a| !a.is_tls())
-    {
+    if kds_config.as_ref().is_some_and(|c| !c.addresses.is_tls()) {
         tracing::warn!("KDS to the Global is plaintext: policies and the trust bundle (the keys tokens are checked with) travel unprotected; use an https:// address with --kds-ca-file");
     }
     if args.dp_auth == dp_auth::DpAuth::None {
@@ -474,8 +508,8 @@ pub async fn run(
             .instrument(tracing::info_span!("ingress.available_services", zone)),
     );
     if let Some(c) = kds_config {
-        tracing::info!(global = %c.address, "federated: policies come from the Global over KDS");
-        let span = tracing::info_span!("kds.client", zone, global = %c.address);
+        tracing::info!(global = %c.addresses, "federated: policies come from the Global over KDS");
+        let span = tracing::info_span!("kds.client", zone, global = %c.addresses);
         tasks.spawn(
             "KDS client",
             kds::run(
@@ -531,4 +565,127 @@ pub fn cli_main() -> anyhow::Result<()> {
     umbra_api::service::main("umbra-zone-cp", |shutdown| {
         run(umbra_runtime::flags::parse_checked(Args::check), shutdown)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    /// `zone-cp --zone z1 --kds-token t <extra>`, parsed and checked as the binary does;
+    /// the error as the user reads it.
+    fn parse(extra: &[&str]) -> Result<Args, String> {
+        let mut argv = vec!["zone-cp", "--zone", "z1", "--kds-token", "t"];
+        argv.extend_from_slice(extra);
+        let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
+        args.check()?;
+        Ok(args)
+    }
+
+    fn addresses(args: &Args) -> Vec<String> {
+        args.kds_addresses()
+            .expect("addresses that go together")
+            .map(|l| l.as_slice().iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn several_global_addresses_repeated_or_comma_separated() {
+        let args = parse(&[
+            "--global-kds-address",
+            "http://g-1:5685",
+            "--global-kds-address",
+            "grpc://g-2:5685,http://10.0.0.3:5685",
+        ])
+        .unwrap();
+        assert_eq!(
+            addresses(&args),
+            ["http://g-1:5685", "grpc://g-2:5685", "http://10.0.0.3:5685"]
+        );
+        let config = args.config();
+        assert_eq!(config["mode"], "zone (federated)");
+        assert_eq!(
+            config["multizone"]["zone"]["globalAddress"],
+            "http://g-1:5685,grpc://g-2:5685,http://10.0.0.3:5685"
+        );
+        assert_eq!(
+            config["umbra"]["globalKdsAddress"],
+            serde_json::json!(["http://g-1:5685", "grpc://g-2:5685", "http://10.0.0.3:5685"])
+        );
+        // Spaces around the commas are the writer's, not part of an address.
+        let args = parse(&["--global-kds-address", "http://g-1:5685 , http://g-2:5685"]).unwrap();
+        assert_eq!(addresses(&args), ["http://g-1:5685", "http://g-2:5685"]);
+        // One address (a Global, or a load balancer in front of several) is as before.
+        let args = parse(&["--global-kds-address", "grpc://lb:5685"]).unwrap();
+        assert_eq!(addresses(&args), ["grpc://lb:5685"]);
+        assert_eq!(
+            args.config()["multizone"]["zone"]["globalAddress"],
+            "grpc://lb:5685"
+        );
+        // None: standalone.
+        let args = Args::try_parse_from(["zone-cp", "--zone", "z1"]).unwrap();
+        assert!(args.kds_addresses().unwrap().is_none());
+        assert!(args.config()["multizone"]["zone"]["globalAddress"].is_null());
+        assert!(args.config()["umbra"]["globalKdsAddress"].is_null());
+    }
+
+    #[test]
+    fn each_global_address_is_parsed_on_its_own() {
+        for bad in [
+            "http://g-1:5685,",
+            "http://g-1:5685,,http://g-2:5685",
+            "http://g-1:5685,g-2:5685",
+            "http://g-1:5685;http://g-2:5685",
+            "http://g-1:5685 http://g-2:5685",
+        ] {
+            let e = parse(&["--global-kds-address", bad]).unwrap_err();
+            assert!(e.contains("--global-kds-address"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn tls_and_plaintext_global_addresses_do_not_mix() {
+        for mixed in [
+            &["--global-kds-address", "grpcs://g-1:5685,http://g-2:5685"][..],
+            &[
+                "--global-kds-address",
+                "http://g-1:5685",
+                "--global-kds-address",
+                "https://g-2:5685",
+            ][..],
+        ] {
+            let e = parse(mixed).unwrap_err();
+            assert!(
+                e.starts_with("--global-kds-address: ")
+                    && e.contains("is TLS")
+                    && e.contains("is plaintext"),
+                "{mixed:?}: {e}"
+            );
+        }
+        // All TLS is fine as far as the addresses go (it then needs --kds-ca-file).
+        let e = parse(&["--global-kds-address", "grpcs://g-1:5685,https://g-2:5685"]).unwrap_err();
+        assert!(
+            e.contains("--kds-ca-file") && !e.contains("plaintext"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_global_address_given_twice_is_refused() {
+        for twice in [
+            &["--global-kds-address", "http://g:5685,http://g:5685"][..],
+            &[
+                "--global-kds-address",
+                "grpc://g:5685",
+                "--global-kds-address",
+                "http://G:5685",
+            ][..],
+        ] {
+            let e = parse(twice).unwrap_err();
+            assert!(
+                e.starts_with("--global-kds-address: ") && e.contains("given twice"),
+                "{twice:?}: {e}"
+            );
+        }
+    }
 }

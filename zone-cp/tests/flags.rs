@@ -27,9 +27,12 @@ fn refused(args: &[&str], flag: &str) {
 fn a_malformed_global_kds_address_is_refused() {
     let t = ["--zone", "z1", "--kds-token", "t", "--global-kds-address"];
     for bad in [
-        // Not one URI (the report of issue 33).
-        "http://127.0.0.1:5685,http://127.0.0.1:5686",
+        // Not one URI (the report of issue 33); several are separated by commas.
         "http://127.0.0.1:5685 http://127.0.0.1:5686",
+        "http://127.0.0.1:5685,",
+        // Several that cannot go together: TLS and plaintext mixed, one Global twice.
+        "http://127.0.0.1:5685,https://127.0.0.1:5686",
+        "http://127.0.0.1:5685,grpc://127.0.0.1:5685",
         "127.0.0.1:5685",
         "http://127.0.0.1",
         "ftp://global:5685",
@@ -269,4 +272,78 @@ async fn a_zone_that_never_reached_its_global_is_not_ready() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "ready", "{body}");
     assert_eq!(body["federated"], false, "{body}");
+}
+
+/// `UMBRA_GLOBAL_KDS_ADDRESS` takes several addresses, comma-separated: the zone tries each
+/// in turn (its log names both failures), reports the one it tries in `/ready` and lists them
+/// all in `/config`. A list that mixes TLS and plaintext is refused there too, naming the flag.
+#[tokio::test]
+async fn the_environment_takes_several_global_addresses_comma_separated() {
+    let (api, a, b) = (free_addr(), free_addr(), free_addr());
+    let (first, second) = (format!("http://{a}"), format!("grpc://{b}"));
+    let dir = temp_dir("env");
+    let log = dir.join("zone.log");
+    let zone = |list: &str, stderr: Stdio| {
+        let mut c = Command::new(ZONE_CP);
+        c.args(["--zone", "z1", "--api-addr", &api.to_string()])
+            .args(["--ads-addr", &free_addr().to_string()])
+            .env("UMBRA_GLOBAL_KDS_ADDRESS", list)
+            .env("UMBRA_KDS_TOKEN", "a-token-nobody-checks")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        c
+    };
+    let mut mixed = zone(&format!("{first},https://{b}"), Stdio::piped())
+        .output()
+        .expect("zone-cp runs");
+    let stderr = String::from_utf8_lossy(&std::mem::take(&mut mixed.stderr)).into_owned();
+    assert_eq!(mixed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--global-kds-address") && stderr.contains("is TLS"),
+        "{stderr}"
+    );
+
+    let _zone = Running(
+        zone(
+            &format!("{first}, {second}"),
+            std::fs::File::create(&log).unwrap().into(),
+        )
+        .spawn()
+        .expect("zone-cp starts"),
+    );
+    // Nobody listens at either address: the client goes round both.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = ready(api).await;
+        assert_eq!(status, 503, "{body}");
+        let trying = body["global"]["globalAddress"].as_str().unwrap_or_default();
+        assert!(trying == first || trying == second, "{body}");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tried = |address: &str| text.contains(&format!("cannot connect to {address}"));
+        if tried(&first) && tried(&second) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not both tried:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let config = reqwest::get(format!("http://{api}/config"))
+        .await
+        .expect("/config answers")
+        .text()
+        .await
+        .expect("a body");
+    let config: serde_json::Value = serde_json::from_str(&config).expect("JSON");
+    assert_eq!(
+        config["umbra"]["globalKdsAddress"],
+        serde_json::json!([first, second]),
+        "{config}"
+    );
+    assert_eq!(
+        config["multizone"]["zone"]["globalAddress"],
+        format!("{first},{second}"),
+        "{config}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,12 +1,13 @@
-//! The KDS client's typed errors: a `--global-kds-address` that cannot be dialed
-//! ([`AddressError`]), and what stops the client from building its endpoint, sending its token
+//! The KDS client's typed errors: a `--global-kds-address` that cannot be dialed, or a list
+//! of them the client cannot use together ([`AddressError`]), and what stops the client from building its endpoint, sending its token
 //! or connecting ([`KdsClientError`]). Their messages are what the flag checks and the KDS
 //! status show.
 
 /// What the accepted address form is, appended to most [`AddressError`]s.
 pub const FORM: &str = "expected one URI like grpcs://global:5685 or http://127.0.0.1:5685";
 
-/// Why a `--global-kds-address` is refused ([`super::KdsAddress`]'s parser).
+/// Why a `--global-kds-address` is refused: one value ([`super::KdsAddress`]'s parser), or
+/// the list of them ([`super::KdsAddresses::new`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
     /// Not a URI at all (the parser's reason).
@@ -36,6 +37,25 @@ pub enum AddressError {
     /// A path or query after `host:port`.
     #[error("a path or query after host:port is not used; {FORM}")]
     Path,
+    /// No address at all.
+    #[error("no address given")]
+    NoAddress,
+    /// TLS and plaintext addresses in one list (as given): one `--kds-ca-file` serves them all.
+    #[error("{tls} is TLS but {plaintext} is plaintext: every address must be TLS (https://, grpcs://, with --kds-ca-file) or every one plaintext (http://, grpc://)")]
+    MixedTls {
+        /// A TLS address.
+        tls: String,
+        /// A plaintext address.
+        plaintext: String,
+    },
+    /// The same Global twice (as given; compared as dialed, so `grpc://g:1` is `http://g:1`).
+    #[error("{first} is given twice (again as {again}): give each Global replica once")]
+    Duplicate {
+        /// Its first occurrence.
+        first: String,
+        /// The repeat.
+        again: String,
+    },
 }
 
 /// Why the KDS client cannot build its endpoint, send its zone token or connect.

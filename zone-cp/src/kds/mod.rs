@@ -6,11 +6,19 @@
 //!   [`umbra_kds::sync::respond`]) and InspectSync (the Global's inspect calls, see
 //!   [`crate::remote_inspect`]). When any ends, all are torn down and the zone
 //!   reconnects with jittered exponential backoff ([`Backoff`]).
+//! - The Global may have several addresses ([`KdsAddresses`]: replicas on one database). The
+//!   zone dials them in order and moves to the next whenever a connection does not open
+//!   ([`CONNECT_TIMEOUT`]), its three streams do not all come up ([`OPEN_TIMEOUT`], or a
+//!   replica refuses the zone: another one holds its lease) or a session ends; it waits only
+//!   once per round of failed attempts ([`Rotation`]), so a dead replica fails over at once.
+//!   The address connected to is logged and reported (`/ready`: `global.globalAddress`).
 //! - Other zones' ZoneIngresses come down like policies (stored under their Global names,
 //!   `zone` set to theirs); the zone's own go up with its Dataplanes. One that claims this
 //!   zone coming down is NACKed, and a removal never touches a local one.
 //! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
-//!   `--data-dir` the store survives a restart, so that holds across a crash too.
+//!   `--data-dir` the store survives a restart, so that holds across a crash too. Versions
+//!   are content digests ([`umbra_kds::resource::content_version`]), the same whichever
+//!   Global replica computes them, so that holds across a failover too.
 //! - A resource this zone cannot apply (invalid here, unknown mesh) is NACKed on its own; the
 //!   others apply. While the Global is unreachable nothing changes: Envoys keep their config.
 //! - The zone authenticates with its zone token (`authorization: Bearer`) and sends its
@@ -24,7 +32,6 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,
 };
-use rand::Rng as _;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
@@ -51,89 +58,17 @@ use crate::reconciler::Reconciler;
 use crate::store::Store;
 use umbra_core::dataplane::DpKey;
 
+mod address;
 mod error;
+mod reconnect;
 mod sink;
+pub use address::{KdsAddress, KdsAddresses};
 pub use error::{AddressError, KdsClientError};
+pub use reconnect::{
+    Backoff, Rotation, CONNECT_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, LASTED,
+    OPEN_TIMEOUT, RECONNECT_BASE, RECONNECT_MAX, STAYED_UP,
+};
 use sink::{held_versions, StoreSink};
-
-/// The Global's KDS address (`--global-kds-address`): one URI `scheme://host:port`, the
-/// scheme `http` or `grpc` (plaintext) or `https` or `grpcs` (TLS; Kuma writes
-/// `grpcs://global:5685`), a DNS name or IP address as host, an explicit port and nothing
-/// after it (no path, query, fragment or user info). The one parser of the address: the flag
-/// is checked with it at startup and the KDS client dials the URI it yields, so an address
-/// the client could not dial never gets past the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KdsAddress {
-    /// As given (for logs and `/config`).
-    text: String,
-    /// What the client dials: scheme `http` or `https`, host and port.
-    uri: tonic::transport::Uri,
-}
-
-impl KdsAddress {
-    /// The URI the client dials (`grpc`/`grpcs` given as `http`/`https`).
-    pub fn uri(&self) -> &tonic::transport::Uri {
-        &self.uri
-    }
-
-    /// `true` for `https://` and `grpcs://`: the Global is verified with `--kds-ca-file`.
-    pub fn is_tls(&self) -> bool {
-        self.uri.scheme_str() == Some("https")
-    }
-
-    /// The address as given.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-}
-
-impl std::fmt::Display for KdsAddress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl std::str::FromStr for KdsAddress {
-    type Err = AddressError;
-
-    fn from_str(text: &str) -> Result<Self, AddressError> {
-        let uri = text
-            .parse::<tonic::transport::Uri>()
-            .map_err(|e| AddressError::NotUri(e.to_string()))?;
-        let scheme = match uri.scheme_str() {
-            Some("http" | "grpc") => "http",
-            Some("https" | "grpcs") => "https",
-            Some(other) => return Err(AddressError::Scheme(other.to_owned())),
-            None => return Err(AddressError::NoScheme),
-        };
-        let authority = uri.authority().ok_or(AddressError::NoHost)?;
-        if authority.as_str().contains('@') {
-            return Err(AddressError::UserInfo);
-        }
-        let host = authority.host();
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if rustls_pki_types::ServerName::try_from(bare).is_err() {
-            return Err(AddressError::Host(host.to_owned()));
-        }
-        let port = authority.port_u16().ok_or(AddressError::NoPort)?;
-        if port == 0 {
-            return Err(AddressError::PortZero);
-        }
-        if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
-            return Err(AddressError::Path);
-        }
-        let uri = tonic::transport::Uri::builder()
-            .scheme(scheme)
-            .authority(authority.as_str())
-            .path_and_query("/")
-            .build()
-            .map_err(|e| AddressError::NotUri(e.to_string()))?;
-        Ok(KdsAddress {
-            text: text.to_owned(),
-            uri,
-        })
-    }
-}
 
 /// The gRPC endpoint the client dials for `address`, verifying the Global with the PEM
 /// certificates `ca_pem` when the address is TLS. Built once at startup too (where a CA file
@@ -181,8 +116,8 @@ pub fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, KdsC
 pub struct KdsClientConfig {
     /// This zone's name.
     pub zone: String,
-    /// The Global's KDS address.
-    pub address: KdsAddress,
+    /// The Global's KDS addresses, dialed in turn.
+    pub addresses: KdsAddresses,
     /// Where the zone token comes from (read again on every connection attempt).
     pub token: TokenSource,
     /// PEM CA certificate(s) to verify the Global's TLS certificate (system roots are not used).
@@ -244,6 +179,10 @@ pub struct KdsStatus {
     pub connected: bool,
     /// Connection attempts so far.
     pub attempts: u64,
+    /// The Global address (as given) of the current connection; while not connected, the one
+    /// being tried or last tried. One of several replicas' when `--global-kds-address`
+    /// lists several.
+    pub global_address: Option<String>,
     /// Why the last session ended or the last attempt failed.
     pub last_error: Option<String>,
     /// A whole sync from the Global (every type, ended by its commit marker) has been
@@ -275,62 +214,6 @@ fn update_status(status: &SharedStatus, f: impl FnOnce(&mut KdsStatus)) {
         .unwrap_or_else(std::sync::PoisonError::into_inner));
 }
 
-/// How often the zone pings its connection to the Global (HTTP/2 PING) and how long it waits
-/// for the answer before it drops the connection and reconnects (as the Global does, see
-/// `umbra_global_cp::kds::KEEPALIVE_INTERVAL`).
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
-/// See [`KEEPALIVE_INTERVAL`].
-pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
-/// First reconnect delay after a failed or ended session.
-pub const RECONNECT_BASE: Duration = Duration::from_millis(200);
-/// Longest reconnect delay (jittered to `[max/2, max]`). Short, so that a zone whose network
-/// comes back reconnects within seconds (issue 35's target: every Envoy of a zone back from a
-/// partition runs what was written meanwhile within 5 s of the link returning; with a 30 s
-/// cap a 60 s partition took 26 s, see BENCHMARKS.md). A failed attempt costs the Global one
-/// refused connection: at this cap, a thousand zones retrying cost it at most a thousand a
-/// second.
-pub const RECONNECT_MAX: Duration = Duration::from_secs(2);
-/// Longest a connection to the Global may take to open. With [`RECONNECT_MAX`] it bounds how
-/// late the first attempt after a partition can come: a SYN unanswered during the partition is
-/// retried 1 s later, then the attempt gives up, then the next starts within 2 s.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// Exponential backoff with jitter: attempt `n` waits a random time in
-/// `[d/2, d]`, `d = min(max, base · 2^n)`.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    /// Starting at `base`, never above `max`.
-    pub fn new(base: Duration, max: Duration) -> Self {
-        Self {
-            base,
-            max,
-            attempt: 0,
-        }
-    }
-
-    /// The next wait.
-    pub fn next_delay(&mut self) -> Duration {
-        let d = self
-            .base
-            .saturating_mul(1 << self.attempt.min(16))
-            .min(self.max);
-        self.attempt = self.attempt.saturating_add(1);
-        let half = d / 2;
-        half + rand::thread_rng().gen_range(Duration::ZERO..=half)
-    }
-
-    /// Start over (after a session that worked).
-    pub fn reset(&mut self) {
-        self.attempt = 0;
-    }
-}
-
 /// Run the client until `shutdown` turns `true`. With `reconciler`, the Global's shadow-diff
 /// calls reuse the Live snapshots proxies are served.
 pub async fn run(
@@ -353,14 +236,33 @@ pub async fn run(
         )
         .instrument(tracing::info_span!("kds.publish_offer", zone = %config.zone)),
     );
-    let mut backoff = Backoff::new(RECONNECT_BASE, RECONNECT_MAX);
+    let mut rotation = Rotation::new(
+        config.addresses.len(),
+        Backoff::new(RECONNECT_BASE, RECONNECT_MAX),
+    );
     let mut attempt = 0_u64;
     while !*shutdown.borrow() {
-        update_status(&status, |s| s.attempts += 1);
-        let started = tokio::time::Instant::now();
+        let address = config.addresses.at(rotation.current()).clone();
+        update_status(&status, |s| {
+            s.attempts += 1;
+            s.global_address = Some(address.to_string());
+        });
         attempt += 1;
-        let session = session(&config, &store, &insights, reconciler.clone(), offer_rx.clone(), &status)
-            .instrument(tracing::info_span!("kds.session", zone = %config.zone, global = %config.address, attempt));
+        // When the three streams came up (set by the session).
+        let mut up_since = None;
+        let session = session(
+            &config,
+            &address,
+            &store,
+            &insights,
+            reconciler.clone(),
+            offer_rx.clone(),
+            &status,
+            &mut up_since,
+        )
+        .instrument(
+            tracing::info_span!("kds.session", zone = %config.zone, global = %address, attempt),
+        );
         let outcome = tokio::select! {
             r = session => r,
             () = resync.notified() => Err("reconnecting to resync (an operator accepted the Global's store)".to_owned()),
@@ -371,26 +273,30 @@ pub async fn run(
             Ok(()) => "the Global closed the stream".to_owned(),
             Err(e) => e,
         };
-        tracing::warn!(zone = %config.zone, global = %config.address, %error, "KDS: disconnected from the Global");
-        update_status(&status, |s| s.last_error = Some(error));
-        // A session that lasted is not a failure streak.
-        if started.elapsed() > Duration::from_secs(30) {
-            backoff.reset();
+        let up_for = up_since.map(|t: tokio::time::Instant| t.elapsed());
+        let wait = rotation.ended(up_for);
+        let next = config.addresses.at(rotation.current());
+        if up_for.is_some() {
+            tracing::warn!(zone = %config.zone, global = %address, %error, next = %next, "KDS: disconnected from the Global");
+        } else {
+            tracing::warn!(zone = %config.zone, global = %address, %error, next = %next, "KDS: cannot sync with the Global at this address");
         }
-        let delay = backoff.next_delay();
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            _ = shutdown.wait_for(|s| *s) => break,
+        update_status(&status, |s| s.last_error = Some(error));
+        if let Some(delay) = wait {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
         }
     }
 }
 
-async fn connect(config: &KdsClientConfig) -> Result<Channel, KdsClientError> {
-    endpoint(&config.address, config.ca_pem.as_deref())?
+async fn connect(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Channel, KdsClientError> {
+    endpoint(address, ca_pem)?
         .connect()
         .await
         .map_err(|source| KdsClientError::Connect {
-            address: config.address.to_string(),
+            address: address.to_string(),
             source,
         })
 }
@@ -435,14 +341,24 @@ fn check_global_store<T>(
     Ok(changed)
 }
 
-/// One connection: both streams until either ends.
+/// Why a stream the zone opens was refused (the Global's status, e.g. AlreadyExists while
+/// another connection holds the zone's lease).
+fn refused(rpc: &'static str) -> impl Fn(tonic::Status) -> String {
+    move |s| format!("{rpc} refused ({:?}): {}", s.code(), s.message())
+}
+
+/// One connection to the Global at `address`: its three streams until one ends. Sets
+/// `up_since` once all three are up.
+#[allow(clippy::too_many_arguments)]
 async fn session(
     config: &KdsClientConfig,
+    address: &KdsAddress,
     store: &Store,
     insights: &Arc<Insights>,
     reconciler: Option<Arc<Reconciler>>,
     offer: OfferWatch,
     status: &SharedStatus,
+    up_since: &mut Option<tokio::time::Instant>,
 ) -> Result<(), String> {
     // The session's error is reported as text (the KDS status, the log).
     let auth = config
@@ -450,7 +366,9 @@ async fn session(
         .read()
         .and_then(|t| bearer(&t))
         .map_err(|e| e.to_string())?;
-    let channel = connect(config).await.map_err(|e| e.to_string())?;
+    let channel = connect(address, config.ca_pem.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
     let zone_name: MetadataValue<_> = config
         .zone
         .parse()
@@ -476,13 +394,6 @@ async fn session(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
-    // Global → zone: subscribe with what the store holds.
-    let (req_tx, req_rx) = mpsc::channel::<DeltaDiscoveryRequest>(STREAM_QUEUE);
-    let down = client
-        .global_to_zone_sync(ReceiverStream::new(req_rx))
-        .await
-        .map_err(|s| format!("GlobalToZoneSync refused: {}", s.message()))?;
-    let protect = check_global_store(store, status, recorded, &down)?;
     // The status the Global ends a stream with (an expired token, a second connection) says
     // why the session ended.
     let ended: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
@@ -495,22 +406,39 @@ async fn session(
             e.get_or_insert_with(|| format!("{:?}: {}", status.code(), status.message()));
         }
     };
-    let responses = spawn_reader_noting(down.into_inner(), || {}, noting(&ended));
-    // Zone → Global: answer the Global's requests from the offer.
+    let (req_tx, req_rx) = mpsc::channel::<DeltaDiscoveryRequest>(STREAM_QUEUE);
     let (resp_tx, resp_rx) = mpsc::channel::<DeltaDiscoveryResponse>(STREAM_QUEUE);
-    let up = client
-        .zone_to_global_sync(ReceiverStream::new(resp_rx))
-        .await
-        .map_err(|s| format!("ZoneToGlobalSync refused: {}", s.message()))?;
-    let requests = spawn_reader_noting(up.into_inner(), || {}, noting(&ended));
-    // Inspect: the Global's calls come down, the answers go up (issue 6).
     let (inspect_tx, inspect_rx) = mpsc::channel::<InspectResponse>(STREAM_QUEUE);
-    let calls = client
-        .inspect_sync(ReceiverStream::new(inspect_rx))
+    // All three streams come up within OPEN_TIMEOUT, or this address is left for the next.
+    let open = async {
+        // Global → zone: subscribe with what the store holds.
+        let down = client
+            .global_to_zone_sync(ReceiverStream::new(req_rx))
+            .await
+            .map_err(refused("GlobalToZoneSync"))?;
+        let protect = check_global_store(store, status, recorded, &down)?;
+        let responses = spawn_reader_noting(down.into_inner(), || {}, noting(&ended));
+        // Zone → Global: answer the Global's requests from the offer.
+        let up = client
+            .zone_to_global_sync(ReceiverStream::new(resp_rx))
+            .await
+            .map_err(refused("ZoneToGlobalSync"))?;
+        let requests = spawn_reader_noting(up.into_inner(), || {}, noting(&ended));
+        // Inspect: the Global's calls come down, the answers go up (issue 6).
+        let calls = client
+            .inspect_sync(ReceiverStream::new(inspect_rx))
+            .await
+            .map_err(refused("InspectSync"))?;
+        let calls = spawn_reader_noting(calls.into_inner(), || {}, noting(&ended));
+        Ok::<_, String>((protect, responses, requests, calls))
+    };
+    let (protect, responses, requests, calls) = tokio::time::timeout(OPEN_TIMEOUT, open)
         .await
-        .map_err(|s| format!("InspectSync refused: {}", s.message()))?;
-    let calls = spawn_reader_noting(calls.into_inner(), || {}, noting(&ended));
-    tracing::info!(zone = %config.zone, global = %config.address, "KDS: connected to the Global");
+        .map_err(|_| {
+        format!("the KDS streams did not all come up within {OPEN_TIMEOUT:?}")
+    })??;
+    *up_since = Some(tokio::time::Instant::now());
+    tracing::info!(zone = %config.zone, global = %address, "KDS: connected to the Global");
     update_status(status, |s| {
         s.connected = true;
         s.last_error = None;
@@ -681,37 +609,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_kds_address_is_one_dialable_uri() {
-        let a: KdsAddress = "grpcs://global:5685".parse().unwrap();
-        assert_eq!(a.uri().to_string(), "https://global:5685/");
-        assert!(a.is_tls());
-        assert_eq!(a.to_string(), "grpcs://global:5685");
-        let a: KdsAddress = "grpc://10.0.0.1:5685".parse().unwrap();
-        assert_eq!(a.uri().to_string(), "http://10.0.0.1:5685/");
-        assert!(!a.is_tls());
-        for ok in ["http://[::1]:5685", "https://global.example.com:443/"] {
-            assert!(ok.parse::<KdsAddress>().is_ok(), "{ok}");
-        }
-        for (bad, why) in [
-            ("http://a:1,http://b:2", "not a URI"),
-            ("http://a:1 http://b:2", "not a URI"),
-            ("global:5685", "scheme"),
-            ("127.0.0.1:5685", "no scheme"),
-            ("ftp://global:5685", "not one of"),
-            ("http://global", "no port"),
-            ("http://global:0", "port 0"),
-            ("http://global:5685/kds", "path"),
-            ("http://global:5685/?x=1", "path or query"),
-            ("http://u:p@global:5685", "user info"),
-            ("http://bad_host!:5685", "not a DNS name"),
-            ("", "not a URI"),
-        ] {
-            let e = bad.parse::<KdsAddress>().unwrap_err().to_string();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
-    }
-
-    #[test]
     fn tls_addresses_need_a_ca_and_plaintext_ones_refuse_it() {
         let tls: KdsAddress = "https://global:5685".parse().unwrap();
         let plain: KdsAddress = "http://global:5685".parse().unwrap();
@@ -734,21 +631,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not allowed"));
-    }
-
-    #[test]
-    fn backoff_grows_with_jitter_and_caps() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
-        let d0 = b.next_delay();
-        assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(100));
-        let d1 = b.next_delay();
-        assert!(d1 >= Duration::from_millis(100) && d1 <= Duration::from_millis(200));
-        for _ in 0..40 {
-            assert!(b.next_delay() <= Duration::from_secs(2));
-        }
-        let late = b.next_delay();
-        assert!(late >= Duration::from_secs(1), "{late:?}");
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_millis(100));
     }
 }
