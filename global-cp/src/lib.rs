@@ -11,6 +11,8 @@
 //!   policies to their shadow replacements, one store transaction each);
 //! - [`tokens`]: zone tokens (issue, verify, revoke); [`zones`]: what the Global knows of each
 //!   zone;
+//! - [`replicas`]: several Global replicas on one PostgreSQL; [`inter_cp`]: the mTLS gRPC
+//!   service over which a replica forwards a zone's inspect calls to the replica holding it;
 //! - [`run`]: the `global-cp` process (store, API, KDS; graceful shutdown);
 //! - `testing` (feature `testing`, for test harnesses only): a throwaway PostgreSQL server and
 //!   the loopback port picker.
@@ -19,6 +21,7 @@ pub mod api;
 pub mod cleanup;
 pub mod global_insight;
 pub mod inspect;
+pub mod inter_cp;
 pub mod kds;
 pub mod migration;
 pub mod offer;
@@ -110,6 +113,16 @@ pub struct Args {
     /// each serves the API and KDS, one of them (elected) leads the once-only work.
     #[arg(long, env = "UMBRA_REPLICA_NAME", value_parser = replica_name)]
     pub replica_name: Option<String>,
+    /// With `--store postgres`: where this replica serves inter-CP calls (gRPC over mutual
+    /// TLS, Kuma's inter-CP port): the other replicas forward a zone's inspect calls to the
+    /// replica holding the zone's KDS streams ([`inter_cp`]).
+    #[arg(long, env = "UMBRA_INTER_CP_ADDR", default_value = "127.0.0.1:5682")]
+    pub inter_cp_addr: SocketAddr,
+    /// With `--store postgres`: the address the other replicas reach this one's inter-CP
+    /// server at, `host` or `host:port` (an IP address or a DNS name; its certificate names
+    /// the host). Default: `--inter-cp-addr`, which must then not be unspecified (`0.0.0.0`).
+    #[arg(long, env = "UMBRA_INTER_CP_ADVERTISE_ADDRESS", value_parser = inter_cp::advertise_address)]
+    pub inter_cp_advertise_address: Option<inter_cp::Advertised>,
 }
 
 /// A replica name: 1 to 253 characters, no control characters.
@@ -194,6 +207,12 @@ pub struct Settings {
     pub postgres_url: Option<String>,
     /// This replica's name (default: [`host_name`]).
     pub replica_name: Option<String>,
+    /// With `postgres_url`: the inter-CP listening address ([`inter_cp`]; `None`: a free port
+    /// on 127.0.0.1).
+    pub inter_cp_addr: Option<SocketAddr>,
+    /// With `postgres_url`: the inter-CP address advertised to the other replicas (default:
+    /// the listening address).
+    pub inter_cp_advertise: Option<inter_cp::Advertised>,
 }
 
 impl From<umbra_pki::trust::AccessPolicy> for Settings {
@@ -214,7 +233,9 @@ impl Args {
     /// What the value parsers cannot tell from one flag: `--postgres-url` must be a URL sqlx
     /// reads (checked here so that no error prints its password), `--kds-tls-key-file` the key
     /// of `--kds-tls-cert-file` (checked by building the KDS server's TLS configuration), and
-    /// the API and KDS listen on different ports. The message names the flags.
+    /// the API and KDS (and with `--store postgres`, inter-CP) listen on different ports, and
+    /// an inter-CP address is advertised ([`inter_cp::advertised`]). The message names the
+    /// flags.
     ///
     /// # Errors
     /// The first problem found.
@@ -223,6 +244,12 @@ impl Args {
             ("--api-addr", self.api_addr),
             ("--kds-addr", self.kds_addr),
         )?;
+        if self.store == StoreKind::Postgres {
+            let inter_cp = ("--inter-cp-addr", self.inter_cp_addr);
+            umbra_runtime::flags::distinct_listeners(("--api-addr", self.api_addr), inter_cp)?;
+            umbra_runtime::flags::distinct_listeners(("--kds-addr", self.kds_addr), inter_cp)?;
+            inter_cp::advertised(self.inter_cp_addr, self.inter_cp_advertise_address.as_ref())?;
+        }
         if let Some(url) = &self.postgres_url {
             check_postgres_url(url)?;
         }
@@ -253,6 +280,8 @@ impl Args {
             "kdsTlsKeyFile": self.kds_tls_key_file,
             "zoneCleanupAfter": umbra_core::duration::Duration::from_nanos(cleanup).to_go_string(),
             "replicaName": self.replica_name.clone().unwrap_or_else(host_name),
+            "interCpAddr": self.inter_cp_addr,
+            "interCpAdvertiseAddress": self.inter_cp_advertise_address.as_ref().map(|a| a.address(self.inter_cp_addr.port())),
         });
         if let (Some(all), serde_json::Value::Object(access)) = (
             umbra.as_object_mut(),
@@ -327,6 +356,8 @@ pub async fn run(
             StoreKind::Memory => None,
         },
         replica_name: args.replica_name.clone(),
+        inter_cp_addr: Some(args.inter_cp_addr),
+        inter_cp_advertise: args.inter_cp_advertise_address.clone(),
     };
     serve(store, api, kds, tls, settings, shutdown).await
 }
@@ -334,9 +365,12 @@ pub async fn run(
 /// Serve the REST API on `api` (authenticated under `settings.policy`) and KDS on `kds` (TLS
 /// with `tls`) over `store` until `shutdown` completes, then drain. With
 /// `settings.zone_cleanup_after`, zones offline for longer lose their resources ([`cleanup`]).
+/// With `settings.postgres_url`, this is one of several replicas: it also serves inter-CP on
+/// `settings.inter_cp_addr` ([`inter_cp`]).
 ///
 /// # Errors
-/// When the signing keys cannot be read from the store or a server fails.
+/// When the signing keys cannot be read from the store, the inter-CP address cannot be bound
+/// or a server fails.
 pub async fn serve(
     store: Arc<dyn store::Store>,
     api: tokio::net::TcpListener,
@@ -351,6 +385,7 @@ pub async fn serve(
     umbra_kds::metrics::describe();
     umbra_store::metered::describe();
     replicas::describe();
+    inter_cp::describe();
     let store: Arc<dyn store::Store> = Arc::new(store::metered::Metered::new(store));
     let tokens = tokens::ZoneTokens::load(&*store).await?;
     let trust = umbra_pki::trust::Trust::authority(store.clone(), policy).await?;
@@ -366,12 +401,22 @@ pub async fn serve(
     let stop_rx = drain.receiver();
     let mut tasks = umbra_runtime::process::Tasks::default();
     let replica_name = settings.replica_name.clone().unwrap_or_else(host_name);
+    let inter_cp = settings
+        .postgres_url
+        .as_ref()
+        .map(|_| {
+            inter_cp::InterCp::bind(settings.inter_cp_addr, settings.inter_cp_advertise.as_ref())
+        })
+        .transpose()?;
     let coordinator: Arc<dyn replicas::Coordinator> = match &settings.postgres_url {
         Some(url) => replicas::postgres::PgCoordinator::start(
             url,
             replicas::postgres::Registration {
                 name: replica_name.clone(),
-                inter_cp: String::new(),
+                inter_cp: inter_cp
+                    .as_ref()
+                    .map(|i| i.address().to_owned())
+                    .unwrap_or_default(),
                 api: api.local_addr()?.to_string(),
             },
             stop_rx.clone(),
@@ -392,6 +437,19 @@ pub async fn serve(
             );
             Some(mirror)
         }
+        None => None,
+    };
+    let inter_cp = match inter_cp {
+        Some(i) => Some(
+            i.start(
+                &*store,
+                inspect.clone(),
+                zones.clone(),
+                coordinator.clone(),
+                stop_rx.clone(),
+            )
+            .await?,
+        ),
         None => None,
     };
     let (offer_tx, offer_rx) = tokio::sync::watch::channel(None);
@@ -475,10 +533,20 @@ pub async fn serve(
         tls,
         stop_rx.clone(),
     );
+    let inter_cp = async move {
+        match inter_cp {
+            Some(server) => server.await,
+            None => Ok(()),
+        }
+    };
     // After the signal, the servers and then the tasks get until the drain deadline.
-    if let Some((a, k)) = drain.bounded(async { tokio::join!(api, kds) }).await {
+    if let Some((a, k, i)) = drain
+        .bounded(async { tokio::join!(api, kds, inter_cp) })
+        .await
+    {
         a?;
         k?;
+        i?;
     }
     drain.drain(tasks).await;
     Ok(())

@@ -78,6 +78,50 @@ fn malformed_global_flags_are_refused() {
 }
 
 #[test]
+fn inter_cp_addresses_must_be_reachable_by_the_other_replicas() {
+    const PG: [&str; 4] = [
+        "--store",
+        "postgres",
+        "--postgres-url",
+        "postgres://umbra@127.0.0.1:1/umbra",
+    ];
+    let with_pg = |more: &[&'static str]| -> Vec<&'static str> {
+        PG.iter().chain(more.iter()).copied().collect()
+    };
+    let same = free_addr().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--inter-cp-advertise-address", "0.0.0.0"],
+            "--inter-cp-advertise-address",
+        ),
+        (
+            vec!["--inter-cp-advertise-address", "[::]:5682"],
+            "--inter-cp-advertise-address",
+        ),
+        (
+            vec!["--inter-cp-advertise-address", "https://global-2:5682"],
+            "--inter-cp-advertise-address",
+        ),
+        (vec!["--inter-cp-addr", "global-2:5682"], "--inter-cp-addr"),
+        // Listening on every address, with nothing to advertise.
+        (
+            with_pg(&["--inter-cp-addr", "0.0.0.0:5682"]),
+            "--inter-cp-advertise-address",
+        ),
+        (
+            PG.iter()
+                .copied()
+                .chain(["--api-addr", &same, "--inter-cp-addr", &same])
+                .collect(),
+            "--inter-cp-addr",
+        ),
+    ];
+    for (args, flag) in cases {
+        refused(&args, flag);
+    }
+}
+
+#[test]
 fn a_kds_key_that_is_not_the_certificates_is_refused() {
     let dir = std::env::temp_dir().join(format!("umbra-global-flags-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -1,5 +1,7 @@
 //! KDS gRPC definitions: the `umbra.kds.v1` protocol between the Global CP and Zone CPs
-//! (`proto/umbra/kds/v1/kds.proto`), generated with prost + tonic. The messages on the wire
+//! (`proto/umbra/kds/v1/kds.proto`), and the inter-CP service between Global replicas
+//! (`intercp.proto`: inspect calls forwarded to the replica holding the zone), generated with
+//! prost + tonic. The messages on the wire
 //! are Envoy's delta xDS messages (`envoy_types`); this crate adds the service and the
 //! resource body ([`pb::KdsResource`]), the type-URL and naming conventions both sides use
 //! ([`resource`]), and the two halves of a KDS stream, free of gRPC ([`sync`]).
@@ -8,7 +10,8 @@ pub mod metrics;
 pub mod resource;
 pub mod sync;
 
-/// Generated `umbra.kds.v1` code: [`pb::KdsResource`], `kds_service_client`, `kds_service_server`.
+/// Generated `umbra.kds.v1` code: [`pb::KdsResource`], `kds_service_client`, `kds_service_server`,
+/// and the inter-CP [`pb::ForwardedInspect`], `inter_cp_service_client`, `inter_cp_service_server`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {
     tonic::include_proto!("umbra.kds.v1");

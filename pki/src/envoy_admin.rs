@@ -14,16 +14,12 @@
 //! restart the zone CP.
 
 use std::net::IpAddr;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use rcgen::{
-    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
-use serde::{Deserialize, Serialize};
-use umbra_store::{Store, StoreError};
+use rcgen::{DnType, ExtendedKeyUsagePurpose, SanType};
+use umbra_store::Store;
 
-use crate::mesh_ca::offset;
+use crate::self_signed::StoredCa;
 
 /// Store key of the zone's Envoy-admin CA (JSON `{"certPem", "keyPem"}`).
 pub const CA_KEY: &str = "envoy-admin-ca";
@@ -39,56 +35,26 @@ pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// live as long as the zone CP process that issued them, which re-issues on restart).
 pub const CERT_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
-/// Why the CA or a certificate could not be had.
-#[derive(Debug, thiserror::Error)]
-pub enum EnvoyAdminCaError {
-    /// The store failed.
-    #[error("Envoy-admin CA: {0}")]
-    Store(#[from] StoreError),
-    /// The stored CA is unreadable, or a certificate could not be issued.
-    #[error("Envoy-admin CA: {0}")]
-    Certificate(String),
-}
+/// The CA's name in errors.
+const NAME: &str = "Envoy-admin CA";
 
-fn cert_err(what: &str, e: impl std::fmt::Display) -> EnvoyAdminCaError {
-    EnvoyAdminCaError::Certificate(format!("{what}: {e}"))
-}
+/// The CA's distinguished name (Kuma's).
+const DN: &[(DnType, &str)] = &[
+    (DnType::OrganizationName, "Kuma"),
+    (DnType::OrganizationalUnitName, "Mesh"),
+    (DnType::CommonName, "Envoy Admin CA"),
+];
+
+/// Why the CA or a certificate could not be had (the store failed; the stored CA is
+/// unreadable, or a certificate could not be issued). Messages name the CA.
+pub type EnvoyAdminCaError = crate::self_signed::CaError;
 
 pub use crate::self_signed::CertPair;
 
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StoredCa {
-    cert_pem: String,
-    key_pem: String,
-}
-
 /// The zone's Envoy-admin CA.
+#[derive(Debug)]
 pub struct EnvoyAdminCa {
-    cert_pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl std::fmt::Debug for EnvoyAdminCa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EnvoyAdminCa { .. }")
-    }
-}
-
-fn new_ca() -> Result<StoredCa, EnvoyAdminCaError> {
-    let ca = crate::self_signed::leaf_ca(
-        &[
-            (DnType::OrganizationName, "Kuma"),
-            (DnType::OrganizationalUnitName, "Mesh"),
-            (DnType::CommonName, "Envoy Admin CA"),
-        ],
-        CA_VALIDITY,
-    )
-    .map_err(|e| cert_err("CA", e))?;
-    Ok(StoredCa {
-        cert_pem: ca.cert_pem,
-        key_pem: ca.key_pem,
-    })
+    ca: StoredCa,
 }
 
 impl EnvoyAdminCa {
@@ -98,10 +64,8 @@ impl EnvoyAdminCa {
     /// # Errors
     /// The store fails, or holds a CA that does not parse.
     pub async fn load_or_create(store: &dyn Store) -> Result<EnvoyAdminCa, EnvoyAdminCaError> {
-        let fresh = serde_json::to_vec(&new_ca()?).map_err(|e| cert_err("encode", e))?;
-        let bytes = store.signing_key(CA_KEY, fresh).await?;
-        let ca: StoredCa = serde_json::from_slice(&bytes).map_err(|e| cert_err("decode", e))?;
-        Self::from_pem(&ca.cert_pem, &ca.key_pem)
+        let ca = StoredCa::load_or_create(store, CA_KEY, NAME, DN, CA_VALIDITY).await?;
+        Ok(EnvoyAdminCa { ca })
     }
 
     /// A CA from its PEM certificate and key (an operator's, or one exported from Kuma's
@@ -110,12 +74,8 @@ impl EnvoyAdminCa {
     /// # Errors
     /// Either PEM does not parse.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<EnvoyAdminCa, EnvoyAdminCaError> {
-        let key = KeyPair::from_pem(key_pem).map_err(|e| cert_err("CA key", e))?;
-        let issuer =
-            Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| cert_err("CA certificate", e))?;
         Ok(EnvoyAdminCa {
-            cert_pem: cert_pem.to_owned(),
-            issuer,
+            ca: StoredCa::from_pem(NAME, cert_pem, key_pem)?,
         })
     }
 
@@ -123,37 +83,7 @@ impl EnvoyAdminCa {
     /// verifies server certificates with).
     #[must_use]
     pub fn cert_pem(&self) -> &str {
-        &self.cert_pem
-    }
-
-    fn issue(
-        &self,
-        common_name: &str,
-        sans: Vec<SanType>,
-        usage: ExtendedKeyUsagePurpose,
-    ) -> Result<CertPair, EnvoyAdminCaError> {
-        let now = SystemTime::now();
-        let mut params = CertificateParams::default();
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, common_name);
-        params.distinguished_name = dn;
-        params.subject_alt_names = sans;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![usage];
-        params.use_authority_key_identifier_extension = true;
-        params.not_before = offset(now - Duration::from_secs(300));
-        params.not_after = offset(now + CERT_VALIDITY);
-        let key = KeyPair::generate().map_err(|e| cert_err("key", e))?;
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .map_err(|e| cert_err("sign", e))?;
-        Ok(CertPair {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
+        self.ca.cert_pem()
     }
 
     /// The zone CP's client certificate: SAN `DNS:kuma-cp`, client authentication.
@@ -164,11 +94,12 @@ impl EnvoyAdminCa {
         let san = CLIENT_SAN
             .to_owned()
             .try_into()
-            .map_err(|e| cert_err("SAN", e))?;
-        self.issue(
+            .map_err(|e| EnvoyAdminCaError::Certificate(format!("{NAME}: SAN: {e}")))?;
+        self.ca.issue(
             CLIENT_SAN,
             vec![SanType::DnsName(san)],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+            CERT_VALIDITY,
         )
     }
 
@@ -183,10 +114,11 @@ impl EnvoyAdminCa {
             .first()
             .map(ToString::to_string)
             .unwrap_or_default();
-        self.issue(
+        self.ca.issue(
             &cn,
             addresses.iter().copied().map(SanType::IpAddress).collect(),
-            ExtendedKeyUsagePurpose::ServerAuth,
+            vec![ExtendedKeyUsagePurpose::ServerAuth],
+            CERT_VALIDITY,
         )
     }
 }
@@ -206,7 +138,7 @@ mod tests {
 
     #[test]
     fn certificates_carry_the_sans_kuma_expects() {
-        let stored = new_ca().unwrap();
+        let stored = crate::self_signed::leaf_ca(DN, CA_VALIDITY).unwrap();
         let ca = EnvoyAdminCa::from_pem(&stored.cert_pem, &stored.key_pem).unwrap();
         let sans = |pem: &str| {
             let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();

@@ -8,8 +8,10 @@
 //!   created by the CP that owns the mesh and kept in its store.
 //! - [`envoy_admin`]: the zone's Envoy-admin CA and the server and client certificates of the
 //!   mTLS admin listener `kuma:envoy:admin`.
+//! - [`inter_cp`]: the Global replicas' inter-CP CA, kept in the store they share, and each
+//!   replica's own certificate (server and client of the mTLS inter-CP service).
 //! - [`self_signed`]: self-signed CAs issuing leaf certificates only (the zone's data-plane
-//!   server CA and Envoy-admin CA).
+//!   server CA, Envoy-admin CA, and the inter-CP CA), kept in a store ([`self_signed::StoredCa`]).
 //! - [`identity`]: the DPP identity certificates a zone issues from those roots, and the SDS
 //!   secrets that carry them.
 //!
@@ -18,6 +20,7 @@
 
 pub mod envoy_admin;
 pub mod identity;
+pub mod inter_cp;
 pub mod mesh_ca;
 pub mod self_signed;
 pub mod trust;

@@ -50,7 +50,9 @@ impl AdminTls {
         ca: EnvoyAdminCa,
         connect_timeout: std::time::Duration,
     ) -> Result<AdminTls, EnvoyAdminCaError> {
-        let bad = |e: reqwest::Error| EnvoyAdminCaError::Certificate(format!("client: {e}"));
+        let bad = |e: reqwest::Error| {
+            EnvoyAdminCaError::Certificate(format!("Envoy-admin CA: client: {e}"))
+        };
         let client_cert = ca.client_cert()?;
         let identity = reqwest::Identity::from_pem(
             format!("{}{}", client_cert.cert_pem, client_cert.key_pem).as_bytes(),

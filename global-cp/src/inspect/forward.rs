@@ -21,6 +21,7 @@ use umbra_kds::pb::inspect_response::Body as Frame;
 use umbra_kds::pb::{DataplaneInspect, QueryPair};
 
 use super::context::{call_error, locate, locate_ingress, record_fanout, InspectContext};
+use crate::zones::ZoneRegistry;
 
 /// Deadline of a forwarded per-DPP call (shorter than [`crate::api::REQUEST_TIMEOUT`]).
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
@@ -51,6 +52,23 @@ pub async fn forward(
     out
 }
 
+/// Why `zone` cannot answer `endpoint`, when it cannot: a zone of a release before the admin
+/// views (`xds`, `stats`, `clusters`) reads their endpoint as `_config` (an unknown enum value
+/// decodes as the default), and those zones report no release over KDS either. Read from
+/// `zones`, this replica's registry: `None` for a zone that is not connected here (offline, the
+/// call answers 503; or held by another replica, whose inter-CP server checks the same).
+pub fn older_zone(zones: &ZoneRegistry, zone: &str, endpoint: Endpoint) -> Option<String> {
+    let admin = matches!(
+        endpoint,
+        Endpoint::Xds | Endpoint::Stats | Endpoint::Clusters
+    );
+    (admin && zones.get(zone).is_some_and(|z| z.online && z.version.is_none())).then(|| {
+        format!(
+            "zone {zone:?} runs an Umbra release that cannot read Envoy admins (it reports no release over KDS); upgrade it"
+        )
+    })
+}
+
 async fn forward_call(
     cx: &InspectContext,
     mesh: &str,
@@ -64,26 +82,8 @@ async fn forward_call(
     } else {
         locate(&*cx.store, mesh, name).await?
     };
-    // A zone of a release before the admin views reads their endpoint as `_config` (an
-    // unknown enum value decodes as the default): those zones report no release either.
-    let admin = matches!(
-        endpoint,
-        Endpoint::Xds | Endpoint::Stats | Endpoint::Clusters
-    );
-    // (An offline zone falls through to the call, which answers 503.)
-    if admin
-        && cx
-            .zones
-            .get(&dp.zone)
-            .is_some_and(|z| z.online && z.version.is_none())
-    {
-        return Err(ApiError::status(
-            StatusCode::NOT_IMPLEMENTED,
-            format!(
-                "zone {:?} runs an Umbra release that cannot read Envoy admins (it reports no release over KDS); upgrade it",
-                dp.zone
-            ),
-        ));
+    if let Some(why) = older_zone(&cx.zones, &dp.zone, endpoint) {
+        return Err(ApiError::status(StatusCode::NOT_IMPLEMENTED, why));
     }
     let kind = Kind::Dataplane(DataplaneInspect {
         mesh: mesh.to_owned(),

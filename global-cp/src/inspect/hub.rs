@@ -13,7 +13,12 @@
 //! - every queue is bounded: requests per zone
 //!   ([`umbra_kds::sync::STREAM_QUEUE`]), frames per call
 //!   ([`CALL_QUEUE`]); a caller that stops reading for [`DELIVERY_TIMEOUT`] loses its call
-//!   rather than stalling the zone's other calls.
+//!   rather than stalling the zone's other calls;
+//! - with several Global replicas, a zone's streams are on one replica only: a call for a zone
+//!   this replica has no link to goes through its [`Forwarder`] (the inter-CP client,
+//!   [`crate::inter_cp::client`]) to the replica holding the zone, and comes back as the same
+//!   [`Call`], with the same deadline and the same errors. [`InspectHub::call_local`] never
+//!   forwards (what the inter-CP server answers with, so calls never loop).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +56,17 @@ pub enum CallError {
     /// The zone's stream ended before the last frame.
     #[error("zone {0:?} disconnected before answering")]
     Disconnected(String),
+    /// The zone is connected to another Global replica (or may be: the replicas' state could
+    /// not be read), which could not be asked.
+    #[error(
+        "zone {zone:?} is connected to another Global replica, which cannot be reached: {reason}"
+    )]
+    Unreachable {
+        /// The zone.
+        zone: String,
+        /// Why (the replica named, and the transport's or the store's error).
+        reason: String,
+    },
 }
 
 impl CallError {
@@ -61,6 +77,7 @@ impl CallError {
             CallError::Busy(_) => "busy",
             CallError::Timeout { .. } => "timeout",
             CallError::Disconnected(_) => "disconnected",
+            CallError::Unreachable { .. } => "unreachable",
         }
     }
 }
@@ -121,6 +138,45 @@ impl ZoneLink {
     }
 }
 
+/// Where a call goes for a zone this replica has no link to: the replica holding the zone's
+/// streams, if another live one does (the inter-CP client, [`crate::inter_cp::client`]).
+#[async_trait::async_trait]
+pub trait Forwarder: Send + Sync + std::fmt::Debug {
+    /// Send `kind` (call `id`, ending at `deadline`, `timeout` after it began) to the replica
+    /// holding `zone`, and return its answer as a [`Call`] ([`Call::forwarded`]); `Ok(None)`
+    /// when no other live replica holds the zone.
+    ///
+    /// # Errors
+    /// The holder's answer ([`CallError::Offline`], [`CallError::Busy`]), or
+    /// [`CallError::Unreachable`] when it (or the replicas' state) cannot be reached, or
+    /// [`CallError::Timeout`] when that takes past `deadline`.
+    async fn forward(
+        &self,
+        zone: &str,
+        id: u64,
+        kind: Kind,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Option<Call>, CallError>;
+
+    /// Whether the replicas know `zone`: one holds its streams, or it was connected to one
+    /// (its lease is on record).
+    async fn known(&self, zone: &str) -> bool;
+}
+
+/// The frames of a forwarded call, as the replica holding the zone streams them back.
+#[async_trait::async_trait]
+pub trait Frames: Send + std::fmt::Debug {
+    /// The next frame; `Ok(None)` when the stream ended.
+    ///
+    /// # Errors
+    /// The [`CallError`] the holder ended the call with.
+    async fn next(&mut self) -> Result<Option<InspectResponse>, CallError>;
+
+    /// The call ended (`outcome`: `ok` after the last frame, else [`CallError::outcome`]).
+    fn ended(&mut self, outcome: &'static str);
+}
+
 /// Every zone's inspect link; share it with `Arc`.
 #[derive(Debug, Default)]
 pub struct InspectHub {
@@ -130,6 +186,7 @@ pub struct InspectHub {
     links: Mutex<HashMap<String, Arc<ZoneLink>>>,
     next_id: AtomicU64,
     next_conn: AtomicU64,
+    forwarder: std::sync::OnceLock<Arc<dyn Forwarder>>,
 }
 
 impl InspectHub {
@@ -166,32 +223,87 @@ impl InspectHub {
         link.pending().clear();
     }
 
-    /// `true` when `zone` has an inspect stream open.
+    /// Calls for zones without a link here go through `forwarder` from now on (set once;
+    /// later calls are ignored).
+    pub fn forward_with(&self, forwarder: Arc<dyn Forwarder>) {
+        let _ = self.forwarder.set(forwarder);
+    }
+
+    /// `true` when `zone` has an inspect stream open on this replica.
     pub fn online(&self, zone: &str) -> bool {
         self.links().contains_key(zone)
     }
 
+    /// `true` when `zone` has an inspect stream open here, or the replicas know it
+    /// ([`Forwarder::known`]: held by another replica, or connected to one before).
+    pub async fn known(&self, zone: &str) -> bool {
+        if self.online(zone) {
+            return true;
+        }
+        match self.forwarder.get() {
+            Some(f) => f.known(zone).await,
+            None => false,
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
     /// Send `kind` to `zone` with `timeout` as its deadline (also sent to the zone, which stops
-    /// working on it then). Read the answer with [`Call::next`].
+    /// working on it then): over the zone's stream on this replica, else through the
+    /// [`Forwarder`] to the replica holding it. Read the answer with [`Call::next`].
     ///
     /// # Errors
-    /// [`CallError::Offline`] without a stream, [`CallError::Busy`] when the request cannot be
-    /// queued before the deadline.
+    /// [`CallError::Offline`] when no replica has a stream of the zone, [`CallError::Busy`]
+    /// when the request cannot be queued before the deadline, [`CallError::Unreachable`] when
+    /// the replica holding the zone cannot be asked.
     pub async fn call(&self, zone: &str, kind: Kind, timeout: Duration) -> Result<Call, CallError> {
+        if !self.online(zone) {
+            if let Some(forwarder) = self.forwarder.get() {
+                let deadline = Instant::now() + timeout;
+                let id = self.next_id();
+                match forwarder.forward(zone, id, kind, deadline, timeout).await? {
+                    Some(call) => return Ok(call),
+                    None => {
+                        count_call("offline");
+                        return Err(CallError::Offline(zone.to_owned()));
+                    }
+                }
+            }
+        }
+        self.call_local(zone, kind, timeout).await
+    }
+
+    /// [`InspectHub::call`] over this replica's own stream of `zone` only, never forwarded.
+    ///
+    /// # Errors
+    /// [`CallError::Offline`] without a stream here, [`CallError::Busy`] when the request
+    /// cannot be queued before the deadline.
+    pub async fn call_local(
+        &self,
+        zone: &str,
+        kind: Kind,
+        timeout: Duration,
+    ) -> Result<Call, CallError> {
         let deadline = Instant::now() + timeout;
         let Some(link) = self.links().get(zone).cloned() else {
             count_call("offline");
             return Err(CallError::Offline(zone.to_owned()));
         };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = self.next_id();
         let (tx, rx) = mpsc::channel(CALL_QUEUE);
         // Registered before it is sent: the answer cannot outrun it.
         link.pending().insert(id, tx);
         let call = Call {
-            rx,
-            registration: Registration {
-                link: link.clone(),
-                id,
+            zone: zone.to_owned(),
+            id,
+            source: Source::Local {
+                rx,
+                _registration: Registration {
+                    link: link.clone(),
+                    id,
+                },
             },
             deadline,
             timeout,
@@ -226,50 +338,98 @@ impl Drop for Registration {
     }
 }
 
+/// Where a call's frames come from.
+#[derive(Debug)]
+enum Source {
+    /// This replica's stream of the zone.
+    Local {
+        rx: mpsc::Receiver<InspectResponse>,
+        _registration: Registration,
+    },
+    /// Another replica, holding the zone ([`Forwarder`]).
+    Forwarded(Box<dyn Frames>),
+}
+
 /// An issued call: its frames, until the last one or the deadline.
 #[derive(Debug)]
 pub struct Call {
-    rx: mpsc::Receiver<InspectResponse>,
-    registration: Registration,
+    zone: String,
+    id: u64,
+    source: Source,
     deadline: Instant,
     timeout: Duration,
     finished: bool,
 }
 
 impl Call {
+    /// A call to `zone` forwarded to the replica holding it ([`Forwarder::forward`]): its
+    /// frames come from `frames`, until the last one or `deadline` (`timeout` after the call
+    /// began).
+    pub fn forwarded(
+        zone: &str,
+        id: u64,
+        frames: Box<dyn Frames>,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Call {
+        Call {
+            zone: zone.to_owned(),
+            id,
+            source: Source::Forwarded(frames),
+            deadline,
+            timeout,
+            finished: false,
+        }
+    }
+
     /// The next frame; `Ok(None)` after the last one.
     ///
     /// # Errors
     /// [`CallError::Timeout`] past the deadline, [`CallError::Disconnected`] when the zone's
-    /// stream ended first.
+    /// stream ended first; for a forwarded call, the error the holder ended it with.
     pub async fn next(&mut self) -> Result<Option<InspectResponse>, CallError> {
         if self.finished {
             return Ok(None);
         }
-        let zone = self.registration.link.zone.clone();
-        let out = match tokio::time::timeout_at(self.deadline, self.rx.recv()).await {
-            Ok(Some(frame)) => {
+        let got = match &mut self.source {
+            Source::Local { rx, .. } => {
+                tokio::time::timeout_at(self.deadline, async { Ok(rx.recv().await) }).await
+            }
+            Source::Forwarded(frames) => {
+                tokio::time::timeout_at(self.deadline, frames.next()).await
+            }
+        };
+        let out = match got {
+            Ok(Ok(Some(frame))) => {
                 self.finished = frame.last;
                 if frame.last {
-                    count_call("ok");
+                    self.count("ok");
                 }
                 return Ok(Some(frame));
             }
-            Ok(None) => CallError::Disconnected(zone),
+            Ok(Ok(None)) => CallError::Disconnected(self.zone.clone()),
+            Ok(Err(e)) => e,
             Err(_) => CallError::Timeout {
-                zone,
+                zone: self.zone.clone(),
                 timeout: self.timeout,
             },
         };
         // Ended without its last frame: counted once.
         self.finished = true;
-        count_call(out.outcome());
+        self.count(out.outcome());
         Err(out)
+    }
+
+    fn count(&mut self, outcome: &'static str) {
+        match &mut self.source {
+            Source::Local { .. } => count_call(outcome),
+            Source::Forwarded(frames) => frames.ended(outcome),
+        }
     }
 
     /// The call's id (as logged by both sides).
     pub fn id(&self) -> u64 {
-        self.registration.id
+        self.id
     }
 }
 
@@ -344,6 +504,91 @@ mod tests {
             orphan.next().await.unwrap_err(),
             CallError::Disconnected("z".into())
         );
+    }
+
+    /// A forwarder holding every zone but `nowhere`, whose frames come from a channel.
+    #[derive(Debug)]
+    struct Elsewhere {
+        frames: Mutex<Option<mpsc::Receiver<InspectResponse>>>,
+    }
+
+    #[derive(Debug)]
+    struct Relayed(mpsc::Receiver<InspectResponse>);
+
+    #[async_trait::async_trait]
+    impl Frames for Relayed {
+        async fn next(&mut self) -> Result<Option<InspectResponse>, CallError> {
+            Ok(self.0.recv().await)
+        }
+
+        fn ended(&mut self, _outcome: &'static str) {}
+    }
+
+    #[async_trait::async_trait]
+    impl Forwarder for Elsewhere {
+        async fn forward(
+            &self,
+            zone: &str,
+            id: u64,
+            _kind: Kind,
+            deadline: Instant,
+            timeout: Duration,
+        ) -> Result<Option<Call>, CallError> {
+            if zone == "nowhere" {
+                return Ok(None);
+            }
+            let frames = self.frames.lock().unwrap().take().expect("one call");
+            Ok(Some(Call::forwarded(
+                zone,
+                id,
+                Box::new(Relayed(frames)),
+                deadline,
+                timeout,
+            )))
+        }
+
+        async fn known(&self, zone: &str) -> bool {
+            zone != "nowhere"
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_for_zones_held_elsewhere_are_forwarded_with_their_deadline() {
+        let hub = InspectHub::new();
+        let (tx, rx) = mpsc::channel(4);
+        hub.forward_with(Arc::new(Elsewhere {
+            frames: Mutex::new(Some(rx)),
+        }));
+        assert!(!hub.online("z") && hub.known("z").await && !hub.known("nowhere").await);
+        // Never forwarded by the local-only call.
+        assert_eq!(
+            hub.call_local("z", kind(), Duration::from_secs(1))
+                .await
+                .unwrap_err(),
+            CallError::Offline("z".into())
+        );
+        assert_eq!(
+            hub.call("nowhere", kind(), Duration::from_secs(1))
+                .await
+                .unwrap_err(),
+            CallError::Offline("nowhere".into())
+        );
+        // Frames before the deadline, then the call's own timeout.
+        let mut call = hub
+            .call("z", kind(), Duration::from_millis(200))
+            .await
+            .unwrap();
+        tx.send(frame(7, false)).await.unwrap();
+        assert!(!call.next().await.unwrap().unwrap().last);
+        assert_eq!(
+            call.next().await.unwrap_err(),
+            CallError::Timeout {
+                zone: "z".into(),
+                timeout: Duration::from_millis(200)
+            }
+        );
+        assert_eq!(call.next().await.unwrap(), None);
+        drop(tx);
     }
 
     #[tokio::test]

@@ -51,7 +51,8 @@ pub async fn shadow_diff(
     let policies = mesh_policies(&*cx.store, mesh).await?;
     q.promotion.check(mesh, &policies).map_err(ApiError::from)?;
     if let Some(zone) = &q.zone {
-        if cx.zones.get(zone).is_none() && !cx.hub.online(zone) {
+        // Known here, or to the replicas (held by another one, or connected to one before).
+        if cx.zones.get(zone).is_none() && !cx.hub.known(zone).await {
             return Err(ApiError::not_found(format!(
                 "zone {zone:?} is not known to the Global"
             )));
