@@ -2,7 +2,10 @@
 //! given both KDS addresses (`--global-kds-address http://a,http://b`).
 //!
 //! - The zone connects to one replica and reports which (`/ready`: `global.globalAddress`);
-//!   a policy written on the Global reaches it.
+//!   a policy written on the Global reaches it. Both replicas show the zone online, held by
+//!   that replica, and agree on two live replicas and one leader; a second zone process with
+//!   the zone's token, pointed at the other replica, is refused there (the zone's lease is in
+//!   PostgreSQL).
 //! - SIGKILL the replica it is connected to: it is connected to the other one within 10 s
 //!   (the time is printed), a policy written through the survivor and a Dataplane registered
 //!   in the zone cross over it, and nothing else does: on the new session the zone receives
@@ -44,8 +47,8 @@ fn timeout_policy(name: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: 7s}}\n")
 }
 
-/// A global-cp replica on the database at `url`.
-async fn start_global(url: &str, log: PathBuf) -> anyhow::Result<CpProcess> {
+/// A global-cp replica named `name` on the database at `url`.
+async fn start_global(url: &str, name: &str, log: PathBuf) -> anyhow::Result<CpProcess> {
     CpProcess::start(
         GLOBAL,
         "--kds-addr",
@@ -54,6 +57,8 @@ async fn start_global(url: &str, log: PathBuf) -> anyhow::Result<CpProcess> {
             "postgres".into(),
             "--postgres-url".into(),
             url.into(),
+            "--replica-name".into(),
+            name.into(),
         ],
         &[],
         log,
@@ -133,6 +138,93 @@ fn logs(globals: &[CpProcess], zone: &CpProcess) -> String {
     )
 }
 
+/// Both replicas tell the same story: the zone online, held by the replica it is connected to;
+/// both replicas alive, one leader. A second zone process with the zone's token, pointed at the
+/// other replica only, is refused there (the lease is in PostgreSQL, not in one process).
+async fn replicas_agree(
+    globals: &[CpProcess; 2],
+    addresses: &[String; 2],
+    zone: &CpProcess,
+    dir: &std::path::Path,
+    token: &str,
+) -> anyhow::Result<()> {
+    let on = wait_until(Duration::from_secs(20), || async {
+        connected_to(&kds_state(zone).await).is_some()
+    })
+    .await;
+    assert!(
+        on.is_ok(),
+        "the zone did not connect\n{}",
+        logs(globals, zone)
+    );
+    let on = connected_to(&kds_state(zone).await).unwrap_or_default();
+    let holder = addresses
+        .iter()
+        .position(|a| *a == on)
+        .expect("a known address");
+    let other = 1 - holder;
+    for g in globals {
+        let (status, z) = g.call("GET", &format!("/zones/{ZONE_NAME}"), None).await?;
+        assert_eq!(status, 200, "{z}");
+        assert_eq!(z["online"], true, "{z}");
+        assert_eq!(z["replica"], ["a", "b"][holder], "{z}");
+    }
+    let ready = wait_until(Duration::from_secs(20), || async {
+        let mut leaders = 0;
+        for g in globals {
+            let Ok((200, r)) = g.call("GET", "/ready", None).await else {
+                return false;
+            };
+            let alive = r["replicas"].as_array().map_or(0, Vec::len);
+            if alive != 2 {
+                return false;
+            }
+            leaders += usize::from(r["leader"] == true);
+        }
+        leaders == 1
+    })
+    .await;
+    assert!(
+        ready.is_ok(),
+        "the replicas do not agree on two replicas and one leader"
+    );
+    // A second process for the same zone, on the other replica only: refused.
+    let intruder = CpProcess::start(
+        ZONE,
+        "--ads-addr",
+        &[
+            "--zone".into(),
+            ZONE_NAME.into(),
+            "--global-kds-address".into(),
+            addresses[other].clone(),
+        ],
+        &[("UMBRA_KDS_TOKEN", token)],
+        dir.join("intruder.log"),
+    )
+    .await?;
+    let refused = wait_until(Duration::from_secs(15), || async {
+        intruder.log_text().contains("AlreadyExists")
+    })
+    .await;
+    assert!(
+        refused.is_ok(),
+        "the second zone process was not refused by the other replica\n{}",
+        intruder.log_tail()
+    );
+    assert!(connected_to(&kds_state(&intruder).await).is_none());
+    assert!(
+        intruder
+            .log_text()
+            .contains("is connected to Global replica"),
+        "the refusal does not name the replica holding the zone\n{}",
+        intruder.log_tail()
+    );
+    drop(intruder);
+    // The zone stayed where it was.
+    assert_eq!(connected_to(&kds_state(zone).await), Some(on));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zone_fails_over_between_global_replicas_without_a_full_resend() -> anyhow::Result<()> {
     let Some(pg) = TempPostgres::start_or_skip() else {
@@ -142,8 +234,8 @@ async fn a_zone_fails_over_between_global_replicas_without_a_full_resend() -> an
     let dir = temp_dir();
     // Replica a first: it migrates the database and creates the signing keys and the store
     // identity; b, started next, uses them.
-    let a = start_global(&url, dir.join("global-a.log")).await?;
-    let b = start_global(&url, dir.join("global-b.log")).await?;
+    let a = start_global(&url, "a", dir.join("global-a.log")).await?;
+    let b = start_global(&url, "b", dir.join("global-b.log")).await?;
     let mut globals = [a, b];
     let kds_of = |g: &CpProcess| format!("http://{}", g.grpc);
     let addresses = [kds_of(&globals[0]), kds_of(&globals[1])];
@@ -187,6 +279,7 @@ async fn a_zone_fails_over_between_global_replicas_without_a_full_resend() -> an
     }
     let mut policies = 1;
     let mut dataplanes = 2;
+    replicas_agree(&globals, &addresses, &zone, &dir, &token).await?;
     let mut victims = Vec::new();
     let mut times = Vec::new();
 

@@ -146,7 +146,7 @@ async fn zone(kds: SocketAddr, token: &str, zone: &str) -> Running {
     let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let ads = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut args = umbra_zone_cp::Args::new(zone, api, ads);
-    args.global_kds_address = Some(format!("http://{kds}").parse().expect("a KDS address"));
+    args.global_kds_address = vec![format!("http://{kds}").parse().expect("a KDS address")];
     args.kds_token = Some(token.to_owned());
     let (stop, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(umbra_zone_cp::run(args, async {
