@@ -484,7 +484,8 @@ pub struct CpProcess {
 
 impl CpProcess {
     /// Start `binary` with `args` (plus `--api-addr`/`--kds-addr` or `--ads-addr` on free ports,
-    /// chosen by `grpc_flag`) and wait until its API answers.
+    /// chosen by `grpc_flag`, and for a Global its `--inter-cp-addr`, so that several Global
+    /// replicas can run on this host) and wait until its API answers.
     pub async fn start(
         binary: &str,
         grpc_flag: &str,
@@ -500,6 +501,10 @@ impl CpProcess {
             grpc_flag.to_owned(),
             grpc.to_string(),
         ];
+        if grpc_flag == "--kds-addr" && !args.iter().any(|a| a == "--inter-cp-addr") {
+            all.push("--inter-cp-addr".to_owned());
+            all.push(format!("127.0.0.1:{}", free_port()));
+        }
         all.extend_from_slice(args);
         let mut p = CpProcess {
             child: None,

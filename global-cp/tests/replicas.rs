@@ -96,6 +96,7 @@ impl Replica {
             .args(["--store", "postgres", "--postgres-url", db])
             .args(["--api-addr", &format!("127.0.0.1:{api}")])
             .args(["--kds-addr", &format!("127.0.0.1:{kds}")])
+            .args(["--inter-cp-addr", &format!("127.0.0.1:{}", free_port())])
             .env("RUST_LOG", "error")
             .stdout(std::process::Stdio::null())
             .spawn()
