@@ -28,7 +28,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn idle_timeout(seconds: u32) -> String {
-    format!("type: MeshTimeout\nmesh: default\nname: idle\nspec:\n  targetRef: {{kind: Mesh}}\n  from:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: {seconds}s}}\n")
+    umbra_e2e::compose::deployment::idle_timeout("idle", seconds)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -57,10 +57,11 @@ async fn start_global(url: &str, name: &str, log: PathBuf) -> anyhow::Result<CpP
     .await
 }
 
-/// Whether the Envoy whose admin is `envoy` runs the inbound idle timeout `seconds`.
+/// Whether the Envoy whose admin is `envoy` runs the inbound idle timeout `seconds` (Kuma's
+/// MeshTimeout puts an inbound `idleTimeout` on the inbound cluster's HTTP options).
 async fn runs(envoy: &Envoy, seconds: u32) -> bool {
     matches!(
-        http(envoy.admin, "GET", "/config_dump?resource=dynamic_active_listeners", None).await,
+        http(envoy.admin, "GET", "/config_dump?resource=dynamic_active_clusters", None).await,
         Ok((200, body)) if body.contains(&format!("\"{seconds}s\""))
     )
 }
@@ -125,7 +126,23 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     for p in &proxies {
-        wait_until(Duration::from_secs(60), || runs(p, 100)).await?;
+        if wait_until(Duration::from_secs(60), || runs(p, 100))
+            .await
+            .is_err()
+        {
+            let dump = http(
+                p.admin,
+                "GET",
+                "/config_dump?resource=dynamic_active_clusters",
+                None,
+            )
+            .await;
+            anyhow::bail!(
+                "an Envoy does not run the first timeout\nEnvoy:\n{}\nits clusters: {dump:?}\nzone:\n{}",
+                p.log_tail(),
+                zone.log_tail()
+            );
+        }
     }
 
     let mut reconnected = Vec::new();
