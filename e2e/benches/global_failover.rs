@@ -40,21 +40,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 async fn start_global(url: &str, name: &str, log: PathBuf) -> anyhow::Result<CpProcess> {
-    CpProcess::start(
-        GLOBAL,
-        "--kds-addr",
-        &[
-            "--store".into(),
-            "postgres".into(),
-            "--postgres-url".into(),
-            url.into(),
-            "--replica-name".into(),
-            name.into(),
-        ],
-        &[],
-        log,
-    )
-    .await
+    CpProcess::start_global_replica(GLOBAL, url, name, log).await
 }
 
 /// Whether the Envoy whose admin is `envoy` runs the inbound idle timeout `seconds` (Kuma's

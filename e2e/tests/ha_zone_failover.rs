@@ -47,23 +47,8 @@ fn timeout_policy(name: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{idleTimeout: 7s}}\n")
 }
 
-/// A global-cp replica named `name` on the database at `url`.
 async fn start_global(url: &str, name: &str, log: PathBuf) -> anyhow::Result<CpProcess> {
-    CpProcess::start(
-        GLOBAL,
-        "--kds-addr",
-        &[
-            "--store".into(),
-            "postgres".into(),
-            "--postgres-url".into(),
-            url.into(),
-            "--replica-name".into(),
-            name.into(),
-        ],
-        &[],
-        log,
-    )
-    .await
+    CpProcess::start_global_replica(GLOBAL, url, name, log).await
 }
 
 /// The zone's KDS state (`/ready`'s `global`).

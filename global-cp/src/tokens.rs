@@ -91,16 +91,6 @@ pub const REVOCATIONS_KEY: &str = "zone-token-revocations";
 /// a revocation made through another replica of the Global is refused here too.
 pub const REVOCATION_POLL: Duration = Duration::from_secs(2);
 
-/// The IDs of a stored revocation list (one a line; blank lines skipped).
-fn parse_ids(bytes: &[u8]) -> BTreeSet<String> {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 /// Issues and verifies zone tokens with the Global's key, and knows which were revoked.
 #[derive(Clone)]
 pub struct ZoneTokens {
@@ -139,7 +129,7 @@ impl ZoneTokens {
         let key = store.signing_key(ZONE_TOKEN_KEY, random_bytes(32)).await?;
         let tokens = Self::from_key(&key);
         let revoked = store.signing_key(REVOCATIONS_KEY, Vec::new()).await?;
-        tokens.add_revoked(parse_ids(&revoked));
+        tokens.add_revoked(umbra_pki::trust::parse_lines(&revoked));
         Ok(tokens)
     }
 
@@ -179,7 +169,7 @@ impl ZoneTokens {
     /// [`StoreError::Unavailable`]; nothing changed then.
     pub async fn refresh(&self, store: &dyn Store) -> Result<bool, StoreError> {
         let stored = store.get_key(REVOCATIONS_KEY).await?.unwrap_or_default();
-        Ok(self.add_revoked(parse_ids(&stored)))
+        Ok(self.add_revoked(umbra_pki::trust::parse_lines(&stored)))
     }
 
     /// [`ZoneTokens::refresh`] every [`REVOCATION_POLL`] (and on store wake-ups) until
@@ -240,14 +230,12 @@ impl ZoneTokens {
             return Ok(());
         }
         let list = update_key(store, REVOCATIONS_KEY, |stored| {
-            let mut all = parse_ids(stored.unwrap_or_default());
+            let mut all = umbra_pki::trust::parse_lines(stored.unwrap_or_default());
             let new = all.insert(id.to_owned());
-            Ok::<_, StoreError>(
-                new.then(|| all.into_iter().collect::<Vec<_>>().join("\n").into_bytes()),
-            )
+            Ok::<_, StoreError>(new.then(|| umbra_pki::trust::join_lines(&all)))
         })
         .await?;
-        let mut all = parse_ids(&list.value.unwrap_or_default());
+        let mut all = umbra_pki::trust::parse_lines(&list.value.unwrap_or_default());
         all.insert(id.to_owned());
         self.add_revoked(all);
         Ok(())

@@ -133,7 +133,10 @@ pub struct Authority {
     issuer: tokio::sync::Mutex<Issuer>,
 }
 
-fn parse_lines(bytes: &[u8]) -> BTreeSet<String> {
+/// The IDs of a stored revocation list (one a line, trimmed; blank lines skipped): the form
+/// every revocation list of the store takes (user, dataplane and zone-ingress tokens here,
+/// zone tokens on the Global).
+pub fn parse_lines(bytes: &[u8]) -> BTreeSet<String> {
     String::from_utf8_lossy(bytes)
         .lines()
         .map(str::trim)
@@ -142,8 +145,8 @@ fn parse_lines(bytes: &[u8]) -> BTreeSet<String> {
         .collect()
 }
 
-/// One ID a line, sorted: a revocation list as stored.
-fn join_lines(ids: &BTreeSet<String>) -> Vec<u8> {
+/// One ID a line, sorted: a revocation list as stored ([`parse_lines`] reads it back).
+pub fn join_lines(ids: &BTreeSet<String>) -> Vec<u8> {
     ids.iter()
         .map(String::as_str)
         .collect::<Vec<_>>()
