@@ -21,6 +21,7 @@ pub mod envoy_sim;
 pub mod fleet;
 pub mod hosts;
 mod http;
+mod replicas;
 pub mod seed;
 pub use dp::{https_post, DpServer};
 pub use http::{call_json, http, http_request, http_with};
@@ -550,29 +551,6 @@ impl CpProcess {
             );
         }
         Ok(())
-    }
-
-    /// Start the Global `binary` as replica `name` of the PostgreSQL database at `url`
-    /// (`--store postgres`; [`CpProcess::start`] picks its ports, its inter-CP one included).
-    ///
-    /// # Errors
-    /// As [`CpProcess::start`].
-    pub async fn start_global_replica(
-        binary: &str,
-        url: &str,
-        name: &str,
-        log: PathBuf,
-    ) -> anyhow::Result<CpProcess> {
-        let args = [
-            "--store",
-            "postgres",
-            "--postgres-url",
-            url,
-            "--replica-name",
-            name,
-        ];
-        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        Self::start(binary, "--kds-addr", &args, &[], log).await
     }
 
     /// The running process' id.
