@@ -418,6 +418,7 @@ pub async fn serve(
                     .map(|i| i.address().to_owned())
                     .unwrap_or_default(),
                 api: api.local_addr()?.to_string(),
+                ..Default::default()
             },
             stop_rx.clone(),
         )

@@ -25,6 +25,7 @@ async fn replica(url: &str, name: &str) -> Replica {
             name: name.into(),
             inter_cp: format!("{name}:5682"),
             api: format!("{name}:5681"),
+            ..Default::default()
         },
         stop.subscribe(),
     )

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use umbra_core::resource::{Resource, ResourceKey};
 use umbra_store::{check_expected, mesh_key, spec_of, stamp_times, unchanged, StoreError, Stored};
 
-use super::pg_rows::{commit_head, parse_time, stored_from_row, to_i64, to_u64, unavailable};
+use crate::pg_rows::{commit_head, parse_time, stored_from_row, to_i64, to_u64, unavailable};
 
 /// Puts waiting for a batch.
 pub const QUEUE: usize = 1024;

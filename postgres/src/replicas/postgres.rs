@@ -1,4 +1,4 @@
-//! The [`Coordinator`] of Global replicas on one PostgreSQL (schema: `migrations/
+//! The [`Coordinator`] of replicas on one PostgreSQL (schema: `migrations/
 //! 20261127000001_replicas.sql`).
 //!
 //! Each replica keeps one dedicated database session (not a pooled connection) for its life:
@@ -24,9 +24,9 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Row};
 use tokio::sync::watch;
 
-use super::{count_singleton, Coordinator, LeaseRefused, ReplicaInfo, ZoneHold, LEADER};
-use crate::store::pg_rows::{rfc3339, unavailable};
-use crate::store::StoreError;
+use super::{count_singleton, Coordinator, LeaseRefused, ReplicaInfo, Role, ZoneHold};
+use crate::pg_rows::{rfc3339, unavailable};
+use umbra_store::StoreError;
 
 /// How often a replica heartbeats (and tries for leadership).
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -58,6 +58,10 @@ pub struct Registration {
     pub inter_cp: String,
     /// Its REST API address.
     pub api: String,
+    /// Its data-plane server address (zone CP replicas; empty: none).
+    pub xds: String,
+    /// Which control plane it is a replica of.
+    pub role: Role,
 }
 
 /// Replicas on PostgreSQL.
@@ -114,12 +118,13 @@ impl PgCoordinator {
             .map_err(|_| StoreError::Unavailable("the database cannot be reached".into()))?
             .map_err(unavailable)?;
         let row = sqlx::query(
-            "INSERT INTO cp_replicas (name, inter_cp, api, pid) VALUES ($1, $2, $3, pg_backend_pid())
+            "INSERT INTO cp_replicas (name, inter_cp, api, xds, pid) VALUES ($1, $2, $3, $4, pg_backend_pid())
              RETURNING id, started_at, heartbeat_at",
         )
         .bind(&self.registration.name)
         .bind(&self.registration.inter_cp)
         .bind(&self.registration.api)
+        .bind(&self.registration.xds)
         .fetch_one(&mut conn)
         .await
         .map_err(unavailable)?;
@@ -135,6 +140,7 @@ impl PgCoordinator {
             name: self.registration.name.clone(),
             inter_cp: self.registration.inter_cp.clone(),
             api: self.registration.api.clone(),
+            xds: self.registration.xds.clone(),
             started_at: rfc3339(row.try_get("started_at").map_err(unavailable)?),
             heartbeat_at: rfc3339(row.try_get("heartbeat_at").map_err(unavailable)?),
             alive: true,
@@ -145,7 +151,7 @@ impl PgCoordinator {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(info);
         self.session.send_modify(|e| *e += 1);
-        tracing::info!(replica = id, name = %self.registration.name, "Global replica registered");
+        tracing::info!(replica = id, name = %self.registration.name, "{} registered", self.registration.role.noun());
         Ok((conn, id))
     }
 
@@ -173,7 +179,7 @@ impl PgCoordinator {
             match self.open(&url).await {
                 Ok(s) => session = Some(s),
                 Err(e) => {
-                    tracing::warn!(error = %e, "Global replica: cannot open a database session; retrying");
+                    tracing::warn!(error = %e, "{}: cannot open a database session; retrying", self.registration.role.noun());
                     let stopped = tokio::select! {
                         () = tokio::time::sleep(backoff) => false,
                         r = stop.wait_for(|s| *s) => r.is_ok(),
@@ -222,11 +228,11 @@ impl PgCoordinator {
                     }
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(replica = id, error = %e, "Global replica: heartbeat failed; giving up this session (leadership and zone leases)");
+                    tracing::warn!(replica = id, error = %e, "{}: heartbeat failed; giving up this session (leadership and zone leases)", self.registration.role.noun());
                     return false;
                 }
                 Err(_) => {
-                    tracing::warn!(replica = id, timeout = ?SESSION_TIMEOUT, "Global replica: heartbeat timed out; giving up this session (leadership and zone leases)");
+                    tracing::warn!(replica = id, timeout = ?SESSION_TIMEOUT, "{}: heartbeat timed out; giving up this session (leadership and zone leases)", self.registration.role.noun());
                     return false;
                 }
             }
@@ -235,7 +241,7 @@ impl PgCoordinator {
 
     fn set_leader(&self, leading: bool) {
         self.leader.send_replace(leading);
-        metrics::gauge!(LEADER).set(if leading { 1.0 } else { 0.0 });
+        metrics::gauge!(self.registration.role.leader_gauge()).set(if leading { 1.0 } else { 0.0 });
         if let Some(me) = self
             .me
             .write()
@@ -246,9 +252,9 @@ impl PgCoordinator {
         }
         if leading {
             count_singleton("leadership");
-            tracing::info!(name = %self.registration.name, "this Global replica is now the leader");
+            tracing::info!(name = %self.registration.name, "this {} is now the leader", self.registration.role.noun());
         } else {
-            tracing::warn!(name = %self.registration.name, "this Global replica is no longer the leader");
+            tracing::warn!(name = %self.registration.name, "this {} is no longer the leader", self.registration.role.noun());
         }
     }
 
@@ -262,7 +268,11 @@ impl PgCoordinator {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         self.session.send_modify(|e| *e += 1);
-        tracing::info!(replica = id, "Global replica session ended");
+        tracing::info!(
+            replica = id,
+            "{} session ended",
+            self.registration.role.noun()
+        );
     }
 
     fn my_id(&self) -> Option<i32> {
@@ -319,7 +329,7 @@ async fn beat(conn: &mut PgConnection, id: i32, locked: bool) -> Result<bool, St
     for other in cut {
         tracing::warn!(
             replica = other,
-            "cut off the database session of a Global replica that stopped heartbeating"
+            "cut off the database session of a replica that stopped heartbeating"
         );
     }
     sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1, 0)")
@@ -504,7 +514,7 @@ impl Coordinator for PgCoordinator {
 
     async fn replicas(&self) -> Result<Vec<ReplicaInfo>, StoreError> {
         let rows = sqlx::query(
-            "SELECT r.id, r.name, r.inter_cp, r.api, r.started_at, r.heartbeat_at,
+            "SELECT r.id, r.name, r.inter_cp, r.api, r.xds, r.started_at, r.heartbeat_at,
                umbra_replica_alive(r.id, $1 * interval '1 second') AS alive,
                EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
                  AND l.pid = r.pid AND l.objsubid = 2 AND l.classid::bigint = $2 AND l.objid::bigint = 0
@@ -524,6 +534,7 @@ impl Coordinator for PgCoordinator {
                     name: row.try_get("name").map_err(unavailable)?,
                     inter_cp: row.try_get("inter_cp").map_err(unavailable)?,
                     api: row.try_get("api").map_err(unavailable)?,
+                    xds: row.try_get("xds").map_err(unavailable)?,
                     started_at: rfc3339(row.try_get("started_at").map_err(unavailable)?),
                     heartbeat_at: rfc3339(row.try_get("heartbeat_at").map_err(unavailable)?),
                     alive,

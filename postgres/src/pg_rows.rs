@@ -1,7 +1,7 @@
 //! Rows of the PostgreSQL store and the conversions every query shares: a `resources` row as
 //! [`Stored`], integers and timestamps between Rust and SQL, how a database failure is
 //! reported ([`unavailable`]), and how every write ends ([`commit_head`]). A leaf: the store
-//! ([`super::postgres`]) and its group commit ([`super::group_commit`]) both use it.
+//! ([`crate::store`]) and its group commit ([`crate::group_commit`]) both use it.
 
 use std::collections::BTreeMap;
 

@@ -21,7 +21,7 @@ use sqlx::{Postgres, Row, Transaction};
 use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 
-use super::{
+use umbra_store::{
     check_expected, check_unused, mesh_key, query_mesh, spec_of, stamp_times, unchanged, Change,
     GatewayFilter, ListQuery, Op, Page, Store, StoreError, Stored, Transacted, Write, MAX_PAGE,
     MESH_USERS,
@@ -30,9 +30,9 @@ use super::{
 /// The migrations this build knows (embedded at compile time).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-use super::group_commit::GroupCommit;
-pub use super::pg_rows::CHANNEL;
-use super::pg_rows::{commit_head, parse_time, stored_from_row, to_i64, to_u64, unavailable};
+use crate::group_commit::GroupCommit;
+pub use crate::pg_rows::CHANNEL;
+use crate::pg_rows::{commit_head, parse_time, stored_from_row, to_i64, to_u64, unavailable};
 
 /// Fallback poll of the change-log head while LISTEN is down or a notification is lost.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -61,7 +61,7 @@ pub enum ConnectError {
 pub struct PostgresStore {
     pool: PgPool,
     wake: watch::Sender<u64>,
-    /// Single-resource puts, committed in groups ([`super::group_commit`]).
+    /// Single-resource puts, committed in groups ([`crate::group_commit`]).
     group: GroupCommit,
 }
 
@@ -488,7 +488,7 @@ impl Store for PostgresStore {
             }
             let key = w.key();
             if key.ty == ResourceType::Mesh && matches!(w, Write::Delete { .. }) {
-                return Err(super::mesh_delete_in_transaction(&key));
+                return Err(umbra_store::mesh_delete_in_transaction(&key));
             }
             if known.contains_key(&key) {
                 continue;
