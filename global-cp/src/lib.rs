@@ -40,14 +40,8 @@ use std::sync::Arc;
 
 use tracing::Instrument as _;
 
-/// Which store backs the Global.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StoreKind {
-    /// In memory (embedded default for trying Umbra): lost on exit unless `--data-dir` keeps it.
-    Memory,
-    /// PostgreSQL (`--postgres-url`), for production.
-    Postgres,
-}
+/// Which store backs the Global (`--store`).
+pub use umbra_postgres::flags::StoreKind;
 
 /// `global-cp` command line; every flag also reads `UMBRA_*` from the environment. Every value
 /// is checked when it is parsed (a value parser per flag), and what one value cannot tell by
@@ -125,36 +119,14 @@ pub struct Args {
     pub inter_cp_advertise_address: Option<inter_cp::Advertised>,
 }
 
-/// A replica name: 1 to 253 characters, no control characters.
-fn replica_name(text: &str) -> Result<String, String> {
-    if text.is_empty() || text.len() > 253 || text.chars().any(char::is_control) {
-        return Err("must be 1 to 253 characters, without control characters".into());
-    }
-    Ok(text.to_owned())
-}
+use umbra_postgres::flags::replica_name;
 
 /// This host's name (`/proc/sys/kernel/hostname`), or `global-cp` when it cannot be read.
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "global-cp".to_owned())
+    umbra_postgres::flags::host_name("global-cp")
 }
 
-/// Checks `--postgres-url`: a `postgres://` or `postgresql://` URL that sqlx reads (the parser
-/// the store connects with). Not a value parser: clap's error would print the URL, password
-/// included.
-fn check_postgres_url(text: &str) -> Result<(), String> {
-    const FORM: &str = "expected a URL like postgres://user:password@host:5432/db";
-    let scheme = text.split_once("://").map(|(s, _)| s);
-    if !matches!(scheme, Some("postgres" | "postgresql")) {
-        return Err(format!("--postgres-url: {FORM}"));
-    }
-    text.parse::<sqlx::postgres::PgConnectOptions>()
-        .map(|_| ())
-        .map_err(|e| format!("--postgres-url: {e}; {FORM}"))
-}
+use umbra_postgres::flags::check_postgres_url;
 
 /// The KDS TLS identity `cert` and `key` (PEM files) name.
 ///

@@ -25,7 +25,7 @@
 //! Only the `builtin` backend type is supported; `provided` (user-supplied CA) is refused with
 //! an error naming the backend.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -154,6 +154,60 @@ struct Kept {
     /// Absent in what a zone of an earlier release kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<MtlsStatus>,
+}
+
+/// Merge identities several replicas of one zone [`Authority::export`]ed (issue 36), so that
+/// every replica serves a DPP the same certificate: per DPP, the identity already `stored`
+/// wins while it is still good for what `ours` was issued for (same SANs, root and trusted
+/// roots, rotation not due at `now`); otherwise ours does. Identities only `stored` holds are
+/// kept while `known(mesh, name)` says their DPP exists. Unreadable `stored` counts as
+/// nothing stored; unreadable `ours` leaves `stored` as it is. The result is ordered by mesh
+/// and name (JSON, as [`Authority::export`]).
+pub fn merge_exported(
+    stored: &[u8],
+    ours: &[u8],
+    now: SystemTime,
+    known: &(dyn Fn(&str, &str) -> bool + Sync),
+) -> Vec<u8> {
+    let Ok(ours) = serde_json::from_slice::<Vec<Kept>>(ours) else {
+        return stored.to_vec();
+    };
+    let stored: Vec<Kept> = serde_json::from_slice(stored).unwrap_or_default();
+    let now = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let mut merged: BTreeMap<(String, String), Kept> = stored
+        .into_iter()
+        .filter(|k| known(&k.mesh, &k.name))
+        .map(|k| ((k.mesh.clone(), k.name.clone()), k))
+        .collect();
+    for k in ours {
+        let key = (k.mesh.clone(), k.name.clone());
+        let keep_stored = merged.get(&key).is_some_and(|s| {
+            s.sans == k.sans
+                && s.root_pem == k.root_pem
+                && s.ca_pem == k.ca_pem
+                && s.rotate_at > now
+        });
+        if !keep_stored {
+            merged.insert(key, k);
+        }
+    }
+    serde_json::to_vec(&merged.into_values().collect::<Vec<_>>()).unwrap_or_default()
+}
+
+/// Whether two [`Authority::export`]s hold the same certificates for the same DPPs (in any
+/// order).
+pub fn same_exported(a: &[u8], b: &[u8]) -> bool {
+    let certs = |bytes: &[u8]| -> Option<BTreeMap<(String, String), String>> {
+        serde_json::from_slice::<Vec<Kept>>(bytes).ok().map(|v| {
+            v.into_iter()
+                .map(|k| ((k.mesh, k.name), k.cert_pem))
+                .collect()
+        })
+    };
+    certs(a) == certs(b)
 }
 
 /// The zone's CA state: the mesh CAs by (mesh, backend), identities per DPP. Share with `Arc`.
@@ -436,6 +490,13 @@ impl Authority {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.changes.fetch_add(1, Ordering::AcqRel);
         for k in kept {
+            // The same certificate stays as it is (its serial too: nothing to regenerate).
+            if ids
+                .get(&DpKey::new(k.mesh.as_str(), k.name.as_str()))
+                .is_some_and(|i| i.identity.cert_pem == k.cert_pem)
+            {
+                continue;
+            }
             let identity = Identity {
                 serial: self.serials.fetch_add(1, Ordering::Relaxed) + 1,
                 cert_pem: k.cert_pem,
@@ -584,6 +645,59 @@ mod tests {
         assert_eq!(
             ca.next_rotation(),
             Some(later + Duration::from_secs(48 * 60))
+        );
+    }
+
+    #[test]
+    fn replicas_merging_their_identities_serve_the_first_one_issued() {
+        let cas: MeshCas = [(
+            crate::mesh_ca::ca_name("m", "ca-1"),
+            crate::mesh_ca::generate_root("m", "ca-1", SystemTime::now()).unwrap(),
+        )]
+        .into_iter()
+        .collect();
+        let (a, b) = (Authority::new(), Authority::new());
+        assert!(a.set_cas(&cas).is_empty() && b.set_cas(&cas).is_empty());
+        let backend = builtin("1h");
+        let now = SystemTime::now();
+        let web = dp("{kuma.io/service: web}");
+        let issue = |ca: &Authority, name: &str, r: &Resource, at| {
+            ca.identity("m", name, &backend, &[], r.as_dataplane().unwrap(), at)
+                .unwrap()
+        };
+        let (first, second) = (issue(&a, "web", &web, now), issue(&b, "web", &web, now));
+        assert_ne!(
+            first.cert_pem, second.cert_pem,
+            "two replicas, two certificates"
+        );
+        let other = issue(&a, "other", &web, now);
+        let (stored, ours) = (a.export().unwrap(), b.export().unwrap());
+        let everyone = |_: &str, _: &str| true;
+        let merged = merge_exported(&stored, &ours, now, &everyone);
+        assert!(
+            same_exported(&merged, &stored),
+            "the first one stays, and `other` too"
+        );
+        assert!(!same_exported(&merged, &ours));
+        b.restore(&merged);
+        assert_eq!(issue(&b, "web", &web, now).cert_pem, first.cert_pem);
+        assert_eq!(issue(&b, "other", &web, now).cert_pem, other.cert_pem);
+        // A DPP nobody knows any more loses its identity; ours wins once the stored one is
+        // due for rotation or was issued for other SANs.
+        let only_web = |_: &str, name: &str| name == "web";
+        let merged: Vec<Kept> =
+            serde_json::from_slice(&merge_exported(&stored, &ours, now, &only_web)).unwrap();
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].cert_pem, first.cert_pem);
+        let later = now + Duration::from_secs(49 * 60);
+        let rotated = issue(&b, "web", &web, later);
+        let merged = merge_exported(&stored, &b.export().unwrap(), later, &only_web);
+        let kept: Vec<Kept> = serde_json::from_slice(&merged).unwrap();
+        let web_now = kept.iter().find(|k| k.name == "web").unwrap();
+        assert_eq!(web_now.cert_pem, rotated.cert_pem);
+        assert_eq!(
+            merge_exported(b"not json", &ours, now, &everyone),
+            merge_exported(b"[]", &ours, now, &everyone)
         );
     }
 

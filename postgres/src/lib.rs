@@ -6,6 +6,7 @@
 //! election, and the Global's per-zone KDS leases). The schema is `migrations/` at the
 //! workspace root, one set for both roles: the Global's database and each zone's.
 
+pub mod flags;
 pub mod group_commit;
 pub mod pg_rows;
 pub mod replicas;

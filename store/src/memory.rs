@@ -42,6 +42,16 @@ pub enum ReplicaWrite {
     Delete(ResourceKey),
 }
 
+/// One write of a batch applied with [`MemoryStore::apply_mirror`]: the state another store
+/// (the system of record) has for a resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mirrored {
+    /// The resource as the system of record stores it: version and owner kept.
+    Put(Box<Stored>),
+    /// The system of record has no such resource (a missing one is not an error).
+    Delete(ResourceKey),
+}
+
 /// Changes applied in memory but not yet journaled: what to write, and how to undo them.
 #[derive(Debug, Default)]
 struct Batch {
@@ -279,6 +289,55 @@ impl MemoryStore {
         drop(state);
         self.wake();
         outcomes
+    }
+
+    /// Make this store a copy of another (a zone CP replica's in-memory mirror of its
+    /// zone's PostgreSQL store): each write takes the resource with the version and owner the
+    /// system of record gave it (its own revision aside: this store's change log counts its
+    /// own changes). Nothing is checked (the system of record did), a Mesh deletion deletes
+    /// only the Mesh (the system of record logs what it owned), and an identical write changes
+    /// nothing. Returns how many writes changed something.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when a durable store cannot write (nothing applied).
+    pub fn apply_mirror(&self, writes: Vec<Mirrored>) -> Result<usize, StoreError> {
+        let mut state = self.lock();
+        let mut batch = Batch::default();
+        for write in writes {
+            match write {
+                Mirrored::Put(stored) => {
+                    let key = stored.resource.key();
+                    if state.resources.get(&key).is_some_and(|s| {
+                        s.version == stored.version
+                            && s.zone == stored.zone
+                            && s.resource == stored.resource
+                    }) {
+                        continue;
+                    }
+                    let revision = state.revision() + 1;
+                    state.stage(
+                        &mut batch,
+                        key,
+                        Some(Stored {
+                            revision,
+                            ..*stored
+                        }),
+                    );
+                }
+                Mirrored::Delete(key) => {
+                    if state.resources.contains_key(&key) {
+                        state.stage(&mut batch, key, None);
+                    }
+                }
+            }
+        }
+        let changed = batch.undo.len();
+        state.persist(batch)?;
+        drop(state);
+        if changed > 0 {
+            self.wake();
+        }
+        Ok(changed)
     }
 
     /// [`Store::delete`], synchronously.

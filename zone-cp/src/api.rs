@@ -88,6 +88,8 @@ pub struct AppState {
     /// The effective configuration, redacted, that `GET /config` answers
     /// ([`crate::Args::config`]).
     pub config: std::sync::Arc<Value>,
+    /// With `--store postgres`: the zone's replicas (`/ready` shows them and the leader).
+    pub replicas: Option<std::sync::Arc<dyn umbra_postgres::replicas::Coordinator>>,
 }
 
 impl FromRef<AppState> for std::sync::Arc<umbra_pki::trust::Trust> {
@@ -112,6 +114,7 @@ impl AppState {
                 "environment": "universal",
                 "mode": if federated { "zone (federated)" } else { "zone" },
             })),
+            replicas: None,
         }
     }
 }
@@ -310,6 +313,15 @@ async fn ready(State(st): State<AppState>) -> (axum::http::StatusCode, Json<Valu
             };
         }
         body["global"] = serde_json::to_value(status).unwrap_or_default();
+    }
+    if let Some(replicas) = &st.replicas {
+        // Which replica this is, whether it leads (and so holds the KDS stream), and the others.
+        body["replica"] = serde_json::to_value(replicas.me()).unwrap_or_default();
+        body["leader"] = (*replicas.leader().borrow()).into();
+        body["replicas"] = match replicas.replicas().await {
+            Ok(all) => serde_json::to_value(all).unwrap_or_default(),
+            Err(e) => format!("cannot list the replicas: {e}").into(),
+        };
     }
     (code, Json(body))
 }

@@ -157,7 +157,17 @@ pub struct BootstrapParams {
     /// PEM CA that signed the data-plane server's certificate (used when the request carries
     /// no `caCert`).
     pub ca_pem: String,
+    /// The other live replicas of the zone (`--store postgres`): `(host, port)` of their
+    /// data-plane servers, listed after `ads_host` as endpoints of the ADS cluster, so an Envoy
+    /// whose replica dies reconnects to another (with a short retry backoff).
+    pub replicas: Vec<(String, u16)>,
 }
+
+/// How soon an Envoy of a replicated zone tries ADS again after its stream failed (Envoy's
+/// `retry_back_off` of the ADS gRPC service; Envoy's own default starts at 500 ms).
+const REPLICA_RETRY_BASE: &str = "0.2s";
+/// The longest pause between two attempts.
+const REPLICA_RETRY_MAX: &str = "1s";
 
 /// A request that cannot be served: `(field, reason)` pairs (fields as in the request JSON).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -302,6 +312,41 @@ pub fn generate(
         &req.ca_cert
     };
     let is_ip = params.ads_host.parse::<std::net::IpAddr>().is_ok();
+    // Every replica's data-plane server, this one (as the request reached it) first.
+    let mut endpoints = vec![(params.ads_host.clone(), params.ads_port)];
+    for r in &params.replicas {
+        if !endpoints.contains(r) {
+            endpoints.push(r.clone());
+        }
+    }
+    let all_ip = endpoints
+        .iter()
+        .all(|(h, _)| h.parse::<std::net::IpAddr>().is_ok());
+    let mut sans: Vec<Value> = Vec::new();
+    for (host, _) in &endpoints {
+        let san = json!({
+            "san_type": if host.parse::<std::net::IpAddr>().is_ok() { "IP_ADDRESS" } else { "DNS" },
+            "matcher": {"exact": host},
+        });
+        if !sans.contains(&san) {
+            sans.push(san);
+        }
+    }
+    let lb_endpoints: Vec<Value> = endpoints
+        .iter()
+        .map(|(host, port)| {
+            json!({"endpoint": {"address": {"socket_address": {
+                "address": host,
+                "port_value": port,
+            }}}})
+        })
+        .collect();
+    if endpoints.len() > 1 {
+        grpc_service["envoy_grpc"]["retry_policy"] = json!({"retry_back_off": {
+            "base_interval": REPLICA_RETRY_BASE,
+            "max_interval": REPLICA_RETRY_MAX,
+        }});
+    }
     let mut bootstrap = json!({
         "node": {
             // A zone ingress is named by its name alone (it belongs to no mesh).
@@ -329,7 +374,7 @@ pub fn generate(
         "static_resources": {
             "clusters": [{
                 "name": "ads_cluster",
-                "type": if is_ip { "STATIC" } else { "STRICT_DNS" },
+                "type": if all_ip { "STATIC" } else { "STRICT_DNS" },
                 // A name such as `localhost` may resolve to ::1 first while the zone listens
                 // on IPv4.
                 "dns_lookup_family": "V4_PREFERRED",
@@ -351,20 +396,14 @@ pub fn generate(
                             "alpn_protocols": ["h2"],
                             "validation_context": {
                                 "trusted_ca": {"inline_string": ca},
-                                "match_typed_subject_alt_names": [{
-                                    "san_type": if is_ip { "IP_ADDRESS" } else { "DNS" },
-                                    "matcher": {"exact": params.ads_host},
-                                }],
+                                "match_typed_subject_alt_names": sans,
                             },
                         },
                     },
                 },
                 "load_assignment": {
                     "cluster_name": "ads_cluster",
-                    "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {
-                        "address": params.ads_host,
-                        "port_value": params.ads_port,
-                    }}}}]}],
+                    "endpoints": [{"lb_endpoints": lb_endpoints}],
                 },
             }],
         },
@@ -468,6 +507,7 @@ mod tests {
             ads_host: "zone-1-cp".into(),
             ads_port: 5678,
             ca_pem: String::new(),
+            replicas: Vec::new(),
         };
         let json = serde_json::to_value(generate(&ingress, &zi, &params)).unwrap();
         let yaml = base64::engine::general_purpose::STANDARD
@@ -486,6 +526,7 @@ mod tests {
             ads_host: "zone-1-cp".into(),
             ads_port: 5678,
             ca_pem: "-----BEGIN CERTIFICATE-----\nzone\n-----END CERTIFICATE-----\n".into(),
+            replicas: Vec::new(),
         };
         let resp = generate(&req, &dp, &params);
         let json = serde_json::to_value(&resp).unwrap();
@@ -551,6 +592,7 @@ mod tests {
             ads_host: "10.0.0.1".into(),
             ads_port: 5678,
             ca_pem: "ca".into(),
+            replicas: Vec::new(),
         };
         let doc = umbra_core::codec::decode_one(
             &generate(&req, &dp, &params).bootstrap,
@@ -591,6 +633,7 @@ mod tests {
             ads_host: "cp".into(),
             ads_port: 5678,
             ca_pem: "ca".into(),
+            replicas: Vec::new(),
         };
         let doc = umbra_core::codec::decode_one(
             &generate(&req, &dp, &params).bootstrap,

@@ -277,6 +277,8 @@ pub struct BootstrapState {
     pub xds_host: Option<String>,
     /// `--bootstrap-xds-port`: the ADS port bootstraps name instead of the request's.
     pub xds_port: Option<u16>,
+    /// With `--store postgres`: the zone's replicas, whose data-plane servers bootstraps list.
+    pub replicas: Option<std::sync::Arc<dyn umbra_postgres::replicas::Coordinator>>,
 }
 
 /// The HTTP routes of the data-plane server: `POST /bootstrap`.
@@ -366,6 +368,20 @@ async fn bootstrap(
     let (request_host, request_port) = split_host(&host, st.port);
     let ads_host = st.xds_host.clone().unwrap_or(request_host);
     let ads_port = st.xds_port.unwrap_or(request_port);
+    let replicas = match &st.replicas {
+        Some(c) => match c.replicas().await {
+            Ok(all) => all
+                .into_iter()
+                .filter(|r| r.alive && !r.xds.is_empty())
+                .map(|r| split_host(&r.xds, st.port))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "bootstrap: cannot list the zone's replicas; naming this one only");
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
     let answer = crate::bootstrap::generate(
         &req,
         &dataplane,
@@ -373,6 +389,7 @@ async fn bootstrap(
             ads_host,
             ads_port,
             ca_pem: st.ca_pem.clone(),
+            replicas,
         },
     );
     let ignored = req.not_acted_on();

@@ -30,6 +30,7 @@ pub mod kds;
 pub mod node_metadata;
 pub mod reconciler;
 pub mod remote_inspect;
+pub mod replica;
 pub mod store;
 #[cfg(feature = "bench-fixtures")]
 pub mod synthetic;
@@ -38,6 +39,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use tracing::Instrument as _;
+pub use umbra_postgres::flags::StoreKind;
 
 /// Command-line arguments of `zone-cp`. Every value is checked when it is parsed (a value
 /// parser per flag), and what one value cannot tell by [`Args::check`]: a malformed flag stops
@@ -95,6 +97,39 @@ pub struct Args {
         value_parser = umbra_runtime::flags::pem_certificates
     )]
     pub kds_ca_file: Option<std::path::PathBuf>,
+    /// Store backend: `memory` (the default: this process alone serves the zone; durable with
+    /// `--data-dir`) or `postgres` (`--postgres-url`): any number of replicas of this zone
+    /// share the database, each serves ADS and the API, and one of them (elected) speaks KDS
+    /// to the Global and keeps the ZoneIngresses up to date.
+    #[arg(long, env = "UMBRA_STORE", value_enum, default_value = "memory")]
+    pub store: StoreKind,
+    /// PostgreSQL URL of the zone's database (`postgres://user@host:port/db`, as sqlx reads
+    /// it), required with `--store postgres`: one database per zone, shared by its replicas
+    /// (never the Global's).
+    #[arg(
+        long,
+        env = "UMBRA_POSTGRES_URL",
+        hide_env_values = true,
+        required_if_eq("store", "postgres")
+    )]
+    pub postgres_url: Option<String>,
+    /// With `--store postgres`: connections this replica opens to PostgreSQL at most.
+    #[arg(
+        long,
+        env = "UMBRA_POSTGRES_MAX_CONNECTIONS",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub postgres_max_connections: u32,
+    /// This replica's name, as `/ready` and the other replicas show it (default: the host
+    /// name).
+    #[arg(long, env = "UMBRA_REPLICA_NAME", value_parser = umbra_postgres::flags::replica_name)]
+    pub replica_name: Option<String>,
+    /// With `--store postgres`: `host:port` Envoys reach this replica's data-plane server at;
+    /// every replica's is listed in the bootstraps handed out, so an Envoy whose replica dies
+    /// reconnects to another. Default: `--ads-addr`, which must then not be unspecified.
+    #[arg(long, env = "UMBRA_ADVERTISED_XDS_ADDRESS")]
+    pub advertised_xds_address: Option<SocketAddr>,
     /// Directory where the zone keeps its store across restarts (`store.json` and
     /// `journal.ndjson`; every write is fsynced there before it is acknowledged), created when
     /// missing; without it the zone starts empty and a federated zone receives everything
@@ -198,6 +233,15 @@ impl Args {
             ("--api-addr", self.api_addr),
             ("--ads-addr", self.ads_addr),
         )?;
+        if let Some(url) = &self.postgres_url {
+            umbra_postgres::flags::check_postgres_url(url)?;
+        }
+        if self.store == StoreKind::Postgres {
+            if self.data_dir.is_some() {
+                return Err("--data-dir keeps a memory store; with --store postgres the zone's state is in PostgreSQL".into());
+            }
+            self.advertised_xds()?;
+        }
         if let Some(addresses) = self.kds_addresses()? {
             // Checked here rather than by a value parser, whose error would print the token.
             match (&self.kds_token, &self.kds_token_file) {
@@ -245,6 +289,19 @@ impl Args {
         Ok(())
     }
 
+    /// Where Envoys reach this replica's data-plane server (`--advertised-xds-address`, else
+    /// `--ads-addr`).
+    ///
+    /// # Errors
+    /// `--ads-addr` is unspecified (`0.0.0.0`) and no address is advertised.
+    pub fn advertised_xds(&self) -> Result<SocketAddr, String> {
+        match self.advertised_xds_address {
+            Some(a) => Ok(a),
+            None if self.ads_addr.ip().is_unspecified() => Err("--store postgres with --ads-addr on every interface needs --advertised-xds-address (where Envoys reach this replica)".into()),
+            None => Ok(self.ads_addr),
+        }
+    }
+
     /// The Global's KDS addresses (`None`: standalone), checked as a list.
     ///
     /// # Errors
@@ -287,6 +344,11 @@ impl Args {
             "kdsTokenFile": self.kds_token_file,
             "kdsCaFile": self.kds_ca_file,
             "dataDir": self.data_dir,
+            "store": self.store,
+            "postgresUrl": self.postgres_url.as_deref().map(umbra_api::about::redact_url),
+            "postgresMaxConnections": self.postgres_max_connections,
+            "replicaName": self.replica_name,
+            "advertisedXdsAddress": self.advertised_xds_address,
             "dpAuth": dp_auth,
             "dpServerHostname": self.dp_server_hostname,
             "bootstrapXdsHost": self.bootstrap_xds_host,
@@ -304,7 +366,7 @@ impl Args {
         serde_json::json!({
             "environment": "universal",
             "mode": if federated { "zone (federated)" } else { "zone" },
-            "store": {"type": "memory"},
+            "store": {"type": self.store},
             "apiServer": {"http": {"address": self.api_addr}},
             "multizone": {"zone": {"name": self.zone, "globalAddress": global_address}},
             "umbra": umbra,
@@ -350,6 +412,63 @@ async fn dp_server_tls(
         )
         .await?),
     }
+}
+
+/// The zone's store as `args` choose it: memory (durable under `--data-dir`), or the zone's
+/// PostgreSQL shared with its other replicas, loaded into this replica's mirror, with the
+/// coordinator that registers this replica and elects the zone's leader (until `stop`).
+///
+/// # Errors
+/// The directory or the database cannot be opened, or the database's schema is newer.
+async fn open_store(
+    args: &Args,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(
+    store::Store,
+    Option<std::sync::Arc<dyn umbra_postgres::replicas::Coordinator>>,
+)> {
+    let Some(url) = args
+        .postgres_url
+        .as_deref()
+        .filter(|_| args.store == StoreKind::Postgres)
+    else {
+        let store = match &args.data_dir {
+            Some(dir) => {
+                let store = store::Store::open(dir)
+                    .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?;
+                tracing::info!(dir = %dir.display(), resources = store.len(), "zone store loaded");
+                store
+            }
+            None => store::Store::new(),
+        };
+        return Ok((store, None));
+    };
+    let pg = umbra_postgres::store::PostgresStore::connect(url, args.postgres_max_connections)
+        .await
+        .map_err(|e| anyhow::anyhow!("--postgres-url: {e}"))?;
+    let store = store::Store::shared(std::sync::Arc::new(pg));
+    replica::load(&store).await?;
+    tracing::info!(resources = store.len(), "zone store loaded from PostgreSQL");
+    let name = args
+        .replica_name
+        .clone()
+        .unwrap_or_else(|| umbra_postgres::flags::host_name("zone-cp"));
+    let coordinator = umbra_postgres::replicas::postgres::PgCoordinator::start(
+        url,
+        umbra_postgres::replicas::postgres::Registration {
+            name,
+            api: args.api_addr.to_string(),
+            xds: args
+                .advertised_xds()
+                .map_err(anyhow::Error::msg)?
+                .to_string(),
+            role: umbra_postgres::replicas::Role::Zone,
+            ..Default::default()
+        },
+        stop,
+    )
+    .await?;
+    Ok((store, Some(coordinator)))
 }
 
 /// The KDS client configuration `args` describe, if federated.
@@ -399,15 +518,10 @@ pub async fn run(
     umbra_runtime::metrics::install();
     umbra_kds::metrics::describe();
     umbra_store::metered::describe();
-    let store = match &args.data_dir {
-        Some(dir) => {
-            let store = store::Store::open(dir)
-                .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?;
-            tracing::info!(dir = %dir.display(), resources = store.len(), "zone store loaded");
-            store
-        }
-        None => store::Store::new(),
-    };
+    let drain = umbra_runtime::process::Shutdown::new(umbra_runtime::process::DRAIN_DEADLINE);
+    drain.trigger_on(shutdown);
+    let stop_rx = drain.receiver();
+    let (store, coordinator) = open_store(&args, stop_rx.clone()).await?;
     let policy = args.access_policy();
     let federated = !args.global_kds_address.is_empty();
     let trust = if federated {
@@ -472,10 +586,8 @@ pub async fn run(
         trust: trust.clone(),
         dp_server_ca: (!tls.ca_pem.is_empty()).then(|| tls.ca_pem.clone()),
         config: std::sync::Arc::new(args.config()),
+        replicas: coordinator.clone(),
     };
-    let drain = umbra_runtime::process::Shutdown::new(umbra_runtime::process::DRAIN_DEADLINE);
-    drain.trigger_on(shutdown);
-    let stop_rx = drain.receiver();
     let api_listener = umbra_runtime::process::listen(args.api_addr)?;
     let ads_listener = umbra_runtime::process::listen(args.ads_addr)?;
     tracing::info!(zone = %args.zone, api = %api_listener.local_addr()?, ads = %ads_listener.local_addr()?, "zone-cp listening");
@@ -502,26 +614,62 @@ pub async fn run(
                 .instrument(tracing::info_span!("mesh_ca.follow", zone)),
         );
     }
-    tasks.spawn(
-        "ingress",
-        ingress::track_available_services(store.clone(), args.zone.clone(), stop_rx.clone())
-            .instrument(tracing::info_span!("ingress.available_services", zone)),
-    );
+    // The zone's singletons: on the elected leader only when replicas share the store.
+    let leader = coordinator.as_ref().map(|c| c.leader());
+    let ingress_store = store.clone();
+    let ingress_zone = args.zone.clone();
+    let ingress = move |stop| {
+        ingress::track_available_services(ingress_store.clone(), ingress_zone.clone(), stop)
+            .instrument(tracing::info_span!("ingress.available_services"))
+    };
+    match &leader {
+        Some(l) => tasks.spawn(
+            "ingress",
+            replica::while_leader("ingress", l.clone(), stop_rx.clone(), ingress),
+        ),
+        None => tasks.spawn("ingress", ingress(stop_rx.clone())),
+    }
     if let Some(c) = kds_config {
         tracing::info!(global = %c.addresses, "federated: policies come from the Global over KDS");
         let span = tracing::info_span!("kds.client", zone, global = %c.addresses);
-        tasks.spawn(
-            "KDS client",
+        let (store, insights, reconciler) = (store.clone(), insights.clone(), reconciler.clone());
+        let (kds_status, kds_resync) = (kds_status.clone(), kds_resync.clone());
+        let client = move |stop| {
             kds::run(
-                c,
+                c.clone(),
                 store.clone(),
                 insights.clone(),
                 Some(reconciler.clone()),
                 kds_status.clone(),
                 kds_resync.clone(),
+                stop,
+            )
+            .instrument(span.clone())
+        };
+        match &leader {
+            Some(l) => tasks.spawn(
+                "KDS client",
+                replica::while_leader("kds-client", l.clone(), stop_rx.clone(), client),
+            ),
+            None => tasks.spawn("KDS client", client(stop_rx.clone())),
+        }
+    }
+    if store.is_shared() {
+        tasks.spawn(
+            "replica mirror",
+            replica::follow(store.clone(), stop_rx.clone())
+                .instrument(tracing::info_span!("replica.mirror", zone)),
+        );
+        tasks.spawn(
+            "replica keys",
+            replica::adopt_keys(
+                store.clone(),
+                reconciler.clone(),
+                federated.then(|| (trust.clone(), cas_tx.clone())),
+                kds_status.clone(),
                 stop_rx.clone(),
             )
-            .instrument(span),
+            .instrument(tracing::info_span!("replica.keys", zone)),
         );
     }
     let api = umbra_runtime::process::serve_http(
@@ -541,6 +689,7 @@ pub async fn run(
         port: ads_listener.local_addr()?.port(),
         xds_host: args.bootstrap_xds_host.clone(),
         xds_port: args.bootstrap_xds_port,
+        replicas: coordinator.clone(),
     });
     let ads = ads::Ads::new(store, reconciler, insights, stop_rx.clone())
         .with_gate(gate)

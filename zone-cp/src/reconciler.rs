@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::watch;
 use umbra_core::dependencies::dependencies;
-use umbra_core::resource::{ResourceType, Spec};
+use umbra_core::resource::{ResourceKey, ResourceType, Spec};
 use umbra_core::view::{PolicySet, View};
 use umbra_xds::context::{MeshContext, Zones};
 use umbra_xds::generate::{generate, mesh_secrets, Proxy};
@@ -112,6 +112,8 @@ pub struct Reconciler {
     /// Trace context of the latest pass, when it continued a trace: pushes it wakes join it.
     push_trace: std::sync::Mutex<Option<umbra_runtime::process::TraceContext>>,
     ca: Authority,
+    /// Wakes [`Reconciler::run`] for a pass ([`Reconciler::adopt_identities`]).
+    kick: tokio::sync::Notify,
     /// Per mesh, the EDS resources of the latest pass's [`MeshContext`]: the next pass adopts
     /// those whose content did not change, so every DPP's snapshot keeps sharing one
     /// allocation per service across passes (DPPs that are not regenerated keep theirs).
@@ -197,6 +199,7 @@ impl Reconciler {
             changed,
             push_trace: std::sync::Mutex::default(),
             ca,
+            kick: tokio::sync::Notify::new(),
             load_assignments: std::sync::Mutex::default(),
             interned: umbra_xds::snapshot::SnapshotInterner::default(),
             zone: String::new(),
@@ -556,8 +559,18 @@ impl Reconciler {
         }
         // Kept before any proxy is pushed what was issued, so a restart serves the same ones.
         if let Some(bytes) = self.ca.export() {
-            if let Err(e) = self.store.record_identities(bytes) {
-                tracing::warn!(error = %e, "cannot keep the issued identities; a restart will reissue them");
+            // Replicas of the zone: a DPP keeps the identity the first replica issued it.
+            let known = |mesh: &str, name: &str| {
+                self.store
+                    .get(&ResourceKey::dataplane(mesh, name))
+                    .is_some()
+            };
+            match self.store.record_identities(bytes, &known) {
+                Ok(Some(merged)) => self.adopt_identities(&merged),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot keep the issued identities; a restart will reissue them");
+                }
             }
         }
         // Dataplanes that disappeared count as changes too (their streams must notice).
@@ -693,6 +706,14 @@ impl Reconciler {
         }
     }
 
+    /// Serve the identities another replica of the zone issued (an
+    /// [`umbra_pki::identity::Authority::export`], as the shared store keeps it): taken as they
+    /// are where still good, and the next pass regenerates the DPPs whose certificate changed.
+    pub fn adopt_identities(&self, exported: &[u8]) {
+        self.ca.restore(exported);
+        self.kick.notify_one();
+    }
+
     /// Reconcile on every store change until `shutdown` flips to `true`; bursts of changes
     /// within [`COALESCE`] are handled once. Also wakes when an identity certificate is due for
     /// rotation ([`Authority::next_rotation`]); nothing else runs while nothing changes.
@@ -717,6 +738,7 @@ impl Reconciler {
                 r = revisions.changed() => if r.is_err() { return },
                 Ok(()) = cas.changed() => {}
                 Ok(()) = admins.changed() => {}
+                () = self.kick.notified() => {}
                 _ = shutdown.changed() => return,
                 () = async {
                     match rotation {

@@ -7,14 +7,27 @@
 //! resource API goes through the async [`umbra_store::Store`] contract ([`Store::contract`]).
 //! The handle also carries the trace context of the latest traced write for the next
 //! reconciliation pass ([`Store::note_trace`]).
+//!
+//! **Replicas** (`--store postgres`, issue 36): several zone CPs share the zone's PostgreSQL
+//! store ([`Store::shared`]). Then the contract is PostgreSQL itself, every write here goes
+//! to PostgreSQL first (blocking the calling thread for one round trip; the zone's writes are
+//! few: KDS batches, ZoneIngress upkeep, issued identities) and the [`MemoryStore`] becomes a
+//! mirror that [`crate::replica::follow`] keeps equal to it, so reads stay in memory. A write
+//! returns once the mirror has caught up with it (read-your-writes, within
+//! [`SETTLE_TIMEOUT`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
 use umbra_store::memory::MemoryStore;
-pub use umbra_store::memory::ReplicaWrite;
+pub use umbra_store::memory::{Mirrored, ReplicaWrite};
 pub use umbra_store::{StoreError, Stored};
+
+/// How long a write through a shared store waits for the mirror to show it before returning
+/// anyway (the follower then shows it a moment later).
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Key under which the zone keeps the identities its CA issued ([`umbra_pki::identity::Authority::export`]).
 pub const CA_IDENTITIES_KEY: &str = "ca-identities";
@@ -32,7 +45,10 @@ pub const GLOBAL_SYNCED: &str = "global-synced";
 /// The zone store. Cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Store {
+    /// The store itself, or (replicas) the mirror of [`Shared::pg`].
     inner: Arc<MemoryStore>,
+    /// The system of record several replicas share, if any.
+    shared: Option<Arc<Shared>>,
     /// Trace context of the latest traced write not yet reconciled ([`Store::note_trace`]).
     trace: Arc<std::sync::Mutex<Option<umbra_runtime::process::TraceContext>>>,
 }
@@ -60,13 +76,59 @@ impl Store {
     fn from_inner(inner: MemoryStore) -> Self {
         Self {
             inner: Arc::new(inner),
+            shared: None,
             trace: Arc::default(),
         }
     }
 
-    /// The store behind the shared contract (for the resource API).
+    /// A store whose system of record is `pg`, shared with the zone's other replicas, mirrored
+    /// in memory (empty until [`crate::replica::follow`] has loaded it). Must be made inside
+    /// the multi-threaded runtime its writes will block on.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn shared(pg: Arc<dyn umbra_store::Store>) -> Self {
+        let mut store = Self::new();
+        store.shared = Some(Arc::new(Shared {
+            pg,
+            handle: tokio::runtime::Handle::current(),
+            applied: watch::channel(0).0,
+            nudge: tokio::sync::Notify::new(),
+            keys: watch::channel(0).0,
+        }));
+        store
+    }
+
+    /// `true` for a store shared by replicas ([`Store::shared`]).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// The store behind the shared contract (for the resource API): the system of record.
     pub fn contract(&self) -> Arc<dyn umbra_store::Store> {
-        self.inner.clone()
+        match &self.shared {
+            Some(s) => s.pg.clone(),
+            None => self.inner.clone(),
+        }
+    }
+
+    /// The in-memory store: this store, or the mirror of a shared one (for the follower).
+    pub(crate) fn memory(&self) -> &MemoryStore {
+        &self.inner
+    }
+
+    /// The shared system of record's part, if any (for the follower).
+    pub(crate) fn shared_part(&self) -> Option<&Arc<Shared>> {
+        self.shared.as_ref()
+    }
+
+    /// A key of the system of record: kept in memory for reads, written through to a shared
+    /// store first.
+    fn write_key(&self, purpose: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        if let Some(s) = &self.shared {
+            s.block(s.pg.set_key(purpose, value.clone()))?;
+        }
+        self.inner.put_key(purpose, value)
     }
 
     /// Resources held (every type).
@@ -112,8 +174,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Unavailable`].
     pub fn record_global_store(&self, identity: &str) -> Result<(), StoreError> {
-        self.inner
-            .put_key(RECORDED_GLOBAL_STORE, identity.as_bytes().to_vec())
+        self.write_key(RECORDED_GLOBAL_STORE, identity.as_bytes().to_vec())
     }
 
     /// Whether this (federated) zone ever applied a whole sync from the Global (recorded by
@@ -130,7 +191,7 @@ impl Store {
         let now = time::OffsetDateTime::now_utc()
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default();
-        self.inner.put_key(GLOBAL_SYNCED, now.into_bytes())
+        self.write_key(GLOBAL_SYNCED, now.into_bytes())
     }
 
     /// The trust bundle this (federated) zone last received from the Global, if any.
@@ -148,7 +209,7 @@ impl Store {
     pub fn record_trust_bundle(&self, bundle: &umbra_auth::TrustBundle) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(bundle)
             .map_err(|e| StoreError::Unavailable(format!("trust bundle: {e}")))?;
-        self.inner.put_key(umbra_pki::trust::BUNDLE_KEY, bytes)
+        self.write_key(umbra_pki::trust::BUNDLE_KEY, bytes)
     }
 
     /// The mesh CAs this (federated) zone last received from the Global (none yet: empty).
@@ -167,7 +228,7 @@ impl Store {
     pub fn record_mesh_cas(&self, cas: &umbra_pki::mesh_ca::MeshCas) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(cas)
             .map_err(|e| StoreError::Unavailable(format!("mesh CAs: {e}")))?;
-        self.inner.put_key(MESH_CAS_KEY, bytes)
+        self.write_key(MESH_CAS_KEY, bytes)
     }
 
     /// The issued identities kept by [`Store::record_identities`], if any.
@@ -176,12 +237,38 @@ impl Store {
     }
 
     /// Keep the issued identities (durable with `--data-dir`), so a restarted zone serves the
-    /// same certificates.
+    /// same certificates. In a shared store, `bytes` is merged with what the other replicas
+    /// issued ([`umbra_pki::identity::merge_exported`]: the first valid identity issued for a
+    /// DPP wins, so every replica serves the same certificate), and the merge is returned when
+    /// it holds identities other than `bytes` (to [`umbra_pki::identity::Authority::restore`]);
+    /// `known` tells whether a DPP (mesh, name) still exists, for identities only others hold.
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`].
-    pub fn record_identities(&self, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.inner.put_key(CA_IDENTITIES_KEY, bytes)
+    /// [`StoreError::Unavailable`], [`StoreError::Contended`].
+    pub fn record_identities(
+        &self,
+        bytes: Vec<u8>,
+        known: &(dyn Fn(&str, &str) -> bool + Sync),
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(s) = &self.shared else {
+            self.inner.put_key(CA_IDENTITIES_KEY, bytes)?;
+            return Ok(None);
+        };
+        let now = std::time::SystemTime::now();
+        let update = s.block(umbra_store::update_key::<StoreError, _>(
+            &*s.pg,
+            CA_IDENTITIES_KEY,
+            |stored| {
+                let merged = match stored {
+                    Some(stored) => umbra_pki::identity::merge_exported(stored, &bytes, now, known),
+                    None => bytes.clone(),
+                };
+                Ok((stored != Some(merged.as_slice())).then_some(merged))
+            },
+        ))?;
+        let merged = update.value.unwrap_or_default();
+        self.inner.put_key(CA_IDENTITIES_KEY, merged.clone())?;
+        Ok((!umbra_pki::identity::same_exported(&merged, &bytes)).then_some(merged))
     }
 
     /// Subscribe to revision changes (a wake-up; read the store for the state).
@@ -206,7 +293,12 @@ impl Store {
         resource: Resource,
         expected_version: Option<u64>,
     ) -> Result<(Stored, bool), StoreError> {
-        self.inner.put_now(resource, expected_version, None)
+        let Some(s) = &self.shared else {
+            return self.inner.put_now(resource, expected_version, None);
+        };
+        let (stored, created) = s.block(s.pg.put(resource, expected_version, None))?;
+        s.settle(stored.revision);
+        Ok((stored, created))
     }
 
     /// Store a resource synced from the Global as it is there (times kept, no version
@@ -220,8 +312,18 @@ impl Store {
 
     /// Apply a batch synced from the Global as one durable step; one outcome per write
     /// ([`MemoryStore::apply_replica`]).
+    /// In a shared store, the batch commits as one transaction when every write can
+    /// apply, else write by write (each its own transaction, with its own outcome); the
+    /// Global's times are not kept there (PostgreSQL stamps its own).
     pub fn apply_synced(&self, writes: Vec<ReplicaWrite>) -> Vec<Result<bool, StoreError>> {
-        self.inner.apply_replica(writes)
+        let Some(s) = &self.shared else {
+            return self.inner.apply_replica(writes);
+        };
+        let outcomes = s.block(apply_synced(&*s.pg, writes));
+        if let Ok(revision) = s.block(s.pg.revision()) {
+            s.settle(revision);
+        }
+        outcomes
     }
 
     /// `Ok` when the Global may delete the Mesh `mesh` here: no Dataplane of this zone is in it.
@@ -242,7 +344,14 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`] when it does not exist, [`StoreError::Unavailable`].
     pub fn delete(&self, key: &ResourceKey) -> Result<(), StoreError> {
-        self.inner.delete_now(key, None)
+        let Some(s) = &self.shared else {
+            return self.inner.delete_now(key, None);
+        };
+        s.block(s.pg.delete(key, None))?;
+        if let Ok(revision) = s.block(s.pg.revision()) {
+            s.settle(revision);
+        }
+        Ok(())
     }
 
     /// One resource.
@@ -268,6 +377,104 @@ impl Store {
     pub fn mesh_stored(&self, mesh: &str) -> Vec<Stored> {
         self.inner.mesh_stored(mesh)
     }
+}
+
+/// The system of record replicas share, and how this replica's mirror follows it.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The zone's PostgreSQL store.
+    pub(crate) pg: Arc<dyn umbra_store::Store>,
+    /// The runtime the synchronous writes block on.
+    handle: tokio::runtime::Handle,
+    /// The revision of the system of record the mirror has caught up with.
+    pub(crate) applied: watch::Sender<u64>,
+    /// Wakes the follower (this replica just wrote).
+    pub(crate) nudge: tokio::sync::Notify,
+    /// Bumped when a mirrored key changed ([`crate::replica::key_changes`]).
+    pub(crate) keys: watch::Sender<u64>,
+}
+
+impl Shared {
+    /// Run `f` to completion from synchronous code: on a runtime worker thread (which it
+    /// frees for other tasks meanwhile), a blocking thread or a thread of its own.
+    fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+        tokio::task::block_in_place(|| self.handle.block_on(f))
+    }
+
+    /// Wait (up to [`SETTLE_TIMEOUT`]) until the mirror shows revision `revision`.
+    fn settle(&self, revision: u64) {
+        self.nudge.notify_one();
+        let mut applied = self.applied.subscribe();
+        let _ = self.block(tokio::time::timeout(
+            SETTLE_TIMEOUT,
+            applied.wait_for(|r| *r >= revision),
+        ));
+    }
+}
+
+/// Apply a batch synced from the Global to the shared store: one transaction when every write
+/// applies, else write by write, each with its own outcome (whether it changed anything, as
+/// the memory store reports them). A Mesh deletion is its own write (it takes what the mesh
+/// owns).
+async fn apply_synced(
+    pg: &dyn umbra_store::Store,
+    writes: Vec<ReplicaWrite>,
+) -> Vec<Result<bool, StoreError>> {
+    let head = match pg.revision().await {
+        Ok(head) => head,
+        Err(e) => return writes.iter().map(|_| Err(e.clone())).collect(),
+    };
+    // Deleting what is absent is no change, which a transaction would refuse: write by write.
+    let mut whole = Vec::with_capacity(writes.len());
+    for w in &writes {
+        whole.push(match w {
+            ReplicaWrite::Put(r) => Some(umbra_store::Write::Put {
+                resource: r.clone(),
+                expected: None,
+            }),
+            ReplicaWrite::Delete(k) if k.ty != ResourceType::Mesh => match pg.get(k).await {
+                Ok(Some(_)) => Some(umbra_store::Write::Delete {
+                    key: k.clone(),
+                    expected: None,
+                }),
+                _ => None,
+            },
+            ReplicaWrite::Delete(_) => None,
+        });
+    }
+    if let Some(whole) = whole
+        .into_iter()
+        .collect::<Option<Vec<umbra_store::Write>>>()
+    {
+        match pg.transact(whole).await {
+            Ok(done) => {
+                return done
+                    .stored
+                    .iter()
+                    .map(|s| Ok(s.as_ref().is_none_or(|s| s.revision > head)))
+                    .collect()
+            }
+            Err(e @ StoreError::Unavailable(_)) => {
+                return writes.iter().map(|_| Err(e.clone())).collect()
+            }
+            Err(_) => {}
+        }
+    }
+    let mut outcomes = Vec::with_capacity(writes.len());
+    for w in writes {
+        outcomes.push(match w {
+            ReplicaWrite::Put(r) => pg
+                .put(*r, None, None)
+                .await
+                .map(|(stored, _)| stored.revision > head),
+            ReplicaWrite::Delete(k) => match pg.delete(&k, None).await {
+                Ok(()) => Ok(true),
+                Err(StoreError::NotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            },
+        });
+    }
+    outcomes
 }
 
 #[cfg(test)]

@@ -29,9 +29,65 @@ fn bootstrap(host: &str, ca: &str) -> Vec<u8> {
             ads_host: host.into(),
             ads_port: 5678,
             ca_pem: String::new(),
+            replicas: Vec::new(),
         },
     )
     .bootstrap
+}
+
+/// The bootstrap a replica of a zone on PostgreSQL hands out: every live replica's data-plane
+/// server (this one first, as reached), a SAN for each, and a short ADS retry backoff.
+fn replicated(ca: &str) -> Vec<u8> {
+    let req = request(ca);
+    let dp = req.validate().unwrap().unwrap();
+    generate(
+        &req,
+        &dp,
+        &BootstrapParams {
+            ads_host: "10.77.0.2".into(),
+            ads_port: 5678,
+            ca_pem: String::new(),
+            replicas: vec![
+                ("10.77.0.2".into(), 5678),
+                ("10.77.0.3".into(), 5678),
+                ("zone-1-cp-c".into(), 5679),
+            ],
+        },
+    )
+    .bootstrap
+}
+
+#[test]
+fn a_replicated_zone_lists_every_replica() {
+    let text = String::from_utf8(replicated("ca")).unwrap();
+    let doc = umbra_core::codec::decode_one(text.as_bytes(), Default::default()).unwrap();
+    let cluster = &doc["static_resources"]["clusters"][0];
+    let endpoints: Vec<String> = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let a = &e["endpoint"]["address"]["socket_address"];
+            format!("{}:{}", a["address"].as_str().unwrap(), a["port_value"])
+        })
+        .collect();
+    assert_eq!(
+        endpoints,
+        ["10.77.0.2:5678", "10.77.0.3:5678", "zone-1-cp-c:5679"]
+    );
+    assert_eq!(cluster["type"], "STRICT_DNS", "a name among them");
+    let sans = &cluster["transport_socket"]["typed_config"]["common_tls_context"]
+        ["validation_context"]["match_typed_subject_alt_names"];
+    assert_eq!(sans.as_array().unwrap().len(), 3);
+    assert_eq!(sans[2]["san_type"], "DNS");
+    assert_eq!(
+        doc["dynamic_resources"]["ads_config"]["grpc_services"][0]["envoy_grpc"]["retry_policy"]
+            ["retry_back_off"]["base_interval"],
+        "0.2s"
+    );
+    // One replica: no retry policy of ours (the golden file above is that case).
+    let single = String::from_utf8(bootstrap("zone-1-cp", "ca")).unwrap();
+    assert!(!single.contains("retry_policy"));
 }
 
 #[test]
@@ -95,6 +151,7 @@ async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
             ads_host: "zone-1-cp".into(),
             ads_port: 5678,
             ca_pem: tls.ca_pem.clone(),
+            replicas: Vec::new(),
         },
     )
     .bootstrap;
@@ -102,6 +159,7 @@ async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
         ("zone-1-cp", bootstrap("zone-1-cp", &tls.ca_pem)),
         ("127.0.0.1", bootstrap("127.0.0.1", &tls.ca_pem)),
         ("bare", bare),
+        ("replicas", replicated(&tls.ca_pem)),
     ];
     for (host, text) in cases {
         let path = dir.join(format!("{host}.yaml"));
@@ -148,6 +206,7 @@ async fn the_bootstrap_points_at_the_configured_xds_address() {
             port: 5678,
             xds_host: xds_host.map(str::to_owned),
             xds_port,
+            replicas: None,
         });
         let body = body.clone();
         async move {
