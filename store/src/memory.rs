@@ -775,6 +775,61 @@ mod tests {
     const TIMEOUT: &str = "type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}, to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]}\n";
 
     #[test]
+    fn a_mirror_takes_versions_and_owners_as_given_and_ignores_repeats() {
+        let source = MemoryStore::new();
+        let (mesh, _) = source
+            .put_now(res("type: Mesh\nname: m\n"), None, None)
+            .unwrap();
+        let t = res("type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: Mesh}}\n");
+        source.put_now(t.clone(), None, None).unwrap();
+        let changed = res(
+            "type: MeshTimeout\nmesh: m\nname: t\nspec: {targetRef: {kind: MeshService, name: x}}\n",
+        );
+        let (t2, _) = source.put_now(changed, None, Some("zone-1")).unwrap();
+        assert_eq!((t2.version, t2.zone.as_deref()), (2, Some("zone-1")));
+        let mirror = MemoryStore::new();
+        let mut wake = crate::Store::subscribe(&mirror);
+        // Out of order (the policy before its Mesh): a mirror checks nothing.
+        let writes = vec![
+            Mirrored::Put(Box::new(t2.clone())),
+            Mirrored::Put(Box::new(mesh.clone())),
+        ];
+        assert_eq!(mirror.apply_mirror(writes.clone()).unwrap(), 2);
+        assert!(wake.has_changed().unwrap());
+        wake.borrow_and_update();
+        let got = mirror.get_now(&t2.resource.key()).unwrap();
+        assert_eq!(
+            (got.version, got.zone.as_deref()),
+            (t2.version, t2.zone.as_deref())
+        );
+        assert_eq!(got.resource, t2.resource);
+        assert_eq!(
+            mirror.apply_mirror(writes).unwrap(),
+            0,
+            "the same state again"
+        );
+        assert!(!wake.has_changed().unwrap());
+        // A Mesh deletion deletes the Mesh only; what it owned goes by its own entries.
+        assert_eq!(
+            mirror
+                .apply_mirror(vec![Mirrored::Delete(mesh.resource.key())])
+                .unwrap(),
+            1
+        );
+        assert!(mirror.get_now(&t2.resource.key()).is_some());
+        assert_eq!(
+            mirror
+                .apply_mirror(vec![
+                    Mirrored::Delete(t2.resource.key()),
+                    Mirrored::Delete(t2.resource.key()),
+                ])
+                .unwrap(),
+            1
+        );
+        assert!(mirror.is_empty());
+    }
+
+    #[test]
     fn a_durable_store_reopens_with_versions_revisions_and_keys() {
         let dir = temp_dir("reopen");
         let s = MemoryStore::open(&dir).unwrap();

@@ -163,13 +163,19 @@ impl ControlPlaneApi for AppState {
 
     fn insight(&self, stored: &umbra_store::Stored) -> (Option<Value>, String) {
         let meta = &stored.resource.meta;
-        let doc = serde_json::to_value(
-            self.insights
-                .get(&meta.mesh, &meta.name)
-                .unwrap_or_default(),
+        let insight = self
+            .insights
+            .get(&meta.mesh, &meta.name)
+            .unwrap_or_default();
+        // With replicas, the one the Envoy is connected to; else the zone.
+        let instance = insight
+            .replica
+            .clone()
+            .unwrap_or_else(|| self.reconciler.zone().to_owned());
+        (
+            Some(serde_json::to_value(insight).unwrap_or_default()),
+            instance,
         )
-        .unwrap_or_default();
-        (Some(doc), self.reconciler.zone().to_owned())
     }
 
     /// Kuma's `GlobalInsight` ([`crate::global_insight`]).

@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use umbra_core::dataplane::DpKey;
 
 /// What the zone knows about one DPP's xDS connection (its insight).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Insight {
     /// An ADS stream is open.
     pub connected: bool,
@@ -43,6 +43,11 @@ pub struct Insight {
     /// zone (not reported to the Global, not in any answer).
     #[serde(skip)]
     pub admin: Option<AdminEndpoint>,
+    /// With zone CP replicas: the replica the Envoy's stream is (or was last) open to (its
+    /// `--replica-name`; the `controlPlaneInstanceId` of the answers); `None` for a zone
+    /// running alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// Which ADS stream of the proxy the insight follows (counted from 1 by
     /// [`Insights::open_stream`]): events of an older stream that outlived it are ignored.
     #[serde(skip)]
@@ -50,7 +55,7 @@ pub struct Insight {
 }
 
 /// How the zone reaches one Envoy's admin (read by the `envoy_admin` module).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdminEndpoint {
     /// The admin port: node metadata `dataplane.admin.port` (kuma-dp's), else the Dataplane's
     /// `networking.admin.port`, else 9901 (Kuma's default;
@@ -63,7 +68,7 @@ pub struct AdminEndpoint {
 }
 
 /// One xDS type's counters on a stream (Kuma's `DiscoveryServiceStats`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TypeStats {
     /// Responses sent.
@@ -105,7 +110,7 @@ impl Insight {
 }
 
 /// A rejected version and Envoy's reason.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Nack {
     /// The rejected version.
     pub version: String,
@@ -117,6 +122,8 @@ pub struct Nack {
 #[derive(Debug)]
 pub struct Insights {
     map: RwLock<HashMap<DpKey, Insight>>,
+    /// This replica's name, with zone CP replicas ([`Insights::for_replica`]).
+    replica: Option<String>,
     changes: tokio::sync::watch::Sender<u64>,
     /// Bumped when a proxy's admin port is first known or changes (the reconciler generates
     /// the admin listener from it).
@@ -127,6 +134,7 @@ impl Default for Insights {
     fn default() -> Self {
         Self {
             map: RwLock::default(),
+            replica: None,
             changes: tokio::sync::watch::channel(0).0,
             admin_changes: tokio::sync::watch::channel(0).0,
         }
@@ -134,6 +142,64 @@ impl Default for Insights {
 }
 
 impl Insights {
+    /// The insights of zone CP replica `name` (`--store postgres`): the streams opened here
+    /// carry its name ([`Insight::replica`]), and the others' insights are taken in by
+    /// [`Insights::adopt`].
+    pub fn for_replica(name: &str) -> Self {
+        Self {
+            replica: Some(name.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    /// This replica's name (`None`: the zone runs alone).
+    pub fn replica(&self) -> Option<&str> {
+        self.replica.as_deref()
+    }
+
+    /// The insights of the streams opened to this replica (the ones it shares with the other
+    /// replicas), by (mesh, name).
+    pub fn local(&self) -> Vec<(DpKey, Insight)> {
+        let mut out = self.all();
+        out.retain(|(_, i)| i.replica.is_some() && i.replica == self.replica);
+        out
+    }
+
+    /// Take `insight`, which another replica wrote for `key` (its Envoy connected there), unless
+    /// that Envoy's stream is open to this replica. The mTLS status stays this replica's own
+    /// (the replicas issue the same identities). Older streams of `key` that this replica
+    /// still closes no longer change the insight. Returns whether anything changed.
+    pub fn adopt(&self, key: &DpKey, insight: Insight) -> bool {
+        let mut map = self
+            .map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = map.entry(key.clone()).or_default();
+        if entry.connected && entry.replica == self.replica {
+            return false;
+        }
+        let next = Insight {
+            mtls: entry.mtls.clone(),
+            stream: entry.stream + 1,
+            ..insight
+        };
+        let same = Insight {
+            stream: entry.stream,
+            ..next.clone()
+        } == *entry;
+        if same {
+            return false;
+        }
+        let admin_changed = entry.admin.map(|a| a.port) != next.admin.map(|a| a.port);
+        *entry = next;
+        drop(map);
+        self.changes.send_modify(|c| *c += 1);
+        if admin_changed {
+            self.admin_changes.send_modify(|c| *c += 1);
+        }
+        true
+    }
+
     /// The insight of a DPP, if it ever connected.
     pub fn get(&self, mesh: &str, name: &str) -> Option<Insight> {
         self.map
@@ -226,6 +292,7 @@ impl Insights {
             i.stream += 1;
             generation = i.stream;
             i.admin = Some(admin);
+            i.replica.clone_from(&self.replica);
             i.version = version;
             i.stats.clear();
             i.connected = true;
@@ -292,5 +359,47 @@ impl Insights {
         f(map.entry(key.clone()).or_default());
         drop(map);
         self.changes.send_modify(|c| *c += 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admin(port: u16) -> AdminEndpoint {
+        AdminEndpoint { port, local: true }
+    }
+
+    #[test]
+    fn replicas_adopt_each_others_insights_but_never_over_their_own_streams() {
+        let (a, b) = (Insights::for_replica("a"), Insights::for_replica("b"));
+        let key = DpKey::new("m", "web");
+        let stream = a.open_stream(&key, admin(9901), None);
+        let mut admin_wake = b.subscribe_admin();
+        let (shared_key, shared) = a.local().pop().unwrap();
+        assert_eq!(shared_key, key);
+        assert_eq!(shared.replica.as_deref(), Some("a"));
+        assert!(b.local().is_empty(), "b serves no stream");
+        assert!(b.adopt(&key, shared.clone()));
+        assert!(!b.adopt(&key, shared.clone()), "nothing new");
+        assert_eq!(b.admin_port("m", "web"), Some(9901), "b generates its admin listener too");
+        assert!(admin_wake.has_changed().unwrap());
+        assert!(b.local().is_empty(), "an adopted insight is not b's to share");
+        // The Envoy moves to b: b's stream wins, and a's view of it cannot replace it.
+        b.open_stream(&key, admin(9902), None);
+        assert_eq!(b.get("m", "web").unwrap().replica.as_deref(), Some("b"));
+        assert!(!b.adopt(&key, shared));
+        let moved = b.local().pop().unwrap().1;
+        // While a still sees its own stream open, that stream is what a reports; once it
+        // closed, a takes b's (its full read of the shared table brings it again).
+        assert!(!a.adopt(&key, moved.clone()));
+        a.close_stream(&key, stream);
+        assert!(a.adopt(&key, moved));
+        // A late event of a's old stream changes nothing now: the insight follows b's stream.
+        a.close_stream(&key, stream);
+        let seen = a.get("m", "web").unwrap();
+        assert!(seen.connected && seen.replica.as_deref() == Some("b"));
+        assert_eq!(a.admin_port("m", "web"), Some(9902));
+        assert!(a.local().is_empty());
     }
 }

@@ -31,6 +31,7 @@ pub mod node_metadata;
 pub mod reconciler;
 pub mod remote_inspect;
 pub mod replica;
+pub mod replica_insights;
 pub mod store;
 #[cfg(feature = "bench-fixtures")]
 pub mod synthetic;
@@ -289,6 +290,13 @@ impl Args {
         Ok(())
     }
 
+    /// This replica's name (`--replica-name`, else the host name).
+    pub fn replica_name(&self) -> String {
+        self.replica_name
+            .clone()
+            .unwrap_or_else(|| umbra_postgres::flags::host_name("zone-cp"))
+    }
+
     /// Where Envoys reach this replica's data-plane server (`--advertised-xds-address`, else
     /// `--ads-addr`).
     ///
@@ -449,10 +457,7 @@ async fn open_store(
     let store = store::Store::shared(std::sync::Arc::new(pg));
     replica::load(&store).await?;
     tracing::info!(resources = store.len(), "zone store loaded from PostgreSQL");
-    let name = args
-        .replica_name
-        .clone()
-        .unwrap_or_else(|| umbra_postgres::flags::host_name("zone-cp"));
+    let name = args.replica_name();
     let coordinator = umbra_postgres::replicas::postgres::PgCoordinator::start(
         url,
         umbra_postgres::replicas::postgres::Registration {
@@ -554,7 +559,10 @@ pub async fn run(
     if args.dp_auth == dp_auth::DpAuth::None {
         tracing::warn!("--dp-auth none: ADS does NOT authenticate Envoys; anyone reaching the data-plane port gets any DPP's configuration and certificates. Development only.");
     }
-    let insights = std::sync::Arc::new(ads::Insights::default());
+    let insights = std::sync::Arc::new(match &coordinator {
+        Some(_) => ads::Insights::for_replica(&args.replica_name()),
+        None => ads::Insights::default(),
+    });
     // The Envoy-admin CA: created once, kept in the store (Kuma's `envoy-admin-ca`).
     let admin_tls = std::sync::Arc::new(
         admin_tls::AdminTls::load(&*store.contract(), envoy_admin::CONNECT_TIMEOUT).await?,
@@ -653,6 +661,15 @@ pub async fn run(
             ),
             None => tasks.spawn("KDS client", client(stop_rx.clone())),
         }
+    }
+    if let (Some(c), Some(url)) = (&coordinator, &args.postgres_url) {
+        let share =
+            replica_insights::InsightShare::connect(url, insights.clone(), c.clone()).await?;
+        tasks.spawn(
+            "replica insights",
+            replica_insights::share(share, stop_rx.clone())
+                .instrument(tracing::info_span!("replica.insights", zone)),
+        );
     }
     if store.is_shared() {
         tasks.spawn(
