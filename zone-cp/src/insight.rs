@@ -375,7 +375,7 @@ mod tests {
         let (a, b) = (Insights::for_replica("a"), Insights::for_replica("b"));
         let key = DpKey::new("m", "web");
         let stream = a.open_stream(&key, admin(9901), None);
-        let mut admin_wake = b.subscribe_admin();
+        let admin_wake = b.subscribe_admin();
         let (shared_key, shared) = a.local().pop().unwrap();
         assert_eq!(shared_key, key);
         assert_eq!(shared.replica.as_deref(), Some("a"));
