@@ -20,6 +20,9 @@ pub struct AdminTls {
     /// Per `(proxy address, admin port)`: the admin input the generator takes. Read by every
     /// regenerated DPP of a pass (in parallel), written once per new address.
     inputs: RwLock<HashMap<(IpAddr, u16), Arc<EnvoyAdmin>>>,
+    /// With zone CP replicas: the shared store that keeps the server certificates, so every
+    /// replica serves a proxy the same one ([`crate::store::Store::shared_certificate`]).
+    shared: Option<crate::store::Store>,
 }
 
 impl std::fmt::Debug for AdminTls {
@@ -73,7 +76,16 @@ impl AdminTls {
             ca,
             client,
             inputs: RwLock::new(HashMap::new()),
+            shared: None,
         })
+    }
+
+    /// Take server certificates from (and give new ones to) `store` when it is shared by
+    /// replicas of the zone.
+    #[must_use]
+    pub fn with_store(mut self, store: &crate::store::Store) -> Self {
+        self.shared = store.is_shared().then(|| store.clone());
+        self
     }
 
     /// The HTTPS client with the zone's client certificate.
@@ -96,18 +108,26 @@ impl AdminTls {
         {
             return Some(found.clone());
         }
-        let server = self
-            .ca
-            .server_cert(&[ip])
-            .inspect_err(
-                |e| tracing::warn!(%address, error = %e, "no Envoy-admin server certificate"),
-            )
-            .ok()?;
+        let issue = || {
+            self.ca
+                .server_cert(&[ip])
+                .inspect_err(
+                    |e| tracing::warn!(%address, error = %e, "no Envoy-admin server certificate"),
+                )
+                .ok()
+                .map(|c| (c.cert_pem, c.key_pem))
+        };
+        let (cert_pem, key_pem) = match &self.shared {
+            Some(store) => {
+                store.shared_certificate(crate::store::ADMIN_CERTS_KEY, &ip.to_string(), issue)
+            }
+            None => issue(),
+        }?;
         let input = Arc::new(EnvoyAdmin {
             port,
             ca_pem: self.ca.cert_pem().to_owned(),
-            cert_pem: server.cert_pem,
-            key_pem: server.key_pem,
+            cert_pem,
+            key_pem,
         });
         Some(
             self.inputs

@@ -382,9 +382,16 @@ mod tests {
         assert!(b.local().is_empty(), "b serves no stream");
         assert!(b.adopt(&key, shared.clone()));
         assert!(!b.adopt(&key, shared.clone()), "nothing new");
-        assert_eq!(b.admin_port("m", "web"), Some(9901), "b generates its admin listener too");
+        assert_eq!(
+            b.admin_port("m", "web"),
+            Some(9901),
+            "b generates its admin listener too"
+        );
         assert!(admin_wake.has_changed().unwrap());
-        assert!(b.local().is_empty(), "an adopted insight is not b's to share");
+        assert!(
+            b.local().is_empty(),
+            "an adopted insight is not b's to share"
+        );
         // The Envoy moves to b: b's stream wins, and a's view of it cannot replace it.
         b.open_stream(&key, admin(9902), None);
         assert_eq!(b.get("m", "web").unwrap().replica.as_deref(), Some("b"));

@@ -565,7 +565,9 @@ pub async fn run(
     });
     // The Envoy-admin CA: created once, kept in the store (Kuma's `envoy-admin-ca`).
     let admin_tls = std::sync::Arc::new(
-        admin_tls::AdminTls::load(&*store.contract(), envoy_admin::CONNECT_TIMEOUT).await?,
+        admin_tls::AdminTls::load(&*store.contract(), envoy_admin::CONNECT_TIMEOUT)
+            .await?
+            .with_store(&store),
     );
     let reconciler = std::sync::Arc::new(
         reconciler::Reconciler::new(store.clone())

@@ -32,6 +32,10 @@ pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Key under which the zone keeps the identities its CA issued ([`umbra_pki::identity::Authority::export`]).
 pub const CA_IDENTITIES_KEY: &str = "ca-identities";
 
+/// Key under which replicas of a zone keep the Envoy-admin server certificates they issued, by
+/// proxy address (JSON), so every replica serves a proxy the same admin listener.
+pub const ADMIN_CERTS_KEY: &str = "envoy-admin-certs";
+
 /// Key under which a federated zone keeps the mesh CAs received from the Global (JSON).
 pub const MESH_CAS_KEY: &str = "mesh-cas";
 
@@ -269,6 +273,60 @@ impl Store {
         let merged = update.value.unwrap_or_default();
         self.inner.put_key(CA_IDENTITIES_KEY, merged.clone())?;
         Ok((!umbra_pki::identity::same_exported(&merged, &bytes)).then_some(merged))
+    }
+
+    /// The certificate and key (PEM) every replica serves for `name` (the key `purpose` keeps
+    /// them, by name): the one another replica stored, else what `issue` makes, stored for the
+    /// others (the first stored wins). A store that is not shared, or that fails (logged), only
+    /// issues: the certificate is then this process's own.
+    pub fn shared_certificate(
+        &self,
+        purpose: &str,
+        name: &str,
+        issue: impl FnOnce() -> Option<(String, String)>,
+    ) -> Option<(String, String)> {
+        type Certs = std::collections::BTreeMap<String, (String, String)>;
+        let Some(s) = &self.shared else {
+            return issue();
+        };
+        let read = |bytes: Option<&[u8]>| -> Certs {
+            bytes
+                .and_then(|b| serde_json::from_slice(b).ok())
+                .unwrap_or_default()
+        };
+        match s.block(s.pg.get_key(purpose)) {
+            Ok(stored) => {
+                if let Some(found) = read(stored.as_deref()).remove(name) {
+                    return Some(found);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, %name, "cannot read the replicas' certificates; issuing one for this replica only");
+                return issue();
+            }
+        }
+        let mine = issue()?;
+        let update = s.block(umbra_store::update_key::<StoreError, _>(
+            &*s.pg,
+            purpose,
+            |stored| {
+                let mut certs = read(stored);
+                if certs.contains_key(name) {
+                    return Ok(None);
+                }
+                certs.insert(name.to_owned(), mine.clone());
+                serde_json::to_vec(&certs)
+                    .map(Some)
+                    .map_err(|e| StoreError::Unavailable(format!("certificates: {e}")))
+            },
+        ));
+        match update {
+            Ok(u) => read(u.value.as_deref()).remove(name).or(Some(mine)),
+            Err(e) => {
+                tracing::warn!(error = %e, %name, "cannot share a certificate with the other replicas; serving this replica's own");
+                Some(mine)
+            }
+        }
     }
 
     /// Subscribe to revision changes (a wake-up; read the store for the state).

@@ -32,14 +32,15 @@ use umbra_store::StoreError;
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A beat that has not succeeded within this ends the replica's session (it stops leading and
 /// holding leases, and registers again).
-pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
 /// A replica whose last heartbeat is older than this is not alive (longer than
 /// [`SESSION_TIMEOUT`] plus a beat, so the replica has already stepped down).
 pub const REPLICA_TTL: Duration = Duration::from_secs(5);
 /// A replica that took the leader lock leads only after holding it this long: by then a
 /// previous leader that lost its session (and so the lock) has noticed and stepped down (it
-/// notices within a beat plus [`SESSION_TIMEOUT`]), so two replicas never lead at once.
-pub const LEADER_GRACE: Duration = Duration::from_secs(4);
+/// notices within a beat plus [`SESSION_TIMEOUT`], 3 s; half a second more is margin), so two
+/// replicas never lead at once. Leadership therefore moves 3.5-4.5 s after a leader dies.
+pub const LEADER_GRACE: Duration = Duration::from_millis(3500);
 /// Dead replicas' rows are forgotten after this (unless a zone lease still names them).
 const FORGET_AFTER: &str = "1 hour";
 /// Advisory lock namespaces (`pg_advisory_lock(namespace, key)`).
@@ -205,8 +206,22 @@ impl PgCoordinator {
         // When this session took the leader lock (it keeps it until the session ends).
         let mut locked_at: Option<tokio::time::Instant> = None;
         loop {
+            let leading = *self.leader.borrow();
+            // Leadership starts when the grace is over, not at the next beat after it.
+            let promotion = locked_at.filter(|_| !leading).map(|at| at + LEADER_GRACE);
             let stopped = tokio::select! {
                 _ = tick.tick() => false,
+                () = async {
+                    match promotion {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    // The session held the lock through the grace (its last beat is under a
+                    // heartbeat old); the next beat checks it again.
+                    self.set_leader(true);
+                    continue;
+                }
                 r = stop.wait_for(|s| *s) => r.is_ok(),
             };
             if stopped || stop.has_changed().is_err() {
@@ -214,7 +229,6 @@ impl PgCoordinator {
                 let _ = conn.close().await;
                 return true;
             }
-            let leading = *self.leader.borrow();
             match tokio::time::timeout(SESSION_TIMEOUT, beat(&mut conn, id, locked_at.is_some()))
                 .await
             {
