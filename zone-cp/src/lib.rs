@@ -126,7 +126,7 @@ pub struct Args {
     /// name).
     #[arg(long, env = "UMBRA_REPLICA_NAME", value_parser = umbra_postgres::flags::replica_name)]
     pub replica_name: Option<String>,
-    /// With `--store postgres`: `host:port` Envoys reach this replica's data-plane server at;
+    /// With `--store postgres`: `ip:port` Envoys reach this replica's data-plane server at;
     /// every replica's is listed in the bootstraps handed out, so an Envoy whose replica dies
     /// reconnects to another. Default: `--ads-addr`, which must then not be unspecified.
     #[arg(long, env = "UMBRA_ADVERTISED_XDS_ADDRESS")]
@@ -413,12 +413,18 @@ async fn dp_server_tls(
             key_pem: read(key)?,
             server_name: args.dp_server_hostname.clone(),
         }),
-        _ => Ok(dp_server::generated(
-            &*store.contract(),
-            &args.zone,
-            &dp_server::certificate_names(&args.dp_server_hostname, args.ads_addr.ip()),
-        )
-        .await?),
+        _ => {
+            let mut names =
+                dp_server::certificate_names(&args.dp_server_hostname, args.ads_addr.ip());
+            // A replica is also reached at the address it advertises (bootstraps list it).
+            if let Some(advertised) = args.advertised_xds_address {
+                let ip = advertised.ip().to_string();
+                if !advertised.ip().is_unspecified() && !names.contains(&ip) {
+                    names.push(ip);
+                }
+            }
+            Ok(dp_server::generated(&*store.contract(), &args.zone, &names).await?)
+        }
     }
 }
 
