@@ -20,6 +20,9 @@ pub struct DpServer {
     pub ca_pem: String,
     /// API issuing dataplane tokens.
     pub issuer_api: SocketAddr,
+    /// The other replicas' data-plane servers (a zone on PostgreSQL, issue 36): Envoys list
+    /// them after `addr` in their ADS cluster, as the zone's own `POST /bootstrap` does.
+    pub replicas: Vec<SocketAddr>,
 }
 
 impl DpServer {
@@ -43,7 +46,15 @@ impl DpServer {
             addr: ads,
             ca_pem,
             issuer_api,
+            replicas: Vec::new(),
         })
+    }
+
+    /// This data-plane server, with the other replicas' (`others`) listed after it.
+    #[must_use]
+    pub fn with_replicas(mut self, others: &[SocketAddr]) -> Self {
+        self.replicas = others.iter().copied().filter(|a| *a != self.addr).collect();
+        self
     }
 
     /// A dataplane token for DPP `mesh.name`, valid for an hour.

@@ -239,6 +239,15 @@ impl Envoy {
             grpc_service["initialMetadata"] =
                 serde_json::json!([{"key": "authorization", "value": t}]);
         }
+        // Zone replicas: every data-plane server, with the zone bootstrap's retry backoff.
+        let endpoints: Vec<serde_json::Value> = std::iter::once(ads)
+            .chain(dp.replicas.iter().copied())
+            .map(|a| serde_json::json!({"endpoint": {"address": {"socketAddress": {"address": a.ip().to_string(), "portValue": a.port()}}}}))
+            .collect();
+        if !dp.replicas.is_empty() {
+            grpc_service["envoyGrpc"]["retryPolicy"] =
+                serde_json::json!({"retryBackOff": {"baseInterval": "0.2s", "maxInterval": "1s"}});
+        }
         let bootstrap = serde_json::json!({
             "node": node,
             "admin": {"address": {"socketAddress": {"address": "127.0.0.1", "portValue": admin.port()}}},
@@ -258,7 +267,7 @@ impl Envoy {
                 "typedExtensionProtocolOptions": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                     "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
                     "explicitHttpConfig": {"http2ProtocolOptions": {}}}},
-                "loadAssignment": {"clusterName": "ads_cluster", "endpoints": [{"lbEndpoints": [{"endpoint": {"address": {"socketAddress": {"address": ads.ip().to_string(), "portValue": ads.port()}}}}]}]}
+                "loadAssignment": {"clusterName": "ads_cluster", "endpoints": [{"lbEndpoints": endpoints}]}
             }]}
         });
         Self::run(
