@@ -210,18 +210,31 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
         .iter()
         .map(|g| format!("http://{}", g.grpc))
         .collect();
+    // Which Global the zone tries first and which zone replica starts first (and so leads)
+    // change from run to run, so that no order is the only one tested.
+    let flip = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .subsec_nanos()
+        % 2
+        == 1;
+    println!("order: {}", if flip { "flipped" } else { "as started" });
+    let mut listed = kds.clone();
+    if flip {
+        listed.reverse();
+    }
     let token = umbra_e2e::zone_token(&globals[0], "zone-1").await?;
     globals[0].apply("/meshes/default", MESH).await?;
     globals[0]
         .apply("/meshes/default/meshtimeouts/idle", &idle_timeout(100))
         .await?;
     let mut zones = Vec::new();
-    for name in ["za", "zb"] {
+    let names = if flip { ["zb", "za"] } else { ["za", "zb"] };
+    for name in names {
         let args: Vec<String> = [
             "--zone",
             "zone-1",
             "--global-kds-address",
-            &kds.join(","),
+            &listed.join(","),
             "--store",
             "postgres",
             "--postgres-url",
@@ -354,7 +367,7 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
     globals[g_victim].restart().await?;
     println!(
         "killed zone replica {} (the leader), restarted it and the Global",
-        ["za", "zb"][leader]
+        names[leader]
     );
 
     // 3. The zone replica an Envoy is connected to.
@@ -378,7 +391,7 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
     );
     println!(
         "killed zone replica {} (dp-0's Envoy was connected to it)",
-        ["za", "zb"][z_victim]
+        names[z_victim]
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
 
