@@ -51,6 +51,7 @@ pub fn mount(api: Router, mode: Mode) -> Router {
         .route("/gui/logout", post(session::logout))
         .route("/gui/assets/{file}", get(assets::serve))
         .route("/gui/zones", get(pages::fleet::zones))
+        .route("/gui/replicas", get(pages::fleet::replicas))
         .route("/gui/meshes", get(pages::fleet::meshes))
         .route("/gui/meshes/{mesh}", get(pages::fleet::mesh))
         .route(

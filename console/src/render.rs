@@ -18,6 +18,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("error.html", include_str!("../templates/error.html")),
     ("login.html", include_str!("../templates/login.html")),
     ("zones.html", include_str!("../templates/zones.html")),
+    ("replicas.html", include_str!("../templates/replicas.html")),
     ("meshes.html", include_str!("../templates/meshes.html")),
     (
         "dataplanes.html",

@@ -59,6 +59,46 @@ fn api(seen: Seen) -> Router {
             "/zones",
             get(answer(json!({"total": 1, "items": [{"name": "zone-1", "online": true, "streams": 3, "dataplanes": 2, "zoneIngresses": []}]}))),
         )
+        .route(
+            "/ready",
+            get(answer(json!({
+                "status": "ready", "replica": "global-b", "replicaId": 7, "leader": false,
+                "replicas": [
+                    {"id": 6, "name": "global-a", "interCp": "10.0.0.1:5682", "api": "10.0.0.1:5681", "startedAt": "2026-11-27T10:00:00Z", "heartbeatAt": "2026-11-27T10:05:00Z", "alive": true, "leader": true, "zones": ["zone-1"]},
+                    {"id": 7, "name": "global-b", "interCp": "10.0.0.2:5682", "api": "10.0.0.2:5681", "startedAt": "2026-11-27T10:01:00Z", "heartbeatAt": "2026-11-27T10:05:00Z", "alive": true, "leader": false, "zones": []}
+                ]
+            }))),
+        )
+}
+
+/// A session cookie for the stand-in API's token.
+async fn signed_in(app: &Router) -> String {
+    let (resp, _) = send(app, login_req(&format!("token={TOKEN}&next=%2Fgui%2F"))).await;
+    let cookie = resp.headers()[header::SET_COOKIE].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_replicas_page_shows_each_replica_the_leader_and_what_it_holds() {
+    let app = mount(api(Arc::default()), Mode::Global);
+    let pair = signed_in(&app).await;
+    let (resp, html) = send(&app, get_req("/gui/replicas", Some(&pair))).await;
+    assert_eq!(resp.status(), StatusCode::OK, "{html}");
+    assert!(html.contains("2 live replicas"), "{html}");
+    assert!(
+        html.contains("answered by <strong>global-b</strong>"),
+        "{html}"
+    );
+    let a = html.split("data-replica=\"global-a\"").nth(1).unwrap();
+    let a = a.split("</tr>").next().unwrap();
+    assert!(
+        a.contains("● leader") && a.contains("zone-1") && a.contains("10.0.0.1:5682"),
+        "{a}"
+    );
+    let b = html.split("data-replica=\"global-b\"").nth(1).unwrap();
+    let b = b.split("</tr>").next().unwrap();
+    assert!(b.contains("this one") && b.contains("follower"), "{b}");
+    assert!(html.contains("href=\"/gui/replicas\""), "in the navigation");
 }
 
 async fn send(app: &Router, req: Request<Body>) -> (Response<()>, String) {

@@ -268,7 +268,7 @@ async fn main() -> anyhow::Result<()> {
         }
         zones[victim].restart().await?;
         wait_until(Duration::from_secs(30), || async {
-            ready(&zones[victim]).await["replica"]["alive"] == true
+            ready(&zones[victim]).await["replicaId"].is_number()
         })
         .await?;
     }

@@ -321,13 +321,24 @@ async fn ready(State(st): State<AppState>) -> (axum::http::StatusCode, Json<Valu
         body["global"] = serde_json::to_value(status).unwrap_or_default();
     }
     if let Some(replicas) = &st.replicas {
-        // Which replica this is, whether it leads (and so holds the KDS stream), and the others.
-        body["replica"] = serde_json::to_value(replicas.me()).unwrap_or_default();
+        // As the Global's: this replica, whether it leads (the leader holds the zone's KDS
+        // stream), and every live replica (`leader` marks the one that does).
+        let me = replicas.me();
+        body["replica"] = st.insights.replica().unwrap_or_default().into();
+        body["replicaId"] = json!(me.as_ref().map(|m| m.id));
         body["leader"] = (*replicas.leader().borrow()).into();
-        body["replicas"] = match replicas.replicas().await {
-            Ok(all) => serde_json::to_value(all).unwrap_or_default(),
-            Err(e) => format!("cannot list the replicas: {e}").into(),
-        };
+        match replicas.replicas().await {
+            Ok(all) => {
+                let alive: Vec<_> = all.into_iter().filter(|r| r.alive).collect();
+                body["replicas"] = serde_json::to_value(alive).unwrap_or_default();
+            }
+            Err(e) => {
+                // This replica lost the database: it cannot tell which replicas live.
+                code = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                body["status"] = "notReady".into();
+                body["reason"] = format!("cannot list the zone's replicas: {e}").into();
+            }
+        }
     }
     (code, Json(body))
 }

@@ -1,6 +1,7 @@
 //! The fleet at a glance: zones (`/gui/zones`, from `GET /zones`: online, KDS streams,
-//! connect and last-seen times, Dataplane counts, ingresses, sync ACK/NACK tallies) and
-//! meshes (`/gui/meshes`, from `GET /meshes` and each mesh's Dataplane count).
+//! connect and last-seen times, Dataplane counts, ingresses, sync ACK/NACK tallies), meshes
+//! (`/gui/meshes`, from `GET /meshes` and each mesh's Dataplane count) and the control plane's
+//! replicas (`/gui/replicas`, from `GET /ready`: each replica, the leader, who holds KDS).
 
 use axum::extract::{Path, State};
 use axum::http::Uri;
@@ -108,6 +109,26 @@ pub async fn meshes(
 /// `GET /gui/meshes/{mesh}`: the mesh's Dataplanes.
 pub async fn mesh(Path(mesh): Path<String>) -> Response {
     Redirect::to(&format!("/gui/meshes/{}/dataplanes", enc(&mesh))).into_response()
+}
+
+/// `GET /gui/replicas`: the replicas of this control plane (Global or zone) as its `/ready`
+/// names them: which one answered, which leads (on a zone, the one holding the KDS stream to
+/// the Global), each one's addresses, heartbeat and (Global) the zones it holds.
+pub async fn replicas(State(console): State<Console>, caller: Caller, uri: Uri) -> Response {
+    match caller.get(&console, "/ready").await {
+        Ok(ready) => {
+            let list = ready["replicas"].as_array().cloned().unwrap_or_default();
+            let ctx = json!({
+                "me": ready["replica"],
+                "leader": ready["leader"],
+                "replicated": ready.get("replicas").is_some(),
+                "replicas": list,
+                "global": ready.get("global"),
+            });
+            page(&console, &caller, "replicas.html", "Replicas", ctx)
+        }
+        Err(e) => e.respond(&console, &caller, &uri.to_string()),
+    }
 }
 
 /// The `items` of a list answer.
