@@ -369,12 +369,16 @@ async fn bootstrap(
     let ads_host = st.xds_host.clone().unwrap_or(request_host);
     let ads_port = st.xds_port.unwrap_or(request_port);
     let replicas = match &st.replicas {
+        // The others: this one is `ads_host` already, as the request reached it (its
+        // registered address may name it differently, an IP for a name).
         Some(c) => match c.replicas().await {
-            Ok(all) => all
-                .into_iter()
-                .filter(|r| r.alive && !r.xds.is_empty())
-                .map(|r| split_host(&r.xds, st.port))
-                .collect(),
+            Ok(all) => {
+                let me = c.me().map(|m| m.id);
+                all.into_iter()
+                    .filter(|r| r.alive && !r.xds.is_empty() && Some(r.id) != me)
+                    .map(|r| split_host(&r.xds, st.port))
+                    .collect()
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "bootstrap: cannot list the zone's replicas; naming this one only");
                 Vec::new()

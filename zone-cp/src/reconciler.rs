@@ -70,7 +70,14 @@ pub struct DpSnapshot {
     /// The admin input the snapshot was generated with ([`crate::admin_tls::AdminTls::input`]):
     /// inspect generates the Shadow view with the same one.
     pub admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
+    /// The admin port its Envoy had reported when the snapshot was generated
+    /// ([`crate::insight::Insights::admin_port`]): a stream whose Envoy just reported one waits
+    /// for the snapshot generated with it ([`crate::ads`]).
+    pub admin_port: Option<u16>,
 }
+
+/// The admin input a snapshot is generated with, and the admin port it came from.
+type AdminInput = (Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>, Option<u16>);
 
 /// Key of a DPP: `(mesh, name)`.
 pub use umbra_core::dataplane::DpKey;
@@ -492,8 +499,16 @@ impl Reconciler {
                     let admin = admin_port.and_then(|port| {
                         self.admin_tls.as_ref()?.input(&dp.networking.address, port)
                     });
-                    let (snapshot, changed) =
-                        self.regenerate(&key, dp, &ctx, &policies, identity, admin, old, inputs);
+                    let (snapshot, changed) = self.regenerate(
+                        &key,
+                        dp,
+                        &ctx,
+                        &policies,
+                        identity,
+                        (admin, admin_port),
+                        old,
+                        inputs,
+                    );
                     Some(Regenerated {
                         key,
                         snapshot,
@@ -528,13 +543,18 @@ impl Reconciler {
             let key = DpKey::new("", s.resource.meta.name.as_str());
             let old = previous.get(&key);
             let mut snapshot = generate_ingress(&key.name, zi, &views);
+            let admin_port = self
+                .insights
+                .as_ref()
+                .and_then(|i| i.admin_port("", &key.name));
             let admin = self
                 .admin_lookup()
                 .and_then(|l| l.input("", &key.name, &zi.networking.address));
             if let Some(a) = &admin {
                 umbra_xds::base::admin::generate(&mut snapshot, &zi.networking.address, a);
             }
-            let (entry, changed) = self.publish(&key, Ok(snapshot), old, [0; 32], admin);
+            let (entry, changed) =
+                self.publish(&key, Ok(snapshot), old, [0; 32], (admin, admin_port));
             // Generated on every pass (a handful per zone): counted when what it serves changed.
             outcome.regenerated += usize::from(changed);
             outcome.changed += usize::from(changed);
@@ -615,7 +635,7 @@ impl Reconciler {
         ctx: &MeshContext,
         policies: &PolicySet,
         identity: Option<Result<Arc<Identity>, String>>,
-        admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
+        (admin, admin_port): AdminInput,
         old: Option<&Arc<DpSnapshot>>,
         inputs: Fingerprint,
     ) -> (Arc<DpSnapshot>, bool) {
@@ -647,7 +667,7 @@ impl Reconciler {
                 }
                 Ok(snapshot)
             });
-        self.publish(key, generated, old, inputs, admin)
+        self.publish(key, generated, old, inputs, (admin, admin_port))
     }
 
     /// A DPP's (or ingress's) entry for a generation result: the new snapshot (sharing the old
@@ -659,7 +679,7 @@ impl Reconciler {
         generated: Result<Snapshot, String>,
         old: Option<&Arc<DpSnapshot>>,
         inputs: Fingerprint,
-        admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
+        (admin, admin_port): AdminInput,
     ) -> (Arc<DpSnapshot>, bool) {
         match generated {
             Ok(snapshot) => {
@@ -691,6 +711,7 @@ impl Reconciler {
                     error: None,
                     inputs,
                     admin,
+                    admin_port,
                 };
                 (Arc::new(entry), changed)
             }
