@@ -195,7 +195,11 @@ impl Ads {
     /// failed over to, a change of versions it had). Immediate when the snapshot has it (the
     /// port was known: an adopted insight, a reconnect) or its generation failed.
     async fn admin_settled(&self, key: &DpKey, changes: &mut tokio::sync::watch::Receiver<u64>) {
-        let Some(port) = self.insights.admin_port(&key.mesh, &key.name) else {
+        let Some(port) = self
+            .insights
+            .admin_port(&key.mesh, &key.name)
+            .filter(|_| self.reconciler.follows_admin_ports())
+        else {
             return;
         };
         let settled = || {

@@ -227,6 +227,12 @@ impl Reconciler {
         self
     }
 
+    /// Whether snapshots follow the admin ports Envoys report ([`Reconciler::with_insights`]):
+    /// then [`DpSnapshot::admin_port`] says which one a snapshot was generated with.
+    pub fn follows_admin_ports(&self) -> bool {
+        self.insights.is_some()
+    }
+
     /// The Envoy-admin certificates and client ([`Reconciler::with_admin_tls`]).
     pub fn admin_tls(&self) -> Option<&Arc<crate::admin_tls::AdminTls>> {
         self.admin_tls.as_ref()
