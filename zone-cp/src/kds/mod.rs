@@ -289,6 +289,8 @@ pub async fn run(
             }
         }
     }
+    // Stopped (the zone shuts down, or a zone replica stopped leading): no stream is open.
+    update_status(&status, |s| s.connected = false);
 }
 
 async fn connect(address: &KdsAddress, ca_pem: Option<&[u8]>) -> Result<Channel, KdsClientError> {
