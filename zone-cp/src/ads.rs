@@ -51,10 +51,6 @@ use umbra_xds_protocol::sotw::{SotwReply, SotwType};
 /// Responses queued per stream before the writer applies back-pressure.
 pub const STREAM_QUEUE: usize = 16;
 
-/// The longest a new stream's first answer waits for the snapshot generated with the admin
-/// port its Envoy just reported ([`Ads::admin_settled`]).
-pub const ADMIN_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
-
 pub use crate::insight::{Insight, Insights, Nack};
 
 /// The ADS service.
@@ -186,34 +182,6 @@ impl Ads {
                 .open_stream(&key, admin, crate::node_metadata::proxy_version(node));
         tracing::info!(zone_ingress = %key.name, authenticated = identity.is_some(), "Envoy connected");
         Ok((key, identity, stream))
-    }
-
-    /// Wait (at most [`ADMIN_SETTLE`]) until `key`'s snapshot was generated with the admin
-    /// port its Envoy reported on this stream: the Envoy's first answer then already carries
-    /// its admin listener and cluster, rather than a config without them at once followed by
-    /// one with them (a listener drained and added again; on a zone replica the Envoy just
-    /// failed over to, a change of versions it had). Immediate when the snapshot has it (the
-    /// port was known: an adopted insight, a reconnect) or its generation failed.
-    async fn admin_settled(&self, key: &DpKey, changes: &mut tokio::sync::watch::Receiver<u64>) {
-        let Some(port) = self
-            .insights
-            .admin_port(&key.mesh, &key.name)
-            .filter(|_| self.reconciler.follows_admin_ports())
-        else {
-            return;
-        };
-        let settled = || {
-            self.reconciler
-                .get(&key.mesh, &key.name)
-                .is_some_and(|s| s.admin_port == Some(port) || s.error.is_some())
-        };
-        let deadline = tokio::time::Instant::now() + ADMIN_SETTLE;
-        while !settled() {
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                _ => return,
-            }
-        }
     }
 
     /// [`crate::dp_auth::still_allowed`] for the DPP as stored now.
@@ -522,7 +490,7 @@ impl Ads {
                                         );
                                     }
                                     crate::ads_trace::opened(&key);
-                                    ads.admin_settled(&key, &mut changes).await;
+                                    ads.reconciler.admin_settled(&key, ads.insights.admin_port(&key.mesh, &key.name), &mut changes).await;
                                     stream = Some(F::new(key, generation));
                                 }
                                 Err(status) => { let _ = tx.send(Err(status)).await; break }

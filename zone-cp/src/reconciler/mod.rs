@@ -36,6 +36,8 @@ use umbra_xds_protocol::version::{type_version, TypeVersions};
 use crate::store::{Store, Stored};
 use umbra_pki::identity::{Authority, Identity};
 
+mod wake;
+
 /// The xDS types served, in the order changes are pushed (clusters and endpoints warm before
 /// listeners and routes).
 pub const TYPE_ORDER: [&str; 5] = [
@@ -75,6 +77,10 @@ pub struct DpSnapshot {
     /// for the snapshot generated with it ([`crate::ads`]).
     pub admin_port: Option<u16>,
 }
+
+/// The longest a new ADS stream's first answer waits for the snapshot generated with the
+/// admin port its Envoy just reported ([`Reconciler::admin_settled`]).
+pub const ADMIN_SETTLE: Duration = Duration::from_secs(2);
 
 /// The admin input a snapshot is generated with, and the admin port it came from.
 type AdminInput = (Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>, Option<u16>);
@@ -739,49 +745,6 @@ impl Reconciler {
     pub fn adopt_identities(&self, exported: &[u8]) {
         self.ca.restore(exported);
         self.kick.notify_one();
-    }
-
-    /// Reconcile on every store change until `shutdown` flips to `true`; bursts of changes
-    /// within [`COALESCE`] are handled once. Also wakes when an identity certificate is due for
-    /// rotation ([`Authority::next_rotation`]); nothing else runs while nothing changes.
-    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let mut revisions = self.store.subscribe();
-        let mut cas = self.cas.clone();
-        let mut admins = match &self.insights {
-            Some(i) => i.subscribe_admin(),
-            None => watch::channel(0).1,
-        };
-        // The blocking passes log under the task's span (the zone's `reconciler`).
-        let (this, span) = (self.clone(), tracing::Span::current());
-        let _ = tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
-        loop {
-            // At least a second apart, whatever the clock says.
-            let rotation = self.ca.next_rotation().map(|at| {
-                at.duration_since(std::time::SystemTime::now())
-                    .unwrap_or_default()
-                    .max(Duration::from_secs(1))
-            });
-            tokio::select! {
-                r = revisions.changed() => if r.is_err() { return },
-                Ok(()) = cas.changed() => {}
-                Ok(()) = admins.changed() => {}
-                () = self.kick.notified() => {}
-                _ = shutdown.changed() => return,
-                () = async {
-                    match rotation {
-                        Some(d) => tokio::time::sleep(d).await,
-                        None => std::future::pending().await,
-                    }
-                } => {}
-            }
-            tokio::time::sleep(COALESCE).await;
-            revisions.borrow_and_update();
-            cas.borrow_and_update();
-            admins.borrow_and_update();
-            let (this, span) = (self.clone(), tracing::Span::current());
-            let _ =
-                tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
-        }
     }
 }
 
