@@ -90,7 +90,8 @@ impl Store {
     /// the multi-threaded runtime its writes will block on.
     ///
     /// # Panics
-    /// Outside a Tokio runtime.
+    /// Outside a Tokio runtime; its synchronous writes panic when called from a worker of a
+    /// current-thread runtime (they block in place: `zone-cp` runs a multi-threaded one).
     pub fn shared(pg: Arc<dyn umbra_store::Store>) -> Self {
         let mut store = Self::new();
         store.shared = Some(Arc::new(Shared {
