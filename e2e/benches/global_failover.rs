@@ -43,15 +43,6 @@ async fn start_global(url: &str, name: &str, log: PathBuf) -> anyhow::Result<CpP
     CpProcess::start_global_replica(GLOBAL, url, name, log).await
 }
 
-/// Whether the Envoy whose admin is `envoy` runs the inbound idle timeout `seconds` (Kuma's
-/// MeshTimeout puts an inbound `idleTimeout` on the inbound cluster's HTTP options).
-async fn runs(envoy: &Envoy, seconds: u32) -> bool {
-    matches!(
-        http(envoy.admin, "GET", "/config_dump?resource=dynamic_active_clusters", None).await,
-        Ok((200, body)) if body.contains(&format!("\"{seconds}s\""))
-    )
-}
-
 /// The KDS address the zone is connected to.
 async fn connected_to(zone: &CpProcess) -> Option<String> {
     let (_, v) = zone.call("GET", "/ready", None).await.ok()?;
@@ -112,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     for p in &proxies {
-        if wait_until(Duration::from_secs(60), || runs(p, 100))
+        if wait_until(Duration::from_secs(60), || p.runs_idle_timeout(100))
             .await
             .is_err()
         {
@@ -155,7 +146,7 @@ async fn main() -> anyhow::Result<()> {
             }
             let mut all = true;
             for p in &proxies {
-                all &= runs(p, seconds).await;
+                all &= p.runs_idle_timeout(seconds).await;
             }
             if all && back.is_some() {
                 break;

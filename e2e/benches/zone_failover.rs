@@ -21,9 +21,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use umbra_e2e::{
-    dataplane_yaml, envoy_binary, free_port, http, wait_until, CpProcess, DpServer, Envoy,
-};
+use umbra_e2e::{dataplane_yaml, envoy_binary, free_port, wait_until, CpProcess, DpServer, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
@@ -48,29 +46,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// Whether the Envoy runs the inbound idle timeout `seconds`.
-async fn runs(envoy: &Envoy, seconds: u32) -> bool {
-    matches!(
-        http(envoy.admin, "GET", "/config_dump?resource=dynamic_active_clusters", None).await,
-        Ok((200, body)) if body.contains(&format!("\"{seconds}s\""))
-    )
-}
-
-/// The data-plane server the Envoy's ADS connection is open to (its `/clusters`:
-/// `ads_cluster::<ip:port>::cx_active::1`).
-async fn ads_host(envoy: &Envoy) -> Option<SocketAddr> {
-    let (200, body) = http(envoy.admin, "GET", "/clusters", None).await.ok()? else {
-        return None;
-    };
-    body.lines().find_map(|l| {
-        let rest = l.strip_prefix("ads_cluster::")?;
-        let (host, stat) = rest.split_once("::")?;
-        (stat == "cx_active::1")
-            .then(|| host.parse().ok())
-            .flatten()
-    })
 }
 
 /// `/ready` of a replica.
@@ -172,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
         ));
     }
     for (_, p) in &proxies {
-        if wait_until(Duration::from_secs(60), || runs(p, 100))
+        if wait_until(Duration::from_secs(60), || p.runs_idle_timeout(100))
             .await
             .is_err()
         {
@@ -212,7 +187,7 @@ async fn main() -> anyhow::Result<()> {
         let survivor = 1 - victim;
         let mut moving = Vec::new();
         for (name, p) in &proxies {
-            if ads_host(p).await == Some(ads[victim]) {
+            if p.ads_host().await == Some(ads[victim]) {
                 moving.push(name.clone());
             }
         }
@@ -239,7 +214,7 @@ async fn main() -> anyhow::Result<()> {
             }
             let mut all = true;
             for (_, p) in &proxies {
-                all &= runs(p, seconds).await;
+                all &= p.runs_idle_timeout(seconds).await;
             }
             if all && (!kill_leader || kds.is_some()) && moved.len() == moving.len() {
                 break;

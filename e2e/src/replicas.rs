@@ -1,10 +1,11 @@
 //! Replicas for the high-availability tests and benches (issue 36): several `global-cp`
 //! processes on one PostgreSQL database, or several `zone-cp` processes of one zone on the
-//! zone's own database, each a [`CpProcess`].
+//! zone's own database, each a [`CpProcess`]; and what the failover tests read of an
+//! [`Envoy`] (the idle timeout it runs, the replica its ADS stream is open to).
 
 use std::path::PathBuf;
 
-use crate::CpProcess;
+use crate::{http, CpProcess, Envoy};
 
 impl CpProcess {
     /// Start the Global `binary` as replica `name` of the PostgreSQL database at `url`
@@ -69,5 +70,30 @@ impl CpProcess {
             log,
         )
         .await
+    }
+}
+
+impl Envoy {
+    /// Whether this Envoy runs the inbound idle timeout `seconds` (Kuma's MeshTimeout `from`
+    /// puts it on the inbound cluster's HTTP options; read from Envoy's own config dump).
+    pub async fn runs_idle_timeout(&self, seconds: u32) -> bool {
+        matches!(
+            http(self.admin, "GET", "/config_dump?resource=dynamic_active_clusters", None).await,
+            Ok((200, body)) if body.contains(&format!("\"{seconds}s\""))
+        )
+    }
+
+    /// The control-plane replica this Envoy's ADS connection is open to (its admin
+    /// `/clusters`: `ads_cluster::<ip:port>::cx_active::1`), when it is connected.
+    pub async fn ads_host(&self) -> Option<std::net::SocketAddr> {
+        let (200, body) = http(self.admin, "GET", "/clusters", None).await.ok()? else {
+            return None;
+        };
+        body.lines().find_map(|l| {
+            let (host, stat) = l.strip_prefix("ads_cluster::")?.split_once("::")?;
+            (stat == "cx_active::1")
+                .then(|| host.parse().ok())
+                .flatten()
+        })
     }
 }

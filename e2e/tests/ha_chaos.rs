@@ -38,27 +38,6 @@ fn policy(name: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: {name}}}\n    default: {{connectionTimeout: 3s}}\n")
 }
 
-/// Whether the Envoy runs the inbound idle timeout `seconds`.
-async fn runs(envoy: &Envoy, seconds: u32) -> bool {
-    matches!(
-        http(envoy.admin, "GET", "/config_dump?resource=dynamic_active_clusters", None).await,
-        Ok((200, body)) if body.contains(&format!("\"{seconds}s\""))
-    )
-}
-
-/// The data-plane server the Envoy's ADS connection is open to.
-async fn ads_host(envoy: &Envoy) -> Option<SocketAddr> {
-    let (200, body) = http(envoy.admin, "GET", "/clusters", None).await.ok()? else {
-        return None;
-    };
-    body.lines().find_map(|l| {
-        let (host, stat) = l.strip_prefix("ads_cluster::")?.split_once("::")?;
-        (stat == "cx_active::1")
-            .then(|| host.parse().ok())
-            .flatten()
-    })
-}
-
 /// `/ready` of a process at `api` (`Null` when it does not answer).
 async fn ready(api: SocketAddr) -> Value {
     match umbra_e2e::call_json(api, "GET", "/ready", None).await {
@@ -288,7 +267,7 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
         );
     }
     for e in &envoys {
-        let on = wait_until(Duration::from_secs(60), || runs(e, 100)).await;
+        let on = wait_until(Duration::from_secs(60), || e.runs_idle_timeout(100)).await;
         assert!(
             on.is_ok(),
             "an Envoy never ran the first policy\n{}\n{}",
@@ -371,11 +350,11 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
     );
 
     // 3. The zone replica an Envoy is connected to.
-    let host = ads_host(&envoys[0]).await.expect("Envoy is connected");
+    let host = envoys[0].ads_host().await.expect("Envoy is connected");
     let z_victim = ads.iter().position(|a| *a == host).expect("a zone replica");
     zones[z_victim].kill();
     let moved = wait_until(Duration::from_secs(10), || async {
-        ads_host(&envoys[0]).await == Some(ads[1 - z_victim])
+        envoys[0].ads_host().await == Some(ads[1 - z_victim])
     })
     .await;
     assert!(
@@ -415,7 +394,7 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
     )
     .await?;
     for e in &envoys {
-        let ran = wait_until(Duration::from_secs(30), || runs(e, 777)).await;
+        let ran = wait_until(Duration::from_secs(30), || e.runs_idle_timeout(777)).await;
         assert!(
             ran.is_ok(),
             "the last write did not reach an Envoy\n{}\n{}",
