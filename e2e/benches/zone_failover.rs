@@ -96,31 +96,11 @@ async fn main() -> anyhow::Result<()> {
         .apply("/meshes/default/meshtimeouts/idle", &idle_timeout(100))
         .await?;
     let mut zones = Vec::new();
+    let kds = format!("http://{}", global.grpc);
     for name in NAMES {
-        let args: Vec<String> = [
-            "--zone",
-            "zone-1",
-            "--global-kds-address",
-            &format!("http://{}", global.grpc),
-            "--store",
-            "postgres",
-            "--postgres-url",
-            &url,
-            "--replica-name",
-            name,
-        ]
-        .iter()
-        .map(|a| (*a).to_owned())
-        .collect();
+        let log = dir.join(format!("zone-{name}.log"));
         zones.push(
-            CpProcess::start(
-                ZONE,
-                "--ads-addr",
-                &args,
-                &[("UMBRA_KDS_TOKEN", &token)],
-                dir.join(format!("zone-{name}.log")),
-            )
-            .await?,
+            CpProcess::start_zone_replica(ZONE, "zone-1", &kds, &token, &url, name, log).await?,
         );
     }
     for z in &zones {

@@ -208,31 +208,12 @@ async fn writes_survive_killing_the_global_the_zone_leader_and_the_envoys_replic
         .await?;
     let mut zones = Vec::new();
     let names = if flip { ["zb", "za"] } else { ["za", "zb"] };
+    let listed = listed.join(",");
     for name in names {
-        let args: Vec<String> = [
-            "--zone",
-            "zone-1",
-            "--global-kds-address",
-            &listed.join(","),
-            "--store",
-            "postgres",
-            "--postgres-url",
-            &zone_url,
-            "--replica-name",
-            name,
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+        let log = dir.join(format!("{name}.log"));
         zones.push(
-            CpProcess::start(
-                ZONE,
-                "--ads-addr",
-                &args,
-                &[("UMBRA_KDS_TOKEN", &token)],
-                dir.join(format!("{name}.log")),
-            )
-            .await?,
+            CpProcess::start_zone_replica(ZONE, "zone-1", &listed, &token, &zone_url, name, log)
+                .await?,
         );
     }
     let logs = |globals: &[CpProcess], zones: &[CpProcess]| {
