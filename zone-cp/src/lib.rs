@@ -413,12 +413,18 @@ async fn dp_server_tls(
             key_pem: read(key)?,
             server_name: args.dp_server_hostname.clone(),
         }),
-        _ => Ok(dp_server::generated(
-            &*store.contract(),
-            &args.zone,
-            &dp_server::certificate_names(&args.dp_server_hostname, args.ads_addr.ip()),
-        )
-        .await?),
+        _ => {
+            let mut names =
+                dp_server::certificate_names(&args.dp_server_hostname, args.ads_addr.ip());
+            // A replica's advertised address too: the bootstraps every replica hands out name
+            // it (and check it as a SAN) when `--ads-addr` listens on every interface.
+            if let Some(ip) = args.advertised_xds_address.map(|a| a.ip().to_string()) {
+                if !names.contains(&ip) {
+                    names.push(ip);
+                }
+            }
+            Ok(dp_server::generated(&*store.contract(), &args.zone, &names).await?)
+        }
     }
 }
 
