@@ -7,7 +7,8 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use umbra_e2e::compose::deployment::{
-    acked, all_acked, converged, fetch, idle_timeout, runs_idle_timeout, wait_for, SIDECARS,
+    acked, all_acked, converged, fetch, global_cps, idle_timeout, runs_idle_timeout, wait_for,
+    zone_call, zone_cps, SIDECARS,
 };
 use umbra_e2e::compose::{deployment, Project, UpOptions};
 
@@ -51,27 +52,29 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
         "the credentials one-shot wrote the admin token"
     );
 
-    // Every sidecar connected and ACKed (CDS, LDS; no NACK), on its zone...
+    // Every sidecar connected and ACKed (CDS, LDS; no NACK), on its zone (on every replica of
+    // zone-1)...
     for (zone, dp) in SIDECARS {
-        let cp = format!("{zone}-cp");
-        let path = format!("/meshes/default/dataplanes+insights/{dp}");
-        let seen = wait_for(
-            Duration::from_secs(30),
-            &format!("{dp} ACKed on {cp}"),
-            || async {
-                let (s, body) = p.call(&cp, 5681, "GET", &path, None).await.ok()?;
-                (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
-            },
-        )
-        .await;
-        if let Err(e) = seen {
-            let (_, body) = p.call(&cp, 5681, "GET", &path, None).await?;
-            let app = dp.rsplit_once('-').map_or(dp, |(a, _)| a);
-            anyhow::bail!(
-                "{e}: {body}\n{}\n{}",
-                p.log_tail(&format!("{zone}-{app}-sidecar"), 30),
-                p.report()
-            );
+        for cp in zone_cps(&p, zone) {
+            let path = format!("/meshes/default/dataplanes+insights/{dp}");
+            let seen = wait_for(
+                Duration::from_secs(30),
+                &format!("{dp} ACKed on {cp}"),
+                || async {
+                    let (s, body) = p.call(&cp, 5681, "GET", &path, None).await.ok()?;
+                    (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
+                },
+            )
+            .await;
+            if let Err(e) = seen {
+                let (_, body) = p.call(&cp, 5681, "GET", &path, None).await?;
+                let app = dp.rsplit_once('-').map_or(dp, |(a, _)| a);
+                anyhow::bail!(
+                    "{e}: {body}\n{}\n{}",
+                    p.log_tail(&format!("{zone}-{app}-sidecar"), 30),
+                    p.report()
+                );
+            }
         }
     }
     // ... and on the Global (named `<name>-<hash>`, labelled with zone and display name).
@@ -114,9 +117,7 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
         ("zone-2", "zone-1", "10.77.0.12"),
     ] {
         let ingress = format!("{zone}-ingress");
-        let (s, list) = p
-            .call(&format!("{other}-cp"), 5681, "GET", "/zone-ingresses", None)
-            .await?;
+        let (s, list) = zone_call(&p, other, "GET", "/zone-ingresses", None).await?;
         assert_eq!(s, 200, "{list}");
         let item = list["items"]
             .as_array()
@@ -197,18 +198,27 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
         );
     }
 
-    // Nothing crosses hosts over loopback. The CPs and PostgreSQL listen on every address of
-    // their host, as the compose flags say; each sidecar's inbound listener is on its app's
-    // address; the Global sees each zone's KDS connection from the zone's `control` address.
-    for (service, port) in [
-        ("postgres", 5432),
-        ("global-cp", 5681),
-        ("global-cp", 5685),
-        ("zone-1-cp", 5681),
-        ("zone-1-cp", 5678),
-        ("zone-2-cp", 5681),
-        ("zone-2-cp", 5678),
-    ] {
+    // Nothing crosses hosts over loopback. The CPs, the Global's load balancer and PostgreSQL
+    // listen on every address of their host, as the compose flags say; each sidecar's inbound
+    // listener is on its app's address; the Global sees each zone's KDS connection from the
+    // load balancer's `control` address (it passes TCP connections on).
+    let mut expected = vec![
+        ("postgres".to_owned(), 5432),
+        ("global-cp".to_owned(), 5681),
+    ];
+    expected.push(("global-cp".to_owned(), 5685));
+    for g in global_cps(&p) {
+        expected.extend([(g.clone(), 5681), (g.clone(), 5685), (g, 5682)]);
+    }
+    for zone in ["zone-1", "zone-2"] {
+        for cp in zone_cps(&p, zone) {
+            expected.extend([(cp.clone(), 5681), (cp, 5678)]);
+        }
+    }
+    assert_eq!(global_cps(&p), ["global-cp-a", "global-cp-b"]);
+    assert_eq!(zone_cps(&p, "zone-1"), ["zone-1-cp-a", "zone-1-cp-b"]);
+    for (service, port) in expected {
+        let service = service.as_str();
         let listeners = p.host(service).tcp_listeners()?;
         assert!(
             listeners.contains(&(Ipv4Addr::UNSPECIFIED, port)),
@@ -235,20 +245,22 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let control = p
-            .addr_on(&format!("{zone}-cp"), "control")
-            .expect("on control");
+        let control = p.addr_on("global-cp", "control").expect("on control");
         assert!(
             from.starts_with(&format!("{control}:")),
-            "{zone}'s KDS peer is {from:?}, not {control}: {z}"
+            "{zone}'s KDS peer is {from:?}, not the load balancer's {control}: {z}"
         );
         assert_eq!(z["umbra"]["online"], true, "{z}");
     }
     // From the frontend's host: the CPs' ports on 127.0.0.1 are refused (they are other
-    // hosts), the zone CP's ADS answers at its zone-1 address, and the Global (another
-    // network) is unreachable.
-    let zone_cp = p.addr_on("zone-1-cp", "zone-1").expect("on zone-1");
+    // hosts), each zone-1 replica's ADS answers at its fixed zone-1 address, and the Global
+    // (its load balancer and replicas: another network) is unreachable.
+    let zone_cp = p.addr_on("zone-1-cp-a", "zone-1").expect("on zone-1");
+    assert_eq!(zone_cp, Ipv4Addr::new(10, 77, 1, 5));
+    let zone_cp_b = p.addr_on("zone-1-cp-b", "zone-1").expect("on zone-1");
+    assert_eq!(zone_cp_b, Ipv4Addr::new(10, 77, 1, 6));
     let global = p.addr("global-cp");
+    let global_a = p.addr("global-cp-a");
     let seen = connect_from(
         &p,
         "zone-1-frontend",
@@ -258,7 +270,9 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
             (Ipv4Addr::LOCALHOST, 5685),
             (Ipv4Addr::LOCALHOST, 5432),
             (zone_cp, 5678),
+            (zone_cp_b, 5678),
             (global, 5681),
+            (global_a, 5681),
         ],
     )?;
     assert_eq!(
@@ -266,8 +280,26 @@ async fn compose_project_on_separate_hosts() -> anyhow::Result<()> {
         ["ConnectionRefusedError"; 4],
         "loopback of zone-1-frontend's host: {seen:?}"
     );
-    assert_eq!(seen[4], "ok", "zone-1-cp's ADS at {zone_cp}: {seen:?}");
-    assert_ne!(seen[5], "ok", "the Global is on another network: {seen:?}");
+    assert_eq!(seen[4], "ok", "zone-1-cp-a's ADS at {zone_cp}: {seen:?}");
+    assert_eq!(seen[5], "ok", "zone-1-cp-b's ADS at {zone_cp_b}: {seen:?}");
+    assert_ne!(seen[6], "ok", "the Global is on another network: {seen:?}");
+    assert_ne!(seen[7], "ok", "the Global is on another network: {seen:?}");
+
+    // Each zone-1 replica's data-plane server certificate (from the zone's one CA) verifies,
+    // from a sidecar's host, for the name the sidecars check (`zone-1-cp`, shared) and for the
+    // address it advertises (which `POST /bootstrap` lists).
+    let code = "import socket, ssl\nctx = ssl.create_default_context(cafile='/dp/ca.pem')\nfor addr, name in [('10.77.1.5', 'zone-1-cp'), ('10.77.1.5', '10.77.1.5'), ('10.77.1.6', 'zone-1-cp'), ('10.77.1.6', '10.77.1.6')]:\n    try:\n        with socket.create_connection((addr, 5678), timeout=3) as s:\n            with ctx.wrap_socket(s, server_hostname=name):\n                print('ok')\n    except Exception as e:\n        print(type(e).__name__, e)\n";
+    let (status, out) = p.exec(
+        "zone-1-frontend-sidecar",
+        &["python3", "-c", code],
+        Duration::from_secs(20),
+    )?;
+    assert_eq!(status, 0, "{out}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["ok"; 4],
+        "zone-1-cp-a, zone-1-cp-b: verified for zone-1-cp and their own address"
+    );
 
     // Nothing crashed or was restarted.
     for service in p.services() {
@@ -320,7 +352,8 @@ async fn partitions_are_survived() -> anyhow::Result<()> {
         .unwrap_or("frontend-1")
         .to_owned();
     for (cp, name) in [
-        ("zone-1-cp", "frontend-1"),
+        ("zone-1-cp-a", "frontend-1"),
+        ("zone-1-cp-b", "frontend-1"),
         ("global-cp", global_name.as_str()),
     ] {
         for view in ["xds", "stats", "clusters"] {

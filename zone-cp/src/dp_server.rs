@@ -5,7 +5,8 @@
 //! or one the zone issues at start from its own CA: a self-signed ECDSA P-256 root created on
 //! first start and kept in the zone's store (durable with `--data-dir`, so DPPs keep trusting
 //! it across restarts), the server certificate carrying the names of `--dp-server-hostname`
-//! (default `localhost`), `127.0.0.1`, `::1` and the bind address. The CA certificate is what
+//! (default `localhost`), `127.0.0.1`, `::1`, the bind address and a replica's
+//! `--advertised-xds-address`. The CA certificate is what
 //! DPPs verify the server with: kuma-dp's `--ca-cert-file`, the zone API's
 //! `GET /dp-server/ca.pem`, and the Envoy bootstraps the zone hands out.
 

@@ -15,7 +15,9 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
-use umbra_e2e::compose::deployment::{acked, fetch, wait_for, SIDECARS};
+use umbra_e2e::compose::deployment::{
+    acked, fetch, global_cps, wait_for, zone_call, zone_cps, SIDECARS,
+};
 
 use anyhow::{bail, ensure, Context as _};
 use clap::Parser;
@@ -356,18 +358,19 @@ async fn wait_acked(d: &Demo) -> anyhow::Result<()> {
     println!();
     let st = step("Waiting for the six sidecars to connect and ACK (each zone, then the Global)");
     for (zone, dp) in SIDECARS {
-        let cp = format!("{zone}-cp");
-        let path = format!("/meshes/{MESH}/dataplanes+insights/{dp}");
-        wait_for(
-            Duration::from_secs(60),
-            &format!("{dp} ACKed on {cp}"),
-            || async {
-                let (s, body) = d.p.call(&cp, 5681, "GET", &path, None).await.ok()?;
-                (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
-            },
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}\n{}", d.p.report()))?;
+        for cp in zone_cps(&d.p, zone) {
+            let path = format!("/meshes/{MESH}/dataplanes+insights/{dp}");
+            wait_for(
+                Duration::from_secs(60),
+                &format!("{dp} ACKed on {cp}"),
+                || async {
+                    let (s, body) = d.p.call(&cp, 5681, "GET", &path, None).await.ok()?;
+                    (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
+                },
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}\n{}", d.p.report()))?;
+        }
     }
     let path = format!("/meshes/{MESH}/dataplanes+insights");
     wait_for(
@@ -395,8 +398,7 @@ async fn wait_acked(d: &Demo) -> anyhow::Result<()> {
             Duration::from_secs(30),
             &format!("{zone}'s ingress offering services to {other}"),
             || async {
-                let list = d
-                    .get(&format!("{other}-cp"), "/zone-ingresses")
+                let (_, list) = zone_call(&d.p, other, "GET", "/zone-ingresses", None)
                     .await
                     .ok()?;
                 list["items"].as_array()?.iter().find_map(|i| {
@@ -416,34 +418,51 @@ async fn wait_acked(d: &Demo) -> anyhow::Result<()> {
         .await?;
         ingresses.push(format!("{zone}-ingress at {addr}"));
     }
+    let cps: Vec<String> = ZONES.iter().flat_map(|z| zone_cps(&d.p, z)).collect();
     st.ok(&format!(
-        "ACKed on zone-1-cp, zone-2-cp and the Global; {}",
+        "ACKed on {} and the Global; {}",
+        cps.join(", "),
         ingresses.join(", ")
     ));
     Ok(())
 }
 
-/// The zones as the Global lists them (`umbractl inspect zones`), and where each zone's KDS
-/// stream comes from (the zone CP's own host).
+/// The zones as the Global lists them (`umbractl inspect zones`), which Global replica holds
+/// each zone's KDS stream (through the load balancer, whose address the replica sees), and,
+/// for a zone with CP replicas, which one leads (and so speaks KDS).
 async fn zones(d: &Demo) -> anyhow::Result<()> {
     heading(&format!(
         "Zones, as the Global lists them ($ umbractl --api-url {} inspect zones)",
         d.global_url()
     ));
     print!("{}", indent(&d.umbractl(&["inspect", "zones"])?));
+    let lb =
+        d.p.addr_on("global-cp", "control")
+            .context("global-cp on control")?;
     for zone in ZONES {
         let z = d
             .get("global-cp", &format!("/zones/{zone}+insights"))
             .await?;
         let from = z["umbra"]["connection"].as_str().unwrap_or_default();
-        let cp = format!("{zone}-cp");
-        let control = d.p.addr_on(&cp, "control").context("zone CP on control")?;
+        let replica = z["umbra"]["replica"].as_str().unwrap_or("?");
         ensure!(z["umbra"]["online"] == true, "{zone} is not online: {z}");
         ensure!(
-            from.starts_with(&format!("{control}:")),
-            "{zone}'s KDS peer is {from:?}, not {cp}'s address {control}: {z}"
+            from.starts_with(&format!("{lb}:")),
+            "{zone}'s KDS peer is {from:?}, not the load balancer global-cp ({lb}): {z}"
         );
-        println!("  {zone}: online, KDS stream (TLS) from {from} = host {cp}");
+        let cps = zone_cps(&d.p, zone);
+        let mut speaker = cps.first().cloned().unwrap_or_default();
+        if cps.len() > 1 {
+            for cp in &cps {
+                let (_, ready) = d.p.call(cp, 5681, "GET", "/ready", None).await?;
+                if ready["leader"] == true {
+                    speaker = format!("{cp} (the leader of {})", cps.join(", "));
+                }
+            }
+        }
+        println!(
+            "  {zone}: online, KDS stream (TLS) from {speaker} through global-cp ({from}), held by Global replica {replica}"
+        );
     }
     Ok(())
 }
@@ -606,8 +625,8 @@ fn listeners_and_clusters(dump: &Value) -> (Vec<(String, String)>, Vec<String>) 
 }
 
 /// frontend-1's Envoy config dump (and its `clusters` view) read through the Global: the
-/// Global asks zone-1-cp over KDS, which reads the admin listener `kuma:envoy:admin` on the
-/// sidecar's host over mTLS.
+/// Global asks zone-1's leader replica over KDS, which reads the admin listener
+/// `kuma:envoy:admin` on the sidecar's host over mTLS.
 async fn config_dump(d: &Demo) -> anyhow::Result<()> {
     let list = d
         .get(
@@ -632,9 +651,10 @@ async fn config_dump(d: &Demo) -> anyhow::Result<()> {
         d.p.addr_on("zone-1-frontend", "zone-1")
             .context("frontend on zone-1")?;
     println!(
-        "  path: Global ({}) -> KDS -> zone-1-cp ({}) -> mTLS to kuma:envoy:admin on frontend-1's host ({host}); the admin itself listens on 127.0.0.1 there",
+        "  path: Global (load balancer {}, replicas {}) -> KDS -> zone-1's leader replica (of {}) -> mTLS to kuma:envoy:admin on frontend-1's host ({host}); the admin itself listens on 127.0.0.1 there",
         d.p.addr("global-cp"),
-        d.p.addr_on("zone-1-cp", "zone-1").context("zone-1-cp on zone-1")?,
+        global_cps(&d.p).join(", "),
+        zone_cps(&d.p, "zone-1").join(", "),
     );
     let st = step("Reading the config dump (GET .../xds on the Global)");
     let dump = d.get("global-cp", &xds).await?;
@@ -697,8 +717,11 @@ fn how_to_reach(d: &Demo) {
     heading("Explore (from this machine's root namespace: every host address is reachable)");
     println!("  Global API      {g}   (console {g}/gui/)");
     for zone in ZONES {
-        let cp = format!("{zone}-cp");
-        println!("  {zone} API      http://{}", d.p.socket(&cp, 5681));
+        let apis: Vec<String> = zone_cps(&d.p, zone)
+            .iter()
+            .map(|cp| format!("http://{} ({cp})", d.p.socket(cp, 5681)))
+            .collect();
+        println!("  {zone} API      {}", apis.join(", "));
     }
     println!("  admin token     {}", token.display());
     println!("  logs            {}", d.p.run_dir().join("logs").display());

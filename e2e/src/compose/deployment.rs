@@ -1,9 +1,11 @@
 //! What the repository's compose deployment (`docker-compose.yml`, `deploy/`) holds and how to
-//! check it once it runs on test hosts ([`super::Project`]): its sidecars, whether a proxy's
-//! insight shows its config ACKed, whether its running Envoy applied a policy (read through
-//! the zone, that is through the proxy's mTLS admin listener `kuma:envoy:admin`), the probe
-//! policy the partition tests and bench write, and bounded polling. Shared by
-//! `e2e/tests/multi_host.rs`, `e2e/benches/partitions.rs` and the `--hosts` demo.
+//! check it once it runs on test hosts ([`super::Project`]): its sidecars, its control-plane
+//! services (the Global's replicas, each zone's CP or CP replicas, reached through whichever
+//! runs: [`zone_call`]), whether a proxy's insight shows its config ACKed, whether its running
+//! Envoy applied a policy (read through the zone, that is through the proxy's mTLS admin
+//! listener `kuma:envoy:admin`), the probe policy the partition and failover tests and the
+//! bench write, and bounded polling. Shared by `e2e/tests/multi_host.rs`,
+//! `e2e/tests/multi_host_ha.rs`, `e2e/benches/partitions.rs` and the `--hosts` demo.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,71 @@ pub const SIDECARS: [(&str, &str); 6] = [
     ("zone-2", "backend-2"),
     ("zone-2", "payments-2"),
 ];
+
+/// The Global's address in the deployment: the load balancer in front of its replicas.
+pub const GLOBAL: &str = "global-cp";
+
+/// The services of the compose file whose command runs `binary` with `flag value` (every one
+/// when `flag` is empty), by name.
+fn services_running(p: &Project, binary: &str, flag: &str, value: &str) -> Vec<String> {
+    p.file()
+        .services
+        .values()
+        .filter(|s| {
+            let argv: Vec<&String> = s
+                .entrypoint
+                .iter()
+                .flatten()
+                .chain(s.command.iter().flatten())
+                .collect();
+            argv.first().is_some_and(|a| *a == binary)
+                && (flag.is_empty() || argv.windows(2).any(|w| *w[0] == flag && *w[1] == value))
+        })
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+/// The Global CP replicas (services running `global-cp`), by name.
+pub fn global_cps(p: &Project) -> Vec<String> {
+    services_running(p, "global-cp", "", "")
+}
+
+/// The zone CP services of `zone` (running `zone-cp --zone <zone>`: one, or its replicas), by
+/// name.
+pub fn zone_cps(p: &Project, zone: &str) -> Vec<String> {
+    services_running(p, "zone-cp", "--zone", zone)
+}
+
+/// `method path` as the admin on `zone`'s API (port 5681) through the first of its CP
+/// services that runs and answers below 500: every replica of a zone serves its whole API.
+///
+/// # Errors
+/// None of them answered.
+pub async fn zone_call(
+    p: &Project,
+    zone: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> anyhow::Result<(u16, serde_json::Value)> {
+    let mut last = Err(anyhow::anyhow!("no zone CP service of {zone} runs"));
+    for cp in zone_cps(p, zone) {
+        if !p.running(&cp) {
+            continue;
+        }
+        match p.call(&cp, 5681, method, path, body).await {
+            // A replica still starting may answer 503: ask the next one.
+            Ok((status, answer)) if status < 500 => return Ok((status, answer)),
+            Ok(answer) => last = Ok(answer),
+            Err(e) => {
+                if last.is_err() {
+                    last = Err(e.context(format!("{method} {path} on {cp}")));
+                }
+            }
+        }
+    }
+    last
+}
 
 /// How to bring the repository's `docker-compose.yml` up with the e2e-built binaries
 /// (`global_cp`, `zone_cp`, `umbractl`: the `CARGO_BIN_EXE_e2e-*` paths of the caller) within
@@ -98,10 +165,9 @@ pub fn acked(insight: &serde_json::Value) -> bool {
 /// One did not within `bound` (the error holds every service's state and log tail).
 pub async fn all_acked(p: &Project, zones: &[&str], bound: Duration) -> anyhow::Result<()> {
     for (zone, dp) in SIDECARS.iter().filter(|(z, _)| zones.contains(z)) {
-        let cp = format!("{zone}-cp");
         let path = format!("/meshes/default/dataplanes+insights/{dp}");
-        wait_for(bound, &format!("{dp} ACKed on {cp}"), || async {
-            let (s, body) = p.call(&cp, 5681, "GET", &path, None).await.ok()?;
+        wait_for(bound, &format!("{dp} ACKed on {zone}"), || async {
+            let (s, body) = zone_call(p, zone, "GET", &path, None).await.ok()?;
             (s == 200 && acked(&body["dataplaneInsight"])).then_some(())
         })
         .await
@@ -128,7 +194,7 @@ pub fn idle_timeout(name: &str, seconds: u32) -> String {
 pub async fn runs_idle_timeout(p: &Project, zone: &str, dp: &str, seconds: u32) -> bool {
     let path = format!("/meshes/default/dataplanes/{dp}/xds");
     matches!(
-        p.call(&format!("{zone}-cp"), 5681, "GET", &path, None).await,
+        zone_call(p, zone, "GET", &path, None).await,
         Ok((200, v)) if v.to_string().contains(&format!("\"{seconds}s\""))
     )
 }

@@ -12,10 +12,12 @@
 //! - `python:*`: the system `python3` (also as `python`), as root;
 //! - `redis:*`: Debian's `redis-server`, as root (the image drops to its `redis` user; the
 //!   compose command saves nothing);
-//! - `postgres:*`: the system PostgreSQL (`initdb`, `postgres`, `pg_isready`) as the `postgres`
-//!   system user, with an entrypoint doing what the image's does on an empty data directory
-//!   (initdb with `POSTGRES_USER`/`POSTGRES_PASSWORD`, password authentication from the
-//!   network, `POSTGRES_DB` created), then `postgres` listening on every address of its host.
+//! - `postgres:*`: the system PostgreSQL (`initdb`, `postgres`, `pg_isready`, `psql`) as the
+//!   `postgres` system user, with an entrypoint doing what the image's does on an empty data
+//!   directory (initdb with `POSTGRES_USER`/`POSTGRES_PASSWORD`, password authentication from
+//!   the network, `POSTGRES_DB` created), then `postgres` listening on every address of its
+//!   host. A service that sets its own `entrypoint` (a `psql` one-shot) runs that instead, as
+//!   with the image; a `command` alone (the server's flags) is refused.
 //!
 //! **The path rule.** Each service has a table of container directories and the host path
 //! each stands for: its volumes (named volume -> `<run>/volumes/<name>`, bind-mounted file ->
@@ -98,7 +100,8 @@ pub struct Image {
     pub scratch: Vec<String>,
     /// Command names and the host programs they are.
     pub bin: Vec<(String, PathBuf)>,
-    /// Whether a compose `command`/`entrypoint` is refused (the image's own is emulated).
+    /// Whether a compose `command` without an `entrypoint` is refused (the image's own
+    /// entrypoint is emulated, not the way it passes arguments on); an `entrypoint` replaces it.
     pub fixed_command: bool,
 }
 
@@ -246,7 +249,7 @@ pub fn image(name: &str, repo: &Path, programs: &Programs) -> anyhow::Result<Ima
             let pg = umbra_global_cp::testing::find_bin_dir()
                 .context("image postgres: PostgreSQL server binaries not installed")?;
             let user = system_user("postgres")?;
-            let mut bin: Vec<(String, PathBuf)> = ["initdb", "postgres"]
+            let mut bin: Vec<(String, PathBuf)> = ["initdb", "postgres", "psql"]
                 .iter()
                 .map(|p| ((*p).to_owned(), pg.join(p)))
                 .collect();

@@ -22,6 +22,10 @@
 //!   `<run>/volumes/`, take the owner of the image directory they are first mounted on, and are
 //!   not enforced read-only (`:ro` is parsed; the rewritten path is the volume itself).
 //! - `ports` are parsed and not published: the test process reaches every host address.
+//! - **Stopping one service**: [`Project::stop`] (`docker stop`: SIGTERM, SIGKILL after 5 s),
+//!   [`Project::kill`] (`docker kill`: SIGKILL at once), [`Project::start`] (`docker start`);
+//!   a stopped or killed service is not restarted by its policy. [`Project::exec`] and
+//!   [`Project::exec_detached`] run a command in a service's host (`docker compose exec [-d]`).
 //!
 //! The run directory `/tmp/umbra-compose-<pid>-<n>` is removed on drop unless the thread is
 //! panicking or `UMBRA_KEEP_COMPOSE_RUN` is set (then its path is printed, logs kept); those of
@@ -317,8 +321,8 @@ impl Project {
         }
         if img.fixed_command {
             anyhow::ensure!(
-                s.command.is_none() && s.entrypoint.is_none(),
-                "service {name}: image {} runs its own command here; command/entrypoint are not supported",
+                s.command.is_none() || s.entrypoint.is_some(),
+                "service {name}: image {} runs its own entrypoint here; a command without an entrypoint is not supported",
                 s.image
             );
         }
@@ -545,6 +549,27 @@ impl Project {
         }
     }
 
+    /// Start `argv` as `docker compose exec -d <service>` would (as [`Project::exec`], without
+    /// waiting): the process, killed when dropped; its output goes to `Proc::log`.
+    ///
+    /// # Errors
+    /// When it cannot start.
+    pub fn exec_detached(&self, service: &str, argv: &[&str]) -> anyhow::Result<Proc> {
+        let spec = self
+            .shared
+            .specs
+            .get(service)
+            .with_context(|| format!("no service {service}"))?;
+        let argv: Vec<String> = argv.iter().map(|a| spec.paths.rewrite(a)).collect();
+        let out = self.run.join("logs").join(format!(
+            "{service}.exec-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        Proc::spawn(self.shared.command(spec, &argv), &out)
+    }
+
     /// The host path container path `path` of `service` stands for (a volume file, say).
     #[must_use]
     pub fn path(&self, service: &str, path: &str) -> Option<PathBuf> {
@@ -665,6 +690,32 @@ impl Project {
             }
             self.shared.with(service, |s| s.exit = p.exited());
         }
+    }
+
+    /// Kill `service` at once, as `docker kill` does: SIGKILL to its whole process group (no
+    /// chance to clean up: its connections are reset by its host's kernel, a PostgreSQL
+    /// session it held ends); its restart policy no longer applies ([`Project::start`] brings
+    /// it back). Its exit code.
+    pub fn kill(&self, service: &str) -> Option<i32> {
+        let p = self.shared.with(service, |s| {
+            s.stopped = true;
+            s.restart_at = None;
+            s.healthy = false;
+            s.proc.take()
+        });
+        let mut p = p?;
+        p.kill();
+        let code = p.exited();
+        self.shared.with(service, |s| s.exit = code);
+        code
+    }
+
+    /// Whether `service` has a process running (started and neither exited nor stopped).
+    #[must_use]
+    pub fn running(&self, service: &str) -> bool {
+        self.shared.with(service, |s| {
+            s.proc.as_mut().is_some_and(|p| p.exited().is_none())
+        })
     }
 
     /// Start a stopped `service` again.

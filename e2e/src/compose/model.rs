@@ -782,7 +782,7 @@ volumes:
     fn the_repository_compose_file_parses() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker-compose.yml");
         let f = ComposeFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-        assert_eq!(f.host_of("credentials"), "global-cp");
+        assert_eq!(f.host_of("credentials"), "global-cp-a");
         assert_eq!(f.host_of("zone-1-frontend-sidecar"), "zone-1-frontend");
         assert_eq!(f.start_order().unwrap()[0], "kds-tls");
     }
