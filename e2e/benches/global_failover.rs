@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use umbra_e2e::measure::{env_usize, percentile};
 use umbra_e2e::{
     dataplane_yaml, envoy_binary, free_port, http, wait_until, CpProcess, DpServer, Envoy,
 };
@@ -20,23 +21,8 @@ const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn idle_timeout(seconds: u32) -> String {
     umbra_e2e::compose::deployment::idle_timeout("idle", seconds)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 async fn start_global(url: &str, name: &str, log: PathBuf) -> anyhow::Result<CpProcess> {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use umbra_core::resource::{Resource, ResourceKey, ResourceType};
+use umbra_e2e::measure::{env_usize, percentile};
 use umbra_e2e::{free_port, http};
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::PostgresStore;
@@ -23,13 +24,6 @@ use umbra_global_cp::store::Store;
 use umbra_global_cp::testing::TempPostgres;
 use umbra_global_cp::tokens::ZoneTokens;
 use umbra_zone_cp::store::Store as ZoneStore;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn policy(i: usize, idle_secs: usize) -> Resource {
     Resource::from_bytes(
@@ -39,14 +33,6 @@ fn policy(i: usize, idle_secs: usize) -> Resource {
         .as_bytes(),
     )
     .expect("valid policy")
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 struct Global {

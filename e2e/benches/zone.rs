@@ -17,18 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use umbra_e2e::envoy_sim::{self, Access, Events, XdsType};
+use umbra_e2e::measure::{env_usize, percentile};
 use umbra_e2e::{http, Zone};
 
 /// The allocator the `zone-cp` binary uses, so RSS and CPU match the real process.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// VmRSS of this process, in KiB.
 fn rss_kib() -> u64 {
@@ -125,14 +119,6 @@ async fn access(zone: &Zone) -> anyhow::Result<Arc<Access>> {
     .await?;
     anyhow::ensure!(status == 200, "token: {status} {token}");
     Ok(Arc::new(Access::new(&ca, &token)?))
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use umbra_e2e::measure::{env_usize, percentile};
 use umbra_e2e::{dataplane_yaml, envoy_binary, free_port, wait_until, CpProcess, DpServer, Envoy};
 use umbra_global_cp::testing::TempPostgres;
 
@@ -29,23 +30,8 @@ const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 const NAMES: [&str; 2] = ["a", "b"];
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn idle_timeout(seconds: u32) -> String {
     umbra_e2e::compose::deployment::idle_timeout("idle", seconds)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// `/ready` of a replica.

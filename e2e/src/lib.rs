@@ -21,6 +21,7 @@ pub mod envoy_sim;
 pub mod fleet;
 pub mod hosts;
 mod http;
+pub mod measure;
 mod replicas;
 pub mod seed;
 pub use dp::{https_post, DpServer};
