@@ -101,19 +101,12 @@ async fn subscription_acked(p: &Project, zone: &str, dp: &str) -> Option<(String
 
 /// Poll `check` every 50 ms until it returns `Some`, up to `bound` (finer than
 /// [`wait_for`], for the times this test reports); the error names `what`.
-async fn poll<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+async fn poll<T, F, Fut>(bound: Duration, what: &str, check: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + bound;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "waited {bound:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    deployment::poll_every(Duration::from_millis(50), bound, what, check).await
 }
 
 /// Whether zone CP `cp` leads and its KDS stream to the Global is connected (its `/ready`).

@@ -126,7 +126,25 @@ pub fn fetch(p: &Project, service: &str, url: &str) -> anyhow::Result<(i32, Stri
 ///
 /// # Errors
 /// `bound` passed.
-pub async fn wait_for<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+pub async fn wait_for<T, F, Fut>(bound: Duration, what: &str, check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    poll_every(Duration::from_millis(250), bound, what, check).await
+}
+
+/// Poll `check` every `every` until it returns `Some`, up to `bound`; the error names `what`
+/// ([`wait_for`] with a finer step, for times a test reports).
+///
+/// # Errors
+/// `bound` passed.
+pub async fn poll_every<T, F, Fut>(
+    every: Duration,
+    bound: Duration,
+    what: &str,
+    mut check: F,
+) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -137,7 +155,7 @@ where
             return Ok(v);
         }
         anyhow::ensure!(Instant::now() < deadline, "waited {bound:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(every).await;
     }
 }
 
