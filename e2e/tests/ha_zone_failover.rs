@@ -12,6 +12,8 @@
 //!   the new policy and the commit markers only (no Mesh, trust bundle or older policy again),
 //!   the survivor sends only that policy and receives only the new Dataplane, since both sides
 //!   resume from content versions, which do not depend on the process that computed them.
+//! - Both replicas, the restarted one included, answer the zone's `ZoneOverview` with the same
+//!   subscriptions: the survivor's last and open, the killed replica's before it and ended.
 //! - The killed replica is restarted and the next round kills the other one: three failovers,
 //!   alternating, so the test does not pass by the luck of which replica came first.
 
@@ -208,6 +210,52 @@ async fn replicas_agree(
     // The zone stayed where it was.
     assert_eq!(connected_to(&kds_state(zone).await), Some(on));
     Ok(())
+}
+
+/// Both replicas, the one restarted after its SIGKILL included, answer the zone's
+/// `ZoneOverview` with the same subscriptions: the `holder`'s last and open, the `killed`
+/// one's before it, ended (it never said so: it was read as ended when last recorded).
+async fn overviews_agree(globals: &[CpProcess; 2], holder: &str, killed: &str, round: usize) {
+    let path = format!("/zones/{ZONE_NAME}+insights");
+    let ok = |s: &[Value]| {
+        let Some((current, earlier)) = s.split_last() else {
+            return false;
+        };
+        current["globalInstanceId"] == holder
+            && current["disconnectTime"].is_null()
+            && earlier.iter().any(|p| p["globalInstanceId"] == killed)
+            && earlier.iter().all(|p| p["disconnectTime"].is_string())
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut seen = Vec::new();
+        for g in globals {
+            let body = match g.call("GET", &path, None).await {
+                Ok((200, o)) => o["zoneInsight"]["subscriptions"].clone(),
+                _ => Value::Null,
+            };
+            // What both must agree on (the holder's `status` is fresher in its own memory).
+            let subs: Vec<Value> = body
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    serde_json::json!({"id": s["id"], "globalInstanceId": s["globalInstanceId"],
+                        "connectTime": s["connectTime"], "disconnectTime": s["disconnectTime"]})
+                })
+                .collect();
+            seen.push(subs);
+        }
+        if seen[0] == seen[1] && ok(&seen[0]) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "round {round}: the replicas' ZoneOverview subscriptions differ or are wrong (held \
+             by {holder}, {killed} killed): {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,6 +462,7 @@ async fn a_zone_fails_over_between_global_replicas_without_a_full_resend() -> an
 
         // The killed replica comes back (the zone stays where it is).
         globals[victim].restart().await?;
+        overviews_agree(&globals, ["a", "b"][survivor], ["a", "b"][victim], round).await;
     }
 
     assert!(

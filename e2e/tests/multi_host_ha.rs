@@ -40,7 +40,9 @@ fn options() -> umbra_e2e::compose::UpOptions {
 }
 
 /// The Global replica holding `zone`'s KDS streams, as the Global (through the load
-/// balancer) reports it: `None` while the zone is offline.
+/// balancer, so either replica) reports it: `None` while the zone is offline, or while Kuma's
+/// view of it (`zoneInsight`'s last subscription, open, on that replica) disagrees with
+/// Umbra's own.
 async fn global_holder(p: &Project, zone: &str) -> Option<String> {
     let (s, z) = p
         .call(
@@ -52,9 +54,13 @@ async fn global_holder(p: &Project, zone: &str) -> Option<String> {
         )
         .await
         .ok()?;
-    (s == 200 && z["umbra"]["online"] == true)
-        .then(|| z["umbra"]["replica"].as_str().map(str::to_owned))
-        .flatten()
+    let replica = z["umbra"]["replica"].as_str()?;
+    let current = z["zoneInsight"]["subscriptions"].as_array()?.last()?;
+    (s == 200
+        && z["umbra"]["online"] == true
+        && current["globalInstanceId"] == replica
+        && current["disconnectTime"].is_null())
+    .then(|| replica.to_owned())
 }
 
 /// The CP replica of `zone` that leads (its own `/ready` says so), if exactly one running does.

@@ -137,6 +137,9 @@ pub struct AppState {
     pub replicas: Arc<dyn crate::replicas::Coordinator>,
     /// This replica's name (`--replica-name`).
     pub replica_name: Arc<str>,
+    /// Where the replicas record their zone subscriptions (`None`: alone, on a memory store;
+    /// [`crate::replicas::insights`]).
+    pub subscriptions: Option<Arc<crate::replicas::insights::InsightMirror>>,
 }
 
 impl FromRef<AppState> for Arc<dyn Store> {
@@ -157,6 +160,49 @@ impl AppState {
             crate::replicas::zone_statuses(&self.zones, &*self.replicas, &self.replica_name)
                 .await?,
         )
+    }
+
+    /// Per zone (`only`, or every zone `known` or recorded), its `ZoneOverview` subscriptions
+    /// over every replica ([`crate::zone_overview::merge_subscriptions`]); `known` is
+    /// [`Self::zone_statuses`].
+    ///
+    /// # Errors
+    /// 503 when the store cannot be read.
+    pub async fn zone_subscriptions(
+        &self,
+        known: &std::collections::BTreeMap<String, crate::zones::ZoneStatus>,
+        only: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, Vec<Value>>, ApiError> {
+        let stored = match &self.subscriptions {
+            Some(m) => m.subscriptions(only).await?,
+            None => std::collections::BTreeMap::new(),
+        };
+        let names: std::collections::BTreeSet<&str> = known
+            .keys()
+            .chain(stored.keys())
+            .map(String::as_str)
+            .filter(|z| only.is_none_or(|o| o == *z))
+            .collect();
+        Ok(names
+            .into_iter()
+            .map(|zone| {
+                let local = self
+                    .zones
+                    .get(zone)
+                    .and_then(|s| crate::zone_overview::subscription(&s, &self.replica_name));
+                let holder = known
+                    .get(zone)
+                    .filter(|s| s.online)
+                    .and_then(|s| s.replica.as_deref());
+                let subs = crate::zone_overview::merge_subscriptions(
+                    local,
+                    stored.get(zone).map_or(&[], Vec::as_slice),
+                    &self.replica_name,
+                    holder,
+                );
+                (zone.to_owned(), subs)
+            })
+            .collect())
     }
 
     /// What the inspect answers read.
@@ -397,7 +443,8 @@ fn zone_json(
 
 async fn list_zones(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let known = state.zone_statuses().await?;
-    let held = zone_resources(&*state.store, known.keys().cloned()).await?;
+    let subs = state.zone_subscriptions(&known, None).await?;
+    let held = zone_resources(&*state.store, subs.into_keys()).await?;
     let items: Vec<Value> = held
         .iter()
         .map(|(name, h)| zone_json(known.get(name).cloned(), name, h))
@@ -407,8 +454,8 @@ async fn list_zones(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
 
 /// `GET /zones/{name}`: the zone's KDS state ([`zone_json`]); and, as matchit cannot route
 /// a parameter with a suffix, `GET /zones/{name}+insights`: its `ZoneOverview`
-/// ([`crate::zone_overview`]). 404 for a zone that has not connected since this Global started
-/// and holds no resources here.
+/// ([`crate::zone_overview`]). 404 for a zone no replica has seen connect (since its
+/// subscriptions were forgotten) that holds no resources here.
 async fn get_zone(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -418,9 +465,15 @@ async fn get_zone(
         None => (name, false),
     };
     let held = zone_resources(&*state.store, [name.clone()]).await?;
-    let status = state.zone_statuses().await?.remove(&name);
+    let mut known = state.zone_statuses().await?;
+    let subs = state
+        .zone_subscriptions(&known, Some(&name))
+        .await?
+        .remove(&name)
+        .unwrap_or_default();
+    let status = known.remove(&name);
     let h = held.get(&name).cloned().unwrap_or_default();
-    if status.is_none() && h.0 == 0 && h.1.is_empty() {
+    if status.is_none() && subs.is_empty() && h.0 == 0 && h.1.is_empty() {
         return Err(ApiError::not_found(format!(
             "zone {name:?} has never connected"
         )));
@@ -428,9 +481,8 @@ async fn get_zone(
     if overview {
         return Ok(Json(crate::zone_overview::zone_overview(
             &name,
-            status.as_ref(),
-            &crate::zone_overview::instance_id(),
-            zone_json(status.clone(), &name, &h),
+            subs,
+            zone_json(status, &name, &h),
         )));
     }
     Ok(Json(zone_json(status, &name, &h)))
@@ -458,20 +510,20 @@ async fn list_zone_overviews(
         .map(|(_, v)| v.as_str())
         .unwrap_or_default();
     let known = state.zone_statuses().await?;
-    let held = zone_resources(&*state.store, known.keys().cloned()).await?;
+    let mut subs = state.zone_subscriptions(&known, None).await?;
+    let held = zone_resources(&*state.store, subs.keys().cloned()).await?;
     let matching: Vec<_> = held
         .iter()
         .filter(|(name, _)| name.contains(contains))
         .collect();
-    let instance = crate::zone_overview::instance_id();
     let items = matching
         .iter()
         .skip(page.offset)
         .take(page.size)
         .map(|(name, h)| {
-            let status = known.get(*name).cloned();
-            let umbra = zone_json(status.clone(), name, h);
-            crate::zone_overview::zone_overview(name, status.as_ref(), &instance, umbra)
+            let umbra = zone_json(known.get(*name).cloned(), name, h);
+            let subs = subs.remove(*name).unwrap_or_default();
+            crate::zone_overview::zone_overview(name, subs, umbra)
         })
         .collect();
     Ok(Json(page.body(

@@ -405,7 +405,7 @@ pub async fn serve(
                 "insight mirror",
                 mirror
                     .clone()
-                    .follow(coordinator.leader(), stop_rx.clone())
+                    .follow(replica_name.clone(), coordinator.leader(), stop_rx.clone())
                     .instrument(tracing::info_span!("replica.insights")),
             );
             Some(mirror)
@@ -490,6 +490,7 @@ pub async fn serve(
         }),
         replicas: coordinator.clone(),
         replica_name: replica_name.into(),
+        subscriptions: insights.clone(),
     };
     let api = umbra_runtime::process::serve_http(
         api,

@@ -328,6 +328,7 @@ pub fn app_state(
         config: std::sync::Arc::default(),
         replicas: crate::replicas::Single::shared(),
         replica_name: "global-cp".into(),
+        subscriptions: None,
     }
 }
 

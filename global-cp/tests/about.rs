@@ -73,6 +73,7 @@ async fn configured_app() -> axum::Router {
         config: Arc::new(args.config()),
         replicas: umbra_global_cp::replicas::Single::shared(),
         replica_name: "global-cp".into(),
+        subscriptions: None,
     })
 }
 

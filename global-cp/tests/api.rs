@@ -816,11 +816,9 @@ async fn zone_overviews_from_the_zone_registry() {
         (Some("east"), Some(true))
     );
     let sub = &east["zoneInsight"]["subscriptions"][0];
-    assert_eq!(sub["id"], "east-1");
-    assert!(
-        sub["globalInstanceId"].is_string() && sub["connectTime"].is_string(),
-        "{sub}"
-    );
+    assert_eq!(sub["id"], "east-global-cp-1");
+    assert_eq!(sub["globalInstanceId"], "global-cp", "the replica's name");
+    assert!(sub["connectTime"].is_string(), "{sub}");
     assert!(sub.get("disconnectTime").is_none(), "{sub}");
     assert_eq!(
         sub["status"]["stat"]["MeshTimeout"],

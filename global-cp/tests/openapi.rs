@@ -22,6 +22,7 @@ fn app() -> axum::Router {
         config: Arc::default(),
         replicas: umbra_global_cp::replicas::Single::shared(),
         replica_name: "global-cp".into(),
+        subscriptions: None,
     })
     // As if every request came from loopback (the admin by default).
     .layer(axum::Extension(axum::extract::ConnectInfo(

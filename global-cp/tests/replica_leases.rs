@@ -287,7 +287,7 @@ async fn zone_insights_reach_every_replica() {
         .await
         .expect("mirror");
     let stop = watch::channel(false).0;
-    tokio::spawn(reader.follow(watch::channel(true).1, stop.subscribe()));
+    tokio::spawn(reader.follow("there".into(), watch::channel(true).1, stop.subscribe()));
     // The zone is connected "here" (the writer's replica).
     here.stream_opened("z1", "10.0.0.1:1").expect("open");
     let item = |n: u32| Item::from_doc(&serde_json::json!({"subscriptions": [{"id": n}]}));
@@ -324,4 +324,81 @@ async fn zone_insights_reach_every_replica() {
     )
     .await;
     stop.send_replace(true);
+}
+
+/// Each replica records its own subscription of the zones it held; rows are rewritten only when
+/// the subscription changed, and read back by any replica with when they were written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_subscriptions_are_recorded_per_replica() {
+    use std::collections::HashMap;
+    use umbra_global_cp::replicas::insights::InsightMirror;
+    use umbra_global_cp::zones::ZoneRegistry;
+    let Some(pg) = TempPostgres::start_or_skip() else {
+        return;
+    };
+    let url = database(&pg, "subscriptions").await;
+    let (a, b) = (
+        Arc::new(ZoneRegistry::default()),
+        Arc::new(ZoneRegistry::default()),
+    );
+    let on_a = InsightMirror::connect(&url, a.clone())
+        .await
+        .expect("mirror");
+    let on_b = InsightMirror::connect(&url, b.clone())
+        .await
+        .expect("mirror");
+    let (mut written_a, mut written_b) = (HashMap::new(), HashMap::new());
+    // z1 and z2 on a; nothing on b yet.
+    a.stream_opened("z1", "10.0.0.1:1").expect("open");
+    a.stream_opened("z2", "10.0.0.2:1").expect("open");
+    on_a.publish_subscriptions("a", &mut written_a)
+        .await
+        .expect("publish");
+    on_b.publish_subscriptions("b", &mut written_b)
+        .await
+        .expect("publish");
+    let all = on_b.subscriptions(None).await.expect("read");
+    assert_eq!(all.keys().collect::<Vec<_>>(), ["z1", "z2"]);
+    let z1 = &all["z1"];
+    assert_eq!(z1.len(), 1);
+    assert_eq!(z1[0].replica, "a");
+    assert_eq!(z1[0].subscription["globalInstanceId"], "a");
+    assert!(z1[0].subscription["disconnectTime"].is_null());
+    assert!(
+        z1[0].at.ends_with('Z') && z1[0].at.len() == 20,
+        "{}",
+        z1[0].at
+    );
+    // Unchanged: not written again (the row keeps its time).
+    let before = on_b.subscriptions(Some("z1")).await.expect("read");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    on_a.publish_subscriptions("a", &mut written_a)
+        .await
+        .expect("publish");
+    assert_eq!(on_b.subscriptions(Some("z1")).await.expect("read"), before);
+    // z1 moves to b: a records its end, b its start; both rows are read.
+    a.stream_closed("z1", None);
+    b.stream_opened("z1", "10.0.0.1:2").expect("open");
+    on_a.publish_subscriptions("a", &mut written_a)
+        .await
+        .expect("publish");
+    on_b.publish_subscriptions("b", &mut written_b)
+        .await
+        .expect("publish");
+    let z1 = on_a.subscriptions(Some("z1")).await.expect("read");
+    let z1 = &z1["z1"];
+    let by = |r: &str| {
+        &z1.iter()
+            .find(|s| s.replica == r)
+            .expect("a row")
+            .subscription
+    };
+    assert_eq!(z1.len(), 2);
+    assert!(by("a")["disconnectTime"].is_string(), "{z1:?}");
+    assert!(by("b")["disconnectTime"].is_null(), "{z1:?}");
+    assert!(on_a
+        .subscriptions(Some("z9"))
+        .await
+        .expect("read")
+        .is_empty());
 }

@@ -10,7 +10,15 @@
 //! replica answers a DPP's overview, and a zone that moves to another replica resumes its
 //! insight stream with only what changed (the initial versions come from the mirror).
 //! Removals are kept as rows without a body for [`FORGET_REMOVED`], so mirrors learn them.
+//!
+//! The same task publishes this replica's KDS subscription of each zone it has held (table
+//! `zone_subscriptions`, `migrations/20261127000005_zone_subscriptions.sql`; Kuma's
+//! `KDSSubscription` JSON, rewritten when it changes, at most every [`POLL`]), which
+//! [`InsightMirror::subscriptions`] reads back, so any replica answers a zone's `ZoneOverview`
+//! with every replica's subscription ([`crate::zone_overview::merge_subscriptions`]).
+//! Subscriptions older than [`FORGET_SUBSCRIPTIONS`] are forgotten, except each zone's newest.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +29,7 @@ use umbra_kds::resource::Item;
 
 use crate::store::pg_rows::unavailable;
 use crate::store::StoreError;
+use crate::zone_overview::StoredSubscription;
 use crate::zones::ZoneRegistry;
 
 /// How often new rows are mirrored.
@@ -29,6 +38,8 @@ pub const POLL: Duration = Duration::from_secs(1);
 pub const FULL_READ: Duration = Duration::from_secs(15);
 /// How long a removal is remembered.
 const FORGET_REMOVED: &str = "1 hour";
+/// How long a zone's subscription on a replica is remembered once newer ones exist.
+pub const FORGET_SUBSCRIPTIONS: &str = "1 day";
 /// Rows read per incremental query.
 const PAGE: i64 = 5_000;
 
@@ -103,6 +114,75 @@ impl InsightMirror {
         tx.commit().await.map_err(unavailable)
     }
 
+    /// Write this replica's (`me`) subscription of each zone it has held that differs from
+    /// what `written` says was last written (and record it there).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; `written` is unchanged then, so the next call retries.
+    pub async fn publish_subscriptions(
+        &self,
+        me: &str,
+        written: &mut HashMap<String, serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        let changed: Vec<(String, serde_json::Value)> = self
+            .zones
+            .list()
+            .iter()
+            .filter_map(|z| {
+                let sub = crate::zone_overview::subscription(z, me)?;
+                (written.get(&z.name) != Some(&sub)).then(|| (z.name.clone(), sub))
+            })
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let zones: Vec<&str> = changed.iter().map(|(z, _)| z.as_str()).collect();
+        let subs: Vec<&serde_json::Value> = changed.iter().map(|(_, s)| s).collect();
+        sqlx::query(
+            "INSERT INTO zone_subscriptions (zone, replica, subscription)
+             SELECT z, $1, s FROM UNNEST($2::text[], $3::jsonb[]) AS t(z, s)
+             ON CONFLICT (zone, replica) DO UPDATE SET subscription = EXCLUDED.subscription,
+               at = now()",
+        )
+        .bind(me)
+        .bind(&zones)
+        .bind(&subs)
+        .execute(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        written.extend(changed);
+        Ok(())
+    }
+
+    /// The subscriptions every replica recorded, of `zone` (every zone for `None`), by zone.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub async fn subscriptions(
+        &self,
+        zone: Option<&str>,
+    ) -> Result<BTreeMap<String, Vec<StoredSubscription>>, StoreError> {
+        let rows = sqlx::query(
+            r#"SELECT zone, replica, subscription,
+                 to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS at
+               FROM zone_subscriptions WHERE $1::text IS NULL OR zone = $1"#,
+        )
+        .bind(zone)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        let mut out: BTreeMap<String, Vec<StoredSubscription>> = BTreeMap::new();
+        for row in rows {
+            let zone: String = row.try_get("zone").map_err(unavailable)?;
+            out.entry(zone).or_default().push(StoredSubscription {
+                replica: row.try_get("replica").map_err(unavailable)?,
+                subscription: row.try_get("subscription").map_err(unavailable)?,
+                at: row.try_get("at").map_err(unavailable)?,
+            });
+        }
+        Ok(out)
+    }
+
     /// Mirror rows with a sequence above `after` (all of them for `None`) into the registry,
     /// skipping zones this replica holds. Returns the highest sequence seen.
     async fn mirror(&self, after: Option<i64>) -> Result<Option<i64>, StoreError> {
@@ -151,17 +231,23 @@ impl InsightMirror {
         }
     }
 
-    /// Keep the registry in step with the table until `stop` turns `true`; the leader also
-    /// forgets old removals. Errors are logged and retried at the next poll.
+    /// Keep the registry in step with the table and publish this replica's (`me`)
+    /// subscriptions until `stop` turns `true`; the leader also forgets old removals and
+    /// subscriptions. Errors are logged and retried at the next poll.
     pub async fn follow(
         self: Arc<Self>,
+        me: String,
         leader: watch::Receiver<bool>,
         mut stop: watch::Receiver<bool>,
     ) {
         let mut seen: Option<i64> = None;
         let mut last_full = tokio::time::Instant::now();
         let mut first = true;
+        let mut written = HashMap::new();
         loop {
+            if let Err(e) = self.publish_subscriptions(&me, &mut written).await {
+                tracing::warn!(error = %e, "cannot record this replica's zone subscriptions; retrying");
+            }
             let full = first || last_full.elapsed() >= FULL_READ;
             let result = if full {
                 self.mirror(None).await
@@ -186,6 +272,17 @@ impl InsightMirror {
                 .await;
                 if let Err(e) = forgot {
                     tracing::warn!(error = %e, "cannot forget removed insights");
+                }
+                let forgot = sqlx::query(&format!(
+                    "DELETE FROM zone_subscriptions s
+                     WHERE at < now() - interval '{FORGET_SUBSCRIPTIONS}'
+                       AND EXISTS (SELECT 1 FROM zone_subscriptions n
+                                   WHERE n.zone = s.zone AND n.at > s.at)"
+                ))
+                .execute(&self.pool)
+                .await;
+                if let Err(e) = forgot {
+                    tracing::warn!(error = %e, "cannot forget old zone subscriptions");
                 }
             }
             let stopped = tokio::select! {
