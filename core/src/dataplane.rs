@@ -249,6 +249,11 @@ impl DataplaneSpec {
             .unwrap_or_else(|| "unknown".to_owned())
     }
 
+    /// `true` when the DPP's `networking.address` is an IPv6 address (Kuma's `IsIPv6`).
+    pub fn is_ipv6(&self) -> bool {
+        crate::go_net::parse_ip(&self.networking.address).is_some_and(|ip| ip.is_ipv6())
+    }
+
     /// Tag → values over every inbound and the gateway (Kuma's `TagSet`): what `x-kuma-tags`
     /// carries and what a tag-bound dataplane token is checked against.
     pub fn tag_set(

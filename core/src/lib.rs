@@ -35,6 +35,7 @@ pub mod dataplane;
 pub mod defaults;
 pub mod dependencies;
 pub mod duration;
+pub mod external_service;
 pub mod fields;
 pub mod go_net;
 pub mod k8s;

@@ -278,6 +278,16 @@ impl MeshSpec {
         })
     }
 
+    /// `true` when `routing.zoneEgress` is `true`: sidecars reach ExternalServices (and other
+    /// zones) through their zone's ZoneEgress (Kuma's `ZoneEgressEnabled`).
+    pub fn zone_egress_enabled(&self) -> bool {
+        self.routing
+            .as_ref()
+            .and_then(|r| r.get("zoneEgress"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
+    }
+
     /// `true` when mutual TLS is enabled (an `enabledBackend` is set).
     pub fn mtls_enabled(&self) -> bool {
         self.mtls

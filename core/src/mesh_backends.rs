@@ -178,13 +178,7 @@ fn validate_tracing(err: &mut ValidationError, tracing: Option<&Value>) {
 
 /// Kuma's `validateZoneEgress`: zone egress routes through mTLS.
 fn validate_zone_egress(err: &mut ValidationError, spec: &MeshSpec) {
-    let zone_egress = spec
-        .routing
-        .as_ref()
-        .and_then(|r| r.get("zoneEgress"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if zone_egress && !spec.mtls_enabled() {
+    if spec.zone_egress_enabled() && !spec.mtls_enabled() {
         err.violation(
             &PathBuilder::rooted_at("mtls"),
             "has to be set when zoneEgress enabled",

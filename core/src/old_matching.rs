@@ -284,27 +284,44 @@ pub fn select_inbound_connection_policies(
     let sorted = by_name(policies);
     let mut out = BTreeMap::new();
     for inbound in &dp.networking.inbound {
-        let mut best: Option<(OldPolicyRef<'_>, Rank)> = None;
-        for p in &sorted {
-            for d in p.destinations {
-                if !tags_match(&d.match_tags, &inbound.tags) {
-                    continue;
-                }
-                let rank = Rank::of(&d.match_tags);
-                let better = match &best {
-                    None => rank > Rank::default(),
-                    Some((b, br)) => rank > *br || (rank == *br && created_later(p.meta, b.meta)),
-                };
-                if better {
-                    best = Some((*p, rank));
-                }
-            }
-        }
-        if let Some((p, _)) = best {
-            out.insert(dp.inbound_key(inbound), p.idx);
+        if let Some(idx) = best_inbound_policy(&sorted, &inbound.tags) {
+            out.insert(dp.inbound_key(inbound), idx);
         }
     }
     out
+}
+
+/// Kuma's `SelectInboundConnectionPolicy` for one set of destination `tags` (an
+/// ExternalService's, `pkg/core/permissions/matcher.go`): the index of the policy whose best
+/// `destination` rank is highest, newer first on ties.
+pub fn select_inbound_connection_policy(
+    tags: &BTreeMap<String, String>,
+    policies: &[OldPolicyRef<'_>],
+) -> Option<usize> {
+    best_inbound_policy(&by_name(policies), tags)
+}
+
+fn best_inbound_policy(
+    sorted: &[OldPolicyRef<'_>],
+    tags: &BTreeMap<String, String>,
+) -> Option<usize> {
+    let mut best: Option<(OldPolicyRef<'_>, Rank)> = None;
+    for p in sorted {
+        for d in p.destinations {
+            if !tags_match(&d.match_tags, tags) {
+                continue;
+            }
+            let rank = Rank::of(&d.match_tags);
+            let better = match &best {
+                None => rank > Rank::default(),
+                Some((b, br)) => rank > *br || (rank == *br && created_later(p.meta, b.meta)),
+            };
+            if better {
+                best = Some((*p, rank));
+            }
+        }
+    }
+    best.map(|(p, _)| p.idx)
 }
 
 /// Inbound matching policies (FaultInjection): per inbound, the indexes of every policy with a

@@ -1,7 +1,7 @@
-//! Kuma 2.7 resource types that are not `targetRef` policies and that Umbra stores, syncs and
-//! lists without generating anything from them: ExternalService (until zone egress exists),
-//! MeshGateway, MeshGatewayRoute, VirtualOutbound (builtin gateways and virtual outbounds are
-//! out of Umbra's scope), Secret and GlobalSecret.
+//! Kuma 2.7 resource types that are not `targetRef` policies, typed as far as their envelope:
+//! ExternalService (generated from [`crate::external_service`]), MeshGateway, MeshGatewayRoute,
+//! VirtualOutbound (stored, synced and listed; not generated), Secret (read by ExternalServices)
+//! and GlobalSecret.
 //!
 //! Their envelope is typed as Kuma's protos give it (`api/mesh/v1alpha1/*.proto`,
 //! `api/system/v1alpha1/secret.proto`), unknown top-level fields refused. The nested `conf` of

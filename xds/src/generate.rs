@@ -51,14 +51,15 @@ pub fn generate(
     if let Some(admin) = proxy.admin {
         base::admin::generate(&mut snap, &dp.networking.address, admin);
     }
+    let new_routes = policies.new_routes_apply(dp);
     base::inbound::generate(&mut snap, dp, ctx);
-    base::outbound::generate(&mut snap, dp, ctx);
-    base::eds::generate(&mut snap, dp, ctx);
+    base::outbound::generate(&mut snap, dp, ctx, policies, new_routes);
+    base::eds::generate(&mut snap, dp, ctx, policies, new_routes);
     let input = PluginInput {
         dataplane: dp,
         ctx,
         policies,
-        new_routes: policies.new_routes_apply(dp),
+        new_routes,
     };
     apply_all(&mut snap, &input)?;
     Ok(snap)

@@ -603,7 +603,10 @@ async fn stored_only_types_are_named_as_not_generated() {
         ("health-checks/hc", "type: HealthCheck\nmesh: default\nname: hc\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\nconf: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1}\n"),
         ("traffic-traces/tt", "type: TrafficTrace\nmesh: default\nname: tt\nselectors: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\nconf: {backend: zipkin}\n"),
         ("traffic-logs/tl", "type: TrafficLog\nmesh: default\nname: tl\nsources: [{match: {kuma.io/service: frontend_kuma-demo_svc_8080}}]\ndestinations: [{match: {kuma.io/service: backend_kuma-demo_svc_3001}}]\n"),
-        ("external-services/httpbin", "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443'}\n"),
+        // Generated (issue 37), but this one's CA Secret does not exist: it gives no endpoint.
+        ("external-services/httpbin", "type: ExternalService\nmesh: default\nname: httpbin\ntags: {kuma.io/service: httpbin}\nnetworking: {address: 'httpbin.org:443', tls: {enabled: true, caCert: {secret: httpbin-ca}}}\n"),
+        // Generated, and resolvable: never listed.
+        ("external-services/example", "type: ExternalService\nmesh: default\nname: example\ntags: {kuma.io/service: example}\nnetworking: {address: 'example.com:443'}\n"),
     ] {
         let (s, b) = call(&app, "PUT", &format!("/meshes/default/{path}"), Some(doc.into())).await;
         assert_eq!(s, StatusCode::CREATED, "{path}: {b}");

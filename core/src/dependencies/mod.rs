@@ -17,7 +17,9 @@
 //! - for each of those old policies, whether its type is superseded in the view (the
 //!   old-vs-new rule of seed 000): plugins read old policies either in effect only or in effect
 //!   and superseded, nothing else about the rule;
-//! - the endpoints and protocol of the services its outbounds name.
+//! - the endpoints and protocol of the services its outbounds name;
+//! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
+//!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
 //!
 //! [`dependencies`] lists those; the caller turns them into a fingerprint with its own notion
 //! of resource identity (the zone store's write revisions). [`ingress`] does the same for a
@@ -123,6 +125,29 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             if selected {
                 push(*ty, r.meta.name.as_str(), superseded);
             }
+        }
+    }
+    // ExternalServices: which exist and what they resolve to (their Secrets), and, on the
+    // legacy path, which TrafficPermissions let this DPP reach them. Coarse: every one of the
+    // view, for a DPP with an outbound.
+    if !policies.external.is_empty() && !dp.networking.outbound.is_empty() {
+        for r in &policies.stored {
+            if r.ty() != ResourceType::ExternalService {
+                continue;
+            }
+            push(ResourceType::ExternalService, r.meta.name.as_str(), false);
+            for secret in policies
+                .external
+                .secrets
+                .get(&r.meta.name)
+                .into_iter()
+                .flatten()
+            {
+                push(ResourceType::Secret, secret.as_str(), false);
+            }
+        }
+        for r in policies.old_policies_with_superseded(ResourceType::TrafficPermission) {
+            push(ResourceType::TrafficPermission, r.meta.name.as_str(), false);
         }
     }
     deps

@@ -2,18 +2,29 @@
 //! [`MeshContext`] built (Kuma's `xds/cache/cla`), or an empty one for a service nothing serves.
 
 use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::view::PolicySet;
 
 use crate::context::MeshContext;
 use crate::snapshot::Snapshot;
 
 /// Add the endpoints of every service an outbound of `dp` (but those with a `backendRef`)
-/// reaches to `snap`, keyed by service (the outbound cluster's name).
-pub fn generate(snap: &mut Snapshot, dp: &DataplaneSpec, ctx: &MeshContext) {
+/// reaches to `snap`, keyed by service (the outbound cluster's name); none for an
+/// ExternalService whose cluster carries its endpoints ([`crate::base::external`]).
+pub fn generate(
+    snap: &mut Snapshot,
+    dp: &DataplaneSpec,
+    ctx: &MeshContext,
+    policies: &PolicySet,
+    new_routes: bool,
+) {
     for outbound in &dp.networking.outbound {
         if outbound.backend_ref.is_some() {
             continue;
         }
         let service = outbound.service();
+        if !super::external::reachable(policies, dp, service, new_routes).is_empty() {
+            continue;
+        }
         if !snap.endpoints.contains_key(service) {
             snap.endpoints
                 .insert(service.to_owned(), ctx.load_assignment(service));

@@ -24,11 +24,14 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsC
 use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, StringMatcher};
 use envoy_types::pb::google::protobuf::BoolValue;
 use umbra_core::dataplane::{DataplaneSpec, Outbound};
+use umbra_core::external_service::ExternalEndpoint;
+use umbra_core::view::PolicySet;
 
 use super::common::{
     catch_all_virtual_hosts, common_tls, http_protocol_options, network_filter, router_filter,
     tcp_proxy_filter, tls_socket,
 };
+use super::external;
 use crate::context::{MeshContext, Protocol};
 use crate::envoy_core::{eds_cluster, socket};
 use crate::names::{
@@ -40,27 +43,52 @@ use crate::snapshot::Snapshot;
 use crate::tags::{serialize_tags, tags_metadata};
 
 /// Add the listener of every outbound of `dp` (but those with a `backendRef`) to `snap`, and
-/// the cluster of each service they reach (one per service, shared by its outbounds).
-pub fn generate(snap: &mut Snapshot, dp: &DataplaneSpec, ctx: &MeshContext) {
+/// the cluster of each service they reach (one per service, shared by its outbounds): an
+/// ExternalService's carries its endpoints ([`external`]; which ones `dp` reaches depends on
+/// `new_routes`, [`PolicySet::new_routes_apply`]).
+pub fn generate(
+    snap: &mut Snapshot,
+    dp: &DataplaneSpec,
+    ctx: &MeshContext,
+    policies: &PolicySet,
+    new_routes: bool,
+) {
     let source_tags = dp.tag_set();
     for outbound in &dp.networking.outbound {
         if outbound.backend_ref.is_some() {
             continue;
         }
-        add_outbound(snap, outbound, ctx, &source_tags);
+        let external = external::reachable(policies, dp, outbound.service(), new_routes);
+        let protocol = external::service_protocol(policies, ctx, outbound.service());
+        let target = Target {
+            ctx,
+            protocol,
+            external: &external,
+            ipv6: dp.is_ipv6(),
+        };
+        add_outbound(snap, outbound, &target, &source_tags);
     }
+}
+
+/// What an outbound's service is: its protocol, and its ExternalService endpoints (empty for
+/// a mesh service).
+struct Target<'a> {
+    ctx: &'a MeshContext,
+    protocol: Protocol,
+    external: &'a [&'a ExternalEndpoint],
+    ipv6: bool,
 }
 
 fn add_outbound(
     snap: &mut Snapshot,
     outbound: &Outbound,
-    ctx: &MeshContext,
+    target: &Target<'_>,
     source_tags: &BTreeMap<String, BTreeSet<String>>,
 ) {
+    let (ctx, protocol) = (target.ctx, target.protocol);
     let service = outbound.service().to_owned();
     let address = outbound.effective_address().to_owned();
     let listener_name = outbound_listener_name(&address, outbound.port);
-    let protocol = ctx.service_protocol(&service);
     let stat = sanitize_metric(&service);
     let filter = if protocol.is_http() {
         let mut request_headers_to_add = Vec::new();
@@ -87,7 +115,13 @@ fn add_outbound(
                 name: format!("outbound:{service}"),
                 validate_clusters: Some(BoolValue { value: false }),
                 request_headers_to_add,
-                virtual_hosts: catch_all_virtual_hosts(&service, &service),
+                virtual_hosts: {
+                    let mut vhosts = catch_all_virtual_hosts(&service, &service);
+                    if !target.external.is_empty() {
+                        external::auto_host_rewrite(&mut vhosts);
+                    }
+                    vhosts
+                },
                 ..Default::default()
             })),
             ..Default::default()
@@ -113,7 +147,11 @@ fn add_outbound(
     if snap.clusters.contains_key(&service) {
         return; // several outbounds to one service share the cluster
     }
-    let cluster = outbound_cluster(&service, &BTreeMap::new(), ctx);
+    let cluster = if target.external.is_empty() {
+        outbound_cluster(&service, &BTreeMap::new(), ctx)
+    } else {
+        external::cluster(&service, target.external, protocol, target.ipv6)
+    };
     snap.clusters.insert(service, cluster.into());
 }
 

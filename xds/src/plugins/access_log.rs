@@ -199,7 +199,7 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) {
         let LoggingBackendKind::File { path } = &backend.kind else {
             continue; // tcp: kuma-dp's socket (see the module docs)
         };
-        let http = input.ctx.service_protocol(service).is_http();
+        let http = input.service_protocol(service).is_http();
         let default = if http {
             DEFAULT_HTTP_FORMAT
         } else {

@@ -124,7 +124,7 @@ fn apply_old(
             continue;
         };
         let Some(conf) = &hc.conf else { continue };
-        let protocol = input.ctx.service_protocol(service);
+        let protocol = input.service_protocol(service);
         for name in origins.clusters_of(service) {
             if let Some(cluster) = snap.clusters.get_mut(name) {
                 configure_old(cluster, conf, protocol);
@@ -231,7 +231,7 @@ fn apply_new(
     let tags = serialize_tags(&input.dataplane.tag_set());
     for service in targeted {
         let element = Element::from([(SERVICE_TAG.to_owned(), (*service).to_owned())]);
-        let protocol = input.ctx.service_protocol(service);
+        let protocol = input.service_protocol(service);
         for name in origins.clusters_of(service) {
             let Some(cluster) = snap.clusters.get_mut(name) else {
                 continue;

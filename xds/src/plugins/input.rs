@@ -1,6 +1,7 @@
 //! What every plugin gets besides the snapshot: [`PluginInput`] (the DPP, mesh facts, policies;
 //! read-only) and [`Origins`] (Kuma's `Resource.Origin` of what plugins added, carried from one
-//! plugin to the next). A leaf of the plugin layer: imports only [`crate::context`].
+//! plugin to the next). A leaf of the plugin layer: imports only [`crate::context`] and, for
+//! services' protocols, [`crate::base::external`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,12 @@ pub struct PluginInput<'a> {
 }
 
 impl<'a> PluginInput<'a> {
+    /// The protocol of `service`: its ExternalServices' when it is one
+    /// ([`crate::base::external::service_protocol`]), else the mesh's.
+    pub fn service_protocol(&self, service: &str) -> crate::context::Protocol {
+        crate::base::external::service_protocol(self.policies, self.ctx, service)
+    }
+
     /// The old connection policies of `ty` (Retry, HealthCheck, CircuitBreaker) in effect,
     /// plus the superseded ones when `with_superseded` (what Kuma bakes in regardless), and for
     /// each outbound service of the DPP the index, in that list, of the one Kuma's

@@ -118,9 +118,9 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) {
         let Some(listener) = snap.listeners.get_mut(&name) else {
             continue;
         };
-        match input.ctx.service_protocol(service) {
+        match input.service_protocol(service) {
             Protocol::Http | Protocol::Grpc | Protocol::Http2 => {
-                let policy = old_retry_policy(conf, input.ctx.service_protocol(service));
+                let policy = old_retry_policy(conf, input.service_protocol(service));
                 edit_hcms(listener, |hcm| {
                     if let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier {
                         for vh in &mut rc.virtual_hosts {
@@ -243,7 +243,7 @@ fn apply_new(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), Generat
         let configurer = Configurer {
             element: Element::from([(SERVICE_TAG.to_owned(), service.to_owned())]),
             rules: &matched.to_rules,
-            protocol: input.ctx.service_protocol(service),
+            protocol: input.service_protocol(service),
             listener: &name,
         };
         if let Some(chain) = listener.filter_chains.first_mut() {

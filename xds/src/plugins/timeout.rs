@@ -115,7 +115,7 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) ->
                 snap,
                 if i == 0 { &listener } else { "" },
                 cluster,
-                input.ctx.service_protocol(service),
+                input.service_protocol(service),
                 timeout,
             );
         }
@@ -194,7 +194,7 @@ fn apply_mesh_timeout(
     origins: &Origins,
     old_timeout_services: &BTreeSet<String>,
 ) -> Result<(), GenerateError> {
-    let (dp, ctx) = (input.dataplane, input.ctx);
+    let dp = input.dataplane;
     let matched = input.policies.matched(ResourceType::MeshTimeout, dp);
     let any_policy = !matched.to_rules.is_empty() || !matched.from_rules.is_empty();
     for inbound in &dp.networking.inbound {
@@ -265,7 +265,7 @@ fn apply_mesh_timeout(
                 snap,
                 if i == 0 { &listener } else { "" },
                 cluster,
-                ctx.service_protocol(service),
+                input.service_protocol(service),
                 conf.as_ref(),
                 &route_confs,
             );

@@ -11,14 +11,14 @@ use envoy_types::pb::envoy::config::route::v3::{
     route_action, weighted_cluster::ClusterWeight, RouteAction, WeightedCluster,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{tcp_proxy, TcpProxy};
-use envoy_types::pb::google::protobuf::UInt32Value;
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use umbra_core::target_ref::SERVICE_TAG;
 
+use crate::base::external;
 use crate::base::outbound::{destination_cluster_name, outbound_cluster};
-use crate::context::MeshContext;
 use crate::load_assignment::load_assignment;
 use crate::names::TCP_PROXY_FILTER;
-use crate::plugins::input::Origins;
+use crate::plugins::input::{Origins, PluginInput};
 use crate::protobuf::{any, secs};
 use crate::snapshot::Snapshot;
 
@@ -29,18 +29,23 @@ pub(super) struct Split {
     pub cluster: String,
     /// Weight (> 0).
     pub weight: u32,
+    /// The cluster is an ExternalService's ([`crate::base::external`]): routes to it rewrite
+    /// the Host header to the upstream's address (`autoHostRewrite`, as Kuma's).
+    pub external: bool,
 }
 
 /// Ensure the cluster (and its EDS resource) for endpoints of `service` tagged `tags` exists
-/// in `snap`, recording it under `service` in `origins`; return its name. `tags` may hold
-/// `kuma.io/service` (ignored: `service` names it).
+/// in `snap`, recording it under `service` in `origins`; return its name, and whether it is an
+/// ExternalService's cluster (which carries its endpoints, every one of the service's whatever
+/// `tags` say, as Kuma's). `tags` may hold `kuma.io/service` (ignored: `service` names it).
 pub(super) fn ensure_cluster(
     snap: &mut Snapshot,
-    ctx: &MeshContext,
+    input: &PluginInput<'_>,
     origins: &mut Origins,
     service: &str,
     tags: &BTreeMap<String, String>,
-) -> String {
+) -> (String, bool) {
+    let ctx = input.ctx;
     let mut subset = tags.clone();
     subset.remove(SERVICE_TAG);
     let name = destination_cluster_name(service, &subset);
@@ -50,6 +55,16 @@ pub(super) fn ensure_cluster(
             .entry(service.to_owned())
             .or_default()
             .insert(name.clone());
+    }
+    let external = external::reachable(input.policies, input.dataplane, service, input.new_routes);
+    if !external.is_empty() {
+        if !snap.clusters.contains_key(&name) {
+            let protocol = external::service_protocol(input.policies, ctx, service);
+            let ipv6 = input.dataplane.is_ipv6();
+            let cluster = external::cluster(&name, &external, protocol, ipv6);
+            snap.clusters.insert(name.clone(), cluster.into());
+        }
+        return (name, true);
     }
     if !snap.clusters.contains_key(&name) {
         snap.clusters
@@ -72,7 +87,7 @@ pub(super) fn ensure_cluster(
         };
         snap.endpoints.insert(name.clone(), cla);
     }
-    name
+    (name, false)
 }
 
 /// A route action to `splits`: one cluster, or weighted clusters; route timeout 0s.
@@ -94,6 +109,9 @@ pub(super) fn route_action(splits: &[Split]) -> RouteAction {
     RouteAction {
         cluster_specifier: Some(cluster_specifier),
         timeout: Some(secs(0)),
+        host_rewrite_specifier: splits.iter().any(|s| s.external).then_some(
+            route_action::HostRewriteSpecifier::AutoHostRewrite(BoolValue { value: true }),
+        ),
         ..Default::default()
     }
 }

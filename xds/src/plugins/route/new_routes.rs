@@ -23,7 +23,6 @@ use umbra_core::target_ref::SERVICE_TAG;
 
 use super::backends::{ensure_cluster, tcp_proxy_filter, Split};
 use super::http::envoy_routes;
-use crate::context::MeshContext;
 use crate::error::GenerateError;
 use crate::names::{outbound_listener_name, sanitize_metric};
 use crate::plugins::edit::edit_hcms;
@@ -40,7 +39,7 @@ pub(super) fn apply(
     input: &PluginInput<'_>,
     origins: &mut Origins,
 ) -> Result<(), GenerateError> {
-    let (dp, ctx) = (input.dataplane, input.ctx);
+    let dp = input.dataplane;
     let http = input.policies.matched(ResourceType::MeshHTTPRoute, dp);
     let tcp = input.policies.matched(ResourceType::MeshTCPRoute, dp);
     for outbound in &dp.networking.outbound {
@@ -53,11 +52,11 @@ pub(super) fn apply(
         let http_conf: Option<PolicyDefault> =
             conf(&http.to_rules, &element, "MeshHTTPRoute", &listener)?;
         let tcp_conf: Option<TcpRule> = conf(&tcp.to_rules, &element, "MeshTCPRoute", &listener)?;
-        let protocol = ctx.service_protocol(service);
+        let protocol = input.service_protocol(service);
         if protocol.is_http() && !(tcp_conf.is_some() && http_conf.is_none()) {
             let mut routes = Vec::new();
             for route in prepare_routes(http_conf.as_ref(), service, &outbound.tags) {
-                let Some(splits) = split(snap, ctx, origins, &route.backend_refs, true) else {
+                let Some(splits) = split(snap, input, origins, &route.backend_refs, true) else {
                     continue;
                 };
                 let mut mirrors = BTreeMap::new();
@@ -65,7 +64,7 @@ pub(super) fn apply(
                     if let Some(m) = &f.request_mirror {
                         let s = split(
                             snap,
-                            ctx,
+                            input,
                             origins,
                             std::slice::from_ref(&m.backend_ref),
                             true,
@@ -99,7 +98,7 @@ pub(super) fn apply(
                 || vec![BackendRef::service(service, outbound.tags.clone(), 100)],
                 |r| r.default.backend_refs,
             );
-            let Some(splits) = split(snap, ctx, origins, &refs, false) else {
+            let Some(splits) = split(snap, input, origins, &refs, false) else {
                 continue;
             };
             if let Some(l) = snap.listeners.get_mut(&listener) {
@@ -142,7 +141,7 @@ fn conf<T: serde::de::DeserializeOwned>(
 /// `None` too when no backend is left.
 fn split(
     snap: &mut Snapshot,
-    ctx: &MeshContext,
+    input: &PluginInput<'_>,
     origins: &mut Origins,
     refs: &[BackendRef],
     http: bool,
@@ -152,13 +151,14 @@ fn split(
         if r.weight() == 0 {
             continue;
         }
-        if http && !ctx.service_protocol(&r.name).is_http() {
+        if http && !input.service_protocol(&r.name).is_http() {
             return None;
         }
-        let cluster = ensure_cluster(snap, ctx, origins, &r.name, &r.tags);
+        let (cluster, external) = ensure_cluster(snap, input, origins, &r.name, &r.tags);
         out.push(Split {
             cluster,
             weight: r.weight(),
+            external,
         });
     }
     (!out.is_empty()).then_some(out)

@@ -34,7 +34,7 @@ use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::target_ref::SERVICE_TAG;
 
 use super::backends::{ensure_cluster, route_action, tcp_proxy_filter, Split};
-use crate::context::{common_protocol, MeshContext};
+use crate::context::common_protocol;
 use crate::names::{outbound_listener_name, sanitize_metric};
 use crate::plugins::edit::edit_hcms;
 use crate::plugins::input::{Origins, PluginInput};
@@ -42,7 +42,7 @@ use crate::snapshot::Snapshot;
 
 /// Apply the TrafficRoute selected for each outbound service.
 pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut Origins) {
-    let (dp, ctx) = (input.dataplane, input.ctx);
+    let dp = input.dataplane;
     let routes: Vec<&Resource> = input
         .policies
         .old_policies(ResourceType::TrafficRoute)
@@ -78,7 +78,7 @@ pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut 
         for http in &conf.http {
             let clusters = clusters(
                 snap,
-                ctx,
+                input,
                 origins,
                 &resolve(http.splits()),
                 lb,
@@ -90,7 +90,7 @@ pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut 
         }
         let default = clusters(
             snap,
-            ctx,
+            input,
             origins,
             &resolve(conf.splits()),
             lb,
@@ -99,7 +99,7 @@ pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut 
         if !default.is_empty() {
             route_list.push((None, None, default.clone()));
         }
-        let protocols = services.iter().map(|s| ctx.service_protocol(s)).collect();
+        let protocols = services.iter().map(|s| input.service_protocol(s)).collect();
         let protocol = common_protocol(&protocols);
         let listener = outbound_listener_name(outbound.effective_address(), outbound.port);
         let Some(l) = snap.listeners.get_mut(&listener) else {
@@ -134,7 +134,7 @@ pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut 
 /// balancer on it; the services reached go to `services`.
 fn clusters(
     snap: &mut Snapshot,
-    ctx: &MeshContext,
+    input: &PluginInput<'_>,
     origins: &mut Origins,
     splits: &[TrSplit],
     lb: Option<&LoadBalancer>,
@@ -149,12 +149,16 @@ fn clusters(
         if weight == 0 {
             continue;
         }
-        let cluster = ensure_cluster(snap, ctx, origins, service, &s.destination);
+        let (cluster, external) = ensure_cluster(snap, input, origins, service, &s.destination);
         if let (Some(lb), Some(c)) = (lb, snap.clusters.get_mut(&cluster)) {
             configure_lb(c, lb);
         }
         services.insert(service.clone());
-        out.push(Split { cluster, weight });
+        out.push(Split {
+            cluster,
+            weight,
+            external,
+        });
     }
     out
 }
