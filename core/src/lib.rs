@@ -54,4 +54,5 @@ pub mod type_info;
 pub mod ungenerated;
 pub mod validate;
 pub mod view;
+pub mod vips;
 pub mod zone_ingress;

@@ -41,6 +41,8 @@ use umbra_core::resource::{Resource, ResourceType, TypeKind};
 use umbra_core::rules::{Rule, Rules};
 use umbra_core::view::{NotGenerated, PolicySet, Promotion, View};
 use umbra_xds::context::MeshContext;
+
+use crate::reconciler::vips;
 use umbra_xds::diff::{DiffCache, Patch};
 use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
@@ -106,7 +108,11 @@ pub async fn answer(
     f: InspectFn,
 ) -> Result<Value, ApiError> {
     let q = InspectQuery::parse(pairs)?;
-    blocking(move || f(&store.mesh_resources(&mesh), &zone, &mesh, &name, q)).await
+    blocking(move || {
+        let resources = vips::with_persisted(&store, &mesh, store.mesh_resources(&mesh));
+        f(&resources, &zone, &mesh, &name, q)
+    })
+    .await
 }
 
 /// Run `work` (generation: CPU work) off the async runtime.
@@ -264,7 +270,7 @@ pub fn ingress_config(
             continue;
         };
         let mesh = m.resource.meta.name.clone();
-        let resources = store.mesh_resources(&mesh);
+        let resources = vips::with_persisted(store, &mesh, store.mesh_resources(&mesh));
         let ctx = zone.context(
             &mesh,
             spec,
@@ -615,7 +621,7 @@ impl MeshShadow {
             if name == self.mesh {
                 continue;
             }
-            let resources = store.mesh_resources(&name);
+            let resources = vips::with_persisted(store, &name, store.mesh_resources(&name));
             let ctx = zone.context(
                 &name,
                 spec,

@@ -297,7 +297,8 @@ fn shadow_diff(
         });
         return;
     }
-    let resources = store.mesh_resources(&d.mesh);
+    let resources =
+        crate::reconciler::vips::with_persisted(store, &d.mesh, store.mesh_resources(&d.mesh));
     // The snapshots proxies are served serve as the Live side when they were generated from
     // exactly these resources; otherwise Live is generated too.
     let served = reconciler

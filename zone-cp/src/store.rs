@@ -39,6 +39,11 @@ pub const ADMIN_CERTS_KEY: &str = "envoy-admin-certs";
 /// Key under which a federated zone keeps the mesh CAs received from the Global (JSON).
 pub const MESH_CAS_KEY: &str = "mesh-cas";
 
+/// The key of mesh `mesh`'s DNS VIP view (Kuma's `Config` resource `kuma-<mesh>-dns-vips`).
+pub fn dns_vips_key(mesh: &str) -> String {
+    format!("kuma-{mesh}-dns-vips")
+}
+
 /// Key under which the zone records the Global store identity it synced from.
 pub const RECORDED_GLOBAL_STORE: &str = "recorded-global-store";
 
@@ -234,6 +239,47 @@ impl Store {
         let bytes = serde_json::to_vec(cas)
             .map_err(|e| StoreError::Unavailable(format!("mesh CAs: {e}")))?;
         self.write_key(MESH_CAS_KEY, bytes)
+    }
+
+    /// Mesh `mesh`'s persisted DNS VIP view ([`umbra_core::vips::VipView::to_json`]), if any.
+    pub fn dns_vips(&self, mesh: &str) -> Option<Vec<u8>> {
+        self.inner.key(&dns_vips_key(mesh))
+    }
+
+    /// Update mesh `mesh`'s DNS VIP view: `f` gets the persisted one and returns the new one
+    /// (`None`: unchanged). In a shared store this is a compare-and-swap on PostgreSQL, so
+    /// replicas allocating at once agree (allocation is deterministic: the loser recomputes
+    /// from the winner's view). Returns the view now persisted.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`], [`StoreError::Contended`].
+    pub fn update_dns_vips(
+        &self,
+        mesh: &str,
+        mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = dns_vips_key(mesh);
+        let Some(s) = &self.shared else {
+            let current = self.inner.key(&key);
+            return match f(current.as_deref()) {
+                Some(next) => {
+                    self.inner.put_key(&key, next.clone())?;
+                    Ok(Some(next))
+                }
+                None => Ok(current),
+            };
+        };
+        let update = s.block(umbra_store::update_key::<StoreError, _>(
+            &*s.pg,
+            &key,
+            |cur| Ok(f(cur)),
+        ))?;
+        if let Some(v) = &update.value {
+            if self.inner.key(&key).as_ref() != Some(v) {
+                self.inner.put_key(&key, v.clone())?;
+            }
+        }
+        Ok(update.value)
     }
 
     /// The issued identities kept by [`Store::record_identities`], if any.

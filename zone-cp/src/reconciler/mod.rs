@@ -36,6 +36,7 @@ use umbra_xds_protocol::version::{type_version, TypeVersions};
 use crate::store::{Store, Stored};
 use umbra_pki::identity::{Authority, Identity};
 
+pub mod vips;
 mod wake;
 
 /// The xDS types served, in the order changes are pushed (clusters and endpoints warm before
@@ -145,6 +146,8 @@ pub struct Reconciler {
     mtls_reported: std::sync::atomic::AtomicU64,
     /// The Envoy-admin CA the admin listeners are generated from ([`Reconciler::with_admin_tls`]).
     admin_tls: Option<Arc<crate::admin_tls::AdminTls>>,
+    /// The DNS VIPs last allocated per mesh ([`vips`]).
+    vips: vips::VipsCache,
 }
 
 type LoadAssignments =
@@ -221,6 +224,7 @@ impl Reconciler {
             insights: None,
             mtls_reported: std::sync::atomic::AtomicU64::new(u64::MAX),
             admin_tls: None,
+            vips: vips::VipsCache::default(),
         }
     }
 
@@ -441,6 +445,14 @@ impl Reconciler {
             load_assignments.insert(mesh_name.to_owned(), ctx.load_assignments.clone());
             let policies =
                 PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
+            let mesh_vips = vips::refresh(
+                &self.vips,
+                &self.store,
+                &self.zone,
+                mesh_name,
+                stored.iter().map(|s| &s.resource),
+                &ingress_specs,
+            );
             let services = service_digests(&ctx);
             // mTLS: the enabled backend, whose CA issues every DPP's identity (SDS).
             let backend = spec.mtls.as_ref().filter(|_| spec.mtls_enabled()).map(|m| {
@@ -459,7 +471,8 @@ impl Reconciler {
             let results: Vec<Regenerated> = dataplanes
                 .par_iter()
                 .filter_map(|s| {
-                    let dp = s.resource.as_dataplane()?;
+                    let dp = mesh_vips.dataplane(s.resource.as_dataplane()?);
+                    let dp = &*dp;
                     let name = s.resource.meta.name.as_str();
                     let key = DpKey::new(mesh_name, name);
                     let old = previous.get(&key);
@@ -481,6 +494,9 @@ impl Reconciler {
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
                     fp.u64(admin_port.map_or(0, |p| u64::from(p) + 1));
+                    if dp.networking.transparent_proxying.is_some() {
+                        fp.0.update(mesh_vips.digest);
+                    }
                     match &identity {
                         None => fp.u64(0),
                         Some(Ok(id)) => fp.u64(id.serial),
