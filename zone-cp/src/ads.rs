@@ -112,6 +112,7 @@ impl Ads {
             let admin = crate::insight::AdminEndpoint {
                 port: crate::node_metadata::admin_port(node, None),
                 local,
+                dns_port: None,
             };
             return self.open_ingress(node, token, key, admin);
         }
@@ -149,6 +150,7 @@ impl Ads {
         let admin = crate::insight::AdminEndpoint {
             port: crate::node_metadata::admin_port(node, spec),
             local,
+            dns_port: crate::node_metadata::dns_port(node),
         };
         if let Some(resource) = carried {
             crate::node_metadata::register_dataplane(&self.store, &self.gate.zone, resource)?;

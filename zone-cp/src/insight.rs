@@ -65,6 +65,12 @@ pub struct AdminEndpoint {
     /// its admin (bound to 127.0.0.1 by the bootstrap) is reachable. `false` when the peer
     /// address is unknown.
     pub local: bool,
+    /// The port kuma-dp's resolver forwards DNS queries to in this Envoy (node metadata
+    /// `dataplane.dns.port`, [`crate::node_metadata::dns_port`]): where a transparent proxy's
+    /// `kuma:dns` listener is generated. Kept here, with the admin port, because generation
+    /// reads both and zone replicas share them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_port: Option<u16>,
 }
 
 /// One xDS type's counters on a stream (Kuma's `DiscoveryServiceStats`).
@@ -220,6 +226,17 @@ impl Insights {
             .map(|a| a.port)
     }
 
+    /// The kuma-dp DNS port of DPP `mesh`/`name`'s Envoy, from its current or last stream
+    /// ([`AdminEndpoint::dns_port`]).
+    pub fn dns_port(&self, mesh: &str, name: &str) -> Option<u16> {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&DpKey::new(mesh, name))
+            .and_then(|i| i.admin)
+            .and_then(|a| a.dns_port)
+    }
+
     /// Wake-ups when an admin port is first known or changes ([`Insights::admin_port`]).
     pub fn subscribe_admin(&self) -> tokio::sync::watch::Receiver<u64> {
         self.admin_changes.subscribe()
@@ -288,7 +305,8 @@ impl Insights {
         let mut generation = 0;
         let mut admin_changed = false;
         self.update(key, |i| {
-            admin_changed = i.admin.map(|a| a.port) != Some(admin.port);
+            admin_changed =
+                i.admin.map(|a| (a.port, a.dns_port)) != Some((admin.port, admin.dns_port));
             i.stream += 1;
             generation = i.stream;
             i.admin = Some(admin);
@@ -367,7 +385,11 @@ mod tests {
     use super::*;
 
     fn admin(port: u16) -> AdminEndpoint {
-        AdminEndpoint { port, local: true }
+        AdminEndpoint {
+            port,
+            local: true,
+            dns_port: None,
+        }
     }
 
     #[test]

@@ -65,6 +65,29 @@ pub fn admin_port(
         .unwrap_or_else(|| u16::try_from(DEFAULT_ADMIN_PORT).unwrap_or(u16::MAX))
 }
 
+/// Node metadata key with the port of kuma-dp's DNS listener in Envoy (`--dns-envoy-port`, a
+/// decimal string; Kuma's `dataplane.dns.port`).
+pub const DNS_PORT_METADATA_KEY: &str = "dataplane.dns.port";
+
+/// The port kuma-dp's resolver forwards to (node metadata `dataplane.dns.port`), where Kuma's
+/// `kuma:dns` listener is generated for a transparent proxy; `None` when absent, 0 or not a
+/// port.
+pub fn dns_port(node: Option<&envoy_types::pb::envoy::config::core::v3::Node>) -> Option<u16> {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    node.and_then(|n| n.metadata.as_ref())
+        .and_then(|m| m.fields.get(DNS_PORT_METADATA_KEY))
+        .and_then(|v| match &v.kind {
+            Some(Kind::StringValue(s)) => s.trim().parse::<u16>().ok(),
+            Some(Kind::NumberValue(n)) if n.fract() == 0.0 && (1.0..=65535.0).contains(n) =>
+            {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Some(*n as u16)
+            }
+            _ => None,
+        })
+        .filter(|p| *p != 0)
+}
+
 /// Longest version field kept from a proxy's node (bytes); longer ones are dropped.
 pub const MAX_VERSION_FIELD: usize = 256;
 
@@ -417,6 +440,12 @@ mod tests {
         };
         assert_eq!(admin_port(Some(&node), None), 19901);
         assert_eq!(admin_port(None, None), 9901);
+        assert_eq!(dns_port(Some(&node)), None);
+        let mut with_dns = node.clone();
+        if let Some(m) = with_dns.metadata.as_mut() {
+            m.fields.insert(DNS_PORT_METADATA_KEY.into(), s("15054"));
+        }
+        assert_eq!(dns_port(Some(&with_dns)), Some(15054));
         assert_eq!(
             proxy_version(Some(&node)),
             Some(serde_json::json!({

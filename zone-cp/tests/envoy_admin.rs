@@ -93,6 +93,7 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
         AdminEndpoint {
             port: admin().await,
             local: false,
+            dns_port: None,
         },
         None,
     );
@@ -106,6 +107,7 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
         AdminEndpoint {
             port: admin().await,
             local: false,
+            dns_port: None,
         },
         None,
     );
@@ -119,6 +121,7 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
         AdminEndpoint {
             port: closed_port().await,
             local: true,
+            dns_port: None,
         },
         None,
     );
@@ -133,6 +136,7 @@ async fn admin_views_answer_every_state_and_redact_the_token() {
         AdminEndpoint {
             port: admin().await,
             local: true,
+            dns_port: None,
         },
         None,
     );
