@@ -74,6 +74,25 @@ fn external_services_without_egress() {
     let r = route(&live, "outbound:127.0.0.1:10001");
     assert_eq!(r["autoHostRewrite"], true, "{r}");
     assert_eq!(r["timeout"], "7s", "the MeshTimeout applies: {r}");
+    // The old RateLimit for web -> httpbin: on the route, through the HCM's filter.
+    let hcm =
+        &live[LISTENER]["outbound:127.0.0.1:10001"]["filterChains"][0]["filters"][0]["typedConfig"];
+    let filters: Vec<&str> = hcm["httpFilters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    assert_eq!(
+        filters,
+        [
+            "envoy.filters.http.local_ratelimit",
+            "envoy.filters.http.router"
+        ]
+    );
+    let per_route = &hcm["routeConfig"]["virtualHosts"][0]["routes"][0]["typedPerFilterConfig"]
+        ["envoy.filters.http.local_ratelimit"];
+    assert_eq!(per_route["tokenBucket"]["maxTokens"], 10, "{per_route}");
 
     // pay: TLS originated with the Secret's CA, SNI and SAN the host.
     let pay = &live[CLUSTER]["pay"];

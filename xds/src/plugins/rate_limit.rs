@@ -9,9 +9,15 @@
 //! an `http` section gets a route before the catch-all one: the same route plus an
 //! `x-kuma-tags` regex header match for its `sources` and a `local_ratelimit` per-route config
 //! (`requests` tokens every `interval`, `onRateLimit` status and headers); the HTTP connection
-//! manager gets an empty `envoy.filters.http.local_ratelimit` filter before the router. (Kuma
-//! also adds the filter to outbound listeners for ExternalServices reached without a zone
-//! egress; Umbra does not generate ExternalService outbounds.)
+//! manager gets an empty `envoy.filters.http.local_ratelimit` filter before the router.
+//!
+//! **Old RateLimit on outbounds** (Kuma's `OutboundProxyGenerator`, "backwards compatibility
+//! to support RateLimit for ExternalServices without ZoneEgress", and `RoutesConfigurer`): on
+//! the legacy outbound path of a Mesh without `routing.zoneEgress`, each HTTP outbound whose
+//! service a RateLimit selects (Kuma's `SelectOutboundConnectionPolicies`: `sources` match the
+//! DPP, `destinations` the service) gets the empty filter before the router, and its routes to
+//! an ExternalService (those with `autoHostRewrite`) the per-route config of its `http`
+//! section. Mesh services are limited on their inbounds instead.
 //!
 //! **MeshRateLimit** (`pkg/plugins/policies/meshratelimit/plugin/{v1alpha1/plugin.go,
 //! xds/configurer.go}`): for each inbound without an old RateLimit, the `from` rules of its
@@ -34,7 +40,9 @@ use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, RuntimeFractionalPercent,
 };
 use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, Listener};
-use envoy_types::pb::envoy::config::route::v3::{header_matcher, route_match, HeaderMatcher, Route};
+use envoy_types::pb::envoy::config::route::v3::{
+    header_matcher, route, route_action, route_match, HeaderMatcher, Route,
+};
 use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit as HttpLocalRateLimit;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
@@ -49,7 +57,9 @@ use envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt32Value};
 use serde::Deserialize;
 use umbra_core::dataplane::InboundKey;
 use umbra_core::old::rate_limit::Http as OldHttp;
-use umbra_core::old_matching::{select_inbound_matching_policies, OldPolicyRef};
+use umbra_core::old_matching::{
+    select_inbound_matching_policies, select_outbound_connection_policies, OldPolicyRef,
+};
 use umbra_core::policies::mesh_rate_limit::{Conf, LocalHttp, LocalTcp};
 use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::Element;
@@ -58,7 +68,7 @@ use super::edit::{edit_hcms, insert_before_router, matching_regex, regex_or, Mis
 use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
-use crate::names::{inbound_listener_name, KUMA_TAGS_HEADER};
+use crate::names::{inbound_listener_name, outbound_listener_name, KUMA_TAGS_HEADER};
 use crate::protobuf::{any, duration, secs};
 use crate::snapshot::Snapshot;
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
@@ -79,7 +89,73 @@ pub fn apply(
     _origins: &mut Origins,
 ) -> Result<(), GenerateError> {
     let with_old = apply_old(snap, input)?;
+    apply_old_outbound(snap, input)?;
     apply_new(snap, input, &with_old)
+}
+
+/// The old RateLimits selected for the DPP's outbounds (see the module docs).
+fn apply_old_outbound(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+    let policies: &[Resource] = input.policies.old_policies(ResourceType::RateLimit);
+    if policies.is_empty() || input.new_routes || input.policies.zone_egress {
+        return Ok(());
+    }
+    let refs: Vec<OldPolicyRef<'_>> = policies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| OldPolicyRef::from_resource(i, r))
+        .collect();
+    let dp = input.dataplane;
+    let chosen = select_outbound_connection_policies(dp, &refs);
+    for outbound in dp
+        .networking
+        .outbound
+        .iter()
+        .filter(|o| o.backend_ref.is_none())
+    {
+        let Some(r) = chosen.get(outbound.service()).map(|i| &policies[*i]) else {
+            continue;
+        };
+        if !input.service_protocol(outbound.service()).is_http() {
+            continue;
+        }
+        let name = outbound_listener_name(outbound.effective_address(), outbound.port);
+        let Some(listener) = snap.listeners.get_mut(&name) else {
+            continue;
+        };
+        let policy = || format!("RateLimit/{}", r.meta.name);
+        let config = match &r.spec {
+            Spec::RateLimit(rl) => rl.conf.as_ref().and_then(|c| c.http.as_ref()),
+            _ => None,
+        }
+        .map(|http| route_config(&old_limit(http)))
+        .transpose()
+        .map_err(|e| policy_error(policy(), &name, e))?;
+        insert_before_router(listener, &[http_filter()], false)
+            .map_err(|e| policy_error(policy(), &name, e))?;
+        let Some(config) = config else {
+            continue;
+        };
+        edit_hcms(listener, |hcm| {
+            let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier else {
+                return;
+            };
+            for route in rc.virtual_hosts.iter_mut().flat_map(|v| &mut v.routes) {
+                let external = matches!(
+                    &route.action,
+                    Some(route::Action::Route(a)) if matches!(
+                        a.host_rewrite_specifier,
+                        Some(route_action::HostRewriteSpecifier::AutoHostRewrite(_))
+                    )
+                );
+                if external {
+                    route
+                        .typed_per_filter_config
+                        .insert(HTTP_FILTER.to_owned(), any(&config));
+                }
+            }
+        });
+    }
+    Ok(())
 }
 
 /// A response header added to a limited answer: `(name, value, append)`.
