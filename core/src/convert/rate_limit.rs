@@ -14,7 +14,9 @@
 //!   `onRateLimit.status` -> `onRateLimit.status` (0, Envoy's default, left out);
 //!   `onRateLimit.headers` -> `onRateLimit.headers.add` (`append: true`) or `set`.
 //!
-//! Differences that remain: the old RateLimit adds a copy of the inbound's route matching the
+//! Differences that remain: on the clients, the old RateLimit's empty HTTP filter on their
+//! outbounds (and its limit on calls to ExternalServices without a ZoneEgress) goes; the old
+//! RateLimit adds a copy of the inbound's route matching the
 //! `x-kuma-tags` header of its sources (so requests without that header, from outside the
 //! mesh, are not limited) before the catch-all route; MeshRateLimit puts the limit on the
 //! catch-all route itself. Several RateLimits on one inbound each keep their route (the most
@@ -76,6 +78,14 @@ pub fn convert(ctx: &Ctx) -> Result<Output, ConvertError> {
         "destinations",
         "Kuma applies every RateLimit matching an inbound, each on its own route (most specific sources first); MeshRateLimits on an inbound merge into one limit (by targetRef kind, then name)",
     ));
+    notes.push(
+        Note::new(
+            NoteKind::Semantics,
+            "sources",
+            "Kuma also puts the RateLimit on its sources' HTTP outbounds to the destinations: an empty local rate-limit filter, and the limit itself on routes to ExternalServices reached without a ZoneEgress; MeshRateLimit limits on the destination's inbounds only, so that filter (and any limit on ExternalService calls) leaves the clients",
+        )
+        .affecting(&["httpFilters", "typedPerFilterConfig"]),
+    );
     let default = json!({"local": {"http": convert_http(http, &mut notes)}});
 
     let mut outputs = Vec::new();

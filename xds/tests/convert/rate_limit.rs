@@ -99,6 +99,20 @@ fn rate_limit_moves_to_the_catch_all_route() {
         expected.push(Op::new(dp, "remove", routes("0/match/headers")));
         expected.push(Op::new(dp, "remove", routes("1")));
     }
+    // On the clients (web calls backend, api calls web and backend), the empty local
+    // rate-limit filter Kuma puts on their outbounds to a limited service goes: the router
+    // takes its place at 0.
+    for (dp, listener) in [
+        ("web", "outbound:127.0.0.1:10001"),
+        ("api", "outbound:127.0.0.1:10001"),
+        ("api", "outbound:127.0.0.1:10002"),
+    ] {
+        let filters = |rest: &str| typed_config(listener, &format!("httpFilters/{rest}"));
+        expected.push(Op::new(dp, "remove", filters("0/typedConfig/statPrefix")));
+        expected.push(Op::new(dp, "remove", filters("1")));
+        expected.push(Op::new(dp, "replace", filters("0/name")));
+        expected.push(Op::new(dp, "replace", filters("0/typedConfig/@type")));
+    }
     expected.sort();
     assert_eq!(report.ops, expected);
 }
