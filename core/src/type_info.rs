@@ -371,15 +371,7 @@ mod tests {
             .collect();
         assert_eq!(
             not_generated,
-            [
-                &MeshMetric,
-                &VirtualOutbound,
-                &MeshGatewayRoute,
-                &MeshGateway,
-                &ExternalService,
-                &Secret,
-                &GlobalSecret
-            ]
+            [&MeshMetric, &MeshGatewayRoute, &MeshGateway, &GlobalSecret]
         );
     }
 }

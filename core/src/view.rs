@@ -535,7 +535,7 @@ impl PolicySet {
     /// - policies of generated types whose top-level `targetRef` is a MeshHTTPRoute, when their
     ///   type is not applied per route (every type but MeshTimeout and MeshRetry);
     /// - old policies of a type Umbra does not generate (HealthCheck, TrafficLog,
-    ///   RateLimit, TrafficTrace, VirtualOutbound, MeshGatewayRoute) that are in effect in the
+    ///   RateLimit, TrafficTrace, MeshGatewayRoute) that are in effect in the
     ///   view and whose selectors concern `dp` ([`old_selects`]);
     /// - the mesh's ExternalServices that give no endpoint (a data source that cannot be read,
     ///   [`crate::external_service`]), or all of them when the Mesh routes them through its

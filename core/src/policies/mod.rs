@@ -236,7 +236,7 @@ macro_rules! for_each_type {
             VirtualOutbound {
                 name: "VirtualOutbound", path: "virtual-outbounds",
                 display: "Virtual Outbound" / "Virtual Outbounds",
-                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: false,
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
                 spec: shared(Selected),
             }
             MeshGatewayRoute {
@@ -254,13 +254,13 @@ macro_rules! for_each_type {
             ExternalService {
                 name: "ExternalService", path: "external-services",
                 display: "External Service" / "External Services",
-                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: false,
+                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: true,
                 spec: own(ungenerated::ExternalService),
             }
             Secret {
                 name: "Secret", path: "secrets",
                 display: "Secret" / "Secrets",
-                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: false,
+                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: true,
                 spec: shared(Secret),
             }
             GlobalSecret {
