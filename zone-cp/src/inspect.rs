@@ -787,6 +787,7 @@ mod tests {
 
     const SEED: &str = include_str!("../../xds/tests/data/timeouts.yaml");
 
+    /// `probes` is named; `transparentProxying` is generated and is not.
     #[test]
     fn dataplane_fields_not_acted_on_are_named_in_every_answer() {
         let yaml = "type: Mesh\nname: default\n---\ntype: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  transparentProxying: {redirectPortInbound: 15006, redirectPortOutbound: 15001}\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\nprobes: {port: 9000}\n";
@@ -814,7 +815,7 @@ mod tests {
                     listed[0]["reason"]
                         .as_str()
                         .unwrap()
-                        .contains("transparent proxying"),
+                        .contains("virtual probes listener"),
                     "{answer}"
                 );
             }
