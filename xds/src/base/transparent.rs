@@ -6,7 +6,7 @@
 //! upstream bind address ([`inbound_upstream_bind`], `inbound_proxy_generator.go:46-53`).
 //!
 //! When the DPP's `redirectPortOutbound` is non-zero, [`generate`] adds, for IPv4 (`0.0.0.0`,
-//! bind `127.0.0.6`) and, when [`TransparentProxying::ipv6_inbound_redirect_port`] is non-zero,
+//! bind `127.0.0.6`) and, when [`umbra_core::dataplane::TransparentProxying::ipv6_inbound_redirect_port`] is non-zero,
 //! IPv6 (`::`, bind `::6`):
 //! - listener `outbound:passthrough:ipv<N>` on `redirectPortOutbound`: `trafficDirection:
 //!   OUTBOUND`, `useOriginalDst: true`, one filter chain with a tcp_proxy to the cluster of the
@@ -23,9 +23,9 @@
 //! Every cluster is `ORIGINAL_DST`, `lbPolicy: CLUSTER_PROVIDED`, `connectTimeout: 5s`,
 //! `altStatName` the name with `:` made `_`. Their origin is [`ORIGIN`] (`transparent`).
 //!
-//! Kuma also logs the outbound passthrough connections with the old TrafficLog selected for
-//! the `pass_through` service; Umbra does not (the old TrafficLog plugin,
-//! [`crate::plugins::access_log`], logs the listed outbounds only).
+//! The access log Kuma bakes into the outbound passthrough listeners (the old TrafficLog chosen
+//! for the `pass_through` service) is added by the access-log plugin
+//! ([`crate::plugins::access_log`]), which finds these listeners by their origin.
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, LbPolicy,
