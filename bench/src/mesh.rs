@@ -199,6 +199,7 @@ impl GenerationFixture {
             name: "client",
             dataplane: self.client(),
             admin: None,
+            dns: None,
         }
     }
 }

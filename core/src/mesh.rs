@@ -295,6 +295,19 @@ impl MeshSpec {
             .is_some_and(|m| !m.enabled_backend.is_empty())
     }
 
+    /// Kuma's `IsPassthrough` (`api/mesh/v1alpha1/mesh_helpers.go:3-9`):
+    /// `networking.outbound.passthrough`, `true` when unset. When `false`, a transparent
+    /// proxy gets no outbound passthrough cluster, so traffic to destinations outside the mesh
+    /// is dropped.
+    pub fn is_passthrough(&self) -> bool {
+        self.networking
+            .as_ref()
+            .and_then(|n| n.get("outbound"))
+            .and_then(|o| o.get("passthrough"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
     /// Validate: the enabled backend must exist; backend names unique and types known; the
     /// sections kept verbatim are mappings (as Kuma's messages are), when given.
     pub fn validate(&self) -> ValidationError {
@@ -364,6 +377,21 @@ mod tests {
             .into_iter()
             .map(|v| v.field)
             .collect()
+    }
+
+    #[test]
+    fn passthrough_is_on_unless_set_false() {
+        let mesh = |v: serde_json::Value| serde_json::from_value::<MeshSpec>(v).unwrap();
+        assert!(mesh(serde_json::json!({})).is_passthrough());
+        assert!(mesh(serde_json::json!({"networking": {"outbound": {}}})).is_passthrough());
+        assert!(
+            mesh(serde_json::json!({"networking": {"outbound": {"passthrough": true}}}))
+                .is_passthrough()
+        );
+        assert!(
+            !mesh(serde_json::json!({"networking": {"outbound": {"passthrough": false}}}))
+                .is_passthrough()
+        );
     }
 
     #[test]

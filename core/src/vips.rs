@@ -422,13 +422,7 @@ pub fn vip_outbounds(
 /// outbounds but those on a VIP address. `None` when `dp` has no `transparentProxying`.
 pub fn with_vip_outbounds(dp: &DataplaneSpec, vip: &[Outbound]) -> Option<DataplaneSpec> {
     let tp = dp.networking.transparent_proxying.as_ref()?;
-    let reachable: BTreeSet<&str> = tp
-        .get("reachableServices")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let reachable: BTreeSet<&str> = tp.reachable().iter().map(String::as_str).collect();
     let vips: BTreeSet<&str> = vip.iter().map(|o| o.address.as_str()).collect();
     let mut out: Vec<Outbound> = vip
         .iter()

@@ -117,6 +117,15 @@ pub struct MeshContext {
     pub tracing: TracingBackends,
     /// This zone's name, in a multi-zone deployment.
     pub zone: Option<String>,
+    /// The Mesh's `networking.outbound.passthrough` is `false` (Kuma's `IsPassthrough` is
+    /// off): transparent proxies get no outbound passthrough cluster
+    /// ([`crate::base::transparent`]).
+    pub passthrough_disabled: bool,
+    /// The inbound interfaces of the mesh's Dataplanes, `(ip, port)` sorted, by
+    /// `kuma.io/service` (empty when the tag is missing): every inbound, whatever its health;
+    /// the IP is the inbound's `address`, else `networking.address` (Kuma's
+    /// `ToInboundInterface`). What direct access reaches ([`crate::base::direct_access`]).
+    pub inbound_interfaces: BTreeMap<String, BTreeSet<(String, u32)>>,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -203,8 +212,14 @@ impl MeshContext {
             ingress_instances = u32::try_from(coordinates.len()).unwrap_or(u32::MAX);
         }
         let local_weight = ingress_instances.max(1);
+        let mut inbound_interfaces: BTreeMap<String, BTreeSet<(String, u32)>> = BTreeMap::new();
         for dp in dataplanes {
             for inbound in &dp.networking.inbound {
+                let key = dp.inbound_key(inbound);
+                inbound_interfaces
+                    .entry(inbound.service().to_owned())
+                    .or_default()
+                    .insert((key.address, key.port));
                 let ready = inbound.health.as_ref().is_none_or(|h| h.ready)
                     && !matches!(
                         inbound.state,
@@ -268,6 +283,8 @@ impl MeshContext {
             logging: spec.logging_backends(),
             tracing: spec.tracing_backends(),
             zone: zones.map(|z| z.local.to_owned()),
+            passthrough_disabled: !spec.is_passthrough(),
+            inbound_interfaces,
         }
     }
 

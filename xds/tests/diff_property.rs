@@ -104,7 +104,7 @@ proptest! {
         let mesh = match &resources[0].spec { umbra_core::resource::Spec::Mesh(m) => m.clone(), _ => unreachable!() };
         let ctx = MeshContext::build("m", &mesh, resources.iter().filter_map(Resource::as_dataplane));
         let dp = resources.iter().find(|r| r.meta.name == "dp-0").and_then(Resource::as_dataplane).unwrap();
-        let proxy = Proxy { name: "dp-0", dataplane: dp, admin: None };
+        let proxy = Proxy { name: "dp-0", dataplane: dp, admin: None, dns: None };
         let live = generate(proxy, &ctx, &PolicySet::build("m", &resources, View::Live)).unwrap();
         let shadow = generate(proxy, &ctx, &PolicySet::build("m", &resources, View::Shadow)).unwrap();
         let (l, s) = (live.to_document().unwrap(), shadow.to_document().unwrap());

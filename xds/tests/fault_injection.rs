@@ -73,6 +73,7 @@ fn generate_result(
             name: dp_name,
             dataplane: dp,
             admin: None,
+            dns: None,
         },
         &ctx,
         &policies,

@@ -77,6 +77,7 @@ fn snapshots(resources: &[Resource], ctx: &MeshContext, view: View) -> Vec<Snaps
                     name,
                     dataplane: dp,
                     admin: None,
+                    dns: None,
                 },
                 ctx,
                 &policies,

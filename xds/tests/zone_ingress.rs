@@ -67,6 +67,7 @@ fn frontend_config(resources: &[Resource]) -> Value {
             name: "frontend",
             dataplane: dp,
             admin: None,
+            dns: None,
         },
         &ctx,
         &policies,

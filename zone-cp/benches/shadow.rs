@@ -86,6 +86,7 @@ fn main() {
                 name: &r.meta.name,
                 dataplane: dp,
                 admin: None,
+                dns: None,
             };
             Some((
                 r.meta.name.clone(),

@@ -13,7 +13,7 @@
 //! Both answers carry `notGenerated`: the policies of the view that select the DPP but whose
 //! effect Umbra does not generate (policies of types other than MeshTimeout whose top-level
 //! `targetRef` is a MeshHTTPRoute), each with the reason, then the fields of the Dataplane
-//! itself Umbra accepts but does not act on (`networking.transparentProxying`, ...: `type:
+//! itself Umbra accepts but does not act on (`metrics`, ...: `type:
 //! Dataplane` with its `field`), so neither the config nor a diff is read as if they were in it. `_rules` lists MeshHTTPRoute and MeshTCPRoute rules like any
 //! other type and fills `httpMatches` (Kuma's `{hash, match}`, one per match of a route rule).
 //!
@@ -179,6 +179,7 @@ fn snapshot(
             name,
             dataplane: dp,
             admin: admin.as_deref(),
+            dns: None,
         },
         &ctx,
         &policies,
@@ -716,6 +717,7 @@ impl MeshShadow {
             name,
             dataplane: dp,
             admin: admin.as_deref(),
+            dns: None,
         };
         let live = match self.live_snapshots.get(name) {
             Some(served) => served.clone(),
@@ -785,13 +787,14 @@ mod tests {
 
     const SEED: &str = include_str!("../../xds/tests/data/timeouts.yaml");
 
+    /// `probes` is named; `transparentProxying` is generated and is not.
     #[test]
     fn dataplane_fields_not_acted_on_are_named_in_every_answer() {
-        let yaml = "type: Mesh\nname: default\n---\ntype: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  transparentProxying: {redirectPortInbound: 15006, redirectPortOutbound: 15001}\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\n";
+        let yaml = "type: Mesh\nname: default\n---\ntype: Dataplane\nmesh: default\nname: web\nnetworking:\n  address: 10.0.0.1\n  transparentProxying: {redirectPortInbound: 15006, redirectPortOutbound: 15001}\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web}\nprobes: {port: 9000}\n";
         let resources = Resource::all_from_bytes(yaml.as_bytes()).unwrap();
         let want = json!({
             "type": "Dataplane", "mesh": "default", "name": "web",
-            "field": "networking.transparentProxying",
+            "field": "probes",
         });
         for shadow in [false, true] {
             let q = InspectQuery { shadow, diff: true };
@@ -812,7 +815,7 @@ mod tests {
                     listed[0]["reason"]
                         .as_str()
                         .unwrap()
-                        .contains("transparent proxying"),
+                        .contains("virtual probes listener"),
                     "{answer}"
                 );
             }

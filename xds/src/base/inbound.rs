@@ -2,7 +2,9 @@
 //! inbound of the DPP, listener `inbound:<ip>:<port>` (an HTTP connection manager with route
 //! configuration `inbound:<service>` for HTTP protocols, a TCP proxy otherwise; mTLS requiring
 //! a client certificate from the mesh when mTLS is on) and static cluster `localhost:<port>` to
-//! the workload, with Kuma's default inbound timeouts (`DefaultInboundTimeout`).
+//! the workload, with Kuma's default inbound timeouts (`DefaultInboundTimeout`). With transparent
+//! proxying, the listener gets `bindToPort: false` when both redirect ports are set and the
+//! cluster an upstream bind to `127.0.0.6`/`::6` ([`super::transparent`]).
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -116,6 +118,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
             address: Some(socket(&key.address, key.port)),
             traffic_direction: TrafficDirection::Inbound as i32,
             enable_reuse_port: Some(BoolValue { value: false }),
+            bind_to_port: super::transparent::bind_to_port(dp),
             metadata: Some(tags_metadata(&inbound.tags)),
             filter_chains: vec![FilterChain {
                 filters: vec![filter],
@@ -135,6 +138,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
         alt_stat_name: stat,
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
         connect_timeout: Some(secs(10)),
+        upstream_bind_config: super::transparent::inbound_upstream_bind(dp, &workload),
         load_assignment: Some(ClusterLoadAssignment {
             cluster_name: cluster_name.clone(),
             endpoints: vec![LocalityLbEndpoints {

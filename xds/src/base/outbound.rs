@@ -3,6 +3,8 @@
 //! DPP (those with a `backendRef` excepted), listener `outbound:<ip>:<port>` (an HTTP connection
 //! manager with route configuration `outbound:<service>` adding `x-kuma-tags`, or a TCP proxy)
 //! and EDS cluster `<service>` (upstream mTLS with SNI `<service>{mesh=<mesh>}` when mTLS is on).
+//! Listeners get `bindToPort: false` when the DPP redirects both inbound and outbound traffic
+//! ([`super::transparent::bind_to_port`]); the route plugins edit them in place and keep it.
 //!
 //! Timeouts are Kuma's values for "no Timeout policy": every listener timeout 0s, connect 5s.
 //! Kuma bakes the old Timeout in here; Umbra applies it as the first step of the timeout family
@@ -65,6 +67,7 @@ pub fn generate(
             protocol,
             external: &external,
             ipv6: dp.is_ipv6(),
+            bind_to_port: super::transparent::bind_to_port(dp),
         };
         add_outbound(snap, outbound, &target, &source_tags);
     }
@@ -77,6 +80,8 @@ struct Target<'a> {
     protocol: Protocol,
     external: &'a [&'a ExternalEndpoint],
     ipv6: bool,
+    /// The listener's `bindToPort` ([`super::transparent::bind_to_port`]).
+    bind_to_port: Option<BoolValue>,
 }
 
 fn add_outbound(
@@ -136,6 +141,7 @@ fn add_outbound(
             name: listener_name,
             address: Some(socket(&address, outbound.port)),
             traffic_direction: TrafficDirection::Outbound as i32,
+            bind_to_port: target.bind_to_port,
             metadata: Some(tags_metadata(&outbound.tags)),
             filter_chains: vec![FilterChain {
                 filters: vec![filter],

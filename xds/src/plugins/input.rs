@@ -69,8 +69,9 @@ impl<'a> PluginInput<'a> {
     }
 }
 
-/// Origins (Kuma's `Resource.Origin`, e.g. `mesh-proxy-patch`, `proxy-template-raw`) of the
-/// clusters and listeners plugins added, by resource name. Umbra's snapshot does not record
+/// Origins (Kuma's `Resource.Origin`, e.g. `mesh-proxy-patch`, `proxy-template-raw`,
+/// `transparent`, `direct-access`, `dns`) of the clusters and listeners plugins and the base
+/// generators of transparent proxying, direct access and DNS added, by resource name. Umbra's snapshot does not record
 /// origins; resources not in here have the origin their name implies (`inbound:*` listeners and
 /// `localhost:*` clusters `inbound`, `outbound:*` listeners and other clusters `outbound`), see
 /// [`Origins::cluster`] and [`Origins::listener`]. One value lives for one generation, so

@@ -141,12 +141,16 @@ pub const ORDERED: &[Plugin] = &[
     },
 ];
 
-/// Run every plugin of [`ORDERED`] on `snap`, in order, sharing one [`Origins`].
+/// Run every plugin of [`ORDERED`] on `snap`, in order, sharing `origins`: those the base
+/// generators recorded (`transparent`, `direct-access`, `dns`), then what each plugin adds.
 ///
 /// # Errors
 /// The first [`GenerateError`] a plugin reports (the rest do not run).
-pub fn apply_all(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
-    let mut origins = Origins::default();
+pub fn apply_all(
+    snap: &mut Snapshot,
+    input: &PluginInput<'_>,
+    mut origins: Origins,
+) -> Result<(), GenerateError> {
     for plugin in ORDERED {
         (plugin.apply)(snap, input, &mut origins)?;
     }

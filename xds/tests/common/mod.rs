@@ -48,6 +48,7 @@ pub fn try_snapshot(
             name: dp_name,
             dataplane: dp,
             admin: None,
+            dns: None,
         },
         &ctx,
         &policies,

@@ -673,6 +673,7 @@ impl Reconciler {
                 name: &key.name,
                 dataplane: dp,
                 admin: admin.as_deref(),
+                dns: None,
             },
             ctx,
             policies,

@@ -231,12 +231,12 @@ mod tests {
             with(
                 "zone-1",
                 "a",
-                "  transparentProxying: {redirectPortInbound: 15006}\n",
+                "  outbound:\n  - port: 3002\n    backendRef: {kind: MeshService, name: c}\n",
             ),
             with(
                 "zone-2",
                 "b",
-                "  transparentProxying: {redirectPortInbound: 15006}\n",
+                "  outbound:\n  - port: 3002\n    backendRef: {kind: MeshService, name: c}\n",
             ),
             with("zone-2", "c", ""),
             stored(Some("zone-1"), "plain", "web"),
@@ -256,7 +256,12 @@ mod tests {
                     Some("networking.inbound[*].serviceProbe"),
                     3
                 ),
-                ("Dataplane", "", Some("networking.transparentProxying"), 2),
+                (
+                    "Dataplane",
+                    "",
+                    Some("networking.outbound[*].backendRef"),
+                    2
+                ),
             ]
         );
         assert_eq!(any_index("a[12].b[3].c"), "a[*].b[*].c");
