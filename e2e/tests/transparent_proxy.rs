@@ -197,6 +197,13 @@ async fn an_app_reaches_backend_mesh_through_its_transparent_proxy() -> anyhow::
         "0",
     ]);
     let mut web_envoy = Proc::spawn(cmd, &dir.join("envoy.log"))?;
+    // A VM has a default route: without one, a connection to a VIP fails before iptables sees
+    // it (test hosts have none).
+    let (code, out) = web.run(
+        &["ip", "route", "add", "default", "via", &gw.to_string()],
+        Duration::from_secs(10),
+    )?;
+    anyhow::ensure!(code == 0, "ip route: {out}");
     // The app's TCP goes to Envoy's outbound redirect port (Kuma's iptables OUTPUT rule).
     let (code, out) = web.run(
         &[

@@ -37,6 +37,11 @@ pub struct ZoneView {
     /// The proxies' admin inputs ([`crate::admin_tls::AdminLookup`]); `None`: no admin
     /// resources are generated (tests, benches).
     pub admin: Option<crate::admin_tls::AdminLookup>,
+    /// Where the proxies' kuma-dp DNS ports are ([`crate::insight::Insights::dns_port`]);
+    /// `None`: no DNS listener is generated.
+    pub insights: Option<std::sync::Arc<crate::insight::Insights>>,
+    /// Each mesh's persisted DNS VIPs ([`crate::reconciler::vips`]).
+    pub vips: std::collections::BTreeMap<String, std::sync::Arc<crate::reconciler::vips::MeshVips>>,
 }
 
 impl ZoneView {
@@ -53,7 +58,17 @@ impl ZoneView {
                     _ => None,
                 })
                 .collect(),
+            vips: store
+                .list(ResourceType::Mesh, "")
+                .into_iter()
+                .map(|m| {
+                    let mesh = m.resource.meta.name;
+                    let vips = crate::reconciler::vips::persisted(store, &mesh);
+                    (mesh, vips)
+                })
+                .collect(),
             admin: None,
+            insights: None,
         }
     }
 
@@ -65,6 +80,19 @@ impl ZoneView {
         address: &str,
     ) -> Option<std::sync::Arc<umbra_xds::base::admin::EnvoyAdmin>> {
         self.admin.as_ref()?.input(mesh, name, address)
+    }
+
+    /// The `kuma:dns` input of DPP `mesh`/`name` (`dp`, a transparent proxy whose Envoy
+    /// reported kuma-dp's DNS port), as the reconciler gives it; `None` otherwise.
+    pub fn dns_input(
+        &self,
+        mesh: &str,
+        name: &str,
+        dp: &DataplaneSpec,
+    ) -> Option<umbra_xds::generate::DnsInput> {
+        dp.networking.transparent_proxying.as_ref()?;
+        let port = self.insights.as_ref()?.dns_port(mesh, name)?;
+        Some(self.vips.get(mesh)?.dns_input(port))
     }
 
     /// The context of `mesh` over `dataplanes`, as the reconciler builds it in this zone.

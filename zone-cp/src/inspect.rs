@@ -174,12 +174,13 @@ fn snapshot(
     let policies = PolicySet::build(mesh, resources, view);
     let start = std::time::Instant::now();
     let admin = zone.admin_input(mesh, name, &dp.networking.address);
+    let dns = zone.dns_input(mesh, name, dp);
     let generated = generate(
         Proxy {
             name,
             dataplane: dp,
             admin: admin.as_deref(),
-            dns: None,
+            dns: dns.as_ref(),
         },
         &ctx,
         &policies,
@@ -554,6 +555,8 @@ pub struct MeshShadow {
     /// The proxies' admin inputs, as the reconciler takes them (both views carry the same
     /// admin resources, so they never show in a diff).
     admin: Option<crate::admin_tls::AdminLookup>,
+    /// The zone's view (the proxies' kuma-dp DNS ports and the meshes' VIPs).
+    zone: ZoneView,
 }
 
 impl MeshShadow {
@@ -598,6 +601,7 @@ impl MeshShadow {
             ingresses: HashMap::new(),
             other_meshes: Vec::new(),
             admin: zone.admin.clone(),
+            zone: zone.clone(),
         })
     }
 
@@ -713,11 +717,12 @@ impl MeshShadow {
             .admin
             .as_ref()
             .and_then(|a| a.input(&self.mesh, name, &dp.networking.address));
+        let dns = self.zone.dns_input(&self.mesh, name, dp);
         let proxy = Proxy {
             name,
             dataplane: dp,
             admin: admin.as_deref(),
-            dns: None,
+            dns: dns.as_ref(),
         };
         let live = match self.live_snapshots.get(name) {
             Some(served) => served.clone(),

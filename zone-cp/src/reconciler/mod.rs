@@ -265,6 +265,7 @@ impl Reconciler {
     pub fn zone_view(&self) -> crate::ingress::ZoneView {
         let mut view = crate::ingress::ZoneView::of(&self.store, &self.zone, self.multi_zone);
         view.admin = self.admin_lookup();
+        view.insights.clone_from(&self.insights);
         view
     }
 
@@ -494,8 +495,14 @@ impl Reconciler {
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
                     fp.u64(admin_port.map_or(0, |p| u64::from(p) + 1));
+                    // A transparent proxy's VIP outbounds and kuma:dns table.
+                    let dns_port = self
+                        .insights
+                        .as_ref()
+                        .and_then(|i| i.dns_port(mesh_name, name));
                     if dp.networking.transparent_proxying.is_some() {
                         fp.0.update(mesh_vips.digest);
+                        fp.u64(dns_port.map_or(0, |p| u64::from(p) + 1));
                     }
                     match &identity {
                         None => fp.u64(0),
@@ -527,9 +534,12 @@ impl Reconciler {
                     let admin = admin_port.and_then(|port| {
                         self.admin_tls.as_ref()?.input(&dp.networking.address, port)
                     });
+                    let dns = dns_port
+                        .filter(|_| dp.networking.transparent_proxying.is_some())
+                        .map(|port| mesh_vips.dns_input(port));
                     let (snapshot, changed) = self.regenerate(
                         &key,
-                        dp,
+                        (dp, dns.as_ref()),
                         &ctx,
                         &policies,
                         identity,
@@ -659,7 +669,10 @@ impl Reconciler {
     fn regenerate(
         &self,
         key: &DpKey,
-        dp: &umbra_core::dataplane::DataplaneSpec,
+        (dp, dns): (
+            &umbra_core::dataplane::DataplaneSpec,
+            Option<&umbra_xds::generate::DnsInput>,
+        ),
         ctx: &MeshContext,
         policies: &PolicySet,
         identity: Option<Result<Arc<Identity>, String>>,
@@ -673,7 +686,7 @@ impl Reconciler {
                 name: &key.name,
                 dataplane: dp,
                 admin: admin.as_deref(),
-                dns: None,
+                dns,
             },
             ctx,
             policies,

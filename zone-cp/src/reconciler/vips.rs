@@ -46,6 +46,19 @@ impl MeshVips {
         }
     }
 
+    /// The `kuma:dns` input for an Envoy whose kuma-dp resolver forwards to `port`: every name
+    /// of the mesh (generation keeps those on the proxy's outbound addresses).
+    pub fn dns_input(&self, port: u16) -> umbra_xds::generate::DnsInput {
+        umbra_xds::generate::DnsInput {
+            port,
+            domains: self
+                .domains
+                .iter()
+                .map(|d| (d.name.clone(), d.address.clone()))
+                .collect(),
+        }
+    }
+
     /// `dp` as generation sees it: with the VIP outbounds when it is a transparent proxy
     /// ([`with_vip_outbounds`]), else unchanged.
     pub fn dataplane<'a>(&self, dp: &'a DataplaneSpec) -> Cow<'a, DataplaneSpec> {
