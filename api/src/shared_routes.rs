@@ -7,6 +7,12 @@
 //!   filtered like the Dataplane list (`name=`, `label=`, `tag=`, `gateway=`),
 //!   `GET /meshes/{mesh}/dataplanes+insights` (404 for an unknown mesh) and
 //!   `GET /dataplanes+insights`;
+//! - Kuma's `ZoneEgressOverview` ([`crate::insights::zone_egress_overview`]): one at `GET
+//!   /zoneegressoverviews/{name}` (Kuma's legacy path), `/zoneegresses/{name}/_overview`
+//!   (Kuma's) and `/zoneegresses+insights/{name}` (named as the other `+insights` views; 404
+//!   for an unknown ZoneEgress), and paged and filtered like the ZoneEgress list (`name=`,
+//!   `label=`) at `GET /zoneegressoverviews`, `/zoneegresses/_overview` and
+//!   `/zoneegresses+insights`;
 //! - Kuma's `GlobalInsight` (`GET /global-insight`, counted by the CP) and `MeshInsight`
 //!   (`GET /mesh-insights` paged, `GET /mesh-insights/{mesh}`: [`crate::mesh_insights`]);
 //! - Kuma's `ServiceInsight` per `kuma.io/service` ([`crate::service_insights`]):
@@ -41,6 +47,12 @@ pub const ROUTES: &[Route] = &[
     ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes+insights", &["get"]),
     ("/dataplanes+insights", &["get"]),
+    ("/zoneegressoverviews", &["get"]),
+    ("/zoneegressoverviews/{name}", &["get"]),
+    ("/zoneegresses/_overview", &["get"]),
+    ("/zoneegresses/{name}/_overview", &["get"]),
+    ("/zoneegresses+insights", &["get"]),
+    ("/zoneegresses+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/xds", &["get"]),
@@ -142,8 +154,8 @@ pub trait ControlPlaneApi: Clone + Send + Sync + 'static {
     /// The store the overviews and insights are read from.
     fn store(&self) -> Arc<dyn Store>;
 
-    /// The xDS insight reported for stored Dataplane (or ZoneIngress) `stored` (`None`: none
-    /// reported) and the control-plane instance keeping it (the zone's name), as
+    /// The xDS insight reported for stored Dataplane (or ZoneIngress, or ZoneEgress: keyed by
+    /// [`umbra_core::dataplane::proxy_key_mesh`]) `stored` (`None`: none reported) and the control-plane instance keeping it (the zone's name), as
     /// [`crate::insights::dataplane_overview`] takes them.
     fn insight(&self, stored: &Stored) -> (Option<Value>, String);
 
@@ -181,6 +193,18 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
             get(dataplane_insights::<S>),
         )
         .route("/dataplanes+insights", get(all_dataplane_insights::<S>))
+        .route("/zoneegressoverviews", get(zone_egress_insights::<S>))
+        .route("/zoneegressoverviews/{name}", get(zone_egress_insight::<S>))
+        .route("/zoneegresses/_overview", get(zone_egress_insights::<S>))
+        .route(
+            "/zoneegresses/{name}/_overview",
+            get(zone_egress_insight::<S>),
+        )
+        .route("/zoneegresses+insights", get(zone_egress_insights::<S>))
+        .route(
+            "/zoneegresses+insights/{name}",
+            get(zone_egress_insight::<S>),
+        )
         .route(
             "/meshes/{mesh}/dataplanes/{name}/_config",
             get(dataplane_config::<S>),
@@ -277,6 +301,35 @@ async fn all_dataplane_insights<S: ControlPlaneApi>(
         cp.insight(dp)
     })
     .await
+}
+
+/// `GET /zoneegressoverviews/{name}` (and its aliases): the ZoneEgress's `ZoneEgressOverview`
+/// with its insight ([`ControlPlaneApi::insight`]); 404 when the ZoneEgress is unknown.
+async fn zone_egress_insight<S: ControlPlaneApi>(
+    State(cp): State<S>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let key = ResourceKey {
+        ty: umbra_core::resource::ResourceType::ZoneEgress,
+        mesh: String::new(),
+        name,
+    };
+    let stored = get_stored(&*cp.store(), &key).await?;
+    let (insight, instance) = cp.insight(&stored);
+    Ok(Json(crate::insights::zone_egress_overview(
+        &stored, insight, &instance,
+    )))
+}
+
+/// `GET /zoneegressoverviews` (and its aliases): a page of `ZoneEgressOverview`s, with the
+/// list filters (`name=`, `label=`); `next` keeps the path asked.
+async fn zone_egress_insights<S: ControlPlaneApi>(
+    State(cp): State<S>,
+    uri: axum::http::Uri,
+    Query(query): Query<QueryPairs>,
+) -> Result<Json<Value>, ApiError> {
+    crate::insights::zone_egress_overviews(&*cp.store(), &query, uri.path(), |ze| cp.insight(ze))
+        .await
 }
 
 /// `GET /global-insight` ([`ControlPlaneApi::global_insight`]).

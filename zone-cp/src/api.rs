@@ -165,7 +165,10 @@ impl ControlPlaneApi for AppState {
         let meta = &stored.resource.meta;
         let insight = self
             .insights
-            .get(&meta.mesh, &meta.name)
+            .get(
+                umbra_core::dataplane::proxy_key_mesh(stored.resource.ty(), &meta.mesh),
+                &meta.name,
+            )
             .unwrap_or_default();
         // With replicas, the one the Envoy is connected to; else the zone.
         let instance = insight
