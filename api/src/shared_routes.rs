@@ -19,8 +19,9 @@
 //!   `GET /meshes/{mesh}/service-insights` (paged, `name=`, `type=`) and `.../{name}`;
 //! - per-proxy inspection: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules`,
 //!   `GET /zone-ingresses/{name}/_config` (also `/zoneingresses/{name}/_config`), and the Envoy
-//!   admin views `xds`, `stats` and `clusters` of a DPP (`/meshes/{mesh}/dataplanes/{name}/…`)
-//!   or a ZoneIngress (`/zoneingresses/{name}/…`).
+//!   admin views `xds`, `stats` and `clusters` of a DPP (`/meshes/{mesh}/dataplanes/{name}/…`),
+//!   a ZoneIngress (`/zoneingresses/{name}/…`) or a ZoneEgress (`/zoneegresses/{name}/…`,
+//!   Kuma's `inspectZoneEgressAdmin`).
 //!
 //! What differs between the CPs is the trait's: where a DPP's insight comes from (a zone's own
 //! xDS insights; on the Global, what the owning zone reported over KDS), how `GlobalInsight`
@@ -61,6 +62,9 @@ pub const ROUTES: &[Route] = &[
     ("/zoneingresses/{name}/xds", &["get"]),
     ("/zoneingresses/{name}/stats", &["get"]),
     ("/zoneingresses/{name}/clusters", &["get"]),
+    ("/zoneegresses/{name}/xds", &["get"]),
+    ("/zoneegresses/{name}/stats", &["get"]),
+    ("/zoneegresses/{name}/clusters", &["get"]),
     ("/zone-ingresses/{name}/_config", &["get"]),
     ("/zoneingresses/{name}/_config", &["get"]),
     ("/global-insight", &["get"]),
@@ -88,14 +92,21 @@ pub enum Proxy {
         /// Its name.
         name: String,
     },
+    /// ZoneEgress `name` (`/zoneegresses/{name}/…`: its Envoy admin views only).
+    ZoneEgress {
+        /// Its name.
+        name: String,
+    },
 }
 
 impl Proxy {
-    /// The `(mesh, name)` the CPs key a proxy by: a ZoneIngress has the empty mesh.
+    /// The `(mesh, name)` the CPs key a proxy by: a ZoneIngress has the empty mesh, a
+    /// ZoneEgress [`umbra_core::dataplane::ZONE_EGRESS_KEY_MESH`].
     pub fn mesh_and_name(&self) -> (&str, &str) {
         match self {
             Proxy::Dataplane { mesh, name } => (mesh, name),
             Proxy::ZoneIngress { name } => ("", name),
+            Proxy::ZoneEgress { name } => (umbra_core::dataplane::ZONE_EGRESS_KEY_MESH, name),
         }
     }
 }
@@ -132,7 +143,8 @@ impl AdminView {
 /// What a route inspects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inspection {
-    /// `_config` of a Dataplane or a ZoneIngress (Kuma's inspect config dump).
+    /// `_config` of a Dataplane or a ZoneIngress (Kuma's inspect config dump; no route asks it
+    /// of a ZoneEgress).
     Config(Proxy),
     /// `_rules` of Dataplane `name` in `mesh` (Kuma's inspect rules).
     Rules {
@@ -141,7 +153,7 @@ pub enum Inspection {
         /// Its name.
         name: String,
     },
-    /// An Envoy admin view of a Dataplane or a ZoneIngress.
+    /// An Envoy admin view of a Dataplane, a ZoneIngress or a ZoneEgress.
     Admin(Proxy, AdminView),
 }
 
@@ -246,6 +258,17 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
                           Path(name): Path<String>,
                           Query(query): Query<QueryPairs>| async move {
                         let proxy = Proxy::ZoneIngress { name };
+                        cp.inspect(Inspection::Admin(proxy, view), query).await
+                    },
+                ),
+            )
+            .route(
+                &format!("/zoneegresses/{{name}}/{segment}"),
+                get(
+                    move |State(cp): State<S>,
+                          Path(name): Path<String>,
+                          Query(query): Query<QueryPairs>| async move {
+                        let proxy = Proxy::ZoneEgress { name };
                         cp.inspect(Inspection::Admin(proxy, view), query).await
                     },
                 ),

@@ -561,6 +561,13 @@ async fn zone_egress_goes_to_the_global_only(
         )
         .await?;
     assert_eq!(status, 405, "read-only on the Global");
+    // Its Envoy's admin (Kuma's `/zoneegresses/{name}/stats`), through the Global.
+    let (status, stats) = fleet
+        .global
+        .call("GET", "/zoneegresses/egress/stats", None)
+        .await?;
+    assert_eq!(status, 200, "{stats}");
+    assert!(stats.to_string().contains("server."), "{stats}");
     // On its zone: its own insight; on zone-1, nothing, ever (the ingress synced meanwhile).
     let (_, own) = fleet
         .zone2

@@ -202,6 +202,11 @@ impl ControlPlaneApi for AppState {
                 let zone = self.reconciler.zone_view();
                 inspect::answer_ingress(store, zone, name, &query).await?
             }
+            Inspection::Config(Proxy::ZoneEgress { name }) => {
+                return Err(ApiError::not_found(format!(
+                    "zone egress {name:?} has no _config: Umbra generates no config for zone egresses yet"
+                )))
+            }
             Inspection::Rules { mesh, name } => {
                 let zone = self.reconciler.zone_view();
                 inspect::answer(store, zone, mesh, name, &query, inspect::rules).await?

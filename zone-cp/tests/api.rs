@@ -886,6 +886,15 @@ async fn zone_egresses_register_here_with_kumas_validation_and_overviews() {
     }
     let (status, _) = call(&app, "GET", "/zoneegressoverviews/nope", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // Its Envoy admin views (Kuma's `inspectZoneEgressAdmin`): none connected yet.
+    let (status, body) = call(&app, "GET", "/zoneegresses/ze-1/stats", None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("zone egress"),
+        "{body}"
+    );
+    let (status, _) = call(&app, "GET", "/zoneegresses/nope/xds", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     // The resource type list names it, writable on a zone.
     let (_, types) = call(&app, "GET", "/_resources", None).await;
     let ze_type = types["resources"]
