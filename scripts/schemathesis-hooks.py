@@ -2,7 +2,7 @@
 
 A resource PUT body must agree with its path, and a few of its fields with each other, in ways
 OpenAPI 3.0 cannot express; both documents state these rules in prose (`MeshInput`,
-`GlobalSecretInput`, `ZoneIngressInput`, `ResourceInput`) and answer a body that breaks one with
+`GlobalSecretInput`, `ZoneIngressInput`, `ZoneEgressInput`, `ResourceInput`) and answer a body that breaks one with
 a 400 naming the field. A client fills these fields from the path as it builds the request; this
 hook does the same to the requests Schemathesis generates as valid, so that every other property
 of a generated body is held to the strict check (a schema-valid body must be accepted):
@@ -11,7 +11,9 @@ of a generated body is held to the strict check (a schema-valid body must be acc
 - a Mesh's `mtls.backends` have distinct names, and `mtls.enabledBackend`, when not empty, names
   one of them;
 - a ZoneIngress's `networking.admin.port` differs from `port` and `advertisedPort` (0 when not
-  set).
+  set);
+- a ZoneEgress's `networking.admin.port` differs from `port` (Kuma refuses the same port only on
+  a loopback or wildcard address; the hook keeps them apart whatever the address).
 
 Requests generated to be invalid are left as they are.
 """
@@ -23,6 +25,7 @@ PUT_PATHS = {
     "/global-secrets/{name}",
     "/zone-ingresses/{name}",
     "/zoneingresses/{name}",
+    "/zoneegresses/{name}",
     "/meshes/{mesh}/{plural}/{name}",
 }
 
@@ -71,6 +74,17 @@ def _ingress_networking(networking):
     return networking
 
 
+def _egress_networking(networking):
+    admin = networking.get("admin")
+    if not isinstance(admin, dict):
+        return networking
+    port = admin.get("port")
+    if port == networking.get("port") and isinstance(port, int) and not isinstance(port, bool):
+        free = 1 if port != 1 else 2
+        networking = dict(networking, admin=dict(admin, port=free))
+    return networking
+
+
 @schemathesis.hook
 def map_case(context, case):
     path = case.operation.path
@@ -89,5 +103,7 @@ def map_case(context, case):
         body.get("networking"), dict
     ):
         body["networking"] = _ingress_networking(body["networking"])
+    if path == "/zoneegresses/{name}" and isinstance(body.get("networking"), dict):
+        body["networking"] = _egress_networking(body["networking"])
     case.body = body
     return case

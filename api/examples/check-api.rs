@@ -218,6 +218,9 @@ impl Checker {
             ("/config", None),
             ("/versions", None),
             ("/dataplanes+insights", None),
+            ("/zoneegressoverviews", None),
+            ("/zoneegresses/_overview", None),
+            ("/zoneegresses+insights", None),
         ] {
             self.get(uri, kuma).await;
         }
@@ -242,6 +245,15 @@ impl Checker {
                         self.get(&format!("/{path}/{n}"), None).await;
                         if name == "ZoneIngress" {
                             self.get(&format!("/{path}/{n}/_config"), None).await;
+                        }
+                        if name == "ZoneEgress" {
+                            for overview in [
+                                format!("/zoneegressoverviews/{n}"),
+                                format!("/{path}/{n}/_overview"),
+                                format!("/zoneegresses+insights/{n}"),
+                            ] {
+                                self.get(&overview, None).await;
+                            }
                         }
                     }
                 }

@@ -154,7 +154,11 @@ pub fn resource_type_list(mode: WriteMode, zone_owned: &[ResourceType]) -> Value
 mod tests {
     use super::*;
 
-    const ZONE_OWNED: &[ResourceType] = &[ResourceType::Dataplane, ResourceType::ZoneIngress];
+    const ZONE_OWNED: &[ResourceType] = &[
+        ResourceType::Dataplane,
+        ResourceType::ZoneIngress,
+        ResourceType::ZoneEgress,
+    ];
 
     fn find<'a>(list: &'a Value, name: &str) -> &'a Value {
         list["resources"]
@@ -267,6 +271,10 @@ mod tests {
         let dp = find(&global, "Dataplane");
         assert_eq!(dp["readOnly"], true);
         assert_eq!(dp["includeInFederation"], false);
+        let ze = find(&global, "ZoneEgress");
+        assert_eq!(ze["readOnly"], true);
+        assert_eq!(ze["includeInFederation"], false);
+        assert_eq!(ze["path"], "zoneegresses");
         assert_eq!(find(&global, "Mesh")["readOnly"], false);
 
         let zone = resource_type_list(WriteMode::Zone, ZONE_OWNED);
@@ -277,6 +285,7 @@ mod tests {
         let federated = resource_type_list(WriteMode::FederatedZone, ZONE_OWNED);
         assert_eq!(find(&federated, "Dataplane")["readOnly"], false);
         assert_eq!(find(&federated, "ZoneIngress")["readOnly"], false);
+        assert_eq!(find(&federated, "ZoneEgress")["readOnly"], false);
         assert_eq!(find(&federated, "Mesh")["readOnly"], true);
         assert_eq!(find(&federated, "MeshTimeout")["readOnly"], true);
         assert_eq!(find(&federated, "Secret")["readOnly"], true);

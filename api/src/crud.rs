@@ -5,7 +5,9 @@
 //! - `GET /{plural}`: a mesh-scoped type across every mesh (404 for another or unknown type);
 //! - `GET /global-secrets`, `GET|PUT|DELETE /global-secrets/{name}`;
 //! - `GET /zone-ingresses`, `GET|PUT|DELETE /zone-ingresses/{name}` (Kuma's path; also under
-//!   `/zoneingresses`, the name Kuma's `+insights` views use).
+//!   `/zoneingresses`, the name Kuma's `+insights` views use);
+//! - `GET /zoneegresses`, `GET|PUT|DELETE /zoneegresses/{name}` (Kuma's ZoneEgress path;
+//!   written on a zone only, read-only on the Global, which gets them from zones over KDS).
 //!
 //! Lists are paged (`size`, `offset`; `{total, items, next?}`, [`crate::paging`]: `next` keeps
 //! the filters and is absent on the last page) and filter by label with repeatable
@@ -46,8 +48,8 @@ use crate::resource::{decode_for_path, resource_type};
 /// Which resources a CP's API accepts writes for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {
-    /// The Global: everything but Dataplanes and ZoneIngresses, which zones own and sync up
-    /// over KDS.
+    /// The Global: everything but Dataplanes, ZoneIngresses and ZoneEgresses, which zones own
+    /// and sync up over KDS.
     Global,
     /// A standalone zone: everything.
     Zone,
@@ -65,7 +67,10 @@ impl WriteMode {
     pub fn check(self, ty: ResourceType) -> Result<(), ApiError> {
         match self {
             WriteMode::Global
-                if matches!(ty, ResourceType::Dataplane | ResourceType::ZoneIngress) =>
+                if matches!(
+                    ty,
+                    ResourceType::Dataplane | ResourceType::ZoneIngress | ResourceType::ZoneEgress
+                ) =>
             {
                 Err(ApiError::read_only(format!(
                     "{} are registered in their zone and synced to the Global over KDS; they are read-only here",
@@ -100,8 +105,8 @@ pub struct ResourceApi {
     pub mode: WriteMode,
     /// Told of every write.
     pub observer: Option<Arc<dyn WriteObserver>>,
-    /// The zone this API belongs to (a zone CP's): a ZoneIngress written here must be this
-    /// zone's (`zone` empty or this name). `None` on the Global.
+    /// The zone this API belongs to (a zone CP's): a ZoneIngress or ZoneEgress written here
+    /// must be this zone's (`zone` empty or this name). `None` on the Global.
     pub zone: Option<String>,
 }
 
@@ -114,9 +119,9 @@ where
     routes_with(true)
 }
 
-/// The resource routes of the Global, where ZoneIngresses are read-only: their paths serve
-/// GET, and answer any other method with the 405 of [`WriteMode::Global`] (`Allow: GET,
-/// HEAD`), so that the router advertises no write it refuses.
+/// The resource routes of the Global, where ZoneIngresses and ZoneEgresses are read-only:
+/// their paths serve GET, and answer any other method with the 405 of [`WriteMode::Global`]
+/// (`Allow: GET, HEAD`), so that the router advertises no write it refuses.
 pub fn routes_with_read_only_ingresses<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
@@ -132,6 +137,13 @@ async fn ingress_read_only() -> ApiError {
         .unwrap_or_else(|| ApiError::read_only("ZoneIngresses are read-only here"))
 }
 
+async fn egress_read_only() -> ApiError {
+    WriteMode::Global
+        .check(ResourceType::ZoneEgress)
+        .err()
+        .unwrap_or_else(|| ApiError::read_only("ZoneEgresses are read-only here"))
+}
+
 fn routes_with<S>(ingresses_writable: bool) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
@@ -144,6 +156,15 @@ where
                 .delete(delete_zone_ingress)
         } else {
             get(get_zone_ingress).fallback(ingress_read_only)
+        }
+    };
+    let egress = || {
+        if ingresses_writable {
+            get(get_zone_egress)
+                .put(put_zone_egress)
+                .delete(delete_zone_egress)
+        } else {
+            get(get_zone_egress).fallback(egress_read_only)
         }
     };
     Router::new()
@@ -161,6 +182,8 @@ where
         .route("/zone-ingresses/{name}", ingress())
         .route("/zoneingresses", get(list_zone_ingresses))
         .route("/zoneingresses/{name}", ingress())
+        .route("/zoneegresses", get(list_zone_egresses))
+        .route("/zoneegresses/{name}", egress())
         .route("/global-secrets", get(list_global_secrets))
         .route(
             "/global-secrets/{name}",
@@ -184,6 +207,8 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/zone-ingresses/{name}", &["get", "put", "delete"]),
     ("/zoneingresses", &["get"]),
     ("/zoneingresses/{name}", &["get", "put", "delete"]),
+    ("/zoneegresses", &["get"]),
+    ("/zoneegresses/{name}", &["get", "put", "delete"]),
     ("/{plural}", &["get"]),
 ];
 
@@ -306,6 +331,19 @@ async fn put(
                     field: "zone".into(),
                     message: format!(
                         "must be empty or {zone:?}: this zone registers its own ingresses only (other zones' come from the Global)"
+                    ),
+                }],
+            ));
+        }
+    }
+    if let (Some(zone), Some(ze)) = (&api.zone, resource.as_zone_egress()) {
+        if ze.is_remote(zone) {
+            return Err(ApiError::invalid(
+                "the ZoneEgress belongs to another zone",
+                vec![umbra_core::validate::Violation {
+                    field: "zone".into(),
+                    message: format!(
+                        "must be empty or {zone:?}: this zone registers its own egresses only"
                     ),
                 }],
             ));
@@ -579,6 +617,57 @@ async fn delete_zone_ingress(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     delete(&api, &zone_ingress_key(name), &headers).await
+}
+
+fn zone_egress_key(name: String) -> ResourceKey {
+    ResourceKey {
+        ty: ResourceType::ZoneEgress,
+        mesh: String::new(),
+        name,
+    }
+}
+
+/// `GET /zoneegresses`: a page of ZoneEgresses (Kuma's list shape, filters and paging).
+async fn list_zone_egresses(
+    State(api): State<ResourceApi>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    list(
+        &*api.store,
+        ResourceType::ZoneEgress,
+        None,
+        &query,
+        "/zoneegresses",
+    )
+    .await
+}
+
+/// `GET /zoneegresses/{name}`: the ZoneEgress, or 404.
+async fn get_zone_egress(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let stored = get_stored(&*api.store, &zone_egress_key(name)).await?;
+    Ok(respond(StatusCode::OK, &stored))
+}
+
+/// `PUT /zoneegresses/{name}` (a zone only): 201 or 200; 400 with every violation's field.
+async fn put_zone_egress(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    put(&api, ResourceType::ZoneEgress, "", &name, &headers, &body).await
+}
+
+/// `DELETE /zoneegresses/{name}` (a zone only).
+async fn delete_zone_egress(
+    State(api): State<ResourceApi>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    delete(&api, &zone_egress_key(name), &headers).await
 }
 
 async fn list_resources(

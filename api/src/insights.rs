@@ -1,5 +1,6 @@
 //! Kuma's `DataplaneOverview` (`GET /meshes/{mesh}/dataplanes+insights[/{name}]` and the
-//! cross-mesh `GET /dataplanes+insights`), built the same way on both CPs from a stored
+//! cross-mesh `GET /dataplanes+insights`) and `ZoneEgressOverview` (`GET /zoneegressoverviews`
+//! and its aliases, [`zone_egress_overview`]), built the same way on both CPs from a stored
 //! Dataplane and the insight its zone keeps (`umbra_zone_cp::ads::Insight`, opaque JSON here
 //! because on the Global it arrives over KDS):
 //!
@@ -63,7 +64,67 @@ pub fn dataplane_overview(stored: &Stored, insight: Option<Value>, cp_instance: 
     Value::Object(out)
 }
 
-/// Kuma's `dataplaneInsight` from the zone's insight (see the module docs).
+/// Kuma's `ZoneEgressOverview` (`api/mesh/v1alpha1/zoneegressoverview.proto`) of stored
+/// ZoneEgress `stored` with its `insight` (`None`: none reported) kept by control-plane
+/// instance `cp_instance`:
+///
+/// ```text
+/// {type: "ZoneEgressOverview", name, creationTime?, modificationTime?, labels?,
+///  zoneEgress: {zone?, networking: {address?, port, admin?}},
+///  zoneEgressInsight: {subscriptions?: [..], connected, ...}}   // as dataplaneInsight
+/// ```
+///
+/// `zoneEgressInsight` is built as a DPP's `dataplaneInsight` is (see the module docs): Kuma's
+/// `subscriptions` (its `ZoneEgressInsight`), Umbra's fields kept.
+pub fn zone_egress_overview(stored: &Stored, insight: Option<Value>, cp_instance: &str) -> Value {
+    let resource = stored.resource.to_value();
+    let mut out = Map::new();
+    out.insert("type".into(), json!("ZoneEgressOverview"));
+    for key in ["name", "creationTime", "modificationTime", "labels"] {
+        if let Some(v) = resource.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    let spec = stored
+        .resource
+        .as_zone_egress()
+        .and_then(|ze| serde_json::to_value(ze).ok())
+        .unwrap_or_else(|| json!({}));
+    out.insert("zoneEgress".into(), spec);
+    out.insert(
+        "zoneEgressInsight".into(),
+        dataplane_insight(insight, cp_instance),
+    );
+    Value::Object(out)
+}
+
+/// One page of `ZoneEgressOverview`s listed at `path`, under the request's paging and filters
+/// (`name=`, `label=`), each with the insight `insight` finds for it (`(insight,
+/// control-plane instance)`).
+///
+/// # Errors
+/// A 400 for bad paging or filters, the store's error.
+pub async fn zone_egress_overviews(
+    store: &dyn Store,
+    query: &[(String, String)],
+    path: &str,
+    insight: impl Fn(&Stored) -> (Option<Value>, String),
+) -> Result<Json<Value>, ApiError> {
+    let (page, result) = list_page(store, ResourceType::ZoneEgress, None, query).await?;
+    let items = result
+        .items
+        .iter()
+        .map(|s| {
+            let (doc, instance) = insight(s);
+            zone_egress_overview(s, doc, &instance)
+        })
+        .collect();
+    let total = usize::try_from(result.total).unwrap_or(usize::MAX);
+    Ok(Json(page.body(items, total, path, query)))
+}
+
+/// Kuma's `dataplaneInsight` (and `zoneEgressInsight`) from the zone's insight (see the module
+/// docs).
 fn dataplane_insight(insight: Option<Value>, cp_instance: &str) -> Value {
     let Some(Value::Object(mut doc)) = insight else {
         return json!({});
@@ -244,6 +305,36 @@ mod tests {
             json!({"version": "v2", "error": "bad filter"})
         );
         assert!(s["status"].get("eds").is_none());
+    }
+
+    #[test]
+    fn a_zone_egress_overview_has_kumas_shape() {
+        let mut resource = Resource::from_bytes(
+            b"type: ZoneEgress\nname: ze-1\nzone: zone-1\nnetworking: {address: 10.0.0.9, port: 10002, admin: {port: 9902}}\n",
+        )
+        .unwrap();
+        resource.meta.creation_time = Some("2026-01-01T00:00:00Z".into());
+        let stored = Stored {
+            resource,
+            version: 1,
+            zone: None,
+            revision: 1,
+        };
+        let insight =
+            json!({"connected": true, "responsesSent": 2, "connectTime": "2026-01-01T00:00:01Z"});
+        let o = zone_egress_overview(&stored, Some(insight), "zone-1");
+        assert_eq!(o["type"], "ZoneEgressOverview");
+        assert_eq!(o["name"], "ze-1");
+        assert!(o.get("mesh").is_none());
+        assert_eq!(
+            o["zoneEgress"],
+            json!({"zone": "zone-1", "networking": {"address": "10.0.0.9", "port": 10002, "admin": {"port": 9902}}})
+        );
+        let subs = o["zoneEgressInsight"]["subscriptions"].as_array().unwrap();
+        assert_eq!(subs[0]["controlPlaneInstanceId"], "zone-1");
+        assert_eq!(subs[0]["status"]["total"]["responsesSent"], "2");
+        let none = zone_egress_overview(&stored, None, "zone-1");
+        assert_eq!(none["zoneEgressInsight"], json!({}));
     }
 
     #[test]

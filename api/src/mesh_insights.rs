@@ -259,8 +259,28 @@ pub async fn zone_ingresses(
     store: &dyn Store,
     online: &(dyn Fn(&Stored) -> bool + Sync),
 ) -> Result<(u64, u64), ApiError> {
+    zone_proxies(store, ResourceType::ZoneIngress, online).await
+}
+
+/// `(total, online)` of the stored ZoneEgresses, as [`zone_ingresses`] counts ZoneIngresses.
+///
+/// # Errors
+/// 503 when the store is unavailable.
+pub async fn zone_egresses(
+    store: &dyn Store,
+    online: &(dyn Fn(&Stored) -> bool + Sync),
+) -> Result<(u64, u64), ApiError> {
+    zone_proxies(store, ResourceType::ZoneEgress, online).await
+}
+
+/// `(total, online)` of the stored zone proxies of `ty`.
+async fn zone_proxies(
+    store: &dyn Store,
+    ty: ResourceType,
+    online: &(dyn Fn(&Stored) -> bool + Sync),
+) -> Result<(u64, u64), ApiError> {
     let (mut total, mut up) = (0, 0);
-    for_each(store, ResourceType::ZoneIngress, None, |s| {
+    for_each(store, ty, None, |s| {
         total += 1;
         up += u64::from(online(s));
     })
@@ -385,6 +405,7 @@ pub async fn global_insight(
     store: &dyn Store,
     control_planes: BaseStatus,
     ingresses: BaseStatus,
+    egresses: BaseStatus,
     insight: &(dyn Fn(&Stored) -> Option<Value> + Sync),
 ) -> Result<Value, ApiError> {
     let t = tally(store, None, insight).await?;
@@ -408,7 +429,7 @@ pub async fn global_insight(
         "zones": {
             "controlPlanes": base(control_planes),
             "zoneIngresses": base(ingresses),
-            "zoneEgresses": base((0, 0)),
+            "zoneEgresses": base(egresses),
         },
         "dataplanes": {
             "standard": t.kind(Kind::Standard).to_value(),

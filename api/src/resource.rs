@@ -9,8 +9,9 @@ use umbra_core::validate::{ValidationError, Violation};
 use crate::error::ApiError;
 
 /// The mesh-scoped type of a path's `{plural}` segment (`/meshes/{mesh}/{plural}`, and the
-/// cross-mesh `/{plural}`). Mesh, GlobalSecret and ZoneIngress belong to no mesh and have
-/// their own paths (`/meshes`, `/global-secrets`, `/zone-ingresses`), whose access rules
+/// cross-mesh `/{plural}`). Mesh, GlobalSecret, ZoneIngress and ZoneEgress belong to no mesh
+/// and have their own paths (`/meshes`, `/global-secrets`, `/zone-ingresses`,
+/// `/zoneegresses`), whose access rules
 /// (`crate::authn`) a mesh path must not sidestep.
 ///
 /// # Errors
@@ -110,7 +111,13 @@ mod tests {
             ResourceType::MeshTimeout
         );
         assert_eq!(resource_type("secrets").unwrap(), ResourceType::Secret);
-        for other in ["global-secrets", "zone-ingresses", "meshes", "nope"] {
+        for other in [
+            "global-secrets",
+            "zone-ingresses",
+            "zoneegresses",
+            "meshes",
+            "nope",
+        ] {
             assert_eq!(
                 resource_type(other).unwrap_err().status.as_u16(),
                 404,

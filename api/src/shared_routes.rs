@@ -7,14 +7,21 @@
 //!   filtered like the Dataplane list (`name=`, `label=`, `tag=`, `gateway=`),
 //!   `GET /meshes/{mesh}/dataplanes+insights` (404 for an unknown mesh) and
 //!   `GET /dataplanes+insights`;
+//! - Kuma's `ZoneEgressOverview` ([`crate::insights::zone_egress_overview`]): one at `GET
+//!   /zoneegressoverviews/{name}` (Kuma's legacy path), `/zoneegresses/{name}/_overview`
+//!   (Kuma's) and `/zoneegresses+insights/{name}` (named as the other `+insights` views; 404
+//!   for an unknown ZoneEgress), and paged and filtered like the ZoneEgress list (`name=`,
+//!   `label=`) at `GET /zoneegressoverviews`, `/zoneegresses/_overview` and
+//!   `/zoneegresses+insights`;
 //! - Kuma's `GlobalInsight` (`GET /global-insight`, counted by the CP) and `MeshInsight`
 //!   (`GET /mesh-insights` paged, `GET /mesh-insights/{mesh}`: [`crate::mesh_insights`]);
 //! - Kuma's `ServiceInsight` per `kuma.io/service` ([`crate::service_insights`]):
 //!   `GET /meshes/{mesh}/service-insights` (paged, `name=`, `type=`) and `.../{name}`;
 //! - per-proxy inspection: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules`,
 //!   `GET /zone-ingresses/{name}/_config` (also `/zoneingresses/{name}/_config`), and the Envoy
-//!   admin views `xds`, `stats` and `clusters` of a DPP (`/meshes/{mesh}/dataplanes/{name}/…`)
-//!   or a ZoneIngress (`/zoneingresses/{name}/…`).
+//!   admin views `xds`, `stats` and `clusters` of a DPP (`/meshes/{mesh}/dataplanes/{name}/…`),
+//!   a ZoneIngress (`/zoneingresses/{name}/…`) or a ZoneEgress (`/zoneegresses/{name}/…`,
+//!   Kuma's `inspectZoneEgressAdmin`).
 //!
 //! What differs between the CPs is the trait's: where a DPP's insight comes from (a zone's own
 //! xDS insights; on the Global, what the owning zone reported over KDS), how `GlobalInsight`
@@ -41,6 +48,12 @@ pub const ROUTES: &[Route] = &[
     ("/meshes/{mesh}/dataplanes+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes+insights", &["get"]),
     ("/dataplanes+insights", &["get"]),
+    ("/zoneegressoverviews", &["get"]),
+    ("/zoneegressoverviews/{name}", &["get"]),
+    ("/zoneegresses/_overview", &["get"]),
+    ("/zoneegresses/{name}/_overview", &["get"]),
+    ("/zoneegresses+insights", &["get"]),
+    ("/zoneegresses+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/xds", &["get"]),
@@ -49,6 +62,9 @@ pub const ROUTES: &[Route] = &[
     ("/zoneingresses/{name}/xds", &["get"]),
     ("/zoneingresses/{name}/stats", &["get"]),
     ("/zoneingresses/{name}/clusters", &["get"]),
+    ("/zoneegresses/{name}/xds", &["get"]),
+    ("/zoneegresses/{name}/stats", &["get"]),
+    ("/zoneegresses/{name}/clusters", &["get"]),
     ("/zone-ingresses/{name}/_config", &["get"]),
     ("/zoneingresses/{name}/_config", &["get"]),
     ("/global-insight", &["get"]),
@@ -76,14 +92,21 @@ pub enum Proxy {
         /// Its name.
         name: String,
     },
+    /// ZoneEgress `name` (`/zoneegresses/{name}/…`: its Envoy admin views only).
+    ZoneEgress {
+        /// Its name.
+        name: String,
+    },
 }
 
 impl Proxy {
-    /// The `(mesh, name)` the CPs key a proxy by: a ZoneIngress has the empty mesh.
+    /// The `(mesh, name)` the CPs key a proxy by: a ZoneIngress has the empty mesh, a
+    /// ZoneEgress [`umbra_core::dataplane::ZONE_EGRESS_KEY_MESH`].
     pub fn mesh_and_name(&self) -> (&str, &str) {
         match self {
             Proxy::Dataplane { mesh, name } => (mesh, name),
             Proxy::ZoneIngress { name } => ("", name),
+            Proxy::ZoneEgress { name } => (umbra_core::dataplane::ZONE_EGRESS_KEY_MESH, name),
         }
     }
 }
@@ -120,7 +143,8 @@ impl AdminView {
 /// What a route inspects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inspection {
-    /// `_config` of a Dataplane or a ZoneIngress (Kuma's inspect config dump).
+    /// `_config` of a Dataplane or a ZoneIngress (Kuma's inspect config dump; no route asks it
+    /// of a ZoneEgress).
     Config(Proxy),
     /// `_rules` of Dataplane `name` in `mesh` (Kuma's inspect rules).
     Rules {
@@ -129,7 +153,7 @@ pub enum Inspection {
         /// Its name.
         name: String,
     },
-    /// An Envoy admin view of a Dataplane or a ZoneIngress.
+    /// An Envoy admin view of a Dataplane, a ZoneIngress or a ZoneEgress.
     Admin(Proxy, AdminView),
 }
 
@@ -142,8 +166,8 @@ pub trait ControlPlaneApi: Clone + Send + Sync + 'static {
     /// The store the overviews and insights are read from.
     fn store(&self) -> Arc<dyn Store>;
 
-    /// The xDS insight reported for stored Dataplane (or ZoneIngress) `stored` (`None`: none
-    /// reported) and the control-plane instance keeping it (the zone's name), as
+    /// The xDS insight reported for stored Dataplane (or ZoneIngress, or ZoneEgress: keyed by
+    /// [`umbra_core::dataplane::proxy_key_mesh`]) `stored` (`None`: none reported) and the control-plane instance keeping it (the zone's name), as
     /// [`crate::insights::dataplane_overview`] takes them.
     fn insight(&self, stored: &Stored) -> (Option<Value>, String);
 
@@ -181,6 +205,18 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
             get(dataplane_insights::<S>),
         )
         .route("/dataplanes+insights", get(all_dataplane_insights::<S>))
+        .route("/zoneegressoverviews", get(zone_egress_insights::<S>))
+        .route("/zoneegressoverviews/{name}", get(zone_egress_insight::<S>))
+        .route("/zoneegresses/_overview", get(zone_egress_insights::<S>))
+        .route(
+            "/zoneegresses/{name}/_overview",
+            get(zone_egress_insight::<S>),
+        )
+        .route("/zoneegresses+insights", get(zone_egress_insights::<S>))
+        .route(
+            "/zoneegresses+insights/{name}",
+            get(zone_egress_insight::<S>),
+        )
         .route(
             "/meshes/{mesh}/dataplanes/{name}/_config",
             get(dataplane_config::<S>),
@@ -222,6 +258,17 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
                           Path(name): Path<String>,
                           Query(query): Query<QueryPairs>| async move {
                         let proxy = Proxy::ZoneIngress { name };
+                        cp.inspect(Inspection::Admin(proxy, view), query).await
+                    },
+                ),
+            )
+            .route(
+                &format!("/zoneegresses/{{name}}/{segment}"),
+                get(
+                    move |State(cp): State<S>,
+                          Path(name): Path<String>,
+                          Query(query): Query<QueryPairs>| async move {
+                        let proxy = Proxy::ZoneEgress { name };
                         cp.inspect(Inspection::Admin(proxy, view), query).await
                     },
                 ),
@@ -277,6 +324,35 @@ async fn all_dataplane_insights<S: ControlPlaneApi>(
         cp.insight(dp)
     })
     .await
+}
+
+/// `GET /zoneegressoverviews/{name}` (and its aliases): the ZoneEgress's `ZoneEgressOverview`
+/// with its insight ([`ControlPlaneApi::insight`]); 404 when the ZoneEgress is unknown.
+async fn zone_egress_insight<S: ControlPlaneApi>(
+    State(cp): State<S>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let key = ResourceKey {
+        ty: umbra_core::resource::ResourceType::ZoneEgress,
+        mesh: String::new(),
+        name,
+    };
+    let stored = get_stored(&*cp.store(), &key).await?;
+    let (insight, instance) = cp.insight(&stored);
+    Ok(Json(crate::insights::zone_egress_overview(
+        &stored, insight, &instance,
+    )))
+}
+
+/// `GET /zoneegressoverviews` (and its aliases): a page of `ZoneEgressOverview`s, with the
+/// list filters (`name=`, `label=`); `next` keeps the path asked.
+async fn zone_egress_insights<S: ControlPlaneApi>(
+    State(cp): State<S>,
+    uri: axum::http::Uri,
+    Query(query): Query<QueryPairs>,
+) -> Result<Json<Value>, ApiError> {
+    crate::insights::zone_egress_overviews(&*cp.store(), &query, uri.path(), |ze| cp.insight(ze))
+        .await
 }
 
 /// `GET /global-insight` ([`ControlPlaneApi::global_insight`]).

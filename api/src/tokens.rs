@@ -3,8 +3,9 @@
 //!   `text/plain`;
 //! - `POST /tokens/dataplane` `{"mesh", "name"?, "tags"?: {"<tag>": ["<value>", ..]},
 //!   "type"?: "dataplane"|"ingress"|"egress", "validFor"}` → the token, `text/plain`;
-//! - `POST /tokens/zone-ingress` `{"zone", "validFor"}` → a token a ZoneIngress of that zone
-//!   opens its ADS stream with, `text/plain`;
+//! - `POST /tokens/zone-ingress` `{"zone", "scope"?: ["ingress"|"egress", ..], "validFor"}` →
+//!   a token a ZoneIngress (scope `ingress`, the default) or a ZoneEgress (scope `egress`) of
+//!   that zone opens its ADS stream with (Kuma 2.7's zone-token scopes), `text/plain`;
 //! - `POST /tokens/{user,dataplane,zone-ingress}/revocations` `{"token": ..}` or
 //!   `{"id": "<jti>"}` → `{"revoked": "<jti>"}` (stored before the answer; never echoes the
 //!   token);
@@ -114,11 +115,11 @@ async fn zone_ingress_token(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let req: umbra_pki::trust::ZoneIngressTokenRequest =
-        parse(&headers, &body, r#"{"zone", "validFor"}"#)?;
+        parse(&headers, &body, r#"{"zone", "scope", "validFor"}"#)?;
     let token = trust.issue_zone_ingress(&req).await?;
     let id = umbra_auth::token::token_id(&token, TokenKind::ZoneIngress, &trust.bundle().user_keys)
         .unwrap_or_default();
-    tracing::info!(zone = %req.zone, token_id = %id, "zone-ingress token issued");
+    tracing::info!(zone = %req.zone, scope = ?req.scope, token_id = %id, "zone-ingress token issued");
     Ok(text(token))
 }
 

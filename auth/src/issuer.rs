@@ -8,7 +8,7 @@ use crate::bundle::{Revoked, TrustBundle};
 use crate::keys::SigningKey;
 use crate::token::{
     new_jti, sign, DataplaneClaims, TokenError, TokenKind, UserClaims, ZoneIngressClaims,
-    MAX_VALIDITY_SECS,
+    EGRESS_SCOPE, INGRESS_SCOPE, MAX_VALIDITY_SECS,
 };
 
 /// What a dataplane token is asked for (`POST /tokens/dataplane`, Kuma's shape).
@@ -126,10 +126,45 @@ impl Issuer {
         valid_secs: u64,
         now: u64,
     ) -> Result<String, TokenError> {
+        self.issue_zone_proxy(zone, &crate::token::ingress_only(), valid_secs, now)
+    }
+
+    /// A zone-ingress token for the zone proxies of `zone` in `scope` (`ingress`, `egress`:
+    /// Kuma's zone-token scopes), valid `valid_secs` from `now`, signed with the user-token key.
+    ///
+    /// # Errors
+    /// [`TokenError::BadRequest`] for an empty or odd zone name (`zone`), or an empty scope or
+    /// one naming something else than `ingress` and `egress` (`scope`).
+    pub fn issue_zone_proxy(
+        &self,
+        zone: &str,
+        scope: &[String],
+        valid_secs: u64,
+        now: u64,
+    ) -> Result<String, TokenError> {
         check_label("zone", zone)?;
+        if scope.is_empty() {
+            return Err(TokenError::BadRequest {
+                field: "scope",
+                reason: "cannot be empty".into(),
+            });
+        }
+        if let Some(other) = scope
+            .iter()
+            .find(|s| !matches!(s.as_str(), INGRESS_SCOPE | EGRESS_SCOPE))
+        {
+            return Err(TokenError::BadRequest {
+                field: "scope",
+                reason: format!("{other:?} is not a zone-token scope (ingress, egress)"),
+            });
+        }
+        let mut scope = scope.to_vec();
+        scope.sort();
+        scope.dedup();
         let claims = ZoneIngressClaims {
             kind: TokenKind::ZoneIngress,
             zone: zone.to_owned(),
+            scope,
             iat: now,
             exp: now.saturating_add(valid_secs.min(MAX_VALIDITY_SECS)),
             jti: new_jti(),
@@ -275,6 +310,34 @@ mod tests {
             Err(TokenError::Revoked { .. })
         ));
         assert!(iss.issue_zone_ingress("", 60, NOW).is_err());
+    }
+
+    #[test]
+    fn zone_tokens_admit_the_proxies_of_their_scope() {
+        let iss = issuer();
+        let b = iss.bundle();
+        let ingress = b
+            .verify_zone_ingress(&iss.issue_zone_ingress("zone-1", 60, NOW).unwrap(), NOW)
+            .unwrap();
+        assert_eq!(ingress.claims.scope, ["ingress"]);
+        assert!(ingress.authorizes_scope("zone-1", "ingress").is_ok());
+        let e = ingress.authorizes_scope("zone-1", "egress").unwrap_err();
+        assert!(e.contains("egress is out of token's scope"), "{e}");
+        let both = b
+            .verify_zone_ingress(
+                &iss.issue_zone_proxy("zone-1", &["egress".into(), "ingress".into()], 60, NOW)
+                    .unwrap(),
+                NOW,
+            )
+            .unwrap();
+        assert!(both.authorizes_scope("zone-1", "egress").is_ok());
+        assert!(both.authorizes_scope("zone-2", "egress").is_err());
+        for bad in [vec![], vec!["cp".to_owned()]] {
+            assert!(matches!(
+                iss.issue_zone_proxy("zone-1", &bad, 60, NOW),
+                Err(TokenError::BadRequest { field: "scope", .. })
+            ));
+        }
     }
 
     #[test]

@@ -7,10 +7,12 @@
 //! - A **dataplane token** (`kind: dataplane`) is bound to a mesh and, optionally, a DPP name,
 //!   tags (a DPP must carry, for each tag of the token, only values the token allows) and a
 //!   proxy type (Kuma's `pkg/tokens/builtin/issuer`, `pkg/xds/auth/universal`).
-//! - A **zone-ingress token** (`kind: zone-ingress`) is bound to a zone: it lets a ZoneIngress
-//!   of that zone open its ADS stream (Kuma's `zone-ingress` token, `POST
-//!   /tokens/zone-ingress`). It is signed with the user-token key; the signed `kind` claim keeps
-//!   the two kinds apart.
+//! - A **zone-ingress token** (`kind: zone-ingress`) is bound to a zone and a scope: it lets a
+//!   ZoneIngress (scope `ingress`) or a ZoneEgress (scope `egress`) of that zone open its ADS
+//!   stream (Kuma's `zone-ingress` token, `POST /tokens/zone-ingress`, with the `scope` of
+//!   Kuma 2.7's zone token, `pkg/tokens/builtin/zone/scope.go`; a token without `scope`, issued
+//!   before scopes, admits ingresses only). It is signed with the user-token key; the signed
+//!   `kind` claim keeps the two kinds apart.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -144,12 +146,27 @@ pub struct ZoneIngressClaims {
     pub kind: TokenKind,
     /// The zone whose ingresses the token admits.
     pub zone: String,
+    /// Which zone proxies it admits (Kuma's zone-token scope: [`INGRESS_SCOPE`],
+    /// [`EGRESS_SCOPE`]); [`INGRESS_SCOPE`] alone when the claim is absent.
+    #[serde(default = "ingress_only")]
+    pub scope: Vec<String>,
     /// Issued at (seconds since the Unix epoch).
     pub iat: u64,
     /// Expires at (seconds since the Unix epoch).
     pub exp: u64,
     /// Token ID (24 hex digits).
     pub jti: String,
+}
+
+/// Kuma's zone-token scope admitting ZoneIngresses.
+pub const INGRESS_SCOPE: &str = "ingress";
+
+/// Kuma's zone-token scope admitting ZoneEgresses.
+pub const EGRESS_SCOPE: &str = "egress";
+
+/// The scope of a zone-ingress token issued before scopes, or asked for without one.
+pub fn ingress_only() -> Vec<String> {
+    vec![INGRESS_SCOPE.to_owned()]
 }
 
 /// What a valid zone-ingress token allows.
@@ -160,16 +177,32 @@ pub struct ZoneIngressIdentity {
 }
 
 impl ZoneIngressIdentity {
-    /// Check that this token admits a ZoneIngress of `zone`.
+    /// Check that this token admits a ZoneIngress of `zone` (scope [`INGRESS_SCOPE`]).
     ///
     /// # Errors
     /// Why not (never the token).
     pub fn authorizes(&self, zone: &str) -> Result<(), String> {
+        self.authorizes_scope(zone, INGRESS_SCOPE)
+    }
+
+    /// Check that this token admits a zone proxy of `scope` ([`INGRESS_SCOPE`] or
+    /// [`EGRESS_SCOPE`]) of `zone`, as Kuma's `authZoneEntity` does
+    /// (`pkg/xds/auth/universal/authenticator.go`): the scope first, then the zone.
+    ///
+    /// # Errors
+    /// Why not (never the token), in Kuma's words for the scope.
+    pub fn authorizes_scope(&self, zone: &str, scope: &str) -> Result<(), String> {
+        if !self.claims.scope.iter().any(|s| s == scope) {
+            return Err(format!(
+                "token cannot be used to authenticate zone entity ({scope} is out of token's scope: {:?})",
+                self.claims.scope
+            ));
+        }
         if self.claims.zone == zone {
             Ok(())
         } else {
             Err(format!(
-                "the token is for the ingresses of zone {:?}, not {zone:?}",
+                "the token is for the zone proxies of zone {:?}, not {zone:?}",
                 self.claims.zone
             ))
         }

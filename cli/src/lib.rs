@@ -6,7 +6,9 @@
 //! Commands:
 //! - `apply -f FILE|-`, `get <type> [name]`, `delete <type> <name>` ([`resources`]);
 //! - `generate zone-token --zone <name> [--valid-for <duration>]` asks the Global for a zone
-//!   token (`POST /tokens/zone`, issue 5) and prints it; `generate user-token --name <n>
+//!   token (`POST /tokens/zone`, issue 5) and prints it (with `--scope ingress,egress`: a
+//!   token for the zone's ZoneIngresses/ZoneEgresses, `POST /tokens/zone-ingress`); `generate
+//!   user-token --name <n>
 //!   [--group <g>]... [--valid-for <d>]` and `generate dataplane-token --mesh <m> [--name <n>]
 //!   [--tag k=v]... [--type dataplane|ingress|egress] [--valid-for <d>]` likewise (admin only,
 //!   [`tokens`]);
@@ -550,8 +552,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{} {name} deleted", kind.label());
         }
         Command::Generate {
-            what: Generate::ZoneToken { zone, valid_for },
-        } => {
+            what:
+                Generate::ZoneToken {
+                    zone,
+                    scope,
+                    valid_for,
+                },
+        } if scope.is_empty() => {
             println!(
                 "{}",
                 zone_token(&cli.api_url, &zone, valid_for.as_deref()).await?

@@ -78,6 +78,7 @@ impl Kind {
             Kind::Resource(ResourceType::Mesh) => "/meshes".to_owned(),
             Kind::Resource(ResourceType::GlobalSecret) => "/global-secrets".to_owned(),
             Kind::Resource(ResourceType::ZoneIngress) => "/zone-ingresses".to_owned(),
+            Kind::Resource(ResourceType::ZoneEgress) => "/zoneegresses".to_owned(),
             Kind::Resource(ty) => format!("/meshes/{mesh}/{}", ty.plural()),
         };
         match name {
@@ -477,6 +478,25 @@ fn table(kind: Kind, items: &[&Value], now: i64) -> String {
                 })
                 .collect(),
         ),
+        Kind::Resource(ResourceType::ZoneEgress) => (
+            vec!["NAME", "ZONE", "ADDRESS", "PORT", "AGE"],
+            items
+                .iter()
+                .map(|z| {
+                    let net = &z["networking"];
+                    vec![
+                        z["name"].as_str().unwrap_or("").to_owned(),
+                        z["zone"].as_str().unwrap_or("").to_owned(),
+                        net["address"].as_str().unwrap_or("").to_owned(),
+                        net["port"]
+                            .as_u64()
+                            .map(|p| p.to_string())
+                            .unwrap_or_default(),
+                        age(z["creationTime"].as_str(), now),
+                    ]
+                })
+                .collect(),
+        ),
         // Policies: new ones show their top-level targetRef.
         Kind::Resource(ty) => {
             let with_target = ty.kind() == TypeKind::NewPolicy;
@@ -681,6 +701,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(empty, "No Zone found.");
+        let egresses = json!({"items": [{"type": "ZoneEgress", "name": "ze-1abc", "zone": "zone-1",
+            "networking": {"address": "10.0.0.1", "port": 10002}}]});
+        let out = render(
+            Kind::parse("zoneegresses").unwrap(),
+            &egresses,
+            false,
+            GetOutput::Table,
+            Format::Universal,
+            now,
+        )
+        .unwrap();
+        let lines: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0], ["NAME", "ZONE", "ADDRESS", "PORT", "AGE"]);
+        assert_eq!(lines[1], ["ze-1abc", "zone-1", "10.0.0.1", "10002", "-"]);
+        assert_eq!(
+            Kind::parse("zoneegress").unwrap().path("", Some("ze")),
+            "/zoneegresses/ze"
+        );
         let yaml = render(
             Kind::Resource(ResourceType::MeshTimeout),
             &list,

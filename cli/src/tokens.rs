@@ -1,4 +1,5 @@
-//! `umbractl generate zone-token` ([`zone_token`], the Global's `POST /tokens/zone`),
+//! `umbractl generate zone-token` ([`zone_token`], the Global's `POST /tokens/zone`; with
+//! `--scope ingress|egress`, a zone-proxy token from `POST /tokens/zone-ingress`),
 //! `generate user-token|dataplane-token` (issue 15; Kuma's `POST /tokens/user` and
 //! `POST /tokens/dataplane`, admin only) and `umbractl config control-planes
 //! add|list|switch|remove` over the contexts file ([`crate::config`]).
@@ -14,11 +15,16 @@ use crate::http::{client, send};
 /// Things `generate` makes.
 #[derive(Debug, clap::Subcommand)]
 pub enum Generate {
-    /// A zone token, for `zone-cp --kds-token` (issued and signed by the Global).
+    /// A zone token, for `zone-cp --kds-token` (issued and signed by the Global); with
+    /// `--scope`, a token for the zone's proxies instead (Kuma's zone-token scopes: `ingress`
+    /// for ZoneIngresses, `egress` for ZoneEgresses; `POST /tokens/zone-ingress`).
     ZoneToken {
         /// Zone name (an RFC 1123 label).
         #[arg(long)]
         zone: String,
+        /// `ingress` and/or `egress` (repeatable or comma-separated): a zone-proxy token.
+        #[arg(long, value_delimiter = ',')]
+        scope: Vec<String>,
         /// Validity, as a Go duration (`24h`, `8760h`); the Global's default is one year.
         #[arg(long)]
         valid_for: Option<String>,
@@ -236,9 +242,17 @@ pub async fn generate(api_url: &str, what: Generate) -> anyhow::Result<String> {
                 "validFor": valid_for,
             }),
         ),
-        Generate::ZoneToken { zone, valid_for } => {
-            return zone_token(api_url, &zone, valid_for.as_deref()).await
-        }
+        Generate::ZoneToken {
+            zone,
+            scope,
+            valid_for,
+        } if !scope.is_empty() => (
+            "/tokens/zone-ingress",
+            serde_json::json!({"zone": zone, "scope": scope, "validFor": valid_for}),
+        ),
+        Generate::ZoneToken {
+            zone, valid_for, ..
+        } => return zone_token(api_url, &zone, valid_for.as_deref()).await,
     };
     let mut body = body;
     if let Some(o) = body.as_object_mut() {

@@ -35,11 +35,46 @@ impl DpKey {
         }
     }
 
+    /// The key of the zone's ZoneEgress `name`'s proxy: its name under the mesh
+    /// [`ZONE_EGRESS_KEY_MESH`], so that it never meets a Dataplane or a ZoneIngress (the
+    /// empty mesh) of the same name in the ADS streams, insights and snapshots keyed by
+    /// `DpKey`.
+    pub fn zone_egress(name: impl Into<String>) -> Self {
+        DpKey::new(ZONE_EGRESS_KEY_MESH, name)
+    }
+
+    /// `true` for a ZoneIngress's key (the empty mesh).
+    pub fn is_zone_ingress(&self) -> bool {
+        self.mesh.is_empty()
+    }
+
+    /// `true` for a ZoneEgress's key ([`DpKey::zone_egress`]).
+    pub fn is_zone_egress(&self) -> bool {
+        self.mesh == ZONE_EGRESS_KEY_MESH
+    }
+
     /// The DPP an Envoy node id `<mesh>.<name>` names (the name may contain dots); `None`
     /// when either part is empty or there is no dot.
     pub fn from_node_id(id: &str) -> Option<Self> {
         let (mesh, name) = id.split_once('.')?;
         (!mesh.is_empty() && !name.is_empty()).then(|| DpKey::new(mesh, name))
+    }
+}
+
+/// The mesh part of a ZoneEgress's [`DpKey`] (ZoneEgresses belong to no mesh): a string no
+/// mesh is called (`:` is in no Kuma resource name, and a KDS name splits at `/`, which it
+/// lacks), so a key carries which kind of proxy it names. On the Global, the insight a zone
+/// reports for its ZoneEgress `ze` arrives under the KDS name `<this>/ze`.
+pub const ZONE_EGRESS_KEY_MESH: &str = ":zoneegress";
+
+/// The mesh part of the [`DpKey`] the proxy of stored resource `ty` `mesh`/`name` is keyed
+/// by (its ADS stream, its insight): [`ZONE_EGRESS_KEY_MESH`] for a ZoneEgress, else `mesh`
+/// (empty for a ZoneIngress).
+pub fn proxy_key_mesh(ty: crate::type_info::ResourceType, mesh: &str) -> &str {
+    if ty == crate::type_info::ResourceType::ZoneEgress {
+        ZONE_EGRESS_KEY_MESH
+    } else {
+        mesh
     }
 }
 

@@ -45,7 +45,7 @@
 //! Writing ([`to_value`]) gives back the same shape: targetRef policies in namespace
 //! `kuma-system` with the `kuma.io/mesh` label, legacy mesh-scoped kinds with the top-level
 //! `mesh` their CRDs have, Mesh and the legacy kinds cluster-scoped (no namespace), ZoneIngress
-//! in `kuma-system`, and Dataplanes without a namespace (Umbra does not know their workload's).
+//! and ZoneEgress in `kuma-system`, and Dataplanes without a namespace (Umbra does not know their workload's).
 //! Times are not written, so `to_value(from_value(d)) == d` for a document in that shape.
 
 use std::collections::BTreeMap;
@@ -328,7 +328,9 @@ pub fn to_value(r: &Resource) -> Option<Value> {
     }
     let mut metadata = Map::new();
     metadata.insert("name".into(), Value::String(r.meta.name.clone()));
-    if ty.kind() == TypeKind::NewPolicy || ty == ResourceType::ZoneIngress {
+    if ty.kind() == TypeKind::NewPolicy
+        || matches!(ty, ResourceType::ZoneIngress | ResourceType::ZoneEgress)
+    {
         metadata.insert("namespace".into(), Value::String(SYSTEM_NAMESPACE.into()));
     }
     let mut labels: Map<String, Value> = r

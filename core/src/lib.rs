@@ -19,6 +19,7 @@
 //! - [`old_matching`]: source/destination selector matching of the old policies;
 //! - [`dependencies`]: what a DPP's (or a ZoneIngress's) generated config depends on;
 //! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
+//! - [`zone_egress`]: the ZoneEgress resource (zone-owned, synced zone → Global only);
 //! - [`type_info`]: every resource type and what is known of it (names, REST path, display
 //!   names, `to`/`from` levels, old/new pairing), generated from the one type list
 //!   ([`policies`]' `for_each_type`);
@@ -55,4 +56,5 @@ pub mod ungenerated;
 pub mod validate;
 pub mod view;
 pub mod vips;
+pub mod zone_egress;
 pub mod zone_ingress;

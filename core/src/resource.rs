@@ -19,7 +19,7 @@ pub use crate::fields::{from_value_at, DecodeError};
 // The modules the type list's spec paths start from (`policies::mesh_timeout::MeshTimeout`).
 pub use crate::type_info::{ResourceType, TypeKind};
 use crate::validate::{PathBuilder, ValidationError};
-use crate::{dataplane, mesh, old, policies, ungenerated, zone_ingress};
+use crate::{dataplane, mesh, old, policies, ungenerated, zone_egress, zone_ingress};
 
 pub use crate::meta::{Meta, DISPLAY_NAME_LABEL, EFFECT_LABEL, EFFECT_SHADOW, ORIGIN_LABEL};
 
@@ -348,6 +348,14 @@ impl Resource {
     pub fn as_zone_ingress(&self) -> Option<&crate::zone_ingress::ZoneIngressSpec> {
         match &self.spec {
             Spec::ZoneIngress(z) => Some(z),
+            _ => None,
+        }
+    }
+
+    /// The ZoneEgress spec, if this is a ZoneEgress.
+    pub fn as_zone_egress(&self) -> Option<&crate::zone_egress::ZoneEgressSpec> {
+        match &self.spec {
+            Spec::ZoneEgress(z) => Some(z),
             _ => None,
         }
     }

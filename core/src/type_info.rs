@@ -86,7 +86,7 @@ impl TypeKind {
 /// Where resources of a type live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// Outside any mesh (Mesh, GlobalSecret, ZoneIngress).
+    /// Outside any mesh (Mesh, GlobalSecret, ZoneIngress, ZoneEgress).
     Global,
     /// Inside a mesh.
     Mesh,
@@ -250,8 +250,8 @@ impl ResourceType {
         })
     }
 
-    /// `true` for types that live inside a mesh (everything but Mesh, GlobalSecret and
-    /// ZoneIngress).
+    /// `true` for types that live inside a mesh (everything but Mesh, GlobalSecret,
+    /// ZoneIngress and ZoneEgress).
     pub fn is_mesh_scoped(self) -> bool {
         self.descriptor().scope == Scope::Mesh
     }
@@ -364,14 +364,20 @@ mod tests {
             .iter()
             .filter(|t| !t.is_mesh_scoped())
             .collect();
-        assert_eq!(global, [&Mesh, &GlobalSecret, &ZoneIngress]);
+        assert_eq!(global, [&Mesh, &GlobalSecret, &ZoneIngress, &ZoneEgress]);
         let not_generated: Vec<_> = ResourceType::ALL
             .iter()
             .filter(|t| !t.is_generated())
             .collect();
         assert_eq!(
             not_generated,
-            [&MeshMetric, &MeshGatewayRoute, &MeshGateway, &GlobalSecret]
+            [
+                &MeshMetric,
+                &MeshGatewayRoute,
+                &MeshGateway,
+                &GlobalSecret,
+                &ZoneEgress
+            ]
         );
     }
 }

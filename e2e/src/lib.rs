@@ -184,21 +184,22 @@ impl Envoy {
         Self::start_node(binary, name, node, dp, token, api)
     }
 
-    /// Start a ZoneIngress's Envoy against `dp`: node id `name`, node metadata
-    /// `dataplane.proxyType: ingress` (Kuma's), sending the zone-ingress `token`.
+    /// Start a zone proxy's Envoy (`proxy_type` `ingress` or `egress`) against `dp`: node id
+    /// `name`, node metadata `dataplane.proxyType: <proxy_type>` (Kuma's), sending `token`.
     ///
     /// # Errors
     /// The Envoy process cannot be started.
-    pub fn start_ingress(
+    pub fn start_zone_proxy(
         binary: &str,
         name: &str,
+        proxy_type: &str,
         dp: &DpServer,
         token: &str,
     ) -> anyhow::Result<Envoy> {
         let node = serde_json::json!({
             "id": name,
             "cluster": name,
-            "metadata": {"dataplane.proxyType": "ingress"},
+            "metadata": {"dataplane.proxyType": proxy_type},
         });
         Self::start_node(binary, name, node, dp, Some(token), AdsApi::Sotw)
     }

@@ -5,6 +5,8 @@
 //! - zone-2's ingress registers through its zone's API, its Envoy authenticates with a
 //!   zone-ingress token; the zone fills its `availableServices`, KDS carries it to the Global
 //!   and on to zone-1, where it becomes the endpoint of `backend`;
+//! - zone-2's ZoneEgress (registered through its API, its Envoy authenticated with a token
+//!   of scope `egress`) reaches the Global with its insight and never zone-1;
 //! - a request from the frontend reaches the backend across zones over mTLS through the
 //!   ingress (which passes it through by SNI), and the backend answers with its zone;
 //! - inspect covers the ingress (a shadow route's new SNI is in its diff, on its zone, through
@@ -241,8 +243,9 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         )
         .await?;
     anyhow::ensure!(status == 200, "zone-ingress token: {status} {token}");
-    let ingress = Envoy::start_ingress(
+    let ingress = Envoy::start_zone_proxy(
         &envoy_bin,
+        "ingress",
         "ingress",
         &dp2,
         token.as_str().unwrap_or_default().trim(),
@@ -305,6 +308,8 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
         endpoints[0]["endpoint"]["address"]["socketAddress"]["portValue"], ingress_port,
         "zone-1 reaches backend through zone-2's ingress"
     );
+
+    zone_egress_goes_to_the_global_only(&fleet, &envoy_bin, &dp2).await?;
 
     // Inspect covers the ingress (on its zone, and forwarded by the Global) and the
     // cross-zone cluster: a shadow route to backend v1 would add an SNI the ingress passes
@@ -483,6 +488,100 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
 }
 
 /// `GET /zones/{zone}` on the Global.
+/// A ZoneEgress registered in zone-2, whose Envoy connects with a zone-ingress token of
+/// scope `egress`, reaches the Global with its zone and
+/// its insight (Kuma's `ZoneEgressOverview`), and never zone-1 (Kuma's `send_to_global`).
+async fn zone_egress_goes_to_the_global_only(
+    fleet: &Fleet,
+    envoy_bin: &str,
+    dp2: &DpServer,
+) -> anyhow::Result<()> {
+    let port = free_port();
+    fleet
+        .zone2
+        .apply(
+            "/zoneegresses/egress",
+            &format!("type: ZoneEgress\nname: egress\nnetworking: {{address: 127.0.0.1, port: {port}}}\n"),
+        )
+        .await?;
+    let (status, token) = fleet
+        .global
+        .call(
+            "POST",
+            "/tokens/zone-ingress",
+            Some(r#"{"zone": "zone-2", "scope": ["egress"], "validFor": "1h"}"#),
+        )
+        .await?;
+    anyhow::ensure!(status == 200, "egress token: {status} {token}");
+    let egress = Envoy::start_zone_proxy(
+        envoy_bin,
+        "egress",
+        "egress",
+        dp2,
+        token.as_str().unwrap_or_default().trim(),
+    )?;
+    let connected = wait_until(Duration::from_secs(30), || async {
+        let (status, o) = fleet
+            .global
+            .call("GET", "/zoneegressoverviews?name=egress", None)
+            .await
+            .unwrap_or_default();
+        status == 200
+            && o["total"] == 1
+            && o["items"][0]["zoneEgressInsight"]["connected"] == true
+            && o["items"][0]["zoneEgressInsight"]["subscriptions"][0]["controlPlaneInstanceId"]
+                == "zone-2"
+    })
+    .await;
+    let (_, overview) = fleet
+        .global
+        .call("GET", "/zoneegressoverviews", None)
+        .await?;
+    anyhow::ensure!(
+        connected.is_ok(),
+        "the Global has no connected zone-2 egress: {overview}\n{}\n--- egress:\n{}",
+        fleet.logs(),
+        egress.log_tail()
+    );
+    let item = &overview["items"][0];
+    assert_eq!(item["zoneEgress"]["zone"], "zone-2", "{item}");
+    assert_eq!(item["labels"]["kuma.io/zone"], "zone-2", "{item}");
+    assert_eq!(item["labels"]["kuma.io/display-name"], "egress", "{item}");
+    let (_, list) = fleet.global.call("GET", "/zoneegresses", None).await?;
+    assert_eq!(list["total"], 1, "{list}");
+    let (status, _) = fleet
+        .global
+        .call(
+            "DELETE",
+            &format!(
+                "/zoneegresses/{}",
+                item["name"].as_str().unwrap_or_default()
+            ),
+            None,
+        )
+        .await?;
+    assert_eq!(status, 405, "read-only on the Global");
+    // Its Envoy's admin (Kuma's `/zoneegresses/{name}/stats`), through the Global.
+    let (status, stats) = fleet
+        .global
+        .call("GET", "/zoneegresses/egress/stats", None)
+        .await?;
+    assert_eq!(status, 200, "{stats}");
+    assert!(stats.to_string().contains("server."), "{stats}");
+    // On its zone: its own insight; on zone-1, nothing, ever (the ingress synced meanwhile).
+    let (_, own) = fleet
+        .zone2
+        .call("GET", "/zoneegresses+insights/egress", None)
+        .await?;
+    assert_eq!(own["zoneEgressInsight"]["connected"], true, "{own}");
+    let (_, other) = fleet.zone1.call("GET", "/zoneegresses", None).await?;
+    assert_eq!(
+        other["total"], 0,
+        "zone-1 never receives zone-2's egress: {other}"
+    );
+    Ok(())
+}
+
 async fn zone_status(global: &CpProcess, zone: &str) -> Value {
     global
         .call("GET", &format!("/zones/{zone}"), None)

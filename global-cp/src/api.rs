@@ -88,11 +88,15 @@ const GLOBAL_ROUTES: &[Route] = &[
     ("/meshes/{mesh}/_migration/rollback", &["post"]),
 ];
 
-/// Resource routes that are read-only on the Global: ZoneIngresses are registered in their
-/// zone and synced here over KDS. Their paths serve GET only
+/// Resource routes that are read-only on the Global: ZoneIngresses and ZoneEgresses are
+/// registered in their zone and synced here over KDS. Their paths serve GET only
 /// ([`crud::routes_with_read_only_ingresses`]: another method is a 405 saying where to write
 /// them), so the document lists no PUT or DELETE for them.
-const READ_ONLY_HERE: &[&str] = &["/zone-ingresses/{name}", "/zoneingresses/{name}"];
+const READ_ONLY_HERE: &[&str] = &[
+    "/zone-ingresses/{name}",
+    "/zoneingresses/{name}",
+    "/zoneegresses/{name}",
+];
 
 /// Every route and its methods, as documented in [`OPENAPI_YAML`].
 pub fn routes() -> Vec<Route> {
@@ -264,7 +268,13 @@ impl ControlPlaneApi for AppState {
             .meta
             .labels
             .get(umbra_kds::resource::DISPLAY_NAME_LABEL)
-            .and_then(|local| self.zones.insight(&zone, &stored.resource.meta.mesh, local));
+            .and_then(|local| {
+                let mesh = umbra_core::dataplane::proxy_key_mesh(
+                    stored.resource.ty(),
+                    &stored.resource.meta.mesh,
+                );
+                self.zones.insight(&zone, mesh, local)
+            });
         (insight, zone)
     }
 

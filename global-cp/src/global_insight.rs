@@ -5,7 +5,7 @@
 //!
 //! Zone control planes are the zones the [`ZoneRegistry`] knows (online: a KDS stream open);
 //! zone ingresses are the stored ZoneIngresses, online when their zone's insight for them says
-//! `connected`. Umbra has no zone egresses (`{total: 0, online: 0}`).
+//! `connected`; zone egresses likewise, from the stored ZoneEgresses and their insights.
 
 use serde_json::Value;
 use umbra_api::error::ApiError;
@@ -30,11 +30,14 @@ pub(crate) async fn global_insight(
     );
     let online = |s: &Stored| {
         let zone = s.zone.clone().unwrap_or_default();
+        let mesh = umbra_core::dataplane::proxy_key_mesh(s.resource.ty(), "");
         zones
-            .insight(&zone, "", s.resource.meta.display_name())
+            .insight(&zone, mesh, s.resource.meta.display_name())
             .and_then(|d| d.get("connected").and_then(Value::as_bool))
             == Some(true)
     };
     let ingresses = umbra_api::mesh_insights::zone_ingresses(store, &online).await?;
-    umbra_api::mesh_insights::global_insight(store, control_planes, ingresses, insight).await
+    let egresses = umbra_api::mesh_insights::zone_egresses(store, &online).await?;
+    umbra_api::mesh_insights::global_insight(store, control_planes, ingresses, egresses, insight)
+        .await
 }

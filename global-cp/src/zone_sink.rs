@@ -1,5 +1,5 @@
-//! What the Global keeps of what a zone sends over KDS (ZoneToGlobalSync): its Dataplanes and
-//! ZoneIngresses into the store under zone-unique names, its insights into the registry
+//! What the Global keeps of what a zone sends over KDS (ZoneToGlobalSync): its Dataplanes,
+//! ZoneIngresses and ZoneEgresses into the store under zone-unique names, its insights into the registry
 //! ([`ZoneSink`]), and the versions it already holds of them, so that a zone reconnecting to
 //! any replica resumes with only the difference ([`zone_owned_versions`]).
 
@@ -18,7 +18,7 @@ use crate::replicas::insights::InsightMirror;
 use crate::store::{list_all, Store, StoreError};
 use crate::zones::ZoneRegistry;
 
-/// KDS name → version of the resources of `ty` (Dataplane, ZoneIngress) `zone` owns on the
+/// KDS name → version of the resources of `ty` (Dataplane, ZoneIngress, ZoneEgress) `zone` owns on the
 /// Global (their zone form).
 pub(crate) async fn zone_owned_versions(
     store: &dyn Store,
@@ -89,11 +89,15 @@ impl ZoneSink {
                 resource.meta.mesh
             )));
         }
-        if let Some(zi) = resource.as_zone_ingress() {
-            if zi.zone != self.zone {
+        let claimed_zone = resource
+            .as_zone_ingress()
+            .map(|zi| zi.zone.as_str())
+            .or_else(|| resource.as_zone_egress().map(|ze| ze.zone.as_str()));
+        if let Some(claimed) = claimed_zone {
+            if claimed != self.zone {
                 return Err(ApplyError::Resource(format!(
-                    "zone {:?} cannot report a ZoneIngress of zone {:?}",
-                    self.zone, zi.zone
+                    "zone {:?} cannot report a {ty} of zone {claimed:?}",
+                    self.zone
                 )));
             }
         }

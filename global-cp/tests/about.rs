@@ -93,6 +93,11 @@ async fn resource_types_are_kumas_description_list() {
     assert_eq!(dp["readOnly"], true);
     assert_eq!(dp["includeInFederation"], false);
     assert_eq!(find(&body, "ZoneIngress")["readOnly"], true);
+    let ze = find(&body, "ZoneEgress");
+    assert_eq!(
+        (&ze["readOnly"], &ze["includeInFederation"], &ze["path"]),
+        (&true.into(), &false.into(), &"zoneegresses".into())
+    );
     let route = find(&body, "MeshHTTPRoute");
     assert_eq!(route["readOnly"], false);
     assert_eq!(route["includeInFederation"], true);

@@ -858,3 +858,77 @@ async fn zone_overviews_from_the_zone_registry() {
     let (s, _, _) = call(&app, "GET", "/zones+insights?size=0", &[], None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
+
+/// ZoneEgresses on the Global: read-only (a PUT or DELETE is a 405), listed as the zones
+/// synced them, with Kuma's `ZoneEgressOverview` carrying the insight the zone reported under
+/// the egress key; counted in `GlobalInsight`.
+#[tokio::test]
+async fn zone_egresses_are_read_only_and_overviewed_with_their_zones_insight() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let zones: Arc<umbra_global_cp::zones::ZoneRegistry> = Arc::default();
+    let app = router(app_state(store.clone(), zones.clone()));
+    let ze = "type: ZoneEgress\nname: ze\nnetworking: {address: 10.0.0.1, port: 10002}\n";
+    for method in ["PUT", "DELETE"] {
+        let body = (method == "PUT").then_some(ze);
+        let (s, b, _) = call(&app, method, "/zoneegresses/ze", &[], body).await;
+        assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED, "{method}: {b}");
+        assert!(
+            b["detail"].as_str().unwrap().contains("Zone Egresses"),
+            "{b}"
+        );
+    }
+    // As a zone's KDS stream stores it: its Global name, labels, zone and owner.
+    let synced = "type: ZoneEgress\nname: ze-1abc\nlabels: {kuma.io/zone: z1, kuma.io/display-name: ze}\nzone: z1\nnetworking: {address: 10.0.0.1, port: 10002}\n";
+    store
+        .put(
+            umbra_core::resource::Resource::from_bytes(synced.as_bytes()).unwrap(),
+            None,
+            Some("z1"),
+        )
+        .await
+        .unwrap();
+    let doc = serde_json::json!({"mesh": umbra_core::dataplane::ZONE_EGRESS_KEY_MESH, "name": "ze",
+        "connected": true, "acked": {}, "nacked": {}, "responsesSent": 1,
+        "connectTime": "2026-01-01T00:00:00Z"});
+    assert!(zones.put_insight(
+        "z1",
+        &umbra_kds::resource::kds_name(umbra_core::dataplane::ZONE_EGRESS_KEY_MESH, "ze"),
+        umbra_kds::resource::Item::from_doc(&doc),
+    ));
+    let (s, list, _) = call(
+        &app,
+        "GET",
+        "/zoneegresses?label=kuma.io/zone:z1",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["total"], 1);
+    assert_eq!(list["items"][0]["zone"], "z1");
+    let (s, one, _) = call(&app, "GET", "/zoneegresses/ze-1abc", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    for path in [
+        "/zoneegressoverviews/ze-1abc",
+        "/zoneegresses/ze-1abc/_overview",
+        "/zoneegresses+insights/ze-1abc",
+    ] {
+        let (s, o, _) = call(&app, "GET", path, &[], None).await;
+        assert_eq!(s, StatusCode::OK, "{path}: {o}");
+        assert_eq!(o["type"], "ZoneEgressOverview");
+        assert_eq!(o["labels"]["kuma.io/zone"], "z1");
+        let sub = &o["zoneEgressInsight"]["subscriptions"][0];
+        assert_eq!(sub["controlPlaneInstanceId"], "z1", "{o}");
+        assert!(sub.get("disconnectTime").is_none(), "online: {o}");
+    }
+    let (s, page, _) = call(&app, "GET", "/zoneegressoverviews", &[], None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(page["total"], 1);
+    assert_eq!(page["items"][0]["zoneEgressInsight"]["connected"], true);
+    let (_, insight, _) = call(&app, "GET", "/global-insight", &[], None).await;
+    assert_eq!(
+        insight["zones"]["zoneEgresses"],
+        serde_json::json!({"total": 1, "online": 1}),
+        "{insight}"
+    );
+}

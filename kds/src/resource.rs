@@ -56,14 +56,20 @@ pub const DISPLAY_NAME_LABEL: &str = "kuma.io/display-name";
 /// Types the Global sends to zones, Mesh first: the Global's responder treats the first type
 /// as a barrier ([`crate::sync::RespondConfig::first_type_barrier`]), so a policy never
 /// arrives before its Mesh. ZoneIngresses are among them: every zone receives the other zones'
-/// (never its own back: the Global filters its offer per zone). The commit marker
-/// ([`COMMIT_TYPE`]) comes last.
+/// (never its own back: the Global filters its offer per zone). ZoneEgresses are not: Kuma
+/// sends them to the Global only (`kds.send_to_zone = false`), so each zone sees only its own.
+/// The commit marker ([`COMMIT_TYPE`]) comes last.
 pub fn global_to_zone_types() -> Vec<String> {
     let mut out = vec![ResourceType::Mesh.name().to_owned()];
     out.extend(
         ResourceType::ALL
             .iter()
-            .filter(|t| !matches!(t, ResourceType::Mesh | ResourceType::Dataplane))
+            .filter(|t| {
+                !matches!(
+                    t,
+                    ResourceType::Mesh | ResourceType::Dataplane | ResourceType::ZoneEgress
+                )
+            })
             .map(|t| t.name().to_owned()),
     );
     out.push(TRUST_BUNDLE_TYPE.to_owned());
@@ -72,17 +78,24 @@ pub fn global_to_zone_types() -> Vec<String> {
     out
 }
 
-/// Types zones send to the Global: their Dataplanes, their ZoneIngresses and insights.
+/// Types zones send to the Global: their Dataplanes, their ZoneIngresses, their ZoneEgresses
+/// and the insights (of all three: a ZoneEgress's under the KDS name
+/// `<umbra_core::dataplane::ZONE_EGRESS_KEY_MESH>/<name>`).
 pub fn zone_to_global_types() -> Vec<String> {
     vec![
         ResourceType::Dataplane.name().to_owned(),
         ResourceType::ZoneIngress.name().to_owned(),
+        ResourceType::ZoneEgress.name().to_owned(),
         DATAPLANE_INSIGHT_TYPE.to_owned(),
     ]
 }
 
 /// The types a zone owns and sends up, stored on the Global as that zone's.
-pub const ZONE_OWNED: [ResourceType; 2] = [ResourceType::Dataplane, ResourceType::ZoneIngress];
+pub const ZONE_OWNED: [ResourceType; 3] = [
+    ResourceType::Dataplane,
+    ResourceType::ZoneIngress,
+    ResourceType::ZoneEgress,
+];
 
 /// The KDS name of a resource: `<mesh>/<name>`, or `<name>` when `mesh` is empty (a Mesh).
 pub fn kds_name(mesh: &str, name: &str) -> String {
@@ -205,17 +218,19 @@ pub fn content_version(doc: &Value) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// How a zone sends one of its Dataplanes or ZoneIngresses up: `kuma.io/zone` set to the zone
-/// and `kuma.io/display-name` to its name (whatever the labels said), a ZoneIngress's `zone`
-/// set to the zone; the rest unchanged.
+/// How a zone sends one of its Dataplanes, ZoneIngresses or ZoneEgresses up: `kuma.io/zone`
+/// set to the zone and `kuma.io/display-name` to its name (whatever the labels said), a
+/// ZoneIngress's or ZoneEgress's `zone` set to the zone; the rest unchanged.
 pub fn zone_dataplane_upstream(resource: &Resource, zone: &str) -> Resource {
     let mut r = resource.clone();
     r.meta.labels.insert(ZONE_LABEL.into(), zone.into());
     r.meta
         .labels
         .insert(DISPLAY_NAME_LABEL.into(), r.meta.name.clone());
-    if let umbra_core::resource::Spec::ZoneIngress(zi) = &mut r.spec {
-        zi.zone = zone.to_owned();
+    match &mut r.spec {
+        umbra_core::resource::Spec::ZoneIngress(zi) => zi.zone = zone.to_owned(),
+        umbra_core::resource::Spec::ZoneEgress(ze) => ze.zone = zone.to_owned(),
+        _ => {}
     }
     r
 }
@@ -292,6 +307,20 @@ mod tests {
             content_version(&back.to_value()),
             content_version(&up.to_value())
         );
+    }
+
+    #[test]
+    fn a_zone_egress_goes_up_with_its_zone_and_never_down() {
+        let ze = Resource::from_bytes(
+            b"type: ZoneEgress\nname: ze\nnetworking: {address: 10.0.0.1, port: 10002}\n",
+        )
+        .unwrap();
+        let up = zone_dataplane_upstream(&ze, "zone-1");
+        assert_eq!(up.as_zone_egress().unwrap().zone, "zone-1");
+        assert_eq!(up.meta.labels[ZONE_LABEL], "zone-1");
+        assert!(zone_to_global_types().contains(&"ZoneEgress".to_owned()));
+        assert!(!global_to_zone_types().contains(&"ZoneEgress".to_owned()));
+        assert!(ZONE_OWNED.contains(&ResourceType::ZoneEgress));
     }
 
     #[test]

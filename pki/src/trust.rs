@@ -407,7 +407,8 @@ impl Trust {
             .map_err(TrustError::Token)
     }
 
-    /// A zone-ingress token for the ingresses of `zone` (Kuma's `POST /tokens/zone-ingress`).
+    /// A zone-ingress token for the zone proxies of `req.zone` in `req.scope` (ingresses when
+    /// absent; Kuma's `POST /tokens/zone-ingress`, with the zone token's `scope`).
     ///
     /// # Errors
     /// As [`Trust::issue_user`], for a bad zone or validity.
@@ -418,8 +419,12 @@ impl Trust {
         let auth = self.authority_or_refuse()?;
         let valid = validity(req.valid_for.as_deref())?;
         let issuer = auth.issuer.lock().await;
+        let scope = req
+            .scope
+            .clone()
+            .unwrap_or_else(umbra_auth::token::ingress_only);
         issuer
-            .issue_zone_ingress(&req.zone, valid, umbra_auth::unix_now())
+            .issue_zone_proxy(&req.zone, &scope, valid, umbra_auth::unix_now())
             .map_err(TrustError::Token)
     }
 
@@ -492,6 +497,10 @@ pub struct ZoneIngressTokenRequest {
     /// The zone (required).
     #[serde(default)]
     pub zone: String,
+    /// Which zone proxies the token admits (Kuma's zone-token `scope`: `ingress`, `egress`);
+    /// `["ingress"]` when absent, as the token was before scopes.
+    #[serde(default)]
+    pub scope: Option<Vec<String>>,
     /// Validity, a Kuma duration (`24h`).
     #[serde(default)]
     pub valid_for: Option<String>,

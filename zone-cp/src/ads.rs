@@ -108,13 +108,21 @@ impl Ads {
         let key = crate::node_metadata::proxy_key(node)?;
         // `::ffff:127.0.0.1` (an IPv4 Envoy on a dual-stack listener) is loopback too.
         let local = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
-        if key.mesh.is_empty() {
+        if key.is_zone_ingress() {
             let admin = crate::insight::AdminEndpoint {
                 port: crate::node_metadata::admin_port(node, None),
                 local,
                 dns_port: None,
             };
             return self.open_ingress(node, token, key, admin);
+        }
+        if key.is_zone_egress() {
+            let ctx = crate::egress::StreamContext {
+                store: &self.store,
+                gate: &self.gate,
+                insights: &self.insights,
+            };
+            return crate::egress::open_stream(&ctx, node, token, key, local);
         }
         let carried = dataplane_from_metadata(&key, node)?;
         let stored = self

@@ -165,7 +165,10 @@ impl ControlPlaneApi for AppState {
         let meta = &stored.resource.meta;
         let insight = self
             .insights
-            .get(&meta.mesh, &meta.name)
+            .get(
+                umbra_core::dataplane::proxy_key_mesh(stored.resource.ty(), &meta.mesh),
+                &meta.name,
+            )
             .unwrap_or_default();
         // With replicas, the one the Envoy is connected to; else the zone.
         let instance = insight
@@ -198,6 +201,11 @@ impl ControlPlaneApi for AppState {
             Inspection::Config(Proxy::ZoneIngress { name }) => {
                 let zone = self.reconciler.zone_view();
                 inspect::answer_ingress(store, zone, name, &query).await?
+            }
+            Inspection::Config(Proxy::ZoneEgress { name }) => {
+                return Err(ApiError::not_found(format!(
+                    "zone egress {name:?} has no _config: Umbra generates no config for zone egresses yet"
+                )))
             }
             Inspection::Rules { mesh, name } => {
                 let zone = self.reconciler.zone_view();

@@ -3,7 +3,8 @@
 //! `POST /bootstrap` on the data-plane server, the answer it expects, and the Envoy bootstrap
 //! the zone generates for it ([`generate`]).
 //!
-//! The Envoy bootstrap (YAML, as Kuma's) names the DPP `<mesh>.<name>` (node id), carries the
+//! The Envoy bootstrap (YAML, as Kuma's) names the DPP `<mesh>.<name>` (node id; a zone
+//! ingress or egress: `<name>`, with node `cluster` `egress` for an egress), carries the
 //! Dataplane in node metadata (`dataplane.resource`) when kuma-dp sent one (with Kuma's other
 //! keys: `version`, `features`, `dataplane.admin.port`, `dataplane.admin.address`,
 //! `dataplane.proxyType` and `dynamicMetadata`), reaches ADS at the
@@ -195,24 +196,24 @@ impl BootstrapRequest {
         let mut errors = Vec::new();
         let mut err = |f: &str, r: String| errors.push((f.to_owned(), r));
         let ingress = self.proxy_type == "ingress";
-        if self.mesh.is_empty() && !ingress {
+        let egress = self.proxy_type == "egress";
+        if self.mesh.is_empty() && !ingress && !egress {
             err("mesh", "required".into());
         }
-        if !self.mesh.is_empty() && ingress {
+        if !self.mesh.is_empty() && (ingress || egress) {
             err(
                 "mesh",
-                "must be empty for a zone ingress: it serves every mesh of its zone".into(),
+                format!(
+                    "must be empty for a zone {}: it serves every mesh of its zone",
+                    self.proxy_type
+                ),
             );
         }
         if self.name.is_empty() {
             err("name", "required".into());
         }
         match self.proxy_type.as_str() {
-            "" | "dataplane" | "ingress" => {}
-            "egress" => err(
-                "proxyType",
-                "\"egress\" proxies are not served by Umbra yet (dataplane, ingress)".into(),
-            ),
+            "" | "dataplane" | "ingress" | "egress" => {}
             other => err(
                 "proxyType",
                 format!("{other:?} is not one of dataplane, ingress, egress"),
@@ -225,6 +226,8 @@ impl BootstrapRequest {
         if !self.dataplane_resource.is_empty() {
             let want = if ingress {
                 ResourceType::ZoneIngress
+            } else if egress {
+                ResourceType::ZoneEgress
             } else {
                 ResourceType::Dataplane
             };
@@ -239,8 +242,12 @@ impl BootstrapRequest {
                 Ok(r) if r.meta.mesh != self.mesh || r.meta.name != self.name => err(
                     "dataplaneResource",
                     format!(
-                        "is Dataplane {}/{}, not {}/{} (the request's mesh and name)",
-                        r.meta.mesh, r.meta.name, self.mesh, self.name
+                        "is {} {}/{}, not {}/{} (the request's mesh and name)",
+                        r.ty(),
+                        r.meta.mesh,
+                        r.meta.name,
+                        self.mesh,
+                        self.name
                     ),
                 ),
                 Ok(r) => {
@@ -268,15 +275,25 @@ pub fn generate(
     dataplane: &Resource,
     params: &BootstrapParams,
 ) -> BootstrapResponse {
-    let admin_port = if req.admin_port == 0 {
-        DEFAULT_ADMIN_PORT
-    } else {
-        req.admin_port
-    };
+    // A zone egress's admin port is its ZoneEgress's `networking.admin.port` when set (Kuma's
+    // `setAdminPort`), else the request's, else the default.
+    let admin_port = dataplane
+        .as_zone_egress()
+        .and_then(umbra_core::zone_egress::ZoneEgressSpec::admin_port)
+        .map(u32::from)
+        .or((req.admin_port != 0).then_some(req.admin_port))
+        .unwrap_or(DEFAULT_ADMIN_PORT);
     let spec = dataplane.as_dataplane();
-    let service = spec
-        .and_then(|d| d.networking.inbound.first())
-        .map(|i| i.service().to_owned())
+    // Kuma's `params.Service` for a zone egress.
+    let egress = dataplane
+        .as_zone_egress()
+        .is_some()
+        .then(|| "egress".to_owned());
+    let service = egress
+        .or_else(|| {
+            spec.and_then(|d| d.networking.inbound.first())
+                .map(|i| i.service().to_owned())
+        })
         .or_else(|| {
             spec.and_then(|d| d.networking.gateway.as_ref())
                 .and_then(|g| g.tags.get(umbra_core::target_ref::SERVICE_TAG).cloned())
@@ -349,8 +366,8 @@ pub fn generate(
     }
     let mut bootstrap = json!({
         "node": {
-            // A zone ingress is named by its name alone (it belongs to no mesh).
-            "id": if req.proxy_type == "ingress" {
+            // A zone ingress or egress is named by its name alone (it belongs to no mesh).
+            "id": if matches!(req.proxy_type.as_str(), "ingress" | "egress") {
                 req.name.clone()
             } else {
                 format!("{}.{}", req.mesh, req.name)
@@ -482,12 +499,49 @@ mod tests {
         let other = request(json!({"name": "web-2"}));
         let e = other.validate().unwrap_err();
         assert!(e.0[0].1.contains("not default/web-2"), "{e}");
+        // A zone egress has no mesh either, and carries a ZoneEgress (Kuma's `zoneEgressFor`).
         let egress = request(json!({"proxyType": "egress"}));
-        assert!(egress
+        let fields: Vec<String> = egress
+            .validate()
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(fields, ["mesh", "dataplaneResource"]);
+        let egress = request(json!({
+            "proxyType": "egress", "mesh": "", "name": "ze", "adminPort": 0,
+            "dataplaneResource": "type: ZoneEgress\nname: ze\nnetworking: {address: 10.0.0.1, port: 10002, admin: {port: 9903}}\n",
+        }));
+        let ze = egress.validate().unwrap().unwrap();
+        let params = BootstrapParams {
+            ads_host: "zone-1-cp".into(),
+            ads_port: 5678,
+            ca_pem: String::new(),
+            replicas: Vec::new(),
+        };
+        let json = serde_json::to_value(generate(&egress, &ze, &params)).unwrap();
+        let yaml = base64::engine::general_purpose::STANDARD
+            .decode(json["bootstrap"].as_str().unwrap())
+            .unwrap();
+        let doc = umbra_core::codec::decode_one(&yaml, Default::default()).unwrap();
+        assert_eq!(doc["node"]["id"], "ze", "an egress's node id is its name");
+        assert_eq!(doc["node"]["cluster"], "egress");
+        assert_eq!(doc["node"]["metadata"]["dataplane.proxyType"], "egress");
+        assert_eq!(doc["node"]["metadata"]["dataplane.admin.port"], "9903");
+        assert_eq!(
+            doc["admin"]["address"]["socket_address"]["port_value"],
+            9903
+        );
+        let bad = request(json!({
+            "proxyType": "egress", "mesh": "", "name": "ze",
+            "dataplaneResource": "type: ZoneEgress\nname: ze\nnetworking: {address: 10.0.0.1}\n",
+        }));
+        assert!(bad
             .validate()
             .unwrap_err()
             .to_string()
-            .contains("not served"));
+            .contains("networking.port"));
         // A zone ingress has no mesh, and carries a ZoneIngress.
         let ingress = request(json!({"proxyType": "ingress"}));
         let fields: Vec<String> = ingress

@@ -13,7 +13,9 @@
 //!
 //! A ZoneIngress (node id `<name>`, node metadata `dataplane.proxyType: ingress`; its key has an
 //! empty mesh) authenticates with a zone-ingress token for this zone instead (issue 18; Kuma's
-//! `zone-ingress` token).
+//! `zone-ingress` token), with scope `ingress`; a ZoneEgress (node id `<name>`, `proxyType:
+//! egress`; its key is [`DpKey::zone_egress`]) with the same kind of token with scope `egress`
+//! (Kuma 2.7's `authZoneEntity` with `zone.EgressScope`).
 //!
 //! The token is checked again on every request of the stream and whenever the bundle changes
 //! (a revocation), and the stream ends when the token expires.
@@ -59,7 +61,7 @@ pub struct Gate {
 pub enum ProxyIdentity {
     /// A DPP, by its dataplane token.
     Dataplane(DataplaneIdentity),
-    /// A ZoneIngress, by its zone-ingress token.
+    /// A ZoneIngress or a ZoneEgress, by its zone-ingress token (scope `ingress` or `egress`).
     ZoneIngress(ZoneIngressIdentity),
 }
 
@@ -102,17 +104,22 @@ impl Gate {
         }
     }
 
-    /// Check that `token` may serve the ZoneIngress `name` of this zone.
-    fn check_ingress(&self, token: &str, name: &str) -> Result<ProxyIdentity, Status> {
+    /// Check that `token` may serve the ZoneIngress (`egress` false) or ZoneEgress `name` of
+    /// this zone: a zone-ingress token of this zone with scope `ingress` or `egress`.
+    fn check_zone_proxy(
+        &self,
+        token: &str,
+        name: &str,
+        egress: bool,
+    ) -> Result<ProxyIdentity, Status> {
+        let (what, scope) = zone_proxy(egress);
         let id = self
             .trust
             .bundle()
             .verify_zone_ingress(token, umbra_auth::unix_now())
-            .map_err(|e| Status::unauthenticated(format!("zone ingress {name}: {e}")))?;
-        id.authorizes(&self.zone).map_err(|why| {
-            Status::permission_denied(format!(
-                "zone ingress {name}: the token does not allow it: {why}"
-            ))
+            .map_err(|e| Status::unauthenticated(format!("{what} {name}: {e}")))?;
+        id.authorizes_scope(&self.zone, scope).map_err(|why| {
+            Status::permission_denied(format!("{what} {name}: the token does not allow it: {why}"))
         })?;
         Ok(ProxyIdentity::ZoneIngress(id))
     }
@@ -133,14 +140,17 @@ impl Gate {
         if self.mode == DpAuth::None {
             return Ok(None);
         }
-        if key.mesh.is_empty() {
+        if key.is_zone_ingress() || key.is_zone_egress() {
+            let egress = key.is_zone_egress();
             let token = token.ok_or_else(|| {
                 Status::unauthenticated(format!(
-                    "zone ingress {}: no zone-ingress token (gRPC metadata `authorization`; `POST /tokens/zone-ingress`)",
-                    key.name
+                    "{} {}: no zone-ingress token (gRPC metadata `authorization`; `POST /tokens/zone-ingress` with scope {:?})",
+                    zone_proxy(egress).0,
+                    key.name,
+                    zone_proxy(egress).1
                 ))
             })?;
-            return self.check_ingress(token, &key.name).map(Some);
+            return self.check_zone_proxy(token, &key.name, egress).map(Some);
         }
         let token = token.ok_or_else(|| {
             Status::unauthenticated(format!(
@@ -194,10 +204,11 @@ impl Gate {
         if checked.as_ref().is_some_and(|c| Arc::ptr_eq(c, &bundle)) {
             return Ok(());
         }
-        if key.mesh.is_empty() {
+        if key.is_zone_ingress() || key.is_zone_egress() {
+            let what = zone_proxy(key.is_zone_egress()).0;
             bundle
                 .verify_zone_ingress(token.unwrap_or_default(), umbra_auth::unix_now())
-                .map_err(|e| Status::unauthenticated(format!("zone ingress {}: {e}", key.name)))?;
+                .map_err(|e| Status::unauthenticated(format!("{what} {}: {e}", key.name)))?;
             *checked = Some(bundle);
             return Ok(());
         }
@@ -208,6 +219,15 @@ impl Gate {
             })?;
         *checked = Some(bundle);
         Ok(())
+    }
+}
+
+/// How a zone proxy is named in refusals, and the token scope it needs.
+fn zone_proxy(egress: bool) -> (&'static str, &'static str) {
+    if egress {
+        ("zone egress", umbra_auth::token::EGRESS_SCOPE)
+    } else {
+        ("zone ingress", umbra_auth::token::INGRESS_SCOPE)
     }
 }
 
@@ -345,6 +365,7 @@ mod tests {
             let trust = trust.clone();
             let req = umbra_pki::trust::ZoneIngressTokenRequest {
                 zone: zone.into(),
+                scope: None,
                 valid_for: None,
             };
             async move { trust.issue_zone_ingress(&req).await.unwrap() }
@@ -373,5 +394,37 @@ mod tests {
         let mut checked = None;
         gate.recheck_since(Some(&ours), &ingress, &mut checked)
             .unwrap();
+        // A ZoneEgress needs one with scope `egress` (Kuma's zone-token scope).
+        let egress = DpKey::zone_egress("ze-1");
+        let denied = gate.check(Some(&ours), &egress, None).unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert!(
+            denied.message().contains("egress is out of token's scope"),
+            "{denied:?}"
+        );
+        let scoped = trust
+            .issue_zone_ingress(&umbra_pki::trust::ZoneIngressTokenRequest {
+                zone: "zone-1".into(),
+                scope: Some(vec!["egress".into()]),
+                valid_for: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            gate.check(Some(&scoped), &egress, None),
+            Ok(Some(ProxyIdentity::ZoneIngress(_)))
+        ));
+        assert_eq!(
+            gate.check(Some(&scoped), &ingress, None)
+                .unwrap_err()
+                .code(),
+            tonic::Code::PermissionDenied,
+            "an egress-only token admits no ingress"
+        );
+        assert_eq!(
+            gate.check(None, &egress, None).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        gate.recheck(Some(&scoped), &egress).unwrap();
     }
 }

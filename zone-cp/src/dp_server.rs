@@ -330,11 +330,21 @@ async fn bootstrap(
         err.detail = e.to_string();
         err
     })?;
-    // A zone ingress's key has an empty mesh (its bootstrap request has none).
-    let key = umbra_core::dataplane::DpKey::new(req.mesh.as_str(), req.name.as_str());
-    let stored_key = if req.proxy_type == "ingress" {
+    // A zone ingress's key has an empty mesh (its bootstrap request has none); a zone egress's
+    // is `DpKey::zone_egress`.
+    let egress = req.proxy_type == "egress";
+    let key = if egress {
+        umbra_core::dataplane::DpKey::zone_egress(req.name.as_str())
+    } else {
+        umbra_core::dataplane::DpKey::new(req.mesh.as_str(), req.name.as_str())
+    };
+    let stored_key = if req.proxy_type == "ingress" || egress {
         umbra_core::resource::ResourceKey {
-            ty: umbra_core::resource::ResourceType::ZoneIngress,
+            ty: if egress {
+                umbra_core::resource::ResourceType::ZoneEgress
+            } else {
+                umbra_core::resource::ResourceType::ZoneIngress
+            },
             mesh: String::new(),
             name: req.name.clone(),
         }

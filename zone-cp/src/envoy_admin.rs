@@ -1,6 +1,7 @@
 //! A proxy's own view of its config, read from its Envoy admin: Kuma's `GET
-//! /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}` and `GET
-//! /zoneingresses/{name}/{xds|stats|clusters}` (Kuma 2.7 `pkg/api-server/
+//! /meshes/{mesh}/dataplanes/{name}/{xds|stats|clusters}`, `GET
+//! /zoneingresses/{name}/{xds|stats|clusters}` and `GET
+//! /zoneegresses/{name}/{xds|stats|clusters}` (Kuma 2.7 `pkg/api-server/
 //! inspect_envoy_admin_endpoints.go`), answered by the zone the proxy is connected to and
 //! forwarded by the Global over KDS ([`crate::remote_inspect`]).
 //!
@@ -126,7 +127,8 @@ pub struct AdminAnswer {
     pub body: Vec<u8>,
 }
 
-/// Read proxy `key`'s admin view `ty` (`key.mesh` empty: the ZoneIngress `key.name`), with the
+/// Read proxy `key`'s admin view `ty` (`key.mesh` empty: the ZoneIngress `key.name`;
+/// [`DpKey::zone_egress`]: the ZoneEgress `key.name`), with the
 /// query `pairs`, through the connection its insight records.
 ///
 /// # Errors
@@ -140,7 +142,24 @@ pub async fn inspect(
     pairs: &[(String, String)],
 ) -> Result<AdminAnswer, ApiError> {
     let query = AdminQuery::parse(ty, pairs)?;
-    let (what, address) = if key.mesh.is_empty() {
+    let (what, address) = if key.is_zone_egress() {
+        let Some(ze) = store.get(&ResourceKey {
+            ty: ResourceType::ZoneEgress,
+            mesh: String::new(),
+            name: key.name.clone(),
+        }) else {
+            return Err(ApiError::not_found(format!(
+                "zone egress {:?} not found",
+                key.name
+            )));
+        };
+        let address = ze
+            .resource
+            .as_zone_egress()
+            .map(|z| z.networking.address.clone())
+            .unwrap_or_default();
+        (format!("zone egress {:?}", key.name), address)
+    } else if key.mesh.is_empty() {
         let Some(zi) = store.get(&ingress_key(&key.name)) else {
             return Err(ApiError::not_found(format!(
                 "zone ingress {:?} not found",

@@ -3,7 +3,8 @@
 //! zone store and its xDS insights.
 //!
 //! A zone knows no zone control planes (`controlPlanes: {total: 0, online: 0}`); its zone
-//! ingresses are the stored ZoneIngresses, online when their insight says `connected`.
+//! ingresses and egresses are the stored ZoneIngresses and ZoneEgresses, online when their
+//! insight says `connected`.
 
 use serde_json::Value;
 use umbra_api::error::ApiError;
@@ -18,9 +19,12 @@ pub(crate) async fn global_insight(
     insight: &(dyn Fn(&Stored) -> Option<Value> + Sync),
 ) -> Result<Value, ApiError> {
     let online = |s: &Stored| {
-        let doc = serde_json::to_value(insights.get("", &s.resource.meta.name)).unwrap_or_default();
+        let mesh = umbra_core::dataplane::proxy_key_mesh(s.resource.ty(), "");
+        let doc =
+            serde_json::to_value(insights.get(mesh, &s.resource.meta.name)).unwrap_or_default();
         doc.get("connected").and_then(Value::as_bool) == Some(true)
     };
     let ingresses = umbra_api::mesh_insights::zone_ingresses(store, &online).await?;
-    umbra_api::mesh_insights::global_insight(store, (0, 0), ingresses, insight).await
+    let egresses = umbra_api::mesh_insights::zone_egresses(store, &online).await?;
+    umbra_api::mesh_insights::global_insight(store, (0, 0), ingresses, egresses, insight).await
 }

@@ -5,7 +5,8 @@
 //! ([`error`]), the reconciler ([`reconciler`]), the ADS server ([`ads`], SotW and delta over
 //! [`umbra_xds_protocol::delta`]; its spans and events: [`ads_trace`]), the builtin mesh CA ([`umbra_pki::identity`]) and, in a federated zone, the KDS client
 //! ([`kds`]) that syncs policies from the Global and reports Dataplanes up, and the zone's
-//! ZoneIngresses ([`ingress`]: what they offer other zones).
+//! ZoneIngresses ([`ingress`]: what they offer other zones) and ZoneEgresses ([`egress`]: how
+//! their Envoys register).
 //!
 //! Feature `bench-fixtures` (benchmarks only) adds `synthetic`, the benchmarks' synthetic mesh.
 //!
@@ -19,6 +20,7 @@ pub mod api;
 pub mod bootstrap;
 pub mod dp_auth;
 pub mod dp_server;
+pub mod egress;
 pub mod envoy_admin;
 pub mod global_insight;
 /// The one API error type (shared with the Global CP).

@@ -8,10 +8,10 @@ use umbra_core::dataplane::DpKey;
 /// Node metadata key carrying the Dataplane resource inline (as Kuma's kuma-dp sends it).
 pub const DATAPLANE_METADATA_KEY: &str = "dataplane.resource";
 
-/// Node metadata key naming the proxy type (`dataplane`, `ingress`; Kuma's kuma-dp).
+/// Node metadata key naming the proxy type (`dataplane`, `ingress`, `egress`; Kuma's kuma-dp).
 pub const PROXY_TYPE_METADATA_KEY: &str = "dataplane.proxyType";
 
-fn string_metadata(
+pub(crate) fn string_metadata(
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
     key: &str,
 ) -> Option<String> {
@@ -186,7 +186,9 @@ fn proto_value_to_json(v: &envoy_types::pb::google::protobuf::Value) -> serde_js
 }
 
 /// Which proxy a stream's node names: a ZoneIngress `("", <node id>)` when its metadata says
-/// `dataplane.proxyType: ingress`, else the DPP of node id `<mesh>.<name>`.
+/// `dataplane.proxyType: ingress`, a ZoneEgress ([`DpKey::zone_egress`]`(<node id>)`) when it
+/// says `egress` (Kuma's node id for both: the bare name), else the DPP of node id
+/// `<mesh>.<name>`.
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` for a node id of neither shape, or an unknown proxy type.
@@ -199,11 +201,15 @@ pub fn proxy_key(
         Some("ingress") => Err(Status::invalid_argument(
             "a zone ingress's node id must be its name",
         )),
+        Some("egress") if !id.is_empty() => Ok(DpKey::zone_egress(id)),
+        Some("egress") => Err(Status::invalid_argument(
+            "a zone egress's node id must be its name",
+        )),
         None | Some("dataplane" | "") => DpKey::from_node_id(&id).ok_or_else(|| {
             Status::invalid_argument(format!("node id {id:?} is not <mesh>.<dataplane name>"))
         }),
         Some(other) => Err(Status::invalid_argument(format!(
-            "node metadata {PROXY_TYPE_METADATA_KEY}: {other:?} is not served here (dataplane, ingress)"
+            "node metadata {PROXY_TYPE_METADATA_KEY}: {other:?} is not served here (dataplane, ingress, egress)"
         ))),
     }
 }

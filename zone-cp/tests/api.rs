@@ -773,3 +773,144 @@ async fn zone_ingresses_register_here_and_only_this_zones() {
         "{body}"
     );
 }
+
+/// ZoneEgresses (Kuma's `zoneegresses`): written on a zone, federated or not, in universal or
+/// Kubernetes form, validated with Kuma's messages, another zone's refused; their overviews
+/// at Kuma's paths and `+insights`.
+#[tokio::test]
+async fn zone_egresses_register_here_with_kumas_validation_and_overviews() {
+    let mut state = AppState::new(Store::new(), true);
+    state.reconciler = std::sync::Arc::new(
+        umbra_zone_cp::reconciler::Reconciler::new(state.store.clone()).with_zone("zone-1", true),
+    );
+    let app = router(state);
+    let ze = |name: &str, zone: &str| {
+        json!({"type": "ZoneEgress", "name": name, "zone": zone,
+               "networking": {"address": "10.0.0.1", "port": 10002, "admin": {"port": 9902}}})
+        .to_string()
+    };
+    let (status, body) = call(&app, "PUT", "/zoneegresses/ze-1", Some(ze("ze-1", ""))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = call(
+        &app,
+        "PUT",
+        "/zoneegresses/ze-1",
+        Some(ze("ze-1", "zone-1")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Kubernetes form (namespaced in kuma-system, as Kuma's CRD).
+    let k8s = "apiVersion: kuma.io/v1alpha1\nkind: ZoneEgress\nmetadata:\n  name: ze-2\n  namespace: kuma-system\nspec:\n  networking: {address: 10.0.0.2, port: 10002}\n";
+    let (status, body) = call(&app, "PUT", "/zoneegresses/ze-2", Some(k8s.into())).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = call(&app, "GET", "/zoneegresses/ze-2", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"type": "ZoneEgress", "name": "ze-2", "creationTime": body["creationTime"],
+               "modificationTime": body["modificationTime"],
+               "networking": {"address": "10.0.0.2", "port": 10002}})
+    );
+    // Another zone's: refused with the field.
+    let (status, body) = call(
+        &app,
+        "PUT",
+        "/zoneegresses/ze-3",
+        Some(ze("ze-3", "zone-2")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["invalidParameters"][0]["field"], "zone", "{body}");
+    // Kuma's validation (zone_egress_validator_test.go), every violation with its field.
+    let bad = json!({"type": "ZoneEgress", "name": "ze-4",
+                     "networking": {"address": "127.0.0.1", "port": 10001, "admin": {"port": 10001}}});
+    let (status, body) = call(&app, "PUT", "/zoneegresses/ze-4", Some(bad.to_string())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        body["invalidParameters"],
+        json!([{"field": "networking.admin.port", "reason": "must differ from port"}]),
+        "{body}"
+    );
+    let bad = json!({"type": "ZoneEgress", "name": "ze-4", "networking": {"address": "0.0.0.0"}});
+    let (status, body) = call(&app, "PUT", "/zoneegresses/ze-4", Some(bad.to_string())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let fields: Vec<&str> = body["invalidParameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["field"].as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        ["networking.address.address", "networking.port"],
+        "{body}"
+    );
+    let unknown = json!({"type": "ZoneEgress", "name": "ze-4", "networking": {"port": 1, "advertisedPort": 2}});
+    let (status, body) = call(&app, "PUT", "/zoneegresses/ze-4", Some(unknown.to_string())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // Not a ZoneIngress, and not under a mesh.
+    let (status, body) = call(&app, "GET", "/zone-ingresses/ze-1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _) = call(&app, "GET", "/meshes/default/zoneegresses", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, list) = call(&app, "GET", "/zoneegresses?size=1", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["total"], 2, "{list}");
+    assert!(
+        list["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("/zoneegresses?offset=1"),
+        "{list}"
+    );
+    // Overviews: Kuma's ZoneEgressOverview, no insight until its Envoy connects.
+    for path in [
+        "/zoneegressoverviews/ze-1",
+        "/zoneegresses/ze-1/_overview",
+        "/zoneegresses+insights/ze-1",
+    ] {
+        let (status, o) = call(&app, "GET", path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {o}");
+        assert_eq!(o["type"], "ZoneEgressOverview", "{path}");
+        assert_eq!(o["name"], "ze-1");
+        assert_eq!(o["zoneEgress"]["zone"], "zone-1");
+        assert_eq!(o["zoneEgress"]["networking"]["admin"]["port"], 9902);
+        assert!(o["zoneEgressInsight"].is_object(), "{o}");
+    }
+    for path in [
+        "/zoneegressoverviews",
+        "/zoneegresses/_overview",
+        "/zoneegresses+insights",
+    ] {
+        let (status, page) = call(&app, "GET", &format!("{path}?name=ze-2"), None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {page}");
+        assert_eq!(page["total"], 1, "{path}: {page}");
+        assert_eq!(page["items"][0]["type"], "ZoneEgressOverview");
+    }
+    let (status, _) = call(&app, "GET", "/zoneegressoverviews/nope", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Its Envoy admin views (Kuma's `inspectZoneEgressAdmin`): none connected yet.
+    let (status, body) = call(&app, "GET", "/zoneegresses/ze-1/stats", None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("zone egress"),
+        "{body}"
+    );
+    let (status, _) = call(&app, "GET", "/zoneegresses/nope/xds", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // The resource type list names it, writable on a zone.
+    let (_, types) = call(&app, "GET", "/_resources", None).await;
+    let ze_type = types["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ZoneEgress")
+        .cloned()
+        .unwrap();
+    assert_eq!(ze_type["path"], "zoneegresses");
+    assert_eq!(ze_type["readOnly"], false);
+    let (status, _) = call(&app, "DELETE", "/zoneegresses/ze-2", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&app, "GET", "/zoneegresses/ze-2", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -275,6 +275,12 @@ macro_rules! for_each_type {
                 kind: Infra, scope: Global, levels: [], replaces: [], generated: true,
                 spec: own(zone_ingress::ZoneIngressSpec),
             }
+            ZoneEgress {
+                name: "ZoneEgress", path: "zoneegresses",
+                display: "Zone Egress" / "Zone Egresses",
+                kind: Infra, scope: Global, levels: [], replaces: [], generated: false,
+                spec: own(zone_egress::ZoneEgressSpec),
+            }
         }
     };
 }

@@ -85,6 +85,14 @@ pub async fn locate_ingress(store: &dyn Store, name: &str) -> Result<Located, Ap
     locate_of(store, ResourceType::ZoneIngress, "", name).await
 }
 
+/// Where the ZoneEgress `name` (its Global name, or its name in its zone when unique) lives.
+///
+/// # Errors
+/// 404 when there is none, 400 when several zones have one of that name.
+pub async fn locate_egress(store: &dyn Store, name: &str) -> Result<Located, ApiError> {
+    locate_of(store, ResourceType::ZoneEgress, "", name).await
+}
+
 async fn locate_of(
     store: &dyn Store,
     ty: ResourceType,
@@ -110,17 +118,15 @@ async fn locate_of(
     let same = list_all(store, ty, scope, &labels)
         .await
         .map_err(ApiError::from)?;
-    let what = if ty == ResourceType::ZoneIngress {
-        "zone ingress"
-    } else {
-        "dataplane"
+    let what = match ty {
+        ResourceType::ZoneIngress => "zone ingress",
+        ResourceType::ZoneEgress => "zone egress",
+        _ => "dataplane",
     };
     match same.as_slice() {
         [one] => locate_in(one)
             .ok_or_else(|| ApiError::not_found(format!("{what} {name:?} has no zone"))),
-        [] if ty == ResourceType::ZoneIngress => {
-            Err(ApiError::not_found(format!("{what} {name:?} not found")))
-        }
+        [] if mesh.is_empty() => Err(ApiError::not_found(format!("{what} {name:?} not found"))),
         [] => Err(ApiError::not_found(format!(
             "{what} {name:?} not found in mesh {mesh:?}"
         ))),

@@ -5,8 +5,8 @@
 //! timeout). `name` is the Global's name of the DPP (`<name>-<hash>`) or, when unique in the
 //! mesh, its name in its zone. An answer over [`MAX_FORWARDED_BYTES`] is a 502 naming the DPP
 //! and the size. `GET /zone-ingresses/{name}/_config` goes the same way to the ingress's zone
-//! (an empty mesh in the call names a ZoneIngress). The Envoy admin views of a DPP or a
-//! ZoneIngress (`xds`, `stats`, `clusters`: the zone's `umbra_zone_cp::envoy_admin`) go the
+//! (an empty mesh in the call names a ZoneIngress, `ZONE_EGRESS_KEY_MESH` a ZoneEgress). The
+//! Envoy admin views of a DPP, a ZoneIngress or a ZoneEgress (`xds`, `stats`, `clusters`: the zone's `umbra_zone_cp::envoy_admin`) go the
 //! same way, their media type (JSON or text) relayed.
 
 use std::time::Duration;
@@ -76,9 +76,11 @@ async fn forward_call(
     endpoint: Endpoint,
     query: Vec<(String, String)>,
 ) -> Result<Response, ApiError> {
-    // An empty mesh: a ZoneIngress.
+    // An empty mesh: a ZoneIngress; `ZONE_EGRESS_KEY_MESH`: a ZoneEgress.
     let dp = if mesh.is_empty() {
         locate_ingress(&*cx.store, name).await?
+    } else if mesh == umbra_core::dataplane::ZONE_EGRESS_KEY_MESH {
+        crate::inspect::context::locate_egress(&*cx.store, name).await?
     } else {
         locate(&*cx.store, mesh, name).await?
     };

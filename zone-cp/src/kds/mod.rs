@@ -14,7 +14,8 @@
 //!   The address connected to is logged and reported (`/ready`: `global.globalAddress`).
 //! - Other zones' ZoneIngresses come down like policies (stored under their Global names,
 //!   `zone` set to theirs); the zone's own go up with its Dataplanes. One that claims this
-//!   zone coming down is NACKed, and a removal never touches a local one.
+//!   zone coming down is NACKed, and a removal never touches a local one. ZoneEgresses go up
+//!   only (Kuma's `send_to_global`): the Global never sends any, so a zone sees its own only.
 //! - On (re)connect the zone sends the versions it holds, so only the difference comes; with
 //!   `--data-dir` the store survives a restart, so that holds across a crash too. Versions
 //!   are content digests ([`umbra_kds::resource::content_version`]), the same whichever
@@ -525,8 +526,8 @@ async fn session(
 /// How long changes are gathered before the offer to the Global is rebuilt.
 const OFFER_DEBOUNCE: Duration = Duration::from_millis(50);
 
-/// Keep `tx` offering the zone's Dataplanes and ZoneIngresses (upstream form) and the
-/// insights.
+/// Keep `tx` offering the zone's Dataplanes, ZoneIngresses and ZoneEgresses (upstream form)
+/// and the insights (a ZoneEgress's under `<ZONE_EGRESS_KEY_MESH>/<name>`).
 async fn publish_offer(
     zone: String,
     store: Store,
@@ -566,6 +567,16 @@ async fn publish_offer(
             ingresses.insert(kds_name(&key.mesh, &key.name), item.clone());
             seen.insert(key, (s.revision, item));
         }
+        let mut egresses = TypeItems::default();
+        for s in store.list_all(ResourceType::ZoneEgress) {
+            let key = s.resource.key();
+            let item = match cache.remove(&key) {
+                Some((rev, item)) if rev == s.revision => item,
+                _ => Item::from_resource(&zone_dataplane_upstream(&s.resource, &zone)),
+            };
+            egresses.insert(kds_name(&key.mesh, &key.name), item.clone());
+            seen.insert(key, (s.revision, item));
+        }
         cache = seen;
         let mut insight_items = TypeItems::default();
         for (DpKey { mesh, name }, insight) in insights.all() {
@@ -584,6 +595,10 @@ async fn publish_offer(
             (
                 ResourceType::ZoneIngress.name().to_owned(),
                 Arc::new(ingresses),
+            ),
+            (
+                ResourceType::ZoneEgress.name().to_owned(),
+                Arc::new(egresses),
             ),
             (DATAPLANE_INSIGHT_TYPE.to_owned(), Arc::new(insight_items)),
         ]);
