@@ -18,7 +18,7 @@ use tonic::Status;
 use umbra_core::dataplane::DpKey;
 use umbra_core::resource::{Resource, ResourceType};
 
-use crate::node_metadata::{string_metadata, ADMIN_PORT_METADATA_KEY, DATAPLANE_METADATA_KEY};
+use crate::node_metadata::{ADMIN_PORT_METADATA_KEY, DATAPLANE_METADATA_KEY};
 
 /// What an ADS stream of a ZoneEgress needs of the ADS service.
 pub(crate) struct StreamContext<'a> {
@@ -82,25 +82,7 @@ pub fn zone_egress_from_metadata(
     key: &DpKey,
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
 ) -> Result<Option<Resource>, Status> {
-    let Some(text) = string_metadata(node, DATAPLANE_METADATA_KEY) else {
-        return Ok(None);
-    };
-    let resource = Resource::from_bytes(text.as_bytes()).map_err(|e| {
-        Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
-    })?;
-    if resource.ty() != ResourceType::ZoneEgress || resource.meta.name != key.name {
-        return Err(Status::invalid_argument(format!(
-            "node metadata {DATAPLANE_METADATA_KEY} must be the ZoneEgress {} named by the node id",
-            key.name
-        )));
-    }
-    let violations = resource.validate();
-    if violations.has_violations() {
-        return Err(Status::invalid_argument(format!(
-            "node metadata {DATAPLANE_METADATA_KEY}: {violations}"
-        )));
-    }
-    Ok(Some(resource))
+    crate::node_metadata::zone_proxy_from_metadata(key, node, ResourceType::ZoneEgress)
 }
 
 /// Register the ZoneEgress an egress Envoy carries in its node metadata

@@ -38,20 +38,7 @@ pub fn admin_port(
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
     dataplane: Option<&umbra_core::dataplane::DataplaneSpec>,
 ) -> u16 {
-    use envoy_types::pb::google::protobuf::value::Kind;
-    let from_node = node
-        .and_then(|n| n.metadata.as_ref())
-        .and_then(|m| m.fields.get(ADMIN_PORT_METADATA_KEY))
-        .and_then(|v| match &v.kind {
-            Some(Kind::StringValue(s)) => s.trim().parse::<u16>().ok(),
-            Some(Kind::NumberValue(n)) if n.fract() == 0.0 && (1.0..=65535.0).contains(n) =>
-            {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                Some(*n as u16)
-            }
-            _ => None,
-        })
-        .filter(|p| *p != 0);
+    let from_node = port_metadata(node, ADMIN_PORT_METADATA_KEY);
     let from_resource = || {
         dataplane
             .and_then(|d| d.networking.admin.as_ref())
@@ -73,9 +60,18 @@ pub const DNS_PORT_METADATA_KEY: &str = "dataplane.dns.port";
 /// `kuma:dns` listener is generated for a transparent proxy; `None` when absent, 0 or not a
 /// port.
 pub fn dns_port(node: Option<&envoy_types::pb::envoy::config::core::v3::Node>) -> Option<u16> {
+    port_metadata(node, DNS_PORT_METADATA_KEY)
+}
+
+/// A port in node metadata `key`: a decimal string (as kuma-dp sends it) or a whole number,
+/// 1..=65535; `None` otherwise.
+fn port_metadata(
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+    key: &str,
+) -> Option<u16> {
     use envoy_types::pb::google::protobuf::value::Kind;
     node.and_then(|n| n.metadata.as_ref())
-        .and_then(|m| m.fields.get(DNS_PORT_METADATA_KEY))
+        .and_then(|m| m.fields.get(key))
         .and_then(|v| match &v.kind {
             Some(Kind::StringValue(s)) => s.trim().parse::<u16>().ok(),
             Some(Kind::NumberValue(n)) if n.fract() == 0.0 && (1.0..=65535.0).contains(n) =>
@@ -284,17 +280,30 @@ pub fn zone_ingress_from_metadata(
     key: &DpKey,
     node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
 ) -> Result<Option<umbra_core::resource::Resource>, Status> {
+    zone_proxy_from_metadata(key, node, umbra_core::resource::ResourceType::ZoneIngress)
+}
+
+/// The zone proxy resource (`ty`: ZoneIngress or ZoneEgress) an Envoy carries in its node
+/// metadata (`dataplane.resource`), checked: a valid resource of type `ty` named by the node
+/// id (Kuma's `zoneIngressFor`/`zoneEgressFor`). `None` when absent.
+///
+/// # Errors
+/// An `INVALID_ARGUMENT` status listing every problem.
+pub fn zone_proxy_from_metadata(
+    key: &DpKey,
+    node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+    ty: umbra_core::resource::ResourceType,
+) -> Result<Option<umbra_core::resource::Resource>, Status> {
     let Some(text) = string_metadata(node, DATAPLANE_METADATA_KEY) else {
         return Ok(None);
     };
     let resource = umbra_core::resource::Resource::from_bytes(text.as_bytes()).map_err(|e| {
         Status::invalid_argument(format!("node metadata {DATAPLANE_METADATA_KEY}: {e}"))
     })?;
-    if resource.ty() != umbra_core::resource::ResourceType::ZoneIngress
-        || resource.meta.name != key.name
-    {
+    if resource.ty() != ty || resource.meta.name != key.name {
         return Err(Status::invalid_argument(format!(
-            "node metadata {DATAPLANE_METADATA_KEY} must be the ZoneIngress {} named by the node id",
+            "node metadata {DATAPLANE_METADATA_KEY} must be the {} {} named by the node id",
+            ty.name(),
             key.name
         )));
     }
