@@ -112,7 +112,6 @@ pub fn register_zone_egress(
         )));
     }
     let existing = store.get(&resource.key());
-    let mut version = None;
     if let (Some(e), umbra_core::resource::Spec::ZoneEgress(new)) = (&existing, &mut resource.spec)
     {
         if let Some(old) = e.resource.as_zone_egress() {
@@ -120,17 +119,8 @@ pub fn register_zone_egress(
                 new.zone.clone_from(&old.zone);
             }
         }
-        version = Some(e.version);
     }
-    let unchanged = existing.as_ref().is_some_and(|e| {
-        e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels
-    });
-    if !unchanged {
-        store
-            .put(resource, version.or(Some(0)))
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
-    }
-    Ok(())
+    crate::node_metadata::put_registered(store, resource, existing.as_ref())
 }
 
 /// The Envoy admin port of an egress stream's proxy: node metadata `dataplane.admin.port`,

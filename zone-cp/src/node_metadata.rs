@@ -245,7 +245,6 @@ pub fn register_zone_ingress(
                 key.name
             )));
         }
-        let mut version = None;
         if let (Some(e), umbra_core::resource::Spec::ZoneIngress(new)) =
             (&existing, &mut resource.spec)
         {
@@ -257,16 +256,30 @@ pub fn register_zone_ingress(
                     new.available_services.clone_from(&old.available_services);
                 }
             }
-            version = Some(e.version);
         }
-        let unchanged = existing.as_ref().is_some_and(|e| {
-            e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels
-        });
-        if !unchanged {
-            store
-                .put(resource, version.or(Some(0)))
-                .map_err(|e| Status::failed_precondition(e.to_string()))?;
-        }
+        put_registered(store, resource, existing.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Store `resource`, a zone proxy registering itself from its node metadata, over `existing`
+/// (compare-and-swap on its version; `0`: must not exist), unless its spec and labels are
+/// unchanged.
+///
+/// # Errors
+/// `FAILED_PRECONDITION` when the store refuses the write.
+pub fn put_registered(
+    store: &crate::store::Store,
+    resource: umbra_core::resource::Resource,
+    existing: Option<&umbra_store::Stored>,
+) -> Result<(), Status> {
+    let unchanged = existing.is_some_and(|e| {
+        e.resource.spec == resource.spec && e.resource.meta.labels == resource.meta.labels
+    });
+    if !unchanged {
+        store
+            .put(resource, Some(existing.map_or(0, |e| e.version)))
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
     }
     Ok(())
 }
