@@ -472,9 +472,10 @@ impl Reconciler {
             let results: Vec<Regenerated> = dataplanes
                 .par_iter()
                 .filter_map(|s| {
-                    let dp = mesh_vips.dataplane(s.resource.as_dataplane()?);
-                    let dp = &*dp;
                     let name = s.resource.meta.name.as_str();
+                    let raw = s.resource.as_dataplane()?;
+                    let resolved = mesh_vips.resolved(name, s.revision, raw);
+                    let dp = resolved.as_deref().unwrap_or(raw);
                     let key = DpKey::new(mesh_name, name);
                     let old = previous.get(&key);
                     let deps = dependencies(dp, &policies);

@@ -4,13 +4,12 @@
 //! persisted one ([`umbra_core::vips`]) and persisted when it changed, under
 //! [`crate::store::dns_vips_key`] (durable with `--data-dir`; a compare-and-swap shared by
 //! replicas on PostgreSQL, so every replica serves the same VIPs). Transparent-proxied DPPs get
-//! the VIP outbounds ([`MeshVips::dataplane`]) and, with kuma-dp's DNS port, the names
+//! the VIP outbounds ([`MeshVips::resolved`]) and, with kuma-dp's DNS port, the names
 //! ([`MeshVips::domains`]).
 //!
 //! Kuma allocates on the leader every 500 ms; Umbra allocates when the inputs change (every
 //! pass reads them), deterministically, so no leader is needed.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -26,7 +25,7 @@ use umbra_core::zone_ingress::ZoneIngressSpec;
 use crate::store::Store;
 
 /// One mesh's VIPs, as generation reads them.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct MeshVips {
     /// The DNS names and their VIPs (kuma-dp's resolver table).
     pub domains: Vec<VipDomain>,
@@ -34,6 +33,10 @@ pub struct MeshVips {
     pub outbounds: Vec<Outbound>,
     /// SHA-256 of the persisted view (part of a transparent proxy's fingerprint).
     pub digest: [u8; 32],
+    /// Transparent proxies with their VIP outbounds, by Dataplane name: the store revision
+    /// they were merged at, and the result ([`MeshVips::resolved`]). Lives as long as these
+    /// VIPs, so a pass merges a proxy again only when its Dataplane or the VIPs changed.
+    merged: std::sync::Mutex<std::collections::HashMap<String, (u64, Arc<DataplaneSpec>)>>,
 }
 
 impl MeshVips {
@@ -43,7 +46,32 @@ impl MeshVips {
             domains,
             outbounds,
             digest: Sha256::digest(bytes).into(),
+            merged: std::sync::Mutex::default(),
         }
+    }
+
+    /// Dataplane `name` (`dp`, at store revision `revision`) with its VIP outbounds when it is
+    /// a transparent proxy ([`with_vip_outbounds`]), merged once per revision and shared;
+    /// `None` when it is not one.
+    pub fn resolved(
+        &self,
+        name: &str,
+        revision: u64,
+        dp: &DataplaneSpec,
+    ) -> Option<Arc<DataplaneSpec>> {
+        dp.networking.transparent_proxying.as_ref()?;
+        let mut merged = self
+            .merged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, spec)) = merged.get(name) {
+            if *at == revision {
+                return Some(spec.clone());
+            }
+        }
+        let spec = Arc::new(with_vip_outbounds(dp, &self.outbounds)?);
+        merged.insert(name.to_owned(), (revision, spec.clone()));
+        Some(spec)
     }
 
     /// The `kuma:dns` input for an Envoy whose kuma-dp resolver forwards to `port`: every name
@@ -56,15 +84,6 @@ impl MeshVips {
                 .iter()
                 .map(|d| (d.name.clone(), d.address.clone()))
                 .collect(),
-        }
-    }
-
-    /// `dp` as generation sees it: with the VIP outbounds when it is a transparent proxy
-    /// ([`with_vip_outbounds`]), else unchanged.
-    pub fn dataplane<'a>(&self, dp: &'a DataplaneSpec) -> Cow<'a, DataplaneSpec> {
-        match with_vip_outbounds(dp, &self.outbounds) {
-            Some(resolved) => Cow::Owned(resolved),
-            None => Cow::Borrowed(dp),
         }
     }
 }
