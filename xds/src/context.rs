@@ -126,6 +126,23 @@ pub struct MeshContext {
     /// the IP is the inbound's `address`, else `networking.address` (Kuma's
     /// `ToInboundInterface`). What direct access reaches ([`crate::base::direct_access`]).
     pub inbound_interfaces: BTreeMap<String, BTreeSet<(String, u32)>>,
+    /// The zone's ZoneEgresses, when the mesh routes through them
+    /// ([`MeshContext::route_through_egress`]): where sidecars reach other zones and
+    /// ExternalServices ([`crate::base::external::egress_endpoints`]).
+    pub egresses: Vec<EgressAddress>,
+    /// Other zones' ingress endpoints per service, as built, when the mesh routes through its
+    /// ZoneEgress: sidecars then reach those services at the egress, and the egress forwards
+    /// to these ([`crate::egress`]). Empty otherwise.
+    pub remote_endpoints: BTreeMap<String, Vec<Endpoint>>,
+}
+
+/// A ZoneEgress of this zone as sidecars reach it: `networking.address` and `port`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EgressAddress {
+    /// `networking.address`.
+    pub address: String,
+    /// `networking.port`.
+    pub port: u32,
 }
 
 /// Kuma's `GetCommonProtocol`: the most specific protocol in every endpoint's stack (grpc +
@@ -285,6 +302,57 @@ impl MeshContext {
             zone: zones.map(|z| z.local.to_owned()),
             passthrough_disabled: !spec.is_passthrough(),
             inbound_interfaces,
+            egresses: Vec::new(),
+            remote_endpoints: BTreeMap::new(),
+        }
+    }
+
+    /// Route the mesh through its zone's ZoneEgresses `egresses` (sorted by the caller), as
+    /// Kuma 2.7 does when the Mesh has `routing.zoneEgress: true` and mTLS
+    /// (`pkg/xds/topology/outbound.go` `BuildEdsEndpointMap`; the caller checks the Mesh):
+    /// every endpoint in another zone (another zone's ingress) becomes one endpoint per
+    /// egress, weight 1, same tags and locality, and the originals are kept in
+    /// [`MeshContext::remote_endpoints`] for the egress itself. ExternalServices, which depend
+    /// on the view, are routed at generation ([`crate::base::external::egress_endpoints`]).
+    ///
+    /// With no egress in the zone those services have no endpoint, as in Kuma. Protocols and
+    /// load assignments of the services touched are rebuilt.
+    pub fn route_through_egress(&mut self, egresses: &[EgressAddress]) {
+        self.egresses = egresses.to_vec();
+        let local = self.zone.clone();
+        let mut touched = BTreeSet::new();
+        for (service, eps) in &mut self.endpoints {
+            let remote =
+                |e: &Endpoint| matches!((&e.locality, &local), (Some(l), Some(z)) if l.zone != *z);
+            if !eps.iter().any(remote) {
+                continue;
+            }
+            let (far, near): (Vec<Endpoint>, Vec<Endpoint>) = eps.drain(..).partition(remote);
+            eps.extend(near);
+            for e in &far {
+                eps.extend(egresses.iter().map(|g| Endpoint {
+                    address: g.address.clone(),
+                    port: g.port,
+                    tags: e.tags.clone(),
+                    weight: 1,
+                    locality: e.locality.clone(),
+                }));
+            }
+            self.remote_endpoints.insert(service.clone(), far);
+            touched.insert(service.clone());
+        }
+        for service in touched {
+            let Some(eps) = self.endpoints.get_mut(&service) else {
+                continue;
+            };
+            eps.sort();
+            let ps: BTreeSet<Protocol> = eps
+                .iter()
+                .map(|e| Protocol::parse(e.tags.get(PROTOCOL_TAG).map(String::as_str)))
+                .collect();
+            self.protocols.insert(service.clone(), common_protocol(&ps));
+            let cla = Arc::new(load_assignment(&service, eps));
+            self.load_assignments.insert(service, cla);
         }
     }
 

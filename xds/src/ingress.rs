@@ -88,7 +88,7 @@ fn lb_metadata(tags: &BTreeMap<String, String>) -> Option<Metadata> {
     (!tags.is_empty()).then(|| string_metadata("envoy.lb", tags))
 }
 
-fn filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
+pub(crate) fn filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
     Filter {
         name: name.to_owned(),
         config_type: Some(
@@ -120,6 +120,104 @@ fn ingress_cluster(name: &str, tag_keys: &BTreeSet<Vec<String>>) -> Cluster {
     }
 }
 
+/// One SNI passthrough filter chain per destination of `service` of `mesh` not yet in
+/// `sni_used` (Kuma's `zoneproxy.AddFilterChains`), appended to `chains`: match
+/// `transportProtocol: tls` and the SNI, TCP proxy to `<mesh>:<service>` with a metadata match
+/// on the destination's tags that split `endpoints`. Returns those relevant tag sets (one per
+/// chain added), what the cluster subsets by ([`passthrough_cluster`]).
+pub(crate) fn passthrough_chains<'d>(
+    mesh: &str,
+    service: &str,
+    endpoints: &[&Endpoint],
+    destinations: impl IntoIterator<Item = &'d BTreeMap<String, String>>,
+    sni_used: &mut BTreeSet<String>,
+    chains: &mut Vec<FilterChain>,
+) -> Vec<BTreeMap<String, String>> {
+    let cluster = mesh_cluster_name(mesh, service);
+    let all: BTreeSet<(&str, u32)> = endpoints
+        .iter()
+        .map(|e| (e.address.as_str(), e.port))
+        .collect();
+    let mut relevant_sets = Vec::new();
+    for destination in destinations {
+        let mut sni_tags = destination.clone();
+        sni_tags.insert(SERVICE_TAG.to_owned(), service.to_owned());
+        sni_tags.insert("mesh".to_owned(), mesh.to_owned());
+        let sni = sni_from_tags(&sni_tags);
+        if !sni_used.insert(sni.clone()) {
+            continue;
+        }
+        // Only tags that split the endpoints go into the metadata match.
+        let relevant: BTreeMap<String, String> = destination
+            .iter()
+            .filter(|(k, v)| {
+                let matched = endpoints
+                    .iter()
+                    .filter(|e| v.as_str() == MATCH_ALL || e.tags.get(*k) == Some(*v))
+                    .map(|e| (e.address.as_str(), e.port))
+                    .collect::<BTreeSet<_>>();
+                matched.len() < all.len()
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let tcp = TcpProxy {
+            stat_prefix: sanitize_metric(&cluster),
+            cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.clone())),
+            metadata_match: lb_metadata(
+                &relevant
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != SERVICE_TAG)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        chains.push(FilterChain {
+            filter_chain_match: Some(FilterChainMatch {
+                server_names: vec![sni],
+                transport_protocol: "tls".to_owned(),
+                ..Default::default()
+            }),
+            filters: vec![filter(TCP_PROXY_FILTER, &tcp)],
+            ..Default::default()
+        });
+        relevant_sets.push(relevant);
+    }
+    relevant_sets
+}
+
+/// The passthrough cluster `<mesh>:<service>` (`cluster`) subsetting by the keys of the
+/// relevant tag sets [`passthrough_chains`] returned and of the `match_all` destinations.
+pub(crate) fn passthrough_cluster(
+    cluster: &str,
+    tag_sets: &[BTreeMap<String, String>],
+    match_all: &[BTreeMap<String, String>],
+) -> Cluster {
+    let tag_keys: BTreeSet<Vec<String>> = tag_sets
+        .iter()
+        .chain(match_all.iter())
+        .map(|t| {
+            t.keys()
+                .filter(|k| k.as_str() != SERVICE_TAG)
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .filter(|k| !k.is_empty())
+        .collect();
+    ingress_cluster(cluster, &tag_keys)
+}
+
+/// The TLS inspector listener filter the zone proxies read SNIs with.
+pub(crate) fn tls_inspector() -> ListenerFilter {
+    ListenerFilter {
+        name: TLS_INSPECTOR.to_owned(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &TlsInspector::default(),
+        ))),
+        ..Default::default()
+    }
+}
+
 /// Generate the snapshot of the ZoneIngress `name` (`zi`), serving `meshes` of its zone.
 pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<'_>]) -> Snapshot {
     let mut snap = Snapshot::default();
@@ -135,76 +233,27 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
         let mut services: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
         for service in zi.available_services.iter().filter(|s| s.mesh == mesh) {
             let service_name = service.service();
-            let cluster = mesh_cluster_name(mesh, service_name);
             let endpoints: Vec<&Endpoint> = m.ctx.local_endpoints(service_name).collect();
-            let all: BTreeSet<(&str, u32)> = endpoints
-                .iter()
-                .map(|e| (e.address.as_str(), e.port))
-                .collect();
             let own = destinations.get(service_name).into_iter().flatten();
-            for destination in own.chain(match_all.iter()) {
-                let mut sni_tags = destination.clone();
-                sni_tags.insert(SERVICE_TAG.to_owned(), service_name.to_owned());
-                sni_tags.insert("mesh".to_owned(), mesh.to_owned());
-                let sni = sni_from_tags(&sni_tags);
-                if !sni_used.insert(sni.clone()) {
-                    continue;
-                }
-                // Only tags that split the endpoints go into the metadata match.
-                let relevant: BTreeMap<String, String> = destination
-                    .iter()
-                    .filter(|(k, v)| {
-                        let matched = endpoints
-                            .iter()
-                            .filter(|e| v.as_str() == MATCH_ALL || e.tags.get(*k) == Some(*v))
-                            .map(|e| (e.address.as_str(), e.port))
-                            .collect::<BTreeSet<_>>();
-                        matched.len() < all.len()
-                    })
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                let tcp = TcpProxy {
-                    stat_prefix: sanitize_metric(&cluster),
-                    cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.clone())),
-                    metadata_match: lb_metadata(
-                        &relevant
-                            .iter()
-                            .filter(|(k, _)| k.as_str() != SERVICE_TAG)
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                    ),
-                    ..Default::default()
-                };
-                chains.push(FilterChain {
-                    filter_chain_match: Some(FilterChainMatch {
-                        server_names: vec![sni],
-                        transport_protocol: "tls".to_owned(),
-                        ..Default::default()
-                    }),
-                    filters: vec![filter(TCP_PROXY_FILTER, &tcp)],
-                    ..Default::default()
-                });
-                services
-                    .entry(service_name.to_owned())
-                    .or_default()
-                    .push(relevant);
-            }
+            let relevant = passthrough_chains(
+                mesh,
+                service_name,
+                &endpoints,
+                own.chain(match_all.iter()),
+                &mut sni_used,
+                &mut chains,
+            );
+            services
+                .entry(service_name.to_owned())
+                .or_default()
+                .extend(relevant);
         }
         for (service, tag_sets) in services {
             let cluster = mesh_cluster_name(mesh, &service);
-            let tag_keys: BTreeSet<Vec<String>> = tag_sets
-                .iter()
-                .chain(match_all.iter())
-                .map(|t| {
-                    t.keys()
-                        .filter(|k| k.as_str() != SERVICE_TAG)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                })
-                .filter(|k| !k.is_empty())
-                .collect();
-            snap.clusters
-                .insert(cluster.clone(), ingress_cluster(&cluster, &tag_keys).into());
+            snap.clusters.insert(
+                cluster.clone(),
+                passthrough_cluster(&cluster, &tag_sets, &match_all).into(),
+            );
             let eps: Vec<Endpoint> = m
                 .ctx
                 .local_endpoints(&service)
@@ -239,13 +288,7 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
             name: listener_name,
             address: Some(socket(address, port)),
             traffic_direction: TrafficDirection::Inbound as i32,
-            listener_filters: vec![ListenerFilter {
-                name: TLS_INSPECTOR.to_owned(),
-                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                    &TlsInspector::default(),
-                ))),
-                ..Default::default()
-            }],
+            listener_filters: vec![tls_inspector()],
             filter_chains: chains,
             ..Default::default()
         }),

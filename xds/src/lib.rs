@@ -19,6 +19,8 @@
 //!   Kuma's);
 //! - [`generate`]: the pipeline, base generators then plugins;
 //! - [`ingress`]: a ZoneIngress proxy's config (SNI passthrough to the zone's endpoints).
+//! - [`egress`]: a ZoneEgress proxy's config (SNI passthrough to other zones, TLS origination to
+//!   ExternalServices, their permissions).
 //!
 //! Around it:
 //! - [`snapshot`]: a DPP's typed resources by xDS type, its config document, content-hash
@@ -34,6 +36,7 @@
 pub mod base;
 pub mod context;
 pub mod diff;
+pub mod egress;
 pub mod envoy_core;
 pub mod error;
 pub mod generate;

@@ -9,10 +9,9 @@
 //! /zoneegresses/{name}`). It authenticates with a zone-ingress token of scope `egress`
 //! ([`crate::dp_auth`]). Its insight is kept like a ZoneIngress's, under its key.
 //!
-//! Generation: the reconciler does not generate config for ZoneEgresses yet (Kuma's
-//! `pkg/xds/generator/egress`, being built separately), so an egress stream is authenticated,
-//! registered and tracked, and receives nothing until the reconciler has a snapshot for
-//! `DpKey::zone_egress(name)` (`Reconciler::get(ZONE_EGRESS_KEY_MESH, name)`).
+//! Generation: the reconciler generates each of this zone's ZoneEgresses ([`local`]) on every
+//! pass (`umbra_xds::egress`), keyed `DpKey::zone_egress(name)`; sidecars of a Mesh with
+//! `routing.zoneEgress: true` reach them at their [`addresses`].
 
 use tonic::Status;
 use umbra_core::dataplane::DpKey;
@@ -139,6 +138,41 @@ pub fn admin_port(
     }
     spec.and_then(umbra_core::zone_egress::ZoneEgressSpec::admin_port)
         .unwrap_or(from_node)
+}
+
+/// This zone's ZoneEgresses (zone empty or `zone`), by name.
+pub(crate) fn local(
+    store: &crate::store::Store,
+    zone: &str,
+) -> Vec<(String, umbra_core::zone_egress::ZoneEgressSpec)> {
+    let mut out: Vec<(String, umbra_core::zone_egress::ZoneEgressSpec)> = store
+        .list_all(ResourceType::ZoneEgress)
+        .iter()
+        .filter_map(|s| {
+            let ze = s.resource.as_zone_egress()?;
+            (!ze.is_remote(zone)).then(|| (s.resource.meta.name.clone(), ze.clone()))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Where sidecars reach `egresses`: their addresses and ports, sorted and de-duplicated
+/// (egresses behind one address are one endpoint).
+pub(crate) fn addresses(
+    egresses: &[(String, umbra_core::zone_egress::ZoneEgressSpec)],
+) -> Vec<umbra_xds::context::EgressAddress> {
+    let mut out: Vec<umbra_xds::context::EgressAddress> = egresses
+        .iter()
+        .filter(|(_, ze)| !ze.networking.address.is_empty() && ze.networking.port != 0)
+        .map(|(_, ze)| umbra_xds::context::EgressAddress {
+            address: ze.networking.address.clone(),
+            port: ze.networking.port,
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]

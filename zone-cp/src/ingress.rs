@@ -34,6 +34,9 @@ pub struct ZoneView {
     pub multi_zone: bool,
     /// Every ZoneIngress in the store.
     pub ingresses: Vec<ZoneIngressSpec>,
+    /// Where this zone's ZoneEgresses are (what sidecars of a Mesh with
+    /// `routing.zoneEgress: true` reach other zones and ExternalServices through).
+    pub egresses: Vec<umbra_xds::context::EgressAddress>,
     /// The proxies' admin inputs ([`crate::admin_tls::AdminLookup`]); `None`: no admin
     /// resources are generated (tests, benches).
     pub admin: Option<crate::admin_tls::AdminLookup>,
@@ -58,6 +61,7 @@ impl ZoneView {
                     _ => None,
                 })
                 .collect(),
+            egresses: crate::egress::addresses(&crate::egress::local(store, zone)),
             vips: store
                 .list(ResourceType::Mesh, "")
                 .into_iter()
@@ -107,7 +111,11 @@ impl ZoneView {
             local: &self.zone,
             ingresses: &refs,
         });
-        umbra_xds::context::MeshContext::build_in_zone(mesh, spec, dataplanes, zones)
+        let mut ctx = umbra_xds::context::MeshContext::build_in_zone(mesh, spec, dataplanes, zones);
+        if spec.zone_egress_enabled() && spec.mtls_enabled() {
+            ctx.route_through_egress(&self.egresses);
+        }
+        ctx
     }
 }
 

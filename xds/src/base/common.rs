@@ -38,7 +38,7 @@ fn sds(name: &str) -> SdsSecretConfig {
 
 /// The mTLS context of `mesh`: the identity certificate and the CA over SDS, the peer's URI SAN
 /// matched by `san`, ALPN `kuma` when `alpn`.
-pub(super) fn common_tls(mesh: &str, san: StringMatcher, alpn: bool) -> CommonTlsContext {
+pub(crate) fn common_tls(mesh: &str, san: StringMatcher, alpn: bool) -> CommonTlsContext {
     CommonTlsContext {
         alpn_protocols: if alpn { vec!["kuma".to_owned()] } else { Vec::new() },
         tls_certificate_sds_secret_configs: vec![sds(&identity_secret_name(mesh))],
@@ -60,8 +60,32 @@ pub(super) fn common_tls(mesh: &str, san: StringMatcher, alpn: bool) -> CommonTl
     }
 }
 
+/// The server side of `mesh`'s mTLS (Kuma's `ServerSideMTLS`): the identity certificate and
+/// CA over SDS, a client certificate required, any peer of the mesh (URI SAN prefix
+/// `spiffe://<mesh>/`).
+pub(crate) fn server_mtls(mesh: &str) -> TransportSocket {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
+    use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher;
+    tls_socket(&DownstreamTlsContext {
+        require_client_certificate: Some(envoy_types::pb::google::protobuf::BoolValue {
+            value: true,
+        }),
+        common_tls_context: Some(common_tls(
+            mesh,
+            StringMatcher {
+                match_pattern: Some(string_matcher::MatchPattern::Prefix(format!(
+                    "spiffe://{mesh}/"
+                ))),
+                ..Default::default()
+            },
+            false,
+        )),
+        ..Default::default()
+    })
+}
+
 /// An `envoy.transport_sockets.tls` transport socket holding `ctx` (up- or downstream).
-pub(super) fn tls_socket<M: prost::Message + prost::Name>(ctx: &M) -> TransportSocket {
+pub(crate) fn tls_socket<M: prost::Message + prost::Name>(ctx: &M) -> TransportSocket {
     TransportSocket {
         name: "envoy.transport_sockets.tls".to_owned(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(any(ctx))),
@@ -69,7 +93,7 @@ pub(super) fn tls_socket<M: prost::Message + prost::Name>(ctx: &M) -> TransportS
 }
 
 /// A network filter `name` with typed config `config`.
-pub(super) fn network_filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
+pub(crate) fn network_filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
     Filter {
         name: name.to_owned(),
         config_type: Some(filter::ConfigType::TypedConfig(any(config))),
@@ -78,7 +102,7 @@ pub(super) fn network_filter<M: prost::Message + prost::Name>(name: &str, config
 
 /// The router HTTP filter (last in every HTTP connection manager).
 /// A TCP proxy network filter to `cluster` (stats under `stat`), idle after `idle`.
-pub(super) fn tcp_proxy_filter(
+pub(crate) fn tcp_proxy_filter(
     stat: &str,
     cluster: &str,
     idle: envoy_types::pb::google::protobuf::Duration,
@@ -98,7 +122,7 @@ pub(super) fn tcp_proxy_filter(
 
 /// The one virtual host of a Kuma listener's route configuration: every domain, every path to
 /// `cluster` (route timeout 0s, set by MeshTimeout when one applies).
-pub(super) fn catch_all_virtual_hosts(name: &str, cluster: &str) -> Vec<VirtualHost> {
+pub(crate) fn catch_all_virtual_hosts(name: &str, cluster: &str) -> Vec<VirtualHost> {
     vec![VirtualHost {
         name: name.to_owned(),
         domains: vec!["*".to_owned()],
@@ -107,7 +131,7 @@ pub(super) fn catch_all_virtual_hosts(name: &str, cluster: &str) -> Vec<VirtualH
     }]
 }
 
-pub(super) fn router_filter() -> HttpFilter {
+pub(crate) fn router_filter() -> HttpFilter {
     HttpFilter {
         name: ROUTER_FILTER.to_owned(),
         config_type: Some(http_filter::ConfigType::TypedConfig(
@@ -138,7 +162,7 @@ pub(super) fn catch_all_route(
 
 /// Upstream `HttpProtocolOptions` speaking `protocol` explicitly (HTTP/2 for http2 and grpc,
 /// HTTP/1.1 otherwise), with `commonHttpProtocolOptions.idleTimeout` = `idle` when given.
-pub(super) fn http_protocol_options(
+pub(crate) fn http_protocol_options(
     protocol: Protocol,
     idle: Option<envoy_types::pb::google::protobuf::Duration>,
 ) -> HttpProtocolOptions {

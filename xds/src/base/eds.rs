@@ -1,5 +1,7 @@
 //! The EDS base generator: the ClusterLoadAssignment of every outbound cluster, the shared one
-//! [`MeshContext`] built (Kuma's `xds/cache/cla`), or an empty one for a service nothing serves.
+//! [`MeshContext`] built (Kuma's `xds/cache/cla`), or an empty one for a service nothing serves;
+//! an ExternalService reached through the zone's egress gets the egresses
+//! ([`super::external::egress_endpoints`]).
 
 use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::view::PolicySet;
@@ -25,9 +27,15 @@ pub fn generate(
         if !super::external::reachable(policies, dp, service, new_routes).is_empty() {
             continue;
         }
-        if !snap.endpoints.contains_key(service) {
-            snap.endpoints
-                .insert(service.to_owned(), ctx.load_assignment(service));
+        if snap.endpoints.contains_key(service) {
+            continue;
         }
+        let cla = if super::external::through_egress(policies, service) {
+            let eps = super::external::egress_endpoints(ctx, policies, service);
+            std::sync::Arc::new(crate::load_assignment::load_assignment(service, &eps))
+        } else {
+            ctx.load_assignment(service)
+        };
+        snap.endpoints.insert(service.to_owned(), cla);
     }
 }

@@ -23,8 +23,10 @@
 //! Which endpoints a DPP gets ([`reachable`]): all of the service's on the MeshHTTPRoute /
 //! MeshTCPRoute path, those the TrafficPermissions let it reach on the legacy one
 //! ([`umbra_core::external_service`]); none when the Mesh routes ExternalServices through its
-//! ZoneEgress (not generated yet: named under `notGenerated`). A service with no reachable
-//! endpoint gets the ordinary mesh cluster (EDS, no endpoints), as in Kuma.
+//! ZoneEgress: the ordinary mesh cluster (EDS) then reaches them at the egress, over mTLS
+//! verifying the egress's identity ([`crate::context::MeshContext::route_through_egress`]). A
+//! service with no reachable endpoint gets the ordinary mesh cluster (EDS, no endpoints), as in
+//! Kuma.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,11 +77,45 @@ pub fn reachable<'a>(
     policies.external.permitted(service, dp, &permissions)
 }
 
+/// `true` when `service` is an ExternalService a sidecar reaches through its zone's egress
+/// (the Mesh has `routing.zoneEgress: true`): its cluster is the mesh's EDS cluster over mTLS
+/// to the egress ([`crate::base::outbound::outbound_cluster`]), its endpoints the egresses
+/// ([`egress_endpoints`]).
+pub fn through_egress(policies: &PolicySet, service: &str) -> bool {
+    policies.zone_egress && policies.external.is_external(service)
+}
+
+/// Where a sidecar reaches ExternalService `service` through the zone's egresses (Kuma's
+/// `fillExternalServicesOutboundsThroughEgress`): one endpoint per ExternalService resource
+/// and egress ([`MeshContext::egresses`]), weight 1, with the resource's tags (its
+/// `kuma.io/external-service-name` left out: the egress originates TLS, not the sidecar), in
+/// the zone its `kuma.io/zone` tag names (this zone without one). Sorted.
+pub fn egress_endpoints(ctx: &MeshContext, policies: &PolicySet, service: &str) -> Vec<Endpoint> {
+    let mut out = Vec::new();
+    for es in policies.external.of(service) {
+        let mut tags = es.tags.clone();
+        tags.remove(umbra_core::external_service::EXTERNAL_SERVICE_NAME_TAG);
+        let locality = ctx.zone.as_ref().map(|z| crate::load_assignment::Locality {
+            zone: tags.get(crate::context::ZONE_TAG).unwrap_or(z).clone(),
+            priority: 0,
+        });
+        out.extend(ctx.egresses.iter().map(|g| Endpoint {
+            address: g.address.clone(),
+            port: g.port,
+            tags: tags.clone(),
+            weight: 1,
+            locality: locality.clone(),
+        }));
+    }
+    out.sort();
+    out
+}
+
 /// The protocol of `service`: its ExternalServices' common `kuma.io/protocol` when it is one
 /// (every endpoint of the mesh, as Kuma's `GetServiceProtocol`), else the mesh's.
 pub fn service_protocol(policies: &PolicySet, ctx: &MeshContext, service: &str) -> Protocol {
     let eps = policies.external.of(service);
-    if eps.is_empty() || policies.zone_egress {
+    if eps.is_empty() {
         return ctx.service_protocol(service);
     }
     let ps: BTreeSet<Protocol> = eps

@@ -20,14 +20,11 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     ForwardClientCertDetails, RouteSpecifier, SetCurrentClientCertDetails,
 };
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
-use envoy_types::pb::envoy::r#type::matcher::v3::{string_matcher, StringMatcher};
 use envoy_types::pb::google::protobuf::BoolValue;
 use umbra_core::dataplane::{DataplaneSpec, Inbound};
 
 use super::common::{
-    catch_all_virtual_hosts, common_tls, http_protocol_options, network_filter, router_filter,
-    tcp_proxy_filter, tls_socket,
+    catch_all_virtual_hosts, http_protocol_options, network_filter, router_filter, tcp_proxy_filter,
 };
 use crate::context::{MeshContext, Protocol};
 use crate::envoy_core::socket;
@@ -94,23 +91,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
     } else {
         tcp_proxy_filter(&stat, &cluster_name, secs(7200))
     };
-    let transport_socket = ctx.mtls.then(|| {
-        tls_socket(&DownstreamTlsContext {
-            require_client_certificate: Some(BoolValue { value: true }),
-            common_tls_context: Some(common_tls(
-                &ctx.mesh,
-                StringMatcher {
-                    match_pattern: Some(string_matcher::MatchPattern::Prefix(format!(
-                        "spiffe://{}/",
-                        ctx.mesh
-                    ))),
-                    ..Default::default()
-                },
-                false,
-            )),
-            ..Default::default()
-        })
-    });
+    let transport_socket = ctx.mtls.then(|| super::common::server_mtls(&ctx.mesh));
     snap.listeners.insert(
         listener_name.clone(),
         crate::interner::Shared::from(Listener {

@@ -10,7 +10,7 @@
 //! modules (names, util, context, snapshot), never the plugins or the pipeline.
 
 pub mod admin;
-mod common;
+pub(crate) mod common;
 pub mod direct_access;
 pub mod dns;
 pub mod eds;

@@ -68,6 +68,8 @@ pub fn generate(
             external: &external,
             ipv6: dp.is_ipv6(),
             bind_to_port: super::transparent::bind_to_port(dp),
+            egress_protocol: external::through_egress(policies, outbound.service())
+                .then_some(protocol),
         };
         add_outbound(snap, outbound, &target, &source_tags);
     }
@@ -82,6 +84,8 @@ struct Target<'a> {
     ipv6: bool,
     /// The listener's `bindToPort` ([`super::transparent::bind_to_port`]).
     bind_to_port: Option<BoolValue>,
+    /// An ExternalService reached through the zone's egress: its protocol.
+    egress_protocol: Option<Protocol>,
 }
 
 fn add_outbound(
@@ -154,7 +158,7 @@ fn add_outbound(
         return; // several outbounds to one service share the cluster
     }
     let cluster = if target.external.is_empty() {
-        outbound_cluster(&service, &BTreeMap::new(), ctx)
+        outbound_cluster(&service, &BTreeMap::new(), ctx, target.egress_protocol)
     } else {
         external::cluster(&service, target.external, protocol, target.ipv6)
     };
@@ -165,25 +169,48 @@ fn add_outbound(
 /// the service's own cluster), named [`destination_cluster_name`]: connect timeout 5s,
 /// upstream HTTP/2, upstream mTLS with SNI `<service>{<tags>,mesh=<mesh>}` when mTLS is on
 /// (Kuma's `SNIFromTags`, tags sorted).
+///
+/// `egress_protocol`: the service is an ExternalService reached through the zone's egress
+/// ([`external::through_egress`]) in that protocol; the cluster then verifies the egress's
+/// identity (`spiffe://<mesh>/zone-egress`, Kuma's `ClientSideMTLS` with upstream service
+/// `zone-egress`) and speaks the ExternalService's protocol.
 pub fn outbound_cluster(
     service: &str,
     tags: &BTreeMap<String, String>,
     ctx: &MeshContext,
+    egress_protocol: Option<Protocol>,
 ) -> Cluster {
     let name = destination_cluster_name(service, tags);
     let protocol = ctx.service_protocol(service);
-    let mut options = http_protocol_options(Protocol::Http2, None);
-    if protocol.is_http() {
+    // An ExternalService through the egress is spoken to in its own protocol (Kuma's
+    // `Http`/`Http2` configurers on the ES cluster), any other service over HTTP/2.
+    let through_egress = egress_protocol.is_some();
+    let protocol = egress_protocol.unwrap_or(protocol);
+    let mut options = if through_egress {
+        http_protocol_options(protocol, None)
+    } else {
+        http_protocol_options(Protocol::Http2, None)
+    };
+    if protocol.is_http() && !through_egress {
         options.common_http_protocol_options = Some(CoreHttpProtocolOptions {
             idle_timeout: Some(secs(0)),
             ..Default::default()
         });
     }
     let mut cluster = eds_cluster(&name);
-    cluster
-        .typed_extension_protocol_options
-        .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+    if !through_egress || protocol.is_http() {
+        cluster
+            .typed_extension_protocol_options
+            .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+    }
     if ctx.mtls {
+        // Through the egress, the peer is the egress (Kuma's `ClientSideMTLS` with upstream
+        // service `zone-egress`).
+        let peer = if through_egress {
+            ZONE_EGRESS_SERVICE
+        } else {
+            service
+        };
         let mut sni_tags: Vec<String> = tags
             .iter()
             .filter(|(k, _)| k.as_str() != SERVICE && k.as_str() != "mesh")
@@ -197,7 +224,7 @@ pub fn outbound_cluster(
                 &ctx.mesh,
                 StringMatcher {
                     match_pattern: Some(string_matcher::MatchPattern::Exact(format!(
-                        "spiffe://{}/{service}",
+                        "spiffe://{}/{peer}",
                         ctx.mesh
                     ))),
                     ..Default::default()
@@ -209,6 +236,10 @@ pub fn outbound_cluster(
     }
     cluster
 }
+
+/// The service name a ZoneEgress's identity carries (`spiffe://<mesh>/zone-egress`, Kuma's
+/// `ZoneEgressServiceName`).
+pub const ZONE_EGRESS_SERVICE: &str = "zone-egress";
 
 /// Kuma's `Tags.DestinationClusterName`: `service` when `tags` (besides `kuma.io/service`) are
 /// empty, else `<service>-<first 8 bytes of SHA-256 over the sorted key/value pairs, hex>`.

@@ -386,7 +386,7 @@ fn origin_names(rule: &Rule) -> String {
 
 /// The plugin's default for an inbound no MeshTrafficPermission selects on a DPP without any
 /// TrafficPermission: one `Deny` rule for everyone.
-fn deny_rules() -> Rules {
+pub(crate) fn deny_rules() -> Rules {
     Rules(vec![Rule {
         subset: Subset::all(),
         conf: serde_json::json!({ "action": "Deny" }),

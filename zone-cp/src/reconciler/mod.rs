@@ -28,63 +28,27 @@ use umbra_xds::context::{MeshContext, Zones};
 use umbra_xds::generate::{generate, mesh_secrets, Proxy};
 use umbra_xds::ingress::{generate_ingress, IngressMesh};
 use umbra_xds::snapshot::Snapshot;
-use umbra_xds_protocol::type_url::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
-};
-use umbra_xds_protocol::version::{type_version, TypeVersions};
 
 use crate::store::{Store, Stored};
 use umbra_pki::identity::{Authority, Identity};
 
+mod egress;
+mod snapshot;
 pub mod vips;
-mod wake;
 
-/// The xDS types served, in the order changes are pushed (clusters and endpoints warm before
-/// listeners and routes).
-pub const TYPE_ORDER: [&str; 5] = [
-    CLUSTER_TYPE,
-    ENDPOINT_TYPE,
-    LISTENER_TYPE,
-    ROUTE_TYPE,
-    SECRET_TYPE,
-];
+use snapshot::{publish, AdminInput};
+pub use snapshot::{DpSnapshot, Fingerprint, TYPE_ORDER};
+mod wake;
 
 /// How long the reconciler waits after a change for more changes before regenerating.
 pub const COALESCE: Duration = Duration::from_millis(20);
-
-/// A SHA-256 fingerprint of a DPP's generation inputs.
-pub type Fingerprint = [u8; 32];
-
-/// A DPP's current Live snapshot with its versions and last generation error.
-#[derive(Debug, Clone, Default)]
-pub struct DpSnapshot {
-    /// The last good snapshot.
-    pub snapshot: Arc<Snapshot>,
-    /// Per type URL: the type version ([`type_version`] of `resources`), the SotW
-    /// `version_info`.
-    pub versions: BTreeMap<&'static str, String>,
-    /// Per type URL, per resource name: the resource version (delta xDS).
-    pub resources: TypeVersions,
-    /// The last generation error, if the latest attempt failed (the snapshot is then the last
-    /// good one).
-    pub error: Option<String>,
-    /// Fingerprint of the inputs of the latest attempt (successful or not).
-    pub inputs: Fingerprint,
-    /// The admin input the snapshot was generated with ([`crate::admin_tls::AdminTls::input`]):
-    /// inspect generates the Shadow view with the same one.
-    pub admin: Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>,
-    /// The admin port its Envoy had reported when the snapshot was generated
-    /// ([`crate::insight::Insights::admin_port`]): a stream whose Envoy just reported one waits
-    /// for the snapshot generated with it ([`crate::ads`]).
-    pub admin_port: Option<u16>,
-}
 
 /// The longest a new ADS stream's first answer waits for the snapshot generated with the
 /// admin port its Envoy just reported ([`Reconciler::admin_settled`]).
 pub const ADMIN_SETTLE: Duration = Duration::from_secs(2);
 
-/// The admin input a snapshot is generated with, and the admin port it came from.
-type AdminInput = (Option<Arc<umbra_xds::base::admin::EnvoyAdmin>>, Option<u16>);
+/// Every proxy's published entry, by key.
+type Published = HashMap<DpKey, Arc<DpSnapshot>>;
 
 /// Key of a DPP: `(mesh, name)`.
 pub use umbra_core::dataplane::DpKey;
@@ -418,6 +382,10 @@ impl Reconciler {
             local: &self.zone,
             ingresses: &ingress_specs,
         });
+        let egresses = crate::egress::local(&self.store, &self.zone);
+        let egress_addresses = crate::egress::addresses(&egresses);
+        let mut egress_identities = egress::EgressIdentities::new();
+        let now = std::time::SystemTime::now();
         // What this zone's ingresses are generated from, per mesh.
         let mut ingress_meshes: Vec<(MeshContext, PolicySet)> = Vec::new();
         for mesh in meshes {
@@ -440,12 +408,16 @@ impl Reconciler {
                 dataplanes.iter().filter_map(|s| s.resource.as_dataplane()),
                 zones,
             );
+            let policies =
+                PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
+            let through_egress = spec.zone_egress_enabled() && spec.mtls_enabled();
+            if through_egress {
+                ctx.route_through_egress(&egress_addresses);
+            }
             if let Some(earlier) = earlier_load_assignments.get(mesh_name) {
                 ctx.share_load_assignments(earlier);
             }
             load_assignments.insert(mesh_name.to_owned(), ctx.load_assignments.clone());
-            let policies =
-                PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
             let mesh_vips = vips::refresh(
                 &self.vips,
                 &self.store,
@@ -468,7 +440,21 @@ impl Reconciler {
                     })
             });
             let trusted = umbra_pki::mesh_ca::builtin_backends(spec);
-            let now = std::time::SystemTime::now();
+            if let (true, Some(b)) = (through_egress, &backend) {
+                for (name, id) in egress::identities(
+                    &self.ca,
+                    mesh_name,
+                    b.as_ref().copied(),
+                    &trusted,
+                    &egresses,
+                    now,
+                ) {
+                    egress_identities
+                        .entry(name)
+                        .or_default()
+                        .insert(mesh_name.to_owned(), id);
+                }
+            }
             let results: Vec<Regenerated> = dataplanes
                 .par_iter()
                 .filter_map(|s| {
@@ -580,24 +566,35 @@ impl Reconciler {
                 continue;
             }
             let key = DpKey::new("", s.resource.meta.name.as_str());
-            let old = previous.get(&key);
-            let mut snapshot = generate_ingress(&key.name, zi, &views);
-            let admin_port = self
-                .insights
-                .as_ref()
-                .and_then(|i| i.admin_port("", &key.name));
-            let admin = self
-                .admin_lookup()
-                .and_then(|l| l.input("", &key.name, &zi.networking.address));
-            if let Some(a) = &admin {
-                umbra_xds::base::admin::generate(&mut snapshot, &zi.networking.address, a);
-            }
-            let (entry, changed) =
-                self.publish(&key, Ok(snapshot), old, [0; 32], (admin, admin_port));
-            // Generated on every pass (a handful per zone): counted when what it serves changed.
-            outcome.regenerated += usize::from(changed);
-            outcome.changed += usize::from(changed);
-            next.insert(key, entry);
+            let snapshot = generate_ingress(&key.name, zi, &views);
+            self.publish_zone_proxy(
+                key,
+                Ok(snapshot),
+                &zi.networking.address,
+                (&previous, &mut next),
+                &mut outcome,
+            );
+        }
+        // This zone's egresses, over every mesh that routes through them.
+        let egress_views: Vec<umbra_xds::egress::EgressMesh<'_>> = ingress_meshes
+            .iter()
+            .map(|(ctx, policies)| umbra_xds::egress::EgressMesh { ctx, policies })
+            .collect();
+        for (name, ze) in &egresses {
+            let generated = egress::generate(
+                (name, ze),
+                &self.zone,
+                &egress_views,
+                egress_identities.get(name),
+                &mut with_identity,
+            );
+            self.publish_zone_proxy(
+                DpKey::zone_egress(name.as_str()),
+                generated,
+                &ze.networking.address,
+                (&previous, &mut next),
+                &mut outcome,
+            );
         }
         *self
             .load_assignments
@@ -613,13 +610,21 @@ impl Reconciler {
                 .mtls_reported
                 .swap(changes, std::sync::atomic::Ordering::AcqRel);
             if reported != changes {
-                insights.set_mtls(&self.ca.statuses());
+                let mut statuses = self.ca.statuses();
+                // A ZoneEgress's identities are no DPP's insight.
+                statuses.retain(|k, _| !egress::is_identity_name(&k.name));
+                insights.set_mtls(&statuses);
             }
         }
         // Kept before any proxy is pushed what was issued, so a restart serves the same ones.
         if let Some(bytes) = self.ca.export() {
             // Replicas of the zone: a DPP keeps the identity the first replica issued it.
             let known = |mesh: &str, name: &str| {
+                if egress::is_identity_name(name) {
+                    return egresses
+                        .iter()
+                        .any(|(ze, _)| egress::identity_name(ze) == name);
+                }
                 self.store
                     .get(&ResourceKey::dataplane(mesh, name))
                     .is_some()
@@ -710,64 +715,52 @@ impl Reconciler {
                 }
                 Ok(snapshot)
             });
-        self.publish(key, generated, old, inputs, (admin, admin_port))
+        publish(
+            &self.interned,
+            key,
+            generated,
+            old,
+            inputs,
+            (admin, admin_port),
+        )
     }
 
-    /// A DPP's (or ingress's) entry for a generation result: the new snapshot (sharing the old
-    /// one when the content is the same), or the last good one with the error. Returns whether
-    /// what it serves (content or error) changed.
-    fn publish(
+    /// Publish a zone proxy's (ingress or egress) generation result into `next`, with its admin
+    /// listener when its Envoy reported an admin port. Zone proxies are generated on every pass
+    /// (a handful per zone): counted in `outcome` when what one serves changed.
+    fn publish_zone_proxy(
         &self,
-        key: &DpKey,
+        key: DpKey,
         generated: Result<Snapshot, String>,
-        old: Option<&Arc<DpSnapshot>>,
-        inputs: Fingerprint,
-        (admin, admin_port): AdminInput,
-    ) -> (Arc<DpSnapshot>, bool) {
-        match generated {
-            Ok(snapshot) => {
-                let previous = old.map(|o| (&*o.snapshot, &o.resources));
-                let resources = snapshot.resource_versions(previous);
-                let versions = TYPE_ORDER
-                    .iter()
-                    .map(|t| {
-                        (
-                            *t,
-                            type_version(resources.get(t).unwrap_or(&BTreeMap::new())),
-                        )
-                    })
-                    .collect::<BTreeMap<_, _>>();
-                let changed = !old.is_some_and(|o| o.error.is_none() && o.versions == versions);
-                let snapshot = match old {
-                    // Same content: keep sharing the old snapshot.
-                    Some(o) if !changed => o.snapshot.clone(),
-                    _ => {
-                        let mut snapshot = snapshot;
-                        self.interned.intern(&mut snapshot, &resources);
-                        Arc::new(snapshot)
-                    }
-                };
-                let entry = DpSnapshot {
-                    snapshot,
-                    versions,
-                    resources,
-                    error: None,
-                    inputs,
-                    admin,
-                    admin_port,
-                };
-                (Arc::new(entry), changed)
+        address: &str,
+        (previous, next): (&Published, &mut Published),
+        outcome: &mut Outcome,
+    ) {
+        let admin_port = self
+            .insights
+            .as_ref()
+            .and_then(|i| i.admin_port(&key.mesh, &key.name));
+        let admin = self
+            .admin_lookup()
+            .and_then(|l| l.input(&key.mesh, &key.name, address));
+        let generated = generated.map(|mut snapshot| {
+            if let Some(a) = &admin {
+                umbra_xds::base::admin::generate(&mut snapshot, address, a);
             }
-            Err(e) => {
-                tracing::warn!(mesh = %key.mesh, dataplane = %key.name, error = %e, "generation failed; keeping the last good snapshot");
-                let mut kept = old.map(|o| (**o).clone()).unwrap_or_default();
-                let message = e;
-                let changed = kept.error.as_deref() != Some(message.as_str());
-                kept.error = Some(message);
-                kept.inputs = inputs;
-                (Arc::new(kept), changed)
-            }
-        }
+            snapshot
+        });
+        let old = previous.get(&key);
+        let (entry, changed) = publish(
+            &self.interned,
+            &key,
+            generated,
+            old,
+            [0; 32],
+            (admin, admin_port),
+        );
+        outcome.regenerated += usize::from(changed);
+        outcome.changed += usize::from(changed);
+        next.insert(key, entry);
     }
 
     /// Serve the identities another replica of the zone issued (an

@@ -66,18 +66,23 @@ pub(super) fn ensure_cluster(
         }
         return (name, true);
     }
+    let egress = external::through_egress(input.policies, service);
     if !snap.clusters.contains_key(&name) {
-        snap.clusters
-            .insert(name.clone(), outbound_cluster(service, &subset, ctx).into());
+        let egress_protocol =
+            egress.then(|| external::service_protocol(input.policies, ctx, service));
+        snap.clusters.insert(
+            name.clone(),
+            outbound_cluster(service, &subset, ctx, egress_protocol).into(),
+        );
     }
     if !snap.endpoints.contains_key(&name) {
-        let cla = if subset.is_empty() {
+        let egress_eps = egress.then(|| external::egress_endpoints(ctx, input.policies, service));
+        let cla = if subset.is_empty() && egress_eps.is_none() {
             ctx.load_assignment(service)
         } else {
-            let eps: Vec<_> = ctx
-                .endpoints
-                .get(service)
-                .map(Vec::as_slice)
+            let eps: Vec<_> = egress_eps
+                .as_deref()
+                .or_else(|| ctx.endpoints.get(service).map(Vec::as_slice))
                 .unwrap_or_default()
                 .iter()
                 .filter(|e| subset.iter().all(|(k, v)| e.tags.get(k) == Some(v)))
