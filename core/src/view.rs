@@ -534,9 +534,8 @@ impl PolicySet {
     ///   RateLimit, TrafficTrace, MeshGatewayRoute) that are in effect in the
     ///   view and whose selectors concern `dp` ([`old_selects`]);
     /// - the mesh's ExternalServices that give no endpoint (a data source that cannot be read,
-    ///   [`crate::external_service`]), or all of them when the Mesh routes them through its
-    ///   ZoneEgress (not generated yet); and MeshGateways whose selectors match `dp`'s gateway
-    ///   tags;
+    ///   [`crate::external_service`]), whether sidecars reach them or the zone's egress does;
+    ///   and MeshGateways whose selectors match `dp`'s gateway tags;
     /// - access logs to TCP backends, which Umbra does not generate: TrafficLogs in effect whose
     ///   Mesh logging backend is `tcp`, MeshAccessLogs selecting `dp` with a `Tcp` backend
     ///   (their other backends are generated; the reason says so).
