@@ -18,7 +18,8 @@
 //! - Kuma's `ServiceInsight` per `kuma.io/service` ([`crate::service_insights`]):
 //!   `GET /meshes/{mesh}/service-insights` (paged, `name=`, `type=`) and `.../{name}`;
 //! - per-proxy inspection: `GET /meshes/{mesh}/dataplanes/{name}/_config` and `.../_rules`,
-//!   `GET /zone-ingresses/{name}/_config` (also `/zoneingresses/{name}/_config`), and the Envoy
+//!   `GET /zone-ingresses/{name}/_config` (also `/zoneingresses/{name}/_config`),
+//!   `GET /zoneegresses/{name}/_config`, and the Envoy
 //!   admin views `xds`, `stats` and `clusters` of a DPP (`/meshes/{mesh}/dataplanes/{name}/…`),
 //!   a ZoneIngress (`/zoneingresses/{name}/…`) or a ZoneEgress (`/zoneegresses/{name}/…`,
 //!   Kuma's `inspectZoneEgressAdmin`).
@@ -67,6 +68,7 @@ pub const ROUTES: &[Route] = &[
     ("/zoneegresses/{name}/clusters", &["get"]),
     ("/zone-ingresses/{name}/_config", &["get"]),
     ("/zoneingresses/{name}/_config", &["get"]),
+    ("/zoneegresses/{name}/_config", &["get"]),
     ("/global-insight", &["get"]),
     ("/mesh-insights", &["get"]),
     ("/mesh-insights/{mesh}", &["get"]),
@@ -92,7 +94,7 @@ pub enum Proxy {
         /// Its name.
         name: String,
     },
-    /// ZoneEgress `name` (`/zoneegresses/{name}/…`: its Envoy admin views only).
+    /// ZoneEgress `name` (`/zoneegresses/{name}/…`).
     ZoneEgress {
         /// Its name.
         name: String,
@@ -227,6 +229,7 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
         )
         .route("/zone-ingresses/{name}/_config", get(ingress_config::<S>))
         .route("/zoneingresses/{name}/_config", get(ingress_config::<S>))
+        .route("/zoneegresses/{name}/_config", get(egress_config::<S>))
         .route("/global-insight", get(global_insight::<S>))
         .route("/mesh-insights", get(mesh_insights::<S>))
         .route("/mesh-insights/{mesh}", get(mesh_insight::<S>))
@@ -426,6 +429,16 @@ async fn ingress_config<S: ControlPlaneApi>(
     Query(query): Query<QueryPairs>,
 ) -> Result<Response, ApiError> {
     let proxy = Proxy::ZoneIngress { name };
+    cp.inspect(Inspection::Config(proxy), query).await
+}
+
+/// `GET /zoneegresses/{name}/_config` ([`ControlPlaneApi::inspect`]).
+async fn egress_config<S: ControlPlaneApi>(
+    State(cp): State<S>,
+    Path(name): Path<String>,
+    Query(query): Query<QueryPairs>,
+) -> Result<Response, ApiError> {
+    let proxy = Proxy::ZoneEgress { name };
     cp.inspect(Inspection::Config(proxy), query).await
 }
 

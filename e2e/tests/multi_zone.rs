@@ -568,6 +568,15 @@ async fn zone_egress_goes_to_the_global_only(
         .await?;
     assert_eq!(status, 200, "{stats}");
     assert!(stats.to_string().contains("server."), "{stats}");
+    // Its `_config`, computed by zone-2 (no mesh of this fleet routes through an egress: no
+    // listener, and nothing left out).
+    let (status, config) = fleet
+        .global
+        .call("GET", "/zoneegresses/egress/_config?include=diff", None)
+        .await?;
+    assert_eq!(status, 200, "{config}");
+    assert!(config["xds"].is_object(), "{config}");
+    assert_eq!(config["diff"], serde_json::json!([]), "{config}");
     // On its zone: its own insight; on zone-1, nothing, ever (the ingress synced meanwhile).
     let (_, own) = fleet
         .zone2

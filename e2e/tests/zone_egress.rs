@@ -7,9 +7,10 @@
 //! the egress over the mesh's mTLS, and:
 //! - with no permission naming `pay`, the egress denies it (403, counted by the egress's RBAC
 //!   filter), as Kuma 2.7 does;
-//! - with a MeshTrafficPermission letting `web` reach `pay`, the request arrives at the server
-//!   over TLS with SNI `pay.test` and is answered, counted on the egress's `default_pay`
-//!   cluster;
+//! - a MeshTrafficPermission letting `web` reach `pay`, in shadow, shows in the egress's
+//!   `_config?shadow=true&include=diff` and changes nothing; promoted, the request arrives at
+//!   the server over TLS with SNI `pay.test` and is answered, counted on the egress's
+//!   `default_pay` cluster;
 //! - with `routing.zoneEgress` switched off (and an old TrafficPermission, Kuma's rule for
 //!   sidecars reaching ExternalServices themselves), the sidecar reaches the server itself (the
 //!   egress sees nothing more), and switched back on, through the egress again.
@@ -137,10 +138,50 @@ async fn a_sidecar_reaches_an_external_service_through_the_zone_egress() -> anyh
         "nothing reached the server"
     );
 
-    // Permitted: through the egress, which originates TLS with SNI pay.test.
+    // The permission in shadow first: the egress's diff shows it, nothing changes.
+    let permission = "type: MeshTrafficPermission\nmesh: default\nname: web-to-pay\nspec:\n  targetRef: {kind: MeshService, name: pay}\n  from:\n  - targetRef: {kind: MeshService, name: web}\n    default: {action: Allow}\n";
     zone.apply(
         "/meshes/default/meshtrafficpermissions/web-to-pay",
-        "type: MeshTrafficPermission\nmesh: default\nname: web-to-pay\nspec:\n  targetRef: {kind: MeshService, name: pay}\n  from:\n  - targetRef: {kind: MeshService, name: web}\n    default: {action: Allow}\n",
+        &permission.replace(
+            "name: web-to-pay\n",
+            "name: web-to-pay\nlabels: {kuma.io/effect: shadow}\n",
+        ),
+    )
+    .await?;
+    let (status, inspect) = zone
+        .call(
+            "GET",
+            "/zoneegresses/egress/_config?shadow=true&include=diff",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{inspect}");
+    let diff = inspect["diff"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !diff.is_empty()
+            && diff.iter().all(|op| op["path"]
+                .as_str()
+                .is_some_and(|p| p.contains("/filterChains/"))),
+        "the egress's shadow diff: {diff:?}"
+    );
+    assert!(
+        diff.iter()
+            .any(|op| op.to_string().contains("spiffe://default/web")),
+        "{diff:?}"
+    );
+    assert_eq!(inspect["notGenerated"], serde_json::json!([]), "{inspect}");
+    for _ in 0..3 {
+        assert_eq!(
+            get(pay).await.0,
+            403,
+            "a shadow permission changes no traffic"
+        );
+    }
+
+    // Promoted: through the egress, which originates TLS with SNI pay.test.
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/web-to-pay",
+        permission,
     )
     .await?;
     let reached = wait_until(Duration::from_secs(20), || async {

@@ -203,9 +203,8 @@ impl ControlPlaneApi for AppState {
                 inspect::answer_ingress(store, zone, name, &query).await?
             }
             Inspection::Config(Proxy::ZoneEgress { name }) => {
-                return Err(ApiError::not_found(format!(
-                    "zone egress {name:?} has no _config: Umbra generates no config for zone egresses yet"
-                )))
+                let zone = self.reconciler.zone_view();
+                crate::inspect_egress::answer_egress(store, zone, name, &query).await?
             }
             Inspection::Rules { mesh, name } => {
                 let zone = self.reconciler.zone_view();

@@ -119,7 +119,7 @@ pub async fn answer(
 ///
 /// # Errors
 /// `work`'s error, or a 500 if the task fails.
-async fn blocking(
+pub(crate) async fn blocking(
     work: impl FnOnce() -> Result<Value, ApiError> + Send + 'static,
 ) -> Result<Value, ApiError> {
     tokio::task::spawn_blocking(work).await.map_err(|e| {
@@ -195,7 +195,7 @@ fn snapshot(
         .map_err(|e| ApiError::status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
 }
 
-fn render_err(e: umbra_xds::render::RenderError) -> ApiError {
+pub(crate) fn render_err(e: umbra_xds::render::RenderError) -> ApiError {
     ApiError::status(
         axum::http::StatusCode::INTERNAL_SERVER_ERROR,
         format!("rendering failed: {e}"),
@@ -266,22 +266,7 @@ pub fn ingress_config(
             zi.zone
         )));
     }
-    let mut meshes = Vec::new();
-    for m in store.list(ResourceType::Mesh, "") {
-        let umbra_core::resource::Spec::Mesh(spec) = &m.resource.spec else {
-            continue;
-        };
-        let mesh = m.resource.meta.name.clone();
-        let resources = vips::with_persisted(store, &mesh, store.mesh_resources(&mesh));
-        let ctx = zone.context(
-            &mesh,
-            spec,
-            resources.iter().filter_map(Resource::as_dataplane),
-        );
-        let live = PolicySet::build(&mesh, &resources, View::Live);
-        let shadow = PolicySet::build(&mesh, &resources, View::Shadow);
-        meshes.push((ctx, live, shadow, resources));
-    }
+    let meshes = zone_meshes(store, zone);
     let generate_view = |view: View| {
         let views: Vec<umbra_xds::ingress::IngressMesh<'_>> = meshes
             .iter()
@@ -335,6 +320,32 @@ pub fn ingress_config(
         body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
     }
     Ok(body)
+}
+
+/// One mesh of the zone as its zone proxies are generated from it: its context, its Live and
+/// Shadow policies, and its resources (with the persisted VIPs).
+pub(crate) type ZoneMesh = (MeshContext, PolicySet, PolicySet, Vec<Resource>);
+
+/// Every mesh of the zone in `store`, in name order, as its zone proxies (ingresses, egresses)
+/// are generated from them.
+pub(crate) fn zone_meshes(store: &crate::store::Store, zone: &ZoneView) -> Vec<ZoneMesh> {
+    let mut meshes = Vec::new();
+    for m in store.list(ResourceType::Mesh, "") {
+        let umbra_core::resource::Spec::Mesh(spec) = &m.resource.spec else {
+            continue;
+        };
+        let mesh = m.resource.meta.name.clone();
+        let resources = vips::with_persisted(store, &mesh, store.mesh_resources(&mesh));
+        let ctx = zone.context(
+            &mesh,
+            spec,
+            resources.iter().filter_map(Resource::as_dataplane),
+        );
+        let live = PolicySet::build(&mesh, &resources, View::Live);
+        let shadow = PolicySet::build(&mesh, &resources, View::Shadow);
+        meshes.push((ctx, live, shadow, resources));
+    }
+    meshes
 }
 
 /// [`ingress_config`] off the async runtime, with the query parsed from `pairs`.
@@ -551,6 +562,8 @@ pub struct MeshShadow {
     /// For ingress diffs ([`MeshShadow::with_ingresses`]): this zone's ZoneIngresses and the
     /// other meshes (context and Live policies, by name) their config also spans.
     ingresses: HashMap<String, umbra_core::zone_ingress::ZoneIngressSpec>,
+    /// For egress diffs: this zone's ZoneEgresses.
+    egresses: HashMap<String, umbra_core::zone_egress::ZoneEgressSpec>,
     other_meshes: Vec<(String, MeshContext, PolicySet)>,
     /// The proxies' admin inputs, as the reconciler takes them (both views carry the same
     /// admin resources, so they never show in a diff).
@@ -599,6 +612,7 @@ impl MeshShadow {
             live_snapshots: HashMap::new(),
             cache: DiffCache::new(DIFF_CACHE_ENTRIES),
             ingresses: HashMap::new(),
+            egresses: HashMap::new(),
             other_meshes: Vec::new(),
             admin: zone.admin.clone(),
             zone: zone.clone(),
@@ -618,6 +632,9 @@ impl MeshShadow {
                 }
             }
         }
+        self.egresses = crate::egress::local(store, &zone.zone)
+            .into_iter()
+            .collect();
         for m in store.list(ResourceType::Mesh, "") {
             let name = m.resource.meta.name.clone();
             let umbra_core::resource::Spec::Mesh(spec) = &m.resource.spec else {
@@ -638,6 +655,44 @@ impl MeshShadow {
         self
     }
 
+    /// Every mesh in name order, this one in the Shadow view when `shadow`, the others Live:
+    /// what a zone proxy is generated from.
+    fn zone_proxy_meshes(&self, shadow: bool) -> Vec<(&MeshContext, &PolicySet)> {
+        let mut all: Vec<(&str, (&MeshContext, &PolicySet))> = self
+            .other_meshes
+            .iter()
+            .map(|(n, ctx, live)| (n.as_str(), (ctx, live)))
+            .collect();
+        all.push((
+            self.mesh.as_str(),
+            (&self.ctx, if shadow { &self.shadow } else { &self.live }),
+        ));
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// The diff of ZoneEgress `name` between the views (every mesh in name order, as the
+    /// reconciler generates it; its identities left out, the same in both).
+    fn egress_diff(&self, name: &str) -> Result<Patch, DiffError> {
+        let ze = self
+            .egresses
+            .get(name)
+            .ok_or_else(|| DiffError::NotEgress(name.to_owned()))?;
+        let view = |shadow: bool| {
+            let meshes: Vec<umbra_xds::egress::EgressMesh<'_>> = self
+                .zone_proxy_meshes(shadow)
+                .into_iter()
+                .map(|(ctx, policies)| umbra_xds::egress::EgressMesh { ctx, policies })
+                .collect();
+            umbra_xds::egress::generate_egress(ze, &self.zone.zone, &meshes)
+        };
+        Ok(umbra_xds::diff::snapshot_diff_cached(
+            &view(false)?,
+            &view(true)?,
+            &self.cache,
+        )?)
+    }
+
     /// The diff of ZoneIngress `name` between the views (every mesh in name order, as the
     /// reconciler generates it).
     fn ingress_diff(&self, name: &str) -> Result<Patch, DiffError> {
@@ -646,28 +701,11 @@ impl MeshShadow {
             .get(name)
             .ok_or_else(|| DiffError::NotIngress(name.to_owned()))?;
         let view = |shadow: bool| {
-            let mut all: Vec<(&str, umbra_xds::ingress::IngressMesh<'_>)> = self
-                .other_meshes
-                .iter()
-                .map(|(n, ctx, live)| {
-                    (
-                        n.as_str(),
-                        umbra_xds::ingress::IngressMesh {
-                            ctx,
-                            policies: live,
-                        },
-                    )
-                })
+            let meshes: Vec<umbra_xds::ingress::IngressMesh<'_>> = self
+                .zone_proxy_meshes(shadow)
+                .into_iter()
+                .map(|(ctx, policies)| umbra_xds::ingress::IngressMesh { ctx, policies })
                 .collect();
-            all.push((
-                self.mesh.as_str(),
-                umbra_xds::ingress::IngressMesh {
-                    ctx: &self.ctx,
-                    policies: if shadow { &self.shadow } else { &self.live },
-                },
-            ));
-            all.sort_by(|a, b| a.0.cmp(b.0));
-            let meshes: Vec<_> = all.into_iter().map(|(_, m)| m).collect();
             umbra_xds::ingress::generate_ingress(name, zi, &meshes)
         };
         Ok(umbra_xds::diff::snapshot_diff_cached(
@@ -701,6 +739,10 @@ impl MeshShadow {
             name.strip_prefix(umbra_core::dependencies::ingress::FLEET_NAME_PREFIX)
         {
             return self.ingress_diff(ingress);
+        }
+        if let Some(egress) = name.strip_prefix(umbra_core::dependencies::egress::FLEET_NAME_PREFIX)
+        {
+            return self.egress_diff(egress);
         }
         let dp = self
             .dataplanes
@@ -747,6 +789,9 @@ pub enum DiffError {
     /// A fleet name of a ZoneIngress that is not this zone's.
     #[error("zone ingress {0:?} is not one of this zone's")]
     NotIngress(String),
+    /// A fleet name of a ZoneEgress that is not this zone's.
+    #[error("zone egress {0:?} is not one of this zone's")]
+    NotEgress(String),
     /// No such Dataplane in the mesh.
     #[error("dataplane {name:?} not found in mesh {mesh:?}")]
     NotFound {

@@ -188,12 +188,21 @@ async fn dataplane(
         Endpoint::Rules => inspect::rules,
         _ => inspect::config,
     };
-    // An empty mesh names one of this zone's ZoneIngresses (they have `_config` only).
+    // An empty mesh names one of this zone's ZoneIngresses, `:zoneegress` one of its
+    // ZoneEgresses (they have `_config` only).
     let answer = match (d.mesh.is_empty(), d.endpoint()) {
         (true, Endpoint::Rules) => Err(umbra_api::error::ApiError::not_found(
             "a zone ingress has no _rules: no policy selects it",
         )),
         (true, _) => inspect::answer_ingress(store, zone, d.name, &pairs).await,
+        (false, Endpoint::Rules) if d.mesh == umbra_core::dataplane::ZONE_EGRESS_KEY_MESH => {
+            Err(umbra_api::error::ApiError::not_found(
+                "a zone egress has no _rules: no policy selects it",
+            ))
+        }
+        (false, _) if d.mesh == umbra_core::dataplane::ZONE_EGRESS_KEY_MESH => {
+            crate::inspect_egress::answer_egress(store, zone, d.name, &pairs).await
+        }
         (false, _) => inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await,
     };
     let (status, body) = match answer {
@@ -306,10 +315,10 @@ fn shadow_diff(
         .and_then(|r| r.live_at(revision, &d.mesh));
     let reused = served.as_ref().map_or(0, std::collections::HashMap::len);
     let zone = reconciler.map(Reconciler::zone_view).unwrap_or_default();
-    let asks_ingresses = d
-        .dataplanes
-        .iter()
-        .any(|n| n.starts_with(umbra_core::dependencies::ingress::FLEET_NAME_PREFIX));
+    let asks_ingresses = d.dataplanes.iter().any(|n| {
+        n.starts_with(umbra_core::dependencies::ingress::FLEET_NAME_PREFIX)
+            || n.starts_with(umbra_core::dependencies::egress::FLEET_NAME_PREFIX)
+    });
     let shadow = match MeshShadow::prepare(resources, &zone, &d.mesh, &promotion) {
         Ok(s) if asks_ingresses => s
             .with_live_snapshots(served.unwrap_or_default())

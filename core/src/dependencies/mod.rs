@@ -25,6 +25,7 @@
 //! of resource identity (the zone store's write revisions). [`ingress`] does the same for a
 //! ZoneIngress.
 
+pub mod egress;
 pub mod ingress;
 
 use crate::dataplane::DataplaneSpec;

@@ -116,6 +116,25 @@ impl Planner {
         }
     }
 
+    /// Consider these ZoneEgresses (as the Global stores them, each with its zone): asked about
+    /// when the mesh routes through its egresses and a shadow policy can change what they serve
+    /// ([`umbra_core::dependencies::egress::views_differ`]).
+    pub fn add_egresses(&mut self, egresses: &[Stored]) {
+        if !umbra_core::dependencies::egress::views_differ(&self.live, &self.shadow) {
+            return;
+        }
+        for s in egresses {
+            let Some(at) = locate_in(s).filter(|_| s.resource.as_zone_egress().is_some()) else {
+                continue;
+            };
+            self.plan.zones.entry(at.zone).or_default().push(format!(
+                "{}{}",
+                umbra_core::dependencies::egress::FLEET_NAME_PREFIX,
+                at.local
+            ));
+        }
+    }
+
     /// The plan (names sorted per zone).
     pub fn finish(mut self) -> Plan {
         for names in self.plan.zones.values_mut() {
@@ -311,6 +330,29 @@ mod tests {
             BTreeMap::from([("zone-2".to_owned(), vec!["web-1".to_owned()])])
         );
         assert_eq!(plan.policies, ["MeshTimeout/shadow-web"]);
+    }
+
+    #[test]
+    fn egresses_are_asked_about_when_the_mesh_routes_through_them() {
+        let egress = Stored {
+            resource: res("type: ZoneEgress\nname: ze-abc\nlabels: {kuma.io/display-name: ze}\nzone: zone-2\nnetworking: {address: 10.0.0.2, port: 10002}\n"),
+            version: 1,
+            zone: Some("zone-2".to_owned()),
+            revision: 1,
+        };
+        let with = |routed: bool| {
+            let mut policies = policies();
+            policies.push(res(&format!("type: Mesh\nname: m\nrouting: {{zoneEgress: {routed}}}\nmtls: {{enabledBackend: ca-1, backends: [{{name: ca-1, type: builtin}}]}}\n")));
+            policies.push(res("type: MeshTrafficPermission\nmesh: m\nname: to-pay\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: pay}\n  from: [{targetRef: {kind: Mesh}, default: {action: Allow}}]\n"));
+            let mut planner = Planner::new("m", &policies, &Promotion::All);
+            planner.add_egresses(std::slice::from_ref(&egress));
+            planner.finish().zones
+        };
+        assert_eq!(
+            with(true),
+            BTreeMap::from([("zone-2".to_owned(), vec!["zone-egress/ze".to_owned()])])
+        );
+        assert!(with(false).is_empty(), "not routed through the egress");
     }
 
     #[test]

@@ -189,6 +189,14 @@ pub async fn plan_fleet(
     )
     .await?;
     planner.add_ingresses(&ingresses);
+    let egresses = crate::store::list_all(
+        &*cx.store,
+        umbra_core::resource::ResourceType::ZoneEgress,
+        None,
+        &std::collections::BTreeMap::new(),
+    )
+    .await?;
+    planner.add_egresses(&egresses);
     let mut plan = planner.finish();
     if let Some(zone) = zone {
         plan.zones.retain(|z, _| z == zone);
