@@ -200,11 +200,11 @@ impl ControlPlaneApi for AppState {
             }
             Inspection::Config(Proxy::ZoneIngress { name }) => {
                 let zone = self.reconciler.zone_view();
-                inspect::answer_ingress(store, zone, name, &query).await?
+                crate::inspect_zone_proxies::answer_ingress(store, zone, name, &query).await?
             }
             Inspection::Config(Proxy::ZoneEgress { name }) => {
                 let zone = self.reconciler.zone_view();
-                crate::inspect_egress::answer_egress(store, zone, name, &query).await?
+                crate::inspect_zone_proxies::answer_egress(store, zone, name, &query).await?
             }
             Inspection::Rules { mesh, name } => {
                 let zone = self.reconciler.zone_view();

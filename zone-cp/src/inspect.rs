@@ -17,7 +17,8 @@
 //! Dataplane` with its `field`), so neither the config nor a diff is read as if they were in it. `_rules` lists MeshHTTPRoute and MeshTCPRoute rules like any
 //! other type and fills `httpMatches` (Kuma's `{hash, match}`, one per match of a route rule).
 //!
-//! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404.
+//! Bad `shadow` or `include` values are 400s; an unknown mesh or dataplane is a 404. The zone
+//! proxies' `_config` (ZoneIngress, ZoneEgress) is [`crate::inspect_zone_proxies`].
 //!
 //! [`MeshShadow`] answers the same question for many DPPs of a mesh at once (the Global's
 //! fleet-wide shadow diff, issue 6): the views and the mesh context are built once, DPPs whose
@@ -231,135 +232,6 @@ pub fn config(
         body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
     }
     Ok(body)
-}
-
-/// The `_config` body of this zone's ZoneIngress `name` (`GET /zone-ingresses/{name}/_config`):
-/// `{xds, notGenerated, diff?}` as for a DPP, generated over every mesh of the zone as the
-/// reconciler does, in the Live view or, with `shadow=true`, the Shadow one (whose routes may
-/// add SNIs it passes through). `notGenerated` names the VirtualOutbounds, MeshGateways and
-/// MeshGatewayRoutes of the view: Kuma's ingress also passes their destinations through, and
-/// Umbra's does not.
-///
-/// # Errors
-/// 404 for an ingress that is not this zone's, a 500 if rendering fails.
-pub fn ingress_config(
-    store: &crate::store::Store,
-    zone: &ZoneView,
-    name: &str,
-    q: InspectQuery,
-) -> Result<Value, ApiError> {
-    let key = umbra_core::resource::ResourceKey {
-        ty: ResourceType::ZoneIngress,
-        mesh: String::new(),
-        name: name.to_owned(),
-    };
-    let stored = store
-        .get(&key)
-        .ok_or_else(|| ApiError::not_found(format!("zone ingress {name:?} not found")))?;
-    let zi = stored
-        .resource
-        .as_zone_ingress()
-        .ok_or_else(|| ApiError::not_found(format!("zone ingress {name:?} not found")))?;
-    if zi.is_remote(&zone.zone) {
-        return Err(ApiError::not_found(format!(
-            "zone ingress {name:?} belongs to zone {:?}: ask that zone, or the Global",
-            zi.zone
-        )));
-    }
-    let meshes = zone_meshes(store, zone);
-    let generate_view = |view: View| {
-        let views: Vec<umbra_xds::ingress::IngressMesh<'_>> = meshes
-            .iter()
-            .map(|(ctx, live, shadow, _)| umbra_xds::ingress::IngressMesh {
-                ctx,
-                policies: if view == View::Shadow { shadow } else { live },
-            })
-            .collect();
-        let mut snap = umbra_xds::ingress::generate_ingress(name, zi, &views);
-        if let Some(a) = zone.admin_input("", name, &zi.networking.address) {
-            umbra_xds::base::admin::generate(&mut snap, &zi.networking.address, &a);
-        }
-        snap
-    };
-    let not_generated = |view: View| -> Value {
-        meshes
-            .iter()
-            .flat_map(|(_, _, _, resources)| resources)
-            .filter(|r| {
-                matches!(
-                    r.ty(),
-                    ResourceType::VirtualOutbound
-                        | ResourceType::MeshGateway
-                        | ResourceType::MeshGatewayRoute
-                ) && view.includes(r)
-            })
-            .map(|r| {
-                json!({
-                    "type": r.ty().name(),
-                    "mesh": r.meta.mesh,
-                    "name": r.meta.name,
-                    "reason": "Kuma's zone ingress also passes this resource's destinations through; Umbra's does not generate them",
-                })
-            })
-            .collect::<Vec<_>>()
-            .into()
-    };
-    let live = generate_view(View::Live);
-    let view = if q.shadow { View::Shadow } else { View::Live };
-    let shown = if q.shadow {
-        generate_view(View::Shadow)
-    } else {
-        live.clone()
-    };
-    let mut body = json!({
-        "xds": shown.to_document().map_err(render_err)?,
-        "notGenerated": not_generated(view),
-    });
-    if q.diff {
-        let patch = umbra_xds::diff::snapshot_diff(&live, &shown).map_err(render_err)?;
-        body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
-    }
-    Ok(body)
-}
-
-/// One mesh of the zone as its zone proxies are generated from it: its context, its Live and
-/// Shadow policies, and its resources (with the persisted VIPs).
-pub(crate) type ZoneMesh = (MeshContext, PolicySet, PolicySet, Vec<Resource>);
-
-/// Every mesh of the zone in `store`, in name order, as its zone proxies (ingresses, egresses)
-/// are generated from them.
-pub(crate) fn zone_meshes(store: &crate::store::Store, zone: &ZoneView) -> Vec<ZoneMesh> {
-    let mut meshes = Vec::new();
-    for m in store.list(ResourceType::Mesh, "") {
-        let umbra_core::resource::Spec::Mesh(spec) = &m.resource.spec else {
-            continue;
-        };
-        let mesh = m.resource.meta.name.clone();
-        let resources = vips::with_persisted(store, &mesh, store.mesh_resources(&mesh));
-        let ctx = zone.context(
-            &mesh,
-            spec,
-            resources.iter().filter_map(Resource::as_dataplane),
-        );
-        let live = PolicySet::build(&mesh, &resources, View::Live);
-        let shadow = PolicySet::build(&mesh, &resources, View::Shadow);
-        meshes.push((ctx, live, shadow, resources));
-    }
-    meshes
-}
-
-/// [`ingress_config`] off the async runtime, with the query parsed from `pairs`.
-///
-/// # Errors
-/// A 400 for bad parameters, [`ingress_config`]'s errors, a 500 if the task fails.
-pub async fn answer_ingress(
-    store: crate::store::Store,
-    zone: ZoneView,
-    name: String,
-    pairs: &[(String, String)],
-) -> Result<Value, ApiError> {
-    let q = InspectQuery::parse(pairs)?;
-    blocking(move || ingress_config(&store, &zone, &name, q)).await
 }
 
 /// What of DPP `mesh`/`name` is not in its config, as the answers' `notGenerated` list: the

@@ -28,7 +28,7 @@ pub use umbra_api::error;
 pub mod ingress;
 pub mod insight;
 pub mod inspect;
-pub mod inspect_egress;
+pub mod inspect_zone_proxies;
 pub mod kds;
 pub mod node_metadata;
 pub mod reconciler;

@@ -194,14 +194,14 @@ async fn dataplane(
         (true, Endpoint::Rules) => Err(umbra_api::error::ApiError::not_found(
             "a zone ingress has no _rules: no policy selects it",
         )),
-        (true, _) => inspect::answer_ingress(store, zone, d.name, &pairs).await,
+        (true, _) => crate::inspect_zone_proxies::answer_ingress(store, zone, d.name, &pairs).await,
         (false, Endpoint::Rules) if d.mesh == umbra_core::dataplane::ZONE_EGRESS_KEY_MESH => {
             Err(umbra_api::error::ApiError::not_found(
                 "a zone egress has no _rules: no policy selects it",
             ))
         }
         (false, _) if d.mesh == umbra_core::dataplane::ZONE_EGRESS_KEY_MESH => {
-            crate::inspect_egress::answer_egress(store, zone, d.name, &pairs).await
+            crate::inspect_zone_proxies::answer_egress(store, zone, d.name, &pairs).await
         }
         (false, _) => inspect::answer(store, zone, d.mesh, d.name, &pairs, f).await,
     };
