@@ -15,9 +15,11 @@
 //! 2. calls `http://<vip>:80/` and gets the backend's answer (redirect → Envoy's
 //!    `outbound:passthrough:ipv4` listener → the VIP's outbound listener → the backend's
 //!    sidecar);
-//! 3. calls a server outside the mesh by its address and gets its answer (redirect → the
+//! 3. with a VirtualOutbound naming every service `<service>.vo.test:8080`, resolves
+//!    `backend.vo.test` (a VIP of its own) and reaches the backend on port 8080;
+//! 4. calls a server outside the mesh by its address and gets its answer (redirect → the
 //!    passthrough cluster to the original destination);
-//! 4. with the Mesh's `networking.outbound.passthrough: false`, that call fails while the VIP
+//! 5. with the Mesh's `networking.outbound.passthrough: false`, that call fails while the VIP
 //!    still works.
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -280,6 +282,36 @@ async fn an_app_reaches_backend_mesh_through_its_transparent_proxy() -> anyhow::
     assert!(
         vips.contains(&format!("outbound:{vip}:80")),
         "the VIP's outbound listener is in web's config"
+    );
+
+    // 2b: a VirtualOutbound names every service `<service>.vo.test:8080`: the name resolves
+    // to a VIP of its own and carries the app's call to the backend.
+    put_yaml(
+        api,
+        "/meshes/default/virtual-outbounds/by-service",
+        "type: VirtualOutbound\nmesh: default\nname: by-service\nselectors:\n- match: {kuma.io/service: '*'}\nconf:\n  host: '{{.svc}}.vo.test'\n  port: '8080'\n  parameters:\n  - {name: svc, tagKey: kuma.io/service}\n",
+    )
+    .await?;
+    let mut last = String::new();
+    let reached = wait_until(Duration::from_secs(30), || {
+        last = app("backend.vo.test", "@name", 8080);
+        let ok = last.contains("status 200 backend");
+        async move { ok }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "backend.vo.test:8080 not reached: {last}\nweb envoy:\n{}",
+        web_envoy.log_tail(40)
+    );
+    let vo_vip = last
+        .lines()
+        .find_map(|l| l.strip_prefix("resolved "))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        vo_vip.starts_with("240.") && vo_vip != vip,
+        "a VIP of its own: {vo_vip} (backend.mesh: {vip})"
     );
 
     // 3: outside the mesh, through the passthrough cluster.
