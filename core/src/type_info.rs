@@ -371,13 +371,7 @@ mod tests {
             .collect();
         assert_eq!(
             not_generated,
-            [
-                &MeshMetric,
-                &MeshGatewayRoute,
-                &MeshGateway,
-                &GlobalSecret,
-                &ZoneEgress
-            ]
+            [&MeshMetric, &MeshGatewayRoute, &MeshGateway, &GlobalSecret]
         );
     }
 }

@@ -28,7 +28,8 @@ const NOT_ON_EGRESS: &[ResourceType] = &[
 ];
 
 /// What of the meshes routed through the egress its config leaves out in `view`, with why:
-/// the policies of [`NOT_ON_EGRESS`] and the ExternalServices of other zones.
+/// the destinations of VirtualOutbounds and gateways (as for an ingress), the policies of
+/// [`NOT_ON_EGRESS`] and the ExternalServices of other zones.
 fn not_generated(meshes: &[ZoneMesh], view: View, zone: &str) -> Value {
     let mut out = Vec::new();
     for (_, live, shadow, resources) in meshes {
@@ -37,7 +38,14 @@ fn not_generated(meshes: &[ZoneMesh], view: View, zone: &str) -> Value {
             continue;
         }
         for r in resources.iter().filter(|r| view.includes(r)) {
-            let reason = if NOT_ON_EGRESS.contains(&r.ty()) {
+            let reason = if matches!(
+                r.ty(),
+                ResourceType::VirtualOutbound
+                    | ResourceType::MeshGateway
+                    | ResourceType::MeshGatewayRoute
+            ) {
+                "Kuma's zone egress also passes this resource's destinations through; Umbra's does not generate them"
+            } else if NOT_ON_EGRESS.contains(&r.ty()) {
                 "Kuma's zone egress also applies this policy to the ExternalService traffic through it; Umbra's egress does not"
             } else if r.ty() == ResourceType::ExternalService
                 && policies.external.all().any(|e| {

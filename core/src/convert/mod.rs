@@ -17,6 +17,7 @@ use crate::mesh::MeshSpec;
 use crate::resource::{Resource, ResourceType, Spec};
 
 pub mod circuit_breaker;
+pub mod external;
 pub mod fault_injection;
 pub mod health_check;
 pub mod model;
@@ -102,5 +103,6 @@ pub fn convert(resources: &[Resource], options: &Options) -> Vec<Result<Conversi
         })
         .collect();
     precedence::apply(resources, &mut results);
+    external::annotate(resources, &mut results);
     results
 }

@@ -278,7 +278,7 @@ macro_rules! for_each_type {
             ZoneEgress {
                 name: "ZoneEgress", path: "zoneegresses",
                 display: "Zone Egress" / "Zone Egresses",
-                kind: Infra, scope: Global, levels: [], replaces: [], generated: false,
+                kind: Infra, scope: Global, levels: [], replaces: [], generated: true,
                 spec: own(zone_egress::ZoneEgressSpec),
             }
         }
