@@ -228,11 +228,13 @@ impl std::fmt::Debug for Authority {
     }
 }
 
-/// The URI SANs of `dp` in `mesh`, sorted.
+/// The URI SANs of `dp` in `mesh`, sorted: from every inbound's tags and a gateway's tags.
 pub fn identity_sans(mesh: &str, dp: &DataplaneSpec) -> BTreeSet<String> {
     let mut sans = BTreeSet::new();
-    for inbound in &dp.networking.inbound {
-        for (tag, value) in &inbound.tags {
+    // A gateway's identity is its gateway tags (Kuma's `Dataplane.Identities`).
+    let gateway = dp.networking.gateway.iter().map(|g| &g.tags);
+    for tags in dp.networking.inbound.iter().map(|i| &i.tags).chain(gateway) {
+        for (tag, value) in tags {
             if tag == SERVICE_TAG {
                 sans.insert(format!("spiffe://{mesh}/{value}"));
             } else {
@@ -575,6 +577,18 @@ mod tests {
 
     fn dp(tags: &str) -> Resource {
         Resource::from_bytes(format!("type: Dataplane\nmesh: m\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {tags}\n").as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_gateway_is_identified_by_its_gateway_tags() {
+        for ty in ["DELEGATED", "BUILTIN"] {
+            let r = Resource::from_bytes(format!("type: Dataplane\nmesh: m\nname: edge\nnetworking:\n  address: 10.0.0.1\n  gateway:\n    type: {ty}\n    tags: {{kuma.io/service: edge, zone: z1}}\n").as_bytes()).unwrap();
+            let sans = identity_sans("m", r.as_dataplane().unwrap());
+            assert_eq!(
+                sans.into_iter().collect::<Vec<_>>(),
+                ["kuma://zone/z1", "spiffe://m/edge"]
+            );
+        }
     }
 
     /// An authority holding a CA for backends `ca-1` and `ca-2` of mesh `m`.

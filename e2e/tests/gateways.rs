@@ -1,0 +1,80 @@
+//! End to end (issue 38): a delegated gateway (the operator's own proxy next to a Kuma sidecar,
+//! a Dataplane with `gateway.type: DELEGATED`) in an mTLS mesh reaches a mesh service through
+//! its sidecar's outbound, over mTLS with the gateway's own identity: a MeshTrafficPermission
+//! that lets only `spiffe://default/edge` into `backend` lets it through, and one for another
+//! service does not.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use umbra_e2e::{echo_app, envoy_binary, free_port, http, put_yaml, wait_until, Envoy, Zone};
+
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
+
+fn permission(from: &str) -> String {
+    format!("type: MeshTrafficPermission\nmesh: default\nname: into-backend\nspec:\n  targetRef: {{kind: MeshService, name: backend}}\n  from:\n  - targetRef: {{kind: MeshService, name: {from}}}\n    default: {{action: Allow}}\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegated_gateway_reaches_a_mesh_service_over_mtls() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    zone.apply("/meshes/default", MESH).await?;
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/into-backend",
+        &permission("edge"),
+    )
+    .await?;
+    let (inbound, app) = (free_port(), free_port());
+    let _app = echo_app(app, "backend").await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/backend",
+        &format!("type: Dataplane\nmesh: default\nname: backend\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http}}\n"),
+    )
+    .await?;
+    let out = free_port();
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/edge",
+        &format!("type: Dataplane\nmesh: default\nname: edge\nnetworking:\n  address: 127.0.0.1\n  gateway:\n    type: DELEGATED\n    tags: {{kuma.io/service: edge}}\n  outbound:\n  - port: {out}\n    tags: {{kuma.io/service: backend}}\n"),
+    )
+    .await?;
+    let dp = zone.dp_server().await?;
+    let backend = Envoy::start(&envoy, "default", "backend", &dp).await?;
+    let edge = Envoy::start(&envoy, "default", "edge", &dp).await?;
+    let addr: SocketAddr = format!("127.0.0.1:{out}").parse()?;
+    let get = || async move {
+        http(addr, "GET", "/", None)
+            .await
+            .unwrap_or((0, String::new()))
+    };
+
+    let reached = wait_until(Duration::from_secs(30), || async { get().await.0 == 200 }).await;
+    let (_, config) = zone
+        .call("GET", "/meshes/default/dataplanes/edge/_config", None)
+        .await?;
+    assert!(
+        reached.is_ok(),
+        "backend not reached through the gateway: {:?}\nedge config: {config}\n--- edge:\n{}\n--- backend:\n{}",
+        get().await,
+        edge.log_tail(),
+        backend.log_tail()
+    );
+    assert!(get().await.1.contains("backend"), "{:?}", get().await);
+
+    // Only the gateway's identity was let in: permitting another service shuts it out.
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/into-backend",
+        &permission("web"),
+    )
+    .await?;
+    let denied = wait_until(Duration::from_secs(20), || async { get().await.0 == 403 }).await;
+    assert!(denied.is_ok(), "still let in: {:?}", get().await);
+    drop(edge);
+    drop(backend);
+    zone.stop().await
+}
