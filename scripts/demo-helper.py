@@ -7,17 +7,23 @@ prints one line saying what was awaited and exits non-zero.
   ports-free ADDR...                    fail (listing them) when any HOST:PORT is taken
   policies SEED OLD_OUT SHADOW_OUT      Mesh + Timeouts, then the shadow MeshTimeouts
   admin-token URL                       the admin user token a loopback caller may fetch
-  bootstrap ISSUER ZONE ADS NAME DATAPLANE ADMIN
+  bootstrap [--ingress Z|--egress Z] ISSUER ZONE ADS NAME DATAPLANE ADMIN
                                         Envoy bootstrap (YAML) on stdout, as kuma-dp gets it:
-                                        a dataplane token from ISSUER (the Global's API), the
-                                        CA from ZONE's API, then POST https://ADS/bootstrap
+                                        a dataplane token (a zone-ingress token, of scope
+                                        egress for an egress) from ISSUER (the Global's API),
+                                        the CA from ZONE's API, then POST https://ADS/bootstrap
   wait-up URL                           until URL answers 200
+  wait-listening HOST:PORT              until a TCP connection to HOST:PORT succeeds
   wait-total URL N [--exact]            until the list at URL has `total` >= N (== N)
   wait-zones API ZONE...                until the Global lists every ZONE online
   wait-acked API NAME...                until every DPP is connected, ACKed, with no NACK
+  wait-connected URL                    until the insight at URL (zone proxy+insights) says
+                                        connected
   request URL                           until URL answers 200; prints the body
   changed FILE                          the shadow diff's `totals.changed` (fails when absent)
   fingerprint FILE                      a migration plan's `fingerprint` (fails when absent)
+  counter ADMIN NAME                    the value of Envoy counter NAME at the admin ADMIN
+                                        (HOST:PORT; 0 when absent)
 
 Requests carry `Authorization: Bearer $UMBRA_AUTH_TOKEN` when it is set.
 
@@ -190,12 +196,15 @@ def cmd_admin_token(args):
 def cmd_bootstrap(args):
     with open(args.dataplane) as f:
         dataplane = f.read()
-    if args.ingress:
-        # A zone ingress: no mesh, a zone-ingress token for its zone.
-        mesh, name, proxy_type = "", args.name, "ingress"
-        status, token = post_json(
-            args.issuer.rstrip("/") + "/tokens/zone-ingress", {"zone": args.ingress, "validFor": "24h"}
-        )
+    if args.ingress or args.egress:
+        # A zone ingress or egress: no mesh, a zone-ingress token for its zone (of scope egress
+        # for an egress, as kuma-dp --proxy-type=egress is given).
+        mesh, name = "", args.name
+        proxy_type = "ingress" if args.ingress else "egress"
+        body = {"zone": args.ingress or args.egress, "validFor": "24h"}
+        if args.egress:
+            body["scope"] = ["egress"]
+        status, token = post_json(args.issuer.rstrip("/") + "/tokens/zone-ingress", body)
     else:
         mesh, _, name = args.name.partition(".")
         proxy_type = "dataplane"
@@ -236,6 +245,19 @@ def cmd_wait_up(args):
         return status == 200, f"{status or 'unreachable'} {text.strip()[:200]}"
 
     wait(args, f"{args.url} to answer", check)
+
+
+def cmd_wait_listening(args):
+    host, _, port = args.addr.rpartition(":")
+
+    def check():
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+            return True, None
+        except OSError as e:
+            return False, e.strerror or str(e)
+
+    wait(args, f"{args.addr} to accept connections", check)
 
 
 def cmd_wait_total(args):
@@ -286,6 +308,36 @@ def cmd_wait_acked(args):
         return True, None
 
     wait(args, "ADS ACKs from " + ", ".join(args.names), check)
+
+
+def cmd_wait_connected(args):
+    def check():
+        body = get_json(args.url)
+        if not isinstance(body, dict):
+            return False, "not registered"
+        insight = next((v for k, v in body.items() if k.endswith("Insight") and isinstance(v, dict)), {})
+        return bool(insight.get("connected")), "not connected"
+
+    wait(args, f"{args.url} to be connected", check)
+
+
+def cmd_counter(args):
+    """Envoy's admin /stats, filtered to one counter: `NAME: VALUE`."""
+    url = f"http://{args.admin}/stats?filter=" + urllib.parse.quote(f"^{re.escape(args.name)}$")
+    saved = os.environ.pop("UMBRA_AUTH_TOKEN", None)  # Envoy's admin is not Umbra's API
+    try:
+        status, text = http_get(url)
+    finally:
+        if saved is not None:
+            os.environ["UMBRA_AUTH_TOKEN"] = saved
+    if status != 200:
+        fail(f"{url}: {status or 'unreachable'} {text.strip()[:200]}")
+    for line in text.splitlines():
+        name, _, value = line.partition(": ")
+        if name == args.name and value.strip().isdigit():
+            print(int(value))
+            return
+    print(0)
 
 
 def cmd_request(args):
@@ -382,7 +434,9 @@ def main():
     s.add_argument("url")
     s.set_defaults(fn=cmd_admin_token)
     s = sub.add_parser("bootstrap")
-    s.add_argument("--ingress", metavar="ZONE", help="bootstrap the ZoneIngress NAME of ZONE")
+    kind = s.add_mutually_exclusive_group()
+    kind.add_argument("--ingress", metavar="ZONE", help="bootstrap the ZoneIngress NAME of ZONE")
+    kind.add_argument("--egress", metavar="ZONE", help="bootstrap the ZoneEgress NAME of ZONE")
     s.add_argument("issuer")
     s.add_argument("zone")
     s.add_argument("ads")
@@ -393,6 +447,9 @@ def main():
     s = waiting(sub.add_parser("wait-up"))
     s.add_argument("url")
     s.set_defaults(fn=cmd_wait_up)
+    s = waiting(sub.add_parser("wait-listening"))
+    s.add_argument("addr")
+    s.set_defaults(fn=cmd_wait_listening)
     s = waiting(sub.add_parser("wait-total"))
     s.add_argument("url")
     s.add_argument("n", type=int)
@@ -406,6 +463,13 @@ def main():
     s.add_argument("api")
     s.add_argument("names", nargs="+")
     s.set_defaults(fn=cmd_wait_acked)
+    s = waiting(sub.add_parser("wait-connected"))
+    s.add_argument("url")
+    s.set_defaults(fn=cmd_wait_connected)
+    s = sub.add_parser("counter")
+    s.add_argument("admin")
+    s.add_argument("name")
+    s.set_defaults(fn=cmd_counter)
     s = waiting(sub.add_parser("request"))
     s.add_argument("url")
     s.set_defaults(fn=cmd_request)
