@@ -371,7 +371,7 @@ mod tests {
             .collect();
         assert_eq!(
             not_generated,
-            [&MeshMetric, &MeshGatewayRoute, &MeshGateway, &GlobalSecret]
+            [&MeshMetric, &MeshGatewayRoute, &GlobalSecret]
         );
     }
 }

@@ -1,8 +1,13 @@
-//! End to end (issue 38): a delegated gateway (the operator's own proxy next to a Kuma sidecar,
-//! a Dataplane with `gateway.type: DELEGATED`) in an mTLS mesh reaches a mesh service through
-//! its sidecar's outbound, over mTLS with the gateway's own identity: a MeshTrafficPermission
-//! that lets only `spiffe://default/edge` into `backend` lets it through, and one for another
-//! service does not.
+//! End to end (issue 38), with real Envoys in an mTLS mesh:
+//! - a delegated gateway (the operator's own proxy next to a Kuma sidecar, a Dataplane with
+//!   `gateway.type: DELEGATED`) reaches a mesh service through its sidecar's outbound, over mTLS
+//!   with the gateway's own identity: a MeshTrafficPermission that lets only
+//!   `spiffe://default/edge` into `backend` lets it through, and one for another service does
+//!   not;
+//! - a builtin gateway (`BUILTIN`, selected by a MeshGateway with an HTTP listener) routes by
+//!   the MeshHTTPRoute attached to the MeshGateway: in shadow, the route shows in the
+//!   gateway's `_config` diff and the path still answers 404; promoted, a request to the
+//!   gateway's listener with that path reaches the backend, and another path is a 404.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -75,6 +80,108 @@ async fn a_delegated_gateway_reaches_a_mesh_service_over_mtls() -> anyhow::Resul
     let denied = wait_until(Duration::from_secs(20), || async { get().await.0 == 403 }).await;
     assert!(denied.is_ok(), "still let in: {:?}", get().await);
     drop(edge);
+    drop(backend);
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    zone.apply("/meshes/default", MESH).await?;
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/allow-all",
+        "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n",
+    )
+    .await?;
+    let (inbound, app) = (free_port(), free_port());
+    let _app = echo_app(app, "backend").await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/backend",
+        &format!("type: Dataplane\nmesh: default\nname: backend\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http}}\n"),
+    )
+    .await?;
+    let port = free_port();
+    zone.apply(
+        "/meshes/default/meshgateways/public",
+        &format!("type: MeshGateway\nmesh: default\nname: public\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n"),
+    )
+    .await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/gw",
+        "type: Dataplane\nmesh: default\nname: gw\nnetworking:\n  address: 127.0.0.1\n  gateway:\n    type: BUILTIN\n    tags: {kuma.io/service: edge}\n",
+    )
+    .await?;
+    let route = "type: MeshHTTPRoute\nmesh: default\nname: public-api\nspec:\n  targetRef: {kind: MeshGateway, name: public}\n  to:\n  - targetRef: {kind: Mesh}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /api}}]\n      default:\n        backendRefs: [{kind: MeshService, name: backend}]\n";
+    zone.apply(
+        "/meshes/default/meshhttproutes/public-api",
+        &route.replace(
+            "name: public-api\n",
+            "name: public-api\nlabels: {kuma.io/effect: shadow}\n",
+        ),
+    )
+    .await?;
+    let dp = zone.dp_server().await?;
+    let backend = Envoy::start(&envoy, "default", "backend", &dp).await?;
+    let gw = Envoy::start(&envoy, "default", "gw", &dp).await?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let get = |path: &'static str| async move {
+        http(addr, "GET", path, None)
+            .await
+            .unwrap_or((0, String::new()))
+    };
+
+    // The listener is up, with no route yet: 404.
+    let up = wait_until(Duration::from_secs(30), || async {
+        get("/api").await.0 == 404
+    })
+    .await;
+    assert!(
+        up.is_ok(),
+        "gateway listener: {:?}\n{}",
+        get("/api").await,
+        gw.log_tail()
+    );
+    let (status, inspect) = zone
+        .call(
+            "GET",
+            "/meshes/default/dataplanes/gw/_config?shadow=true&include=diff",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{inspect}");
+    let diff = inspect["diff"].to_string();
+    assert!(diff.contains("/api") && diff.contains("backend"), "{diff}");
+    for _ in 0..3 {
+        assert_eq!(
+            get("/api").await.0,
+            404,
+            "a shadow route changes no traffic"
+        );
+    }
+
+    // Promoted: /api reaches the backend through the gateway, over the mesh's mTLS.
+    zone.apply("/meshes/default/meshhttproutes/public-api", route)
+        .await?;
+    let routed = wait_until(Duration::from_secs(20), || async {
+        get("/api/orders").await.0 == 200
+    })
+    .await;
+    assert!(
+        routed.is_ok(),
+        "not routed: {:?}\n--- gw:\n{}\n--- backend:\n{}",
+        get("/api/orders").await,
+        gw.log_tail(),
+        backend.log_tail()
+    );
+    assert!(get("/api/orders").await.1.contains("backend"));
+    assert_eq!(get("/other").await.0, 404, "no rule matches: 404");
+    drop(gw);
     drop(backend);
     zone.stop().await
 }

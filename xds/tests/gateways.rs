@@ -1,14 +1,16 @@
 //! Gateways (issue 38, `tests/data/gateways.yaml`), as far as Umbra generates them today: a
-//! delegated gateway in an mTLS mesh gets its outbounds over mTLS (checked by the real Envoy),
-//! and for a builtin gateway, which Umbra does not generate yet, every policy and route whose
-//! top-level `targetRef` is its MeshGateway is named under `notGenerated`, never silently
-//! dropped.
+//! delegated gateway in an mTLS mesh gets its outbounds over mTLS; a builtin gateway gets its
+//! MeshGateway's HTTP listener routed by the MeshHTTPRoutes attached to it (per hostname, a
+//! shadow route in the Shadow view only); what it does not generate yet (a TCP listener, a
+//! MeshTimeout on the MeshGateway) is named under `notGenerated`, never silently dropped.
+//! Every config is checked by the real Envoy.
 
 use umbra_core::resource::Resource;
 use umbra_core::view::{PolicySet, View};
+use umbra_xds::diff::diff;
 
 mod common;
-use common::{envoy_validates, load, snapshot};
+use common::{envoy_validates, golden, load, snapshot};
 
 const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
@@ -47,16 +49,86 @@ fn a_delegated_gateway_gets_its_outbounds_over_mtls() {
 }
 
 #[test]
-fn policies_targeting_a_builtin_gateway_are_named_not_generated() {
+fn a_builtin_gateway_listens_and_routes_by_its_meshhttproutes() {
+    let resources = load("gateways.yaml");
+    let live = snapshot(&resources, "ingress-gw", View::Live);
+    let shadow = snapshot(&resources, "ingress-gw", View::Shadow);
+    envoy_validates(&live);
+    envoy_validates(&shadow);
+    let doc = live.to_document().unwrap();
+    let listener = &doc[LISTENER]["public:HTTP:8080"];
+    assert_eq!(listener["address"]["socketAddress"]["address"], "127.0.0.4");
+    assert_eq!(listener["trafficDirection"], "INBOUND");
+    let hcm = &listener["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(hcm["statPrefix"], "public");
+    assert_eq!(hcm["serverName"], "Kuma Gateway");
+    let rc = &hcm["routeConfig"];
+    assert_eq!(rc["name"], "public:HTTP:8080:*");
+    let hosts: Vec<&str> = rc["virtualHosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["api.example.com", "*"]);
+    // `*`: the rule for every host; api.example.com: its own rule (exact and prefix) first,
+    // then that one.
+    let paths = |host: usize| -> Vec<String> {
+        rc["virtualHosts"][host]["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["match"].to_string())
+            .collect()
+    };
+    assert_eq!(paths(1), [r#"{"prefix":"/"}"#]);
+    assert_eq!(paths(0).len(), 3, "{:?}", paths(0));
+    assert!(paths(0)[0].contains("/v1"));
+    assert_eq!(paths(0)[2], r#"{"prefix":"/"}"#);
+    // The backend over the mesh's mTLS.
+    assert_eq!(
+        doc[CLUSTER]["backend"]["transportSocket"]["typedConfig"]["sni"],
+        "backend{mesh=default}"
+    );
+    // The shadow route adds its rule to `*`, nothing else.
+    let patch = diff(&doc, &shadow.to_document().unwrap());
+    let patch = serde_json::to_value(&patch).unwrap();
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|op| op["path"].as_str().unwrap().contains("/routes/")),
+        "{patch:#}"
+    );
+    assert!(!patch.as_array().unwrap().is_empty());
+    golden("gateway.ingress-gw.live.json", &doc);
+    golden("gateway.ingress-gw.shadow-diff.json", &patch);
+}
+
+#[test]
+fn what_a_builtin_gateway_does_not_generate_is_named() {
     let resources = load("gateways.yaml");
     assert_eq!(
         not_generated(&resources, "ingress-gw"),
         [
             ("MeshGateway".to_owned(), "public".to_owned()),
-            ("MeshHTTPRoute".to_owned(), "public-to-backend".to_owned()),
             ("MeshTimeout".to_owned(), "public-timeout".to_owned()),
         ]
     );
+    let reasons: Vec<String> = {
+        let dp = resources
+            .iter()
+            .find(|r| r.meta.name == "ingress-gw")
+            .and_then(Resource::as_dataplane)
+            .unwrap();
+        PolicySet::build("default", &resources, View::Live)
+            .not_generated(dp)
+            .into_iter()
+            .map(|n| n.reason)
+            .collect()
+    };
+    assert!(reasons[0].contains("TCP 9000"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
 }

@@ -17,7 +17,8 @@
 //! - for each of those old policies, whether its type is superseded in the view (the
 //!   old-vs-new rule of seed 000): plugins read old policies either in effect only or in effect
 //!   and superseded, nothing else about the rule;
-//! - the endpoints and protocol of the services its outbounds name;
+//! - the endpoints and protocol of the services its outbounds name (a builtin gateway: the
+//!   services its attached MeshHTTPRoutes send to, and every MeshGateway of the mesh);
 //! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
 //!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
 //!
@@ -125,6 +126,31 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             };
             if selected {
                 push(*ty, r.meta.name.as_str(), superseded);
+            }
+        }
+    }
+    // A builtin gateway: the MeshGateways (which one selects it, its listeners) and the
+    // services its attached MeshHTTPRoutes send to.
+    if crate::gateway::is_builtin(dp) {
+        for r in &policies.stored {
+            if r.ty() == ResourceType::MeshGateway {
+                push(ResourceType::MeshGateway, r.meta.name.as_str(), false);
+            }
+        }
+        if let Some(g) = crate::gateway::selected(&policies.stored, dp) {
+            let http = policies
+                .new
+                .get(&ResourceType::MeshHTTPRoute)
+                .map_or(&[][..], Vec::as_slice);
+            for p in crate::gateway::routes(http, &g.name, include_shadow) {
+                let backends = p
+                    .route
+                    .iter()
+                    .flat_map(|r| &r.to)
+                    .flat_map(|t| &t.rules)
+                    .flat_map(|rule| rule.default.backend_refs.iter().flatten())
+                    .map(|b| b.name.as_str());
+                deps.services.extend(backends);
             }
         }
     }

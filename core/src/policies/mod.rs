@@ -248,7 +248,7 @@ macro_rules! for_each_type {
             MeshGateway {
                 name: "MeshGateway", path: "meshgateways",
                 display: "Mesh Gateway" / "Mesh Gateways",
-                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: false,
+                kind: StoredOnly, scope: Mesh, levels: [], replaces: [], generated: true,
                 spec: shared(Selected),
             }
             ExternalService {

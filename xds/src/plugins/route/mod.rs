@@ -15,10 +15,14 @@
 //! - else the base generator's route-all shape stands (Umbra's base is Kuma's default
 //!   `route-all` TrafficRoute).
 //!
+//! A builtin gateway DPP is routed by the MeshHTTPRoutes attached to its MeshGateway instead
+//! ([`gateway`]).
+//!
 //! Both record the extra clusters they create per service ([`Origins::service_clusters`]), so
 //! later plugins configure every cluster of a service, as Kuma's do.
 
 mod backends;
+mod gateway;
 mod http;
 mod new_routes;
 mod traffic_route;
@@ -38,6 +42,9 @@ pub fn apply(
     input: &PluginInput<'_>,
     origins: &mut Origins,
 ) -> Result<(), GenerateError> {
+    if gateway::apply(snap, input, origins)? {
+        return Ok(());
+    }
     if input.new_routes {
         return new_routes::apply(snap, input, origins);
     }

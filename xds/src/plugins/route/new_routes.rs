@@ -139,7 +139,7 @@ fn conf<T: serde::de::DeserializeOwned>(
 /// Kuma's `makeSplit`: a cluster per backend (weight-0 ones skipped). For an HTTP split, a
 /// backend whose service is not HTTP makes the whole split `None` (the route is dropped);
 /// `None` too when no backend is left.
-fn split(
+pub(super) fn split(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
     origins: &mut Origins,
