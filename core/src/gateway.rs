@@ -37,6 +37,175 @@ pub struct GatewayListener {
     /// Listener tags (what a route's `targetRef.tags` selects).
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// `tls` of an `HTTPS` or `TLS` listener.
+    #[serde(default)]
+    pub tls: Option<ListenerTls>,
+}
+
+/// A listener's `tls`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// `TERMINATE` (the default) or `PASSTHROUGH`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// The certificates (each a mesh Secret holding a PEM certificate chain and its key).
+    #[serde(default)]
+    pub certificates: Vec<CertificateRef>,
+}
+
+/// One certificate of a listener: `{secret: <name>}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CertificateRef {
+    /// The mesh Secret's name.
+    #[serde(default)]
+    pub secret: String,
+}
+
+/// A gateway certificate read from a Secret (Kuma's `pkg/plugins/runtime/gateway` reads a
+/// Secret as a PEM bundle: the certificate chain and one private key). `Debug` shows sizes
+/// only: key material is never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GatewayCertificate {
+    /// The PEM certificate blocks, in order.
+    pub chain_pem: String,
+    /// The PEM private key block.
+    pub key_pem: String,
+    /// `rsa` or `ecdsa`: Kuma's SDS name `cert.<type>:secret:<name>`.
+    pub key_type: &'static str,
+}
+
+impl std::fmt::Debug for GatewayCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayCertificate")
+            .field("chain_pem", &format!("<{} bytes>", self.chain_pem.len()))
+            .field("key_pem", &format!("<{} bytes>", self.key_pem.len()))
+            .field("key_type", &self.key_type)
+            .finish()
+    }
+}
+
+/// The OID of `id-ecPublicKey` (1.2.840.10045.2.1), DER-encoded: an EC key in PKCS#8.
+const EC_PUBLIC_KEY_OID: &[u8] = &[0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+/// Read a gateway certificate from a Secret's decoded bytes: its `CERTIFICATE` blocks and
+/// its one private key block (`RSA PRIVATE KEY`, `EC PRIVATE KEY` or PKCS#8 `PRIVATE KEY`).
+///
+/// # Errors
+/// A reason (never the key) when there is no certificate, no key, or more than one key.
+pub fn certificate(bytes: &[u8]) -> Result<GatewayCertificate, String> {
+    use base64::Engine as _;
+    let text = std::str::from_utf8(bytes).map_err(|_| "not PEM text".to_owned())?;
+    let mut chain = String::new();
+    let mut key: Option<(String, &'static str)> = None;
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN ") {
+        let after = &rest[start + 11..];
+        let label_end = after
+            .find("-----")
+            .ok_or("a PEM block without its header end")?;
+        let label = &after[..label_end];
+        let end_marker = format!("-----END {label}-----");
+        let end = rest
+            .find(&end_marker)
+            .ok_or_else(|| format!("a {label} block without its end"))?;
+        let block = &rest[start..end + end_marker.len()];
+        match label {
+            "CERTIFICATE" => {
+                chain.push_str(block);
+                chain.push('\n');
+            }
+            "RSA PRIVATE KEY" | "EC PRIVATE KEY" | "PRIVATE KEY" => {
+                if key.is_some() {
+                    return Err("more than one private key".to_owned());
+                }
+                let key_type = match label {
+                    "RSA PRIVATE KEY" => "rsa",
+                    "EC PRIVATE KEY" => "ecdsa",
+                    _ => {
+                        let body: String =
+                            block.lines().filter(|l| !l.starts_with("-----")).collect();
+                        let der = base64::engine::general_purpose::STANDARD
+                            .decode(body.trim())
+                            .map_err(|_| "a private key that is not base64".to_owned())?;
+                        if der
+                            .windows(EC_PUBLIC_KEY_OID.len())
+                            .any(|w| w == EC_PUBLIC_KEY_OID)
+                        {
+                            "ecdsa"
+                        } else {
+                            "rsa"
+                        }
+                    }
+                };
+                key = Some((format!("{block}\n"), key_type));
+            }
+            _ => {}
+        }
+        rest = &rest[end + end_marker.len()..];
+    }
+    let (key_pem, key_type) = key.ok_or("no private key")?;
+    if chain.is_empty() {
+        return Err("no certificate".to_owned());
+    }
+    Ok(GatewayCertificate {
+        chain_pem: chain,
+        key_pem,
+        key_type,
+    })
+}
+
+/// Whether `listener` is an `HTTPS` listener Umbra generates (`Some(Ok)`), one it cannot
+/// (`Some(Err(why))`: passthrough mode, no certificate, a certificate that does not read), or
+/// not HTTPS at all (`None`). `certificates` are the view's
+/// ([`crate::view::PolicySet::gateway_certificates`]).
+pub fn https_problem(
+    listener: &GatewayListener,
+    certificates: &BTreeMap<String, Result<GatewayCertificate, String>>,
+) -> Option<Result<(), String>> {
+    if listener.protocol != "HTTPS" {
+        return None;
+    }
+    let Some(tls) = &listener.tls else {
+        return Some(Err("no tls".to_owned()));
+    };
+    if tls.mode.as_deref().is_some_and(|m| m != "TERMINATE") {
+        return Some(Err(format!(
+            "tls.mode {:?}",
+            tls.mode.as_deref().unwrap_or("")
+        )));
+    }
+    if tls.certificates.is_empty() {
+        return Some(Err("no certificate".to_owned()));
+    }
+    for c in &tls.certificates {
+        match certificates.get(&c.secret) {
+            Some(Ok(_)) => {}
+            Some(Err(why)) => return Some(Err(why.clone())),
+            None => return Some(Err(format!("Secret {:?} not read", c.secret))),
+        }
+    }
+    Some(Ok(()))
+}
+
+/// The Secrets the listeners of the MeshGateways among `stored` name as certificates.
+pub fn certificate_secrets(stored: &[Resource]) -> Vec<String> {
+    let mut out: Vec<String> = stored
+        .iter()
+        .filter_map(|r| match &r.spec {
+            Spec::Selected(ResourceType::MeshGateway, g) => g.conf.as_ref(),
+            _ => None,
+        })
+        .filter_map(|c| c.get("listeners").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|l| serde_json::from_value::<GatewayListener>(l.clone()).ok())
+        .filter_map(|l| l.tls)
+        .flat_map(|t| t.certificates)
+        .map(|c| c.secret)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn any_host() -> String {

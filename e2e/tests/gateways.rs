@@ -7,12 +7,17 @@
 //! - a builtin gateway (`BUILTIN`, selected by a MeshGateway with an HTTP listener) routes by
 //!   the MeshHTTPRoute attached to the MeshGateway: in shadow, the route shows in the
 //!   gateway's `_config` diff and the path still answers 404; promoted, a request to the
-//!   gateway's listener with that path reaches the backend, and another path is a 404.
+//!   gateway's listener with that path reaches the backend, and another path is a 404; its
+//!   HTTPS listener for `pay.test` terminates TLS with the certificate of its Secret (a client
+//!   trusting only that certificate's CA reaches the backend).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use umbra_e2e::{echo_app, envoy_binary, free_port, http, put_yaml, wait_until, Envoy, Zone};
+
+#[path = "support/external_https.rs"]
+mod external_https;
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
 
@@ -105,10 +110,20 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
         &format!("type: Dataplane\nmesh: default\nname: backend\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http}}\n"),
     )
     .await?;
-    let port = free_port();
+    let (port, tls_port) = (free_port(), free_port());
+    let pki = external_https::pki()?;
+    let bundle = format!("{}{}", pki.cert_pem, pki.key_pem);
+    zone.apply(
+        "/meshes/default/secrets/pay-cert",
+        &format!(
+            "type: Secret\nmesh: default\nname: pay-cert\ndata: {}\n",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bundle)
+        ),
+    )
+    .await?;
     zone.apply(
         "/meshes/default/meshgateways/public",
-        &format!("type: MeshGateway\nmesh: default\nname: public\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n"),
+        &format!("type: MeshGateway\nmesh: default\nname: public\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n  - port: {tls_port}\n    protocol: HTTPS\n    hostname: pay.test\n    tls: {{mode: TERMINATE, certificates: [{{secret: pay-cert}}]}}\n"),
     )
     .await?;
     put_yaml(
@@ -181,6 +196,23 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
     );
     assert!(get("/api/orders").await.1.contains("backend"));
     assert_eq!(get("/other").await.0, 404, "no rule matches: 404");
+
+    // HTTPS: TLS terminated with pay.test's certificate, then the same route.
+    let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse()?;
+    let ca = pki.ca_pem.as_str();
+    let https = || async move {
+        external_https::https_get(tls_addr, "pay.test", ca, "/api/charge")
+            .await
+            .unwrap_or_else(|e| (0, e.to_string()))
+    };
+    let terminated = wait_until(Duration::from_secs(20), || async { https().await.0 == 200 }).await;
+    assert!(
+        terminated.is_ok(),
+        "HTTPS through the gateway: {:?}\n{}",
+        https().await,
+        gw.log_tail()
+    );
+    assert!(https().await.1.contains("backend"));
     drop(gw);
     drop(backend);
     zone.stop().await

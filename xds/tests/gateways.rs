@@ -107,6 +107,35 @@ fn a_builtin_gateway_listens_and_routes_by_its_meshhttproutes() {
 }
 
 #[test]
+fn an_https_listener_terminates_tls_with_its_certificate_per_hostname() {
+    let resources = load("gateways.yaml");
+    let snap = snapshot(&resources, "ingress-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let listener = &doc[LISTENER]["public:HTTPS:8443"];
+    let chains = listener["filterChains"].as_array().unwrap();
+    // Only api.example.com's: the `*` listener's Secret does not exist.
+    assert_eq!(chains.len(), 1, "{listener:#}");
+    assert_eq!(
+        chains[0]["filterChainMatch"]["serverNames"],
+        serde_json::json!(["api.example.com"])
+    );
+    let tls = &chains[0]["transportSocket"]["typedConfig"]["commonTlsContext"];
+    assert_eq!(
+        tls["tlsCertificateSdsSecretConfigs"][0]["name"],
+        "cert.ecdsa:secret:api-cert"
+    );
+    assert_eq!(tls["alpnProtocols"], serde_json::json!(["h2", "http/1.1"]));
+    let rc = &chains[0]["filters"][0]["typedConfig"]["routeConfig"];
+    assert_eq!(rc["name"], "public:HTTPS:8443:api.example.com");
+    assert_eq!(rc["virtualHosts"][0]["requireTls"], "ALL");
+    // The certificate is served over SDS, and never in the config document.
+    let secret = &snap.secrets["cert.ecdsa:secret:api-cert"];
+    assert!(format!("{secret:?}").contains("BEGIN CERTIFICATE"));
+    assert!(!doc.to_string().contains("PRIVATE KEY"));
+}
+
+#[test]
 fn what_a_builtin_gateway_does_not_generate_is_named() {
     let resources = load("gateways.yaml");
     assert_eq!(
@@ -129,6 +158,11 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
             .collect()
     };
     assert!(reasons[0].contains("TCP 9000"), "{reasons:?}");
+    assert!(
+        reasons[0].contains(r#"HTTPS 8443: Secret "missing-cert" not found"#),
+        "{reasons:?}"
+    );
+    assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
 }

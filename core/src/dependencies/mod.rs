@@ -18,7 +18,8 @@
 //!   old-vs-new rule of seed 000): plugins read old policies either in effect only or in effect
 //!   and superseded, nothing else about the rule;
 //! - the endpoints and protocol of the services its outbounds name (a builtin gateway: the
-//!   services its attached MeshHTTPRoutes send to, and every MeshGateway of the mesh);
+//!   services its attached MeshHTTPRoutes send to, every MeshGateway of the mesh and the
+//!   Secrets their listeners' certificates are);
 //! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
 //!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
 //!
@@ -136,6 +137,9 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             if r.ty() == ResourceType::MeshGateway {
                 push(ResourceType::MeshGateway, r.meta.name.as_str(), false);
             }
+        }
+        for name in policies.gateway_certificates.keys() {
+            push(ResourceType::Secret, name.as_str(), false);
         }
         if let Some(g) = crate::gateway::selected(&policies.stored, dp) {
             let http = policies

@@ -91,3 +91,43 @@ pub async fn https_server(
         }
     }))
 }
+
+/// `GET path` over HTTPS to `addr` with SNI `server_name`, trusting only `ca_pem`; the status
+/// and the body (HTTP/1.1, `connection: close`).
+pub async fn https_get(
+    addr: std::net::SocketAddr,
+    server_name: &str,
+    ca_pem: &str,
+    path: &str,
+) -> anyhow::Result<(u16, String)> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, ServerName};
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = ServerName::try_from(server_name.to_owned())?;
+    let mut tls =
+        tokio::time::timeout(Duration::from_secs(5), connector.connect(name, tcp)).await??;
+    let request =
+        format!("GET {path} HTTP/1.1\r\nhost: {server_name}\r\nconnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    Ok((status, body))
+}

@@ -1,7 +1,7 @@
 //! The builtin gateway, first part (Kuma 2.7.29 `pkg/plugins/runtime/gateway` listener and
 //! route generators, with the `meshhttproute` plugin's gateway path): a `BUILTIN` gateway DPP
 //! selected by a MeshGateway ([`umbra_core::gateway::selected`]) gets one listener per `HTTP`
-//! port of the MeshGateway, routed by the MeshHTTPRoutes attached to it
+//! and `HTTPS` port of the MeshGateway, routed by the MeshHTTPRoutes attached to it
 //! ([`umbra_core::gateway::routes`]).
 //!
 //! - **Listener** `<gateway>:HTTP:<port>` on the DPP's address (INBOUND, reuse port, a
@@ -18,33 +18,45 @@
 //!   hostnames (they apply to every host, as in Kuma) and of those naming its hostname, of
 //!   every route whose `targetRef.tags` the listener carries. Rules are ordered as for sidecars (Kuma's `prepareRoutes`: most specific
 //!   match first); there is no catch-all of the gateway's own: what no rule matches is a 404.
+//! - **HTTPS** (`tls.mode: TERMINATE`, the default): listener `<gateway>:HTTPS:<port>`, one
+//!   filter chain per listener hostname (matching its SNI; none for `*`), TLS terminated with
+//!   its certificates over SDS (`cert.<rsa|ecdsa>:secret:<secret>`, the Secret's PEM chain and
+//!   key, [`umbra_core::gateway::certificate`]), ALPN h2 and http/1.1, TLS 1.2 at least, and its
+//!   own route configuration `<gateway>:HTTPS:<port>:<hostname>` whose virtual hosts require
+//!   TLS and set Strict-Transport-Security. A listener whose certificate cannot be read is left
+//!   out and named under `notGenerated`.
 //! - **Clusters and endpoints** of the backends: the mesh's (mTLS towards the service's
 //!   identity, EDS), as for a sidecar's route backends.
 //!
-//! Not generated yet (named under `notGenerated` by [`umbra_core::view::PolicySet`]): `HTTPS`,
-//! `TCP` and `TLS` listeners, and every policy other than MeshHTTPRoute that targets the
-//! MeshGateway.
+//! Not generated yet (named under `notGenerated` by [`umbra_core::view::PolicySet`]): `TCP`
+//! and `TLS` listeners, TLS passthrough, and every policy other than MeshHTTPRoute that
+//! targets the MeshGateway.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::core::v3::{
-    http_protocol_options::HeadersWithUnderscoresAction, HeaderValue, HeaderValueOption,
-    HttpProtocolOptions as CoreHttpProtocolOptions, TrafficDirection,
+    data_source, header_value_option, http_protocol_options::HeadersWithUnderscoresAction,
+    DataSource, HeaderValue, HeaderValueOption, HttpProtocolOptions as CoreHttpProtocolOptions,
+    TrafficDirection,
 };
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch, Listener};
+use envoy_types::pb::envoy::config::route::v3::{virtual_host, RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     http_connection_manager::{PathWithEscapedSlashesAction, RouteSpecifier},
     HttpConnectionManager,
 };
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    secret, tls_parameters, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, Secret,
+    TlsCertificate, TlsParameters,
+};
 use envoy_types::pb::google::protobuf::{BoolValue, Duration as PbDuration, UInt32Value};
-use umbra_core::gateway::{routes, selected, GatewayListener};
+use umbra_core::gateway::{https_problem, routes, selected, GatewayCertificate, GatewayListener};
 use umbra_core::policies::mesh_http_route::{prepare_routes, PolicyDefault, RouteRule};
 use umbra_core::target_ref::SERVICE_TAG;
 
 use super::http::envoy_routes;
 use super::new_routes::split;
-use crate::base::common::{network_filter, router_filter};
+use crate::base::common::{network_filter, router_filter, tls_socket};
 use crate::envoy_core::socket;
 use crate::error::GenerateError;
 use crate::ingress::tls_inspector;
@@ -53,8 +65,8 @@ use crate::plugins::input::{Origins, PluginInput};
 use crate::protobuf::secs;
 use crate::snapshot::Snapshot;
 
-/// The `HTTP` listeners of the MeshGateway selecting the DPP, if it is a builtin gateway (see
-/// the module docs). Returns `false` (nothing done) for any other DPP.
+/// The listeners of the MeshGateway selecting the DPP, if it is a builtin gateway (see the
+/// module docs). Returns `false` (nothing done) for any other DPP.
 ///
 /// # Errors
 /// None yet; kept for the policy plugins this grows into.
@@ -77,22 +89,110 @@ pub(super) fn apply(
         .map_or(&[][..], Vec::as_slice);
     let include_shadow = input.policies.view == Some(umbra_core::view::View::Shadow);
     let attached = routes(http_routes, &gateway.name, include_shadow);
-    let gateway_tags = dp
+    let tags: BTreeMap<String, BTreeSet<String>> = dp
         .networking
         .gateway
-        .as_ref()
-        .map(|g| g.tags.clone())
-        .unwrap_or_default();
-    let mut by_port: BTreeMap<u32, Vec<&GatewayListener>> = BTreeMap::new();
-    for l in gateway.listeners.iter().filter(|l| l.protocol == "HTTP") {
-        by_port.entry(l.port).or_default().push(l);
+        .iter()
+        .flat_map(|g| &g.tags)
+        .filter(|(k, _)| k.as_str() == SERVICE_TAG)
+        .map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()])))
+        .collect();
+    let certificates = &input.policies.gateway_certificates;
+    let mut by_port: BTreeMap<(&str, u32), Vec<&GatewayListener>> = BTreeMap::new();
+    for l in &gateway.listeners {
+        let https = https_problem(l, certificates).is_some_and(|r| r.is_ok());
+        if l.protocol == "HTTP" || https {
+            by_port
+                .entry((l.protocol.as_str(), l.port))
+                .or_default()
+                .push(l);
+        }
     }
-    for (port, listeners) in by_port {
-        let name = format!("{}:HTTP:{port}", gateway.name);
-        let mut virtual_hosts = Vec::new();
-        for (host, listener) in hostnames(&listeners, &attached) {
+    let mut ctx = Routing {
+        snap,
+        input,
+        origins,
+        attached: &attached,
+        tags: &tags,
+        gateway: &gateway.name,
+    };
+    for ((protocol, port), listeners) in by_port {
+        let name = format!("{}:{protocol}:{port}", gateway.name);
+        let chains = if protocol == "HTTP" {
+            let vhosts = ctx.virtual_hosts(&listeners, false);
+            let rc = ctx.route_config(format!("{name}:*"), vhosts);
+            vec![FilterChain {
+                filters: vec![network_filter(HCM_FILTER, &ctx.hcm(rc))],
+                ..Default::default()
+            }]
+        } else {
+            // HTTPS: one filter chain per hostname, TLS terminated with its certificates.
+            let mut chains = Vec::new();
+            let mut sorted = listeners.clone();
+            sorted.sort_by_key(|l| (l.hostname == "*", l.hostname.starts_with('*')));
+            for l in sorted {
+                let vhosts = ctx.virtual_hosts(&[l], true);
+                let rc = ctx.route_config(format!("{name}:{}", l.hostname), vhosts);
+                let mut sds = Vec::new();
+                for c in l.tls.iter().flat_map(|t| &t.certificates) {
+                    if let Some(Ok(cert)) = certificates.get(&c.secret) {
+                        let secret = certificate_secret(&c.secret, cert);
+                        sds.push(secret.name.clone());
+                        ctx.snap.secrets.insert(secret.name.clone(), secret);
+                    }
+                }
+                chains.push(FilterChain {
+                    filter_chain_match: Some(FilterChainMatch {
+                        server_names: if l.hostname == "*" {
+                            Vec::new()
+                        } else {
+                            vec![l.hostname.clone()]
+                        },
+                        transport_protocol: "tls".to_owned(),
+                        ..Default::default()
+                    }),
+                    filters: vec![network_filter(HCM_FILTER, &ctx.hcm(rc))],
+                    transport_socket: Some(tls_socket(&downstream_tls(&sds))),
+                    ..Default::default()
+                });
+            }
+            chains
+        };
+        ctx.snap.listeners.insert(
+            name.clone(),
+            crate::interner::Shared::from(Listener {
+                name: name.clone(),
+                address: Some(socket(&dp.networking.address, port)),
+                traffic_direction: TrafficDirection::Inbound as i32,
+                enable_reuse_port: Some(BoolValue { value: true }),
+                per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32_768 }),
+                listener_filters: vec![tls_inspector()],
+                filter_chains: chains,
+                ..Default::default()
+            }),
+        );
+    }
+    Ok(true)
+}
+
+/// What building a gateway's route configurations reads and writes.
+struct Routing<'a, 'b> {
+    snap: &'b mut Snapshot,
+    input: &'b PluginInput<'a>,
+    origins: &'b mut Origins,
+    attached: &'b [&'a umbra_core::policy::TargetRefPolicy],
+    tags: &'b BTreeMap<String, BTreeSet<String>>,
+    gateway: &'b str,
+}
+
+impl Routing<'_, '_> {
+    /// The virtual hosts of `listeners` (one port): see the module docs. With `tls`, each
+    /// requires TLS and sets Strict-Transport-Security, as Kuma's HTTPS virtual hosts.
+    fn virtual_hosts(&mut self, listeners: &[&GatewayListener], tls: bool) -> Vec<VirtualHost> {
+        let mut out = Vec::new();
+        for (host, listener) in hostnames(listeners, self.attached) {
             let mut rules: Vec<RouteRule> = Vec::new();
-            for p in &attached {
+            for p in self.attached {
                 let Some(route) = &p.route else { continue };
                 let wanted = &route.target_ref.tags;
                 if !wanted.iter().all(|(k, v)| listener.tags.get(k) == Some(v)) {
@@ -115,41 +215,65 @@ pub(super) fn apply(
                 if route.backend_refs.iter().any(|b| b.name.is_empty()) {
                     continue;
                 }
-                let Some(splits) = split(snap, input, origins, &route.backend_refs, true) else {
+                let Some(splits) = split(
+                    self.snap,
+                    self.input,
+                    self.origins,
+                    &route.backend_refs,
+                    true,
+                ) else {
                     continue;
                 };
                 envoy.extend(envoy_routes(&route, &splits, &BTreeMap::new()));
             }
-            virtual_hosts.push(VirtualHost {
+            let mut vhost = VirtualHost {
                 name: host.clone(),
                 domains: vec![host.clone()],
                 routes: envoy,
                 ..Default::default()
-            });
+            };
+            if tls {
+                vhost.require_tls = virtual_host::TlsRequirementType::All as i32;
+                vhost.response_headers_to_add = vec![HeaderValueOption {
+                    header: Some(HeaderValue {
+                        key: "Strict-Transport-Security".to_owned(),
+                        value: "max-age=31536000; includeSubDomains".to_owned(),
+                        ..Default::default()
+                    }),
+                    append_action: header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
+                        as i32,
+                    ..Default::default()
+                }];
+            }
+            out.push(vhost);
         }
-        let tags: BTreeMap<String, BTreeSet<String>> = gateway_tags
-            .iter()
-            .filter(|(k, _)| k.as_str() == SERVICE_TAG)
-            .map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()])))
-            .collect();
-        let route_config = RouteConfiguration {
-            name: format!("{name}:*"),
+        out
+    }
+
+    /// The route configuration `name` over `virtual_hosts`.
+    fn route_config(&self, name: String, virtual_hosts: Vec<VirtualHost>) -> RouteConfiguration {
+        RouteConfiguration {
+            name,
             ignore_port_in_host_matching: true,
             validate_clusters: Some(BoolValue { value: false }),
             request_headers_to_remove: vec![KUMA_TAGS_HEADER.to_owned()],
             request_headers_to_add: vec![HeaderValueOption {
                 header: Some(HeaderValue {
                     key: KUMA_TAGS_HEADER.to_owned(),
-                    value: crate::tags::serialize_tags(&tags),
+                    value: crate::tags::serialize_tags(self.tags),
                     ..Default::default()
                 }),
                 ..Default::default()
             }],
             virtual_hosts,
             ..Default::default()
-        };
-        let hcm = HttpConnectionManager {
-            stat_prefix: crate::names::sanitize_metric(&gateway.name),
+        }
+    }
+
+    /// Kuma's gateway connection manager over `route_config` (see the module docs).
+    fn hcm(&self, route_config: RouteConfiguration) -> HttpConnectionManager {
+        HttpConnectionManager {
+            stat_prefix: crate::names::sanitize_metric(self.gateway),
             http_filters: vec![router_filter()],
             use_remote_address: Some(BoolValue { value: true }),
             normalize_path: Some(BoolValue { value: true }),
@@ -169,25 +293,49 @@ pub(super) fn apply(
             }),
             route_specifier: Some(RouteSpecifier::RouteConfig(route_config)),
             ..Default::default()
-        };
-        snap.listeners.insert(
-            name.clone(),
-            crate::interner::Shared::from(Listener {
-                name: name.clone(),
-                address: Some(socket(&dp.networking.address, port)),
-                traffic_direction: TrafficDirection::Inbound as i32,
-                enable_reuse_port: Some(BoolValue { value: true }),
-                per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32_768 }),
-                listener_filters: vec![tls_inspector()],
-                filter_chains: vec![FilterChain {
-                    filters: vec![network_filter(HCM_FILTER, &hcm)],
-                    ..Default::default()
-                }],
+        }
+    }
+}
+
+/// The SDS secret of gateway certificate `cert` read from Secret `name`:
+/// `cert.<rsa|ecdsa>:secret:<name>` (Kuma's name), chain and key inline.
+fn certificate_secret(name: &str, cert: &GatewayCertificate) -> Secret {
+    let inline = |s: &str| DataSource {
+        specifier: Some(data_source::Specifier::InlineString(s.to_owned())),
+        ..Default::default()
+    };
+    Secret {
+        name: format!("cert.{}:secret:{name}", cert.key_type),
+        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: Some(inline(&cert.chain_pem)),
+            private_key: Some(inline(&cert.key_pem)),
+            ..Default::default()
+        })),
+    }
+}
+
+/// Kuma's gateway TLS termination: the certificates over SDS (`sds`), ALPN h2 and
+/// http/1.1, TLS 1.2 at least, no client certificate.
+fn downstream_tls(sds: &[String]) -> DownstreamTlsContext {
+    DownstreamTlsContext {
+        require_client_certificate: Some(BoolValue { value: false }),
+        common_tls_context: Some(CommonTlsContext {
+            alpn_protocols: vec!["h2".to_owned(), "http/1.1".to_owned()],
+            tls_certificate_sds_secret_configs: sds
+                .iter()
+                .map(|n| SdsSecretConfig {
+                    name: n.clone(),
+                    sds_config: Some(crate::envoy_core::ads()),
+                })
+                .collect(),
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: tls_parameters::TlsProtocol::TlSv12 as i32,
                 ..Default::default()
             }),
-        );
+            ..Default::default()
+        }),
+        ..Default::default()
     }
-    Ok(true)
 }
 
 /// The virtual hosts of one port: each listener's hostname with its listener, then under a `*`
