@@ -165,4 +165,17 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
+    // A Mesh-wide MeshTimeout and an old Timeout select the gateway too: named, not applied.
+    let mut more = resources.clone();
+    more.extend(
+        Resource::all_from_bytes(b"type: MeshTimeout\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s}\n---\ntype: CircuitBreaker\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {thresholds: {maxConnections: 2}}\n")
+            .unwrap(),
+    );
+    let named = not_generated(&more, "ingress-gw");
+    for (ty, name) in [("MeshTimeout", "everywhere"), ("CircuitBreaker", "all")] {
+        assert!(
+            named.contains(&(ty.to_owned(), name.to_owned())),
+            "{ty}/{name} in {named:?}"
+        );
+    }
 }
