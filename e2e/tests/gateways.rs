@@ -25,27 +25,34 @@ fn permission(from: &str) -> String {
     format!("type: MeshTrafficPermission\nmesh: default\nname: into-backend\nspec:\n  targetRef: {{kind: MeshService, name: backend}}\n  from:\n  - targetRef: {{kind: MeshService, name: {from}}}\n    default: {{action: Allow}}\n")
 }
 
+/// A zone with the mTLS mesh, MeshTrafficPermission `into-backend` (`permission`) and the
+/// backend: its app (answering `backend`) and its Dataplane.
+async fn with_backend(permission: &str) -> anyhow::Result<(Zone, tokio::task::JoinHandle<()>)> {
+    let zone = Zone::start("zone-1").await?;
+    zone.apply("/meshes/default", MESH).await?;
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/into-backend",
+        permission,
+    )
+    .await?;
+    let (inbound, app_port) = (free_port(), free_port());
+    let app = echo_app(app_port, "backend").await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/backend",
+        &format!("type: Dataplane\nmesh: default\nname: backend\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app_port}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http}}\n"),
+    )
+    .await?;
+    Ok((zone, app))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delegated_gateway_reaches_a_mesh_service_over_mtls() -> anyhow::Result<()> {
     let Some(envoy) = envoy_binary() else {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let zone = Zone::start("zone-1").await?;
-    zone.apply("/meshes/default", MESH).await?;
-    zone.apply(
-        "/meshes/default/meshtrafficpermissions/into-backend",
-        &permission("edge"),
-    )
-    .await?;
-    let (inbound, app) = (free_port(), free_port());
-    let _app = echo_app(app, "backend").await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/backend",
-        &format!("type: Dataplane\nmesh: default\nname: backend\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http}}\n"),
-    )
-    .await?;
+    let (zone, _app) = with_backend(&permission("edge")).await?;
     let out = free_port();
     put_yaml(
         zone.api,
@@ -95,21 +102,7 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let zone = Zone::start("zone-1").await?;
-    zone.apply("/meshes/default", MESH).await?;
-    zone.apply(
-        "/meshes/default/meshtrafficpermissions/allow-all",
-        "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n",
-    )
-    .await?;
-    let (inbound, app) = (free_port(), free_port());
-    let _app = echo_app(app, "backend").await?;
-    put_yaml(
-        zone.api,
-        "/meshes/default/dataplanes/backend",
-        &format!("type: Dataplane\nmesh: default\nname: backend\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http}}\n"),
-    )
-    .await?;
+    let (zone, _app) = with_backend(&permission("edge")).await?;
     let (port, tls_port) = (free_port(), free_port());
     let pki = external_https::pki()?;
     let bundle = format!("{}{}", pki.cert_pem, pki.key_pem);

@@ -37,15 +37,13 @@ fn not_generated(meshes: &[ZoneMesh], view: View, zone: &str) -> Value {
         if !policies.zone_egress {
             continue;
         }
+        out.extend(destinations_not_generated(
+            resources.iter(),
+            view,
+            "zone egress",
+        ));
         for r in resources.iter().filter(|r| view.includes(r)) {
-            let reason = if matches!(
-                r.ty(),
-                ResourceType::VirtualOutbound
-                    | ResourceType::MeshGateway
-                    | ResourceType::MeshGatewayRoute
-            ) {
-                "Kuma's zone egress also passes this resource's destinations through; Umbra's does not generate them"
-            } else if NOT_ON_EGRESS.contains(&r.ty()) {
+            let reason = if NOT_ON_EGRESS.contains(&r.ty()) {
                 "Kuma's zone egress also applies this policy to the ExternalService traffic through it; Umbra's egress does not"
             } else if r.ty() == ResourceType::ExternalService
                 && policies.external.all().any(|e| {
@@ -108,6 +106,21 @@ pub fn egress_config(
         }
         Ok(snap)
     };
+    config_body(&q, generate_view, |view| {
+        not_generated(&meshes, view, &zone.zone)
+    })
+}
+
+/// The `{xds, notGenerated, diff?}` body of a zone proxy under `q`: `generate_view` gives its
+/// snapshot in a view, `not_generated` what that view leaves out.
+///
+/// # Errors
+/// `generate_view`'s, and a 500 if rendering fails.
+fn config_body(
+    q: &InspectQuery,
+    generate_view: impl Fn(View) -> Result<umbra_xds::snapshot::Snapshot, ApiError>,
+    not_generated: impl Fn(View) -> Value,
+) -> Result<Value, ApiError> {
     let live = generate_view(View::Live)?;
     let view = if q.shadow { View::Shadow } else { View::Live };
     let shown = if q.shadow {
@@ -117,13 +130,40 @@ pub fn egress_config(
     };
     let mut body = json!({
         "xds": shown.to_document().map_err(render_err)?,
-        "notGenerated": not_generated(&meshes, view, &zone.zone),
+        "notGenerated": not_generated(view),
     });
     if q.diff {
         let patch = umbra_xds::diff::snapshot_diff(&live, &shown).map_err(render_err)?;
         body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
     }
     Ok(body)
+}
+
+/// The resources whose destinations Kuma's zone proxies also pass through and Umbra's do not
+/// (VirtualOutbounds, MeshGateways, MeshGatewayRoutes) among `resources`, in `view`.
+fn destinations_not_generated<'a>(
+    resources: impl Iterator<Item = &'a Resource>,
+    view: View,
+    proxy: &str,
+) -> Vec<Value> {
+    resources
+        .filter(|r| {
+            matches!(
+                r.ty(),
+                ResourceType::VirtualOutbound
+                    | ResourceType::MeshGateway
+                    | ResourceType::MeshGatewayRoute
+            ) && view.includes(r)
+        })
+        .map(|r| {
+            json!({
+                "type": r.ty().name(),
+                "mesh": r.meta.mesh,
+                "name": r.meta.name,
+                "reason": format!("Kuma's {proxy} also passes this resource's destinations through; Umbra's does not generate them"),
+            })
+        })
+        .collect()
 }
 
 /// [`egress_config`] off the async runtime, with the query parsed from `pairs`.
@@ -136,8 +176,19 @@ pub async fn answer_egress(
     name: String,
     pairs: &[(String, String)],
 ) -> Result<Value, ApiError> {
+    answer_with(store, zone, name, pairs, egress_config).await
+}
+
+/// `config` (a zone proxy's `_config`) off the async runtime, the query parsed from `pairs`.
+async fn answer_with(
+    store: crate::store::Store,
+    zone: ZoneView,
+    name: String,
+    pairs: &[(String, String)],
+    config: fn(&crate::store::Store, &ZoneView, &str, InspectQuery) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
     let q = InspectQuery::parse(pairs)?;
-    blocking(move || egress_config(&store, &zone, &name, q)).await
+    blocking(move || config(&store, &zone, &name, q)).await
 }
 
 /// The `_config` body of this zone's ZoneIngress `name` (`GET /zone-ingresses/{name}/_config`):
@@ -188,45 +239,14 @@ pub fn ingress_config(
         }
         snap
     };
-    let not_generated = |view: View| -> Value {
-        meshes
-            .iter()
-            .flat_map(|(_, _, _, resources)| resources)
-            .filter(|r| {
-                matches!(
-                    r.ty(),
-                    ResourceType::VirtualOutbound
-                        | ResourceType::MeshGateway
-                        | ResourceType::MeshGatewayRoute
-                ) && view.includes(r)
-            })
-            .map(|r| {
-                json!({
-                    "type": r.ty().name(),
-                    "mesh": r.meta.mesh,
-                    "name": r.meta.name,
-                    "reason": "Kuma's zone ingress also passes this resource's destinations through; Umbra's does not generate them",
-                })
-            })
-            .collect::<Vec<_>>()
-            .into()
-    };
-    let live = generate_view(View::Live);
-    let view = if q.shadow { View::Shadow } else { View::Live };
-    let shown = if q.shadow {
-        generate_view(View::Shadow)
-    } else {
-        live.clone()
-    };
-    let mut body = json!({
-        "xds": shown.to_document().map_err(render_err)?,
-        "notGenerated": not_generated(view),
-    });
-    if q.diff {
-        let patch = umbra_xds::diff::snapshot_diff(&live, &shown).map_err(render_err)?;
-        body["diff"] = serde_json::to_value(patch).unwrap_or_else(|_| json!([]));
-    }
-    Ok(body)
+    config_body(
+        &q,
+        |view| Ok(generate_view(view)),
+        |view| {
+            let all = meshes.iter().flat_map(|(_, _, _, resources)| resources);
+            destinations_not_generated(all, view, "zone ingress").into()
+        },
+    )
 }
 
 /// One mesh of the zone as its zone proxies are generated from it: its context, its Live and
@@ -265,6 +285,5 @@ pub async fn answer_ingress(
     name: String,
     pairs: &[(String, String)],
 ) -> Result<Value, ApiError> {
-    let q = InspectQuery::parse(pairs)?;
-    blocking(move || ingress_config(&store, &zone, &name, q)).await
+    answer_with(store, zone, name, pairs, ingress_config).await
 }
