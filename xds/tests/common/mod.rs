@@ -192,3 +192,21 @@ fn rand_suffix() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
 }
+
+/// The RFC 6902 patch from `live` to `shadow` (config documents), as JSON, after checking that
+/// it is not empty and that every operation's path contains `within`: the change stays there.
+pub fn patch_within(
+    live: &serde_json::Value,
+    shadow: &serde_json::Value,
+    within: &str,
+) -> serde_json::Value {
+    let patch = serde_json::to_value(umbra_xds::diff::diff(live, shadow)).unwrap();
+    let ops = patch.as_array().unwrap();
+    assert!(!ops.is_empty(), "no change");
+    assert!(
+        ops.iter()
+            .all(|op| op["path"].as_str().unwrap().contains(within)),
+        "a change outside {within}: {patch:#}"
+    );
+    patch
+}
