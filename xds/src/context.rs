@@ -315,8 +315,9 @@ impl MeshContext {
     /// [`MeshContext::remote_endpoints`] for the egress itself. ExternalServices, which depend
     /// on the view, are routed at generation ([`crate::base::external::egress_endpoints`]).
     ///
-    /// With no egress in the zone those services have no endpoint, as in Kuma. Protocols and
-    /// load assignments of the services touched are rebuilt.
+    /// With no egress in the zone those services have no endpoint, as in Kuma. The load
+    /// assignments of the services touched are rebuilt (their protocols are unchanged: the
+    /// tags are the same).
     pub fn route_through_egress(&mut self, egresses: &[EgressAddress]) {
         self.egresses = egresses.to_vec();
         let local = self.zone.clone();
@@ -346,11 +347,6 @@ impl MeshContext {
                 continue;
             };
             eps.sort();
-            let ps: BTreeSet<Protocol> = eps
-                .iter()
-                .map(|e| Protocol::parse(e.tags.get(PROTOCOL_TAG).map(String::as_str)))
-                .collect();
-            self.protocols.insert(service.clone(), common_protocol(&ps));
             let cla = Arc::new(load_assignment(&service, eps));
             self.load_assignments.insert(service, cla);
         }

@@ -482,6 +482,14 @@ impl Reconciler {
                     fp.u64(mesh.revision);
                     fp.u64(s.revision);
                     fp.u64(admin_port.map_or(0, |p| u64::from(p) + 1));
+                    // Where the zone's egresses are: the endpoints of ExternalServices reached
+                    // through them (other zones' services are in the service digests).
+                    if through_egress {
+                        for g in &egress_addresses {
+                            fp.str(&g.address);
+                            fp.u64(u64::from(g.port));
+                        }
+                    }
                     // A transparent proxy's VIP outbounds and kuma:dns table.
                     let dns_port = self
                         .insights
@@ -822,6 +830,41 @@ mod tests {
         assert!(rec.get("m", "b").unwrap().error.is_none());
     }
 
+    #[test]
+    fn sidecars_follow_their_zone_egress() {
+        let store = Store::new();
+        put(&store, SLOTS[0][2]);
+        put(&store, SLOTS[1][0]);
+        let ext = SLOTS.len() - 2;
+        put(&store, SLOTS[ext][0]);
+        put(&store, SLOTS[ext + 1][0]);
+        let cas = mesh_cas();
+        let rec = zone_reconciler(&store, true, &cas);
+        let at = |rec: &Reconciler| -> String {
+            let web = rec.get("m", "web").unwrap();
+            let doc = web.snapshot.to_document().unwrap();
+            doc["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]["ext"]
+                .to_string()
+        };
+        rec.reconcile_once();
+        assert!(at(&rec).contains("10.1.0.9"), "{}", at(&rec));
+        let egress = rec
+            .get(umbra_core::dataplane::ZONE_EGRESS_KEY_MESH, "ze")
+            .unwrap();
+        assert!(egress.error.is_none(), "{:?}", egress.error);
+        assert!(
+            egress
+                .snapshot
+                .secrets
+                .contains_key("identity_cert:secret:m"),
+            "the egress's identity in mesh m"
+        );
+        // The egress moves: web's endpoint for ext follows.
+        put(&store, SLOTS[ext + 1][1]);
+        rec.reconcile_once();
+        assert!(at(&rec).contains("10.1.0.10"), "{}", at(&rec));
+    }
+
     /// Slots of a small mesh; each op puts one variant of a slot or deletes it. Variants cover
     /// every input kind of [`umbra_core::dependencies`]: the Mesh (mTLS on/off), Dataplanes (tags,
     /// readiness, outbounds), new policies by each top-level targetRef kind (Mesh, MeshService,
@@ -830,9 +873,10 @@ mod tests {
         &[
             "type: Mesh\nname: m\n",
             "type: Mesh\nname: m\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - {name: ca-1, type: builtin}\n",
+            "type: Mesh\nname: m\nrouting: {zoneEgress: true}\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - {name: ca-1, type: builtin}\n",
         ],
         &[
-            "type: Dataplane\nmesh: m\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web, kuma.io/protocol: http}\n  outbound:\n  - {port: 9001, tags: {kuma.io/service: backend}}\n  - {port: 9002, tags: {kuma.io/service: db}}\n",
+            "type: Dataplane\nmesh: m\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web, kuma.io/protocol: http}\n  outbound:\n  - {port: 9001, tags: {kuma.io/service: backend}}\n  - {port: 9002, tags: {kuma.io/service: db}}\n  - {port: 9003, tags: {kuma.io/service: ext}}\n",
             "type: Dataplane\nmesh: m\nname: web\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: web, kuma.io/protocol: http, version: v2}\n  outbound:\n  - {port: 9001, tags: {kuma.io/service: backend}}\n",
         ],
         &[
@@ -901,6 +945,15 @@ mod tests {
         ],
         &[
             "type: ZoneIngress\nname: local-zi\nnetworking: {address: 10.1.0.1, port: 10001}\n",
+        ],
+        // An ExternalService, and this zone's egress at one address or another: with the
+        // Mesh's `routing.zoneEgress`, sidecars reach `ext` (and zone-2) through it.
+        &[
+            "type: ExternalService\nmesh: m\nname: ext\ntags: {kuma.io/service: ext, kuma.io/protocol: http}\nnetworking: {address: 'ext.example.com:443'}\n",
+        ],
+        &[
+            "type: ZoneEgress\nname: ze\nnetworking: {address: 10.1.0.9, port: 10002}\n",
+            "type: ZoneEgress\nname: ze\nnetworking: {address: 10.1.0.10, port: 10002}\n",
         ],
     ];
 
