@@ -9,7 +9,8 @@
 //!   gateway's `_config` diff and the path still answers 404; promoted, a request to the
 //!   gateway's listener with that path reaches the backend, and another path is a 404; its
 //!   HTTPS listener for `pay.test` terminates TLS with the certificate of its Secret (a client
-//!   trusting only that certificate's CA reaches the backend).
+//!   trusting only that certificate's CA reaches the backend); its TCP listener, once a
+//!   MeshTCPRoute is attached, passes the bytes through to the backend.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -103,7 +104,7 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
         return Ok(());
     };
     let (zone, _app) = with_backend(&permission("edge")).await?;
-    let (port, tls_port) = (free_port(), free_port());
+    let (port, tls_port, tcp_port) = (free_port(), free_port(), free_port());
     let pki = external_https::pki()?;
     let bundle = format!("{}{}", pki.cert_pem, pki.key_pem);
     zone.apply(
@@ -116,7 +117,7 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
     .await?;
     zone.apply(
         "/meshes/default/meshgateways/public",
-        &format!("type: MeshGateway\nmesh: default\nname: public\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n  - port: {tls_port}\n    protocol: HTTPS\n    hostname: pay.test\n    tls: {{mode: TERMINATE, certificates: [{{secret: pay-cert}}]}}\n"),
+        &format!("type: MeshGateway\nmesh: default\nname: public\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n  - port: {tls_port}\n    protocol: HTTPS\n    hostname: pay.test\n    tls: {{mode: TERMINATE, certificates: [{{secret: pay-cert}}]}}\n  - port: {tcp_port}\n    protocol: TCP\n"),
     )
     .await?;
     put_yaml(
@@ -206,6 +207,22 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
         gw.log_tail()
     );
     assert!(https().await.1.contains("backend"));
+
+    // TCP: the MeshTCPRoute's backend, the bytes passed through (over the mesh's mTLS).
+    zone.apply(
+        "/meshes/default/meshtcproutes/public-tcp",
+        "type: MeshTCPRoute\nmesh: default\nname: public-tcp\nspec:\n  targetRef: {kind: MeshGateway, name: public}\n  to:\n  - targetRef: {kind: Mesh}\n    rules:\n    - default:\n        backendRefs: [{kind: MeshService, name: backend}]\n",
+    )
+    .await?;
+    let tcp_addr: SocketAddr = format!("127.0.0.1:{tcp_port}").parse()?;
+    let tcp = || async move {
+        http(tcp_addr, "GET", "/raw", None)
+            .await
+            .unwrap_or((0, String::new()))
+    };
+    let passed = wait_until(Duration::from_secs(20), || async { tcp().await.0 == 200 }).await;
+    assert!(passed.is_ok(), "TCP through the gateway: {:?}", tcp().await);
+    assert!(tcp().await.1.contains("backend"));
     drop(gw);
     drop(backend);
     zone.stop().await

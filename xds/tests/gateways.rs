@@ -1,8 +1,10 @@
 //! Gateways (issue 38, `tests/data/gateways.yaml`), as far as Umbra generates them today: a
 //! delegated gateway in an mTLS mesh gets its outbounds over mTLS; a builtin gateway gets its
 //! MeshGateway's HTTP listener routed by the MeshHTTPRoutes attached to it (per hostname, a
-//! shadow route in the Shadow view only); what it does not generate yet (a TCP listener, a
-//! MeshTimeout on the MeshGateway) is named under `notGenerated`, never silently dropped.
+//! shadow route in the Shadow view only), an HTTPS listener terminating TLS with its Secret's
+//! certificate, and a TCP listener routed by a MeshTCPRoute; what it does not generate yet (an
+//! HTTPS listener whose Secret is missing, a MeshTimeout on the MeshGateway) is named under
+//! `notGenerated`, never silently dropped.
 //! Every config is checked by the real Envoy.
 
 use umbra_core::resource::Resource;
@@ -84,6 +86,10 @@ fn a_builtin_gateway_listens_and_routes_by_its_meshhttproutes() {
     assert_eq!(paths(0).len(), 3, "{:?}", paths(0));
     assert!(paths(0)[0].contains("/v1"));
     assert_eq!(paths(0)[2], r#"{"prefix":"/"}"#);
+    // The TCP listener proxies to the MeshTCPRoute's backend.
+    let tcp = &doc[LISTENER]["public:TCP:9000"]["filterChains"][0]["filters"][0];
+    assert_eq!(tcp["name"], "envoy.filters.network.tcp_proxy");
+    assert_eq!(tcp["typedConfig"]["cluster"], "backend");
     // The backend over the mesh's mTLS.
     assert_eq!(
         doc[CLUSTER]["backend"]["transportSocket"]["typedConfig"]["sni"],
@@ -146,7 +152,10 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
             .map(|n| n.reason)
             .collect()
     };
-    assert!(reasons[0].contains("TCP 9000"), "{reasons:?}");
+    assert!(
+        !reasons[0].contains("TCP 9000"),
+        "routed by public-tcp: {reasons:?}"
+    );
     assert!(
         reasons[0].contains(r#"HTTPS 8443: Secret "missing-cert" not found"#),
         "{reasons:?}"

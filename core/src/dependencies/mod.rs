@@ -18,7 +18,8 @@
 //!   old-vs-new rule of seed 000): plugins read old policies either in effect only or in effect
 //!   and superseded, nothing else about the rule;
 //! - the endpoints and protocol of the services its outbounds name (a builtin gateway: the
-//!   services its attached MeshHTTPRoutes send to, every MeshGateway of the mesh and the
+//!   services its attached MeshHTTPRoutes and MeshTCPRoutes send to, those MeshTCPRoutes,
+//!   every MeshGateway of the mesh and the
 //!   Secrets their listeners' certificates are);
 //! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
 //!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
@@ -155,6 +156,24 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
                     .flat_map(|rule| rule.default.backend_refs.iter().flatten())
                     .map(|b| b.name.as_str());
                 deps.services.extend(backends);
+            }
+            let tcp = policies
+                .new
+                .get(&ResourceType::MeshTCPRoute)
+                .map_or(&[][..], Vec::as_slice);
+            for p in crate::gateway::routes(tcp, &g.name, include_shadow) {
+                push(ResourceType::MeshTCPRoute, p.meta().name.as_str(), false);
+                for item in &p.to {
+                    let refs = item
+                        .conf
+                        .pointer("/default/backendRefs")
+                        .and_then(serde_json::Value::as_array);
+                    deps.services.extend(
+                        refs.into_iter()
+                            .flatten()
+                            .filter_map(|b| b.get("name").and_then(serde_json::Value::as_str)),
+                    );
+                }
             }
         }
     }

@@ -28,9 +28,13 @@
 //! - **Clusters and endpoints** of the backends: the mesh's (mTLS towards the service's
 //!   identity, EDS), as for a sidecar's route backends.
 //!
-//! Not generated yet (named under `notGenerated` by [`umbra_core::view::PolicySet`]): `TCP`
-//! and `TLS` listeners, TLS passthrough, and every policy other than MeshHTTPRoute that
-//! targets the MeshGateway.
+//! - **TCP**: listener `<gateway>:TCP:<port>` proxying to the backends of the MeshTCPRoute
+//!   attached to the MeshGateway (the last by name whose `targetRef.tags` a listener of the
+//!   port carries); without one, no listener.
+//!
+//! Not generated yet (named under `notGenerated` by [`umbra_core::view::PolicySet`]): `TLS`
+//! listeners, TLS passthrough, and every policy other than MeshHTTPRoute and MeshTCPRoute
+//! that targets the MeshGateway.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,8 +56,10 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::google::protobuf::{BoolValue, Duration as PbDuration, UInt32Value};
 use umbra_core::gateway::{https_problem, routes, selected, GatewayCertificate, GatewayListener};
 use umbra_core::policies::mesh_http_route::{prepare_routes, PolicyDefault, RouteRule};
+use umbra_core::policies::mesh_tcp_route::TcpRule;
 use umbra_core::target_ref::SERVICE_TAG;
 
+use super::backends::tcp_proxy_filter;
 use super::http::envoy_routes;
 use super::new_routes::split;
 use crate::base::common::{network_filter, router_filter, tls_socket};
@@ -101,7 +107,7 @@ pub(super) fn apply(
     let mut by_port: BTreeMap<(&str, u32), Vec<&GatewayListener>> = BTreeMap::new();
     for l in &gateway.listeners {
         let https = https_problem(l, certificates).is_some_and(|r| r.is_ok());
-        if l.protocol == "HTTP" || https {
+        if l.protocol == "HTTP" || l.protocol == "TCP" || https {
             by_port
                 .entry((l.protocol.as_str(), l.port))
                 .or_default()
@@ -118,7 +124,41 @@ pub(super) fn apply(
     };
     for ((protocol, port), listeners) in by_port {
         let name = format!("{}:{protocol}:{port}", gateway.name);
-        let chains = if protocol == "HTTP" {
+        let chains = if protocol == "TCP" {
+            // TCP: the backends of the last MeshTCPRoute (by name) attached to a listener of
+            // this port; no route, no listener.
+            let tcp_routes = input
+                .policies
+                .new
+                .get(&umbra_core::resource::ResourceType::MeshTCPRoute)
+                .map_or(&[][..], Vec::as_slice);
+            let refs = routes(tcp_routes, &gateway.name, include_shadow)
+                .into_iter()
+                .filter(|p| {
+                    listeners.iter().any(|l| {
+                        p.target_ref
+                            .tags
+                            .iter()
+                            .all(|(k, v)| l.tags.get(k) == Some(v))
+                    })
+                })
+                .flat_map(|p| &p.to)
+                .filter_map(|item| serde_json::from_value::<TcpRule>(item.conf.clone()).ok())
+                .map(|rule| rule.default.backend_refs)
+                .next_back();
+            let splits =
+                refs.and_then(|refs| split(ctx.snap, ctx.input, ctx.origins, &refs, false));
+            let Some(splits) = splits else {
+                continue;
+            };
+            vec![FilterChain {
+                filters: vec![tcp_proxy_filter(
+                    &crate::names::sanitize_metric(&gateway.name),
+                    &splits,
+                )],
+                ..Default::default()
+            }]
+        } else if protocol == "HTTP" {
             let vhosts = ctx.virtual_hosts(&listeners, false);
             let rc = ctx.route_config(format!("{name}:*"), vhosts);
             vec![FilterChain {
