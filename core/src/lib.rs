@@ -21,6 +21,7 @@
 //! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
 //! - [`zone_egress`]: the ZoneEgress resource (zone-owned, synced zone → Global only);
 //! - [`gateway`]: builtin gateways: the MeshGateway selecting a gateway DPP and its routes;
+//! - [`gateway_route`]: MeshGatewayRoute read into the MeshHTTPRoute model;
 //! - [`type_info`]: every resource type and what is known of it (names, REST path, display
 //!   names, `to`/`from` levels, old/new pairing), generated from the one type list
 //!   ([`policies`]' `for_each_type`);
@@ -40,6 +41,7 @@ pub mod duration;
 pub mod external_service;
 pub mod fields;
 pub mod gateway;
+pub mod gateway_route;
 pub mod go_net;
 pub mod k8s;
 pub mod matching;

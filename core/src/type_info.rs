@@ -369,9 +369,6 @@ mod tests {
             .iter()
             .filter(|t| !t.is_generated())
             .collect();
-        assert_eq!(
-            not_generated,
-            [&MeshMetric, &MeshGatewayRoute, &GlobalSecret]
-        );
+        assert_eq!(not_generated, [&MeshMetric, &GlobalSecret]);
     }
 }

@@ -10,7 +10,11 @@
 //!   gateway's listener with that path reaches the backend, and another path is a 404; its
 //!   HTTPS listener for `pay.test` terminates TLS with the certificate of its Secret (a client
 //!   trusting only that certificate's CA reaches the backend); its TCP listener, once a
-//!   MeshTCPRoute is attached, passes the bytes through to the backend.
+//!   MeshTCPRoute is attached, passes the bytes through to the backend;
+//! - a MeshGatewayRoute routes the builtin gateway by path to two versions of a service; its
+//!   conversion (`umbra_core::convert`, as `umbractl convert`), applied in shadow, shows an
+//!   empty diff; promoted with the MeshGatewayRoute deleted, the same requests reach the same
+//!   versions.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -225,5 +229,135 @@ async fn a_builtin_gateway_routes_by_the_meshhttproute_on_its_meshgateway() -> a
     assert!(tcp().await.1.contains("backend"));
     drop(gw);
     drop(backend);
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mesh_gateway_route_converted_to_a_meshhttproute_routes_the_same_traffic(
+) -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let zone = Zone::start("zone-1").await?;
+    zone.apply("/meshes/default", MESH).await?;
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/into-backend",
+        "type: MeshTrafficPermission\nmesh: default\nname: into-backend\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n",
+    )
+    .await?;
+    // backend in two versions, each answering its name.
+    let mut apps = Vec::new();
+    for (name, version) in [("backend-v1", "v1"), ("backend-v2", "v2")] {
+        let (inbound, app_port) = (free_port(), free_port());
+        apps.push(echo_app(app_port, name).await?);
+        put_yaml(
+            zone.api,
+            &format!("/meshes/default/dataplanes/{name}"),
+            &format!("type: Dataplane\nmesh: default\nname: {name}\nnetworking:\n  address: 127.0.0.1\n  inbound:\n  - port: {inbound}\n    servicePort: {app_port}\n    tags: {{kuma.io/service: backend, kuma.io/protocol: http, version: {version}}}\n"),
+        )
+        .await?;
+    }
+    let port = free_port();
+    let gateway = format!("type: MeshGateway\nmesh: default\nname: public\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n");
+    zone.apply("/meshes/default/meshgateways/public", &gateway)
+        .await?;
+    // The old route: /v2 to version v2, everything else to v1.
+    let old_route = "type: MeshGatewayRoute\nmesh: default\nname: public-routes\nselectors:\n- match: {kuma.io/service: edge}\nconf:\n  http:\n    rules:\n    - matches: [{path: {match: PREFIX, value: /v2}}]\n      backends: [{weight: 1, destination: {kuma.io/service: backend, version: v2}}]\n    - matches: [{path: {match: PREFIX, value: /}}]\n      backends: [{weight: 1, destination: {kuma.io/service: backend, version: v1}}]\n";
+    zone.apply("/meshes/default/meshgatewayroutes/public-routes", old_route)
+        .await?;
+    put_yaml(
+        zone.api,
+        "/meshes/default/dataplanes/gw",
+        "type: Dataplane\nmesh: default\nname: gw\nnetworking:\n  address: 127.0.0.1\n  gateway:\n    type: BUILTIN\n    tags: {kuma.io/service: edge}\n",
+    )
+    .await?;
+    let dp = zone.dp_server().await?;
+    let _v1 = Envoy::start(&envoy, "default", "backend-v1", &dp).await?;
+    let _v2 = Envoy::start(&envoy, "default", "backend-v2", &dp).await?;
+    let gw = Envoy::start(&envoy, "default", "gw", &dp).await?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let get = |path: &'static str| async move {
+        http(addr, "GET", path, None)
+            .await
+            .map(|(s, body)| (s, body.split_whitespace().next().unwrap_or("").to_owned()))
+            .unwrap_or((0, String::new()))
+    };
+    // Each path reaches its version (the echo app answers its name, then the path), several
+    // times (the two versions' clusters may come up in
+    // either order).
+    let routes_by_version = || async {
+        for _ in 0..3 {
+            if get("/v2/items").await != (200, "backend-v2".to_owned())
+                || get("/items").await != (200, "backend-v1".to_owned())
+                || get("/v2").await != (200, "backend-v2".to_owned())
+            {
+                return false;
+            }
+        }
+        true
+    };
+    let routed = wait_until(Duration::from_secs(30), routes_by_version).await;
+    assert!(
+        routed.is_ok(),
+        "MeshGatewayRoute: {:?} {:?}\n{}",
+        get("/v2/items").await,
+        get("/items").await,
+        gw.log_tail()
+    );
+
+    // Converted as `umbractl convert` converts it (with its MeshGateway): a shadow
+    // MeshHTTPRoute targeting the MeshGateway, whose shadow config is the live one.
+    let inputs = umbra_core::resource::Resource::all_from_bytes(
+        format!("{MESH}---\n{gateway}---\n{old_route}").as_bytes(),
+    )?;
+    let conversions = umbra_core::convert::convert(&inputs, &Default::default());
+    let outputs: Vec<_> = conversions
+        .into_iter()
+        .map(|c| c.map_err(|e| anyhow::anyhow!("{e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter()
+        .flat_map(|c| c.outputs)
+        .collect();
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let new_route = &outputs[0];
+    assert_eq!(new_route.ty().name(), "MeshHTTPRoute");
+    let path = format!("/meshes/default/meshhttproutes/{}", new_route.meta.name);
+    zone.apply(&path, &serde_json::to_string(&new_route.to_value())?)
+        .await?;
+    let (status, inspect) = zone
+        .call(
+            "GET",
+            "/meshes/default/dataplanes/gw/_config?shadow=true&include=diff",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{inspect}");
+    assert_eq!(
+        inspect["diff"],
+        serde_json::json!([]),
+        "the conversion routes exactly as the MeshGatewayRoute: {inspect:#}"
+    );
+
+    // Promoted and the old route deleted: the same traffic, now routed by the MeshHTTPRoute.
+    let mut promoted = new_route.to_value();
+    promoted["labels"]
+        .as_object_mut()
+        .map(|l| l.remove("kuma.io/effect"));
+    zone.apply(&path, &serde_json::to_string(&promoted)?)
+        .await?;
+    let (status, body) = zone
+        .call(
+            "DELETE",
+            "/meshes/default/meshgatewayroutes/public-routes",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    for _ in 0..5 {
+        assert!(routes_by_version().await, "after promotion");
+    }
+    drop(gw);
+    drop(apps);
     zone.stop().await
 }

@@ -177,3 +177,128 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
         );
     }
 }
+
+/// The route matches of virtual host `host` of route configuration `rc`, as JSON text.
+fn matches_of(rc: &serde_json::Value, host: &str) -> Vec<String> {
+    rc["virtualHosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == host)
+        .unwrap_or_else(|| panic!("no virtual host {host} in {rc:#}"))["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["match"].to_string())
+        .collect()
+}
+
+#[test]
+fn mesh_gateway_routes_route_the_gateway_and_convert_to_the_same_routes() {
+    let resources = load("gateway-routes.yaml");
+    let live = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&live);
+    let doc = live.to_document().unwrap();
+    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
+        ["routeConfig"];
+    let hosts: Vec<&str> = rc["virtualHosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["shop.example.com", "*"]);
+    // `*`: route `web` (its /api rule matches the path component exactly and as a prefix);
+    // shop.example.com: `shop` (its listener's tag) and `web` (no hostnames: every host of a
+    // listener it selects).
+    assert_eq!(
+        matches_of(rc, "*"),
+        [
+            r#"{"headers":[{"name":"x-team","stringMatch":{"exact":"blue"}}],"path":"/api"}"#,
+            r#"{"headers":[{"name":"x-team","stringMatch":{"exact":"blue"}}],"prefix":"/api/"}"#,
+            r#"{"prefix":"/"}"#,
+        ]
+    );
+    assert_eq!(matches_of(rc, "shop.example.com")[0], r#"{"path":"/cart"}"#);
+    assert_eq!(matches_of(rc, "shop.example.com").len(), 4);
+    // Weighted backends per version, Kuma's gateway route defaults.
+    let root = rc["virtualHosts"][1]["routes"][2]["route"].clone();
+    assert_eq!(root["idleTimeout"], "5s");
+    assert_eq!(root["clusterNotFoundResponseCode"], "INTERNAL_SERVER_ERROR");
+    assert_eq!(
+        root["weightedClusters"]["clusters"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{root:#}"
+    );
+    // The TCP listener proxies to the `db` route's backend.
+    let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0];
+    assert_eq!(tcp["typedConfig"]["cluster"], "db");
+    assert!(
+        not_generated(&resources, "shop-gw").is_empty(),
+        "{:?}",
+        not_generated(&resources, "shop-gw")
+    );
+    golden("gateway.shop-gw.live.json", &doc);
+
+    // Converted, the routes are MeshHTTPRoutes/MeshTCPRoutes targeting the MeshGateway (the
+    // shop listener by its tag); in shadow, they route exactly as the MeshGatewayRoutes do.
+    let conversions: Vec<_> = umbra_core::convert::convert(&resources, &Default::default())
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let outputs: Vec<Resource> = conversions.iter().flat_map(|c| c.outputs.clone()).collect();
+    let targets: Vec<(String, String, serde_json::Value)> = outputs
+        .iter()
+        .map(|r| {
+            let spec = r.spec_value();
+            (
+                r.ty().name().to_owned(),
+                r.meta.name.clone(),
+                spec["targetRef"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            (
+                "MeshHTTPRoute".to_owned(),
+                "web".to_owned(),
+                serde_json::json!({"kind": "MeshGateway", "name": "shop"})
+            ),
+            (
+                "MeshHTTPRoute".to_owned(),
+                "shop".to_owned(),
+                serde_json::json!({"kind": "MeshGateway", "name": "shop", "tags": {"site": "shop"}})
+            ),
+            (
+                "MeshTCPRoute".to_owned(),
+                "db".to_owned(),
+                serde_json::json!({"kind": "MeshGateway", "name": "shop"})
+            ),
+        ]
+    );
+    let mut with_shadow = resources.clone();
+    with_shadow.extend(outputs);
+    let shadow = snapshot(&with_shadow, "shop-gw", View::Shadow);
+    envoy_validates(&shadow);
+    assert_eq!(shadow.to_document().unwrap(), doc);
+    // Only the new routes in place (the MeshGatewayRoutes deleted): the same config still.
+    let promoted: Vec<Resource> = with_shadow
+        .into_iter()
+        .filter(|r| r.ty() != umbra_core::resource::ResourceType::MeshGatewayRoute)
+        .map(|mut r| {
+            r.meta.labels.remove("kuma.io/effect");
+            r
+        })
+        .collect();
+    assert_eq!(
+        snapshot(&promoted, "shop-gw", View::Live)
+            .to_document()
+            .unwrap(),
+        doc
+    );
+}

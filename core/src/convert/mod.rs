@@ -6,7 +6,8 @@
 //! - [`convert`]: the entry point over a list of resources;
 //! - [`selectors`]: old selectors (`sources`/`destinations`/`selectors`) to `targetRef`s;
 //! - [`precedence`]: names a list's outputs so that merging reproduces the old precedence;
-//! - one module per family ([`timeout`], ...), each a `convert(&Resource, &Ctx)`.
+//! - one module per family ([`timeout`], ...), each a `convert(&Ctx)` ([`gateway_route`] also
+//!   reads the MeshGateways among the inputs).
 //!
 //! Every output is a complete resource that [`Resource::validate`] accepts (a converter that
 //! cannot build a valid one returns [`ConvertError`]), carries the shadow label and the
@@ -19,6 +20,7 @@ use crate::resource::{Resource, ResourceType, Spec};
 pub mod circuit_breaker;
 pub mod external;
 pub mod fault_injection;
+pub mod gateway_route;
 pub mod health_check;
 pub mod model;
 pub mod precedence;
@@ -55,6 +57,17 @@ pub fn convert_one_in(
     options: &Options,
     mesh_spec: Option<&MeshSpec>,
 ) -> Result<Conversion, ConvertError> {
+    convert_one_among(source, options, mesh_spec, &[])
+}
+
+/// Convert one old policy among `others` (a MeshGatewayRoute needs the MeshGateways it
+/// routes).
+fn convert_one_among(
+    source: &Resource,
+    options: &Options,
+    mesh_spec: Option<&MeshSpec>,
+    others: &[Resource],
+) -> Result<Conversion, ConvertError> {
     let ctx = Ctx {
         options,
         source,
@@ -72,7 +85,8 @@ pub fn convert_one_in(
         ResourceType::TrafficLog => traffic_log::convert(&ctx)?,
         ResourceType::RateLimit => rate_limit::convert(&ctx)?,
         ResourceType::TrafficTrace => traffic_trace::convert(&ctx)?,
-        ResourceType::VirtualOutbound | ResourceType::MeshGatewayRoute => {
+        ResourceType::MeshGatewayRoute => gateway_route::convert(&ctx, others)?,
+        ResourceType::VirtualOutbound => {
             return Err(ctx.unsupported("Kuma 2.7 has no targetRef policy equivalent to this type"))
         }
         _ => return Err(ctx.unsupported("not an old policy type")),
@@ -99,7 +113,7 @@ pub fn convert(resources: &[Resource], options: &Options) -> Vec<Result<Conversi
                 Spec::Mesh(spec) if m.meta.name == r.meta.mesh => Some(spec),
                 _ => None,
             });
-            convert_one_in(r, options, mesh)
+            convert_one_among(r, options, mesh, resources)
         })
         .collect();
     precedence::apply(resources, &mut results);

@@ -82,8 +82,8 @@ pub struct Conversion {
 /// Why an old policy cannot be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
-    /// The type has no converter (not an old policy, or no new equivalent:
-    /// VirtualOutbound, MeshGatewayRoute).
+    /// The type has no converter (not an old policy, or no new equivalent: VirtualOutbound), or
+    /// the inputs lack what it needs (a MeshGatewayRoute's MeshGateways).
     #[error("{ty} {name:?}: no conversion for this type ({reason})")]
     Unsupported {
         /// The type name.

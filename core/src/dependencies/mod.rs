@@ -19,8 +19,8 @@
 //!   and superseded, nothing else about the rule;
 //! - the endpoints and protocol of the services its outbounds name (a builtin gateway: the
 //!   services its attached MeshHTTPRoutes and MeshTCPRoutes send to, those MeshTCPRoutes,
-//!   every MeshGateway of the mesh and the
-//!   Secrets their listeners' certificates are);
+//!   the MeshGatewayRoutes selecting one of its listeners and the services they send to,
+//!   every MeshGateway of the mesh and the Secrets their listeners' certificates are);
 //! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
 //!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
 //!
@@ -34,7 +34,7 @@ pub mod ingress;
 use crate::dataplane::DataplaneSpec;
 use crate::matching::select;
 use crate::old_matching::{dataplane_matches, OldPolicyRef};
-use crate::resource::ResourceType;
+use crate::resource::{ResourceType, Spec};
 use crate::view::PolicySet;
 
 /// One policy a DPP's generation may read.
@@ -131,8 +131,8 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
             }
         }
     }
-    // A builtin gateway: the MeshGateways (which one selects it, its listeners) and the
-    // services its attached MeshHTTPRoutes send to.
+    // A builtin gateway: the MeshGateways (which one selects it, its listeners), the
+    // MeshGatewayRoutes of its listeners, and the services its routes send to.
     if crate::gateway::is_builtin(dp) {
         for r in &policies.stored {
             if r.ty() == ResourceType::MeshGateway {
@@ -156,6 +156,26 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
                     .flat_map(|rule| rule.default.backend_refs.iter().flatten())
                     .map(|b| b.name.as_str());
                 deps.services.extend(backends);
+            }
+            // The MeshGatewayRoutes selecting one of its listeners (any view: Kuma falls back
+            // to them per virtual host) and the services they send to.
+            let old_routes =
+                crate::gateway::old_routes(policies.old_policies(ResourceType::MeshGatewayRoute));
+            for r in old_routes
+                .iter()
+                .filter(|r| g.listeners.iter().any(|l| r.selects(&l.tags)))
+            {
+                push(
+                    ResourceType::MeshGatewayRoute,
+                    r.resource.meta.name.as_str(),
+                    false,
+                );
+                if let Spec::Selected(_, sel) = &r.resource.spec {
+                    deps.services
+                        .extend(crate::gateway_route::destination_services(
+                            sel.conf.as_ref(),
+                        ));
+                }
             }
             let tcp = policies
                 .new

@@ -242,7 +242,7 @@ macro_rules! for_each_type {
             MeshGatewayRoute {
                 name: "MeshGatewayRoute", path: "meshgatewayroutes",
                 display: "Mesh Gateway Route" / "Mesh Gateway Routes",
-                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: false,
+                kind: OldPolicy, scope: Mesh, levels: [], replaces: [], generated: true,
                 spec: shared(Selected),
             }
             MeshGateway {

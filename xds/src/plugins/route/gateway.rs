@@ -44,7 +44,10 @@ use envoy_types::pb::envoy::config::core::v3::{
     TrafficDirection,
 };
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch, Listener};
-use envoy_types::pb::envoy::config::route::v3::{virtual_host, RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::route::v3::{
+    route, route_action, route_match, virtual_host, DirectResponseAction, Route,
+    RouteConfiguration, RouteMatch, VirtualHost,
+};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     http_connection_manager::{PathWithEscapedSlashesAction, RouteSpecifier},
     HttpConnectionManager,
@@ -54,7 +57,10 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     TlsCertificate, TlsParameters,
 };
 use envoy_types::pb::google::protobuf::{BoolValue, Duration as PbDuration, UInt32Value};
-use umbra_core::gateway::{https_problem, routes, selected, GatewayCertificate, GatewayListener};
+use umbra_core::gateway::{
+    https_problem, old_routes, routes, selected, GatewayCertificate, GatewayListener, OldRoute,
+};
+use umbra_core::gateway_route::host_matches;
 use umbra_core::policies::mesh_http_route::{prepare_routes, PolicyDefault, RouteRule};
 use umbra_core::policies::mesh_tcp_route::TcpRule;
 use umbra_core::target_ref::SERVICE_TAG;
@@ -95,6 +101,11 @@ pub(super) fn apply(
         .map_or(&[][..], Vec::as_slice);
     let include_shadow = input.policies.view == Some(umbra_core::view::View::Shadow);
     let attached = routes(http_routes, &gateway.name, include_shadow);
+    let old = old_routes(
+        input
+            .policies
+            .old_policies(umbra_core::resource::ResourceType::MeshGatewayRoute),
+    );
     let tags: BTreeMap<String, BTreeSet<String>> = dp
         .networking
         .gateway
@@ -119,6 +130,7 @@ pub(super) fn apply(
         input,
         origins,
         attached: &attached,
+        old: &old,
         tags: &tags,
         gateway: &gateway.name,
     };
@@ -145,7 +157,17 @@ pub(super) fn apply(
                 .flat_map(|p| &p.to)
                 .filter_map(|item| serde_json::from_value::<TcpRule>(item.conf.clone()).ok())
                 .map(|rule| rule.default.backend_refs)
-                .next_back();
+                .next_back()
+                .or_else(|| {
+                    // No MeshTCPRoute: the MeshGatewayRoutes' TCP rules, their backends pooled.
+                    let pooled: Vec<_> = ctx
+                        .old
+                        .iter()
+                        .filter(|r| listeners.iter().any(|l| r.selects(&l.tags)))
+                        .flat_map(|r| r.conf.tcp_backends())
+                        .collect();
+                    (!pooled.is_empty()).then_some(pooled)
+                });
             let splits =
                 refs.and_then(|refs| split(ctx.snap, ctx.input, ctx.origins, &refs, false));
             let Some(splits) = splits else {
@@ -221,6 +243,8 @@ struct Routing<'a, 'b> {
     input: &'b PluginInput<'a>,
     origins: &'b mut Origins,
     attached: &'b [&'a umbra_core::policy::TargetRefPolicy],
+    /// The view's MeshGatewayRoutes (used for a host no MeshHTTPRoute routes).
+    old: &'b [OldRoute<'a>],
     tags: &'b BTreeMap<String, BTreeSet<String>>,
     gateway: &'b str,
 }
@@ -230,7 +254,8 @@ impl Routing<'_, '_> {
     /// requires TLS and sets Strict-Transport-Security, as Kuma's HTTPS virtual hosts.
     fn virtual_hosts(&mut self, listeners: &[&GatewayListener], tls: bool) -> Vec<VirtualHost> {
         let mut out = Vec::new();
-        for (host, listener) in hostnames(listeners, self.attached) {
+        let wildcard = listeners.iter().copied().find(|l| l.hostname == "*");
+        for (host, listener, implicit) in hostnames(listeners, self.attached, self.old, wildcard) {
             let mut rules: Vec<RouteRule> = Vec::new();
             for p in self.attached {
                 let Some(route) = &p.route else { continue };
@@ -245,11 +270,21 @@ impl Routing<'_, '_> {
                     }
                 }
             }
+            if rules.is_empty() {
+                // No MeshHTTPRoute for this host: its MeshGatewayRoutes (Kuma's
+                // `GatewayHostInfo.Entries`).
+                for r in old_http_routes(self.old, &host, listener, implicit, wildcard) {
+                    rules.extend(r.conf.http_rules());
+                }
+            }
+            let mut envoy = Vec::new();
+            if rules.is_empty() {
+                envoy.push(no_route());
+            }
             let conf = PolicyDefault {
                 rules,
                 hostnames: Vec::new(),
             };
-            let mut envoy = Vec::new();
             for route in prepare_routes(Some(&conf), "", &BTreeMap::new()) {
                 // The catch-all Kuma adds for sidecars has no backend here: not a route.
                 if route.backend_refs.iter().any(|b| b.name.is_empty()) {
@@ -264,7 +299,26 @@ impl Routing<'_, '_> {
                 ) else {
                     continue;
                 };
-                envoy.extend(envoy_routes(&route, &splits, &BTreeMap::new()));
+                let mut mirrors = BTreeMap::new();
+                for (i, f) in route.filters.iter().enumerate() {
+                    if let Some(m) = &f.request_mirror {
+                        let s = split(
+                            self.snap,
+                            self.input,
+                            self.origins,
+                            std::slice::from_ref(&m.backend_ref),
+                            true,
+                        );
+                        if let Some(first) = s.and_then(|s| s.into_iter().next()) {
+                            mirrors.insert(i, first.cluster);
+                        }
+                    }
+                }
+                envoy.extend(
+                    envoy_routes(&route, &splits, &mirrors)
+                        .into_iter()
+                        .map(gateway_route),
+                );
             }
             let mut vhost = VirtualHost {
                 name: host.clone(),
@@ -378,29 +432,109 @@ fn downstream_tls(sds: &[String]) -> DownstreamTlsContext {
     }
 }
 
-/// The virtual hosts of one port: each listener's hostname with its listener, then under a `*`
-/// listener each hostname a route names that no listener has; specific names first, `*` last.
+/// The virtual hosts of one port, each with its listener and whether it is implicit: each
+/// listener's hostname, then under the `*` listener (`wildcard`) each hostname a route names
+/// (a MeshHTTPRoute's `to[].hostnames`, a MeshGatewayRoute's `conf.http.hostnames`) that no
+/// listener has (Kuma's `RedistributeWildcardRoutes`). Sorted as Kuma sorts them: by name,
+/// descending, so exact names come before `*.` wildcards and `*` is last.
 fn hostnames<'a>(
     listeners: &[&'a GatewayListener],
     attached: &[&umbra_core::policy::TargetRefPolicy],
-) -> Vec<(String, &'a GatewayListener)> {
-    let mut out: Vec<(String, &GatewayListener)> =
-        listeners.iter().map(|l| (l.hostname.clone(), *l)).collect();
-    if let Some(any) = listeners.iter().find(|l| l.hostname == "*") {
-        let named: BTreeSet<&str> = attached
+    old: &[OldRoute<'_>],
+    wildcard: Option<&'a GatewayListener>,
+) -> Vec<(String, &'a GatewayListener, bool)> {
+    let mut out: Vec<(String, &GatewayListener, bool)> = listeners
+        .iter()
+        .map(|l| (l.hostname.clone(), *l, false))
+        .collect();
+    if let Some(any) = wildcard {
+        let mut named: BTreeSet<&str> = attached
             .iter()
             .filter_map(|p| p.route.as_ref())
             .flat_map(|r| &r.to)
             .flat_map(|t| &t.hostnames)
             .map(String::as_str)
             .collect();
+        named.extend(
+            old.iter()
+                .filter(|r| r.selects(&any.tags) && r.conf.http.is_some())
+                .flat_map(|r| r.conf.hostnames())
+                .map(String::as_str),
+        );
         for h in named {
-            if !out.iter().any(|(o, _)| o == h) {
-                out.push((h.to_owned(), *any));
+            if !out.iter().any(|(o, _, _)| o == h) {
+                out.push((h.to_owned(), any, true));
             }
         }
     }
-    out.sort_by_key(|(h, _)| (h == "*", h.starts_with('*'), h.clone()));
+    out.sort_by(|a, b| b.0.cmp(&a.0));
     out.dedup_by(|a, b| a.0 == b.0);
     out
+}
+
+/// The MeshGatewayRoutes (with an HTTP conf) of virtual host `host` of `listener` (Kuma's
+/// `RedistributeWildcardRoutes` then `GenerateEnvoyRouteEntries`): the listener's routes
+/// without hostnames or naming `host`, unless the host is `implicit` (made for a route's
+/// hostname under the `*` listener); and, for a named host, the `*` listener's routes naming
+/// it. `*` itself gets the routes without hostnames.
+fn old_http_routes<'r, 'a>(
+    old: &'r [OldRoute<'a>],
+    host: &str,
+    listener: &GatewayListener,
+    implicit: bool,
+    wildcard: Option<&GatewayListener>,
+) -> Vec<&'r OldRoute<'a>> {
+    let http = old.iter().filter(|r| r.conf.http.is_some());
+    let mut out: Vec<&OldRoute<'a>> = Vec::new();
+    if !implicit {
+        out.extend(http.clone().filter(|r| {
+            r.selects(&listener.tags)
+                && (r.conf.hostnames().is_empty()
+                    || (host != "*" && host_matches(host, r.conf.hostnames())))
+        }));
+    }
+    if let Some(w) = wildcard.filter(|_| host != "*") {
+        out.extend(http.filter(|r| {
+            r.selects(&w.tags)
+                && !r.conf.hostnames().is_empty()
+                && host_matches(host, r.conf.hostnames())
+        }));
+    }
+    out.sort_by(|a, b| a.resource.meta.name.cmp(&b.resource.meta.name));
+    out.dedup_by(|a, b| a.resource.meta.name == b.resource.meta.name);
+    out
+}
+
+/// Kuma's answer on a virtual host no route reaches: 404 with its message.
+fn no_route() -> Route {
+    Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(route_match::PathSpecifier::Prefix("/".to_owned())),
+            ..Default::default()
+        }),
+        action: Some(route::Action::DirectResponse(DirectResponseAction {
+            status: 404,
+            body: Some(DataSource {
+                specifier: Some(data_source::Specifier::InlineString(
+                    "This is a Kuma MeshGateway. No routes match this MeshGateway!\n".to_owned(),
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// A route as Kuma's gateway route builder sets it: the stream idle timeout of gateways (5s)
+/// and 500 for an unknown cluster, no route timeout of its own (Envoy's 15s default stands,
+/// as in Kuma's gateway goldens).
+fn gateway_route(mut r: Route) -> Route {
+    if let Some(route::Action::Route(a)) = &mut r.action {
+        a.idle_timeout = Some(secs(5));
+        a.cluster_not_found_response_code =
+            route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
+        a.timeout = None;
+    }
+    r
 }
