@@ -22,6 +22,7 @@
 //! - [`zone_egress`]: the ZoneEgress resource (zone-owned, synced zone → Global only);
 //! - [`gateway`]: builtin gateways: the MeshGateway selecting a gateway DPP and its routes;
 //! - [`gateway_route`]: MeshGatewayRoute read into the MeshHTTPRoute model;
+//! - [`gateway_rules`]: the targetRef policies applying to a builtin gateway, per listener;
 //! - [`type_info`]: every resource type and what is known of it (names, REST path, display
 //!   names, `to`/`from` levels, old/new pairing), generated from the one type list
 //!   ([`policies`]' `for_each_type`);
@@ -42,6 +43,7 @@ pub mod external_service;
 pub mod fields;
 pub mod gateway;
 pub mod gateway_route;
+pub mod gateway_rules;
 pub mod go_net;
 pub mod k8s;
 pub mod matching;

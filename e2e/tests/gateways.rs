@@ -14,7 +14,7 @@
 //! - a MeshGatewayRoute routes the builtin gateway by path to two versions of a service; its
 //!   conversion (`umbra_core::convert`, as `umbractl convert`), applied in shadow, shows an
 //!   empty diff; promoted with the MeshGatewayRoute deleted, the same requests reach the same
-//!   versions.
+//!   versions; a MeshRateLimit on the MeshGateway then answers 429 once its bucket is empty.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -357,6 +357,30 @@ async fn a_mesh_gateway_route_converted_to_a_meshhttproute_routes_the_same_traff
     for _ in 0..5 {
         assert!(routes_by_version().await, "after promotion");
     }
+
+    // A MeshRateLimit on the MeshGateway: 2 requests a minute, then 429 from the gateway.
+    zone.apply(
+        "/meshes/default/meshratelimits/gateway-limit",
+        "type: MeshRateLimit\nmesh: default\nname: gateway-limit\nspec:\n  targetRef: {kind: MeshGateway, name: public}\n  to:\n  - targetRef: {kind: Mesh}\n    default:\n      local:\n        http: {requestRate: {num: 2, interval: 60s}, onRateLimit: {status: 429}}\n",
+    )
+    .await?;
+    let limited = wait_until(Duration::from_secs(20), || async {
+        get("/items").await.0 == 429
+    })
+    .await;
+    assert!(limited.is_ok(), "never limited: {:?}", get("/items").await);
+    // Each route has its own bucket (a per-route config, as Kuma writes it): /v2's third
+    // request is refused too.
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let (status, body) = http(addr, "GET", "/v2/items", None).await?;
+        answers.push((status, body.trim().to_owned()));
+    }
+    assert_eq!(
+        answers[2],
+        (429, "local_rate_limited".to_owned()),
+        "{answers:?}"
+    );
     drop(gw);
     drop(apps);
     zone.stop().await

@@ -302,3 +302,68 @@ fn mesh_gateway_routes_route_the_gateway_and_convert_to_the_same_routes() {
         doc
     );
 }
+
+#[test]
+fn a_mesh_rate_limit_on_the_gateway_limits_its_routes() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshRateLimit\nmesh: default\nname: gateway-limit\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: Mesh}\n    default:\n      local:\n        http: {requestRate: {num: 2, interval: 10s}, onRateLimit: {status: 429}}\n        tcp: {connectionRate: {num: 5, interval: 1s}}\n---\ntype: MeshRateLimit\nmesh: default\nname: sidecars\nspec:\n  targetRef: {kind: Mesh, proxyTypes: [Sidecar]}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {local: {http: {requestRate: {num: 1, interval: 1s}}}}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let chain = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0];
+    let filters: Vec<&str> = chain["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        filters,
+        [
+            "envoy.extensions.filters.network.local_ratelimit.v3.LocalRateLimit",
+            "envoy.filters.network.http_connection_manager"
+        ]
+    );
+    let hcm = &chain["filters"][1]["typedConfig"];
+    let http: Vec<&str> = hcm["httpFilters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        http,
+        [
+            "envoy.filters.http.local_ratelimit",
+            "envoy.filters.http.router"
+        ]
+    );
+    // Every route of every virtual host: 2 requests per 10s, then 429.
+    for vh in hcm["routeConfig"]["virtualHosts"].as_array().unwrap() {
+        for r in vh["routes"].as_array().unwrap() {
+            let limit = &r["typedPerFilterConfig"]["envoy.filters.http.local_ratelimit"];
+            assert_eq!(limit["tokenBucket"]["maxTokens"], 2, "{r:#}");
+            assert_eq!(limit["status"]["code"], "TooManyRequests", "{r:#}");
+        }
+    }
+    // Only the MeshGateway's one: the Sidecar-only policy selects nothing here.
+    assert!(!doc.to_string().contains(r#""maxTokens":1"#));
+    assert!(
+        not_generated(&resources, "shop-gw").is_empty(),
+        "{:?}",
+        not_generated(&resources, "shop-gw")
+    );
+    // The gateway's config depends on it (a change regenerates the gateway).
+    let dp = resources
+        .iter()
+        .find(|r| r.meta.name == "shop-gw")
+        .and_then(Resource::as_dataplane)
+        .unwrap();
+    let set = PolicySet::build("default", &resources, View::Live);
+    let deps = umbra_core::dependencies::dependencies(dp, &set);
+    assert!(deps.policies.iter().any(|d| d.name == "gateway-limit"));
+    assert!(!deps.policies.iter().any(|d| d.name == "sidecars"));
+}

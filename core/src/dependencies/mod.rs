@@ -19,7 +19,8 @@
 //!   and superseded, nothing else about the rule;
 //! - the endpoints and protocol of the services its outbounds name (a builtin gateway: the
 //!   services its attached MeshHTTPRoutes and MeshTCPRoutes send to, those MeshTCPRoutes,
-//!   the MeshGatewayRoutes selecting one of its listeners and the services they send to,
+//!   the MeshGatewayRoutes selecting one of its listeners and the services they send to, the
+//!   policies Umbra applies to gateways that select one of its listeners,
 //!   every MeshGateway of the mesh and the Secrets their listeners' certificates are);
 //! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
 //!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
@@ -156,6 +157,24 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
                     .flat_map(|rule| rule.default.backend_refs.iter().flatten())
                     .map(|b| b.name.as_str());
                 deps.services.extend(backends);
+            }
+            // The policies applied to its listeners (which select one of them).
+            for ty in crate::gateway_rules::GENERATED_ON_GATEWAYS {
+                for p in policies.new.get(ty).into_iter().flatten() {
+                    if !include_shadow && p.meta().is_shadow() {
+                        continue;
+                    }
+                    let ports = crate::gateway_rules::selected_ports(
+                        &p.meta().mesh,
+                        &p.target_ref,
+                        dp,
+                        &g,
+                        &routes,
+                    );
+                    if ports.map_or(true, |p| !p.is_empty()) {
+                        push(*ty, p.meta().name.as_str(), false);
+                    }
+                }
             }
             // The MeshGatewayRoutes selecting one of its listeners (any view: Kuma falls back
             // to them per virtual host) and the services they send to.

@@ -81,7 +81,8 @@ use crate::snapshot::Snapshot;
 /// module docs). Returns `false` (nothing done) for any other DPP.
 ///
 /// # Errors
-/// None yet; kept for the policy plugins this grows into.
+/// [`GenerateError::Policy`] when a policy on the gateway cannot be written
+/// ([`super::gateway_policies`]).
 pub(super) fn apply(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
@@ -234,6 +235,7 @@ pub(super) fn apply(
             }),
         );
     }
+    super::gateway_policies::apply(ctx.snap, input, &gateway)?;
     Ok(true)
 }
 

@@ -16,13 +16,14 @@
 //!   `route-all` TrafficRoute).
 //!
 //! A builtin gateway DPP is routed by the MeshHTTPRoutes attached to its MeshGateway instead
-//! ([`gateway`]).
+//! ([`gateway`]), then gets the policies Umbra applies to gateways ([`gateway_policies`]).
 //!
 //! Both record the extra clusters they create per service ([`Origins::service_clusters`]), so
 //! later plugins configure every cluster of a service, as Kuma's do.
 
 mod backends;
 mod gateway;
+mod gateway_policies;
 mod http;
 mod new_routes;
 mod traffic_route;
