@@ -27,8 +27,10 @@ use crate::target_ref::{ProxyType, TargetRef, TargetRefKind, SERVICE_TAG};
 /// The policy types Umbra generates on builtin gateways (besides the routes: MeshHTTPRoute and
 /// MeshTCPRoute attached to the MeshGateway); other types selecting one are named under
 /// `notGenerated`.
-pub const GENERATED_ON_GATEWAYS: &[crate::resource::ResourceType] =
-    &[crate::resource::ResourceType::MeshRateLimit];
+pub const GENERATED_ON_GATEWAYS: &[crate::resource::ResourceType] = &[
+    crate::resource::ResourceType::MeshRateLimit,
+    crate::resource::ResourceType::MeshTimeout,
+];
 
 /// The policies of one type applying to a builtin gateway.
 #[derive(Debug, Clone, Default, PartialEq)]

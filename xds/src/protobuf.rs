@@ -30,6 +30,14 @@ pub fn secs(s: i64) -> PbDuration {
     }
 }
 
+/// A protobuf duration of whole milliseconds (`ms` >= 0).
+pub fn millis(ms: u32) -> PbDuration {
+    PbDuration {
+        seconds: i64::from(ms / 1000),
+        nanos: i32::try_from((ms % 1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
 /// A protobuf duration from a Kuma duration.
 pub fn duration(d: &umbra_core::duration::Duration) -> PbDuration {
     let (seconds, nanos) = d.to_secs_nanos();

@@ -2,9 +2,11 @@
 //! delegated gateway in an mTLS mesh gets its outbounds over mTLS; a builtin gateway gets its
 //! MeshGateway's HTTP listener routed by the MeshHTTPRoutes attached to it (per hostname, a
 //! shadow route in the Shadow view only), an HTTPS listener terminating TLS with its Secret's
-//! certificate, and a TCP listener routed by a MeshTCPRoute; what it does not generate yet (an
-//! HTTPS listener whose Secret is missing, a MeshTimeout on the MeshGateway) is named under
-//! `notGenerated`, never silently dropped.
+//! certificate, and a TCP listener routed by a MeshTCPRoute, with the MeshTimeout targeting
+//! the MeshGateway on its routes and clusters; `tests/data/gateway-routes.yaml`: MeshGatewayRoutes
+//! route it, convert to MeshHTTPRoutes that route it the same, and a MeshRateLimit limits it.
+//! What it does not generate yet (an HTTPS listener whose Secret is missing, a
+//! MeshCircuitBreaker selecting it) is named under `notGenerated`, never silently dropped.
 //! Every config is checked by the real Envoy.
 
 use umbra_core::resource::Resource;
@@ -83,6 +85,8 @@ fn a_builtin_gateway_listens_and_routes_by_its_meshhttproutes() {
             .collect()
     };
     assert_eq!(paths(1), [r#"{"prefix":"/"}"#]);
+    // MeshTimeout `public-timeout` (to: Mesh, requestTimeout 3s) on every route.
+    assert_eq!(rc["virtualHosts"][1]["routes"][0]["route"]["timeout"], "3s");
     assert_eq!(paths(0).len(), 3, "{:?}", paths(0));
     assert!(paths(0)[0].contains("/v1"));
     assert_eq!(paths(0)[2], r#"{"prefix":"/"}"#);
@@ -135,10 +139,7 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     let resources = load("gateways.yaml");
     assert_eq!(
         not_generated(&resources, "ingress-gw"),
-        [
-            ("MeshGateway".to_owned(), "public".to_owned()),
-            ("MeshTimeout".to_owned(), "public-timeout".to_owned()),
-        ]
+        [("MeshGateway".to_owned(), "public".to_owned())]
     );
     let reasons: Vec<String> = {
         let dp = resources
@@ -163,14 +164,18 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
-    // A Mesh-wide MeshTimeout and an old Timeout select the gateway too: named, not applied.
+    // A Mesh-wide MeshCircuitBreaker and an old CircuitBreaker select the gateway too: named,
+    // not applied.
     let mut more = resources.clone();
     more.extend(
-        Resource::all_from_bytes(b"type: MeshTimeout\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s}\n---\ntype: CircuitBreaker\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {thresholds: {maxConnections: 2}}\n")
+        Resource::all_from_bytes(b"type: MeshCircuitBreaker\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionLimits: {maxConnections: 2}}\n---\ntype: CircuitBreaker\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {thresholds: {maxConnections: 2}}\n")
             .unwrap(),
     );
     let named = not_generated(&more, "ingress-gw");
-    for (ty, name) in [("MeshTimeout", "everywhere"), ("CircuitBreaker", "all")] {
+    for (ty, name) in [
+        ("MeshCircuitBreaker", "everywhere"),
+        ("CircuitBreaker", "all"),
+    ] {
         assert!(
             named.contains(&(ty.to_owned(), name.to_owned())),
             "{ty}/{name} in {named:?}"
@@ -366,4 +371,28 @@ fn a_mesh_rate_limit_on_the_gateway_limits_its_routes() {
     let deps = umbra_core::dependencies::dependencies(dp, &set);
     assert!(deps.policies.iter().any(|d| d.name == "gateway-limit"));
     assert!(!deps.policies.iter().any(|d| d.name == "sidecars"));
+}
+
+#[test]
+fn a_mesh_timeout_from_rule_sets_the_gateway_listeners_timeouts() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshTimeout\nmesh: default\nname: listeners\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 20s, http: {streamIdleTimeout: 7s}}\n  to:\n  - targetRef: {kind: MeshService, name: api}\n    default: {connectionTimeout: 2s, http: {requestTimeout: 9s}}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(hcm["commonHttpProtocolOptions"]["idleTimeout"], "20s");
+    assert_eq!(hcm["streamIdleTimeout"], "7s");
+    assert_eq!(hcm["requestHeadersTimeout"], "0.500s");
+    let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(tcp["idleTimeout"], "20s");
+    // `to` names a service, not the Mesh: no route conf; the api cluster gets its timeouts.
+    let route = &hcm["routeConfig"]["virtualHosts"][1]["routes"][0]["route"];
+    assert_eq!(route["cluster"], "api");
+    assert!(route.get("timeout").is_none(), "{route:#}");
+    assert_eq!(doc[CLUSTER]["api"]["connectTimeout"], "2s");
+    assert_eq!(doc[CLUSTER]["db"]["connectTimeout"], "5s");
 }

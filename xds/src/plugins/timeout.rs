@@ -32,6 +32,8 @@
 //!    behaviour, i.e. its default `mesh-timeout-all` policy), so it never shows up in a shadow
 //!    diff.
 //!
+//! On builtin gateways, MeshTimeout applies per listener: [`apply_gateway`].
+//!
 //! Errors: a MeshTimeout rule conf that does not fit the model is a
 //! [`GenerateError::Policy`] naming the policies and the listener.
 
@@ -269,6 +271,89 @@ fn apply_mesh_timeout(
                 conf.as_ref(),
                 &route_confs,
             );
+        }
+    }
+    Ok(())
+}
+
+/// MeshTimeout on one builtin gateway listener `listener` (Kuma's `applyToGateway`,
+/// `ConfigureGatewayListener`, `ConfigureRouteAction`, `applyToClusters`):
+/// - the `from` rules' Mesh-wide conf, when there is one, sets the listener's timeouts with the
+///   gateway defaults: HTTP `commonHttpProtocolOptions.idleTimeout` (`idleTimeout`, 5m),
+///   `requestHeadersTimeout` (0.5s), `streamIdleTimeout` (5s) and `requestTimeout` when set;
+///   TCP the proxy's `idleTimeout` (5m);
+/// - the `to` rules set each route's `timeout` (`http.requestTimeout`, 15s) and `idleTimeout`
+///   (`http.streamIdleTimeout`, else the route's own) from the rule for its name
+///   (`__rule-matches-hash__`), else from the Mesh-wide conf;
+/// - each of `clusters` (`(cluster, service, protocol)`, the listener's backends) gets the
+///   cluster timeouts of the `to` rule for its service, as an outbound's.
+///
+/// # Errors
+/// [`GenerateError::Policy`] when a merged conf does not fit MeshTimeout.
+pub(crate) fn apply_gateway(
+    snap: &mut Snapshot,
+    listener: &str,
+    from: Option<&umbra_core::rules::Rules>,
+    to: Option<&umbra_core::rules::Rules>,
+    clusters: &[(String, String, Protocol)],
+) -> Result<(), GenerateError> {
+    let from_conf = match from {
+        Some(rules) => Confs::new(rules).compute(&Element::new(), listener)?,
+        None => None,
+    };
+    if let (Some(conf), Some(l)) = (&from_conf, snap.listeners.get_mut(listener)) {
+        let http = conf.http.as_ref();
+        edit_hcms(l, |hcm| {
+            hcm.common_http_protocol_options
+                .get_or_insert_with(CoreHttpProtocolOptions::default)
+                .idle_timeout = Some(d(conf.idle_timeout.as_ref(), 300));
+            hcm.request_headers_timeout = Some(
+                http.and_then(|h| h.request_headers_timeout.as_ref())
+                    .map_or_else(|| crate::protobuf::millis(500), duration),
+            );
+            hcm.stream_idle_timeout = Some(d(http.and_then(|h| h.stream_idle_timeout.as_ref()), 5));
+            if let Some(t) = http.and_then(|h| h.request_timeout.as_ref()) {
+                hcm.request_timeout = Some(duration(t));
+            }
+        });
+        edit_tcp_proxies(l, |tcp| {
+            tcp.idle_timeout = Some(d(conf.idle_timeout.as_ref(), 300));
+        });
+    }
+    let Some(to) = to else { return Ok(()) };
+    let mut confs = Confs::new(to);
+    let mesh = confs.compute(&Element::new(), listener)?;
+    let mut route_confs = BTreeMap::new();
+    for name in route_names(snap, listener) {
+        let element = Element::from([(RULE_MATCHES_HASH_TAG.to_owned(), name.clone())]);
+        if let Some(c) = confs.compute(&element, listener)?.or_else(|| mesh.clone()) {
+            route_confs.insert(name, c);
+        }
+    }
+    if let Some(l) = snap.listeners.get_mut(listener) {
+        edit_hcms(l, |hcm| {
+            if let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier {
+                for r in rc.virtual_hosts.iter_mut().flat_map(|v| &mut v.routes) {
+                    let Some(conf) = route_confs.get(&r.name) else {
+                        continue;
+                    };
+                    let http = conf.http.as_ref();
+                    if let Some(route::Action::Route(action)) = &mut r.action {
+                        action.timeout = Some(d(http.and_then(|h| h.request_timeout.as_ref()), 15));
+                        action.idle_timeout =
+                            match http.and_then(|h| h.stream_idle_timeout.as_ref()) {
+                                Some(v) => Some(duration(v)),
+                                None => action.idle_timeout.or(Some(secs(1800))),
+                            };
+                    }
+                }
+            }
+        });
+    }
+    for (cluster, service, protocol) in clusters {
+        let element = Element::from([(SERVICE_TAG.to_owned(), service.clone())]);
+        if let Some(conf) = confs.compute(&element, listener)? {
+            configure(snap, "", cluster, *protocol, Some(&conf), &BTreeMap::new());
         }
     }
     Ok(())

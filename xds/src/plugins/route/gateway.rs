@@ -56,7 +56,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     secret, tls_parameters, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, Secret,
     TlsCertificate, TlsParameters,
 };
-use envoy_types::pb::google::protobuf::{BoolValue, Duration as PbDuration, UInt32Value};
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use umbra_core::gateway::{
     https_problem, old_routes, routes, selected, GatewayCertificate, GatewayListener, OldRoute,
 };
@@ -235,7 +235,7 @@ pub(super) fn apply(
             }),
         );
     }
-    super::gateway_policies::apply(ctx.snap, input, &gateway)?;
+    super::gateway_policies::apply(ctx.snap, input, ctx.origins, &gateway)?;
     Ok(true)
 }
 
@@ -383,10 +383,7 @@ impl Routing<'_, '_> {
                 ..Default::default()
             }),
             stream_idle_timeout: Some(secs(5)),
-            request_headers_timeout: Some(PbDuration {
-                seconds: 0,
-                nanos: 500_000_000,
-            }),
+            request_headers_timeout: Some(crate::protobuf::millis(500)),
             route_specifier: Some(RouteSpecifier::RouteConfig(route_config)),
             ..Default::default()
         }

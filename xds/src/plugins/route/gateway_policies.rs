@@ -2,7 +2,9 @@
 //! [`super::gateway`] built them (Kuma 2.7.29: each policy plugin's `applyToGateway(s)` path,
 //! over the rules of [`umbra_core::gateway_rules`]):
 //! - **MeshRateLimit**: its `to` rules per listener port, as Kuma's `configureGateway`
-//!   ([`crate::plugins::rate_limit::apply_gateway`]).
+//!   ([`crate::plugins::rate_limit::apply_gateway`]);
+//! - **MeshTimeout**: its `from` rules on the listener, its `to` rules on the routes and on the
+//!   clusters the listener sends to ([`crate::plugins::timeout::apply_gateway`]).
 //!
 //! These are [`umbra_core::gateway_rules::GENERATED_ON_GATEWAYS`]; every other policy type
 //! selecting a builtin gateway is named under `notGenerated`
@@ -15,8 +17,16 @@ use umbra_core::policy::TargetRefPolicy;
 use umbra_core::resource::ResourceType;
 use umbra_core::view::View;
 
+use std::collections::BTreeSet;
+
+use envoy_types::pb::envoy::config::route::v3::{route, route_action};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
+
+use crate::context::Protocol;
 use crate::error::GenerateError;
-use crate::plugins::input::PluginInput;
+use crate::plugins::edit::{edit_hcms, edit_tcp_proxies};
+use crate::plugins::input::{Origins, PluginInput};
 use crate::snapshot::Snapshot;
 
 /// Apply the policies of the view to the listeners of `gateway` in `snap` (see the module
@@ -27,6 +37,7 @@ use crate::snapshot::Snapshot;
 pub(super) fn apply(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
+    origins: &Origins,
     gateway: &SelectedGateway,
 ) -> Result<(), GenerateError> {
     let routes: Vec<&TargetRefPolicy> = input.policies.routes.iter().collect();
@@ -48,7 +59,86 @@ pub(super) fn apply(
             }
         }
     }
+    let timeouts = gateway_rules(
+        input.dataplane,
+        gateway,
+        list(ResourceType::MeshTimeout),
+        &routes,
+        opts,
+    );
+    let ports: BTreeSet<u32> = timeouts
+        .to
+        .keys()
+        .chain(timeouts.from.keys())
+        .copied()
+        .collect();
+    for port in ports {
+        for name in listeners_of(snap, &gateway.name, port) {
+            let clusters: Vec<(String, String, Protocol)> = clusters_of(snap, &name)
+                .into_iter()
+                .filter_map(|c| {
+                    let service = service_of(origins, &c)?;
+                    let protocol = input.service_protocol(&service);
+                    Some((c, service, protocol))
+                })
+                .collect();
+            crate::plugins::timeout::apply_gateway(
+                snap,
+                &name,
+                timeouts.from.get(&port),
+                timeouts.to.get(&port),
+                &clusters,
+            )?;
+        }
+    }
     Ok(())
+}
+
+/// The clusters listener `name` sends to: its routes' and TCP proxies' clusters.
+fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let Some(listener) = snap.listeners.get(name) else {
+        return out;
+    };
+    let mut listener = (**listener).clone();
+    edit_hcms(&mut listener, |hcm| {
+        if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
+            for r in rc.virtual_hosts.iter().flat_map(|v| &v.routes) {
+                if let Some(route::Action::Route(a)) = &r.action {
+                    match &a.cluster_specifier {
+                        Some(route_action::ClusterSpecifier::Cluster(c)) => {
+                            out.insert(c.clone());
+                        }
+                        Some(route_action::ClusterSpecifier::WeightedClusters(w)) => {
+                            out.extend(w.clusters.iter().map(|c| c.name.clone()));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    });
+    edit_tcp_proxies(&mut listener, |tcp| match &tcp.cluster_specifier {
+        Some(tcp_proxy::ClusterSpecifier::Cluster(c)) => {
+            out.insert(c.clone());
+        }
+        Some(tcp_proxy::ClusterSpecifier::WeightedClusters(w)) => {
+            out.extend(w.clusters.iter().map(|c| c.name.clone()));
+        }
+        None => {}
+    });
+    out
+}
+
+/// The service cluster `cluster` is of: the service named after it, or the one whose subset
+/// cluster it is ([`Origins::service_clusters`]).
+fn service_of(origins: &Origins, cluster: &str) -> Option<String> {
+    origins
+        .service_clusters
+        .iter()
+        .find(|(_, clusters)| clusters.contains(cluster))
+        .map(|(service, _)| service.clone())
+        .or_else(|| (!cluster.contains(':')).then(|| cluster.to_owned()))
 }
 
 /// The names of the gateway's listeners on `port` (`<gateway>:<protocol>:<port>`).
