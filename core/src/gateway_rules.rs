@@ -30,6 +30,9 @@ use crate::target_ref::{ProxyType, TargetRef, TargetRefKind, SERVICE_TAG};
 pub const GENERATED_ON_GATEWAYS: &[crate::resource::ResourceType] = &[
     crate::resource::ResourceType::MeshRateLimit,
     crate::resource::ResourceType::MeshTimeout,
+    crate::resource::ResourceType::MeshRetry,
+    crate::resource::ResourceType::MeshCircuitBreaker,
+    crate::resource::ResourceType::MeshHealthCheck,
 ];
 
 /// The policies of one type applying to a builtin gateway.

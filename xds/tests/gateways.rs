@@ -6,7 +6,7 @@
 //! the MeshGateway on its routes and clusters; `tests/data/gateway-routes.yaml`: MeshGatewayRoutes
 //! route it, convert to MeshHTTPRoutes that route it the same, and a MeshRateLimit limits it.
 //! What it does not generate yet (an HTTPS listener whose Secret is missing, a
-//! MeshCircuitBreaker selecting it) is named under `notGenerated`, never silently dropped.
+//! MeshLoadBalancingStrategy selecting it) is named under `notGenerated`, never silently dropped.
 //! Every config is checked by the real Envoy.
 
 use umbra_core::resource::Resource;
@@ -164,16 +164,16 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
-    // A Mesh-wide MeshCircuitBreaker and an old CircuitBreaker select the gateway too: named,
-    // not applied.
+    // A Mesh-wide MeshLoadBalancingStrategy and an old CircuitBreaker select the gateway too:
+    // named, not applied.
     let mut more = resources.clone();
     more.extend(
-        Resource::all_from_bytes(b"type: MeshCircuitBreaker\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionLimits: {maxConnections: 2}}\n---\ntype: CircuitBreaker\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {thresholds: {maxConnections: 2}}\n")
+        Resource::all_from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: RoundRobin}}\n---\ntype: CircuitBreaker\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {thresholds: {maxConnections: 2}}\n")
             .unwrap(),
     );
     let named = not_generated(&more, "ingress-gw");
     for (ty, name) in [
-        ("MeshCircuitBreaker", "everywhere"),
+        ("MeshLoadBalancingStrategy", "everywhere"),
         ("CircuitBreaker", "all"),
     ] {
         assert!(
@@ -395,4 +395,53 @@ fn a_mesh_timeout_from_rule_sets_the_gateway_listeners_timeouts() {
     assert!(route.get("timeout").is_none(), "{route:#}");
     assert_eq!(doc[CLUSTER]["api"]["connectTimeout"], "2s");
     assert_eq!(doc[CLUSTER]["db"]["connectTimeout"], "5s");
+}
+
+#[test]
+fn retries_circuit_breakers_and_health_checks_apply_to_the_gateway() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshRetry\nmesh: default\nname: gw-retry\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: Mesh}\n    default:\n      http: {numRetries: 4, retryOn: [5xx]}\n      tcp: {maxConnectAttempt: 3}\n---\ntype: MeshCircuitBreaker\nmesh: default\nname: gw-cb\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: MeshService, name: api}\n    default: {connectionLimits: {maxConnections: 7}}\n---\ntype: MeshHealthCheck\nmesh: default\nname: gw-hc\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {interval: 10s, timeout: 2s, unhealthyThreshold: 3, healthyThreshold: 1, http: {path: /health}, tcp: {}}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
+    for vh in hcm["routeConfig"]["virtualHosts"].as_array().unwrap() {
+        for r in vh["routes"].as_array().unwrap() {
+            assert_eq!(r["route"]["retryPolicy"]["numRetries"], 4, "{r:#}");
+            assert_eq!(r["route"]["retryPolicy"]["retryOn"], "5xx", "{r:#}");
+        }
+    }
+    let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(tcp["maxConnectAttempts"], 3);
+    // The circuit breaker names one service: its cluster only.
+    assert_eq!(
+        doc[CLUSTER]["api"]["circuitBreakers"]["thresholds"][0]["maxConnections"],
+        7
+    );
+    assert!(doc[CLUSTER]["db"].get("circuitBreakers").is_none());
+    // HTTP listeners' backends get the HTTP check, the TCP listener's a TCP one.
+    let hc = |c: &str| doc[CLUSTER][c]["healthChecks"][0].clone();
+    assert_eq!(
+        hc("api")["httpHealthCheck"]["path"],
+        "/health",
+        "{:#}",
+        hc("api")
+    );
+    assert!(hc("db").get("tcpHealthCheck").is_some(), "{:#}", hc("db"));
+    assert_eq!(
+        doc[CLUSTER]["api"]["healthChecks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "one check per cluster, not one per listener"
+    );
+    assert!(
+        not_generated(&resources, "shop-gw").is_empty(),
+        "{:?}",
+        not_generated(&resources, "shop-gw")
+    );
 }

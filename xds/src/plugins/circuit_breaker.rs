@@ -257,8 +257,13 @@ fn local_cluster_name(port: u32) -> String {
     format!("localhost:{port}")
 }
 
-/// Kuma's `configure`: compute `rules` for `element` and apply the conf to cluster `name`.
-fn configure_new(
+/// Kuma's `configure`: compute `rules` for `element` and apply the conf to cluster `name` (also
+/// a builtin gateway's backend clusters, with the listener's `to` rules and the service's
+/// element: Kuma's `applyToGateways`).
+///
+/// # Errors
+/// [`GenerateError::Policy`] when the merged conf does not fit or cannot be written.
+pub(crate) fn configure_new(
     snap: &mut Snapshot,
     name: &str,
     rules: &Rules,

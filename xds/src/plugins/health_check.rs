@@ -249,6 +249,34 @@ fn apply_new(
     Ok(())
 }
 
+/// MeshHealthCheck on builtin gateway backend cluster `name` of `service` (Kuma's
+/// `applyToGateways`): the listener's `to` rules for the service, with the listener's protocol
+/// (`Http` for HTTP/HTTPS listeners, `Tcp` for TCP ones) and the gateway's tags.
+///
+/// # Errors
+/// [`GenerateError::Policy`] when the merged conf does not fit or cannot be written.
+pub(crate) fn apply_gateway_cluster(
+    snap: &mut Snapshot,
+    name: &str,
+    rules: &Rules,
+    service: &str,
+    protocol: Protocol,
+    tags: &str,
+) -> Result<(), GenerateError> {
+    let element = Element::from([(SERVICE_TAG.to_owned(), service.to_owned())]);
+    let Some((conf, policies)) = compute(rules, &element, name)? else {
+        return Ok(());
+    };
+    let Some(cluster) = snap.clusters.get_mut(name) else {
+        return Ok(());
+    };
+    configure_new(cluster, &conf, protocol, tags).map_err(|e| GenerateError::Policy {
+        policy: policies,
+        resource: format!("{CLUSTER_TYPE}/{name}"),
+        reason: e.to_string(),
+    })
+}
+
 /// The typed conf of the first rule containing `element` and the `MeshHealthCheck/<name>`s it
 /// comes from.
 fn compute(

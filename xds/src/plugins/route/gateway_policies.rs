@@ -4,7 +4,13 @@
 //! - **MeshRateLimit**: its `to` rules per listener port, as Kuma's `configureGateway`
 //!   ([`crate::plugins::rate_limit::apply_gateway`]);
 //! - **MeshTimeout**: its `from` rules on the listener, its `to` rules on the routes and on the
-//!   clusters the listener sends to ([`crate::plugins::timeout::apply_gateway`]).
+//!   clusters the listener sends to ([`crate::plugins::timeout::apply_gateway`]);
+//! - **MeshRetry**: its `to` rules on the listener's routes (HTTP) or TCP proxy
+//!   ([`crate::plugins::retry::apply_gateway`]);
+//! - **MeshCircuitBreaker** and **MeshHealthCheck**: their `to` rules for each backend's service
+//!   on the clusters the listener sends to (Kuma keys MeshHealthCheck's rules by listener and
+//!   hostname; Umbra by listener, which differs only when a policy's `targetRef.tags` select some
+//!   hostnames' listeners of a port and not others).
 //!
 //! These are [`umbra_core::gateway_rules::GENERATED_ON_GATEWAYS`]; every other policy type
 //! selecting a builtin gateway is named under `notGenerated`
@@ -59,20 +65,23 @@ pub(super) fn apply(
             }
         }
     }
-    let timeouts = gateway_rules(
-        input.dataplane,
-        gateway,
-        list(ResourceType::MeshTimeout),
-        &routes,
-        opts,
-    );
-    let ports: BTreeSet<u32> = timeouts
-        .to
-        .keys()
-        .chain(timeouts.from.keys())
-        .copied()
+    let rules_of =
+        |ty: ResourceType| gateway_rules(input.dataplane, gateway, list(ty), &routes, opts);
+    let timeouts = rules_of(ResourceType::MeshTimeout);
+    let retries = rules_of(ResourceType::MeshRetry);
+    let breakers = rules_of(ResourceType::MeshCircuitBreaker);
+    let checks = rules_of(ResourceType::MeshHealthCheck);
+    let tags = crate::tags::serialize_tags(&input.dataplane.tag_set());
+    // One Envoy listener per port (listeners of a port are merged, with one protocol).
+    let ports: std::collections::BTreeMap<u32, Protocol> = gateway
+        .listeners
+        .iter()
+        .map(|l| {
+            let tcp = l.protocol == "TCP" || l.protocol == "TLS";
+            (l.port, if tcp { Protocol::Tcp } else { Protocol::Http })
+        })
         .collect();
-    for port in ports {
+    for (port, protocol) in ports {
         for name in listeners_of(snap, &gateway.name, port) {
             let clusters: Vec<(String, String, Protocol)> = clusters_of(snap, &name)
                 .into_iter()
@@ -89,6 +98,25 @@ pub(super) fn apply(
                 timeouts.to.get(&port),
                 &clusters,
             )?;
+            if let (Some(rules), Some(listener)) =
+                (retries.to.get(&port), snap.listeners.get_mut(&name))
+            {
+                crate::plugins::retry::apply_gateway(listener, rules, protocol)?;
+            }
+            for (cluster, service, _) in &clusters {
+                let element = umbra_core::rules::Element::from([(
+                    umbra_core::target_ref::SERVICE_TAG.to_owned(),
+                    service.clone(),
+                )]);
+                if let Some(rules) = breakers.to.get(&port) {
+                    crate::plugins::circuit_breaker::configure_new(snap, cluster, rules, &element)?;
+                }
+                if let Some(rules) = checks.to.get(&port) {
+                    crate::plugins::health_check::apply_gateway_cluster(
+                        snap, cluster, rules, service, protocol, &tags,
+                    )?;
+                }
+            }
         }
     }
     Ok(())
