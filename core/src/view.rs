@@ -725,9 +725,10 @@ impl PolicySet {
                                 .iter()
                                 .any(|r| {
                                     r.conf.tcp.is_some()
-                                        && g.listeners
-                                            .iter()
-                                            .any(|l| l.protocol == "TCP" && r.selects(&l.tags))
+                                        && g.listeners.iter().any(|l| {
+                                            (l.protocol == "TCP" || l.protocol == "TLS")
+                                                && r.selects(&l.tags)
+                                        })
                                 })
                         });
                         crate::gateway::not_generated_reason(

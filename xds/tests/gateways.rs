@@ -445,3 +445,47 @@ fn retries_circuit_breakers_and_health_checks_apply_to_the_gateway() {
         not_generated(&resources, "shop-gw")
     );
 }
+
+#[test]
+fn tls_listeners_pass_through_or_terminate_by_sni() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        load("gateways.yaml")
+            .into_iter()
+            .filter(|r| r.meta.name == "api-cert"),
+    );
+    resources.extend(
+        Resource::all_from_bytes(b"type: Dataplane\nmesh: default\nname: tls-gw\nnetworking:\n  address: 127.0.0.7\n  gateway: {type: BUILTIN, tags: {kuma.io/service: tls-gw}}\n---\ntype: MeshGateway\nmesh: default\nname: tls\nselectors:\n- match: {kuma.io/service: tls-gw}\nconf:\n  listeners:\n  - {port: 9443, protocol: TLS, hostname: db.example.com, tls: {mode: PASSTHROUGH}}\n  - {port: 9444, protocol: TLS, tls: {mode: TERMINATE, certificates: [{secret: api-cert}]}}\n---\ntype: MeshTCPRoute\nmesh: default\nname: tls-db\nspec:\n  targetRef: {kind: MeshGateway, name: tls}\n  to:\n  - targetRef: {kind: Mesh}\n    rules:\n    - default:\n        backendRefs: [{kind: MeshService, name: db}]\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "tls-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let passthrough = &doc[LISTENER]["tls:TLS:9443"]["filterChains"][0];
+    assert_eq!(
+        passthrough["filterChainMatch"],
+        serde_json::json!({"serverNames": ["db.example.com"], "transportProtocol": "tls"})
+    );
+    assert!(
+        passthrough.get("transportSocket").is_none(),
+        "{passthrough:#}"
+    );
+    assert_eq!(passthrough["filters"][0]["typedConfig"]["cluster"], "db");
+    let terminated = &doc[LISTENER]["tls:TLS:9444"]["filterChains"][0];
+    assert_eq!(
+        terminated["filterChainMatch"],
+        serde_json::json!({"transportProtocol": "tls"})
+    );
+    let tls = &terminated["transportSocket"]["typedConfig"]["commonTlsContext"];
+    assert_eq!(
+        tls["tlsCertificateSdsSecretConfigs"][0]["name"],
+        "cert.ecdsa:secret:api-cert"
+    );
+    assert!(tls.get("alpnProtocols").is_none(), "{tls:#}");
+    assert_eq!(terminated["filters"][0]["typedConfig"]["cluster"], "db");
+    assert!(
+        not_generated(&resources, "tls-gw").is_empty(),
+        "{:?}",
+        not_generated(&resources, "tls-gw")
+    );
+}

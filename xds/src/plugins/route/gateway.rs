@@ -30,11 +30,17 @@
 //!
 //! - **TCP**: listener `<gateway>:TCP:<port>` proxying to the backends of the MeshTCPRoute
 //!   attached to the MeshGateway (the last by name whose `targetRef.tags` a listener of the
-//!   port carries); without one, no listener.
-//!
-//! Not generated yet (named under `notGenerated` by [`umbra_core::view::PolicySet`]): `TLS`
-//! listeners, TLS passthrough, and every policy other than MeshHTTPRoute and MeshTCPRoute
-//! that targets the MeshGateway.
+//!   port carries), else of the MeshGatewayRoutes' TCP rules selecting a listener of the port,
+//!   pooled; without either, no listener.
+//! - **TLS**: listener `<gateway>:TLS:<port>`, one filter chain per listener hostname (its SNI;
+//!   any for `*`), TLS terminated with its certificates (no ALPN) in `TERMINATE` mode or passed
+//!   through in `PASSTHROUGH` mode, proxying to the backends of that listener's TCP routes.
+//! - **MeshGatewayRoute**: a virtual host no MeshHTTPRoute routes is routed by the
+//!   MeshGatewayRoutes of its listener (Kuma's `GatewayHostInfo.Entries`: per host, new routes
+//!   win), read into the MeshHTTPRoute model ([`umbra_core::gateway_route`]); a host no route
+//!   reaches answers Kuma's 404 message. Every route gets Kuma's gateway route defaults (idle
+//!   timeout 5s, 500 for an unknown cluster).
+//! - **Policies** on the listeners: [`super::gateway_policies`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,7 +64,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use umbra_core::gateway::{
-    https_problem, old_routes, routes, selected, GatewayCertificate, GatewayListener, OldRoute,
+    is_passthrough, old_routes, routes, selected, tls_problem, GatewayCertificate, GatewayListener,
+    OldRoute,
 };
 use umbra_core::gateway_route::host_matches;
 use umbra_core::policies::mesh_http_route::{prepare_routes, PolicyDefault, RouteRule};
@@ -118,8 +125,8 @@ pub(super) fn apply(
     let certificates = &input.policies.gateway_certificates;
     let mut by_port: BTreeMap<(&str, u32), Vec<&GatewayListener>> = BTreeMap::new();
     for l in &gateway.listeners {
-        let https = https_problem(l, certificates).is_some_and(|r| r.is_ok());
-        if l.protocol == "HTTP" || l.protocol == "TCP" || https {
+        let tls = tls_problem(l, certificates).is_some_and(|r| r.is_ok());
+        if l.protocol == "HTTP" || l.protocol == "TCP" || tls {
             by_port
                 .entry((l.protocol.as_str(), l.port))
                 .or_default()
@@ -134,44 +141,13 @@ pub(super) fn apply(
         old: &old,
         tags: &tags,
         gateway: &gateway.name,
+        include_shadow,
     };
     for ((protocol, port), listeners) in by_port {
         let name = format!("{}:{protocol}:{port}", gateway.name);
         let chains = if protocol == "TCP" {
-            // TCP: the backends of the last MeshTCPRoute (by name) attached to a listener of
-            // this port; no route, no listener.
-            let tcp_routes = input
-                .policies
-                .new
-                .get(&umbra_core::resource::ResourceType::MeshTCPRoute)
-                .map_or(&[][..], Vec::as_slice);
-            let refs = routes(tcp_routes, &gateway.name, include_shadow)
-                .into_iter()
-                .filter(|p| {
-                    listeners.iter().any(|l| {
-                        p.target_ref
-                            .tags
-                            .iter()
-                            .all(|(k, v)| l.tags.get(k) == Some(v))
-                    })
-                })
-                .flat_map(|p| &p.to)
-                .filter_map(|item| serde_json::from_value::<TcpRule>(item.conf.clone()).ok())
-                .map(|rule| rule.default.backend_refs)
-                .next_back()
-                .or_else(|| {
-                    // No MeshTCPRoute: the MeshGatewayRoutes' TCP rules, their backends pooled.
-                    let pooled: Vec<_> = ctx
-                        .old
-                        .iter()
-                        .filter(|r| listeners.iter().any(|l| r.selects(&l.tags)))
-                        .flat_map(|r| r.conf.tcp_backends())
-                        .collect();
-                    (!pooled.is_empty()).then_some(pooled)
-                });
-            let splits =
-                refs.and_then(|refs| split(ctx.snap, ctx.input, ctx.origins, &refs, false));
-            let Some(splits) = splits else {
+            // TCP: the backends of the routes of this port; no route, no listener.
+            let Some(splits) = ctx.tcp_splits(&listeners) else {
                 continue;
             };
             vec![FilterChain {
@@ -181,6 +157,34 @@ pub(super) fn apply(
                 )],
                 ..Default::default()
             }]
+        } else if protocol == "TLS" {
+            // TLS: one filter chain per hostname (its SNI), terminated with its certificates or
+            // passed through, proxying to the backends of the routes of its listener.
+            let mut chains = Vec::new();
+            let mut sorted = listeners.clone();
+            sorted.sort_by_key(|l| (l.hostname == "*", l.hostname.starts_with('*')));
+            for l in sorted {
+                let Some(splits) = ctx.tcp_splits(&[l]) else {
+                    continue;
+                };
+                let transport_socket = (!is_passthrough(l)).then(|| {
+                    let sds = ctx.certificate_secrets(l);
+                    tls_socket(&downstream_tls(&sds, &[]))
+                });
+                chains.push(FilterChain {
+                    filter_chain_match: Some(tls_match(&l.hostname)),
+                    filters: vec![tcp_proxy_filter(
+                        &crate::names::sanitize_metric(&gateway.name),
+                        &splits,
+                    )],
+                    transport_socket,
+                    ..Default::default()
+                });
+            }
+            if chains.is_empty() {
+                continue;
+            }
+            chains
         } else if protocol == "HTTP" {
             let vhosts = ctx.virtual_hosts(&listeners, false);
             let rc = ctx.route_config(format!("{name}:*"), vhosts);
@@ -196,26 +200,11 @@ pub(super) fn apply(
             for l in sorted {
                 let vhosts = ctx.virtual_hosts(&[l], true);
                 let rc = ctx.route_config(format!("{name}:{}", l.hostname), vhosts);
-                let mut sds = Vec::new();
-                for c in l.tls.iter().flat_map(|t| &t.certificates) {
-                    if let Some(Ok(cert)) = certificates.get(&c.secret) {
-                        let secret = certificate_secret(&c.secret, cert);
-                        sds.push(secret.name.clone());
-                        ctx.snap.secrets.insert(secret.name.clone(), secret);
-                    }
-                }
+                let sds = ctx.certificate_secrets(l);
                 chains.push(FilterChain {
-                    filter_chain_match: Some(FilterChainMatch {
-                        server_names: if l.hostname == "*" {
-                            Vec::new()
-                        } else {
-                            vec![l.hostname.clone()]
-                        },
-                        transport_protocol: "tls".to_owned(),
-                        ..Default::default()
-                    }),
+                    filter_chain_match: Some(tls_match(&l.hostname)),
                     filters: vec![network_filter(HCM_FILTER, &ctx.hcm(rc))],
-                    transport_socket: Some(tls_socket(&downstream_tls(&sds))),
+                    transport_socket: Some(tls_socket(&downstream_tls(&sds, &["h2", "http/1.1"]))),
                     ..Default::default()
                 });
             }
@@ -249,6 +238,8 @@ struct Routing<'a, 'b> {
     old: &'b [OldRoute<'a>],
     tags: &'b BTreeMap<String, BTreeSet<String>>,
     gateway: &'b str,
+    /// The view is the Shadow one (shadow routes attach).
+    include_shadow: bool,
 }
 
 impl Routing<'_, '_> {
@@ -346,6 +337,59 @@ impl Routing<'_, '_> {
         out
     }
 
+    /// The backends of the TCP routes of `listeners` (one port, or one TLS hostname): the last
+    /// MeshTCPRoute (by name) attached to one of them, else the MeshGatewayRoutes' TCP rules
+    /// selecting one of them, their backends pooled; `None` without a route or a backend.
+    fn tcp_splits(
+        &mut self,
+        listeners: &[&GatewayListener],
+    ) -> Option<Vec<super::backends::Split>> {
+        let tcp_routes = self
+            .input
+            .policies
+            .new
+            .get(&umbra_core::resource::ResourceType::MeshTCPRoute)
+            .map_or(&[][..], Vec::as_slice);
+        let refs = routes(tcp_routes, self.gateway, self.include_shadow)
+            .into_iter()
+            .filter(|p| {
+                listeners.iter().any(|l| {
+                    p.target_ref
+                        .tags
+                        .iter()
+                        .all(|(k, v)| l.tags.get(k) == Some(v))
+                })
+            })
+            .flat_map(|p| &p.to)
+            .filter_map(|item| serde_json::from_value::<TcpRule>(item.conf.clone()).ok())
+            .map(|rule| rule.default.backend_refs)
+            .next_back()
+            .or_else(|| {
+                // No MeshTCPRoute: the MeshGatewayRoutes' TCP rules, their backends pooled.
+                let pooled: Vec<_> = self
+                    .old
+                    .iter()
+                    .filter(|r| listeners.iter().any(|l| r.selects(&l.tags)))
+                    .flat_map(|r| r.conf.tcp_backends())
+                    .collect();
+                (!pooled.is_empty()).then_some(pooled)
+            })?;
+        split(self.snap, self.input, self.origins, &refs, false)
+    }
+
+    /// The SDS secrets of listener `l`'s certificates (those that read), added to the snapshot.
+    fn certificate_secrets(&mut self, l: &GatewayListener) -> Vec<String> {
+        let mut sds = Vec::new();
+        for c in l.tls.iter().flat_map(|t| &t.certificates) {
+            if let Some(Ok(cert)) = self.input.policies.gateway_certificates.get(&c.secret) {
+                let secret = certificate_secret(&c.secret, cert);
+                sds.push(secret.name.clone());
+                self.snap.secrets.insert(secret.name.clone(), secret);
+            }
+        }
+        sds
+    }
+
     /// The route configuration `name` over `virtual_hosts`.
     fn route_config(&self, name: String, virtual_hosts: Vec<VirtualHost>) -> RouteConfiguration {
         RouteConfiguration {
@@ -407,13 +451,13 @@ fn certificate_secret(name: &str, cert: &GatewayCertificate) -> Secret {
     }
 }
 
-/// Kuma's gateway TLS termination: the certificates over SDS (`sds`), ALPN h2 and
-/// http/1.1, TLS 1.2 at least, no client certificate.
-fn downstream_tls(sds: &[String]) -> DownstreamTlsContext {
+/// Kuma's gateway TLS termination: the certificates over SDS (`sds`), ALPN `alpn` (h2 and
+/// http/1.1 on HTTPS listeners, none on TLS ones), TLS 1.2 at least, no client certificate.
+fn downstream_tls(sds: &[String], alpn: &[&str]) -> DownstreamTlsContext {
     DownstreamTlsContext {
         require_client_certificate: Some(BoolValue { value: false }),
         common_tls_context: Some(CommonTlsContext {
-            alpn_protocols: vec!["h2".to_owned(), "http/1.1".to_owned()],
+            alpn_protocols: alpn.iter().map(|a| (*a).to_owned()).collect(),
             tls_certificate_sds_secret_configs: sds
                 .iter()
                 .map(|n| SdsSecretConfig {
@@ -502,6 +546,20 @@ fn old_http_routes<'r, 'a>(
     out.sort_by(|a, b| a.resource.meta.name.cmp(&b.resource.meta.name));
     out.dedup_by(|a, b| a.resource.meta.name == b.resource.meta.name);
     out
+}
+
+/// A filter chain match on TLS with SNI `hostname` (any SNI for `*`, as Kuma's
+/// `MatchServerNames`).
+fn tls_match(hostname: &str) -> FilterChainMatch {
+    FilterChainMatch {
+        server_names: if hostname == "*" {
+            Vec::new()
+        } else {
+            vec![hostname.to_owned()]
+        },
+        transport_protocol: "tls".to_owned(),
+        ..Default::default()
+    }
 }
 
 /// Kuma's answer on a virtual host no route reaches: 404 with its message.
