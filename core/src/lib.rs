@@ -21,6 +21,7 @@
 //! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
 //! - [`zone_egress`]: the ZoneEgress resource (zone-owned, synced zone → Global only);
 //! - [`gateway`]: builtin gateways: the MeshGateway selecting a gateway DPP and its routes;
+//! - [`gateway_old`]: the old connection policies on builtin gateways, per listener and backend;
 //! - [`gateway_route`]: MeshGatewayRoute read into the MeshHTTPRoute model;
 //! - [`gateway_rules`]: the targetRef policies applying to a builtin gateway, per listener;
 //! - [`type_info`]: every resource type and what is known of it (names, REST path, display
@@ -42,6 +43,7 @@ pub mod duration;
 pub mod external_service;
 pub mod fields;
 pub mod gateway;
+pub mod gateway_old;
 pub mod gateway_route;
 pub mod gateway_rules;
 pub mod go_net;

@@ -649,6 +649,13 @@ impl PolicySet {
                         }
                         continue;
                     }
+                    if crate::gateway_old::GATEWAY_OLD_TYPES.contains(&r.ty()) {
+                        continue; // applied per listener and backend, as Kuma does
+                    }
+                    if r.ty() == ResourceType::FaultInjection {
+                        out.push(NotGenerated::of_resource(r, "not generated: Kuma 2.7 matches FaultInjections to builtin gateways but applies them nowhere (its gateway route table leaves it as a TODO), and neither does Umbra"));
+                        continue;
+                    }
                     out.push(NotGenerated::of_resource(r, GATEWAY_POLICY_REASON));
                 }
             }

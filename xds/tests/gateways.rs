@@ -164,17 +164,17 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
-    // A Mesh-wide MeshLoadBalancingStrategy and an old CircuitBreaker select the gateway too:
+    // A Mesh-wide MeshLoadBalancingStrategy and an old TrafficLog select the gateway too:
     // named, not applied.
     let mut more = resources.clone();
     more.extend(
-        Resource::all_from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: RoundRobin}}\n---\ntype: CircuitBreaker\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {thresholds: {maxConnections: 2}}\n")
+        Resource::all_from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: RoundRobin}}\n---\ntype: TrafficLog\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\n")
             .unwrap(),
     );
     let named = not_generated(&more, "ingress-gw");
     for (ty, name) in [
         ("MeshLoadBalancingStrategy", "everywhere"),
-        ("CircuitBreaker", "all"),
+        ("TrafficLog", "all"),
     ] {
         assert!(
             named.contains(&(ty.to_owned(), name.to_owned())),
@@ -487,5 +487,54 @@ fn tls_listeners_pass_through_or_terminate_by_sni() {
         not_generated(&resources, "tls-gw").is_empty(),
         "{:?}",
         not_generated(&resources, "tls-gw")
+    );
+}
+
+#[test]
+fn old_connection_policies_apply_per_listener_and_backend() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: Timeout\nmesh: default\nname: gw-to-api\nsources: [{match: {kuma.io/service: shop-gw}}]\ndestinations: [{match: {kuma.io/service: api}}]\nconf: {connectTimeout: 3s, http: {requestTimeout: 4s}}\n---\ntype: Retry\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {http: {numRetries: 2}, tcp: {maxConnectAttempts: 4}}\n---\ntype: CircuitBreaker\nmesh: default\nname: web-v2\nsources: [{match: {kuma.io/service: shop-gw}}]\ndestinations: [{match: {kuma.io/service: web, version: v2}}]\nconf: {thresholds: {maxConnections: 9}}\n---\ntype: FaultInjection\nmesh: default\nname: faults\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: shop-gw}}]\nconf: {abort: {httpStatus: 500, percentage: 50}}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
+        ["routeConfig"];
+    for vh in rc["virtualHosts"].as_array().unwrap() {
+        for r in vh["routes"].as_array().unwrap() {
+            let action = &r["route"];
+            assert_eq!(action["retryPolicy"]["numRetries"], 2, "{r:#}");
+            // The Timeout names api only: its routes get its request timeout.
+            let to_api = action["cluster"] == "api";
+            assert_eq!(action.get("timeout").is_some(), to_api, "{r:#}");
+            if to_api {
+                assert_eq!(action["timeout"], "4s");
+            }
+        }
+    }
+    let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(tcp["maxConnectAttempts"], 4);
+    assert_eq!(doc[CLUSTER]["api"]["connectTimeout"], "3s");
+    assert_eq!(doc[CLUSTER]["db"]["connectTimeout"], "5s");
+    // The CircuitBreaker names version v2: the v2 subset's cluster only.
+    let clusters = doc[CLUSTER].as_object().unwrap();
+    let with_breaker: Vec<&String> = clusters
+        .iter()
+        .filter(|(_, c)| c.get("circuitBreakers").is_some())
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(with_breaker.len(), 1, "{with_breaker:?}");
+    let eds = &doc["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]
+        [with_breaker[0].as_str()];
+    assert!(
+        eds.to_string().contains("127.0.0.3"),
+        "the v2 endpoint: {eds}"
+    );
+    // Kuma applies no FaultInjection to builtin gateways: named, with why.
+    assert_eq!(
+        not_generated(&resources, "shop-gw"),
+        [("FaultInjection".to_owned(), "faults".to_owned())]
     );
 }

@@ -176,6 +176,26 @@ pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Depen
                     }
                 }
             }
+            // The old connection policies whose sources match one of its listeners' tags.
+            for ty in crate::gateway_old::GATEWAY_OLD_TYPES {
+                let lists = [
+                    (policies.old.get(ty), false),
+                    (policies.superseded_old.get(ty), true),
+                ];
+                for (list, superseded) in lists {
+                    for (i, r) in list.into_iter().flatten().enumerate() {
+                        let Some(p) = OldPolicyRef::from_resource(i, r) else {
+                            continue;
+                        };
+                        if g.listeners
+                            .iter()
+                            .any(|l| p.sources.iter().any(|s| s.matches(&l.tags)))
+                        {
+                            push(*ty, r.meta.name.as_str(), superseded);
+                        }
+                    }
+                }
+            }
             // The MeshGatewayRoutes selecting one of its listeners (any view: Kuma falls back
             // to them per virtual host) and the services they send to.
             let old_routes =

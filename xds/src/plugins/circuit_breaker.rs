@@ -111,7 +111,7 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) {
 }
 
 /// Kuma's `CircuitBreakerConfigurer` and `OutlierDetectionConfigurer` for one cluster.
-fn configure_old(cluster: &mut Cluster, conf: &CircuitBreakerConf) {
+pub(crate) fn configure_old(cluster: &mut Cluster, conf: &CircuitBreakerConf) {
     if let Some(t) = conf.thresholds.as_ref().filter(|t| t.any()) {
         cluster.circuit_breakers = Some(CircuitBreakers {
             thresholds: vec![EnvoyThresholds {

@@ -136,7 +136,7 @@ fn apply_old(
 /// Kuma's `HealthCheckConfigurer` for one cluster. `eventLogPath` goes to Envoy's deprecated
 /// `event_log_path`, as Kuma writes it (Envoy still accepts it).
 #[allow(deprecated)]
-fn configure_old(cluster: &mut Cluster, conf: &HealthCheckConf, protocol: Protocol) {
+pub(crate) fn configure_old(cluster: &mut Cluster, conf: &HealthCheckConf, protocol: Protocol) {
     if let Some(p) = conf.healthy_panic_threshold {
         // Kuma reads it as a protobuf FloatValue and widens it to a double.
         panic_threshold(cluster, f64::from(p as f32));

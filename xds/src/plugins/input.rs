@@ -85,6 +85,9 @@ pub struct Origins {
     /// The clusters the route plugins added for a service besides the service's own (subset
     /// clusters `<service>-<hash>`), by service. See [`Origins::clusters_of`].
     pub service_clusters: BTreeMap<String, BTreeSet<String>>,
+    /// The subset tags (without `kuma.io/service`) of those subset clusters, by cluster name:
+    /// the backends' tags old policies on builtin gateways match.
+    pub subset_tags: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Origins {

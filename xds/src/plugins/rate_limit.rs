@@ -248,8 +248,9 @@ fn route_config(limit: &RouteLimit) -> Result<HttpLocalRateLimit, RateLimitError
     })
 }
 
-/// The empty HTTP filter the per-route configs act through.
-fn http_filter() -> HttpFilter {
+/// The empty HTTP filter the per-route configs act through (Kuma's gateway HTTP filter chains
+/// always carry it).
+pub(crate) fn http_filter() -> HttpFilter {
     HttpFilter {
         name: HTTP_FILTER.to_owned(),
         config_type: Some(http_filter::ConfigType::TypedConfig(any(
@@ -271,6 +272,15 @@ fn policy_error(policy: String, listener: &str, reason: impl std::fmt::Display) 
 }
 
 /// Kuma's `RateLimitConfigurationFromProto`.
+/// An old RateLimit's `http` section as a per-route `local_ratelimit` config (builtin gateway
+/// routes, Kuma's `RateLimitConfigurationFromProto`).
+///
+/// # Errors
+/// [`RateLimitError::UnknownStatus`] for an `onRateLimit.status` Envoy does not know.
+pub(crate) fn old_route_config(http: &OldHttp) -> Result<HttpLocalRateLimit, RateLimitError> {
+    route_config(&old_limit(http))
+}
+
 fn old_limit(http: &OldHttp) -> RouteLimit {
     RouteLimit {
         requests: http.requests,

@@ -143,7 +143,7 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>) {
 }
 
 /// Kuma's `RetryConfig` for an old Retry `conf` on a `protocol` listener.
-fn old_retry_policy(conf: &RetryConf, protocol: Protocol) -> Option<RetryPolicy> {
+pub(crate) fn old_retry_policy(conf: &RetryConf, protocol: Protocol) -> Option<RetryPolicy> {
     match protocol {
         Protocol::Http => conf.http.as_ref().map(|h| {
             let mut p = RetryPolicy {

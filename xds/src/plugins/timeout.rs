@@ -128,7 +128,7 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins) ->
 /// The old Timeout `timeout` on listener `listener` (none when empty) and cluster `cluster` of
 /// `protocol`: the
 /// fields the outbound generator of Kuma 2.7 sets from it (unset values 0s, connect 5s).
-fn configure_old(
+pub(crate) fn configure_old(
     snap: &mut Snapshot,
     listener: &str,
     cluster: &str,

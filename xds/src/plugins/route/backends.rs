@@ -55,6 +55,7 @@ pub(super) fn ensure_cluster(
             .entry(service.to_owned())
             .or_default()
             .insert(name.clone());
+        origins.subset_tags.insert(name.clone(), subset.clone());
     }
     let external = external::reachable(input.policies, input.dataplane, service, input.new_routes);
     if !external.is_empty() {

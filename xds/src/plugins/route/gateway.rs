@@ -40,7 +40,8 @@
 //!   win), read into the MeshHTTPRoute model ([`umbra_core::gateway_route`]); a host no route
 //!   reaches answers Kuma's 404 message. Every route gets Kuma's gateway route defaults (idle
 //!   timeout 5s, 500 for an unknown cluster).
-//! - **Policies** on the listeners: [`super::gateway_policies`].
+//! - **Policies** on the listeners: the old connection policies ([`super::gateway_old`]), then
+//!   the new ones ([`super::gateway_policies`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -224,6 +225,9 @@ pub(super) fn apply(
             }),
         );
     }
+    // The old connection policies first: the new ones override them, as on sidecars.
+    let ports = super::gateway_policies::ports(&gateway);
+    super::gateway_old::apply(ctx.snap, input, ctx.origins, &gateway, &ports)?;
     super::gateway_policies::apply(ctx.snap, input, ctx.origins, &gateway)?;
     Ok(true)
 }
@@ -414,7 +418,8 @@ impl Routing<'_, '_> {
     fn hcm(&self, route_config: RouteConfiguration) -> HttpConnectionManager {
         HttpConnectionManager {
             stat_prefix: crate::names::sanitize_metric(self.gateway),
-            http_filters: vec![router_filter()],
+            // Kuma's gateway HTTP filter chains always carry the (empty) local rate limit.
+            http_filters: vec![crate::plugins::rate_limit::http_filter(), router_filter()],
             use_remote_address: Some(BoolValue { value: true }),
             normalize_path: Some(BoolValue { value: true }),
             merge_slashes: true,

@@ -12,6 +12,9 @@
 //!   hostname; Umbra by listener, which differs only when a policy's `targetRef.tags` select some
 //!   hostnames' listeners of a port and not others).
 //!
+//! Before them, [`super::gateway`] applies the old connection policies Kuma applies to
+//! gateways ([`super::gateway_old`]).
+//!
 //! These are [`umbra_core::gateway_rules::GENERATED_ON_GATEWAYS`]; every other policy type
 //! selecting a builtin gateway is named under `notGenerated`
 //! ([`umbra_core::view::PolicySet::not_generated`]).
@@ -51,6 +54,7 @@ pub(super) fn apply(
         include_shadow: input.policies.view == Some(View::Shadow),
     };
     let list = |ty: ResourceType| input.policies.new.get(&ty).map_or(&[][..], Vec::as_slice);
+    let ports = ports(gateway);
     let rate_limits = gateway_rules(
         input.dataplane,
         gateway,
@@ -72,16 +76,7 @@ pub(super) fn apply(
     let breakers = rules_of(ResourceType::MeshCircuitBreaker);
     let checks = rules_of(ResourceType::MeshHealthCheck);
     let tags = crate::tags::serialize_tags(&input.dataplane.tag_set());
-    // One Envoy listener per port (listeners of a port are merged, with one protocol).
-    let ports: std::collections::BTreeMap<u32, Protocol> = gateway
-        .listeners
-        .iter()
-        .map(|l| {
-            let tcp = l.protocol == "TCP" || l.protocol == "TLS";
-            (l.port, if tcp { Protocol::Tcp } else { Protocol::Http })
-        })
-        .collect();
-    for (port, protocol) in ports {
+    for (&port, &protocol) in &ports {
         for name in listeners_of(snap, &gateway.name, port) {
             let clusters: Vec<(String, String, Protocol)> = clusters_of(snap, &name)
                 .into_iter()
@@ -123,7 +118,7 @@ pub(super) fn apply(
 }
 
 /// The clusters listener `name` sends to: its routes' and TCP proxies' clusters.
-fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
+pub(super) fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let Some(listener) = snap.listeners.get(name) else {
         return out;
@@ -160,7 +155,7 @@ fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
 
 /// The service cluster `cluster` is of: the service named after it, or the one whose subset
 /// cluster it is ([`Origins::service_clusters`]).
-fn service_of(origins: &Origins, cluster: &str) -> Option<String> {
+pub(super) fn service_of(origins: &Origins, cluster: &str) -> Option<String> {
     origins
         .service_clusters
         .iter()
@@ -169,8 +164,21 @@ fn service_of(origins: &Origins, cluster: &str) -> Option<String> {
         .or_else(|| (!cluster.contains(':')).then(|| cluster.to_owned()))
 }
 
+/// The listener ports of `gateway`, each with its protocol: one Envoy listener per port
+/// (listeners of a port are merged, with one protocol).
+pub(super) fn ports(gateway: &SelectedGateway) -> std::collections::BTreeMap<u32, Protocol> {
+    gateway
+        .listeners
+        .iter()
+        .map(|l| {
+            let tcp = l.protocol == "TCP" || l.protocol == "TLS";
+            (l.port, if tcp { Protocol::Tcp } else { Protocol::Http })
+        })
+        .collect()
+}
+
 /// The names of the gateway's listeners on `port` (`<gateway>:<protocol>:<port>`).
-fn listeners_of(snap: &Snapshot, gateway: &str, port: u32) -> Vec<String> {
+pub(super) fn listeners_of(snap: &Snapshot, gateway: &str, port: u32) -> Vec<String> {
     let suffix = format!(":{port}");
     snap.listeners
         .keys()

@@ -23,6 +23,7 @@
 
 mod backends;
 mod gateway;
+mod gateway_old;
 mod gateway_policies;
 mod http;
 mod new_routes;
