@@ -33,6 +33,7 @@ pub const GENERATED_ON_GATEWAYS: &[crate::resource::ResourceType] = &[
     crate::resource::ResourceType::MeshRetry,
     crate::resource::ResourceType::MeshCircuitBreaker,
     crate::resource::ResourceType::MeshHealthCheck,
+    crate::resource::ResourceType::MeshFaultInjection,
 ];
 
 /// The policies of one type applying to a builtin gateway.

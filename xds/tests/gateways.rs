@@ -538,3 +538,37 @@ fn old_connection_policies_apply_per_listener_and_backend() {
         [("FaultInjection".to_owned(), "faults".to_owned())]
     );
 }
+
+#[test]
+fn a_mesh_fault_injection_on_the_gateway_adds_its_faults() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshFaultInjection\nmesh: default\nname: gw-faults\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: Mesh}\n    default:\n      http:\n      - abort: {httpStatus: 503, percentage: 10}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
+    let names: Vec<&str> = hcm["httpFilters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.http.local_ratelimit",
+            "envoy.filters.http.fault",
+            "envoy.filters.http.router"
+        ]
+    );
+    assert_eq!(
+        hcm["httpFilters"][1]["typedConfig"]["abort"]["httpStatus"],
+        503
+    );
+    // Not on the TCP listener.
+    assert!(!doc[LISTENER]["shop:TCP:9000"].to_string().contains("fault"));
+    assert!(not_generated(&resources, "shop-gw").is_empty());
+}

@@ -430,6 +430,26 @@ fn rule_filters(rule: &Rule) -> Result<Vec<HttpFilter>, FaultError> {
         .collect()
 }
 
+/// MeshFaultInjection on builtin gateway HTTP listener `listener` (Kuma's `applyToGateways`):
+/// each of the listener's `to` rules adds its fault filters before the router of every filter
+/// chain, matched on `x-kuma-tags` by the rule's subset as Kuma's configurer writes it.
+///
+/// # Errors
+/// [`GenerateError::Policy`] when a rule's faults cannot be written.
+pub(crate) fn apply_gateway(
+    listener: &mut envoy_types::pb::envoy::config::listener::v3::Listener,
+    rules: &umbra_core::rules::Rules,
+) -> Result<(), GenerateError> {
+    let name = listener.name.clone();
+    for rule in &rules.0 {
+        let filters = rule_filters(rule)
+            .map_err(|reason| policy_error(rule_policy_name(rule), &name, reason))?;
+        insert_before_router(listener, &filters, true)
+            .map_err(|reason| policy_error(rule_policy_name(rule), &name, reason))?;
+    }
+    Ok(())
+}
+
 /// The MeshFaultInjection plugin on the DPP's inbounds (`from` rules).
 fn apply_mesh_fault_injection(
     snap: &mut Snapshot,

@@ -7,6 +7,8 @@
 //!   clusters the listener sends to ([`crate::plugins::timeout::apply_gateway`]);
 //! - **MeshRetry**: its `to` rules on the listener's routes (HTTP) or TCP proxy
 //!   ([`crate::plugins::retry::apply_gateway`]);
+//! - **MeshFaultInjection**: its `to` rules' fault filters on HTTP listeners
+//!   ([`crate::plugins::fault_injection::apply_gateway`]);
 //! - **MeshCircuitBreaker** and **MeshHealthCheck**: their `to` rules for each backend's service
 //!   on the clusters the listener sends to (Kuma keys MeshHealthCheck's rules by listener and
 //!   hostname; Umbra by listener, which differs only when a policy's `targetRef.tags` select some
@@ -75,6 +77,7 @@ pub(super) fn apply(
     let retries = rules_of(ResourceType::MeshRetry);
     let breakers = rules_of(ResourceType::MeshCircuitBreaker);
     let checks = rules_of(ResourceType::MeshHealthCheck);
+    let faults = rules_of(ResourceType::MeshFaultInjection);
     let tags = crate::tags::serialize_tags(&input.dataplane.tag_set());
     for (&port, &protocol) in &ports {
         for name in listeners_of(snap, &gateway.name, port) {
@@ -97,6 +100,13 @@ pub(super) fn apply(
                 (retries.to.get(&port), snap.listeners.get_mut(&name))
             {
                 crate::plugins::retry::apply_gateway(listener, rules, protocol)?;
+            }
+            if let (Some(rules), Some(listener), Protocol::Http) = (
+                faults.to.get(&port),
+                snap.listeners.get_mut(&name),
+                protocol,
+            ) {
+                crate::plugins::fault_injection::apply_gateway(listener, rules)?;
             }
             for (cluster, service, _) in &clusters {
                 let element = umbra_core::rules::Element::from([(
