@@ -4,7 +4,8 @@
 //! resource body against its path ([`resource`]) and paging ([`paging`]), JSON-or-YAML output
 //! ([`negotiate`]) and OpenAPI-vs-router checks ([`openapi`]), what a CP tells about itself
 //! (`/_resources`: [`about`]), Kuma's overviews ([`insights`], [`mesh_insights`],
-//! [`service_insights`]), and the routes both CPs serve ([`crud`], [`shared_routes`]).
+//! [`service_insights`]), Kuma's `InspectRules` document ([`inspect_rules`]), and the routes
+//! both CPs serve ([`crud`], [`shared_routes`]).
 //!
 //! HTTP only: process wiring (flags, logs, traces, metrics, shutdown) is `umbra-runtime`'s,
 //! trust state and certificates `umbra-pki`'s.
@@ -15,6 +16,7 @@ pub mod crud;
 pub mod error;
 pub mod filters;
 pub mod insights;
+pub mod inspect_rules;
 pub mod mesh_insights;
 pub mod negotiate;
 pub mod openapi;

@@ -57,6 +57,7 @@ pub const ROUTES: &[Route] = &[
     ("/zoneegresses+insights/{name}", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
+    ("/meshes/{mesh}/meshgateways/{name}/_rules", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/xds", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/stats", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/clusters", &["get"]),
@@ -155,6 +156,14 @@ pub enum Inspection {
         /// Its name.
         name: String,
     },
+    /// `_rules` of MeshGateway `name` in `mesh`: the rules a builtin gateway it selects gets
+    /// (Kuma's `rulesForResource`, [`crate::inspect_rules::gateway_rules`]).
+    GatewayRules {
+        /// Its mesh.
+        mesh: String,
+        /// Its name.
+        name: String,
+    },
     /// An Envoy admin view of a Dataplane, a ZoneIngress or a ZoneEgress.
     Admin(Proxy, AdminView),
 }
@@ -226,6 +235,10 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
         .route(
             "/meshes/{mesh}/dataplanes/{name}/_rules",
             get(dataplane_rules::<S>),
+        )
+        .route(
+            "/meshes/{mesh}/meshgateways/{name}/_rules",
+            get(gateway_rules::<S>),
         )
         .route("/zone-ingresses/{name}/_config", get(ingress_config::<S>))
         .route("/zoneingresses/{name}/_config", get(ingress_config::<S>))
@@ -449,6 +462,16 @@ async fn dataplane_rules<S: ControlPlaneApi>(
     Query(query): Query<QueryPairs>,
 ) -> Result<Response, ApiError> {
     cp.inspect(Inspection::Rules { mesh, name }, query).await
+}
+
+/// `GET /meshes/{mesh}/meshgateways/{name}/_rules` ([`ControlPlaneApi::inspect`]).
+async fn gateway_rules<S: ControlPlaneApi>(
+    State(cp): State<S>,
+    Path((mesh, name)): Path<(String, String)>,
+    Query(query): Query<QueryPairs>,
+) -> Result<Response, ApiError> {
+    cp.inspect(Inspection::GatewayRules { mesh, name }, query)
+        .await
 }
 
 #[cfg(test)]

@@ -17,9 +17,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::dataplane::DataplaneSpec;
+use crate::dataplane::{DataplaneSpec, InboundKey};
 use crate::gateway::SelectedGateway;
-use crate::matching::{precedence, resolve_route, tags_match, to_items, MatchOptions};
+use crate::matching::{
+    precedence, resolve_route, tags_match, to_items, MatchOptions, MatchedPolicies,
+};
 use crate::policy::TargetRefPolicy;
 use crate::rules::{build_rules, Item, Rules};
 use crate::target_ref::{ProxyType, TargetRef, TargetRefKind, SERVICE_TAG};
@@ -169,6 +171,65 @@ pub fn gateway_rules<'a>(
         }
     }
     out
+}
+
+/// Kuma's `MatchedPolicies` of builtin gateway `dp` selected by `gateway` for one type, in the
+/// shape sidecars get ([`MatchedPolicies`]), as `_rules` shows it: the policies selecting one
+/// of its listeners, `to` rules over all of them (Kuma's `BuildToRules(dpPolicies)`), `from`
+/// rules per listener port (keyed by the DPP's address and the port), single-item rules.
+pub fn matched_policies<'a>(
+    dp: &DataplaneSpec,
+    gateway: &SelectedGateway,
+    policies: &'a [TargetRefPolicy],
+    routes: &[&TargetRefPolicy],
+    opts: MatchOptions,
+) -> MatchedPolicies<'a> {
+    let by_port = gateway_rules(dp, gateway, policies, routes, opts);
+    let mut warnings = by_port.warnings;
+    let to_rules = match to_items(&by_port.policies, routes).and_then(|i| build_rules(&i, false)) {
+        Ok(r) => r,
+        Err(e) => {
+            warnings.push(format!("couldn't create To rules: {e}"));
+            Rules::default()
+        }
+    };
+    let single_item_rules = if by_port.policies.iter().all(|p| p.caps.single) {
+        let items: Vec<Item<'_>> = by_port
+            .policies
+            .iter()
+            .filter_map(|p| {
+                p.single.as_ref().map(|c| Item {
+                    target_ref: TargetRef::mesh(),
+                    conf: c,
+                    origin: &p.origin,
+                })
+            })
+            .collect();
+        build_rules(&items, false).unwrap_or_else(|e| {
+            warnings.push(format!("couldn't create top level rules: {e}"));
+            Rules::default()
+        })
+    } else {
+        Rules::default()
+    };
+    let from_rules = by_port
+        .from
+        .into_iter()
+        .map(|(port, rules)| {
+            let key = InboundKey {
+                address: dp.networking.address.clone(),
+                port,
+            };
+            (key, rules)
+        })
+        .collect();
+    MatchedPolicies {
+        dataplane_policies: by_port.policies,
+        from_rules,
+        to_rules,
+        single_item_rules,
+        warnings,
+    }
 }
 
 #[cfg(test)]

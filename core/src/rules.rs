@@ -287,9 +287,7 @@ pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, Ru
         for ss in &subsets {
             let ss = ss.clone().sorted();
             if seen.insert(ss.clone()) {
-                if let Some(r) = create_rule(ss, items, &subsets) {
-                    rules.push(r);
-                }
+                rules.extend(create_rules(ss, items, &subsets));
             }
         }
         rules.sort_by_key(|r: &Rule| std::cmp::Reverse(r.subset.0.len()));
@@ -337,16 +335,18 @@ pub fn build_rules(items: &[Item<'_>], with_negations: bool) -> Result<Rules, Ru
     }
     for iter in iters {
         for combination in iter {
-            if let Some(r) = create_rule(combination, items, &subsets) {
-                rules.push(r);
-            }
+            rules.extend(create_rules(combination, items, &subsets));
         }
     }
     rules.sort_by_key(|r| std::cmp::Reverse(r.subset.num_positive()));
     Ok(Rules(rules))
 }
 
-fn create_rule(ss: Subset, items: &[Item<'_>], subsets: &[Subset]) -> Option<Rule> {
+/// The rules of subset `ss`: one, or for MeshHTTPRoute one per hostname its confs name (Kuma's
+/// `MergeConfs` groups confs by their `mergeValues` field, `hostnames`: each conf joins the
+/// group of each of its hostnames, with `hostnames` set to that one, or the group without
+/// hostnames; groups in order of first appearance). Sidecar routes have no hostnames: one rule.
+fn create_rules(ss: Subset, items: &[Item<'_>], subsets: &[Subset]) -> Vec<Rule> {
     let mut confs = Vec::new();
     let mut origins: BTreeMap<(String, String), &OriginMeta> = BTreeMap::new();
     for (item, item_subset) in items.iter().zip(subsets) {
@@ -362,18 +362,58 @@ fn create_rule(ss: Subset, items: &[Item<'_>], subsets: &[Subset]) -> Option<Rul
     let route = items
         .first()
         .is_some_and(|i| i.origin.type_name == crate::resource::ResourceType::MeshHTTPRoute.name());
-    let conf = if route {
-        crate::policies::mesh_http_route::merge_confs(&confs)?
-    } else {
-        merge_confs(&confs)?
-    };
     let mut origin: Vec<OriginMeta> = origins.into_values().cloned().collect();
     origin.sort_by(|a, b| a.meta.name.cmp(&b.meta.name));
-    Some(Rule {
-        subset: ss,
-        conf,
-        origin,
-    })
+    if !route {
+        let Some(conf) = merge_confs(&confs) else {
+            return Vec::new();
+        };
+        return vec![Rule {
+            subset: ss,
+            conf,
+            origin,
+        }];
+    }
+    let mut groups: Vec<(Option<String>, Vec<Value>)> = Vec::new();
+    for conf in confs {
+        let hostnames: Vec<String> = conf
+            .get("hostnames")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let keys: Vec<Option<String>> = if hostnames.is_empty() {
+            vec![None]
+        } else {
+            hostnames.into_iter().map(Some).collect()
+        };
+        for key in keys {
+            let mut copy = conf.clone();
+            if let (Some(h), Some(o)) = (&key, copy.as_object_mut()) {
+                o.insert("hostnames".to_owned(), Value::from(vec![h.clone()]));
+            }
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(copy),
+                None => groups.push((key, vec![copy])),
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(_, confs)| {
+            let refs: Vec<&Value> = confs.iter().collect();
+            let conf = crate::policies::mesh_http_route::merge_confs(&refs)?;
+            Some(Rule {
+                subset: ss.clone(),
+                conf,
+                origin: origin.clone(),
+            })
+        })
+        .collect()
 }
 
 /// All maximal cliques (Bron–Kerbosch with pivoting), each found once; `None` when there are

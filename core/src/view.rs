@@ -530,6 +530,25 @@ impl PolicySet {
         )
     }
 
+    /// [`PolicySet::matched`], except for a builtin gateway a MeshGateway selects: the policies
+    /// selecting its listeners ([`crate::gateway_rules::matched_policies`]), what Kuma's
+    /// `_rules` shows for it.
+    pub fn matched_for_inspect(&self, ty: ResourceType, dp: &DataplaneSpec) -> MatchedPolicies<'_> {
+        let Some(gateway) = crate::gateway::selected(&self.stored, dp) else {
+            return self.matched(ty, dp);
+        };
+        let routes: Vec<&TargetRefPolicy> = self.routes.iter().collect();
+        crate::gateway_rules::matched_policies(
+            dp,
+            &gateway,
+            self.new.get(&ty).map_or(&[][..], Vec::as_slice),
+            &routes,
+            MatchOptions {
+                include_shadow: self.view == Some(View::Shadow),
+            },
+        )
+    }
+
     /// `true` when the old TrafficRoutes of this view apply to `dp`: no MeshHTTPRoute or
     /// MeshTCPRoute gives it a `to` rule (Kuma 2.7's route plugins fall back to TrafficRoute only
     /// then; the old-type-off rule of seed 000, decided per DPP as Kuma does).

@@ -287,6 +287,13 @@ impl ControlPlaneApi for AppState {
     /// Asked of the zone that owns the proxy ([`crate::inspect::forward`]).
     async fn inspect(&self, what: Inspection, query: QueryPairs) -> Result<Response, ApiError> {
         let (proxy, endpoint) = match what {
+            // Computed here from the Global's store (no zone owns a MeshGateway).
+            Inspection::GatewayRules { mesh, name } => {
+                let q = umbra_api::inspect_rules::InspectQuery::parse(&query)?;
+                let resources = crate::inspect::context::mesh_policies(&*self.store, &mesh).await?;
+                let doc = umbra_api::inspect_rules::gateway_rules(&resources, &mesh, &name, q)?;
+                return Ok(axum::Json(doc).into_response());
+            }
             Inspection::Config(proxy) => (proxy, Endpoint::Config),
             Inspection::Rules { mesh, name } => (Proxy::Dataplane { mesh, name }, Endpoint::Rules),
             Inspection::Admin(proxy, AdminView::Xds) => (proxy, Endpoint::Xds),

@@ -210,6 +210,14 @@ impl ControlPlaneApi for AppState {
                 let zone = self.reconciler.zone_view();
                 inspect::answer(store, zone, mesh, name, &query, inspect::rules).await?
             }
+            Inspection::GatewayRules { mesh, name } => {
+                let q = inspect::InspectQuery::parse(&query)?;
+                inspect::blocking(move || {
+                    let resources = store.mesh_resources(&mesh);
+                    umbra_api::inspect_rules::gateway_rules(&resources, &mesh, &name, q)
+                })
+                .await?
+            }
         };
         Ok(Json(doc).into_response())
     }

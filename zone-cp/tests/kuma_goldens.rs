@@ -31,10 +31,13 @@
 //! 8. Input loading: Kuma's test store accepts a resource in a mesh that does not exist; Umbra's
 //!    store refuses it, so such an input resource is skipped (only in
 //!    `list_mesh_doesnt_exist_not_found`, whose answer does not depend on it).
+//! 9. Input loading: Kuma's loader (`util_yaml.SplitYAML`) trims each YAML document, so a `|`
+//!    block scalar that ends an input file (a MeshProxyPatch `value` in the gateway `_rules`
+//!    cases) loses its final line break; Umbra's YAML reader keeps it. One final line break of a
+//!    `_rules` conf string is dropped on both sides.
 //!
 //! A successful `DELETE` answers an empty body, as Kuma's (`delete_dataplanes`, step 1).
-//! Goldens not replayed: `_rules/meshgateway` (ignored below: Umbra does
-//! not generate builtin-gateway config, so its `_rules` of a gateway DPP are empty), the
+//! Goldens not replayed: the
 //! `_config` cases in the `_rules` folder (Kuma's answer is an Envoy config dump, Umbra's is its
 //! own `{xds, diff}` document; only their 400 cases are replayed), inputs that load
 //! `ServiceInsight`/`MeshService` resources (Umbra computes service insights and has no
@@ -116,6 +119,18 @@ fn by_key(list: &mut Value, key: &str) {
     }
 }
 
+/// Difference 9: one final line break of every string in `v` dropped.
+fn trim_final_line_breaks(v: &mut Value) {
+    match v {
+        Value::String(s) if s.ends_with('\n') => {
+            s.pop();
+        }
+        Value::Array(a) => a.iter_mut().for_each(trim_final_line_breaks),
+        Value::Object(o) => o.values_mut().for_each(trim_final_line_breaks),
+        _ => {}
+    }
+}
+
 /// `doc` (an answer, Kuma's or Umbra's) with the deliberate differences of the module doc
 /// removed; `umbra` says which side it is.
 fn kuma_view(mut doc: Value, umbra: bool) -> Value {
@@ -144,6 +159,12 @@ fn kuma_view(mut doc: Value, umbra: bool) -> Value {
             }
         }
         by_key(&mut o["rules"], "type");
+        // Difference 9.
+        for rule in o["rules"].as_array_mut().into_iter().flatten() {
+            if let Some(conf) = rule.pointer_mut("/proxyRule/conf") {
+                trim_final_line_breaks(conf);
+            }
+        }
         if umbra {
             let mut grouped: Vec<Value> = Vec::new();
             for m in o["httpMatches"].as_array().cloned().unwrap_or_default() {
@@ -273,10 +294,23 @@ async fn rules_of_a_timeout_on_an_absent_route() {
 }
 
 #[tokio::test]
-#[ignore = "Umbra does not generate builtin-gateway config: a gateway DPP's _rules are empty, \
-            its MeshGateway in notGenerated (issue 20)"]
 async fn rules_of_a_builtin_gateway_dpp() {
     golden("resources/inspect/dataplanes/_rules/meshgateway").await;
+}
+
+#[tokio::test]
+async fn rules_of_a_mesh_gateway() {
+    for case in [
+        "empty",
+        "gw_not_found",
+        "mesh_doesnt_exist_not_found",
+        "meshgateway",
+        "meshgateway2",
+        "meshhttproute",
+        "meshtrace_on_mesh",
+    ] {
+        golden(&format!("resources/inspect/meshgateways/_rules/{case}")).await;
+    }
 }
 
 #[tokio::test]
