@@ -41,6 +41,12 @@ pub struct GatewayListener {
     /// `tls` of an `HTTPS` or `TLS` listener.
     #[serde(default)]
     pub tls: Option<ListenerTls>,
+    /// `resources` (`connectionLimit`): not generated (Kuma serves it over RTDS), named.
+    #[serde(default)]
+    pub resources: Option<Value>,
+    /// `crossMesh`: not generated, named.
+    #[serde(default)]
+    pub cross_mesh: bool,
 }
 
 /// A listener's `tls`.
@@ -335,7 +341,7 @@ pub fn not_generated_reason(
             g.name
         ));
     }
-    let left: Vec<String> = g
+    let mut left: Vec<String> = g
         .listeners
         .iter()
         .filter_map(|l| match tls_problem(l, certificates) {
@@ -350,6 +356,22 @@ pub fn not_generated_reason(
             None => Some(format!("{} {}", l.protocol, l.port)),
         })
         .collect();
+    for l in &g.listeners {
+        let limit = l
+            .resources
+            .as_ref()
+            .and_then(|r| r.get("connectionLimit"))
+            .is_some_and(|v| !v.is_null());
+        if limit {
+            left.push(format!(
+                "{} {}: resources.connectionLimit (Kuma sets it through the RTDS Runtime gateway.listeners, which Umbra does not serve)",
+                l.protocol, l.port
+            ));
+        }
+        if l.cross_mesh {
+            left.push(format!("{} {}: crossMesh", l.protocol, l.port));
+        }
+    }
     if left.is_empty() && g.unreadable == 0 {
         return None;
     }

@@ -572,3 +572,41 @@ fn a_mesh_fault_injection_on_the_gateway_adds_its_faults() {
     assert!(!doc[LISTENER]["shop:TCP:9000"].to_string().contains("fault"));
     assert!(not_generated(&resources, "shop-gw").is_empty());
 }
+
+#[test]
+fn listener_connection_limits_and_cross_mesh_listeners_are_named() {
+    let mut resources: Vec<Resource> = load("gateway-routes.yaml")
+        .into_iter()
+        .filter(|r| {
+            r.meta.name != "shop" || r.ty() != umbra_core::resource::ResourceType::MeshGateway
+        })
+        .collect();
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshGateway\nmesh: default\nname: shop\nselectors:\n- match: {kuma.io/service: shop-gw}\nconf:\n  listeners:\n  - {port: 8080, protocol: HTTP, resources: {connectionLimit: 100}}\n  - {port: 8081, protocol: HTTP, crossMesh: true}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    assert!(doc[LISTENER].get("shop:HTTP:8080").is_some());
+    assert!(
+        doc[LISTENER].get("shop:HTTP:8081").is_none(),
+        "a cross-mesh listener is not generated"
+    );
+    let dp = resources
+        .iter()
+        .find(|r| r.meta.name == "shop-gw")
+        .and_then(Resource::as_dataplane)
+        .unwrap();
+    let named = PolicySet::build("default", &resources, View::Live).not_generated(dp);
+    let reason = &named
+        .iter()
+        .find(|n| n.type_name == "MeshGateway")
+        .expect("the MeshGateway is named")
+        .reason;
+    assert!(
+        reason.contains("HTTP 8080: resources.connectionLimit"),
+        "{reason}"
+    );
+    assert!(reason.contains("HTTP 8081: crossMesh"), "{reason}");
+}

@@ -126,6 +126,9 @@ pub(super) fn apply(
     let certificates = &input.policies.gateway_certificates;
     let mut by_port: BTreeMap<(&str, u32), Vec<&GatewayListener>> = BTreeMap::new();
     for l in &gateway.listeners {
+        if l.cross_mesh {
+            continue; // not generated (named under notGenerated)
+        }
         let tls = tls_problem(l, certificates).is_some_and(|r| r.is_ok());
         if l.protocol == "HTTP" || l.protocol == "TCP" || tls {
             by_port
