@@ -61,12 +61,91 @@ pub struct ListenerTls {
     pub certificates: Vec<CertificateRef>,
 }
 
-/// One certificate of a listener: `{secret: <name>}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// One certificate of a listener, a Kuma `DataSource`: `{secret: <name>}` (a mesh Secret) or
+/// `{inline: <base64>}`, both read; `{file: <path>}` (a file on the control plane's host) and
+/// `{inlineString: ...}` (which Kuma refuses for gateways) are not.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CertificateRef {
-    /// The mesh Secret's name.
+    /// The mesh Secret's name (empty for other sources).
     #[serde(default)]
     pub secret: String,
+    /// The PEM bundle, base64.
+    #[serde(default)]
+    pub inline: Option<String>,
+    /// A path on the control plane's host.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The PEM bundle as text.
+    #[serde(default)]
+    pub inline_string: Option<String>,
+}
+
+impl std::fmt::Debug for CertificateRef {
+    /// Names the source; never the inline data (a private key).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateRef")
+            .field("secret", &self.secret)
+            .field(
+                "inline",
+                &self.inline.as_ref().map(|d| format!("<{} bytes>", d.len())),
+            )
+            .field("file", &self.file)
+            .field(
+                "inline_string",
+                &self
+                    .inline_string
+                    .as_ref()
+                    .map(|d| format!("<{} bytes>", d.len())),
+            )
+            .finish()
+    }
+}
+
+impl CertificateRef {
+    /// The certificate, read from its Secret (`certificates`, the view's) or inline data.
+    ///
+    /// # Errors
+    /// Why it cannot be read: a missing or unreadable Secret, bad inline data, a `file` or
+    /// `inlineString` source.
+    pub fn read(
+        &self,
+        certificates: &BTreeMap<String, Result<GatewayCertificate, String>>,
+    ) -> Result<GatewayCertificate, String> {
+        use base64::Engine as _;
+        if let Some(data) = &self.inline {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|_| "an inline certificate that is not base64".to_owned())?;
+            return certificate(&bytes).map_err(|e| format!("an inline certificate: {e}"));
+        }
+        if let Some(path) = &self.file {
+            return Err(format!(
+                "a certificate from file {path:?}: Umbra reads gateway certificates from mesh Secrets and inline data only"
+            ));
+        }
+        if self.inline_string.is_some() {
+            return Err(
+                "an inlineString certificate: Kuma refuses this data source for gateways"
+                    .to_owned(),
+            );
+        }
+        match certificates.get(&self.secret) {
+            Some(Ok(c)) => Ok(c.clone()),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!("Secret {:?} not read", self.secret)),
+        }
+    }
+
+    /// Kuma's SDS name of this certificate of key type `key_type` on the listener for
+    /// `hostname`: `cert.<type>:secret:<name>`, or `cert.<type>:inline:<hostname>`.
+    pub fn sds_name(&self, key_type: &str, hostname: &str) -> String {
+        if self.inline.is_some() {
+            format!("cert.{key_type}:inline:{hostname}")
+        } else {
+            format!("cert.{key_type}:secret:{}", self.secret)
+        }
+    }
 }
 
 /// A gateway certificate read from a Secret (Kuma's `pkg/plugins/runtime/gateway` reads a
@@ -186,10 +265,8 @@ pub fn tls_problem(
         return Some(Err("no certificate".to_owned()));
     }
     for c in &tls.certificates {
-        match certificates.get(&c.secret) {
-            Some(Ok(_)) => {}
-            Some(Err(why)) => return Some(Err(why.clone())),
-            None => return Some(Err(format!("Secret {:?} not read", c.secret))),
+        if let Err(why) = c.read(certificates) {
+            return Some(Err(why));
         }
     }
     Some(Ok(()))
@@ -217,6 +294,7 @@ pub fn certificate_secrets(stored: &[Resource]) -> Vec<String> {
         .filter_map(|l| l.tls)
         .flat_map(|t| t.certificates)
         .map(|c| c.secret)
+        .filter(|s| !s.is_empty())
         .collect();
     out.sort();
     out.dedup();

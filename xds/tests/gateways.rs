@@ -610,3 +610,44 @@ fn listener_connection_limits_and_cross_mesh_listeners_are_named() {
     );
     assert!(reason.contains("HTTP 8081: crossMesh"), "{reason}");
 }
+
+#[test]
+fn inline_certificates_are_read_and_file_ones_named() {
+    let mut resources = load("gateway-routes.yaml");
+    let data = load("gateways.yaml")
+        .into_iter()
+        .find(|r| r.meta.name == "api-cert")
+        .map(|r| r.spec_value()["data"].as_str().unwrap().to_owned())
+        .unwrap();
+    resources.extend(
+        Resource::all_from_bytes(format!("type: Dataplane\nmesh: default\nname: tls-gw\nnetworking:\n  address: 127.0.0.7\n  gateway: {{type: BUILTIN, tags: {{kuma.io/service: tls-gw}}}}\n---\ntype: MeshGateway\nmesh: default\nname: tls\nselectors:\n- match: {{kuma.io/service: tls-gw}}\nconf:\n  listeners:\n  - {{port: 9443, protocol: HTTPS, hostname: x.example.com, tls: {{certificates: [{{inline: {data}}}]}}}}\n  - {{port: 9444, protocol: HTTPS, hostname: y.example.com, tls: {{certificates: [{{file: /etc/certs/y.pem}}]}}}}\n").as_bytes())
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "tls-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let chain = &doc[LISTENER]["tls:HTTPS:9443"]["filterChains"][0];
+    assert_eq!(
+        chain["transportSocket"]["typedConfig"]["commonTlsContext"]
+            ["tlsCertificateSdsSecretConfigs"][0]["name"],
+        "cert.ecdsa:inline:x.example.com"
+    );
+    assert!(snap.secrets.contains_key("cert.ecdsa:inline:x.example.com"));
+    assert!(doc[LISTENER].get("tls:HTTPS:9444").is_none());
+    let dp = resources
+        .iter()
+        .find(|r| r.meta.name == "tls-gw")
+        .and_then(Resource::as_dataplane)
+        .unwrap();
+    let named = PolicySet::build("default", &resources, View::Live).not_generated(dp);
+    let reason = &named
+        .iter()
+        .find(|n| n.type_name == "MeshGateway")
+        .unwrap()
+        .reason;
+    assert!(
+        reason.contains("HTTPS 9444: a certificate from file"),
+        "{reason}"
+    );
+    assert!(!reason.contains("9443"), "{reason}");
+}

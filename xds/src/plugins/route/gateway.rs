@@ -388,8 +388,8 @@ impl Routing<'_, '_> {
     fn certificate_secrets(&mut self, l: &GatewayListener) -> Vec<String> {
         let mut sds = Vec::new();
         for c in l.tls.iter().flat_map(|t| &t.certificates) {
-            if let Some(Ok(cert)) = self.input.policies.gateway_certificates.get(&c.secret) {
-                let secret = certificate_secret(&c.secret, cert);
+            if let Ok(cert) = c.read(&self.input.policies.gateway_certificates) {
+                let secret = certificate_secret(c.sds_name(cert.key_type, &l.hostname), &cert);
                 sds.push(secret.name.clone());
                 self.snap.secrets.insert(secret.name.clone(), secret);
             }
@@ -442,15 +442,15 @@ impl Routing<'_, '_> {
     }
 }
 
-/// The SDS secret of gateway certificate `cert` read from Secret `name`:
-/// `cert.<rsa|ecdsa>:secret:<name>` (Kuma's name), chain and key inline.
-fn certificate_secret(name: &str, cert: &GatewayCertificate) -> Secret {
+/// The SDS secret `name` (Kuma's: `cert.<rsa|ecdsa>:secret:<Secret>` or
+/// `cert.<rsa|ecdsa>:inline:<hostname>`) of gateway certificate `cert`, chain and key inline.
+fn certificate_secret(name: String, cert: &GatewayCertificate) -> Secret {
     let inline = |s: &str| DataSource {
         specifier: Some(data_source::Specifier::InlineString(s.to_owned())),
         ..Default::default()
     };
     Secret {
-        name: format!("cert.{}:secret:{name}", cert.key_type),
+        name,
         r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
             certificate_chain: Some(inline(&cert.chain_pem)),
             private_key: Some(inline(&cert.key_pem)),
