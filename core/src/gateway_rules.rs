@@ -36,6 +36,7 @@ pub const GENERATED_ON_GATEWAYS: &[crate::resource::ResourceType] = &[
     crate::resource::ResourceType::MeshCircuitBreaker,
     crate::resource::ResourceType::MeshHealthCheck,
     crate::resource::ResourceType::MeshFaultInjection,
+    crate::resource::ResourceType::MeshAccessLog,
 ];
 
 /// The policies of one type applying to a builtin gateway.

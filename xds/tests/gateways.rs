@@ -651,3 +651,42 @@ fn inline_certificates_are_read_and_file_ones_named() {
     );
     assert!(!reason.contains("9443"), "{reason}");
 }
+
+#[test]
+fn a_mesh_access_log_on_the_gateway_logs_its_listeners() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshAccessLog\nmesh: default\nname: gw-log\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: Mesh}\n    default:\n      backends:\n      - type: File\n        file: {path: /tmp/gw.log}\n      - type: OpenTelemetry\n        openTelemetry: {endpoint: 'otel-collector:4317'}\n      - type: Tcp\n        tcp: {address: 'logs:9000'}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
+    let logs = hcm["accessLog"].as_array().unwrap();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert_eq!(logs[0]["typedConfig"]["path"], "/tmp/gw.log");
+    let text = logs[0].to_string();
+    assert!(
+        text.contains("shop-gw") && !text.contains("%KUMA_SOURCE_SERVICE%"),
+        "{text}"
+    );
+    let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(tcp["accessLog"].as_array().unwrap().len(), 2);
+    assert!(doc[CLUSTER]
+        .as_object()
+        .unwrap()
+        .contains_key("meshaccesslog:opentelemetry:0"));
+    // Its Tcp backend is not generated, and named.
+    let dp = resources
+        .iter()
+        .find(|r| r.meta.name == "shop-gw")
+        .and_then(Resource::as_dataplane)
+        .unwrap();
+    let named = PolicySet::build("default", &resources, View::Live).not_generated(dp);
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert!(
+        named[0].reason.contains("Tcp logging backends"),
+        "{named:?}"
+    );
+}

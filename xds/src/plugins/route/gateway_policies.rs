@@ -7,6 +7,8 @@
 //!   clusters the listener sends to ([`crate::plugins::timeout::apply_gateway`]);
 //! - **MeshRetry**: its `to` rules on the listener's routes (HTTP) or TCP proxy
 //!   ([`crate::plugins::retry::apply_gateway`]);
+//! - **MeshAccessLog**: its `to` and `from` rules' loggers on every listener
+//!   ([`crate::plugins::access_log::apply_gateway`]; TCP backends named, as on sidecars);
 //! - **MeshFaultInjection**: its `to` rules' fault filters on HTTP listeners
 //!   ([`crate::plugins::fault_injection::apply_gateway`]);
 //! - **MeshCircuitBreaker** and **MeshHealthCheck**: their `to` rules for each backend's service
@@ -48,7 +50,7 @@ use crate::snapshot::Snapshot;
 pub(super) fn apply(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
-    origins: &Origins,
+    origins: &mut Origins,
     gateway: &SelectedGateway,
 ) -> Result<(), GenerateError> {
     let routes: Vec<&TargetRefPolicy> = input.policies.routes.iter().collect();
@@ -78,6 +80,8 @@ pub(super) fn apply(
     let breakers = rules_of(ResourceType::MeshCircuitBreaker);
     let checks = rules_of(ResourceType::MeshHealthCheck);
     let faults = rules_of(ResourceType::MeshFaultInjection);
+    let logs = rules_of(ResourceType::MeshAccessLog);
+    let mut log_listeners: Vec<crate::plugins::access_log::GatewayListenerRules<'_>> = Vec::new();
     let tags = crate::tags::serialize_tags(&input.dataplane.tag_set());
     for (&port, &protocol) in &ports {
         for name in listeners_of(snap, &gateway.name, port) {
@@ -108,6 +112,7 @@ pub(super) fn apply(
             ) {
                 crate::plugins::fault_injection::apply_gateway(listener, rules)?;
             }
+            log_listeners.push((name.clone(), logs.to.get(&port), logs.from.get(&port)));
             for (cluster, service, _) in &clusters {
                 let element = umbra_core::rules::Element::from([(
                     umbra_core::target_ref::SERVICE_TAG.to_owned(),
@@ -124,6 +129,7 @@ pub(super) fn apply(
             }
         }
     }
+    crate::plugins::access_log::apply_gateway(snap, input, origins, &log_listeners)?;
     Ok(())
 }
 
