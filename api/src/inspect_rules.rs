@@ -2,7 +2,7 @@
 //! CPs' `GET /meshes/{mesh}/meshgateways/{name}/_rules` ([`gateway_rules`]): the matched rules
 //! per policy type ([`rules_doc`]) and `httpMatches` ([`http_matches`]), over a mesh's
 //! resources, in a view. Builtin gateways are matched as Kuma matches them (the policies
-//! selecting their listeners: [`PolicySet::matched_for_inspect`]). Also the `shadow` and
+//! selecting their listeners: [`PolicySet::matched_with_gateways`]). Also the `shadow` and
 //! `include` query parameters every inspect answer takes ([`InspectQuery`]).
 
 use serde_json::{json, Value};
@@ -67,7 +67,7 @@ impl InspectQuery {
 pub fn http_matches(dp: &DataplaneSpec, set: &PolicySet) -> Value {
     let mut by_hash = std::collections::BTreeMap::new();
     for rule in &set
-        .matched_for_inspect(ResourceType::MeshHTTPRoute, dp)
+        .matched_with_gateways(ResourceType::MeshHTTPRoute, dp)
         .to_rules
         .0
     {
@@ -163,7 +163,7 @@ pub fn rules_doc(resources: &[Resource], mesh: &str, dp: &DataplaneSpec, view: V
         .copied()
         .filter(|t| t.kind() == TypeKind::NewPolicy)
     {
-        let m = set.matched_for_inspect(ty, dp);
+        let m = set.matched_with_gateways(ty, dp);
         let from: Vec<Value> = m
             .from_rules
             .iter()

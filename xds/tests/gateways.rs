@@ -690,3 +690,34 @@ fn a_mesh_access_log_on_the_gateway_logs_its_listeners() {
         "{named:?}"
     );
 }
+
+#[test]
+fn mesh_trace_and_mesh_proxy_patch_apply_to_the_gateway() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshTrace\nmesh: default\nname: gw-trace\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  default:\n    backends:\n    - type: Zipkin\n      zipkin: {url: 'http://jaeger-collector:9411/api/v2/spans'}\n---\ntype: MeshProxyPatch\nmesh: default\nname: gw-patch\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Add\n        value: |\n          name: test-cluster\n          connectTimeout: 5s\n          type: STATIC\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert!(hcm["tracing"]["provider"].is_object(), "{hcm:#}");
+    assert!(doc[CLUSTER]
+        .as_object()
+        .unwrap()
+        .contains_key("test-cluster"));
+    assert!(
+        not_generated(&resources, "shop-gw").is_empty(),
+        "{:?}",
+        not_generated(&resources, "shop-gw")
+    );
+    // A sidecar is not selected by them.
+    let web = snapshot(&resources, "web-v1", View::Live)
+        .to_document()
+        .unwrap();
+    assert!(!web[CLUSTER]
+        .as_object()
+        .unwrap()
+        .contains_key("test-cluster"));
+}

@@ -88,7 +88,7 @@ pub fn apply_mesh_proxy_patch(
     let mut engine = Engine::new(snap, origins);
     let matched = input
         .policies
-        .matched(ResourceType::MeshProxyPatch, input.dataplane);
+        .matched_with_gateways(ResourceType::MeshProxyPatch, input.dataplane);
     let Some(rule) = matched.single_item_rules.compute(&Element::new()) else {
         return Ok(());
     };
