@@ -32,6 +32,11 @@ pub const GATEWAY_OLD_TYPES: &[ResourceType] = &[
     ResourceType::RateLimit,
 ];
 
+/// Why a MeshGatewayRoute whose selectors match a DPP that is no builtin gateway is not in its
+/// config.
+pub const NOT_BUILTIN: &str =
+    "not generated: a MeshGatewayRoute routes builtin gateways, and this DPP is not one";
+
 /// Why old policy `r`, whose selectors concern a builtin gateway DPP, is not (entirely) in its
 /// config; `None` when it is: a MeshGatewayRoute whose conf reads and the
 /// [`GATEWAY_OLD_TYPES`] are generated, a FaultInjection is not (Kuma applies it nowhere on
