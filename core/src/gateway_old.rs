@@ -51,6 +51,9 @@ pub fn not_generated_reason(r: &crate::resource::Resource) -> Option<&'static st
     if GATEWAY_OLD_TYPES.contains(&r.ty()) {
         return None; // applied per listener and backend, as Kuma does
     }
+    if r.ty() == ResourceType::TrafficPermission {
+        return Some("not generated: Kuma 2.7 enforces no TrafficPermission on builtin gateways (its gateway generator adds no RBAC filter), and neither does Umbra");
+    }
     if r.ty() == ResourceType::FaultInjection {
         return Some("not generated: Kuma 2.7 matches FaultInjections to builtin gateways but applies them nowhere (its gateway route table leaves it as a TODO), and neither does Umbra");
     }

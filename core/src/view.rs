@@ -666,11 +666,9 @@ impl PolicySet {
                 {
                     continue;
                 }
+                let reason = crate::gateway_rules::not_generated_reason(*ty);
                 for p in matched_policies(&seen, list, &routes, opts).dataplane_policies {
-                    out.push(NotGenerated::of(
-                        p,
-                        crate::gateway_rules::GATEWAY_POLICY_REASON,
-                    ));
+                    out.push(NotGenerated::of(p, reason));
                 }
             }
             for list in self.old.values().chain(self.superseded_old.values()) {

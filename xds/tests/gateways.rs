@@ -6,7 +6,7 @@
 //! the MeshGateway on its routes and clusters; `tests/data/gateway-routes.yaml`: MeshGatewayRoutes
 //! route it, convert to MeshHTTPRoutes that route it the same, and a MeshRateLimit limits it.
 //! What it does not generate yet (an HTTPS listener whose Secret is missing, a
-//! MeshLoadBalancingStrategy selecting it) is named under `notGenerated`, never silently dropped.
+//! MeshTrafficPermission selecting it) is named under `notGenerated`, never silently dropped.
 //! Every config is checked by the real Envoy.
 
 use umbra_core::resource::Resource;
@@ -164,16 +164,16 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
-    // A Mesh-wide MeshLoadBalancingStrategy and an old TrafficLog select the gateway too:
-    // named, not applied.
+    // A Mesh-wide MeshTrafficPermission (Kuma skips builtin gateways) and an old TrafficLog
+    // select the gateway too: named, not applied.
     let mut more = resources.clone();
     more.extend(
-        Resource::all_from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {loadBalancer: {type: RoundRobin}}\n---\ntype: TrafficLog\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\n")
+        Resource::all_from_bytes(b"type: MeshTrafficPermission\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Deny}\n---\ntype: TrafficLog\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\n")
             .unwrap(),
     );
     let named = not_generated(&more, "ingress-gw");
     for (ty, name) in [
-        ("MeshLoadBalancingStrategy", "everywhere"),
+        ("MeshTrafficPermission", "everywhere"),
         ("TrafficLog", "all"),
     ] {
         assert!(
@@ -720,4 +720,27 @@ fn mesh_trace_and_mesh_proxy_patch_apply_to_the_gateway() {
         .as_object()
         .unwrap()
         .contains_key("test-cluster"));
+}
+
+#[test]
+fn a_mesh_load_balancing_strategy_on_the_gateway_configures_its_backends() {
+    let mut resources = load("gateway-routes.yaml");
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshLoadBalancingStrategy\nmesh: default\nname: gw-lb\nspec:\n  targetRef: {kind: MeshGateway, name: shop}\n  to:\n  - targetRef: {kind: MeshService, name: api}\n    default:\n      loadBalancer:\n        type: RingHash\n        ringHash:\n          hashPolicies:\n          - type: Header\n            header: {name: x-user}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    assert_eq!(doc[CLUSTER]["api"]["lbPolicy"], "RING_HASH");
+    assert!(doc[CLUSTER]["db"].get("lbPolicy").is_none());
+    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
+        ["routeConfig"];
+    for vh in rc["virtualHosts"].as_array().unwrap() {
+        for r in vh["routes"].as_array().unwrap() {
+            let to_api = r["route"]["cluster"] == "api";
+            assert_eq!(r["route"].get("hashPolicy").is_some(), to_api, "{r:#}");
+        }
+    }
+    assert!(not_generated(&resources, "shop-gw").is_empty());
 }

@@ -9,6 +9,8 @@
 //!   ([`crate::plugins::retry::apply_gateway`]);
 //! - **MeshAccessLog**: its `to` and `from` rules' loggers on every listener
 //!   ([`crate::plugins::access_log::apply_gateway`]; TCP backends named, as on sidecars);
+//! - **MeshLoadBalancingStrategy**: its `to` rules per backend service on the listener's
+//!   clusters, endpoints and routes ([`crate::plugins::load_balancing::apply_gateway`]);
 //! - **MeshFaultInjection**: its `to` rules' fault filters on HTTP listeners
 //!   ([`crate::plugins::fault_injection::apply_gateway`]);
 //! - **MeshCircuitBreaker** and **MeshHealthCheck**: their `to` rules for each backend's service
@@ -81,6 +83,7 @@ pub(super) fn apply(
     let checks = rules_of(ResourceType::MeshHealthCheck);
     let faults = rules_of(ResourceType::MeshFaultInjection);
     let logs = rules_of(ResourceType::MeshAccessLog);
+    let balancing = rules_of(ResourceType::MeshLoadBalancingStrategy);
     let mut log_listeners: Vec<crate::plugins::access_log::GatewayListenerRules<'_>> = Vec::new();
     let tags = crate::tags::serialize_tags(&input.dataplane.tag_set());
     for (&port, &protocol) in &ports {
@@ -113,6 +116,15 @@ pub(super) fn apply(
                 crate::plugins::fault_injection::apply_gateway(listener, rules)?;
             }
             log_listeners.push((name.clone(), logs.to.get(&port), logs.from.get(&port)));
+            if let Some(rules) = balancing.to.get(&port) {
+                let backends: Vec<(String, String)> = clusters
+                    .iter()
+                    .map(|(c, s, _)| (c.clone(), s.clone()))
+                    .collect();
+                crate::plugins::load_balancing::apply_gateway(
+                    snap, input, &name, rules, &backends,
+                )?;
+            }
             for (cluster, service, _) in &clusters {
                 let element = umbra_core::rules::Element::from([(
                     umbra_core::target_ref::SERVICE_TAG.to_owned(),
