@@ -23,8 +23,10 @@ use crate::old_matching::{parse_rfc3339, OldPolicyRef, Rank};
 use crate::resource::ResourceType;
 use crate::target_ref::SERVICE_TAG;
 
-/// The old types Kuma applies to builtin gateways (and Umbra with it).
+/// The old types Kuma applies to builtin gateways (and Umbra with it): the connection policies
+/// below, and TrafficLog (the one of `pass_through`, on every listener).
 pub const GATEWAY_OLD_TYPES: &[ResourceType] = &[
+    ResourceType::TrafficLog,
     ResourceType::Timeout,
     ResourceType::Retry,
     ResourceType::CircuitBreaker,

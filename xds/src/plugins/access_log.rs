@@ -32,6 +32,11 @@
 //! them to kuma-dp's access log socket, which forwards the lines to the collector; a DPP of
 //! Umbra is Envoy alone, with no such socket. On builtin gateways: [`apply_gateway`].
 //!
+//! **Builtin gateways**: every listener of the gateway logs with the old TrafficLog chosen for
+//! `pass_through` (Kuma's gateway filter chains: source the gateway's service, destination
+//! `*`, direction INBOUND), and with the MeshAccessLog rules of its listener
+//! ([`apply_gateway`]).
+//!
 //! **Transparent proxy** (origins `transparent` and `direct-access`,
 //! [`crate::base::transparent`], [`crate::base::direct_access`]): the outbound passthrough
 //! listeners and the direct-access ones log with the old TrafficLog chosen for Kuma's
@@ -274,6 +279,24 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins, ou
         let log = logger(PASS_THROUGH_SERVICE, &destination, direction, false);
         if let (Some(log), Some(l)) = (log, snap.listeners.get_mut(&name)) {
             append(l, &log, false);
+        }
+    }
+    // A builtin gateway's listeners (Kuma's gateway filter chains): the TrafficLog of
+    // `pass_through`, from the gateway's service to `*`, INBOUND.
+    if let Some(g) = umbra_core::gateway::selected(&input.policies.stored, dp) {
+        let prefix = format!("{}:", g.name);
+        let names: Vec<String> = snap
+            .listeners
+            .keys()
+            .filter(|n| n.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for name in names {
+            let http = name.contains(":HTTP:") || name.contains(":HTTPS:");
+            let log = logger(PASS_THROUGH_SERVICE, "*", "INBOUND", http);
+            if let (Some(log), Some(l)) = (log, snap.listeners.get_mut(&name)) {
+                append(l, &log, http);
+            }
         }
     }
 }
