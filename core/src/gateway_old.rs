@@ -24,9 +24,11 @@ use crate::resource::ResourceType;
 use crate::target_ref::SERVICE_TAG;
 
 /// The old types Kuma applies to builtin gateways (and Umbra with it): the connection policies
-/// below, and TrafficLog (the one of `pass_through`, on every listener).
+/// below, TrafficLog (the one of `pass_through`) and TrafficTrace (the DPP's), on every
+/// listener.
 pub const GATEWAY_OLD_TYPES: &[ResourceType] = &[
     ResourceType::TrafficLog,
+    ResourceType::TrafficTrace,
     ResourceType::Timeout,
     ResourceType::Retry,
     ResourceType::CircuitBreaker,

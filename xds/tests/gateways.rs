@@ -164,17 +164,17 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
-    // A Mesh-wide MeshTrafficPermission (Kuma skips builtin gateways) and an old TrafficTrace
+    // A Mesh-wide MeshTrafficPermission (Kuma skips builtin gateways) and an old ProxyTemplate
     // select the gateway too: named, not applied.
     let mut more = resources.clone();
     more.extend(
-        Resource::all_from_bytes(b"type: MeshTrafficPermission\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Deny}\n---\ntype: TrafficTrace\nmesh: default\nname: all\nselectors: [{match: {kuma.io/service: '*'}}]\n")
+        Resource::all_from_bytes(b"type: MeshTrafficPermission\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Deny}\n---\ntype: ProxyTemplate\nmesh: default\nname: all\nselectors: [{match: {kuma.io/service: '*'}}]\nconf: {imports: [default-proxy]}\n")
             .unwrap(),
     );
     let named = not_generated(&more, "ingress-gw");
     for (ty, name) in [
         ("MeshTrafficPermission", "everywhere"),
-        ("TrafficTrace", "all"),
+        ("ProxyTemplate", "all"),
     ] {
         assert!(
             named.contains(&(ty.to_owned(), name.to_owned())),
@@ -746,19 +746,20 @@ fn a_mesh_load_balancing_strategy_on_the_gateway_configures_its_backends() {
 }
 
 #[test]
-fn an_old_traffic_log_logs_the_gateway_listeners() {
+fn an_old_traffic_log_and_traffic_trace_apply_to_the_gateway_listeners() {
     let mut resources: Vec<Resource> = load("gateway-routes.yaml")
         .into_iter()
         .filter(|r| r.ty() != umbra_core::resource::ResourceType::Mesh)
         .collect();
     resources.extend(
-        Resource::all_from_bytes(b"type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\nlogging:\n  defaultBackend: file\n  backends:\n  - name: file\n    type: file\n    format: '%KUMA_SOURCE_SERVICE%->%KUMA_DESTINATION_SERVICE% %KUMA_TRAFFIC_DIRECTION%'\n    conf: {path: /tmp/access.log}\n---\ntype: TrafficLog\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\n")
+        Resource::all_from_bytes(b"type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\ntracing:\n  defaultBackend: zipkin\n  backends:\n  - name: zipkin\n    type: zipkin\n    conf: {url: 'http://zipkin:9411/api/v2/spans'}\nlogging:\n  defaultBackend: file\n  backends:\n  - name: file\n    type: file\n    format: '%KUMA_SOURCE_SERVICE%->%KUMA_DESTINATION_SERVICE% %KUMA_TRAFFIC_DIRECTION%'\n    conf: {path: /tmp/access.log}\n---\ntype: TrafficLog\nmesh: default\nname: all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\n---\ntype: TrafficTrace\nmesh: default\nname: all\nselectors: [{match: {kuma.io/service: '*'}}]\n")
             .unwrap(),
     );
     let snap = snapshot(&resources, "shop-gw", View::Live);
     envoy_validates(&snap);
     let doc = snap.to_document().unwrap();
     let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
+    assert_eq!(hcm["tracing"]["spawnUpstreamSpan"], true, "{hcm:#}");
     let text = hcm["accessLog"].to_string();
     assert!(text.contains("shop-gw->* INBOUND"), "{text}");
     let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];

@@ -154,12 +154,29 @@ fn apply_old(
             Some(o.service()),
         )
     }));
+    // A builtin gateway's listeners (Kuma's gateway filter chains: no destination, and they
+    // spawn upstream spans).
+    let gateway_prefix =
+        umbra_core::gateway::selected(&input.policies.stored, dp).map(|g| format!("{}:", g.name));
+    if let Some(prefix) = &gateway_prefix {
+        listeners.extend(
+            snap.listeners
+                .keys()
+                .filter(|n| n.starts_with(prefix.as_str()))
+                .map(|n| (n.clone(), identifying.clone(), None)),
+        );
+    }
     for (name, service, destination) in listeners {
+        let spawn_upstream_span = gateway_prefix
+            .as_ref()
+            .is_some_and(|p| name.starts_with(p.as_str()));
         let Some(listener) = snap.listeners.get_mut(&name) else {
             continue;
         };
         let mut tracing = HcmTracing {
-            spawn_upstream_span: Some(BoolValue { value: false }),
+            spawn_upstream_span: Some(BoolValue {
+                value: spawn_upstream_span,
+            }),
             overall_sampling: backend.sampling.map(|value| Percent { value }),
             ..Default::default()
         };
