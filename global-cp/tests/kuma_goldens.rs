@@ -22,7 +22,8 @@
 //!
 //! Two goldens are `#[ignore]`d, each with its reason: `meshhttproute_absent_dataplanes`
 //! (deliberate: an unresolvable `targetRef` counts as a dependency in Umbra) and
-//! `meshgatewayroute_dataplanes` (Umbra generates no builtin-gateway config).
+//! `meshgatewayroute_dataplanes` (deliberate: Umbra lists the DPPs whose config the route can
+//! change, and no MeshGateway selects Kuma's answer, dp-3).
 
 use std::sync::Arc;
 use umbra_global_cp::testing::app_state;
@@ -166,4 +167,60 @@ async fn old_policies_proxy_template_and_retry() {
             dp-3: xds tests/gateways.rs)"]
 async fn a_mesh_gateway_route() {
     golden("meshgatewayroute_dataplanes").await;
+}
+
+/// `GET /meshes/{mesh}/meshgateways/{name}/_rules` on the Global, computed from its own store
+/// (no zone owns a MeshGateway): Kuma's `meshgateways/_rules/meshgateway` case (the zone
+/// replays every case of that folder, `zone-cp/tests/kuma_goldens.rs`).
+#[tokio::test]
+async fn the_rules_of_a_mesh_gateway_are_computed_by_the_global() {
+    let input = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../zone-cp/tests/data/kuma-goldens/resources/inspect/meshgateways/_rules/meshgateway.input.yaml"
+    ))
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut resources = Resource::all_from_bytes(input.as_bytes()).unwrap();
+    resources.sort_by_key(|r| r.ty() != ResourceType::Mesh);
+    for r in resources {
+        store.put(r, None, None).await.unwrap();
+    }
+    let app = router(app_state(store, Arc::default()));
+    let (s, got, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshgateways/the-gateway/_rules",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{got}");
+    assert_eq!(
+        got["resource"],
+        json!({"type": "MeshGateway", "mesh": "default", "name": "the-gateway"})
+    );
+    let timeout = got["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "MeshTimeout")
+        .expect("the MeshTimeout on the gateway");
+    assert_eq!(
+        timeout["toRules"][0]["conf"]["http"]["requestTimeout"],
+        "10s"
+    );
+    assert!(got["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["type"] == "MeshProxyPatch" && r["proxyRule"].is_object()));
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/meshes/default/meshgateways/nope/_rules",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }
