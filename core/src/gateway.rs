@@ -187,13 +187,23 @@ pub fn certificate(bytes: &[u8]) -> Result<GatewayCertificate, String> {
     let mut rest = text;
     while let Some(start) = rest.find("-----BEGIN ") {
         let after = &rest[start + 11..];
+        // The label is upper-case words on the BEGIN line; anything else is refused without
+        // echoing it (it could be key material).
         let label_end = after
             .find("-----")
-            .ok_or("a PEM block without its header end")?;
+            .filter(|&i| {
+                after[..i]
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b == b' ')
+            })
+            .ok_or("a PEM BEGIN line that does not read")?;
         let label = &after[..label_end];
         let end_marker = format!("-----END {label}-----");
-        let end = rest
+        // The END marker after this BEGIN line.
+        let from = start + 11 + label_end + 5;
+        let end = rest[from..]
             .find(&end_marker)
+            .map(|i| from + i)
             .ok_or_else(|| format!("a {label} block without its end"))?;
         let block = &rest[start..end + end_marker.len()];
         match label {
@@ -315,6 +325,21 @@ pub struct SelectedGateway {
     pub listeners: Vec<GatewayListener>,
     /// Listeners of `conf.listeners` that do not read as one.
     pub unreadable: usize,
+}
+
+impl SelectedGateway {
+    /// The names of the Envoy listeners its listeners give (`<gateway>:<protocol>:<port>`,
+    /// one per port and protocol, sorted), whether generated or not.
+    pub fn envoy_listener_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|l| format!("{}:{}:{}", self.name, l.protocol, l.port))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
 }
 
 /// `true` for a `BUILTIN` gateway DPP.
@@ -500,6 +525,19 @@ pub fn old_routes(old: &[Resource]) -> Vec<OldRoute<'_>> {
 mod tests {
     use super::*;
     use crate::view::{PolicySet, View};
+
+    #[test]
+    fn bad_pem_is_refused_without_panicking_or_echoing_it() {
+        for bad in [
+            "-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nAAAA\n",
+            "-----BEGIN PRIVATE KEY\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n",
+            "-----BEGIN CERTIFICATE-----\nAAAA\n",
+            "-----BEGIN ",
+        ] {
+            let err = certificate(bad.as_bytes()).unwrap_err();
+            assert!(!err.contains("c2VjcmV0"), "{err}");
+        }
+    }
 
     #[test]
     fn the_most_specific_gateway_selects_and_its_routes_attach() {

@@ -142,7 +142,7 @@ impl GatewayRouteConf {
                 default: RuleConf {
                     filters: (!r.filters.is_empty())
                         .then(|| r.filters.iter().filter_map(new_filter).collect()),
-                    backend_refs: Some(r.backends.iter().map(backend_ref).collect()),
+                    backend_refs: Some(backend_refs(&r.backends)),
                 },
             })
             .collect()
@@ -150,12 +150,13 @@ impl GatewayRouteConf {
 
     /// The backends of every TCP rule, pooled (Kuma forwards to all of them, weighted).
     pub fn tcp_backends(&self) -> Vec<BackendRef> {
-        self.tcp
+        let all: Vec<Backend> = self
+            .tcp
             .iter()
             .flat_map(|t| &t.rules)
-            .flat_map(|r| &r.backends)
-            .map(backend_ref)
-            .collect()
+            .flat_map(|r| r.backends.iter().cloned())
+            .collect();
+        backend_refs(&all)
     }
 
     /// `conf.http.hostnames`.
@@ -164,16 +165,27 @@ impl GatewayRouteConf {
     }
 }
 
-/// Whether `host` (a virtual host's name) is one of `names` or under one of their `*.`
-/// wildcards (Kuma's `match.Hostnames`).
+/// Whether `host` (a virtual host's name) and one of `names` match (Kuma's
+/// `match.Hostnames`: either contains the other, `*` and `*.<suffix>` wildcards on both
+/// sides).
 pub fn host_matches(host: &str, names: &[String]) -> bool {
-    names.iter().any(|n| {
-        n == host
-            || n == "*"
-            || n.strip_prefix('*').is_some_and(|suffix| {
-                suffix.starts_with('.') && host.ends_with(suffix) && host.len() > suffix.len()
-            })
-    })
+    names.iter().any(|n| contains(host, n) || contains(n, host))
+}
+
+/// Kuma's `Hostname.contains`: `pattern` (possibly a `*` or `*.<suffix>` wildcard) covers
+/// `name`: equal, `*`, or `name` ends with `.<suffix>` (a wildcard `name` with a longer
+/// suffix included).
+fn contains(pattern: &str, name: &str) -> bool {
+    if pattern == name || pattern == "*" {
+        return true;
+    }
+    match pattern.strip_prefix('*') {
+        Some(suffix) if suffix.starts_with('.') => {
+            let name = name.strip_prefix('*').unwrap_or(name);
+            name.len() > suffix.len() && name.ends_with(suffix)
+        }
+        _ => false,
+    }
 }
 
 /// The services (`destination["kuma.io/service"]`) a MeshGatewayRoute `conf` sends to: its
@@ -202,6 +214,18 @@ pub fn destination_services(conf: Option<&Map<String, Value>>) -> Vec<&str> {
             {
                 out.push(s);
             }
+        }
+    }
+    out
+}
+
+/// Backends as backendRefs; a lone backend without a weight (0) gets weight 1, as Kuma's
+/// `RouteActionForward` forces it ("only one destination: 100%").
+fn backend_refs(backends: &[Backend]) -> Vec<BackendRef> {
+    let mut out: Vec<BackendRef> = backends.iter().map(backend_ref).collect();
+    if let [only] = out.as_mut_slice() {
+        if only.weight == Some(0) {
+            only.weight = Some(1);
         }
     }
     out
@@ -413,6 +437,16 @@ mod tests {
         let read = GatewayRouteConf::read(Some(&conf)).unwrap();
         assert!(host_matches("api.example.com", read.hostnames()));
         assert!(!host_matches("example.com", read.hostnames()));
+        // Both ways, wildcards on either side (Kuma's match.Hostnames).
+        assert!(host_matches(
+            "*.example.com",
+            &["api.example.com".to_owned()]
+        ));
+        assert!(host_matches("*.com", &["*.example.com".to_owned()]));
+        assert!(!host_matches(
+            "*.example.com",
+            &["api.other.com".to_owned()]
+        ));
         let rules = read.http_rules();
         assert_eq!(rules.len(), 1);
         let m = &rules[0].matches;
@@ -453,5 +487,17 @@ mod tests {
         let names: Vec<String> = read.tcp_backends().into_iter().map(|b| b.name).collect();
         assert_eq!(names, ["db", "db2"]);
         assert!(read.http_rules().is_empty());
+        // A lone backend without a weight gets all the traffic (Kuma forces weight 1).
+        let conf: Map<String, Value> = serde_json::from_str(
+            r#"{"http": {"rules": [{"matches": [{"path": {"match": "PREFIX", "value": "/"}}],
+                                    "backends": [{"destination": {"kuma.io/service": "web"}}]}]}}"#,
+        )
+        .unwrap();
+        let read = GatewayRouteConf::read(Some(&conf)).unwrap();
+        let rules = read.http_rules();
+        assert_eq!(
+            rules[0].default.backend_refs.as_ref().unwrap()[0].weight,
+            Some(1)
+        );
     }
 }

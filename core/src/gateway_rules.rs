@@ -104,6 +104,7 @@ pub fn selected_ports(
             .filter(|l| tags_match(selector, &l.tags))
             .map(|l| l.port)
             .collect();
+        ports.sort_unstable();
         ports.dedup();
         ports
     };

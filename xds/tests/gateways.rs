@@ -766,3 +766,32 @@ fn an_old_traffic_log_and_traffic_trace_apply_to_the_gateway_listeners() {
     assert!(tcp["accessLog"].to_string().contains("/tmp/access.log"));
     assert!(not_generated(&resources, "shop-gw").is_empty());
 }
+
+#[test]
+fn gateway_redirects_drop_the_query_and_a_lone_backend_needs_no_weight() {
+    let mut resources: Vec<Resource> = load("gateway-routes.yaml")
+        .into_iter()
+        .filter(|r| r.ty() != umbra_core::resource::ResourceType::MeshGatewayRoute)
+        .collect();
+    resources.extend(
+        Resource::all_from_bytes(b"type: MeshGatewayRoute\nmesh: default\nname: web\nselectors:\n- match: {kuma.io/service: shop-gw}\nconf:\n  http:\n    rules:\n    - matches: [{path: {match: EXACT, value: /old}}]\n      filters:\n      - redirect: {scheme: https, hostname: new.example.com, statusCode: 301}\n    - matches: [{path: {match: PREFIX, value: /}}]\n      backends:\n      - destination: {kuma.io/service: web}\n")
+            .unwrap(),
+    );
+    let snap = snapshot(&resources, "shop-gw", View::Live);
+    envoy_validates(&snap);
+    let doc = snap.to_document().unwrap();
+    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
+        ["routeConfig"];
+    let routes = rc["virtualHosts"][1]["routes"].as_array().unwrap();
+    let redirect = routes
+        .iter()
+        .find(|r| r["match"]["path"] == "/old")
+        .unwrap_or_else(|| panic!("{rc:#}"));
+    assert_eq!(redirect["redirect"]["stripQuery"], true, "{redirect:#}");
+    assert_eq!(redirect["redirect"]["hostRedirect"], "new.example.com");
+    let root = routes
+        .iter()
+        .find(|r| r["match"]["prefix"] == "/")
+        .unwrap_or_else(|| panic!("{rc:#}"));
+    assert_eq!(root["route"]["cluster"], "web", "{root:#}");
+}

@@ -284,12 +284,10 @@ fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins, ou
     // A builtin gateway's listeners (Kuma's gateway filter chains): the TrafficLog of
     // `pass_through`, from the gateway's service to `*`, INBOUND.
     if let Some(g) = umbra_core::gateway::selected(&input.policies.stored, dp) {
-        let prefix = format!("{}:", g.name);
-        let names: Vec<String> = snap
-            .listeners
-            .keys()
-            .filter(|n| n.starts_with(&prefix))
-            .cloned()
+        let names: Vec<String> = g
+            .envoy_listener_names()
+            .into_iter()
+            .filter(|n| snap.listeners.contains_key(n))
             .collect();
         for name in names {
             let http = name.contains(":HTTP:") || name.contains(":HTTPS:");

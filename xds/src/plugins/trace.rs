@@ -156,20 +156,16 @@ fn apply_old(
     }));
     // A builtin gateway's listeners (Kuma's gateway filter chains: no destination, and they
     // spawn upstream spans).
-    let gateway_prefix =
-        umbra_core::gateway::selected(&input.policies.stored, dp).map(|g| format!("{}:", g.name));
-    if let Some(prefix) = &gateway_prefix {
-        listeners.extend(
-            snap.listeners
-                .keys()
-                .filter(|n| n.starts_with(prefix.as_str()))
-                .map(|n| (n.clone(), identifying.clone(), None)),
-        );
-    }
+    let gateway_listeners: Vec<String> = umbra_core::gateway::selected(&input.policies.stored, dp)
+        .map(|g| g.envoy_listener_names())
+        .unwrap_or_default();
+    listeners.extend(
+        gateway_listeners
+            .iter()
+            .map(|n| (n.clone(), identifying.clone(), None)),
+    );
     for (name, service, destination) in listeners {
-        let spawn_upstream_span = gateway_prefix
-            .as_ref()
-            .is_some_and(|p| name.starts_with(p.as_str()));
+        let spawn_upstream_span = gateway_listeners.contains(&name);
         let Some(listener) = snap.listeners.get_mut(&name) else {
             continue;
         };
@@ -270,13 +266,7 @@ fn apply_new(
     );
     // A builtin gateway: every listener of its MeshGateway (Kuma's `applyToGateway`).
     if let Some(g) = umbra_core::gateway::selected(&input.policies.stored, dp) {
-        let prefix = format!("{}:", g.name);
-        listeners.extend(
-            snap.listeners
-                .keys()
-                .filter(|n| n.starts_with(&prefix))
-                .map(|n| (n.clone(), None)),
-        );
+        listeners.extend(g.envoy_listener_names().into_iter().map(|n| (n, None)));
     }
     for (name, destination) in listeners {
         let Some(listener) = snap.listeners.get_mut(&name) else {

@@ -286,18 +286,25 @@ impl Routing<'_, '_> {
                 hostnames: Vec::new(),
             };
             for route in prepare_routes(Some(&conf), "", &BTreeMap::new()) {
+                // A redirect answers itself: no backend needed.
+                let redirect = route.filters.iter().any(|f| f.request_redirect.is_some());
                 // The catch-all Kuma adds for sidecars has no backend here: not a route.
-                if route.backend_refs.iter().any(|b| b.name.is_empty()) {
+                if !redirect && route.backend_refs.iter().any(|b| b.name.is_empty()) {
                     continue;
                 }
-                let Some(splits) = split(
-                    self.snap,
-                    self.input,
-                    self.origins,
-                    &route.backend_refs,
-                    true,
-                ) else {
-                    continue;
+                let splits = if redirect {
+                    Vec::new()
+                } else {
+                    let Some(splits) = split(
+                        self.snap,
+                        self.input,
+                        self.origins,
+                        &route.backend_refs,
+                        true,
+                    ) else {
+                        continue;
+                    };
+                    splits
                 };
                 let mut mirrors = BTreeMap::new();
                 for (i, f) in route.filters.iter().enumerate() {
@@ -593,13 +600,18 @@ fn no_route() -> Route {
 
 /// A route as Kuma's gateway route builder sets it: the stream idle timeout of gateways (5s)
 /// and 500 for an unknown cluster, no route timeout of its own (Envoy's 15s default stands,
-/// as in Kuma's gateway goldens).
+/// as in Kuma's gateway goldens); a redirect drops the query string.
 fn gateway_route(mut r: Route) -> Route {
-    if let Some(route::Action::Route(a)) = &mut r.action {
-        a.idle_timeout = Some(secs(5));
-        a.cluster_not_found_response_code =
-            route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
-        a.timeout = None;
+    match &mut r.action {
+        Some(route::Action::Route(a)) => {
+            a.idle_timeout = Some(secs(5));
+            a.cluster_not_found_response_code =
+                route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
+            a.timeout = None;
+        }
+        // Kuma's gateway redirects drop the query (`StripQuery: true`).
+        Some(route::Action::Redirect(redirect)) => redirect.strip_query = true,
+        _ => {}
     }
     r
 }
