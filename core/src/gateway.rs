@@ -41,12 +41,26 @@ pub struct GatewayListener {
     /// `tls` of an `HTTPS` or `TLS` listener.
     #[serde(default)]
     pub tls: Option<ListenerTls>,
-    /// `resources` (`connectionLimit`): not generated (Kuma serves it over RTDS), named.
+    /// `resources` (`connectionLimit`, a uint32: [`GatewayListener::connection_limit`]).
     #[serde(default)]
     pub resources: Option<Value>,
     /// `crossMesh`: not generated, named.
     #[serde(default)]
     pub cross_mesh: bool,
+}
+
+impl GatewayListener {
+    /// `resources.connectionLimit` when above 0 (Kuma's `Resources.ConnectionLimit`, uint32,
+    /// a number or a decimal string as proto3 JSON reads it; 0 means no limit). A value that is
+    /// not a uint32 is refused on write
+    /// ([`crate::ungenerated::SelectorResource::validate`]).
+    pub fn connection_limit(&self) -> Option<u32> {
+        self.resources
+            .as_ref()
+            .and_then(|r| r.get("connectionLimit"))
+            .and_then(crate::ungenerated::read_uint32)
+            .filter(|n| *n > 0)
+    }
 }
 
 /// A listener's `tls`.
@@ -460,17 +474,6 @@ pub fn not_generated_reason(
         })
         .collect();
     for l in &g.listeners {
-        let limit = l
-            .resources
-            .as_ref()
-            .and_then(|r| r.get("connectionLimit"))
-            .is_some_and(|v| !v.is_null());
-        if limit {
-            left.push(format!(
-                "{} {}: resources.connectionLimit (Kuma sets it through the RTDS Runtime gateway.listeners, which Umbra does not serve)",
-                l.protocol, l.port
-            ));
-        }
         if l.cross_mesh {
             left.push(format!("{} {}: crossMesh", l.protocol, l.port));
         }

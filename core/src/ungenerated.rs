@@ -6,7 +6,9 @@
 //! Their envelope is typed as Kuma's protos give it (`api/mesh/v1alpha1/*.proto`,
 //! `api/system/v1alpha1/secret.proto`), unknown top-level fields refused. The nested `conf` of
 //! the gateway types and of VirtualOutbound and ExternalService's `networking` are kept as
-//! JSON objects, verbatim. Validation is the part of Kuma's validators
+//! JSON objects, verbatim but for field names: a `conf` field written with its proto name
+//! (`request_header`) is stored under its proto3 JSON name (`requestHeader`), as Kuma's
+//! protojson reads and writes it. Validation is the part of Kuma's validators
 //! (`pkg/core/resources/apis/{mesh,system}/*_validator.go`) that concerns those envelopes.
 //! Answers about DPPs these types could affect say they are not generated
 //! ([`crate::view::PolicySet::not_generated`]).
@@ -46,8 +48,14 @@ pub struct SelectorResource {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub selectors: Vec<Selector>,
-    /// The configuration, verbatim.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The configuration, with proto field names in their proto3 JSON form (`request_header`
+    /// read as `requestHeader`, as Kuma's protojson reads both; [`json_field_names`]),
+    /// otherwise verbatim.
+    #[serde(
+        default,
+        deserialize_with = "deserialize_conf",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub conf: Option<Map<String, Value>>,
     /// MeshGateway tags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,6 +181,24 @@ impl SelectorResource {
         if self.conf.is_none() {
             err.violation(&PathBuilder::root().field("conf"), "has to be defined");
         }
+        // A MeshGateway listener's connection limit is served to Envoy: a uint32, as Kuma's.
+        let listeners = self
+            .conf
+            .as_ref()
+            .and_then(|c| c.get("listeners"))
+            .and_then(Value::as_array);
+        for (i, l) in listeners.into_iter().flatten().enumerate() {
+            let limit = l.get("resources").and_then(|r| r.get("connectionLimit"));
+            if let Some(why) = limit.and_then(connection_limit_violation) {
+                let path = PathBuilder::root()
+                    .field("conf")
+                    .field("listeners")
+                    .index(i)
+                    .field("resources")
+                    .field("connectionLimit");
+                err.violation(&path, why);
+            }
+        }
         err
     }
 }
@@ -191,6 +217,93 @@ impl SecretSpec {
             err.violation(&path, "must be base64 (standard alphabet, padded)");
         }
         err
+    }
+}
+
+fn deserialize_conf<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Map<String, Value>>, D::Error> {
+    let mut conf: Option<Map<String, Value>> = Option::deserialize(d)?;
+    if let Some(c) = &mut conf {
+        json_field_names(c);
+    }
+    Ok(conf)
+}
+
+/// Object keys holding user names (tags, destinations, selector matches), never field names.
+const USER_KEYED: &[&str] = &["destination", "tags", "match"];
+
+/// Rename every field written with its proto name (`snake_case`) to its proto3 JSON name
+/// (`lowerCamelCase`), at every depth but inside [`USER_KEYED`] maps; a key already in JSON
+/// form wins over its proto-named twin.
+pub(crate) fn json_field_names(m: &mut Map<String, Value>) {
+    let keys: Vec<String> = m.keys().cloned().collect();
+    for k in keys {
+        let json_name = lower_camel(&k);
+        if json_name != k {
+            if let Some(v) = m.remove(&k) {
+                m.entry(json_name).or_insert(v);
+            }
+        }
+    }
+    for (k, v) in m.iter_mut() {
+        if USER_KEYED.contains(&k.as_str()) {
+            continue;
+        }
+        names_in(v);
+    }
+}
+
+fn names_in(v: &mut Value) {
+    match v {
+        Value::Object(o) => json_field_names(o),
+        Value::Array(a) => a.iter_mut().for_each(names_in),
+        _ => {}
+    }
+}
+
+/// protoc's JSON name: each `_x` becomes `X`.
+fn lower_camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A proto3 JSON uint32: a whole number or a decimal string in `0..=u32::MAX`.
+pub(crate) fn read_uint32(v: &Value) -> Option<u32> {
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .and_then(|n| u32::try_from(n).ok()),
+        Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse().ok()
+        }
+        _ => None,
+    }
+}
+
+/// Why a MeshGateway listener's `resources.connectionLimit` (`value`, present and not null) is
+/// refused, if it is: it must be a uint32 (Kuma's proto field).
+fn connection_limit_violation(value: &Value) -> Option<&'static str> {
+    if value.is_null() || read_uint32(value).is_some() {
+        None
+    } else {
+        Some("must be an integer in 0..=4294967295 (uint32)")
     }
 }
 
@@ -222,6 +335,81 @@ mod tests {
         }
         .validate()
         .has_violations());
+    }
+
+    /// Proto field names are read as their proto3 JSON names (Kuma's protojson accepts both),
+    /// tags and destinations untouched.
+    #[test]
+    fn proto_field_names_are_read_as_json_names() {
+        let route: SelectorResource = serde_json::from_value(json!({
+            "selectors": [{"match": {"kuma.io/service": "gw", "my_tag": "x"}}],
+            "conf": {"http": {"rules": [{
+                "matches": [{"query_parameters": [{"match": "EXACT", "name": "a_b", "value": "c"}]}],
+                "filters": [{"request_header": {"set": [{"name": "x", "value": "y"}]}},
+                            {"redirect": {"status_code": 302, "hostname": "h"}}],
+                "backends": [{"destination": {"kuma.io/service": "s", "my_tag": "v"}}],
+            }]}},
+        }))
+        .unwrap();
+        let conf = serde_json::to_value(&route.conf).unwrap();
+        let rule = &conf["http"]["rules"][0];
+        assert_eq!(rule["matches"][0]["queryParameters"][0]["name"], "a_b");
+        assert_eq!(rule["filters"][0]["requestHeader"]["set"][0]["value"], "y");
+        assert_eq!(rule["filters"][1]["redirect"]["statusCode"], 302);
+        assert_eq!(rule["backends"][0]["destination"]["my_tag"], "v");
+        assert_eq!(
+            route.selectors[0]
+                .match_tags
+                .get("my_tag")
+                .map(String::as_str),
+            Some("x")
+        );
+    }
+
+    /// A MeshGateway listener's `resources.connectionLimit` is a uint32 (number or decimal
+    /// string, as proto3 JSON reads it); anything else is refused at its path.
+    #[test]
+    fn gateway_connection_limits_are_uint32() {
+        let gw = |limit: Value| -> Vec<(String, String)> {
+            let gw: SelectorResource = serde_json::from_value(json!({
+                "selectors": [{"match": {"kuma.io/service": "edge"}}],
+                "conf": {"listeners": [
+                    {"port": 80, "protocol": "HTTP"},
+                    {"port": 81, "protocol": "HTTP", "resources": {"connectionLimit": limit}},
+                ]},
+            }))
+            .unwrap();
+            gw.validate()
+                .violations
+                .into_iter()
+                .map(|v| (v.field, v.message))
+                .collect()
+        };
+        for ok in [
+            json!(0),
+            json!(10000),
+            json!("25"),
+            json!(4294967295u64),
+            json!(null),
+        ] {
+            assert!(gw(ok.clone()).is_empty(), "{ok}");
+        }
+        for bad in [
+            json!(-1),
+            json!(1.5),
+            json!("ten"),
+            json!(4294967296u64),
+            json!({}),
+        ] {
+            assert_eq!(
+                gw(bad.clone()),
+                [(
+                    "conf.listeners[1].resources.connectionLimit".to_owned(),
+                    "must be an integer in 0..=4294967295 (uint32)".to_owned()
+                )],
+                "{bad}"
+            );
+        }
     }
 
     /// Kuma 2.7.29 `external_service_validator_test.go`: its valid addresses and the address,

@@ -12,9 +12,11 @@
 //!   trusting only that certificate's CA reaches the backend); its TCP listener, once a
 //!   MeshTCPRoute is attached, passes the bytes through to the backend;
 //! - a MeshGatewayRoute routes the builtin gateway by path to two versions of a service; its
-//!   conversion (`umbra_core::convert`, as `umbractl convert`), applied in shadow, shows an
-//!   empty diff; promoted with the MeshGatewayRoute deleted, the same requests reach the same
-//!   versions; a MeshRateLimit on the MeshGateway then answers 429 once its bucket is empty.
+//!   conversion (`umbra_core::convert`, as `umbractl convert`), applied in shadow, shows a
+//!   diff that only names the Envoy routes; promoted with the MeshGatewayRoute deleted, the same requests reach the same
+//!   versions; a MeshRateLimit on the MeshGateway then answers 429 once its bucket is empty;
+//! - a builtin gateway bootstrapped through `POST /bootstrap` takes its listener's connection
+//!   limit from the RTDS Runtime `gateway.listeners`, and a changed limit while it runs.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -333,11 +335,17 @@ async fn a_mesh_gateway_route_converted_to_a_meshhttproute_routes_the_same_traff
         )
         .await?;
     assert_eq!(status, 200, "{inspect}");
-    assert_eq!(
-        inspect["diff"],
-        serde_json::json!([]),
-        "the conversion routes exactly as the MeshGatewayRoute: {inspect:#}"
-    );
+    // The conversion routes exactly as the MeshGatewayRoute: the diff only names the Envoy
+    // routes (Kuma names those of MeshHTTPRoutes by their matches, not MeshGatewayRoutes').
+    let ops = inspect["diff"].as_array().cloned().unwrap_or_default();
+    assert!(!ops.is_empty(), "{inspect:#}");
+    for op in &ops {
+        let path = op["path"].as_str().unwrap_or_default();
+        assert!(
+            op["op"] == "add" && path.contains("/routes/") && path.ends_with("/name"),
+            "the conversion routes exactly as the MeshGatewayRoute: {inspect:#}"
+        );
+    }
 
     // Promoted and the old route deleted: the same traffic, now routed by the MeshHTTPRoute.
     let mut promoted = new_route.to_value();
@@ -355,7 +363,14 @@ async fn a_mesh_gateway_route_converted_to_a_meshhttproute_routes_the_same_traff
         .await?;
     assert_eq!(status, 200, "{body}");
     for _ in 0..5 {
-        assert!(routes_by_version().await, "after promotion");
+        assert!(
+            routes_by_version().await,
+            "after promotion: {:?} {:?} {:?}\n{}",
+            get("/v2/items").await,
+            get("/items").await,
+            get("/v2").await,
+            gw.log_tail()
+        );
     }
 
     // A MeshRateLimit on the MeshGateway: 2 requests a minute, then 429 from the gateway.
@@ -383,5 +398,104 @@ async fn a_mesh_gateway_route_converted_to_a_meshhttproute_routes_the_same_traff
     );
     drop(gw);
     drop(apps);
+    zone.stop().await
+}
+
+/// A builtin gateway bootstrapped as kuma-dp is (`POST /bootstrap`: its Envoy's runtime has the
+/// RTDS layer `gateway.listeners` over ADS) takes its listener's `resources.connectionLimit`
+/// from the Runtime the zone serves: with a limit of 1 and one connection held open, the next
+/// connection is closed and counted in `downstream_cx_overflow`; raised to 2 in the
+/// MeshGateway, the new limit reaches the running Envoy over RTDS and the request passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_listener_connection_limit_is_served_over_rtds() -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let (zone, _app) = with_backend(&permission("edge")).await?;
+    let (port, admin) = (free_port(), free_port());
+    let gateway = |limit: u32| {
+        format!("type: MeshGateway\nmesh: default\nname: limited\nselectors:\n- match: {{kuma.io/service: edge}}\nconf:\n  listeners:\n  - port: {port}\n    protocol: HTTP\n    resources: {{connectionLimit: {limit}}}\n")
+    };
+    zone.apply("/meshes/default/meshgateways/limited", &gateway(1))
+        .await?;
+    zone.apply(
+        "/meshes/default/meshhttproutes/limited-api",
+        "type: MeshHTTPRoute\nmesh: default\nname: limited-api\nspec:\n  targetRef: {kind: MeshGateway, name: limited}\n  to:\n  - targetRef: {kind: Mesh}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default:\n        backendRefs: [{kind: MeshService, name: backend}]\n",
+    )
+    .await?;
+    let dp = zone.dp_server().await?;
+    let _backend = Envoy::start(&envoy, "default", "backend", &dp).await?;
+    // kuma-dp's way: the Dataplane and its token in a bootstrap request.
+    let dataplane = "type: Dataplane\nmesh: default\nname: gw\nnetworking:\n  address: 127.0.0.1\n  gateway:\n    type: BUILTIN\n    tags: {kuma.io/service: edge}\n";
+    let body = serde_json::json!({
+        "mesh": "default", "name": "gw", "proxyType": "dataplane", "adminPort": admin,
+        "dataplaneToken": dp.token("default", "gw").await?, "dataplaneResource": dataplane,
+        "version": {"kumaDp": {"version": "2.7.29"}, "envoy": {"version": "1.30.2", "kumaDpCompatible": true}},
+    })
+    .to_string();
+    let (status, _, answer) =
+        umbra_e2e::https_post(dp.addr, "localhost", &dp.ca_pem, "/bootstrap", &body).await?;
+    assert_eq!(status, 200, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer)?;
+    let config = base64::engine::general_purpose::STANDARD
+        .decode(answer["bootstrap"].as_str().unwrap_or_default())?;
+    assert!(String::from_utf8_lossy(&config).contains("rtds_layer"));
+    let admin: SocketAddr = format!("127.0.0.1:{admin}").parse()?;
+    let gw = Envoy::from_bootstrap(&envoy, "gw", &config, admin)?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let get = || async move {
+        http(addr, "GET", "/api", None)
+            .await
+            .map_or(0, |(status, _)| status)
+    };
+    let up = wait_until(Duration::from_secs(30), || async { get().await == 200 }).await;
+    assert!(up.is_ok(), "gateway: {}\n{}", get().await, gw.log_tail());
+    let stat = |name: &'static str| async move {
+        let (_, text) = http(admin, "GET", &format!("/stats?filter={name}"), None)
+            .await
+            .unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with(&format!("listener.127.0.0.1_{port}.{name}:")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let (_, runtime) = http(admin, "GET", "/runtime", None).await?;
+    let key = format!("envoy.resource_limits.listener.limited:HTTP:{port}.connection_limit");
+    assert!(runtime.contains(&key), "{runtime}");
+
+    // One connection held open after a keep-alive request (an idle one would wait in the TLS
+    // inspector, not count), the listener at its limit of 1.
+    let mut held = tokio::net::TcpStream::connect(addr).await?;
+    {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        held.write_all(b"GET /api HTTP/1.1\r\nHost: gw.test\r\n\r\n")
+            .await?;
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(10), held.read(&mut buf)).await??;
+        assert!(
+            String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+    let active = wait_until(Duration::from_secs(10), || async {
+        stat("downstream_cx_active").await == 1
+    })
+    .await;
+    assert!(active.is_ok(), "{}", gw.log_tail());
+    assert_eq!(get().await, 0, "a connection past the limit is closed");
+    assert!(stat("downstream_cx_overflow").await >= 1);
+
+    // Raised to 2: the Runtime changes, the running Envoy takes it, the request passes.
+    zone.apply("/meshes/default/meshgateways/limited", &gateway(2))
+        .await?;
+    let raised = wait_until(Duration::from_secs(20), || async { get().await == 200 }).await;
+    assert!(raised.is_ok(), "{}", gw.log_tail());
+    let (_, runtime) = http(admin, "GET", "/runtime", None).await?;
+    let layer: serde_json::Value = serde_json::from_str(&runtime)?;
+    assert_eq!(layer["entries"][&key]["final_value"], "2", "{runtime}");
+    drop(held);
     zone.stop().await
 }

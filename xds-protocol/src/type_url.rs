@@ -1,5 +1,5 @@
 //! The type URLs of the xDS resources Umbra serves (Envoy's v3 API: CDS, EDS, LDS, RDS,
-//! SDS).
+//! SDS, RTDS).
 
 /// CDS type URL.
 pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
@@ -13,3 +13,6 @@ pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteCon
 /// SDS type URL.
 pub const SECRET_TYPE: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+/// RTDS type URL (a builtin gateway's `gateway.listeners` runtime layer, Kuma 2.7's
+/// `pkg/plugins/runtime/gateway` `GenerateRTDS`).
+pub const RUNTIME_TYPE: &str = "type.googleapis.com/envoy.service.runtime.v3.Runtime";

@@ -19,7 +19,7 @@ use prost::{Message, Name};
 use crate::render::{to_json, RenderError};
 use crate::snapshot::{HeldResource, Snapshot};
 use umbra_xds_protocol::type_url::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
 };
 
 /// Why a patch could not be applied.
@@ -123,10 +123,11 @@ fn diff_types(cached: bool) -> &'static [&'static str] {
         ENDPOINT_TYPE,
         LISTENER_TYPE,
         ROUTE_TYPE,
+        RUNTIME_TYPE,
         SECRET_TYPE,
     ];
     if cached {
-        &ALL[..4]
+        &ALL[..5]
     } else {
         ALL
     }
@@ -164,6 +165,7 @@ fn snapshot_diff_with(
             ENDPOINT_TYPE => diff_map(t, &live.endpoints, &shadow.endpoints, cache, &mut ops)?,
             LISTENER_TYPE => diff_map(t, &live.listeners, &shadow.listeners, cache, &mut ops)?,
             ROUTE_TYPE => diff_map(t, &live.routes, &shadow.routes, cache, &mut ops)?,
+            RUNTIME_TYPE => diff_map(t, &live.runtimes, &shadow.runtimes, cache, &mut ops)?,
             _ => diff_map(t, &live.secrets, &shadow.secrets, cache, &mut ops)?,
         }
     }
@@ -225,6 +227,7 @@ fn type_present(s: &Snapshot, t: &str) -> bool {
         ENDPOINT_TYPE => !s.endpoints.is_empty(),
         LISTENER_TYPE => !s.listeners.is_empty(),
         ROUTE_TYPE => !s.routes.is_empty(),
+        RUNTIME_TYPE => !s.runtimes.is_empty(),
         _ => !s.secrets.is_empty(),
     }
 }

@@ -211,6 +211,7 @@ mod tests {
             "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
             "envoy.extensions.transport_sockets.tls.v3.Secret",
             "envoy.config.bootstrap.v3.Bootstrap",
+            "envoy.service.runtime.v3.Runtime",
         ] {
             assert!(
                 pool().get_message_by_name(t).is_some(),

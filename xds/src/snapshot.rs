@@ -10,12 +10,13 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+use envoy_types::pb::envoy::service::runtime::v3::Runtime;
 use prost::{Message, Name};
 
 use serde_json::{json, Map, Value};
 
 use umbra_xds_protocol::type_url::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
 };
 use umbra_xds_protocol::version::{
     encoding_version, write_canonical, ResourceVersions, TypeVersions,
@@ -38,6 +39,9 @@ pub struct Snapshot {
     pub routes: BTreeMap<String, RouteConfiguration>,
     /// SDS.
     pub secrets: BTreeMap<String, Secret>,
+    /// RTDS: a builtin gateway's `gateway.listeners` layer (its listeners' connection limits),
+    /// which its bootstrap's runtime waits for ([`crate::plugins`]' gateway generation).
+    pub runtimes: BTreeMap<String, Runtime>,
 }
 
 /// Drop `sdsConfig` from every SDS secret reference (`{name, sdsConfig}`) in `v` that names one
@@ -65,6 +69,38 @@ fn resolve_static_secrets(v: &mut Value, secrets: &BTreeMap<String, Secret>) {
     }
 }
 
+/// Replace every RDS reference (`rds: {routeConfigName}`) in `v` that names one of `routes`
+/// with that route configuration inline (`routeConfig`): a static bootstrap has no ADS.
+fn inline_rds(
+    v: &mut Value,
+    routes: &BTreeMap<String, RouteConfiguration>,
+) -> Result<(), RenderError> {
+    match v {
+        Value::Object(m) => {
+            let named = m
+                .get("rds")
+                .and_then(|r| r.get("routeConfigName"))
+                .and_then(Value::as_str)
+                .and_then(|n| routes.get(n));
+            if let Some(rc) = named {
+                let rc = to_json(rc)?;
+                m.remove("rds");
+                m.insert("routeConfig".to_owned(), rc);
+            }
+            for x in m.values_mut() {
+                inline_rds(x, routes)?;
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                inline_rds(x, routes)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// A value of one of [`Snapshot`]'s maps: an xDS resource held by the snapshot itself, or
 /// shared with other snapshots (EDS).
 pub trait HeldResource {
@@ -90,7 +126,7 @@ macro_rules! held_directly {
         }
     )*};
 }
-held_directly!(RouteConfiguration, Secret);
+held_directly!(RouteConfiguration, Secret, Runtime);
 
 macro_rules! held_shared {
     ($($t:ty),*) => {$(
@@ -143,6 +179,7 @@ impl Snapshot {
         put(ENDPOINT_TYPE, render_map(&self.endpoints)?);
         put(LISTENER_TYPE, render_map(&self.listeners)?);
         put(ROUTE_TYPE, render_map(&self.routes)?);
+        put(RUNTIME_TYPE, render_map(&self.runtimes)?);
         put(SECRET_TYPE, render_map(&self.secrets)?);
         let mut doc = Value::Object(doc);
         crate::render::redact_sensitive(&mut doc);
@@ -167,6 +204,7 @@ impl Snapshot {
             LISTENER_TYPE => render_map(&self.listeners)?,
             ROUTE_TYPE => render_map(&self.routes)?,
             SECRET_TYPE => render_map(&self.secrets)?,
+            RUNTIME_TYPE => render_map(&self.runtimes)?,
             _ => Value::Object(Map::new()),
         };
         let mut canonical = String::new();
@@ -247,6 +285,13 @@ impl Snapshot {
                 previous.map(|(p, _)| &p.secrets).zip(prev(SECRET_TYPE)),
             ),
         );
+        out.insert(
+            RUNTIME_TYPE,
+            of(
+                &self.runtimes,
+                previous.map(|(p, _)| &p.runtimes).zip(prev(RUNTIME_TYPE)),
+            ),
+        );
         out
     }
 
@@ -256,6 +301,8 @@ impl Snapshot {
     /// name is one of the snapshot's secrets loses its `sdsConfig`, so Envoy resolves it to the
     /// static secret of that name instead of waiting for ADS. References to secrets the snapshot
     /// does not hold keep their ADS source (Envoy accepts them without checking the TLS context).
+    /// RTDS runtimes become static runtime layers of the same name; route configurations served
+    /// over RDS are inlined where their connection managers name them.
     ///
     /// # Errors
     /// [`RenderError`] if a resource cannot be rendered.
@@ -289,16 +336,33 @@ impl Snapshot {
             .collect::<Result<_, _>>()?;
         for l in &mut listeners {
             resolve_static_secrets(l, &self.secrets);
+            inline_rds(l, &self.routes)?;
         }
         let secrets: Vec<Value> = self
             .secrets
             .values()
             .map(to_json)
             .collect::<Result<_, _>>()?;
-        Ok(json!({
+        let mut bootstrap = json!({
             "node": {"id": "umbra-validate", "cluster": "umbra-validate"},
             "staticResources": {"listeners": listeners, "clusters": clusters, "secrets": secrets},
-        }))
+        });
+        // RTDS layers become static layers of the same name, holding the same keys.
+        if !self.runtimes.is_empty() {
+            let layers: Vec<Value> = self
+                .runtimes
+                .values()
+                .map(|r| {
+                    let rendered = to_json(r)?;
+                    Ok(json!({
+                        "name": r.name,
+                        "staticLayer": rendered.get("layer").cloned().unwrap_or(json!({})),
+                    }))
+                })
+                .collect::<Result<_, RenderError>>()?;
+            bootstrap["layeredRuntime"] = json!({ "layers": layers });
+        }
+        Ok(bootstrap)
     }
 }
 

@@ -17,6 +17,49 @@ use common::{envoy_validates, golden, load, patch_within, snapshot};
 
 const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+const RUNTIME: &str = "type.googleapis.com/envoy.service.runtime.v3.Runtime";
+
+/// The service of a builtin gateway's cluster name (Kuma's `<service>-<16 hex>`, per host).
+fn svc(name: &serde_json::Value) -> String {
+    let name = name.as_str().unwrap_or_default();
+    match name.rsplit_once('-') {
+        Some((service, hash))
+            if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            service.to_owned()
+        }
+        _ => name.to_owned(),
+    }
+}
+
+/// A builtin gateway's (first) cluster of `service` in `doc` (`Null` when none).
+fn cluster<'a>(doc: &'a serde_json::Value, service: &str) -> &'a serde_json::Value {
+    doc[CLUSTER]
+        .as_object()
+        .and_then(|o| {
+            o.iter()
+                .find(|(n, _)| svc(&serde_json::json!(n)) == service)
+                .map(|(_, c)| c)
+        })
+        .unwrap_or(&serde_json::Value::Null)
+}
+
+/// The services a gateway route's weighted clusters send to.
+fn backends(action: &serde_json::Value) -> Vec<String> {
+    action["weightedClusters"]["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| svc(&c["name"]))
+        .collect()
+}
+
+/// The route configuration a gateway connection manager `hcm` names (served over RDS, as
+/// Kuma serves a gateway's).
+fn rds<'a>(doc: &'a serde_json::Value, hcm: &serde_json::Value) -> &'a serde_json::Value {
+    let name = hcm["rds"]["routeConfigName"].as_str().unwrap_or_default();
+    &doc["type.googleapis.com/envoy.config.route.v3.RouteConfiguration"][name]
+}
 
 fn not_generated(resources: &[Resource], dp: &str) -> Vec<(String, String)> {
     let dp = resources
@@ -63,9 +106,10 @@ fn a_builtin_gateway_listens_and_routes_by_its_meshhttproutes() {
     assert_eq!(listener["address"]["socketAddress"]["address"], "127.0.0.4");
     assert_eq!(listener["trafficDirection"], "INBOUND");
     let hcm = &listener["filterChains"][0]["filters"][0]["typedConfig"];
-    assert_eq!(hcm["statPrefix"], "public");
+    // Kuma's stat prefix: the gateway's service.
+    assert_eq!(hcm["statPrefix"], "ingress-gw");
     assert_eq!(hcm["serverName"], "Kuma Gateway");
-    let rc = &hcm["routeConfig"];
+    let rc = rds(&doc, hcm);
     assert_eq!(rc["name"], "public:HTTP:8080:*");
     let hosts: Vec<&str> = rc["virtualHosts"]
         .as_array()
@@ -93,10 +137,10 @@ fn a_builtin_gateway_listens_and_routes_by_its_meshhttproutes() {
     // The TCP listener proxies to the MeshTCPRoute's backend.
     let tcp = &doc[LISTENER]["public:TCP:9000"]["filterChains"][0]["filters"][0];
     assert_eq!(tcp["name"], "envoy.filters.network.tcp_proxy");
-    assert_eq!(tcp["typedConfig"]["cluster"], "backend");
+    assert_eq!(svc(&tcp["typedConfig"]["cluster"]), "backend");
     // The backend over the mesh's mTLS.
     assert_eq!(
-        doc[CLUSTER]["backend"]["transportSocket"]["typedConfig"]["sni"],
+        cluster(&doc, "backend")["transportSocket"]["typedConfig"]["sni"],
         "backend{mesh=default}"
     );
     // The shadow route adds its rule to `*`, nothing else.
@@ -125,7 +169,7 @@ fn an_https_listener_terminates_tls_with_its_certificate_per_hostname() {
         "cert.ecdsa:secret:api-cert"
     );
     assert_eq!(tls["alpnProtocols"], serde_json::json!(["h2", "http/1.1"]));
-    let rc = &chains[0]["filters"][0]["typedConfig"]["routeConfig"];
+    let rc = rds(&doc, &chains[0]["filters"][0]["typedConfig"]);
     assert_eq!(rc["name"], "public:HTTPS:8443:api.example.com");
     assert_eq!(rc["virtualHosts"][0]["requireTls"], "ALL");
     // The certificate is served over SDS, and never in the config document.
@@ -204,8 +248,10 @@ fn mesh_gateway_routes_route_the_gateway_and_convert_to_the_same_routes() {
     let live = snapshot(&resources, "shop-gw", View::Live);
     envoy_validates(&live);
     let doc = live.to_document().unwrap();
-    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
-        ["routeConfig"];
+    let rc = rds(
+        &doc,
+        &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"],
+    );
     let hosts: Vec<&str> = rc["virtualHosts"]
         .as_array()
         .unwrap()
@@ -240,7 +286,7 @@ fn mesh_gateway_routes_route_the_gateway_and_convert_to_the_same_routes() {
     );
     // The TCP listener proxies to the `db` route's backend.
     let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0];
-    assert_eq!(tcp["typedConfig"]["cluster"], "db");
+    assert_eq!(svc(&tcp["typedConfig"]["cluster"]), "db");
     assert!(
         not_generated(&resources, "shop-gw").is_empty(),
         "{:?}",
@@ -290,7 +336,9 @@ fn mesh_gateway_routes_route_the_gateway_and_convert_to_the_same_routes() {
     with_shadow.extend(outputs);
     let shadow = snapshot(&with_shadow, "shop-gw", View::Shadow);
     envoy_validates(&shadow);
-    assert_eq!(shadow.to_document().unwrap(), doc);
+    // The same routes; Kuma names the Envoy routes of MeshHTTPRoutes (by their matches) and
+    // not those of MeshGatewayRoutes, so the names are all that changes.
+    only_route_names_added(&doc, &shadow.to_document().unwrap());
     // Only the new routes in place (the MeshGatewayRoutes deleted): the same config still.
     let promoted: Vec<Resource> = with_shadow
         .into_iter()
@@ -300,12 +348,26 @@ fn mesh_gateway_routes_route_the_gateway_and_convert_to_the_same_routes() {
             r
         })
         .collect();
-    assert_eq!(
-        snapshot(&promoted, "shop-gw", View::Live)
+    only_route_names_added(
+        &doc,
+        &snapshot(&promoted, "shop-gw", View::Live)
             .to_document()
             .unwrap(),
-        doc
     );
+}
+
+/// `after` is `before` with names added to Envoy routes, and nothing else.
+fn only_route_names_added(before: &serde_json::Value, after: &serde_json::Value) {
+    let patch = serde_json::to_value(json_patch::diff(before, after)).unwrap();
+    let ops = patch.as_array().unwrap();
+    assert!(!ops.is_empty(), "the converted routes are named");
+    for op in ops {
+        let path = op["path"].as_str().unwrap_or_default();
+        assert!(
+            op["op"] == "add" && path.contains("/routes/") && path.ends_with("/name"),
+            "{op:#}"
+        );
+    }
 }
 
 #[test]
@@ -343,11 +405,12 @@ fn a_mesh_rate_limit_on_the_gateway_limits_its_routes() {
         http,
         [
             "envoy.filters.http.local_ratelimit",
+            "gzip-compress",
             "envoy.filters.http.router"
         ]
     );
     // Every route of every virtual host: 2 requests per 10s, then 429.
-    for vh in hcm["routeConfig"]["virtualHosts"].as_array().unwrap() {
+    for vh in rds(&doc, hcm)["virtualHosts"].as_array().unwrap() {
         for r in vh["routes"].as_array().unwrap() {
             let limit = &r["typedPerFilterConfig"]["envoy.filters.http.local_ratelimit"];
             assert_eq!(limit["tokenBucket"]["maxTokens"], 2, "{r:#}");
@@ -390,11 +453,11 @@ fn a_mesh_timeout_from_rule_sets_the_gateway_listeners_timeouts() {
     let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];
     assert_eq!(tcp["idleTimeout"], "20s");
     // `to` names a service, not the Mesh: no route conf; the api cluster gets its timeouts.
-    let route = &hcm["routeConfig"]["virtualHosts"][1]["routes"][0]["route"];
-    assert_eq!(route["cluster"], "api");
+    let route = &rds(&doc, hcm)["virtualHosts"][1]["routes"][0]["route"];
+    assert_eq!(backends(route), ["api"]);
     assert!(route.get("timeout").is_none(), "{route:#}");
-    assert_eq!(doc[CLUSTER]["api"]["connectTimeout"], "2s");
-    assert_eq!(doc[CLUSTER]["db"]["connectTimeout"], "5s");
+    assert_eq!(cluster(&doc, "api")["connectTimeout"], "2s");
+    assert_eq!(cluster(&doc, "db")["connectTimeout"], "5s");
 }
 
 #[test]
@@ -408,7 +471,7 @@ fn retries_circuit_breakers_and_health_checks_apply_to_the_gateway() {
     envoy_validates(&snap);
     let doc = snap.to_document().unwrap();
     let hcm = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"];
-    for vh in hcm["routeConfig"]["virtualHosts"].as_array().unwrap() {
+    for vh in rds(&doc, hcm)["virtualHosts"].as_array().unwrap() {
         for r in vh["routes"].as_array().unwrap() {
             assert_eq!(r["route"]["retryPolicy"]["numRetries"], 4, "{r:#}");
             assert_eq!(r["route"]["retryPolicy"]["retryOn"], "5xx", "{r:#}");
@@ -418,12 +481,12 @@ fn retries_circuit_breakers_and_health_checks_apply_to_the_gateway() {
     assert_eq!(tcp["maxConnectAttempts"], 3);
     // The circuit breaker names one service: its cluster only.
     assert_eq!(
-        doc[CLUSTER]["api"]["circuitBreakers"]["thresholds"][0]["maxConnections"],
+        cluster(&doc, "api")["circuitBreakers"]["thresholds"][0]["maxConnections"],
         7
     );
-    assert!(doc[CLUSTER]["db"].get("circuitBreakers").is_none());
+    assert!(cluster(&doc, "db").get("circuitBreakers").is_none());
     // HTTP listeners' backends get the HTTP check, the TCP listener's a TCP one.
-    let hc = |c: &str| doc[CLUSTER][c]["healthChecks"][0].clone();
+    let hc = |c: &str| cluster(&doc, c)["healthChecks"][0].clone();
     assert_eq!(
         hc("api")["httpHealthCheck"]["path"],
         "/health",
@@ -432,7 +495,7 @@ fn retries_circuit_breakers_and_health_checks_apply_to_the_gateway() {
     );
     assert!(hc("db").get("tcpHealthCheck").is_some(), "{:#}", hc("db"));
     assert_eq!(
-        doc[CLUSTER]["api"]["healthChecks"]
+        cluster(&doc, "api")["healthChecks"]
             .as_array()
             .unwrap()
             .len(),
@@ -470,7 +533,10 @@ fn tls_listeners_pass_through_or_terminate_by_sni() {
         passthrough.get("transportSocket").is_none(),
         "{passthrough:#}"
     );
-    assert_eq!(passthrough["filters"][0]["typedConfig"]["cluster"], "db");
+    assert_eq!(
+        svc(&passthrough["filters"][0]["typedConfig"]["cluster"]),
+        "db"
+    );
     let terminated = &doc[LISTENER]["tls:TLS:9444"]["filterChains"][0];
     assert_eq!(
         terminated["filterChainMatch"],
@@ -482,7 +548,10 @@ fn tls_listeners_pass_through_or_terminate_by_sni() {
         "cert.ecdsa:secret:api-cert"
     );
     assert!(tls.get("alpnProtocols").is_none(), "{tls:#}");
-    assert_eq!(terminated["filters"][0]["typedConfig"]["cluster"], "db");
+    assert_eq!(
+        svc(&terminated["filters"][0]["typedConfig"]["cluster"]),
+        "db"
+    );
     assert!(
         not_generated(&resources, "tls-gw").is_empty(),
         "{:?}",
@@ -500,14 +569,16 @@ fn old_connection_policies_apply_per_listener_and_backend() {
     let snap = snapshot(&resources, "shop-gw", View::Live);
     envoy_validates(&snap);
     let doc = snap.to_document().unwrap();
-    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
-        ["routeConfig"];
+    let rc = rds(
+        &doc,
+        &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"],
+    );
     for vh in rc["virtualHosts"].as_array().unwrap() {
         for r in vh["routes"].as_array().unwrap() {
             let action = &r["route"];
             assert_eq!(action["retryPolicy"]["numRetries"], 2, "{r:#}");
             // The Timeout names api only: its routes get its request timeout.
-            let to_api = action["cluster"] == "api";
+            let to_api = backends(action) == ["api"];
             assert_eq!(action.get("timeout").is_some(), to_api, "{r:#}");
             if to_api {
                 assert_eq!(action["timeout"], "4s");
@@ -516,8 +587,8 @@ fn old_connection_policies_apply_per_listener_and_backend() {
     }
     let tcp = &doc[LISTENER]["shop:TCP:9000"]["filterChains"][0]["filters"][0]["typedConfig"];
     assert_eq!(tcp["maxConnectAttempts"], 4);
-    assert_eq!(doc[CLUSTER]["api"]["connectTimeout"], "3s");
-    assert_eq!(doc[CLUSTER]["db"]["connectTimeout"], "5s");
+    assert_eq!(cluster(&doc, "api")["connectTimeout"], "3s");
+    assert_eq!(cluster(&doc, "db")["connectTimeout"], "5s");
     // The CircuitBreaker names version v2: the v2 subset's cluster only.
     let clusters = doc[CLUSTER].as_object().unwrap();
     let with_breaker: Vec<&String> = clusters
@@ -525,13 +596,16 @@ fn old_connection_policies_apply_per_listener_and_backend() {
         .filter(|(_, c)| c.get("circuitBreakers").is_some())
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(with_breaker.len(), 1, "{with_breaker:?}");
-    let eds = &doc["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]
-        [with_breaker[0].as_str()];
-    assert!(
-        eds.to_string().contains("127.0.0.3"),
-        "the v2 endpoint: {eds}"
-    );
+    // One v2 cluster per host the route reaches it from (Kuma's per-host clusters).
+    assert!(!with_breaker.is_empty(), "{with_breaker:?}");
+    for name in &with_breaker {
+        let eds = &doc["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]
+            [name.as_str()];
+        assert!(
+            eds.to_string().contains("127.0.0.3") && !eds.to_string().contains("127.0.0.2"),
+            "the v2 endpoint only: {eds}"
+        );
+    }
     // Kuma applies no FaultInjection to builtin gateways: named, with why.
     assert_eq!(
         not_generated(&resources, "shop-gw"),
@@ -560,12 +634,13 @@ fn a_mesh_fault_injection_on_the_gateway_adds_its_faults() {
         names,
         [
             "envoy.filters.http.local_ratelimit",
+            "gzip-compress",
             "envoy.filters.http.fault",
             "envoy.filters.http.router"
         ]
     );
     assert_eq!(
-        hcm["httpFilters"][1]["typedConfig"]["abort"]["httpStatus"],
+        hcm["httpFilters"][2]["typedConfig"]["abort"]["httpStatus"],
         503
     );
     // Not on the TCP listener.
@@ -573,8 +648,12 @@ fn a_mesh_fault_injection_on_the_gateway_adds_its_faults() {
     assert!(not_generated(&resources, "shop-gw").is_empty());
 }
 
+/// Kuma's `connection-limited-listener` case, extended: a listener's
+/// `resources.connectionLimit` becomes the key of the RTDS Runtime `gateway.listeners` for the
+/// listener of its port (the port's first listener decides, as Kuma's `listeners[0]`); a port
+/// without one, or with 0, gets no key; a cross-mesh listener is not generated and is named.
 #[test]
-fn listener_connection_limits_and_cross_mesh_listeners_are_named() {
+fn listener_connection_limits_go_to_the_rtds_runtime_and_cross_mesh_listeners_are_named() {
     let mut resources: Vec<Resource> = load("gateway-routes.yaml")
         .into_iter()
         .filter(|r| {
@@ -582,7 +661,7 @@ fn listener_connection_limits_and_cross_mesh_listeners_are_named() {
         })
         .collect();
     resources.extend(
-        Resource::all_from_bytes(b"type: MeshGateway\nmesh: default\nname: shop\nselectors:\n- match: {kuma.io/service: shop-gw}\nconf:\n  listeners:\n  - {port: 8080, protocol: HTTP, resources: {connectionLimit: 100}}\n  - {port: 8081, protocol: HTTP, crossMesh: true}\n")
+        Resource::all_from_bytes(b"type: MeshGateway\nmesh: default\nname: shop\nselectors:\n- match: {kuma.io/service: shop-gw}\nconf:\n  listeners:\n  - {port: 8080, protocol: HTTP, hostname: a.test, resources: {connectionLimit: 100}}\n  - {port: 8080, protocol: HTTP, hostname: b.test, resources: {connectionLimit: 5}}\n  - {port: 8082, protocol: HTTP, resources: {connectionLimit: '0'}}\n  - {port: 8083, protocol: HTTP, resources: {connectionLimit: '7'}}\n  - {port: 8081, protocol: HTTP, crossMesh: true}\n")
             .unwrap(),
     );
     let snap = snapshot(&resources, "shop-gw", View::Live);
@@ -592,6 +671,16 @@ fn listener_connection_limits_and_cross_mesh_listeners_are_named() {
     assert!(
         doc[LISTENER].get("shop:HTTP:8081").is_none(),
         "a cross-mesh listener is not generated"
+    );
+    assert_eq!(
+        doc[RUNTIME],
+        serde_json::json!({"gateway.listeners": {
+            "name": "gateway.listeners",
+            "layer": {
+                "envoy.resource_limits.listener.shop:HTTP:8080.connection_limit": 100.0,
+                "envoy.resource_limits.listener.shop:HTTP:8083.connection_limit": 7.0,
+            },
+        }})
     );
     let dp = resources
         .iter()
@@ -604,11 +693,21 @@ fn listener_connection_limits_and_cross_mesh_listeners_are_named() {
         .find(|n| n.type_name == "MeshGateway")
         .expect("the MeshGateway is named")
         .reason;
-    assert!(
-        reason.contains("HTTP 8080: resources.connectionLimit"),
-        "{reason}"
-    );
+    assert!(!reason.contains("connectionLimit"), "{reason}");
     assert!(reason.contains("HTTP 8081: crossMesh"), "{reason}");
+
+    // No MeshGateway selects it: the Runtime is still served (its Envoy waits for it), empty.
+    let alone: Vec<Resource> = resources
+        .into_iter()
+        .filter(|r| r.ty() != umbra_core::resource::ResourceType::MeshGateway)
+        .collect();
+    let doc = snapshot(&alone, "shop-gw", View::Live)
+        .to_document()
+        .unwrap();
+    assert_eq!(
+        doc[RUNTIME],
+        serde_json::json!({"gateway.listeners": {"name": "gateway.listeners", "layer": {}}})
+    );
 }
 
 #[test]
@@ -732,13 +831,15 @@ fn a_mesh_load_balancing_strategy_on_the_gateway_configures_its_backends() {
     let snap = snapshot(&resources, "shop-gw", View::Live);
     envoy_validates(&snap);
     let doc = snap.to_document().unwrap();
-    assert_eq!(doc[CLUSTER]["api"]["lbPolicy"], "RING_HASH");
-    assert!(doc[CLUSTER]["db"].get("lbPolicy").is_none());
-    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
-        ["routeConfig"];
+    assert_eq!(cluster(&doc, "api")["lbPolicy"], "RING_HASH");
+    assert!(cluster(&doc, "db").get("lbPolicy").is_none());
+    let rc = rds(
+        &doc,
+        &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"],
+    );
     for vh in rc["virtualHosts"].as_array().unwrap() {
         for r in vh["routes"].as_array().unwrap() {
-            let to_api = r["route"]["cluster"] == "api";
+            let to_api = backends(&r["route"]) == ["api"];
             assert_eq!(r["route"].get("hashPolicy").is_some(), to_api, "{r:#}");
         }
     }
@@ -780,8 +881,10 @@ fn gateway_redirects_drop_the_query_and_a_lone_backend_needs_no_weight() {
     let snap = snapshot(&resources, "shop-gw", View::Live);
     envoy_validates(&snap);
     let doc = snap.to_document().unwrap();
-    let rc = &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"]
-        ["routeConfig"];
+    let rc = rds(
+        &doc,
+        &doc[LISTENER]["shop:HTTP:8080"]["filterChains"][0]["filters"][0]["typedConfig"],
+    );
     let routes = rc["virtualHosts"][1]["routes"].as_array().unwrap();
     let redirect = routes
         .iter()
@@ -793,5 +896,5 @@ fn gateway_redirects_drop_the_query_and_a_lone_backend_needs_no_weight() {
         .iter()
         .find(|r| r["match"]["prefix"] == "/")
         .unwrap_or_else(|| panic!("{rc:#}"));
-    assert_eq!(root["route"]["cluster"], "web", "{root:#}");
+    assert_eq!(backends(&root["route"]), ["web"], "{root:#}");
 }

@@ -40,7 +40,7 @@ use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
 use umbra_xds::snapshot::Snapshot;
 use umbra_xds_protocol::type_url::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
 };
 use umbra_xds_protocol::version::{type_version, ResourceVersions};
 
@@ -284,6 +284,7 @@ fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
         LISTENER_TYPE => snap.listeners.get(name).map(|l| pack(&**l)),
         ROUTE_TYPE => snap.routes.get(name).map(pack),
         SECRET_TYPE => snap.secrets.get(name).map(pack),
+        RUNTIME_TYPE => snap.runtimes.get(name).map(pack),
         _ => None,
     }
 }

@@ -268,6 +268,33 @@ impl BootstrapRequest {
     }
 }
 
+/// Global downstream connections a builtin gateway's Envoy accepts (Kuma's default for
+/// `defaults.proxy.gateway.globalDownstreamMaxConnections`).
+pub const GATEWAY_MAX_CONNECTIONS: u32 = 50_000;
+
+/// The bootstrap's runtime layers, as Kuma 2.7's template (`pkg/xds/bootstrap/template_v3.go`):
+/// a static layer `kuma` (RE2 program size limits) for every proxy; for a builtin gateway
+/// (`gateway`), a static layer `gateway` bounding its downstream connections
+/// ([`GATEWAY_MAX_CONNECTIONS`]) and the RTDS layer `gateway.listeners` over ADS, which holds
+/// its listeners' connection limits (the zone serves the Runtime of that name to every builtin
+/// gateway; Envoy waits for it before it initializes its clusters).
+fn runtime_layers(gateway: bool) -> Vec<Value> {
+    let mut layers = vec![json!({"name": "kuma", "static_layer": {
+        "re2.max_program_size.error_level": 4_294_967_295u64,
+        "re2.max_program_size.warn_level": 1000,
+    }})];
+    if gateway {
+        layers.push(json!({"name": "gateway", "static_layer": {
+            "overload.global_downstream_max_connections": GATEWAY_MAX_CONNECTIONS,
+        }}));
+        layers.push(json!({"name": "gateway.listeners", "rtds_layer": {
+            "name": "gateway.listeners",
+            "rtds_config": {"ads": {}, "resource_api_version": "V3"},
+        }}));
+    }
+    layers
+}
+
 /// The answer to `req` for the DPP whose Dataplane is `dataplane` (the request's, or the one
 /// the zone holds): the Envoy bootstrap and kuma-dp's sidecar configuration.
 pub fn generate(
@@ -425,6 +452,9 @@ pub fn generate(
             }],
         },
     });
+    bootstrap["layered_runtime"] = json!({"layers": runtime_layers(
+        spec.is_some_and(umbra_core::gateway::is_builtin),
+    )});
     // SNI only for a name (RFC 6066 has no IP literals); the SAN match checks either.
     if !is_ip {
         bootstrap["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]["sni"] =
@@ -675,6 +705,48 @@ mod tests {
                 ["san_type"],
             "IP_ADDRESS"
         );
+    }
+
+    /// Kuma's runtime layers: `kuma` for every proxy; a builtin gateway adds `gateway` and the
+    /// RTDS layer `gateway.listeners` over ADS; a delegated gateway is a sidecar here.
+    #[test]
+    fn a_builtin_gateway_gets_the_rtds_layer() {
+        let params = BootstrapParams {
+            ads_host: "10.0.0.1".into(),
+            ads_port: 5678,
+            ca_pem: "ca".into(),
+            replicas: Vec::new(),
+        };
+        let layers = |gateway: &str| {
+            let dp = format!("type: Dataplane\nmesh: default\nname: gw-1\nnetworking:\n  address: 127.0.0.1\n  gateway:\n    type: {gateway}\n    tags: {{kuma.io/service: edge}}\n");
+            let req = request(json!({"name": "gw-1", "dataplaneResource": dp}));
+            let dp = req.validate().unwrap().unwrap();
+            let doc = umbra_core::codec::decode_one(
+                &generate(&req, &dp, &params).bootstrap,
+                Default::default(),
+            )
+            .unwrap();
+            doc["layered_runtime"]["layers"].clone()
+        };
+        let builtin = layers("BUILTIN");
+        let names: Vec<&str> = builtin
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l["name"].as_str())
+            .collect();
+        assert_eq!(names, ["kuma", "gateway", "gateway.listeners"]);
+        assert_eq!(
+            builtin[1]["static_layer"]["overload.global_downstream_max_connections"],
+            50_000
+        );
+        assert_eq!(
+            builtin[2]["rtds_layer"],
+            json!({"name": "gateway.listeners", "rtds_config": {"ads": {}, "resource_api_version": "V3"}})
+        );
+        let delegated = layers("DELEGATED");
+        assert_eq!(delegated.as_array().map(Vec::len), Some(1));
+        assert_eq!(delegated[0]["name"], "kuma");
     }
 
     #[test]

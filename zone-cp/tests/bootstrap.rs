@@ -155,7 +155,31 @@ async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
         },
     )
     .bootstrap;
+    // A builtin gateway's: its runtime adds the `gateway` layer and the RTDS layer over ADS.
+    let gateway_req: BootstrapRequest = serde_json::from_value(serde_json::json!({
+        "mesh": "default", "name": "edge-1",
+        "dataplaneResource": "type: Dataplane\nmesh: default\nname: edge-1\nnetworking:\n  address: 10.77.1.12\n  gateway:\n    type: BUILTIN\n    tags: {kuma.io/service: edge}\n",
+    }))
+    .unwrap();
+    let gateway_dp = gateway_req.validate().unwrap().unwrap();
+    let gateway = generate(
+        &gateway_req,
+        &gateway_dp,
+        &BootstrapParams {
+            ads_host: "zone-1-cp".into(),
+            ads_port: 5678,
+            ca_pem: tls.ca_pem.clone(),
+            replicas: Vec::new(),
+        },
+    )
+    .bootstrap;
+    assert!(
+        String::from_utf8_lossy(&gateway).contains("rtds_layer"),
+        "{}",
+        String::from_utf8_lossy(&gateway)
+    );
     let cases = [
+        ("gateway", gateway),
         ("zone-1-cp", bootstrap("zone-1-cp", &tls.ca_pem)),
         ("127.0.0.1", bootstrap("127.0.0.1", &tls.ca_pem)),
         ("bare", bare),

@@ -134,7 +134,10 @@ pub fn regex_or(regexes: &[String]) -> String {
 
 /// A cluster to one collector outside the mesh (Kuma's `ProvidedEndpointCluster` with
 /// `ClientSideTLS` and `DefaultTimeout`, as its tracing and access log plugins build them): one endpoint, `STATIC` for an IP else `STRICT_DNS` (IPv4 only), connect
-/// timeout 5s, HTTP/2 when `http2`, TLS with the host as SNI when `tls`.
+/// timeout 5s, HTTP/2 when `http2`, TLS with the host as SNI when `tls`. As Kuma's: the
+/// endpoint has no load-balancing weight (Kuma's collector endpoints have weight 0, which it
+/// leaves out), and a name with characters a stat name cannot hold gets `altStatName`
+/// (`AltStatNameConfigurer`: `tracing:zipkin` → `tracing_zipkin`).
 pub fn provided_endpoint_cluster(
     name: &str,
     host: &str,
@@ -162,6 +165,18 @@ pub fn provided_endpoint_cluster(
         )),
         ..Default::default()
     };
+    for lb in cluster
+        .load_assignment
+        .iter_mut()
+        .flat_map(|a| &mut a.endpoints)
+        .flat_map(|l| &mut l.lb_endpoints)
+    {
+        lb.load_balancing_weight = None;
+    }
+    let stat_name = crate::names::sanitize_metric(name);
+    if stat_name != name {
+        cluster.alt_stat_name = stat_name;
+    }
     if http2 {
         let options = HttpProtocolOptions {
             upstream_protocol_options: Some(

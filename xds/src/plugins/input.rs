@@ -88,6 +88,10 @@ pub struct Origins {
     /// The subset tags (without `kuma.io/service`) of those subset clusters, by cluster name:
     /// the backends' tags old policies on builtin gateways match.
     pub subset_tags: BTreeMap<String, BTreeMap<String, String>>,
+    /// A builtin gateway's per-host clusters: the tags of the host (its listener's merged
+    /// tags) each was made for, by cluster name, which old connection policies match as
+    /// their source.
+    pub host_tags: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Origins {

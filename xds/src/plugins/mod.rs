@@ -154,6 +154,8 @@ pub fn apply_all(
     for plugin in ORDERED {
         (plugin.apply)(snap, input, &mut origins)?;
     }
+    // Last: a builtin gateway's route configurations go to RDS, as Kuma serves them.
+    route::routes_over_rds(snap, input.dataplane);
     Ok(())
 }
 

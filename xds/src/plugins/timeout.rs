@@ -334,7 +334,8 @@ pub(crate) fn apply_gateway(
         edit_hcms(l, |hcm| {
             if let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier {
                 for r in rc.virtual_hosts.iter_mut().flat_map(|v| &mut v.routes) {
-                    let Some(conf) = route_confs.get(&r.name) else {
+                    // An unnamed route (a MeshGatewayRoute's) takes the Mesh-wide conf.
+                    let Some(conf) = route_confs.get(&r.name).or(mesh.as_ref()) else {
                         continue;
                     };
                     let http = conf.http.as_ref();

@@ -11,12 +11,14 @@ use umbra_xds::snapshot::Snapshot;
 use umbra_xds_protocol::version::{type_version, TypeVersions};
 
 use umbra_xds_protocol::type_url::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
 };
 
-/// The xDS types served, in the order changes are pushed (clusters and endpoints warm before
-/// listeners and routes).
-pub const TYPE_ORDER: [&str; 5] = [
+/// The xDS types served, in the order changes are pushed (the runtime a gateway's Envoy waits
+/// for before it initializes its clusters first; clusters and endpoints warm before listeners
+/// and routes).
+pub const TYPE_ORDER: [&str; 6] = [
+    RUNTIME_TYPE,
     CLUSTER_TYPE,
     ENDPOINT_TYPE,
     LISTENER_TYPE,

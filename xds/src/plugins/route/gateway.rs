@@ -6,27 +6,37 @@
 //!
 //! - **Listener** `<gateway>:HTTP:<port>` on the DPP's address (INBOUND, reuse port, a
 //!   32 KiB per-connection buffer, a TLS inspector), listeners of one port merged as Kuma merges
-//!   them. Its connection manager has Kuma's gateway defaults: stat prefix the gateway's name,
-//!   `useRemoteAddress`, `normalizePath`, `mergeSlashes`, escaped slashes unescaped and
-//!   redirected, `serverName: Kuma Gateway`, headers with underscores refused, idle timeout
-//!   300s, stream idle timeout 5s, request headers timeout 0.5s.
-//! - **Route configuration** `<gateway>:HTTP:<port>:*` (inline; Kuma serves it over RDS under
-//!   the same name), `ignorePortInHostMatching`, `x-kuma-tags` removed from requests and set
-//!   to the gateway's tags towards the backends. One virtual host per hostname: each
-//!   listener's `hostname` (`*` by default) and, under a `*` listener, each hostname a route's
-//!   `to[].hostnames` names; a virtual host gets the rules of the `to` items without
-//!   hostnames (they apply to every host, as in Kuma) and of those naming its hostname, of
-//!   every route whose `targetRef.tags` the listener carries. Rules are ordered as for sidecars (Kuma's `prepareRoutes`: most specific
-//!   match first); there is no catch-all of the gateway's own: what no rule matches is a 404.
+//!   them. Its connection manager has Kuma's gateway defaults: stat prefix the gateway's
+//!   service, `useRemoteAddress`, internal addresses `127.0.0.1/32` (and `::1/128` for an IPv6
+//!   DPP), `normalizePath`, `mergeSlashes`, escaped slashes unescaped and redirected,
+//!   `serverName: Kuma Gateway`, headers with underscores refused, idle timeout 300s, stream
+//!   idle timeout 5s, request headers timeout 0.5s, HTTP/2 with edge window sizes and CONNECT,
+//!   the (empty) local rate limit and the gzip compressor before the router.
+//! - **Route configuration** `<gateway>:HTTP:<port>:*`, served over RDS under that name as
+//!   Kuma serves it ([`super::gateway_listener::routes_over_rds`]: a route change never touches
+//!   the listener), `ignorePortInHostMatching`, `x-kuma-tags` removed from requests. One
+//!   virtual host per hostname: each listener's `hostname` (`*` by default) and, under a `*`
+//!   listener, each hostname a route names (Kuma's one-way redistribution of wildcard routes);
+//!   a virtual host gets the rules of the `to` items without hostnames (they apply to every
+//!   host, as in Kuma) and of those naming its hostname, of every route whose `targetRef.tags`
+//!   the listener carries. The Envoy routes follow Kuma's gateway route table
+//!   ([`super::gateway_table`]): its order (exact, prefix, regex paths, longer first, then
+//!   method, header and query matches), a prefix also matching its path exactly unless a rule
+//!   matches that path itself, backends always as weighted clusters each adding `x-kuma-tags`
+//!   (mesh clusters only), header names in Go's canonical form, a set Host header as a host
+//!   rewrite; what no rule matches is a 404.
 //! - **HTTPS** (`tls.mode: TERMINATE`, the default): listener `<gateway>:HTTPS:<port>`, one
-//!   filter chain per listener hostname (matching its SNI; none for `*`), TLS terminated with
-//!   its certificates over SDS (`cert.<rsa|ecdsa>:secret:<secret>`, the Secret's PEM chain and
-//!   key, [`umbra_core::gateway::certificate`]), ALPN h2 and http/1.1, TLS 1.2 at least, and its
-//!   own route configuration `<gateway>:HTTPS:<port>:<hostname>` whose virtual hosts require
-//!   TLS and set Strict-Transport-Security. A listener whose certificate cannot be read is left
-//!   out and named under `notGenerated`.
-//! - **Clusters and endpoints** of the backends: the mesh's (mTLS towards the service's
-//!   identity, EDS), as for a sidecar's route backends.
+//!   filter chain per listener hostname (matching its SNI; none for `*`; in Kuma's hostname
+//!   order), TLS terminated with its certificates over SDS (`cert.<rsa|ecdsa>:secret:<secret>`,
+//!   the Secret's PEM chain and key, [`umbra_core::gateway::certificate`]), ALPN h2 and
+//!   http/1.1, TLS 1.2 at least, and its own route configuration
+//!   `<gateway>:HTTPS:<port>:<hostname>` whose virtual hosts require TLS and set
+//!   Strict-Transport-Security. A listener whose certificate cannot be read is left out and
+//!   named under `notGenerated`.
+//! - **Clusters and endpoints** of the backends ([`super::gateway_clusters`]): per destination
+//!   and host, named as Kuma names them (`<service>-<16 hex>`), copies of the mesh's (mTLS
+//!   towards the service's identity, EDS) with Kuma's gateway shape; an ExternalService's
+//!   directly when the mesh has no TrafficPermission.
 //!
 //! - **TCP**: listener `<gateway>:TCP:<port>` proxying to the backends of the MeshTCPRoute
 //!   attached to the MeshGateway (the last by name whose `targetRef.tags` a listener of the
@@ -39,41 +49,52 @@
 //!   MeshGatewayRoutes of its listener (Kuma's `GatewayHostInfo.Entries`: per host, new routes
 //!   win), read into the MeshHTTPRoute model ([`umbra_core::gateway_route`]); a host no route
 //!   reaches answers Kuma's 404 message. Every route gets Kuma's gateway route defaults (idle
-//!   timeout 5s, 500 for an unknown cluster).
+//!   timeout 5s, 500 for an unknown cluster, a redirect to the listener's port when it names
+//!   none); a backend Kuma could not resolve (`kuma.io/unresolved-backend`) is routed to a
+//!   cluster of that name that does not exist (500).
 //! - **Policies** on the listeners: the old connection policies ([`super::gateway_old`]), then
 //!   the new ones ([`super::gateway_policies`]).
+//! - **Connection limits** (RTDS): every builtin gateway DPP gets the Runtime
+//!   `gateway.listeners` (Kuma's `GenerateRTDS`), which its bootstrap's runtime layer of that
+//!   name waits for: per generated listener whose port's first listener in the MeshGateway sets
+//!   `resources.connectionLimit` above 0, the key
+//!   `envoy.resource_limits.listener.<listener name>.connection_limit` with that limit (Envoy
+//!   then closes connections past it, counting them in `downstream_cx_overflow`); an empty
+//!   layer otherwise.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::core::v3::{
-    data_source, header_value_option, http_protocol_options::HeadersWithUnderscoresAction,
-    DataSource, HeaderValue, HeaderValueOption, HttpProtocolOptions as CoreHttpProtocolOptions,
+    header_value_option, http_protocol_options::HeadersWithUnderscoresAction, HeaderValue,
+    HeaderValueOption, Http2ProtocolOptions, HttpProtocolOptions as CoreHttpProtocolOptions,
     TrafficDirection,
 };
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch, Listener};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::{
-    route, route_action, route_match, virtual_host, DirectResponseAction, Route,
-    RouteConfiguration, RouteMatch, VirtualHost,
+    route_match, virtual_host, RouteConfiguration, VirtualHost,
 };
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     http_connection_manager::{PathWithEscapedSlashesAction, RouteSpecifier},
     HttpConnectionManager,
 };
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    secret, tls_parameters, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, Secret,
-    TlsCertificate, TlsParameters,
-};
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use umbra_core::gateway::{
-    is_passthrough, old_routes, routes, selected, tls_problem, GatewayCertificate, GatewayListener,
-    OldRoute,
+    is_passthrough, old_routes, routes, selected, tls_problem, GatewayListener, OldRoute,
 };
-use umbra_core::gateway_route::host_matches;
 use umbra_core::policies::mesh_http_route::{prepare_routes, PolicyDefault, RouteRule};
 use umbra_core::policies::mesh_tcp_route::TcpRule;
 use umbra_core::target_ref::SERVICE_TAG;
 
 use super::backends::tcp_proxy_filter;
+use super::gateway_clusters::GatewayClusters;
+use super::gateway_listener::{
+    certificate_secret, downstream_tls, gateway_runtime, gzip_compressor, internal_addresses,
+    tls_match, GATEWAY_RUNTIME,
+};
+use super::gateway_table::{
+    gateway_route, hostnames, kuma_route_order, more_exact_first, no_route, old_http_routes,
+    root_exact, UNRESOLVED_BACKEND,
+};
 use super::http::envoy_routes;
 use super::new_routes::split;
 use crate::base::common::{network_filter, router_filter, tls_socket};
@@ -101,6 +122,8 @@ pub(super) fn apply(
         return Ok(false);
     }
     let Some(gateway) = selected(&input.policies.stored, dp) else {
+        snap.runtimes
+            .insert(GATEWAY_RUNTIME.to_owned(), gateway_runtime(Vec::new()));
         return Ok(true);
     };
     let http_routes = input
@@ -137,14 +160,36 @@ pub(super) fn apply(
                 .push(l);
         }
     }
+    let service = dp
+        .networking
+        .gateway
+        .as_ref()
+        .and_then(|g| g.tags.get(SERVICE_TAG))
+        .cloned()
+        .unwrap_or_default();
+    // Kuma's gateway reaches an ExternalService directly whatever the permissions when the
+    // mesh has no TrafficPermission (`cluster_generator.go`), else as permitted (the sidecar
+    // rule); the unfiltered reading is the one MeshHTTPRoutes use.
+    let no_permissions = input
+        .policies
+        .old_policies_with_superseded(umbra_core::resource::ResourceType::TrafficPermission)
+        .next()
+        .is_none();
+    let routing_input = PluginInput {
+        new_routes: input.new_routes || no_permissions,
+        ..*input
+    };
     let mut ctx = Routing {
         snap,
-        input,
+        input: &routing_input,
         origins,
         attached: &attached,
         old: &old,
         tags: &tags,
         gateway: &gateway.name,
+        service: &service,
+        ipv6: dp.networking.address.contains(':'),
+        clusters: GatewayClusters::default(),
         include_shadow,
     };
     for ((protocol, port), listeners) in by_port {
@@ -156,7 +201,7 @@ pub(super) fn apply(
             };
             vec![FilterChain {
                 filters: vec![tcp_proxy_filter(
-                    &crate::names::sanitize_metric(&gateway.name),
+                    &crate::names::sanitize_metric(&service),
                     &splits,
                 )],
                 ..Default::default()
@@ -166,7 +211,7 @@ pub(super) fn apply(
             // passed through, proxying to the backends of the routes of its listener.
             let mut chains = Vec::new();
             let mut sorted = listeners.clone();
-            sorted.sort_by_key(|l| (l.hostname == "*", l.hostname.starts_with('*')));
+            sorted.sort_by(|a, b| more_exact_first(&a.hostname, &b.hostname));
             for l in sorted {
                 let Some(splits) = ctx.tcp_splits(&[l]) else {
                     continue;
@@ -178,7 +223,7 @@ pub(super) fn apply(
                 chains.push(FilterChain {
                     filter_chain_match: Some(tls_match(&l.hostname)),
                     filters: vec![tcp_proxy_filter(
-                        &crate::names::sanitize_metric(&gateway.name),
+                        &crate::names::sanitize_metric(&service),
                         &splits,
                     )],
                     transport_socket,
@@ -200,7 +245,7 @@ pub(super) fn apply(
             // HTTPS: one filter chain per hostname, TLS terminated with its certificates.
             let mut chains = Vec::new();
             let mut sorted = listeners.clone();
-            sorted.sort_by_key(|l| (l.hostname == "*", l.hostname.starts_with('*')));
+            sorted.sort_by(|a, b| more_exact_first(&a.hostname, &b.hostname));
             for l in sorted {
                 let vhosts = ctx.virtual_hosts(&[l], true);
                 let rc = ctx.route_config(format!("{name}:{}", l.hostname), vhosts);
@@ -228,6 +273,22 @@ pub(super) fn apply(
             }),
         );
     }
+    ctx.clusters.drop_copied(ctx.snap, ctx.origins);
+    ctx.clusters.edge_clusters(ctx.snap, ctx.origins);
+    // Kuma's limit of a port is its first listener's, whatever that listener's fate.
+    let limits = gateway
+        .envoy_listener_names()
+        .into_iter()
+        .filter(|name| ctx.snap.listeners.contains_key(name))
+        .filter_map(|name| {
+            let port: u32 = name.rsplit(':').next()?.parse().ok()?;
+            let first = gateway.listeners.iter().find(|l| l.port == port)?;
+            Some((name, first.connection_limit()?))
+        })
+        .collect();
+    ctx.snap
+        .runtimes
+        .insert(GATEWAY_RUNTIME.to_owned(), gateway_runtime(limits));
     // The old connection policies first: the new ones override them, as on sidecars.
     let ports = super::gateway_policies::ports(&gateway);
     super::gateway_old::apply(ctx.snap, input, ctx.origins, &gateway, &ports)?;
@@ -245,8 +306,14 @@ struct Routing<'a, 'b> {
     old: &'b [OldRoute<'a>],
     tags: &'b BTreeMap<String, BTreeSet<String>>,
     gateway: &'b str,
+    /// The gateway's service (its DPP's `kuma.io/service`), the connection managers' stat prefix.
+    service: &'b str,
+    /// The DPP's address is IPv6.
+    ipv6: bool,
     /// The view is the Shadow one (shadow routes attach).
     include_shadow: bool,
+    /// The clusters the routes reach, copied per host.
+    clusters: GatewayClusters,
 }
 
 impl Routing<'_, '_> {
@@ -270,7 +337,10 @@ impl Routing<'_, '_> {
                     }
                 }
             }
-            if rules.is_empty() {
+            // Kuma names the Envoy routes of MeshHTTPRoutes (by their matches), not those of
+            // MeshGatewayRoutes.
+            let from_old = rules.is_empty();
+            if from_old {
                 // No MeshHTTPRoute for this host: its MeshGatewayRoutes (Kuma's
                 // `GatewayHostInfo.Entries`).
                 for r in old_http_routes(self.old, &host, listener, implicit, wildcard) {
@@ -281,6 +351,15 @@ impl Routing<'_, '_> {
             if rules.is_empty() {
                 envoy.push(no_route());
             }
+            // Kuma's `HandlePrefixMatchesAndPopulatePolicies`: a prefix match also matches its
+            // path exactly, unless a rule of the host matches that path exactly itself.
+            let exact_paths: BTreeSet<String> = rules
+                .iter()
+                .flat_map(|r| &r.matches)
+                .filter_map(|m| m.path.as_ref())
+                .filter(|p| p.match_type == "Exact")
+                .map(|p| p.value.clone())
+                .collect();
             let conf = PolicyDefault {
                 rules,
                 hostnames: Vec::new(),
@@ -295,17 +374,47 @@ impl Routing<'_, '_> {
                 let splits = if redirect {
                     Vec::new()
                 } else {
-                    let Some(splits) = split(
-                        self.snap,
-                        self.input,
-                        self.origins,
-                        &route.backend_refs,
-                        true,
-                    ) else {
-                        continue;
+                    // Any backend protocol: Kuma's gateway speaks HTTP to it (the cluster is
+                    // HTTP/1.1 unless the backend's tags say otherwise). Kuma's unresolved
+                    // backend has no cluster: its requests get the gateway's 500.
+                    let (unresolved, resolved): (Vec<_>, Vec<_>) = route
+                        .backend_refs
+                        .iter()
+                        .cloned()
+                        .partition(|b| b.name == UNRESOLVED_BACKEND);
+                    let mut splits = if resolved.is_empty() {
+                        Vec::new()
+                    } else {
+                        split(self.snap, self.input, self.origins, &resolved, false)
+                            .unwrap_or_default()
                     };
+                    splits.extend(unresolved.iter().filter(|b| b.weight() > 0).map(|b| {
+                        super::backends::Split {
+                            cluster: UNRESOLVED_BACKEND.to_owned(),
+                            weight: b.weight(),
+                            external: false,
+                        }
+                    }));
+                    if splits.is_empty() {
+                        continue;
+                    }
                     splits
                 };
+                let splits =
+                    self.clusters
+                        .per_host(self.snap, self.origins, splits, &listener.tags);
+                self.clusters.http.extend(
+                    splits
+                        .iter()
+                        .filter(|s| !s.external)
+                        .map(|s| s.cluster.clone()),
+                );
+                self.clusters.external.extend(
+                    splits
+                        .iter()
+                        .filter(|s| s.external)
+                        .map(|s| s.cluster.clone()),
+                );
                 let mut mirrors = BTreeMap::new();
                 for (i, f) in route.filters.iter().enumerate() {
                     if let Some(m) = &f.request_mirror {
@@ -314,19 +423,64 @@ impl Routing<'_, '_> {
                             self.input,
                             self.origins,
                             std::slice::from_ref(&m.backend_ref),
-                            true,
+                            false,
                         );
+                        let s = s.map(|s| {
+                            self.clusters
+                                .per_host(self.snap, self.origins, s, &listener.tags)
+                        });
                         if let Some(first) = s.and_then(|s| s.into_iter().next()) {
+                            if !first.external {
+                                self.clusters.http.insert(first.cluster.clone());
+                            }
                             mirrors.insert(i, first.cluster);
                         }
                     }
                 }
+                // Kuma tags requests to mesh clusters only (through a zone egress, an
+                // ExternalService's cluster is one: `external` is false there).
+                let external: BTreeSet<&str> = splits
+                    .iter()
+                    .filter(|s| s.external)
+                    .map(|s| s.cluster.as_str())
+                    .collect();
+                let shadowed = route
+                    .matched
+                    .path
+                    .as_ref()
+                    .filter(|p| p.match_type == "PathPrefix")
+                    .map(|p| p.value.trim_end_matches('/').to_owned())
+                    .filter(|p| exact_paths.contains(p));
+                // Kuma's gateway rewrites no Host towards an ExternalService by itself (only a
+                // rewrite filter's `hostToBackendHostname` does).
+                let plain: Vec<_> = splits
+                    .iter()
+                    .map(|s| super::backends::Split {
+                        external: false,
+                        ..s.clone()
+                    })
+                    .collect();
                 envoy.extend(
-                    envoy_routes(&route, &splits, &mirrors)
+                    envoy_routes(&route, &plain, &mirrors)
                         .into_iter()
-                        .map(gateway_route),
+                        .filter(|r| {
+                            let path = r.r#match.as_ref().and_then(|m| match &m.path_specifier {
+                                Some(route_match::PathSpecifier::Path(p)) => Some(p),
+                                _ => None,
+                            });
+                            shadowed.is_none() || path != shadowed.as_ref()
+                        })
+                        .flat_map(|r| {
+                            let exact = (!exact_paths.contains("/"))
+                                .then(|| root_exact(&r))
+                                .flatten();
+                            std::iter::once(r).chain(exact)
+                        })
+                        .map(|r| gateway_route(self.tags, r, &external, from_old, listener.port)),
                 );
             }
+            // Kuma's gateway route table order (`route.Sorter`), most specific first.
+            envoy.sort_by(kuma_route_order);
             let mut vhost = VirtualHost {
                 name: host.clone(),
                 domains: vec![host.clone()],
@@ -388,7 +542,27 @@ impl Routing<'_, '_> {
                     .collect();
                 (!pooled.is_empty()).then_some(pooled)
             })?;
-        split(self.snap, self.input, self.origins, &refs, false)
+        let splits = split(self.snap, self.input, self.origins, &refs, false)?;
+        let host_tags = listeners
+            .first()
+            .map(|l| l.tags.clone())
+            .unwrap_or_default();
+        let splits = self
+            .clusters
+            .per_host(self.snap, self.origins, splits, &host_tags);
+        self.clusters.external.extend(
+            splits
+                .iter()
+                .filter(|s| s.external)
+                .map(|s| s.cluster.clone()),
+        );
+        self.clusters.tcp.extend(
+            splits
+                .iter()
+                .filter(|s| !s.external)
+                .map(|s| s.cluster.clone()),
+        );
+        Some(splits)
     }
 
     /// The SDS secrets of listener `l`'s certificates (those that read), added to the snapshot.
@@ -411,14 +585,6 @@ impl Routing<'_, '_> {
             ignore_port_in_host_matching: true,
             validate_clusters: Some(BoolValue { value: false }),
             request_headers_to_remove: vec![KUMA_TAGS_HEADER.to_owned()],
-            request_headers_to_add: vec![HeaderValueOption {
-                header: Some(HeaderValue {
-                    key: KUMA_TAGS_HEADER.to_owned(),
-                    value: crate::tags::serialize_tags(self.tags),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
             virtual_hosts,
             ..Default::default()
         }
@@ -427,9 +593,23 @@ impl Routing<'_, '_> {
     /// Kuma's gateway connection manager over `route_config` (see the module docs).
     fn hcm(&self, route_config: RouteConfiguration) -> HttpConnectionManager {
         HttpConnectionManager {
-            stat_prefix: crate::names::sanitize_metric(self.gateway),
-            // Kuma's gateway HTTP filter chains always carry the (empty) local rate limit.
-            http_filters: vec![crate::plugins::rate_limit::http_filter(), router_filter()],
+            // Kuma's: the gateway's service (a gateway is one service across its listeners).
+            stat_prefix: crate::names::sanitize_metric(self.service),
+            // Kuma's gateway HTTP filter chains always carry the (empty) local rate limit and
+            // its default gzip compressor.
+            http_filters: vec![
+                crate::plugins::rate_limit::http_filter(),
+                gzip_compressor(),
+                router_filter(),
+            ],
+            http2_protocol_options: Some(Http2ProtocolOptions {
+                max_concurrent_streams: Some(UInt32Value { value: 100 }),
+                initial_stream_window_size: Some(UInt32Value { value: 65_536 }),
+                initial_connection_window_size: Some(UInt32Value { value: 1_048_576 }),
+                allow_connect: true,
+                ..Default::default()
+            }),
+            internal_address_config: Some(internal_addresses(self.ipv6)),
             use_remote_address: Some(BoolValue { value: true }),
             normalize_path: Some(BoolValue { value: true }),
             merge_slashes: true,
@@ -447,171 +627,4 @@ impl Routing<'_, '_> {
             ..Default::default()
         }
     }
-}
-
-/// The SDS secret `name` (Kuma's: `cert.<rsa|ecdsa>:secret:<Secret>` or
-/// `cert.<rsa|ecdsa>:inline:<hostname>`) of gateway certificate `cert`, chain and key inline.
-fn certificate_secret(name: String, cert: &GatewayCertificate) -> Secret {
-    let inline = |s: &str| DataSource {
-        specifier: Some(data_source::Specifier::InlineString(s.to_owned())),
-        ..Default::default()
-    };
-    Secret {
-        name,
-        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
-            certificate_chain: Some(inline(&cert.chain_pem)),
-            private_key: Some(inline(&cert.key_pem)),
-            ..Default::default()
-        })),
-    }
-}
-
-/// Kuma's gateway TLS termination: the certificates over SDS (`sds`), ALPN `alpn` (h2 and
-/// http/1.1 on HTTPS listeners, none on TLS ones), TLS 1.2 at least, no client certificate.
-fn downstream_tls(sds: &[String], alpn: &[&str]) -> DownstreamTlsContext {
-    DownstreamTlsContext {
-        require_client_certificate: Some(BoolValue { value: false }),
-        common_tls_context: Some(CommonTlsContext {
-            alpn_protocols: alpn.iter().map(|a| (*a).to_owned()).collect(),
-            tls_certificate_sds_secret_configs: sds
-                .iter()
-                .map(|n| SdsSecretConfig {
-                    name: n.clone(),
-                    sds_config: Some(crate::envoy_core::ads()),
-                })
-                .collect(),
-            tls_params: Some(TlsParameters {
-                tls_minimum_protocol_version: tls_parameters::TlsProtocol::TlSv12 as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// The virtual hosts of one port, each with its listener and whether it is implicit: each
-/// listener's hostname, then under the `*` listener (`wildcard`) each hostname a route names
-/// (a MeshHTTPRoute's `to[].hostnames`, a MeshGatewayRoute's `conf.http.hostnames`) that no
-/// listener has (Kuma's `RedistributeWildcardRoutes`). Sorted as Kuma sorts them: by name,
-/// descending, so exact names come before `*.` wildcards and `*` is last.
-fn hostnames<'a>(
-    listeners: &[&'a GatewayListener],
-    attached: &[&umbra_core::policy::TargetRefPolicy],
-    old: &[OldRoute<'_>],
-    wildcard: Option<&'a GatewayListener>,
-) -> Vec<(String, &'a GatewayListener, bool)> {
-    let mut out: Vec<(String, &GatewayListener, bool)> = listeners
-        .iter()
-        .map(|l| (l.hostname.clone(), *l, false))
-        .collect();
-    if let Some(any) = wildcard {
-        let mut named: BTreeSet<&str> = attached
-            .iter()
-            .filter_map(|p| p.route.as_ref())
-            .flat_map(|r| &r.to)
-            .flat_map(|t| &t.hostnames)
-            .map(String::as_str)
-            .collect();
-        named.extend(
-            old.iter()
-                .filter(|r| r.selects(&any.tags) && r.conf.http.is_some())
-                .flat_map(|r| r.conf.hostnames())
-                .map(String::as_str),
-        );
-        for h in named {
-            if !out.iter().any(|(o, _, _)| o == h) {
-                out.push((h.to_owned(), any, true));
-            }
-        }
-    }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
-    out.dedup_by(|a, b| a.0 == b.0);
-    out
-}
-
-/// The MeshGatewayRoutes (with an HTTP conf) of virtual host `host` of `listener` (Kuma's
-/// `RedistributeWildcardRoutes` then `GenerateEnvoyRouteEntries`): the listener's routes
-/// without hostnames or naming `host`, unless the host is `implicit` (made for a route's
-/// hostname under the `*` listener); and, for a named host, the `*` listener's routes naming
-/// it. `*` itself gets the routes without hostnames.
-fn old_http_routes<'r, 'a>(
-    old: &'r [OldRoute<'a>],
-    host: &str,
-    listener: &GatewayListener,
-    implicit: bool,
-    wildcard: Option<&GatewayListener>,
-) -> Vec<&'r OldRoute<'a>> {
-    let http = old.iter().filter(|r| r.conf.http.is_some());
-    let mut out: Vec<&OldRoute<'a>> = Vec::new();
-    if !implicit {
-        out.extend(http.clone().filter(|r| {
-            r.selects(&listener.tags)
-                && (r.conf.hostnames().is_empty()
-                    || (host != "*" && host_matches(host, r.conf.hostnames())))
-        }));
-    }
-    if let Some(w) = wildcard.filter(|_| host != "*") {
-        out.extend(http.filter(|r| {
-            r.selects(&w.tags)
-                && !r.conf.hostnames().is_empty()
-                && host_matches(host, r.conf.hostnames())
-        }));
-    }
-    out.sort_by(|a, b| a.resource.meta.name.cmp(&b.resource.meta.name));
-    out.dedup_by(|a, b| a.resource.meta.name == b.resource.meta.name);
-    out
-}
-
-/// A filter chain match on TLS with SNI `hostname` (any SNI for `*`, as Kuma's
-/// `MatchServerNames`).
-fn tls_match(hostname: &str) -> FilterChainMatch {
-    FilterChainMatch {
-        server_names: if hostname == "*" {
-            Vec::new()
-        } else {
-            vec![hostname.to_owned()]
-        },
-        transport_protocol: "tls".to_owned(),
-        ..Default::default()
-    }
-}
-
-/// Kuma's answer on a virtual host no route reaches: 404 with its message.
-fn no_route() -> Route {
-    Route {
-        r#match: Some(RouteMatch {
-            path_specifier: Some(route_match::PathSpecifier::Prefix("/".to_owned())),
-            ..Default::default()
-        }),
-        action: Some(route::Action::DirectResponse(DirectResponseAction {
-            status: 404,
-            body: Some(DataSource {
-                specifier: Some(data_source::Specifier::InlineString(
-                    "This is a Kuma MeshGateway. No routes match this MeshGateway!\n".to_owned(),
-                )),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })),
-        ..Default::default()
-    }
-}
-
-/// A route as Kuma's gateway route builder sets it: the stream idle timeout of gateways (5s)
-/// and 500 for an unknown cluster, no route timeout of its own (Envoy's 15s default stands,
-/// as in Kuma's gateway goldens); a redirect drops the query string.
-fn gateway_route(mut r: Route) -> Route {
-    match &mut r.action {
-        Some(route::Action::Route(a)) => {
-            a.idle_timeout = Some(secs(5));
-            a.cluster_not_found_response_code =
-                route_action::ClusterNotFoundResponseCode::InternalServerError as i32;
-            a.timeout = None;
-        }
-        // Kuma's gateway redirects drop the query (`StripQuery: true`).
-        Some(route::Action::Redirect(redirect)) => redirect.strip_query = true,
-        _ => {}
-    }
-    r
 }

@@ -243,9 +243,16 @@ pub(super) fn apply<'a>(
                 let Some(dest) = destination(origins, cluster) else {
                     continue;
                 };
-                let service = dest.get(SERVICE_TAG).cloned().unwrap_or_default();
-                let service_protocol = input.service_protocol(&service);
-                let pick = |f: &Family<'a>| f.pick(&wildcard.tags, &dest);
+                // Kuma's gateway cluster protocol: the backend's `kuma.io/protocol` tag, else
+                // the route's (`InferServiceProtocol`), not the service's.
+                let service_protocol = match dest.get("kuma.io/protocol") {
+                    Some(p) => Protocol::parse(Some(p)),
+                    None if *protocol == Protocol::Http => Protocol::Http,
+                    None => Protocol::Tcp,
+                };
+                // A per-host cluster answers to its host's policies.
+                let source = origins.host_tags.get(cluster).unwrap_or(&wildcard.tags);
+                let pick = |f: &Family<'a>| f.pick(source, &dest);
                 if let Some(Spec::Timeout(p)) = pick(&timeouts).map(|r| &r.spec) {
                     if let Some(conf) = &p.conf {
                         crate::plugins::timeout::configure_old(

@@ -156,6 +156,8 @@ pub(super) fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
         if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
             for r in rc.virtual_hosts.iter().flat_map(|v| &v.routes) {
                 if let Some(route::Action::Route(a)) = &r.action {
+                    // Mirrored requests' clusters are the route's backends too.
+                    out.extend(a.request_mirror_policies.iter().map(|m| m.cluster.clone()));
                     match &a.cluster_specifier {
                         Some(route_action::ClusterSpecifier::Cluster(c)) => {
                             out.insert(c.clone());

@@ -23,8 +23,12 @@
 
 mod backends;
 mod gateway;
+mod gateway_clusters;
+mod gateway_listener;
+pub(crate) use gateway_listener::routes_over_rds;
 mod gateway_old;
 mod gateway_policies;
+mod gateway_table;
 mod http;
 mod new_routes;
 mod traffic_route;
