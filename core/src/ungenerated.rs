@@ -187,17 +187,18 @@ impl SelectorResource {
             .as_ref()
             .and_then(|c| c.get("listeners"))
             .and_then(Value::as_array);
+        let path = PathBuilder::root().field("conf").field("listeners");
         for (i, l) in listeners.into_iter().flatten().enumerate() {
             let limit = l.get("resources").and_then(|r| r.get("connectionLimit"));
             if let Some(why) = limit.and_then(connection_limit_violation) {
-                let path = PathBuilder::root()
-                    .field("conf")
-                    .field("listeners")
-                    .index(i)
-                    .field("resources")
-                    .field("connectionLimit");
-                err.violation(&path, why);
+                err.violation(
+                    &path.index(i).field("resources").field("connectionLimit"),
+                    why,
+                );
             }
+        }
+        if let Some(listeners) = listeners {
+            collapsible(&mut err, &path, listeners);
         }
         err
     }
@@ -239,7 +240,7 @@ const USER_KEYED: &[&str] = &["destination", "tags", "match"];
 pub(crate) fn json_field_names(m: &mut Map<String, Value>) {
     let keys: Vec<String> = m.keys().cloned().collect();
     for k in keys {
-        let json_name = lower_camel(&k);
+        let json_name = crate::fields::proto_json_name(&k);
         if json_name != k {
             if let Some(v) = m.remove(&k) {
                 m.entry(json_name).or_insert(v);
@@ -262,21 +263,74 @@ fn names_in(v: &mut Value) {
     }
 }
 
-/// protoc's JSON name: each `_x` becomes `X`.
-fn lower_camel(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
+/// Kuma's `validateListenerCollapsibility` over a MeshGateway's `listeners` (at `path`): the
+/// listeners of one port (merged into one Envoy listener) must share a protocol, name distinct
+/// hostnames (none is `*`) and, when they set connection limits, the same one.
+fn collapsible(err: &mut ValidationError, path: &PathBuilder, listeners: &[Value]) {
+    let mut protocols: BTreeMap<u64, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
+    let mut hostnames: BTreeMap<u64, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
+    let mut limits: BTreeMap<u64, (Vec<usize>, std::collections::BTreeSet<u32>)> = BTreeMap::new();
+    for (i, l) in listeners.iter().enumerate() {
+        let port = l.get("port").and_then(Value::as_u64).unwrap_or(0);
+        let protocol = l.get("protocol").and_then(Value::as_str).unwrap_or("NONE");
+        let hostname = match l.get("hostname").and_then(Value::as_str) {
+            None | Some("") => "*",
+            Some(h) => h,
+        };
+        protocols
+            .entry(port)
+            .or_default()
+            .entry(protocol)
+            .or_default()
+            .push(i);
+        hostnames
+            .entry(port)
+            .or_default()
+            .entry(hostname)
+            .or_default()
+            .push(i);
+        let limit = l
+            .get("resources")
+            .and_then(|r| r.get("connectionLimit"))
+            .and_then(read_uint32)
+            .filter(|n| *n != 0);
+        if let Some(n) = limit {
+            let (at, values) = limits.entry(port).or_default();
+            at.push(i);
+            values.insert(n);
         }
     }
-    out
+    let mut found: Vec<(usize, bool, &str)> = Vec::new();
+    for by_protocol in protocols.values().filter(|p| p.len() > 1) {
+        for &i in by_protocol.values().flatten() {
+            found.push((
+                i,
+                false,
+                "protocol conflicts with other listeners on this port",
+            ));
+        }
+    }
+    for by_hostname in hostnames.values() {
+        for indexes in by_hostname.values().filter(|i| i.len() > 1) {
+            for &i in indexes {
+                found.push((i, false, "multiple listeners for hostname on this port"));
+            }
+        }
+    }
+    for (at, _) in limits.values().filter(|(_, v)| v.len() > 1) {
+        for &i in at {
+            found.push((i, true, "conflicting values for this port"));
+        }
+    }
+    found.sort();
+    for (i, limit, why) in found {
+        let at = path.index(i);
+        if limit {
+            err.violation(&at.field("resources").field("connectionLimit"), why);
+        } else {
+            err.violation(&at, why);
+        }
+    }
 }
 
 /// A proto3 JSON uint32: a whole number or a decimal string in `0..=u32::MAX`.
@@ -335,6 +389,66 @@ mod tests {
         }
         .validate()
         .has_violations());
+    }
+
+    /// Kuma's `validateListenerCollapsibility`: one protocol per port, distinct hostnames per
+    /// port (none is `*`), one connection limit per port.
+    #[test]
+    fn gateway_listeners_of_a_port_must_collapse() {
+        let gw = |listeners: Value| -> Vec<(String, String)> {
+            let gw: SelectorResource = serde_json::from_value(json!({
+                "selectors": [{"match": {"kuma.io/service": "edge"}}],
+                "conf": {"listeners": listeners},
+            }))
+            .unwrap();
+            gw.validate()
+                .violations
+                .into_iter()
+                .map(|v| (v.field, v.message))
+                .collect()
+        };
+        let ok = json!([
+            {"port": 80, "protocol": "HTTP", "hostname": "a.test", "resources": {"connectionLimit": 5}},
+            {"port": 80, "protocol": "HTTP", "hostname": "b.test", "resources": {"connectionLimit": 5}},
+            {"port": 80, "protocol": "HTTP"},
+            {"port": 443, "protocol": "HTTPS", "hostname": "a.test", "resources": {"connectionLimit": 9}},
+        ]);
+        assert!(gw(ok).is_empty());
+        let v = |f: &str, m: &str| (f.to_owned(), m.to_owned());
+        assert_eq!(
+            gw(json!([
+                {"port": 80, "protocol": "HTTP"},
+                {"port": 80, "protocol": "TCP", "hostname": "*"},
+                {"port": 81, "protocol": "HTTP", "resources": {"connectionLimit": 1}},
+                {"port": 81, "protocol": "HTTP", "hostname": "x.test", "resources": {"connectionLimit": 2}},
+            ])),
+            [
+                v(
+                    "conf.listeners[0]",
+                    "multiple listeners for hostname on this port"
+                ),
+                v(
+                    "conf.listeners[0]",
+                    "protocol conflicts with other listeners on this port"
+                ),
+                v(
+                    "conf.listeners[1]",
+                    "multiple listeners for hostname on this port"
+                ),
+                v(
+                    "conf.listeners[1]",
+                    "protocol conflicts with other listeners on this port"
+                ),
+                v(
+                    "conf.listeners[2].resources.connectionLimit",
+                    "conflicting values for this port"
+                ),
+                v(
+                    "conf.listeners[3].resources.connectionLimit",
+                    "conflicting values for this port"
+                ),
+            ]
+        );
     }
 
     /// Proto field names are read as their proto3 JSON names (Kuma's protojson accepts both),

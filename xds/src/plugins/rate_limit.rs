@@ -263,6 +263,31 @@ pub(crate) fn http_filter() -> HttpFilter {
     }
 }
 
+/// The MeshRateLimit conf `rule` merged for listener `listener`, with the policies it comes
+/// from (`MeshRateLimit/<name>, ...`).
+///
+/// # Errors
+/// [`GenerateError::Policy`] when the merged conf does not fit MeshRateLimit.
+fn merged_conf(
+    rule: &umbra_core::rules::Rule,
+    listener: &str,
+) -> Result<(Conf, String), GenerateError> {
+    let policies = rule
+        .origin
+        .iter()
+        .map(|o| format!("MeshRateLimit/{}", o.meta.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let conf = Conf::deserialize(&rule.conf).map_err(|e| {
+        policy_error(
+            policies.clone(),
+            listener,
+            format!("merged conf does not fit MeshRateLimit: {e}"),
+        )
+    })?;
+    Ok((conf, policies))
+}
+
 fn policy_error(policy: String, listener: &str, reason: impl std::fmt::Display) -> GenerateError {
     GenerateError::Policy {
         policy,
@@ -421,19 +446,7 @@ fn apply_new(
             continue;
         };
         let name = inbound_listener_name(&key.address, key.port);
-        let policies = rule
-            .origin
-            .iter()
-            .map(|o| format!("MeshRateLimit/{}", o.meta.name))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let conf = Conf::deserialize(&rule.conf).map_err(|e| {
-            policy_error(
-                policies.clone(),
-                &name,
-                format!("merged conf does not fit MeshRateLimit: {e}"),
-            )
-        })?;
+        let (conf, policies) = merged_conf(rule, &name)?;
         let Some(local) = conf.local else { continue };
         let Some(listener) = snap.listeners.get_mut(&name) else {
             continue;
@@ -469,20 +482,7 @@ pub(crate) fn apply_gateway(
         let Some(rule) = rules.compute(element) else {
             return Ok(None);
         };
-        let policies = rule
-            .origin
-            .iter()
-            .map(|o| format!("MeshRateLimit/{}", o.meta.name))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let conf = Conf::deserialize(&rule.conf).map_err(|e| {
-            policy_error(
-                policies.clone(),
-                &name,
-                format!("merged conf does not fit MeshRateLimit: {e}"),
-            )
-        })?;
-        Ok(Some((conf, policies)))
+        merged_conf(rule, &name).map(Some)
     };
     let limit_of =
         |conf: &Option<(Conf, String)>| -> Result<Option<HttpLocalRateLimit>, GenerateError> {

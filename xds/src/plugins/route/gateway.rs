@@ -470,10 +470,9 @@ impl Routing<'_, '_> {
                             });
                             shadowed.is_none() || path != shadowed.as_ref()
                         })
+                        // Kuma adds the root's rewriting twin even beside an exact `/` rule.
                         .flat_map(|r| {
-                            let exact = (!exact_paths.contains("/"))
-                                .then(|| root_exact(&r))
-                                .flatten();
+                            let exact = root_exact(&r);
                             std::iter::once(r).chain(exact)
                         })
                         .map(|r| gateway_route(self.tags, r, &external, from_old, listener.port)),

@@ -151,8 +151,9 @@ pub(super) fn tls_match(hostname: &str) -> FilterChainMatch {
 /// (`<gateway>:<protocol>:<port>:<hostname>`), its connection managers naming them (`rds` over
 /// ADS): a route change then reaches Envoy as an RDS update and leaves the listener and its
 /// connections alone (an inline route configuration would make every route change a listener
-/// update, whose filter chain drain resets connections opened across it). Run last, after
-/// every plugin edited the route configurations in place; nothing for any other DPP.
+/// update, whose filter chain drain resets connections opened across it). Only the gateway's
+/// own route configurations move; the admin listener's and any other stay inline. Run last,
+/// after every plugin edited the route configurations in place; nothing for any other DPP.
 pub(crate) fn routes_over_rds(snap: &mut Snapshot, dp: &DataplaneSpec) {
     use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
         http_connection_manager::RouteSpecifier, Rds,
@@ -170,17 +171,107 @@ pub(crate) fn routes_over_rds(snap: &mut Snapshot, dp: &DataplaneSpec) {
         if !inline {
             continue;
         }
-        edit_hcms(l, |hcm| {
-            if let Some(RouteSpecifier::RouteConfig(rc)) = hcm.route_specifier.take() {
+        // A gateway route configuration is named `<listener>:<hostname>`; any other (the
+        // admin listener's, a ProxyTemplate's) stays inline.
+        let prefix = format!("{}:", l.name);
+        edit_hcms(l, |hcm| match hcm.route_specifier.take() {
+            Some(RouteSpecifier::RouteConfig(rc)) if rc.name.starts_with(&prefix) => {
                 hcm.route_specifier = Some(RouteSpecifier::Rds(Rds {
                     config_source: Some(crate::envoy_core::ads()),
                     route_config_name: rc.name.clone(),
                 }));
                 routes.push(rc);
             }
+            other => hcm.route_specifier = other,
         });
     }
     for rc in routes {
         snap.routes.insert(rc.name.clone(), rc);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::edit::edit_hcms;
+    use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, FilterChain, Listener};
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        http_connection_manager::RouteSpecifier, HttpConnectionManager,
+    };
+
+    fn listener(name: &str, route_config: &str) -> Listener {
+        let hcm = HttpConnectionManager {
+            route_specifier: Some(RouteSpecifier::RouteConfig(RouteConfiguration {
+                name: route_config.to_owned(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        Listener {
+            name: name.to_owned(),
+            filter_chains: vec![FilterChain {
+                filters: vec![Filter {
+                    name: crate::names::HCM_FILTER.to_owned(),
+                    config_type: Some(filter::ConfigType::TypedConfig(crate::protobuf::any(&hcm))),
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// Only a builtin gateway's own route configurations go to RDS: the admin listener's
+    /// (unnamed) and any other listener's stay inline, and no other DPP is touched.
+    #[test]
+    fn only_the_gateways_route_configurations_go_to_rds() {
+        let gateway: DataplaneSpec = serde_json::from_value(serde_json::json!({
+            "networking": {"address": "10.0.0.1", "gateway": {"type": "BUILTIN", "tags": {"kuma.io/service": "edge"}}},
+        }))
+        .unwrap();
+        let sidecar: DataplaneSpec = serde_json::from_value(serde_json::json!({
+            "networking": {"address": "10.0.0.2", "inbound": [{"port": 80, "tags": {"kuma.io/service": "web"}}]},
+        }))
+        .unwrap();
+        let snap = || {
+            let mut snap = Snapshot::default();
+            for l in [
+                listener("edge:HTTP:8080", "edge:HTTP:8080:*"),
+                listener("kuma:envoy:admin", ""),
+                listener("added-by-template", "template-routes"),
+            ] {
+                snap.listeners.insert(l.name.clone(), l.into());
+            }
+            snap
+        };
+        let specifier = |snap: &mut Snapshot, name: &str| {
+            let mut out = None;
+            let l = snap.listeners.get_mut(name).unwrap();
+            edit_hcms(l, |hcm| out = hcm.route_specifier.clone());
+            out
+        };
+        let mut s = snap();
+        routes_over_rds(&mut s, &gateway);
+        assert_eq!(
+            s.routes.keys().collect::<Vec<_>>(),
+            ["edge:HTTP:8080:*"],
+            "only the gateway's own"
+        );
+        assert!(matches!(
+            specifier(&mut s, "edge:HTTP:8080"),
+            Some(RouteSpecifier::Rds(r)) if r.route_config_name == "edge:HTTP:8080:*"
+        ));
+        for inline in ["kuma:envoy:admin", "added-by-template"] {
+            assert!(
+                matches!(
+                    specifier(&mut s, inline),
+                    Some(RouteSpecifier::RouteConfig(_))
+                ),
+                "{inline}"
+            );
+        }
+        let mut s = snap();
+        routes_over_rds(&mut s, &sidecar);
+        assert!(s.routes.is_empty());
     }
 }

@@ -275,7 +275,13 @@ pub(super) fn old_http_routes<'r, 'a>(
                         .is_some_and(|suffix| host.ends_with(suffix))
             })
         };
-        out.extend(http.filter(|r| r.selects(&w.tags) && redistributed(r.conf.hostnames())));
+        // Then Kuma's `match.Hostnames` on what was redistributed (`*.example.com` is moved to
+        // `fooexample.com` by its suffix, and filtered out there).
+        out.extend(http.filter(|r| {
+            r.selects(&w.tags)
+                && redistributed(r.conf.hostnames())
+                && host_matches(host, r.conf.hostnames())
+        }));
     }
     out.sort_by(|a, b| a.resource.meta.name.cmp(&b.resource.meta.name));
     out.dedup_by(|a, b| a.resource.meta.name == b.resource.meta.name);
@@ -379,7 +385,10 @@ pub(super) fn gateway_route(
                     return r;
                 }
             };
+            // Kuma's `byName`: one entry per cluster, the last one's weight.
+            clusters.reverse();
             clusters.sort_by(|x, y| x.name.cmp(&y.name));
+            clusters.dedup_by(|x, y| x.name == y.name);
             for c in &mut clusters {
                 if !external.contains(c.name.as_str()) {
                     c.request_headers_to_add.push(HeaderValueOption {
