@@ -43,8 +43,8 @@ pub const NOT_BUILTIN: &str =
 
 /// Why old policy `r`, whose selectors concern a builtin gateway DPP, is not (entirely) in its
 /// config; `None` when it is: a MeshGatewayRoute whose conf reads and the
-/// [`GATEWAY_OLD_TYPES`] are generated, a FaultInjection is not (Kuma applies it nowhere on
-/// gateways), and no other old type is.
+/// [`GATEWAY_OLD_TYPES`] and a ProxyTemplate are generated, a FaultInjection is not (Kuma
+/// applies it nowhere on gateways), and no other old type is.
 pub fn not_generated_reason(r: &crate::resource::Resource) -> Option<&'static str> {
     use crate::resource::Spec;
     if let Spec::Selected(ResourceType::MeshGatewayRoute, s) = &r.spec {
@@ -54,6 +54,12 @@ pub fn not_generated_reason(r: &crate::resource::Resource) -> Option<&'static st
     }
     if GATEWAY_OLD_TYPES.contains(&r.ty()) {
         return None; // applied per listener and backend, as Kuma does
+    }
+    if r.ty() == ResourceType::ProxyTemplate {
+        // Its resources and modifications apply after every plugin, as on sidecars (Kuma's
+        // template for a builtin gateway, importing `gateway-proxy`); `imports` are not
+        // followed on any DPP (the proxy_patch plugin's docs).
+        return None;
     }
     if r.ty() == ResourceType::TrafficPermission {
         return Some("not generated: Kuma 2.7 enforces no TrafficPermission on builtin gateways (its gateway generator adds no RBAC filter), and neither does Umbra");

@@ -208,23 +208,26 @@ fn what_a_builtin_gateway_does_not_generate_is_named() {
     assert!(!reasons[0].contains("api-cert"), "{reasons:?}");
     // A policy targeting the MeshGateway does not concern other DPPs.
     assert!(not_generated(&resources, "backend").is_empty());
-    // A Mesh-wide MeshTrafficPermission (Kuma skips builtin gateways) and an old ProxyTemplate
-    // select the gateway too: named, not applied.
+    // A Mesh-wide MeshTrafficPermission (Kuma skips builtin gateways) selects the gateway too:
+    // named, not applied. An old ProxyTemplate selecting it applies, after every plugin, as
+    // on sidecars (its `imports` ignored there too): not named, its modification in the config.
     let mut more = resources.clone();
     more.extend(
-        Resource::all_from_bytes(b"type: MeshTrafficPermission\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Deny}\n---\ntype: ProxyTemplate\nmesh: default\nname: all\nselectors: [{match: {kuma.io/service: '*'}}]\nconf: {imports: [default-proxy]}\n")
+        Resource::all_from_bytes(b"type: MeshTrafficPermission\nmesh: default\nname: everywhere\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Deny}\n---\ntype: ProxyTemplate\nmesh: default\nname: all\nselectors: [{match: {kuma.io/service: '*'}}]\nconf:\n  imports: [default-proxy]\n  modifications:\n  - cluster:\n      operation: add\n      value: |\n        name: added-by-template\n        connectTimeout: 5s\n        type: STATIC\n")
             .unwrap(),
     );
     let named = not_generated(&more, "ingress-gw");
-    for (ty, name) in [
-        ("MeshTrafficPermission", "everywhere"),
-        ("ProxyTemplate", "all"),
-    ] {
-        assert!(
-            named.contains(&(ty.to_owned(), name.to_owned())),
-            "{ty}/{name} in {named:?}"
-        );
-    }
+    assert!(
+        named.contains(&("MeshTrafficPermission".to_owned(), "everywhere".to_owned())),
+        "{named:?}"
+    );
+    assert!(
+        !named.iter().any(|(ty, _)| ty == "ProxyTemplate"),
+        "{named:?}"
+    );
+    let snap = snapshot(&more, "ingress-gw", View::Live);
+    envoy_validates(&snap);
+    assert!(snap.clusters.contains_key("added-by-template"));
 }
 
 /// The route matches of virtual host `host` of route configuration `rc`, as JSON text.
