@@ -391,22 +391,25 @@ mod tests {
         .has_violations());
     }
 
+    /// The `(field, message)` violations of a MeshGateway with `listeners`.
+    fn listener_violations(listeners: Value) -> Vec<(String, String)> {
+        let gw: SelectorResource = serde_json::from_value(json!({
+            "selectors": [{"match": {"kuma.io/service": "edge"}}],
+            "conf": {"listeners": listeners},
+        }))
+        .unwrap();
+        gw.validate()
+            .violations
+            .into_iter()
+            .map(|v| (v.field, v.message))
+            .collect()
+    }
+
     /// Kuma's `validateListenerCollapsibility`: one protocol per port, distinct hostnames per
     /// port (none is `*`), one connection limit per port.
     #[test]
     fn gateway_listeners_of_a_port_must_collapse() {
-        let gw = |listeners: Value| -> Vec<(String, String)> {
-            let gw: SelectorResource = serde_json::from_value(json!({
-                "selectors": [{"match": {"kuma.io/service": "edge"}}],
-                "conf": {"listeners": listeners},
-            }))
-            .unwrap();
-            gw.validate()
-                .violations
-                .into_iter()
-                .map(|v| (v.field, v.message))
-                .collect()
-        };
+        let gw = listener_violations;
         let ok = json!([
             {"port": 80, "protocol": "HTTP", "hostname": "a.test", "resources": {"connectionLimit": 5}},
             {"port": 80, "protocol": "HTTP", "hostname": "b.test", "resources": {"connectionLimit": 5}},
@@ -484,20 +487,11 @@ mod tests {
     /// string, as proto3 JSON reads it); anything else is refused at its path.
     #[test]
     fn gateway_connection_limits_are_uint32() {
-        let gw = |limit: Value| -> Vec<(String, String)> {
-            let gw: SelectorResource = serde_json::from_value(json!({
-                "selectors": [{"match": {"kuma.io/service": "edge"}}],
-                "conf": {"listeners": [
-                    {"port": 80, "protocol": "HTTP"},
-                    {"port": 81, "protocol": "HTTP", "resources": {"connectionLimit": limit}},
-                ]},
-            }))
-            .unwrap();
-            gw.validate()
-                .violations
-                .into_iter()
-                .map(|v| (v.field, v.message))
-                .collect()
+        let gw = |limit: Value| {
+            listener_violations(json!([
+                {"port": 80, "protocol": "HTTP"},
+                {"port": 81, "protocol": "HTTP", "resources": {"connectionLimit": limit}},
+            ]))
         };
         for ok in [
             json!(0),
