@@ -19,8 +19,14 @@ fn hex(bytes: &[u8]) -> String {
 /// A fresh resource version: hex of the first 16 bytes of the SHA-256 of the message's
 /// protobuf encoding.
 pub fn encoding_version<M: Message>(m: &M) -> String {
+    bytes_version(&m.encode_to_vec())
+}
+
+/// The version of a resource whose protobuf encoding is `encoded` (what
+/// [`encoding_version`] gives for the message): hex of the first 16 bytes of its SHA-256.
+pub fn bytes_version(encoded: &[u8]) -> String {
     use sha2::Digest as _;
-    hex(&sha2::Sha256::digest(m.encode_to_vec())[..16])
+    hex(&sha2::Sha256::digest(encoded)[..16])
 }
 
 /// The version of a whole type (the SotW `version_info`, the delta `system_version_info`): hex

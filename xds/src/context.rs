@@ -13,7 +13,6 @@
 //! endpoints exist only in meshes with mTLS on.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 
@@ -22,6 +21,7 @@ use umbra_core::mesh::{LoggingBackends, MeshSpec, TracingBackends};
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
 use umbra_core::zone_ingress::ZoneIngressSpec;
 
+use crate::interner::Shared;
 use crate::load_assignment::load_assignment;
 pub use crate::load_assignment::{Endpoint, Locality};
 
@@ -108,9 +108,9 @@ pub struct MeshContext {
     /// `GetServiceProtocol`), TCP when there are none.
     pub protocols: BTreeMap<String, Protocol>,
     /// The EDS resource of every service in `endpoints`, keyed by service (the outbound
-    /// cluster's name). Shared: every DPP's snapshot holds the same `Arc`, so a mesh of N DPPs
+    /// cluster's name). Shared: every DPP's snapshot holds the same allocation ([`Shared`], with its encoding), so a mesh of N DPPs
     /// with M outbounds each builds these once, not N×M times.
-    pub load_assignments: BTreeMap<String, Arc<ClusterLoadAssignment>>,
+    pub load_assignments: BTreeMap<String, Shared<ClusterLoadAssignment>>,
     /// The Mesh's logging backends (what an old TrafficLog refers to).
     pub logging: LoggingBackends,
     /// The Mesh's tracing backends (what an old TrafficTrace refers to).
@@ -288,7 +288,7 @@ impl MeshContext {
             .iter()
             .map(|(service, eps)| {
                 let cla = load_assignment(service, eps);
-                (service.clone(), Arc::new(cla))
+                (service.clone(), Shared::from(cla))
             })
             .collect();
         MeshContext {
@@ -347,7 +347,7 @@ impl MeshContext {
                 continue;
             };
             eps.sort();
-            let cla = Arc::new(load_assignment(&service, eps));
+            let cla = Shared::from(load_assignment(&service, eps));
             self.load_assignments.insert(service, cla);
         }
     }
@@ -375,12 +375,12 @@ impl MeshContext {
     /// changes what generation produces.
     pub fn share_load_assignments<'a>(
         &mut self,
-        known: impl IntoIterator<Item = (&'a String, &'a Arc<ClusterLoadAssignment>)>,
+        known: impl IntoIterator<Item = (&'a String, &'a Shared<ClusterLoadAssignment>)>,
     ) {
         for (service, candidate) in known {
             if let Some(own) = self.load_assignments.get_mut(service) {
-                if !Arc::ptr_eq(own, candidate) && **own == **candidate {
-                    *own = Arc::clone(candidate);
+                if !Shared::ptr_eq(own, candidate) && **own == **candidate {
+                    *own = Shared::clone(candidate);
                 }
             }
         }
@@ -388,11 +388,11 @@ impl MeshContext {
 
     /// The ClusterLoadAssignment of `service`'s outbound cluster: the shared one built with the
     /// context, or an empty one (no endpoints) for a service nothing serves.
-    pub fn load_assignment(&self, service: &str) -> Arc<ClusterLoadAssignment> {
+    pub fn load_assignment(&self, service: &str) -> Shared<ClusterLoadAssignment> {
         self.load_assignments
             .get(service)
             .cloned()
-            .unwrap_or_else(|| Arc::new(load_assignment(service, &[])))
+            .unwrap_or_else(|| Shared::from(load_assignment(service, &[])))
     }
 
     /// Protocol of a destination service (TCP when unknown).

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
-use prost::{Message, Name};
+use prost::Name;
 
 use crate::render::{to_json, RenderError};
 use crate::snapshot::{HeldResource, Snapshot};
@@ -251,21 +251,22 @@ fn diff_map<H: HeldResource>(
                 path: pointer(&[type_url, name]),
             })),
             Some(s) if s.same(l) => {}
-            Some(s) => {
-                let (l, s) = (l.resource(), s.resource());
-                match cache {
-                    None => crate::wire_diff::encoded_diff(
-                        &H::Resource::full_name(),
-                        &l.encode_to_vec(),
-                        &s.encode_to_vec(),
-                        &mut pointer(&[type_url, name]),
-                        ops,
-                    )?,
-                    Some(cache) => {
-                        ops.extend(cached_ops(cache, type_url, name, l, s)?.iter().cloned());
-                    }
+            Some(s) => match cache {
+                None => crate::wire_diff::encoded_diff(
+                    &H::Resource::full_name(),
+                    l.wire(),
+                    s.wire(),
+                    &mut pointer(&[type_url, name]),
+                    ops,
+                )?,
+                Some(cache) => {
+                    ops.extend(
+                        cached_ops::<H::Resource>(cache, type_url, name, l.wire(), s.wire())?
+                            .iter()
+                            .cloned(),
+                    );
                 }
-            }
+            },
         }
     }
     for (name, s) in shadow {
@@ -279,18 +280,18 @@ fn diff_map<H: HeldResource>(
     Ok(())
 }
 
-fn cached_ops<M: Message + Name>(
+fn cached_ops<M: Name>(
     cache: &DiffCache,
     type_url: &'static str,
     name: &str,
-    live: &M,
-    shadow: &M,
+    live: &[u8],
+    shadow: &[u8],
 ) -> Result<Arc<[PatchOperation]>, RenderError> {
     let key = DiffKey {
         type_url,
         name: name.to_owned(),
-        live: live.encode_to_vec(),
-        shadow: shadow.encode_to_vec(),
+        live: live.to_vec(),
+        shadow: shadow.to_vec(),
     };
     let lock = || cache.entries.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(hit) = lock().get(&key) {

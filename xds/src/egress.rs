@@ -50,7 +50,6 @@
 //! Pure and deterministic, like [`crate::generate`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
@@ -156,7 +155,7 @@ pub fn generate_egress(
             cluster.alt_stat_name = sanitize_metric(&name);
             snap.clusters.insert(name.clone(), cluster.into());
             snap.endpoints
-                .insert(name.clone(), Arc::new(load_assignment(&name, &eps)));
+                .insert(name.clone(), load_assignment(&name, &eps).into());
         }
         // ExternalServices this zone reaches, originated here.
         let mut by_service: BTreeMap<&str, Vec<&ExternalEndpoint>> = BTreeMap::new();

@@ -25,7 +25,6 @@
 //! Pure and deterministic, like [`crate::generate`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{lb_subset_config, LbSubsetConfig};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -263,7 +262,7 @@ pub fn generate_ingress(name: &str, zi: &ZoneIngressSpec, meshes: &[IngressMesh<
                 })
                 .collect();
             snap.endpoints
-                .insert(cluster.clone(), Arc::new(load_assignment(&cluster, &eps)));
+                .insert(cluster.clone(), load_assignment(&cluster, &eps).into());
         }
     }
     if chains.is_empty() {

@@ -1,23 +1,73 @@
 //! [`Shared`]: a resource held behind an `Arc` with copy-on-write mutable access, so equal
-//! resources of many DPPs can be one allocation (issue 21: a zone's RSS per DPP). Generation
-//! builds every resource fresh (one owner, so mutable access never copies); a zone then
-//! replaces each resource of a generated snapshot with an equal one already held
-//! ([`Interner`]): an outbound cluster is usually the same for every DPP calling that
-//! service, an outbound listener for every DPP of the calling service.
+//! resources of many DPPs can be one allocation (issue 21: a zone's RSS per DPP), together
+//! with its protobuf encoding, computed at most once per allocation (issue 39: encode once,
+//! share everywhere). Generation builds every resource fresh (one owner, so mutable access
+//! never copies); a zone then replaces each resource of a generated snapshot with an equal one
+//! already held ([`Interner`]): an outbound cluster is usually the same for every DPP calling
+//! that service, an outbound listener for every DPP of the calling service. The encoding the
+//! resource version hashes is the one every ADS stream of every DPP holding it sends.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use prost::Message;
+
+/// A resource and, once asked for, its protobuf encoding.
+#[derive(Debug, Default)]
+struct Held<T> {
+    value: T,
+    wire: OnceLock<Box<[u8]>>,
+}
+
+impl<T: Clone> Clone for Held<T> {
+    /// A copy about to be edited ([`Shared`]'s `DerefMut`): the encoding is not copied.
+    fn clone(&self) -> Self {
+        Self {
+            value: self.value.clone(),
+            wire: OnceLock::new(),
+        }
+    }
+}
 
 /// A resource behind an `Arc`; `Deref` reads it, `DerefMut` clones it first when it is shared
-/// (`Arc::make_mut`).
+/// (`Arc::make_mut`) and forgets its encoding.
 #[derive(Debug, Default)]
-pub struct Shared<T>(Arc<T>);
+pub struct Shared<T>(Arc<Held<T>>);
 
 impl<T> Shared<T> {
     /// Whether `a` and `b` are the same allocation.
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+thread_local! {
+    /// Encodings [`Shared::wire`] computed on this thread (tests count them per generation).
+    static ENCODED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many resource encodings [`Shared::wire`] has computed on the calling thread: a test
+/// asserts with it that a generation encodes each resource once and that serving it encodes
+/// nothing (issue 39).
+pub fn encodings_on_this_thread() -> u64 {
+    ENCODED.with(Cell::get)
+}
+
+impl<T: Message> Shared<T> {
+    /// The resource's protobuf encoding (what an `Any` of it carries): computed on the first
+    /// call for this allocation, then shared by every holder (every snapshot, every stream).
+    pub fn wire(&self) -> &[u8] {
+        self.0.wire.get_or_init(|| {
+            ENCODED.with(|c| c.set(c.get() + 1));
+            self.0.value.encode_to_vec().into_boxed_slice()
+        })
+    }
+
+    /// Whether [`Shared::wire`] has been computed for this allocation.
+    pub fn is_encoded(&self) -> bool {
+        self.0.wire.get().is_some()
     }
 }
 
@@ -28,27 +78,32 @@ impl<T> Clone for Shared<T> {
 }
 
 impl<T> From<T> for Shared<T> {
-    fn from(t: T) -> Self {
-        Self(Arc::new(t))
+    fn from(value: T) -> Self {
+        Self(Arc::new(Held {
+            value,
+            wire: OnceLock::new(),
+        }))
     }
 }
 
 impl<T> Deref for Shared<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        &self.0
+        &self.0.value
     }
 }
 
 impl<T: Clone> DerefMut for Shared<T> {
     fn deref_mut(&mut self) -> &mut T {
-        Arc::make_mut(&mut self.0)
+        let held = Arc::make_mut(&mut self.0);
+        held.wire.take();
+        &mut held.value
     }
 }
 
 impl<T: PartialEq> PartialEq for Shared<T> {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+        Arc::ptr_eq(&self.0, &other.0) || self.0.value == other.0.value
     }
 }
 
@@ -58,7 +113,7 @@ impl<T: PartialEq> PartialEq for Shared<T> {
 /// version collision can only cost sharing, never hand a DPP another's resource.
 #[derive(Debug)]
 pub struct Interner<T> {
-    held: Mutex<HashMap<String, Weak<T>>>,
+    held: Mutex<HashMap<String, Weak<Held<T>>>>,
 }
 
 impl<T> Default for Interner<T> {
@@ -78,7 +133,7 @@ impl<T: PartialEq> Interner<T> {
             if Arc::ptr_eq(&existing, &r.0) {
                 return;
             }
-            if *existing == *r.0 {
+            if existing.value == r.0.value {
                 r.0 = existing;
                 return;
             }
@@ -108,6 +163,37 @@ mod tests {
         assert_eq!(*a, vec![1, 2]);
         let c: Shared<Vec<u8>> = vec![1, 2].into();
         assert_eq!(a, c, "equal content, different allocations");
+    }
+
+    #[test]
+    fn the_encoding_is_computed_once_per_allocation_and_forgotten_on_write() {
+        use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+        let before = encodings_on_this_thread();
+        let a: Shared<Cluster> = Cluster {
+            name: "backend".into(),
+            ..Default::default()
+        }
+        .into();
+        assert!(!a.is_encoded());
+        let b = a.clone();
+        assert_eq!(a.wire(), prost::Message::encode_to_vec(&*a).as_slice());
+        assert_eq!(
+            a.wire().as_ptr(),
+            b.wire().as_ptr(),
+            "one allocation, one encoding"
+        );
+        assert_eq!(encodings_on_this_thread() - before, 1);
+        let mut c = b.clone();
+        c.name = "other".into();
+        assert!(!c.is_encoded(), "an edited copy forgets the encoding");
+        assert!(a.is_encoded() && b.is_encoded());
+        assert_eq!(c.wire(), prost::Message::encode_to_vec(&*c).as_slice());
+        let mut d: Shared<Cluster> = Cluster::default().into();
+        d.wire();
+        d.name = "sole owner".into();
+        assert!(!d.is_encoded(), "an edit in place forgets the encoding");
+        assert_eq!(d.wire(), prost::Message::encode_to_vec(&*d).as_slice());
+        assert_eq!(encodings_on_this_thread() - before, 4);
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! version, and turned into a static bootstrap for `envoy --mode validate`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
@@ -18,9 +17,7 @@ use serde_json::{json, Map, Value};
 use umbra_xds_protocol::type_url::{
     CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
 };
-use umbra_xds_protocol::version::{
-    encoding_version, write_canonical, ResourceVersions, TypeVersions,
-};
+use umbra_xds_protocol::version::{bytes_version, write_canonical, ResourceVersions, TypeVersions};
 
 use crate::interner::{Interner, Shared};
 use crate::render::{to_json, RenderError};
@@ -31,22 +28,22 @@ pub struct Snapshot {
     /// CDS. Shared ([`Shared`]): a zone makes equal clusters of many DPPs one allocation.
     pub clusters: BTreeMap<String, Shared<Cluster>>,
     /// EDS, keyed by cluster name. Shared with the [`crate::context::MeshContext`] that built
-    /// them (and so with every other DPP of the mesh); replace an entry rather than edit it.
-    pub endpoints: BTreeMap<String, Arc<ClusterLoadAssignment>>,
+    /// them (and so with every other DPP of the mesh).
+    pub endpoints: BTreeMap<String, Shared<ClusterLoadAssignment>>,
     /// LDS. Shared as the clusters are.
     pub listeners: BTreeMap<String, Shared<Listener>>,
     /// RDS (route configurations served separately; sidecars inline theirs in the HCM).
-    pub routes: BTreeMap<String, RouteConfiguration>,
+    pub routes: BTreeMap<String, Shared<RouteConfiguration>>,
     /// SDS.
-    pub secrets: BTreeMap<String, Secret>,
+    pub secrets: BTreeMap<String, Shared<Secret>>,
     /// RTDS: a builtin gateway's `gateway.listeners` layer (its listeners' connection limits),
     /// which its bootstrap's runtime waits for ([`crate::plugins`]' gateway generation).
-    pub runtimes: BTreeMap<String, Runtime>,
+    pub runtimes: BTreeMap<String, Shared<Runtime>>,
 }
 
 /// Drop `sdsConfig` from every SDS secret reference (`{name, sdsConfig}`) in `v` that names one
 /// of `secrets`: Envoy then takes the static secret of that name.
-fn resolve_static_secrets(v: &mut Value, secrets: &BTreeMap<String, Secret>) {
+fn resolve_static_secrets(v: &mut Value, secrets: &BTreeMap<String, Shared<Secret>>) {
     match v {
         Value::Object(m) => {
             let named_static = m
@@ -73,7 +70,7 @@ fn resolve_static_secrets(v: &mut Value, secrets: &BTreeMap<String, Secret>) {
 /// with that route configuration inline (`routeConfig`): a static bootstrap has no ADS.
 fn inline_rds(
     v: &mut Value,
-    routes: &BTreeMap<String, RouteConfiguration>,
+    routes: &BTreeMap<String, Shared<RouteConfiguration>>,
 ) -> Result<(), RenderError> {
     match v {
         Value::Object(m) => {
@@ -83,7 +80,7 @@ fn inline_rds(
                 .and_then(Value::as_str)
                 .and_then(|n| routes.get(n));
             if let Some(rc) = named {
-                let rc = to_json(rc)?;
+                let rc = to_json(&**rc)?;
                 m.remove("rds");
                 m.insert("routeConfig".to_owned(), rc);
             }
@@ -101,8 +98,8 @@ fn inline_rds(
     Ok(())
 }
 
-/// A value of one of [`Snapshot`]'s maps: an xDS resource held by the snapshot itself, or
-/// shared with other snapshots (EDS).
+/// A value of one of [`Snapshot`]'s maps: an xDS resource behind a [`Shared`] allocation,
+/// with its encoding.
 pub trait HeldResource {
     /// The resource's message type.
     type Resource: Message + Name + PartialEq;
@@ -110,46 +107,23 @@ pub trait HeldResource {
     /// The resource.
     fn resource(&self) -> &Self::Resource;
 
-    /// Equal content (for a shared resource, the same allocation first).
-    fn same(&self, other: &Self) -> bool {
-        self.resource() == other.resource()
-    }
+    /// Its protobuf encoding, computed once per allocation ([`Shared::wire`]).
+    fn wire(&self) -> &[u8];
+
+    /// Equal content (the same allocation first).
+    fn same(&self, other: &Self) -> bool;
 }
 
-macro_rules! held_directly {
-    ($($t:ty),*) => {$(
-        impl HeldResource for $t {
-            type Resource = $t;
-            fn resource(&self) -> &$t {
-                self
-            }
-        }
-    )*};
-}
-held_directly!(RouteConfiguration, Secret, Runtime);
-
-macro_rules! held_shared {
-    ($($t:ty),*) => {$(
-        impl HeldResource for Shared<$t> {
-            type Resource = $t;
-            fn resource(&self) -> &$t {
-                self
-            }
-            fn same(&self, other: &Self) -> bool {
-                self == other
-            }
-        }
-    )*};
-}
-held_shared!(Cluster, Listener);
-
-impl HeldResource for Arc<ClusterLoadAssignment> {
-    type Resource = ClusterLoadAssignment;
-    fn resource(&self) -> &ClusterLoadAssignment {
+impl<T: Message + Name + PartialEq> HeldResource for Shared<T> {
+    type Resource = T;
+    fn resource(&self) -> &T {
         self
     }
+    fn wire(&self) -> &[u8] {
+        Shared::wire(self)
+    }
     fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(self, other) || **self == **other
+        self == other
     }
 }
 
@@ -220,7 +194,8 @@ impl Snapshot {
     ///
     /// A resource equal (as a typed message) to the same-named resource of `previous` keeps
     /// the version `previous` gave it; any other gets a fresh content hash of its protobuf
-    /// encoding ([`encoding_version`]). Typed equality compares proto maps as maps, so equal
+    /// encoding ([`bytes_version`] of [`Shared::wire`]: the encoding is kept, and is what ADS
+    /// sends, so a resource is encoded once per generation). Typed equality compares proto maps as maps, so equal
     /// content never changes version when regenerated. The one case a fresh hash does not
     /// settle is a proto map with several entries nested inside an `Any` (kept as bytes, whose
     /// map order varies): equal content there can get a new version, which costs a redundant
@@ -241,9 +216,7 @@ impl Snapshot {
                             .then(|| versions.and_then(|v| v.get(name)))
                             .flatten()
                     });
-                    let version = kept
-                        .cloned()
-                        .unwrap_or_else(|| encoding_version(m.resource()));
+                    let version = kept.cloned().unwrap_or_else(|| bytes_version(m.wire()));
                     (name.clone(), version)
                 })
                 .collect()
@@ -341,7 +314,7 @@ impl Snapshot {
         let secrets: Vec<Value> = self
             .secrets
             .values()
-            .map(to_json)
+            .map(|s| to_json(&**s))
             .collect::<Result<_, _>>()?;
         let mut bootstrap = json!({
             "node": {"id": "umbra-validate", "cluster": "umbra-validate"},
@@ -353,7 +326,7 @@ impl Snapshot {
                 .runtimes
                 .values()
                 .map(|r| {
-                    let rendered = to_json(r)?;
+                    let rendered = to_json(&**r)?;
                     Ok(json!({
                         "name": r.name,
                         "staticLayer": rendered.get("layer").cloned().unwrap_or(json!({})),
@@ -366,40 +339,77 @@ impl Snapshot {
     }
 }
 
-/// Equal clusters and listeners of many snapshots held once (issue 21: a zone's RSS per DPP):
-/// an outbound cluster is usually the same for every DPP calling the service, an outbound
-/// listener for every DPP of the calling service. Keyed by resource version, checked for
-/// equality ([`Interner`]).
+/// Equal resources of many snapshots held once, with their encoding (issue 21: a zone's RSS
+/// per DPP; issue 39: encode once): an outbound cluster is usually the same for every DPP
+/// calling the service, an outbound listener for every DPP of the calling service, the mesh's
+/// CA secret for every DPP of the mesh. Keyed by resource version, checked for equality
+/// ([`Interner`]).
 #[derive(Debug, Default)]
 pub struct SnapshotInterner {
     clusters: Interner<Cluster>,
+    endpoints: Interner<ClusterLoadAssignment>,
     listeners: Interner<Listener>,
+    routes: Interner<RouteConfiguration>,
+    secrets: Interner<Secret>,
+    runtimes: Interner<Runtime>,
+}
+
+fn intern_map<T: PartialEq>(
+    interner: &Interner<T>,
+    resources: &mut BTreeMap<String, Shared<T>>,
+    versions: Option<&ResourceVersions>,
+) {
+    let Some(versions) = versions else { return };
+    for (name, r) in resources {
+        if let Some(version) = versions.get(name) {
+            interner.intern(version, r);
+        }
+    }
 }
 
 impl SnapshotInterner {
-    /// Replace each cluster and listener of `snapshot` with the equal one already held, or hold
-    /// it; `versions` are the snapshot's ([`Snapshot::resource_versions`]).
+    /// Replace each resource of `snapshot` with the equal one already held (and so with its
+    /// encoding, [`Shared::wire`]), or hold it; `versions` are the snapshot's
+    /// ([`Snapshot::resource_versions`]). A resource that kept its version from the DPP's
+    /// previous snapshot finds that snapshot's allocation here, encoding included.
     pub fn intern(&self, snapshot: &mut Snapshot, versions: &TypeVersions) {
-        if let Some(v) = versions.get(CLUSTER_TYPE) {
-            for (name, c) in &mut snapshot.clusters {
-                if let Some(version) = v.get(name) {
-                    self.clusters.intern(version, c);
-                }
-            }
-        }
-        if let Some(v) = versions.get(LISTENER_TYPE) {
-            for (name, l) in &mut snapshot.listeners {
-                if let Some(version) = v.get(name) {
-                    self.listeners.intern(version, l);
-                }
-            }
-        }
+        intern_map(
+            &self.clusters,
+            &mut snapshot.clusters,
+            versions.get(CLUSTER_TYPE),
+        );
+        intern_map(
+            &self.endpoints,
+            &mut snapshot.endpoints,
+            versions.get(ENDPOINT_TYPE),
+        );
+        intern_map(
+            &self.listeners,
+            &mut snapshot.listeners,
+            versions.get(LISTENER_TYPE),
+        );
+        intern_map(&self.routes, &mut snapshot.routes, versions.get(ROUTE_TYPE));
+        intern_map(
+            &self.secrets,
+            &mut snapshot.secrets,
+            versions.get(SECRET_TYPE),
+        );
+        intern_map(
+            &self.runtimes,
+            &mut snapshot.runtimes,
+            versions.get(RUNTIME_TYPE),
+        );
     }
 
     /// Forget what no snapshot holds any more (call after a pass); how many resources are
     /// held.
     pub fn sweep(&self) -> usize {
-        self.clusters.sweep() + self.listeners.sweep()
+        self.clusters.sweep()
+            + self.endpoints.sweep()
+            + self.listeners.sweep()
+            + self.routes.sweep()
+            + self.secrets.sweep()
+            + self.runtimes.sweep()
     }
 }
 
@@ -543,7 +553,8 @@ mod tests {
             Secret {
                 name: "held".into(),
                 ..Default::default()
-            },
+            }
+            .into(),
         );
         let b = s.to_static_bootstrap().unwrap();
         let refs = &b["staticResources"]["listeners"][0]["filterChains"][0]["transportSocket"]

@@ -238,7 +238,7 @@ fn umbra(store: &[Resource], mesh: &str) -> (umbra_xds::snapshot::Snapshot, Valu
         .contains(&format!("identity_cert:secret:{mesh}"));
     if uses_identity {
         for secret in umbra_xds::generate::mesh_secrets(mesh, b"CERT", b"KEY", b"CA") {
-            snap.secrets.insert(secret.name.clone(), secret);
+            snap.secrets.insert(secret.name.clone(), secret.into());
         }
     }
     let doc = snap.to_document().unwrap();

@@ -1,8 +1,8 @@
 //! EDS resources are built once per mesh context and shared by every DPP's snapshot, in both
-//! views: generation must hand out the context's `Arc`, with the endpoints the mesh's
+//! views: generation must hand out the context's allocation, with the endpoints the mesh's
 //! Dataplanes give, and a MeshProxyPatch that replaces one must not touch the shared copy.
 
-use std::sync::Arc;
+use umbra_xds::interner::Shared;
 
 use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::view::{PolicySet, View};
@@ -100,10 +100,10 @@ fn every_dpp_and_view_shares_the_mesh_contexts_load_assignment() {
     let live = snapshots(&resources, &ctx, View::Live);
     let shadow = snapshots(&resources, &ctx, View::Shadow);
     for snap in live.iter().chain(&shadow) {
-        assert!(Arc::ptr_eq(&snap.endpoints["backend"], shared));
+        assert!(Shared::ptr_eq(&snap.endpoints["backend"], shared));
     }
     // Sorted by address: backend-2 (10.0.0.1) first.
-    let doc = umbra_xds::render::to_json(shared.as_ref()).unwrap();
+    let doc = umbra_xds::render::to_json(&**shared).unwrap();
     let addresses: Vec<&str> = doc["endpoints"][0]["lbEndpoints"]
         .as_array()
         .unwrap()
@@ -146,13 +146,13 @@ conf:
     let mut resources = Resource::all_from_bytes(MESH.as_bytes()).unwrap();
     resources.extend(Resource::all_from_bytes(template.as_bytes()).unwrap());
     let ctx = context(&resources);
-    let before = ctx.load_assignments["backend"].as_ref().clone();
+    let before = (*ctx.load_assignments["backend"]).clone();
     assert_eq!(before.endpoints[0].lb_endpoints.len(), 2);
     let live = snapshots(&resources, &ctx, View::Live);
     // Both web DPPs are selected (same service): each holds its own, empty, replacement.
     for snap in &live {
         let replaced = &snap.endpoints["backend"];
-        assert!(!Arc::ptr_eq(replaced, &ctx.load_assignments["backend"]));
+        assert!(!Shared::ptr_eq(replaced, &ctx.load_assignments["backend"]));
         assert!(replaced.endpoints.is_empty());
     }
     // The context's copy, which the next DPP and the other view start from, is unchanged.
@@ -168,18 +168,18 @@ fn a_later_context_adopts_the_earlier_ones_unchanged_load_assignments_only() {
     let earlier = context(&resources);
     let moved = MESH.replace("address: 10.0.0.2", "address: 10.0.0.3");
     let mut later = context(&Resource::all_from_bytes(moved.as_bytes()).unwrap());
-    assert!(!Arc::ptr_eq(
+    assert!(!Shared::ptr_eq(
         &earlier.load_assignments["web"],
         &later.load_assignments["web"]
     ));
     let backend_before = later.load_assignments["backend"].clone();
     later.share_load_assignments(&earlier.load_assignments);
     // `web` did not change: one allocation for both. `backend` did: the later one is kept.
-    assert!(Arc::ptr_eq(
+    assert!(Shared::ptr_eq(
         &earlier.load_assignments["web"],
         &later.load_assignments["web"]
     ));
-    assert!(Arc::ptr_eq(
+    assert!(Shared::ptr_eq(
         &later.load_assignments["backend"],
         &backend_before
     ));

@@ -29,9 +29,9 @@ impl Corpus {
 
     fn add_snapshot(&mut self, s: &Snapshot, cap: usize) {
         s.clusters.values().for_each(|m| self.add(&**m, cap));
-        s.endpoints.values().for_each(|m| self.add(m.as_ref(), cap));
+        s.endpoints.values().for_each(|m| self.add(&**m, cap));
         s.listeners.values().for_each(|m| self.add(&**m, cap));
-        s.routes.values().for_each(|m| self.add(m, cap));
+        s.routes.values().for_each(|m| self.add(&**m, cap));
     }
 }
 

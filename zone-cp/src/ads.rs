@@ -25,9 +25,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use umbra_runtime::metrics::{ADS_STREAMS, XDS_ACKS, XDS_NACKS, XDS_PUSHES};
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     Resource as DeltaResource,
@@ -38,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
+use umbra_xds::interner::Shared;
 use umbra_xds::snapshot::Snapshot;
 use umbra_xds_protocol::type_url::{
     CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
@@ -88,9 +87,10 @@ impl Ads {
         self
     }
 
-    /// The tonic server for this service.
-    pub fn into_server(self) -> AggregatedDiscoveryServiceServer<Self> {
-        AggregatedDiscoveryServiceServer::new(self)
+    /// The service to route ADS requests to ([`crate::ads_http`]: tonic decodes requests,
+    /// each response is encoded into a buffer of its own size).
+    pub fn into_server(self) -> crate::ads_http::AdsService {
+        crate::ads_http::AdsService(self)
     }
 
     /// A stream's first request: the DPP named by the node id, authenticated by the stream's
@@ -257,10 +257,13 @@ impl Ads {
     }
 }
 
-fn pack<M: Message + Name>(m: &M) -> Any {
+/// `r` as an `Any`, its value the encoding the snapshot keeps ([`Shared::wire`]): computed once
+/// with the resource's version and shared by every stream of every DPP holding the resource,
+/// so serving a resource copies bytes and encodes nothing (issue 39).
+fn pack<M: Message + Name>(r: &Shared<M>) -> Any {
     Any {
         type_url: M::type_url(),
-        value: m.encode_to_vec(),
+        value: r.wire().to_vec(),
     }
 }
 
@@ -279,9 +282,9 @@ fn resources(dp: &crate::reconciler::DpSnapshot, type_url: &str, names: &[String
 /// One resource of `snap`, packed.
 fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
     match type_url {
-        CLUSTER_TYPE => snap.clusters.get(name).map(|c| pack(&**c)),
-        ENDPOINT_TYPE => snap.endpoints.get(name).map(|e| pack(e.as_ref())),
-        LISTENER_TYPE => snap.listeners.get(name).map(|l| pack(&**l)),
+        CLUSTER_TYPE => snap.clusters.get(name).map(pack),
+        ENDPOINT_TYPE => snap.endpoints.get(name).map(pack),
+        LISTENER_TYPE => snap.listeners.get(name).map(pack),
         ROUTE_TYPE => snap.routes.get(name).map(pack),
         SECRET_TYPE => snap.secrets.get(name).map(pack),
         RUNTIME_TYPE => snap.runtimes.get(name).map(pack),
@@ -801,5 +804,40 @@ mod tests {
         );
         assert_eq!(DpKey::from_node_id("nodot"), None);
         assert_eq!(DpKey::from_node_id(".x"), None);
+    }
+
+    /// Issue 39: streams send the encoding the snapshot keeps; serving encodes nothing.
+    #[test]
+    fn serving_a_snapshot_sends_its_kept_encodings() {
+        use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+        use umbra_xds::interner::encodings_on_this_thread;
+        let mut snapshot = Snapshot::default();
+        for name in ["a", "b"] {
+            let c = Cluster {
+                name: name.into(),
+                ..Default::default()
+            };
+            snapshot.clusters.insert(name.into(), c.into());
+        }
+        let dp = crate::reconciler::DpSnapshot {
+            resources: snapshot.resource_versions(None),
+            snapshot: Arc::new(snapshot),
+            ..Default::default()
+        };
+        let before = encodings_on_this_thread();
+        for _stream in 0..3 {
+            let sent = resources(&dp, CLUSTER_TYPE, &[]);
+            assert_eq!(sent.len(), 2);
+            for (any, name) in sent.iter().zip(["a", "b"]) {
+                assert_eq!(any.value, dp.snapshot.clusters[name].encode_to_vec());
+                assert_eq!(any.type_url, Cluster::type_url());
+            }
+            assert_eq!(resources(&dp, CLUSTER_TYPE, &["b".to_owned()]).len(), 1);
+        }
+        assert_eq!(
+            encodings_on_this_thread(),
+            before,
+            "no stream encoded anything"
+        );
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod admin_tls;
 pub mod ads;
+pub mod ads_http;
 pub mod ads_trace;
 pub mod api;
 pub mod bootstrap;

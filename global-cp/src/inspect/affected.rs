@@ -42,7 +42,7 @@ impl Selecting {
                     continue;
                 }
             }
-            let depends = umbra_core::dependencies::dependencies(dp, &self.set)
+            let depends = umbra_core::dependencies::selection(dp, &self.set)
                 .policies
                 .iter()
                 .any(|d| d.ty == self.ty && d.name == self.name);

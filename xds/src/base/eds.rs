@@ -32,7 +32,7 @@ pub fn generate(
         }
         let cla = if super::external::through_egress(policies, service) {
             let eps = super::external::egress_endpoints(ctx, policies, service);
-            std::sync::Arc::new(crate::load_assignment::load_assignment(service, &eps))
+            crate::interner::Shared::from(crate::load_assignment::load_assignment(service, &eps))
         } else {
             ctx.load_assignment(service)
         };

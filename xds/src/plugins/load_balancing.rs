@@ -226,7 +226,7 @@ fn configure_clusters(
                 _ => None,
             };
             if let Some(new) = rebuilt {
-                *cla = std::sync::Arc::new(new);
+                *cla = crate::interner::Shared::from(new);
             }
         }
     }

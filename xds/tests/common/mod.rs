@@ -135,7 +135,7 @@ pub fn with_test_secrets(snap: &Snapshot) -> Snapshot {
             &data_file("mtls-test-identity-key.pem"),
             &data_file("mtls-test-ca.pem"),
         ) {
-            snap.secrets.insert(secret.name.clone(), secret);
+            snap.secrets.insert(secret.name.clone(), secret.into());
         }
     }
     snap

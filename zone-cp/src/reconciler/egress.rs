@@ -91,7 +91,7 @@ pub(super) fn generate(
             id.key_pem.as_bytes(),
             id.ca_pem.as_bytes(),
         ) {
-            snapshot.secrets.insert(secret.name.clone(), secret);
+            snapshot.secrets.insert(secret.name.clone(), secret.into());
         }
     }
     Ok(snapshot)

@@ -114,8 +114,12 @@ pub struct Reconciler {
     vips: vips::VipsCache,
 }
 
-type LoadAssignments =
-    BTreeMap<String, Arc<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>>;
+type LoadAssignments = BTreeMap<
+    String,
+    umbra_xds::interner::Shared<
+        envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment,
+    >,
+>;
 
 /// Feeds values into a fingerprint without ambiguity (lengths prefix strings).
 struct Fp(Sha256);
@@ -718,7 +722,7 @@ impl Reconciler {
                         id.key_pem.as_bytes(),
                         id.ca_pem.as_bytes(),
                     ) {
-                        snapshot.secrets.insert(secret.name.clone(), secret);
+                        snapshot.secrets.insert(secret.name.clone(), secret.into());
                     }
                 }
                 Ok(snapshot)
@@ -933,6 +937,27 @@ mod tests {
             "type: ProxyTemplate\nmesh: m\nname: pt\nselectors: []\nconf:\n  imports: [default-proxy]\n  modifications:\n  - cluster: {operation: add, value: \"name: everyone\\nconnectTimeout: 2s\\ntype: STATIC\"}\n",
             "type: MeshProxyPatch\nmesh: m\nname: pt\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  default:\n    appendModifications:\n    - cluster:\n        operation: Patch\n        match: {name: 'localhost:80'}\n        jsonPatches: [{op: replace, path: /no/such/path, value: 1}]\n",
         ],
+        // A service no sidecar has an outbound to, reached only through a route's backends
+        // (issue 39: route backends are dependencies), ready or not.
+        &[
+            "type: Dataplane\nmesh: m\nname: canary-1\nnetworking:\n  address: 10.0.0.5\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: canary, kuma.io/protocol: http}\n",
+            "type: Dataplane\nmesh: m\nname: canary-1\nnetworking:\n  address: 10.0.0.5\n  inbound:\n  - port: 80\n    tags: {kuma.io/service: canary, kuma.io/protocol: http}\n    health: {ready: false}\n",
+        ],
+        &[
+            "type: MeshHTTPRoute\nmesh: m\nname: split\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /v2}}]\n      default:\n        backendRefs: [{kind: MeshService, name: backend, weight: 1}, {kind: MeshService, name: canary, weight: 1}]\n",
+            "type: MeshHTTPRoute\nmesh: m\nname: split\nspec:\n  targetRef: {kind: MeshService, name: web}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /v2}}]\n      default:\n        filters: [{type: RequestMirror, requestMirror: {backendRef: {kind: MeshService, name: canary}}}]\n",
+            "type: TrafficRoute\nmesh: m\nname: split\nsources: [{match: {kuma.io/service: web}}]\ndestinations: [{match: {kuma.io/service: backend}}]\nconf:\n  split:\n  - {weight: 1, destination: {kuma.io/service: backend}}\n  - {weight: 1, destination: {kuma.io/service: canary}}\n",
+        ],
+        // Mesh-wide policies whose `to` names one service: a dependency of its callers only.
+        &[
+            "type: MeshRetry\nmesh: m\nname: to-one\nspec:\n  targetRef: {kind: Mesh}\n  to: [{targetRef: {kind: MeshService, name: canary}, default: {http: {numRetries: 3}}}]\n",
+            "type: MeshRetry\nmesh: m\nname: to-one\nspec:\n  targetRef: {kind: Mesh}\n  to: [{targetRef: {kind: MeshService, name: db}, default: {tcp: {maxConnectAttempt: 2}}}]\n",
+            "type: MeshRetry\nmesh: m\nname: to-one\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to: [{targetRef: {kind: MeshServiceSubset, name: backend, tags: {version: v2}}, default: {http: {numRetries: 4}}}]\n",
+        ],
+        &[
+            "type: MeshTimeout\nmesh: m\nname: to-db\nspec:\n  targetRef: {kind: Mesh}\n  to: [{targetRef: {kind: MeshService, name: db}, default: {idleTimeout: 31s}}]\n",
+            "type: MeshTimeout\nmesh: m\nname: to-db\nspec:\n  targetRef: {kind: MeshSubset, tags: {kuma.io/service: web}}\n  to: [{targetRef: {kind: MeshService, name: canary}, default: {idleTimeout: 32s}}, {targetRef: {kind: MeshService, name: db}, default: {connectionTimeout: 2s}}]\n",
+        ],
         // Two ingresses of zone-2 behind one advertised address (one endpoint for both), then
         // at their own; and this zone's own ingress.
         &[
@@ -1063,6 +1088,7 @@ mod tests {
 
     #[test]
     fn dataplanes_share_one_load_assignment_per_service_across_passes() {
+        use umbra_xds::interner::Shared;
         let store = Store::new();
         for slot in &SLOTS[..5] {
             put(&store, slot[0]);
@@ -1072,26 +1098,80 @@ mod tests {
         let backend =
             |name: &str| rec.get("m", name).unwrap().snapshot.endpoints["backend"].clone();
         let first = backend("web");
-        assert!(Arc::ptr_eq(&first, &backend("db")));
+        assert!(Shared::ptr_eq(&first, &backend("db")));
         // Their equal outbound clusters are one allocation too (issue 21), and stay so exactly
         // while they are equal.
         let cluster = |name: &str| rec.get("m", name).unwrap().snapshot.clusters["backend"].clone();
-        let shared =
-            |a: &str, b: &str| umbra_xds::interner::Shared::ptr_eq(&cluster(a), &cluster(b));
+        let shared = |a: &str, b: &str| Shared::ptr_eq(&cluster(a), &cluster(b));
         assert!(shared("web", "db"));
         // Only web regenerates (an old Timeout from web): its new context adopts the earlier
         // allocation, which db (not regenerated) still holds.
         put(&store, SLOTS[7][0]);
         assert_eq!(rec.reconcile_once().regenerated, 1);
-        assert!(Arc::ptr_eq(&backend("web"), &backend("db")));
-        assert!(Arc::ptr_eq(&backend("web"), &first));
+        assert!(Shared::ptr_eq(&backend("web"), &backend("db")));
+        assert!(Shared::ptr_eq(&backend("web"), &first));
         // backend-2 goes not ready: a new assignment, shared by both consumers again.
         put(&store, SLOTS[3][1]);
         rec.reconcile_once();
-        assert!(!Arc::ptr_eq(&backend("web"), &first));
-        assert!(Arc::ptr_eq(&backend("web"), &backend("db")));
+        assert!(!Shared::ptr_eq(&backend("web"), &first));
+        assert!(Shared::ptr_eq(&backend("web"), &backend("db")));
         assert_eq!(backend("web").endpoints[0].lb_endpoints.len(), 1);
         assert_eq!(shared("web", "db"), *cluster("web") == *cluster("db"));
+    }
+
+    /// Issue 39: a Mesh-wide policy whose `to` names one service regenerates that service's
+    /// callers only; a route's backends are reached services, whose endpoint changes reach the
+    /// route's callers.
+    #[test]
+    fn a_policy_to_one_service_regenerates_its_callers_only() {
+        let store = Store::new();
+        for slot in &SLOTS[..5] {
+            put(&store, slot[0]);
+        }
+        let rec = Reconciler::new(store.clone());
+        assert_eq!(rec.reconcile_once().regenerated, 4);
+        // MeshTimeouts apply everywhere (a type's presence changes inbounds).
+        put(&store, SLOTS[5][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 4);
+        // A Mesh-wide MeshTimeout to db: only web calls db.
+        assert!(SLOTS[20][0].contains("name: to-db"));
+        put(&store, SLOTS[20][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 1);
+        // canary: its own DPP only.
+        put(&store, SLOTS[17][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 1);
+        // The first MeshRetry, to canary, which nobody reaches: present for everyone.
+        assert!(SLOTS[19][0].contains("name: canary"));
+        put(&store, SLOTS[19][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 5);
+        // Changed to name db instead: only web, which calls db, reads it.
+        assert!(SLOTS[19][1].contains("name: db"));
+        put(&store, SLOTS[19][1]);
+        assert_eq!(rec.reconcile_once().regenerated, 1);
+        put(&store, SLOTS[19][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 1);
+        // A Mesh-wide route splitting backend to canary: every DPP reads MeshHTTPRoutes.
+        put(&store, SLOTS[18][0]);
+        assert_eq!(rec.reconcile_once().regenerated, 5);
+        let canary_endpoints = |name: &str| {
+            let dp = rec.get("m", name).unwrap();
+            let cla = dp.snapshot.endpoints.get("canary").cloned();
+            cla.map(|c| {
+                c.endpoints
+                    .iter()
+                    .map(|l| l.lb_endpoints.len())
+                    .sum::<usize>()
+            })
+        };
+        assert_eq!(canary_endpoints("web"), Some(1));
+        assert_eq!(canary_endpoints("db"), Some(1));
+        // canary goes not ready: web and db send to it through the route.
+        put(&store, SLOTS[17][1]);
+        assert_eq!(rec.reconcile_once().regenerated, 3);
+        // Its only endpoint is gone from both (the property test below checks the whole
+        // config against a full regeneration).
+        assert_ne!(canary_endpoints("web"), Some(1));
+        assert_ne!(canary_endpoints("db"), Some(1));
     }
 
     #[test]

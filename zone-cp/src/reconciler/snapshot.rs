@@ -112,3 +112,152 @@ pub(super) fn publish(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+    use umbra_xds::interner::{encodings_on_this_thread, Shared};
+    use umbra_xds::snapshot::SnapshotInterner;
+
+    /// A freshly generated snapshot (new allocations every time), with `timeout_s` on its
+    /// `backend` cluster.
+    fn generated(timeout_s: i64) -> Snapshot {
+        let mut s = Snapshot::default();
+        for name in ["backend", "db"] {
+            let connect_timeout =
+                (name == "backend").then_some(envoy_types::pb::google::protobuf::Duration {
+                    seconds: timeout_s,
+                    nanos: 0,
+                });
+            s.clusters.insert(
+                name.into(),
+                Cluster {
+                    name: name.into(),
+                    connect_timeout,
+                    ..Default::default()
+                }
+                .into(),
+            );
+            s.endpoints.insert(
+                name.into(),
+                ClusterLoadAssignment {
+                    cluster_name: name.into(),
+                    ..Default::default()
+                }
+                .into(),
+            );
+        }
+        s.listeners.insert(
+            "inbound".into(),
+            Listener {
+                name: "inbound".into(),
+                ..Default::default()
+            }
+            .into(),
+        );
+        s.secrets.insert(
+            "ca".into(),
+            Secret {
+                name: "ca".into(),
+                ..Default::default()
+            }
+            .into(),
+        );
+        s
+    }
+
+    fn every_wire(s: &Snapshot) -> Vec<*const u8> {
+        let mut out = Vec::new();
+        out.extend(s.clusters.values().map(|r| r.wire().as_ptr()));
+        out.extend(s.endpoints.values().map(|r| r.wire().as_ptr()));
+        out.extend(s.listeners.values().map(|r| r.wire().as_ptr()));
+        out.extend(s.secrets.values().map(|r| r.wire().as_ptr()));
+        out
+    }
+
+    fn all_encoded(s: &Snapshot) -> bool {
+        s.clusters.values().all(Shared::is_encoded)
+            && s.endpoints.values().all(Shared::is_encoded)
+            && s.listeners.values().all(Shared::is_encoded)
+            && s.secrets.values().all(Shared::is_encoded)
+    }
+
+    /// Issue 39: a generation encodes each resource it changed once (for its version), and
+    /// that encoding is what every later reader (ADS streams, other DPPs) gets.
+    #[test]
+    fn each_resource_is_encoded_once_per_generation_and_then_shared() {
+        let interner = SnapshotInterner::default();
+        let key = |n: &str| DpKey::new("m", n);
+        let count = encodings_on_this_thread;
+        let start = count();
+        let (web, changed) = publish(
+            &interner,
+            &key("web"),
+            Ok(generated(1)),
+            None,
+            [0; 32],
+            (None, None),
+        );
+        assert!(changed);
+        assert_eq!(
+            count() - start,
+            6,
+            "each of the 6 resources once, for its version"
+        );
+        assert!(
+            all_encoded(&web.snapshot),
+            "every resource keeps its encoding"
+        );
+        let served = every_wire(&web.snapshot);
+        assert_eq!(count() - start, 6, "reading the encodings encodes nothing");
+
+        // Regenerated with equal content: versions are kept, nothing is encoded.
+        let start = count();
+        let (again, changed) = publish(
+            &interner,
+            &key("web"),
+            Ok(generated(1)),
+            Some(&web),
+            [1; 32],
+            (None, None),
+        );
+        assert!(!changed);
+        assert_eq!(count() - start, 0);
+        assert_eq!(every_wire(&again.snapshot), served);
+
+        // One cluster changed: it alone is encoded; the others keep the earlier allocations,
+        // encodings included.
+        let start = count();
+        let (next, changed) = publish(
+            &interner,
+            &key("web"),
+            Ok(generated(2)),
+            Some(&again),
+            [2; 32],
+            (None, None),
+        );
+        assert!(changed);
+        assert_eq!(count() - start, 1);
+        assert!(all_encoded(&next.snapshot));
+        let now = every_wire(&next.snapshot);
+        assert_ne!(now[0], served[0], "backend changed");
+        assert_eq!(now[1..], served[1..], "the rest is the earlier encodings");
+        assert_eq!(count() - start, 1);
+
+        // Another DPP with the same resources: its generation hashes them, then holds the
+        // first DPP's allocations, so both serve one encoding.
+        let (db, _) = publish(
+            &interner,
+            &key("db"),
+            Ok(generated(2)),
+            None,
+            [3; 32],
+            (None, None),
+        );
+        assert_eq!(every_wire(&db.snapshot), now);
+    }
+}

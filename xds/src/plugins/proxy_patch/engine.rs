@@ -373,15 +373,15 @@ impl<'s> Engine<'s> {
             }
             ENDPOINT_TYPE => {
                 let e = ClusterLoadAssignment::decode(a.value.as_slice()).map_err(decode_err)?;
-                self.snap.endpoints.insert(key, std::sync::Arc::new(e));
+                self.snap.endpoints.insert(key, e.into());
             }
             ROUTE_TYPE => {
                 let r = RouteConfiguration::decode(a.value.as_slice()).map_err(decode_err)?;
-                self.snap.routes.insert(key, r);
+                self.snap.routes.insert(key, r.into());
             }
             SECRET_TYPE => {
                 let s = Secret::decode(a.value.as_slice()).map_err(decode_err)?;
-                self.snap.secrets.insert(key, s);
+                self.snap.secrets.insert(key, s.into());
             }
             other => {
                 return Err(err(format!(

@@ -5,7 +5,6 @@
 //! cluster list a route or TCP proxy points at.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::route::v3::{
     route_action, weighted_cluster::ClusterWeight, RouteAction, WeightedCluster,
@@ -89,7 +88,7 @@ pub(super) fn ensure_cluster(
                 .filter(|e| subset.iter().all(|(k, v)| e.tags.get(k) == Some(v)))
                 .cloned()
                 .collect();
-            Arc::new(load_assignment(&name, &eps))
+            crate::interner::Shared::from(load_assignment(&name, &eps))
         };
         snap.endpoints.insert(name.clone(), cla);
     }

@@ -122,8 +122,10 @@ pub(super) fn apply(
         return Ok(false);
     }
     let Some(gateway) = selected(&input.policies.stored, dp) else {
-        snap.runtimes
-            .insert(GATEWAY_RUNTIME.to_owned(), gateway_runtime(Vec::new()));
+        snap.runtimes.insert(
+            GATEWAY_RUNTIME.to_owned(),
+            gateway_runtime(Vec::new()).into(),
+        );
         return Ok(true);
     };
     let http_routes = input
@@ -288,7 +290,7 @@ pub(super) fn apply(
         .collect();
     ctx.snap
         .runtimes
-        .insert(GATEWAY_RUNTIME.to_owned(), gateway_runtime(limits));
+        .insert(GATEWAY_RUNTIME.to_owned(), gateway_runtime(limits).into());
     // The old connection policies first: the new ones override them, as on sidecars.
     let ports = super::gateway_policies::ports(&gateway);
     super::gateway_old::apply(ctx.snap, input, ctx.origins, &gateway, &ports)?;
@@ -571,7 +573,7 @@ impl Routing<'_, '_> {
             if let Ok(cert) = c.read(&self.input.policies.gateway_certificates) {
                 let secret = certificate_secret(c.sds_name(cert.key_type, &l.hostname), &cert);
                 sds.push(secret.name.clone());
-                self.snap.secrets.insert(secret.name.clone(), secret);
+                self.snap.secrets.insert(secret.name.clone(), secret.into());
             }
         }
         sds

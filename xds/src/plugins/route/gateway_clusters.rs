@@ -81,7 +81,7 @@ impl GatewayClusters {
                     if let Some(e) = snap.endpoints.get(&s.cluster) {
                         let mut e = (**e).clone();
                         e.cluster_name.clone_from(&name);
-                        snap.endpoints.insert(name.clone(), std::sync::Arc::new(e));
+                        snap.endpoints.insert(name.clone(), e.into());
                     }
                     let subset = origins.subset_tags.get(&s.cluster).cloned();
                     origins

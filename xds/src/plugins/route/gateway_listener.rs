@@ -186,7 +186,7 @@ pub(crate) fn routes_over_rds(snap: &mut Snapshot, dp: &DataplaneSpec) {
         });
     }
     for rc in routes {
-        snap.routes.insert(rc.name.clone(), rc);
+        snap.routes.insert(rc.name.clone(), rc.into());
     }
 }
 
