@@ -89,7 +89,7 @@ impl Ads {
 
     /// The service to route ADS requests to ([`crate::ads_http`]: tonic decodes requests,
     /// each response is encoded into a buffer of its own size).
-    pub fn into_server(self) -> crate::ads_http::AdsService {
+    pub fn into_server(self) -> crate::ads_http::AdsService<Self> {
         crate::ads_http::AdsService(self)
     }
 

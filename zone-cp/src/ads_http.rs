@@ -11,8 +11,9 @@
 //!
 //! The gRPC framing is the protocol's (gRPC over HTTP/2: `content-type: application/grpc`,
 //! each message a 5-byte prefix (uncompressed flag, big-endian length) and the message, the
-//! status in trailers); messages are never compressed, and requests are decoded up to
-//! [`MAX_REQUEST`] bytes, as tonic's server does by default.
+//! status in trailers); messages are never compressed (a compressed request is refused with
+//! `UNIMPLEMENTED`), and requests are decoded up to [`MAX_REQUEST`] bytes, as tonic's server
+//! does by default.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -33,8 +34,6 @@ use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic::Status;
 
-use crate::ads::Ads;
-
 /// The gRPC service name ADS is served under.
 pub const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
 /// The state-of-the-world method's path.
@@ -49,15 +48,19 @@ pub const MAX_REQUEST: usize = 4 * 1024 * 1024;
 /// Length of a gRPC message prefix: compressed flag (1 byte) and length (4 bytes, big-endian).
 const PREFIX: usize = 5;
 
-/// [`Ads`] as a service of HTTP requests ([`tonic::service::Routes::add_service`]).
+/// An ADS implementation (the zone's [`crate::ads::Ads`]) as a service of HTTP requests
+/// ([`tonic::service::Routes::add_service`]).
 #[derive(Debug, Clone)]
-pub struct AdsService(pub Ads);
+pub struct AdsService<T>(pub T);
 
-impl NamedService for AdsService {
+impl<T> NamedService for AdsService<T> {
     const NAME: &'static str = SERVICE;
 }
 
-impl tower::Service<http::Request<Body>> for AdsService {
+impl<T> tower::Service<http::Request<Body>> for AdsService<T>
+where
+    T: AggregatedDiscoveryService + Clone,
+{
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
@@ -69,18 +72,21 @@ impl tower::Service<http::Request<Body>> for AdsService {
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
         let ads = self.0.clone();
         Box::pin(async move {
+            if let Some(refused) = unsupported_encoding(req.headers()) {
+                return Ok(refused);
+            }
             let response = match req.uri().path() {
                 SOTW_PATH => {
                     let request = decoded::<DiscoveryResponse, DiscoveryRequest>(req);
                     match ads.stream_aggregated_resources(request).await {
-                        Ok(r) => respond(r.into_inner()),
+                        Ok(r) => respond(r),
                         Err(status) => status.into_http(),
                     }
                 }
                 DELTA_PATH => {
                     let request = decoded::<DeltaDiscoveryResponse, DeltaDiscoveryRequest>(req);
                     match ads.delta_aggregated_resources(request).await {
-                        Ok(r) => respond(r.into_inner()),
+                        Ok(r) => respond(r),
                         Err(status) => status.into_http(),
                     }
                 }
@@ -108,23 +114,46 @@ where
     )
 }
 
-/// A `200` gRPC response streaming `messages`, each in its own exactly sized frame, ended by
-/// trailers with the stream's status (`OK`, or the first error `messages` yields).
-fn respond<M, S>(messages: S) -> http::Response<Body>
+/// The trailers-only `UNIMPLEMENTED` answer to a request whose messages are compressed
+/// (`grpc-encoding` other than `identity`), as tonic's server gives when no compression is
+/// enabled: the client learns from `grpc-accept-encoding` to send them uncompressed.
+fn unsupported_encoding(headers: &http::HeaderMap) -> Option<http::Response<Body>> {
+    let encoding = headers.get("grpc-encoding")?;
+    if encoding.as_bytes() == b"identity" {
+        return None;
+    }
+    let name = String::from_utf8_lossy(encoding.as_bytes()).into_owned();
+    let mut response = Status::unimplemented(format!(
+        "Content is compressed with `{name}` which isn't supported"
+    ))
+    .into_http();
+    response.headers_mut().insert(
+        "grpc-accept-encoding",
+        http::HeaderValue::from_static("identity"),
+    );
+    Some(response)
+}
+
+/// A `200` gRPC response with `response`'s metadata as headers, streaming its messages, each
+/// in its own exactly sized frame, ended by trailers with the stream's status (`OK`, or the
+/// first error the messages yield).
+fn respond<M, S>(response: tonic::Response<S>) -> http::Response<Body>
 where
     M: Message + 'static,
     S: Stream<Item = Result<M, Status>> + Send + 'static,
 {
+    let (metadata, messages, _) = response.into_parts();
     let frames = Frames {
         messages: Box::pin(messages),
         done: false,
     };
-    let mut response = http::Response::new(Body::new(http_body_util::StreamBody::new(frames)));
-    response.headers_mut().insert(
+    let mut http = http::Response::new(Body::new(http_body_util::StreamBody::new(frames)));
+    *http.headers_mut() = metadata.into_headers();
+    http.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/grpc"),
     );
-    response
+    http
 }
 
 /// One gRPC message: its prefix and encoding, in one allocation of exactly that size.
@@ -205,6 +234,18 @@ mod tests {
         );
         assert_eq!(&f[5..], body.as_slice());
         assert_eq!(f.len(), 5 + body.len());
+    }
+
+    #[test]
+    fn compressed_requests_are_refused_as_tonic_refuses_them() {
+        let mut h = http::HeaderMap::new();
+        assert!(unsupported_encoding(&h).is_none());
+        h.insert("grpc-encoding", http::HeaderValue::from_static("identity"));
+        assert!(unsupported_encoding(&h).is_none());
+        h.insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
+        let r = unsupported_encoding(&h).unwrap();
+        assert_eq!(r.headers()["grpc-status"], "12");
+        assert_eq!(r.headers()["grpc-accept-encoding"], "identity");
     }
 
     #[tokio::test]

@@ -25,16 +25,13 @@
 //! - for a DPP with outbounds in a mesh with ExternalServices: every ExternalService of the
 //!   view, the Secrets they read and every TrafficPermission (which ones the DPP may reach).
 //!
-//! Narrowed by what a policy can reach (issue 39): a new policy whose only entries are `to`
-//! entries naming services (`MeshService`, `MeshServiceSubset`) changes only the outbound
-//! clusters and listeners of those services, so it is a dependency of a sidecar only when one
-//! of them is a service the sidecar can send to: an outbound's, or a backend of a route that
-//! may apply to it (MeshHTTPRoute and MeshTCPRoute `backendRefs` and mirrors, old TrafficRoute
-//! destinations). Those route backends are dependencies too: their endpoints are in the
-//! sidecar's EDS. [`selection`] gives the dependencies without that narrowing (every policy
-//! whose top-level `targetRef` selects the DPP, as Kuma lists a policy's DPPs). A narrowed
-//! policy still counts for its type's presence ([`PRESENT`]): a MeshTimeout selecting a DPP
-//! gives its inbounds Kuma's default timeouts, whatever its `to` entries name.
+//! Narrowed by what a sidecar can reach ([`reach`], issue 39): a new policy whose only
+//! entries are `to` entries naming services the sidecar cannot send to changes nothing in its
+//! config, and is not a dependency when the policies it does read already decide everything
+//! else the type does on it. The backends of the routes that apply to its outbounds are
+//! reached services, and dependencies: their endpoints are in its EDS. [`selection`] gives the
+//! dependencies without that narrowing (every policy whose top-level `targetRef` selects the
+//! DPP, as Kuma lists a policy's DPPs).
 //!
 //! [`dependencies`] lists those; the caller turns them into a fingerprint with its own notion
 //! of resource identity (the zone store's write revisions). [`ingress`] does the same for a
@@ -42,18 +39,12 @@
 
 pub mod egress;
 pub mod ingress;
+mod reach;
 
 use crate::dataplane::DataplaneSpec;
-use crate::matching::select;
 use crate::old_matching::{dataplane_matches, OldPolicyRef};
 use crate::resource::{ResourceType, Spec};
-use crate::target_ref::TargetRefKind;
 use crate::view::PolicySet;
-
-/// The [`PolicyDependency::name`] standing for "some policy of this type selects the DPP",
-/// listed when every policy of the type that selects it was narrowed away (see the module
-/// docs): their content cannot change its config, but whether the type applies at all can.
-pub const PRESENT: &str = "";
 
 /// One policy a DPP's generation may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,151 +81,24 @@ pub fn selection<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependen
     collect(dp, policies, false)
 }
 
-/// The services a sidecar's outbound clusters can send to (see the module docs): its
-/// outbounds' and the backends of every route entry that may apply to one of them, in that
-/// order, duplicates
-/// kept, without wildcards, and whether one was a wildcard (an old TrafficRoute destination
-/// `*`: the sidecar may then send anywhere).
-fn reached_services<'a>(
-    dp: &'a DataplaneSpec,
-    policies: &'a PolicySet,
-    routes: &[&crate::policy::TargetRefPolicy],
-    include_shadow: bool,
-) -> (Vec<&'a str>, bool) {
-    let mut out: Vec<&'a str> = dp
-        .networking
-        .outbound
-        .iter()
-        .map(crate::dataplane::Outbound::service)
-        .collect();
-    let outbounds = out.clone();
-    for ty in [ResourceType::MeshHTTPRoute, ResourceType::MeshTCPRoute] {
-        for p in policies.new.get(&ty).into_iter().flatten() {
-            if !include_shadow && p.meta().is_shadow() {
-                continue;
-            }
-            let selected =
-                select(&p.meta().mesh, &p.target_ref, dp, routes).map_or(true, |s| s.any());
-            if !selected {
-                continue;
-            }
-            for item in &p.to {
-                // An entry for a service the sidecar has no outbound to generates nothing.
-                let to_service = matches!(
-                    item.target_ref.kind,
-                    Some(TargetRefKind::MeshService | TargetRefKind::MeshServiceSubset)
-                );
-                if to_service && !outbounds.contains(&item.target_ref.name.as_str()) {
-                    continue;
-                }
-                backend_names(&item.conf, &mut out);
-            }
-        }
-    }
-    for r in policies.old_policies_with_superseded(ResourceType::TrafficRoute) {
-        let Some(p) = OldPolicyRef::from_resource(0, r) else {
-            continue;
-        };
-        let selects = p.sources.is_empty()
-            || p.sources
-                .iter()
-                .any(|s| dataplane_matches(dp, &s.match_tags));
-        // Its destinations: services the sidecar has an outbound to (or any).
-        let to_outbound = p.destinations.is_empty()
-            || p.destinations.iter().any(|d| {
-                d.match_tags
-                    .get(crate::target_ref::SERVICE_TAG)
-                    .is_none_or(|s| s == ingress::MATCH_ALL || outbounds.contains(&s.as_str()))
-            });
-        let (true, true, Spec::TrafficRoute(tr)) = (selects, to_outbound, &r.spec) else {
-            continue;
-        };
-        let Some(conf) = &tr.conf else { continue };
-        let destinations = conf
-            .split
-            .iter()
-            .map(|s| &s.destination)
-            .chain([&conf.destination])
-            .chain(conf.http.iter().flat_map(|h| {
-                h.split
-                    .iter()
-                    .map(|s| &s.destination)
-                    .chain([&h.destination])
-            }));
-        for d in destinations {
-            if let Some(service) = d.get(crate::target_ref::SERVICE_TAG) {
-                out.push(service.as_str());
-            }
-        }
-    }
-    let wildcard = out.contains(&ingress::MATCH_ALL);
-    out.retain(|s| *s != ingress::MATCH_ALL);
-    (out, wildcard)
-}
-
-/// The service names of every backend reference in a route entry (`backendRefs` items and a
-/// mirror's `backendRef`, at any depth), appended to `out`.
-fn backend_names<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
-    use serde_json::Value;
-    let name = |b: &'a Value| b.get("name").and_then(Value::as_str);
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                match (k.as_str(), x) {
-                    ("backendRefs", Value::Array(refs)) => out.extend(refs.iter().filter_map(name)),
-                    ("backendRef", b) => out.extend(name(b)),
-                    _ => {}
-                }
-                backend_names(x, out);
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|x| backend_names(x, out)),
-        _ => {}
-    }
-}
-
-/// `true` when `p` changes nothing on a sidecar that sends to none of `reached`: its only
-/// entries are `to` entries, each naming a service not in `reached`, and its top-level
-/// `targetRef` selects proxies directly (not through a route).
-fn reaches_none_of(p: &crate::policy::TargetRefPolicy, reached: &[&str]) -> bool {
-    use crate::target_ref::TargetRefKind as K;
-    let direct = matches!(
-        p.target_ref.kind,
-        Some(K::Mesh | K::MeshSubset | K::MeshService | K::MeshServiceSubset)
-    );
-    direct
-        && p.from.is_empty()
-        && p.single.is_none()
-        && !p.to.is_empty()
-        && p.to.iter().all(|item| {
-            matches!(
-                item.target_ref.kind,
-                Some(K::MeshService | K::MeshServiceSubset)
-            ) && !reached.contains(&item.target_ref.name.as_str())
-        })
-}
-
 fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> Dependencies<'a> {
     let include_shadow = policies.view == Some(crate::view::View::Shadow);
     let routes: Vec<&crate::policy::TargetRefPolicy> = policies.routes.iter().collect();
     let builtin_gateway = crate::gateway::is_builtin(dp);
-    // What a sidecar can send to. Not narrowed: gateways, which reach services through their
-    // own routes (below), direct access, whose clusters are not outbounds, and wildcards.
+    // What a sidecar can send to. Not narrowed: builtin gateways, which reach services through
+    // their own routes (below), and direct access, whose clusters are not outbounds.
     let direct_access = dp
         .networking
         .transparent_proxying
         .as_ref()
         .is_some_and(|t| !t.direct_access().is_empty());
-    let (services, wildcard) = if builtin_gateway {
+    let services: Vec<&str> = if builtin_gateway {
         let outbounds = dp.networking.outbound.iter();
-        (
-            outbounds.map(crate::dataplane::Outbound::service).collect(),
-            true,
-        )
+        outbounds.map(crate::dataplane::Outbound::service).collect()
     } else {
-        reached_services(dp, policies, &routes, include_shadow)
+        reach::reached_services(dp, policies, &routes, include_shadow)
     };
-    let reached = (narrow && !wildcard && !direct_access).then(|| services.clone());
+    let reached = (narrow && !builtin_gateway && !direct_access).then(|| services.clone());
     let mut deps = Dependencies {
         services,
         ..Dependencies::default()
@@ -253,40 +117,13 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
             false,
         );
     }
-    // Types of which a policy selecting the DPP was narrowed away.
-    let mut narrowed: Vec<ResourceType> = Vec::new();
-    // Types of which a dependency gives the DPP rules.
-    let mut read: Vec<ResourceType> = Vec::new();
     for (ty, list) in &policies.new {
         if *ty == ResourceType::MeshHTTPRoute {
             continue; // pushed above, every one (they resolve references)
         }
-        for p in list {
-            if !include_shadow && p.meta().is_shadow() {
-                continue;
-            }
-            let selection = select(&p.meta().mesh, &p.target_ref, dp, &routes);
-            let selected = selection.as_ref().map_or(true, |s| s.any());
-            let unreached = reached.as_deref().is_some_and(|r| reaches_none_of(p, r));
-            if selected && !unreached {
-                push(*ty, p.meta().name.as_str(), false);
-                // It gives the DPP rules of its type (an unresolved targetRef gives none).
-                let has_rules = !p.to.is_empty() || !p.from.is_empty() || p.single.is_some();
-                if selection.is_ok() && has_rules && !read.contains(ty) {
-                    read.push(*ty);
-                }
-            } else if selected && !narrowed.contains(ty) {
-                narrowed.push(*ty);
-            }
-        }
-    }
-    // A narrowed policy's content changes nothing here, but whether the DPP has rules of its
-    // type at all does (with any MeshTimeout rule its inbounds get Kuma's defaults; with any
-    // MeshTCPRoute rule its TrafficRoutes are off): a type of which no dependency gives rules
-    // gets one marker, so that the narrowed policies' coming and going is seen.
-    for ty in narrowed {
-        if !read.contains(&ty) {
-            push(ty, PRESENT, false);
+        let read = reach::type_dependencies(dp, list, &routes, include_shadow, reached.as_deref());
+        for p in read {
+            push(*ty, p.meta().name.as_str(), false);
         }
     }
     let old = (policies.old.iter().map(|e| (e, false)))
@@ -560,7 +397,7 @@ mesh: m
 name: to-backend
 spec:
   targetRef: {kind: Mesh}
-  to: [{targetRef: {kind: MeshServiceSubset, name: backend, tags: {v: '2'}}, default: {idleTimeout: 1s}}]
+  to: [{targetRef: {kind: MeshService, name: backend}, default: {idleTimeout: 1s}}]
 ---
 type: MeshTimeout
 mesh: m
@@ -590,6 +427,13 @@ name: to-mirror
 spec:
   targetRef: {kind: Mesh}
   to: [{targetRef: {kind: MeshService, name: mirror}, default: {http: {numRetries: 1}}}]
+---
+type: MeshCircuitBreaker
+mesh: m
+name: alone-to-db
+spec:
+  targetRef: {kind: Mesh}
+  to: [{targetRef: {kind: MeshService, name: db}, default: {connectionLimits: {maxConnections: 1}}}]
 ---
 type: MeshHTTPRoute
 mesh: m
@@ -651,15 +495,33 @@ spec:
             names(&all, ResourceType::MeshTimeout),
             ["to-backend", "to-db", "to-db-and-from"]
         );
-        // A wildcard TrafficRoute destination reaches everything: no narrowing.
-        let wildcard = format!(
+        // Not narrowed when it alone would decide that the type applies to web.
+        assert_eq!(
+            names(&deps, ResourceType::MeshCircuitBreaker),
+            ["alone-to-db"]
+        );
+        // A TrafficRoute destination `*` is the outbound's own service: nothing new reached.
+        let same = format!(
             "{NARROWING}---\ntype: TrafficRoute\nmesh: m\nname: any\nsources: [{{match: {{kuma.io/service: web}}}}]\ndestinations: [{{match: {{kuma.io/service: '*'}}}}]\nconf: {{destination: {{kuma.io/service: '*'}}}}\n"
         );
-        let (rs, live) = set(&wildcard, View::Live);
+        let (rs, live) = set(&same, View::Live);
         let deps = dependencies(rs[0].as_dataplane().unwrap(), &live);
-        assert!(names(&deps, ResourceType::MeshTimeout).contains(&"to-db".to_owned()));
-        let mut services = deps.services.clone();
-        services.sort_unstable();
-        assert_eq!(services, ["backend", "canary", "mirror"]);
+        assert_eq!(
+            names(&deps, ResourceType::MeshTimeout),
+            ["to-backend", "to-db-and-from"]
+        );
+        // A MeshServiceSubset entry in the type: its rules leave the one-key fast path, so
+        // nothing of the type is narrowed.
+        let subset = NARROWING.replacen(
+            "{kind: MeshService, name: backend}, default: {idleTimeout",
+            "{kind: MeshServiceSubset, name: backend, tags: {v: '2'}}, default: {idleTimeout",
+            1,
+        );
+        let (rs, live) = set(&subset, View::Live);
+        let deps = dependencies(rs[0].as_dataplane().unwrap(), &live);
+        assert_eq!(
+            names(&deps, ResourceType::MeshTimeout),
+            ["to-backend", "to-db", "to-db-and-from"]
+        );
     }
 }

@@ -893,6 +893,7 @@ mod tests {
         ],
         &[
             "type: Dataplane\nmesh: m\nname: db\nnetworking:\n  address: 10.0.0.4\n  inbound:\n  - port: 5432\n    tags: {kuma.io/service: db, kuma.io/protocol: tcp}\n  outbound:\n  - {port: 9001, tags: {kuma.io/service: backend}}\n",
+            "type: Dataplane\nmesh: m\nname: db\nnetworking:\n  address: 10.0.0.4\n  inbound:\n  - port: 5432\n    tags: {kuma.io/service: db, kuma.io/protocol: tcp}\n  - port: 9902\n    tags: {kuma.io/service: db-admin, kuma.io/protocol: http}\n  outbound:\n  - {port: 9001, tags: {kuma.io/service: backend}}\n",
         ],
         &[
             "type: MeshTimeout\nmesh: m\nname: mesh-wide\nspec:\n  targetRef: {kind: Mesh}\n  to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 11s}}]\n",
@@ -957,6 +958,11 @@ mod tests {
         &[
             "type: MeshTimeout\nmesh: m\nname: to-db\nspec:\n  targetRef: {kind: Mesh}\n  to: [{targetRef: {kind: MeshService, name: db}, default: {idleTimeout: 31s}}]\n",
             "type: MeshTimeout\nmesh: m\nname: to-db\nspec:\n  targetRef: {kind: MeshSubset, tags: {kuma.io/service: web}}\n  to: [{targetRef: {kind: MeshService, name: canary}, default: {idleTimeout: 32s}}, {targetRef: {kind: MeshService, name: db}, default: {connectionTimeout: 2s}}]\n",
+        ],
+        // A MeshTimeout selecting one of db's inbounds only: a Mesh-wide one to a service db
+        // does not call still decides whether MeshTimeouts apply to its other inbound.
+        &[
+            "type: MeshTimeout\nmesh: m\nname: db-in\nspec:\n  targetRef: {kind: MeshService, name: db}\n  to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 41s}}]\n  from: [{targetRef: {kind: Mesh}, default: {idleTimeout: 42s}}]\n",
         ],
         // Two ingresses of zone-2 behind one advertised address (one endpoint for both), then
         // at their own; and this zone's own ingress.
@@ -1130,26 +1136,25 @@ mod tests {
         }
         let rec = Reconciler::new(store.clone());
         assert_eq!(rec.reconcile_once().regenerated, 4);
-        // MeshTimeouts apply everywhere (a type's presence changes inbounds).
+        // A Mesh-wide MeshTimeout: every DPP reads it.
         put(&store, SLOTS[5][0]);
         assert_eq!(rec.reconcile_once().regenerated, 4);
-        // A Mesh-wide MeshTimeout to db: only web calls db.
+        // A Mesh-wide MeshTimeout to db: only web calls db; for the others the Mesh-wide one
+        // already decides that MeshTimeouts apply.
         assert!(SLOTS[20][0].contains("name: to-db"));
         put(&store, SLOTS[20][0]);
         assert_eq!(rec.reconcile_once().regenerated, 1);
         // canary: its own DPP only.
         put(&store, SLOTS[17][0]);
         assert_eq!(rec.reconcile_once().regenerated, 1);
-        // The first MeshRetry, to canary, which nobody reaches: present for everyone.
+        // The only MeshRetry, to canary, which nobody reaches: not narrowed (whether a type
+        // applies to a DPP at all is decided by the policies it reads), so everyone reads it.
         assert!(SLOTS[19][0].contains("name: canary"));
         put(&store, SLOTS[19][0]);
         assert_eq!(rec.reconcile_once().regenerated, 5);
-        // Changed to name db instead: only web, which calls db, reads it.
         assert!(SLOTS[19][1].contains("name: db"));
         put(&store, SLOTS[19][1]);
-        assert_eq!(rec.reconcile_once().regenerated, 1);
-        put(&store, SLOTS[19][0]);
-        assert_eq!(rec.reconcile_once().regenerated, 1);
+        assert_eq!(rec.reconcile_once().regenerated, 5);
         // A Mesh-wide route splitting backend to canary: every DPP reads MeshHTTPRoutes.
         put(&store, SLOTS[18][0]);
         assert_eq!(rec.reconcile_once().regenerated, 5);
