@@ -261,7 +261,11 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
     // ExternalServices: which exist and what they resolve to (their Secrets), and, on the
     // legacy path, which TrafficPermissions let this DPP reach them. Coarse: every one of the
     // view, for a DPP with an outbound.
-    if !policies.external.is_empty() && !dp.networking.outbound.is_empty() {
+    // A transparent proxy counts as having outbounds: its VIP outbounds may not be resolved
+    // in `dp` (a Dataplane as stored).
+    let outbounds =
+        !dp.networking.outbound.is_empty() || dp.networking.transparent_proxying.is_some();
+    if !policies.external.is_empty() && outbounds {
         for r in &policies.stored {
             if r.ty() != ResourceType::ExternalService {
                 continue;
@@ -287,8 +291,20 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
 /// `true` when `dp`'s config can differ between the `live` and `shadow` sets (both of its
 /// mesh): its dependencies differ. When they are equal, generation reads the same inputs in
 /// both views and the two snapshots are identical, so the fleet-wide shadow diff skips the DPP.
+///
+/// `dp` must be the Dataplane generation sees: its transparent-proxy VIP outbounds resolved
+/// (the zone's), since narrowing ([`reach`]) decides from its outbounds what it reaches. For
+/// a Dataplane as stored, without them (the Global's), use [`selections_differ`].
 pub fn views_differ(dp: &DataplaneSpec, live: &PolicySet, shadow: &PolicySet) -> bool {
     dependencies(dp, live).policies != dependencies(dp, shadow).policies
+}
+
+/// [`views_differ`] without narrowing ([`selection`]): a superset of the DPPs whose config can
+/// differ, safe for a Dataplane whose VIP outbounds are not resolved (the Global plans the
+/// fleet diff from the Dataplanes the zones synced; each zone then filters with
+/// [`views_differ`] on its resolved Dataplanes).
+pub fn selections_differ(dp: &DataplaneSpec, live: &PolicySet, shadow: &PolicySet) -> bool {
+    selection(dp, live).policies != selection(dp, shadow).policies
 }
 
 #[cfg(test)]
@@ -523,5 +539,45 @@ spec:
             names(&deps, ResourceType::MeshTimeout),
             ["to-backend", "to-db", "to-db-and-from"]
         );
+    }
+
+    /// The Global plans the fleet diff from Dataplanes as stored, whose transparent-proxy VIP
+    /// outbounds are not resolved: it must not narrow (the zone does, on the resolved ones).
+    #[test]
+    fn the_globals_view_of_a_transparent_proxy_is_not_narrowed() {
+        let yaml = r"
+type: Dataplane
+mesh: m
+name: web
+networking:
+  address: 10.0.0.1
+  inbound:
+  - port: 80
+    tags: {kuma.io/service: web, kuma.io/protocol: http}
+  transparentProxying: {redirectPortInbound: 15006, redirectPortOutbound: 15001}
+---
+type: MeshTimeout
+mesh: m
+name: all
+spec:
+  targetRef: {kind: Mesh}
+  to: [{targetRef: {kind: Mesh}, default: {idleTimeout: 1s}}]
+---
+type: MeshTimeout
+mesh: m
+name: to-backend
+labels: {kuma.io/effect: shadow}
+spec:
+  targetRef: {kind: Mesh}
+  to: [{targetRef: {kind: MeshService, name: backend}, default: {idleTimeout: 5s}}]
+";
+        let (rs, live) = set(yaml, View::Live);
+        let (_, shadow) = set(yaml, View::Shadow);
+        let dp = rs[0].as_dataplane().unwrap();
+        assert!(
+            !views_differ(dp, &live, &shadow),
+            "as stored, web has no outbound to backend: narrowed"
+        );
+        assert!(selections_differ(dp, &live, &shadow));
     }
 }

@@ -90,7 +90,8 @@ impl Planner {
                     .or_insert((n.reason, 0));
                 entry.1 += 1;
             }
-            if umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow) {
+            // Not narrowed: the synced Dataplane lacks its VIP outbounds; the zone narrows.
+            if umbra_core::dependencies::selections_differ(dp, &self.live, &self.shadow) {
                 self.plan.zones.entry(at.zone).or_default().push(at.local);
             }
         }
