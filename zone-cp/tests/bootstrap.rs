@@ -144,17 +144,13 @@ async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
         serde_json::from_value(serde_json::json!({"mesh": "default", "name": "frontend-1"}))
             .unwrap();
     let dp = request("").validate().unwrap().unwrap();
-    let bare = generate(
-        &bare,
-        &dp,
-        &BootstrapParams {
-            ads_host: "zone-1-cp".into(),
-            ads_port: 5678,
-            ca_pem: tls.ca_pem.clone(),
-            replicas: Vec::new(),
-        },
-    )
-    .bootstrap;
+    let params = BootstrapParams {
+        ads_host: "zone-1-cp".into(),
+        ads_port: 5678,
+        ca_pem: tls.ca_pem.clone(),
+        replicas: Vec::new(),
+    };
+    let bare = generate(&bare, &dp, &params).bootstrap;
     // A builtin gateway's: its runtime adds the `gateway` layer and the RTDS layer over ADS.
     let gateway_req: BootstrapRequest = serde_json::from_value(serde_json::json!({
         "mesh": "default", "name": "edge-1",
@@ -162,17 +158,7 @@ async fn envoy_accepts_the_bootstrap_for_a_name_an_ip_and_a_bare_request() {
     }))
     .unwrap();
     let gateway_dp = gateway_req.validate().unwrap().unwrap();
-    let gateway = generate(
-        &gateway_req,
-        &gateway_dp,
-        &BootstrapParams {
-            ads_host: "zone-1-cp".into(),
-            ads_port: 5678,
-            ca_pem: tls.ca_pem.clone(),
-            replicas: Vec::new(),
-        },
-    )
-    .bootstrap;
+    let gateway = generate(&gateway_req, &gateway_dp, &params).bootstrap;
     assert!(
         String::from_utf8_lossy(&gateway).contains("rtds_layer"),
         "{}",
