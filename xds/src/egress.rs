@@ -273,7 +273,9 @@ fn external_chain(
     if protocol.is_http() {
         let mut http_filters = Vec::new();
         match permission {
-            Permission::Old(rbac) => filters.push(network_filter(NETWORK_RBAC_FILTER, &**rbac)),
+            Permission::Old(rbac) => {
+                filters.push(network_filter(NETWORK_RBAC_FILTER, (**rbac).clone()))
+            }
             Permission::Mesh(rules) => http_filters.push(HttpFilter {
                 name: HTTP_RBAC_FILTER.to_owned(),
                 config_type: Some(http_filter::ConfigType::TypedConfig(any(&HttpRbac {
@@ -298,12 +300,14 @@ fn external_chain(
             })),
             ..Default::default()
         };
-        filters.push(network_filter(HCM_FILTER, &hcm));
+        filters.push(network_filter(HCM_FILTER, hcm));
     } else {
         match permission {
-            Permission::Old(rbac) => filters.push(network_filter(NETWORK_RBAC_FILTER, &**rbac)),
+            Permission::Old(rbac) => {
+                filters.push(network_filter(NETWORK_RBAC_FILTER, (**rbac).clone()))
+            }
             Permission::Mesh(rules) => {
-                filters.push(network_filter(NETWORK_RBAC_FILTER, &network_rbac(rules)));
+                filters.push(network_filter(NETWORK_RBAC_FILTER, network_rbac(rules)));
             }
         }
         filters.push(tcp_proxy_filter(&stat, &cluster, secs(0)));
@@ -345,7 +349,7 @@ fn external_cluster(
     if protocol.is_http() {
         cluster.typed_extension_protocol_options.insert(
             HTTP_PROTOCOL_OPTIONS_KEY.to_owned(),
-            any(&http_protocol_options(protocol, None)),
+            crate::draft::pack(http_protocol_options(protocol, None)),
         );
     }
     cluster

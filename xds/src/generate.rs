@@ -5,7 +5,9 @@
 //! outbound, EDS, direct access, DNS (when the caller gives a DNS port), then every policy
 //! plugin of [`crate::plugins::ORDERED`] (Kuma 2.7's order, MeshProxyPatch and the old
 //! ProxyTemplate last), which see the transparent-proxy, direct-access and DNS resources with
-//! Kuma's origins (`transparent`, `direct-access`, `dns`). Pure and deterministic.
+//! Kuma's origins (`transparent`, `direct-access`, `dns`). Pure and deterministic. The typed
+//! configs the plugins edit stay decoded in a [`crate::draft`] session and are encoded once,
+//! when the snapshot is sealed.
 //!
 //! Names and shapes follow `docs/research/kuma-2.7-xds-generation.md` and the transition seed:
 //! listeners `inbound:<ip>:<port>` / `outbound:<ip>:<port>`, inbound clusters
@@ -22,6 +24,7 @@ use crate::base;
 pub use crate::base::dns::DnsInput;
 pub use crate::base::secrets::mesh_secrets;
 use crate::context::MeshContext;
+use crate::draft::Session;
 pub use crate::error::GenerateError;
 use crate::plugins::{apply_all, Origins, PluginInput};
 use crate::snapshot::Snapshot;
@@ -56,6 +59,8 @@ pub fn generate(
     policies: &PolicySet,
 ) -> Result<Snapshot, GenerateError> {
     let mut snap = Snapshot::default();
+    // Typed until sealed: the configs the plugins edit stay decoded until `apply_all` seals them.
+    let drafts = Session::begin();
     let dp = proxy.dataplane;
     if let Some(admin) = proxy.admin {
         base::admin::generate(&mut snap, &dp.networking.address, admin);
@@ -82,7 +87,7 @@ pub fn generate(
         policies,
         new_routes,
     };
-    apply_all(&mut snap, &input, origins)?;
+    apply_all(&mut snap, &input, origins, drafts)?;
     Ok(snap)
 }
 

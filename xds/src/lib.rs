@@ -9,7 +9,8 @@
 //! - leaves: [`names`] (filter, header and resource names), [`error`] ([`GenerateError`]),
 //!   [`protobuf`] (`Any`, durations), [`tags`] (tag metadata, `x-kuma-tags`), [`envoy_core`]
 //!   (socket addresses, the ADS config source, the EDS cluster base), [`interner`] (resources
-//!   shared between DPPs), [`load_assignment`] (EDS resources), [`render`], [`snapshot`];
+//!   shared between DPPs), [`load_assignment`] (EDS resources), [`render`], [`snapshot`],
+//!   [`draft`] (typed configs kept decoded while a snapshot is generated, encoded once sealed);
 //! - [`context`]: mesh-wide facts, built once per mesh;
 //! - [`base`]: the base sidecar generators (inbound, outbound, EDS, secrets; Kuma 2.7 shapes,
 //!   no policy);
@@ -36,6 +37,7 @@
 pub mod base;
 pub mod context;
 pub mod diff;
+pub mod draft;
 pub mod egress;
 pub mod envoy_core;
 pub mod error;

@@ -21,12 +21,12 @@ pub const SERVICE: &str = SERVICE_TAG;
 
 /// Kuma's inbound listener name `inbound:<ip>:<port>` (IPv6 bracketed).
 pub fn inbound_listener_name(address: &str, port: u32) -> String {
-    format!("inbound:{}", join_host_port(address, port))
+    prefixed_host_port("inbound:", address, port)
 }
 
 /// Kuma's outbound listener name `outbound:<ip>:<port>` (IPv6 bracketed).
 pub fn outbound_listener_name(address: &str, port: u32) -> String {
-    format!("outbound:{}", join_host_port(address, port))
+    prefixed_host_port("outbound:", address, port)
 }
 
 /// Kuma's inbound cluster name `localhost:<servicePort>` (the port the workload listens on).
@@ -46,23 +46,26 @@ pub fn ca_secret_name(mesh: &str) -> String {
 
 /// Kuma's `SanitizeMetric`: every char outside `[a-zA-Z0-9_-]` becomes `_`.
 pub fn sanitize_metric(name: &str) -> String {
+    let keep = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if name.chars().all(keep) {
+        return name.to_owned();
+    }
     name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if keep(c) { c } else { '_' })
         .collect()
 }
 
-fn join_host_port(host: &str, port: u32) -> String {
+/// `<prefix><host>:<port>` (IPv6 hosts in brackets), in one allocation.
+fn prefixed_host_port(prefix: &str, host: &str, port: u32) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(prefix.len() + host.len() + 8);
+    out.push_str(prefix);
     if host.contains(':') {
-        format!("[{host}]:{port}")
+        let _ = write!(out, "[{host}]:{port}");
     } else {
-        format!("{host}:{port}")
+        let _ = write!(out, "{host}:{port}");
     }
+    out
 }
 
 #[cfg(test)]

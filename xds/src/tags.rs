@@ -69,9 +69,20 @@ pub fn endpoint_metadata(tags: &BTreeMap<String, String>) -> Option<Metadata> {
 
 /// Kuma's `tags.Serialize` for `x-kuma-tags`: keys sorted, each `&key=v1,v2&`, concatenated.
 pub fn serialize_tags(tags: &BTreeMap<String, std::collections::BTreeSet<String>>) -> String {
-    tags.iter()
-        .map(|(k, vs)| format!("&{k}={}&", vs.iter().cloned().collect::<Vec<_>>().join(",")))
-        .collect()
+    let mut out = String::new();
+    for (k, vs) in tags {
+        out.push('&');
+        out.push_str(k);
+        out.push('=');
+        for (i, v) in vs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(v);
+        }
+        out.push('&');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -115,7 +115,7 @@ pub fn generate(snap: &mut Snapshot, address: &str, admin: &EnvoyAdmin) {
         return;
     }
     let plaintext = FilterChain {
-        filters: vec![network_filter(HCM_FILTER, &hcm(&[("/ready", "/ready")]))],
+        filters: vec![network_filter(HCM_FILTER, hcm(&[("/ready", "/ready")]))],
         ..Default::default()
     };
     let mtls = FilterChain {
@@ -125,7 +125,7 @@ pub fn generate(snap: &mut Snapshot, address: &str, admin: &EnvoyAdmin) {
         }),
         filters: vec![network_filter(
             HCM_FILTER,
-            &hcm(&[("/ready", "/ready"), ("/", "/")]),
+            hcm(&[("/ready", "/ready"), ("/", "/")]),
         )],
         transport_socket: Some(tls_socket(&downstream_tls(admin))),
         ..Default::default()

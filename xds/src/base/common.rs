@@ -92,11 +92,15 @@ pub(crate) fn tls_socket<M: prost::Message + prost::Name>(ctx: &M) -> TransportS
     }
 }
 
-/// A network filter `name` with typed config `config`.
-pub(crate) fn network_filter<M: prost::Message + prost::Name>(name: &str, config: &M) -> Filter {
+/// A network filter `name` with typed config `config` (a draft during a generation,
+/// [`crate::draft::pack`]).
+pub(crate) fn network_filter<M: prost::Message + prost::Name + Clone + 'static>(
+    name: &str,
+    config: M,
+) -> Filter {
     Filter {
         name: name.to_owned(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(config))),
+        config_type: Some(filter::ConfigType::TypedConfig(crate::draft::pack(config))),
     }
 }
 
@@ -117,7 +121,7 @@ pub(crate) fn tcp_proxy_filter(
         idle_timeout: Some(idle),
         ..Default::default()
     };
-    network_filter(crate::names::TCP_PROXY_FILTER, &tcp)
+    network_filter(crate::names::TCP_PROXY_FILTER, tcp)
 }
 
 /// The one virtual host of a Kuma listener's route configuration: every domain, every path to

@@ -85,7 +85,7 @@ pub fn generate(
             traffic_direction: TrafficDirection::Outbound as i32,
             bind_to_port,
             filter_chains: vec![FilterChain {
-                filters: vec![network_filter(TCP_PROXY_FILTER, &tcp)],
+                filters: vec![network_filter(TCP_PROXY_FILTER, tcp)],
                 ..Default::default()
             }],
             ..Default::default()

@@ -55,7 +55,7 @@ use crate::context::{common_protocol, MeshContext, Protocol};
 use crate::envoy_core::eds_cluster;
 use crate::load_assignment::{load_assignment, Endpoint};
 use crate::names::HTTP_PROTOCOL_OPTIONS_KEY;
-use crate::protobuf::{any, secs};
+use crate::protobuf::secs;
 
 /// The endpoints of ExternalService `service` that `dp` reaches (see the module docs);
 /// `new_routes`: the MeshHTTPRoute/MeshTCPRoute path, which reads them unfiltered.
@@ -151,7 +151,7 @@ pub fn cluster(name: &str, eps: &[&ExternalEndpoint], protocol: Protocol, ipv6: 
     if protocol.is_http() {
         cluster.typed_extension_protocol_options.insert(
             HTTP_PROTOCOL_OPTIONS_KEY.to_owned(),
-            any(&http_protocol_options(protocol, Some(secs(0)))),
+            crate::draft::pack(http_protocol_options(protocol, Some(secs(0)))),
         );
     }
     cluster.transport_socket_matches = eps

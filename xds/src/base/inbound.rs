@@ -32,7 +32,7 @@ use crate::names::{
     inbound_cluster_name, inbound_listener_name, sanitize_metric, HCM_FILTER,
     HTTP_PROTOCOL_OPTIONS_KEY, KUMA_TAGS_HEADER,
 };
-use crate::protobuf::{any, secs};
+use crate::protobuf::secs;
 use crate::snapshot::Snapshot;
 use crate::tags::tags_metadata;
 
@@ -87,7 +87,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
             })),
             ..Default::default()
         };
-        network_filter(HCM_FILTER, &hcm)
+        network_filter(HCM_FILTER, hcm)
     } else {
         tcp_proxy_filter(&stat, &cluster_name, secs(7200))
     };
@@ -139,7 +139,7 @@ fn add_inbound(snap: &mut Snapshot, dp: &DataplaneSpec, inbound: &Inbound, ctx: 
     if protocol.is_http() {
         cluster.typed_extension_protocol_options.insert(
             HTTP_PROTOCOL_OPTIONS_KEY.to_owned(),
-            any(&http_protocol_options(protocol, Some(secs(7200)))),
+            crate::draft::pack(http_protocol_options(protocol, Some(secs(7200)))),
         );
     }
     snap.clusters.insert(cluster_name, cluster.into());

@@ -11,7 +11,7 @@
 //! plugin ([`crate::plugins::timeout`]), which overwrites exactly the fields set here, so the
 //! result is the same.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{
@@ -40,7 +40,7 @@ use crate::names::{
     outbound_listener_name, sanitize_metric, HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY,
     KUMA_TAGS_HEADER, SERVICE,
 };
-use crate::protobuf::{any, secs};
+use crate::protobuf::secs;
 use crate::snapshot::Snapshot;
 use crate::tags::{serialize_tags, tags_metadata};
 
@@ -55,7 +55,8 @@ pub fn generate(
     policies: &PolicySet,
     new_routes: bool,
 ) {
-    let source_tags = dp.tag_set();
+    // The DPP's own tags, as every HTTP outbound sends them in `x-kuma-tags`.
+    let source_tags = serialize_tags(&dp.tag_set());
     for outbound in &dp.networking.outbound {
         if outbound.backend_ref.is_some() {
             continue;
@@ -88,12 +89,7 @@ struct Target<'a> {
     egress_protocol: Option<Protocol>,
 }
 
-fn add_outbound(
-    snap: &mut Snapshot,
-    outbound: &Outbound,
-    target: &Target<'_>,
-    source_tags: &BTreeMap<String, BTreeSet<String>>,
-) {
+fn add_outbound(snap: &mut Snapshot, outbound: &Outbound, target: &Target<'_>, source_tags: &str) {
     let (ctx, protocol) = (target.ctx, target.protocol);
     let service = outbound.service().to_owned();
     let address = outbound.effective_address().to_owned();
@@ -101,12 +97,11 @@ fn add_outbound(
     let stat = sanitize_metric(&service);
     let filter = if protocol.is_http() {
         let mut request_headers_to_add = Vec::new();
-        let tags = serialize_tags(source_tags);
-        if !tags.is_empty() {
+        if !source_tags.is_empty() {
             request_headers_to_add.push(HeaderValueOption {
                 header: Some(HeaderValue {
                     key: KUMA_TAGS_HEADER.to_owned(),
-                    value: tags,
+                    value: source_tags.to_owned(),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -135,7 +130,7 @@ fn add_outbound(
             })),
             ..Default::default()
         };
-        network_filter(HCM_FILTER, &hcm)
+        network_filter(HCM_FILTER, hcm)
     } else {
         tcp_proxy_filter(&stat, &service, secs(0))
     };
@@ -199,9 +194,10 @@ pub fn outbound_cluster(
     }
     let mut cluster = eds_cluster(&name);
     if !through_egress || protocol.is_http() {
-        cluster
-            .typed_extension_protocol_options
-            .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+        cluster.typed_extension_protocol_options.insert(
+            HTTP_PROTOCOL_OPTIONS_KEY.to_owned(),
+            crate::draft::pack(options),
+        );
     }
     if ctx.mtls {
         // Through the egress, the peer is the egress (Kuma's `ClientSideMTLS` with upstream

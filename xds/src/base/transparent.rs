@@ -155,7 +155,7 @@ fn passthrough_listener(
             .then_some(BoolValue { value: false }),
         use_original_dst: Some(BoolValue { value: true }),
         filter_chains: vec![FilterChain {
-            filters: vec![network_filter(TCP_PROXY_FILTER, &tcp)],
+            filters: vec![network_filter(TCP_PROXY_FILTER, tcp)],
             ..Default::default()
         }],
         ..Default::default()

@@ -287,7 +287,7 @@ pub(crate) fn configure_new(
         resource: format!("{CLUSTER_TYPE}/{name}"),
         reason,
     };
-    let conf: Conf = serde_json::from_value(rule.conf.clone())
+    let conf: Conf = <Conf as serde::Deserialize>::deserialize(&rule.conf)
         .map_err(|e| error(format!("invalid conf: {e}")))?;
     configure_cluster(cluster, &conf).map_err(|e| error(e.to_string()))
 }

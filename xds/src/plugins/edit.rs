@@ -1,9 +1,10 @@
 //! Helpers the policy plugins share for editing typed configs packed in `Any`: every HTTP
 //! connection manager or TCP proxy of a listener, a cluster's upstream HTTP protocol options,
 //! HTTP filters inserted before the router, and Kuma's `x-kuma-tags` regexes (old policies
-//! match their `sources` with them).
+//! match their `sources` with them). During a generation the edited configs stay typed between
+//! plugins and are encoded once, when the snapshot is sealed ([`crate::draft`]).
 //! A leaf of the plugin layer: imports only crate leaves ([`crate::names`], [`crate::protobuf`],
-//! [`crate::load_assignment`]).
+//! [`crate::draft`], [`crate::load_assignment`]).
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
     ClusterDiscoveryType, DiscoveryType, DnsLookupFamily,
@@ -22,12 +23,14 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     http_protocol_options, HttpProtocolOptions,
 };
 
+use crate::draft;
 use crate::load_assignment::{load_assignment, Endpoint};
 use crate::names::{HCM_FILTER, HTTP_PROTOCOL_OPTIONS_KEY, ROUTER_FILTER, TCP_PROXY_FILTER};
-use crate::protobuf::{any, secs, unpack};
+use crate::protobuf::{any, secs};
 
 /// Edit every HTTP connection manager of `listener` in place (all filter chains); filters whose
-/// typed config does not decode are left alone.
+/// typed config does not decode are left alone. During a generation the managers stay typed
+/// between edits ([`crate::draft`]).
 pub fn edit_hcms(listener: &mut Listener, mut f: impl FnMut(&mut HttpConnectionManager)) {
     edit_filters(listener, HCM_FILTER, &mut f);
 }
@@ -38,7 +41,18 @@ pub fn edit_tcp_proxies(listener: &mut Listener, mut f: impl FnMut(&mut TcpProxy
     edit_filters(listener, TCP_PROXY_FILTER, &mut f);
 }
 
-fn edit_filters<M: prost::Message + prost::Name + Default>(
+/// Read every HTTP connection manager of `listener` (all filter chains), without copying or
+/// editing it.
+pub fn read_hcms(listener: &Listener, mut f: impl FnMut(&HttpConnectionManager)) {
+    read_filters(listener, HCM_FILTER, &mut f);
+}
+
+/// Read every TCP proxy of `listener` (all filter chains).
+pub fn read_tcp_proxies(listener: &Listener, mut f: impl FnMut(&TcpProxy)) {
+    read_filters(listener, TCP_PROXY_FILTER, &mut f);
+}
+
+fn edit_filters<M: prost::Message + prost::Name + Default + Clone + 'static>(
     listener: &mut Listener,
     name: &str,
     f: &mut impl FnMut(&mut M),
@@ -46,26 +60,43 @@ fn edit_filters<M: prost::Message + prost::Name + Default>(
     for chain in &mut listener.filter_chains {
         for flt in chain.filters.iter_mut().filter(|x| x.name == name) {
             if let Some(filter::ConfigType::TypedConfig(a)) = &mut flt.config_type {
-                if let Some(mut m) = unpack::<M>(a) {
-                    f(&mut m);
-                    *a = any(&m);
-                }
+                draft::edit(a, &mut *f);
             }
         }
     }
 }
 
-/// Edit the upstream `HttpProtocolOptions` of `cluster` (created empty when absent).
+fn read_filters<M: prost::Message + prost::Name + Default + 'static>(
+    listener: &Listener,
+    name: &str,
+    f: &mut impl FnMut(&M),
+) {
+    for chain in &listener.filter_chains {
+        for flt in chain.filters.iter().filter(|x| x.name == name) {
+            if let Some(filter::ConfigType::TypedConfig(a)) = &flt.config_type {
+                draft::read(a, &mut *f);
+            }
+        }
+    }
+}
+
+/// Edit the upstream `HttpProtocolOptions` of `cluster` (created empty when absent or not
+/// decodable).
 pub fn edit_http_protocol_options(cluster: &mut Cluster, f: impl FnOnce(&mut HttpProtocolOptions)) {
-    let mut options = cluster
-        .typed_extension_protocol_options
+    let options = &mut cluster.typed_extension_protocol_options;
+    let decodes = options
         .get(HTTP_PROTOCOL_OPTIONS_KEY)
-        .and_then(unpack::<HttpProtocolOptions>)
-        .unwrap_or_default();
-    f(&mut options);
-    cluster
-        .typed_extension_protocol_options
-        .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+        .is_some_and(|a| draft::read(a, |_: &HttpProtocolOptions| ()).is_some());
+    match options.get_mut(HTTP_PROTOCOL_OPTIONS_KEY) {
+        Some(a) if decodes => {
+            draft::edit(a, f);
+        }
+        _ => {
+            let mut fresh = HttpProtocolOptions::default();
+            f(&mut fresh);
+            options.insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), draft::pack(fresh));
+        }
+    }
 }
 
 /// No HTTP connection manager of a listener has a router to insert filters before (Kuma's
@@ -194,7 +225,7 @@ pub fn provided_endpoint_cluster(
         };
         cluster
             .typed_extension_protocol_options
-            .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), any(&options));
+            .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_owned(), draft::pack(options));
     }
     if tls {
         cluster.transport_socket = Some(TransportSocket {

@@ -422,7 +422,8 @@ fn rule_policy_name(rule: &Rule) -> String {
 
 /// The fault filters of one rule: one per `http[]` entry of its merged conf.
 fn rule_filters(rule: &Rule) -> Result<Vec<HttpFilter>, FaultError> {
-    let conf: Conf = serde_json::from_value(rule.conf.clone()).map_err(FaultError::Conf)?;
+    let conf: Conf =
+        <Conf as serde::Deserialize>::deserialize(&rule.conf).map_err(FaultError::Conf)?;
     conf.http
         .iter()
         .flatten()

@@ -29,6 +29,7 @@ pub mod traffic_permission;
 use umbra_core::resource::ResourceType;
 
 pub use self::input::{Origins, PluginInput};
+use crate::draft::Session;
 use crate::error::GenerateError;
 use crate::snapshot::Snapshot;
 
@@ -143,6 +144,9 @@ pub const ORDERED: &[Plugin] = &[
 
 /// Run every plugin of [`ORDERED`] on `snap`, in order, sharing `origins`: those the base
 /// generators recorded (`transparent`, `direct-access`, `dns`), then what each plugin adds.
+/// `drafts` is the generation's draft session ([`crate::draft`]): it is sealed before
+/// MeshProxyPatch, whose JSON patches and merges read configs as packed `Any`s, so that plugin,
+/// the old ProxyTemplate and the gateway's RDS split edit encoded configs.
 ///
 /// # Errors
 /// The first [`GenerateError`] a plugin reports (the rest do not run).
@@ -150,9 +154,19 @@ pub fn apply_all(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
     mut origins: Origins,
+    drafts: Session,
 ) -> Result<(), GenerateError> {
+    let mut drafts = Some(drafts);
     for plugin in ORDERED {
+        if plugin.policies[0] == ResourceType::MeshProxyPatch {
+            if let Some(session) = drafts.take() {
+                session.seal(snap);
+            }
+        }
         (plugin.apply)(snap, input, &mut origins)?;
+    }
+    if let Some(session) = drafts.take() {
+        session.seal(snap);
     }
     // Last: a builtin gateway's route configurations go to RDS, as Kuma serves them.
     route::routes_over_rds(snap, input.dataplane);

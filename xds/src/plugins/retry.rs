@@ -67,7 +67,7 @@ use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
 use crate::names::{outbound_listener_name, HCM_FILTER, TCP_PROXY_FILTER};
-use crate::protobuf::{any, duration, unpack};
+use crate::protobuf::{any, duration};
 use crate::snapshot::Snapshot;
 use crate::tags::string_metadata;
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
@@ -364,17 +364,14 @@ impl Configurer<'_> {
 
 /// Edit the first filter named `name` of `chain` whose typed config decodes as `M`, and every
 /// other one after it (Kuma's `UpdateFilterConfig`).
-fn edit_chain<M: prost::Message + prost::Name + Default>(
+fn edit_chain<M: prost::Message + prost::Name + Default + Clone + 'static>(
     chain: &mut FilterChain,
     name: &str,
     mut f: impl FnMut(&mut M) -> Result<(), GenerateError>,
 ) -> Result<(), GenerateError> {
     for flt in chain.filters.iter_mut().filter(|x| x.name == name) {
         if let Some(filter::ConfigType::TypedConfig(a)) = &mut flt.config_type {
-            if let Some(mut m) = unpack::<M>(a) {
-                f(&mut m)?;
-                *a = any(&m);
-            }
+            crate::draft::edit(a, &mut f).transpose()?;
         }
     }
     Ok(())

@@ -50,7 +50,7 @@ use umbra_core::resource::{Resource, ResourceType, Spec};
 use umbra_core::rules::{Element, RULE_MATCHES_HASH_TAG};
 use umbra_core::target_ref::{PROTOCOL_TAG, SERVICE_TAG};
 
-use super::edit::{edit_hcms, edit_http_protocol_options, edit_tcp_proxies};
+use super::edit::{edit_hcms, edit_http_protocol_options, edit_tcp_proxies, read_hcms};
 use super::input::{Origins, PluginInput};
 use crate::context::Protocol;
 use crate::error::GenerateError;
@@ -411,8 +411,7 @@ impl<'a> Confs<'a> {
 fn route_names(snap: &Snapshot, listener: &str) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(l) = snap.listeners.get(listener) {
-        let mut l = l.clone();
-        edit_hcms(&mut l, |hcm| {
+        read_hcms(l, |hcm| {
             if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
                 for vh in &rc.virtual_hosts {
                     out.extend(

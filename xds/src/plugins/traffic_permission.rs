@@ -53,7 +53,7 @@ use umbra_core::target_ref::SERVICE_TAG;
 use super::input::{Origins, PluginInput};
 use crate::error::GenerateError;
 use crate::names::{sanitize_metric, HCM_FILTER};
-use crate::protobuf::{any, unpack};
+use crate::protobuf::any;
 use crate::snapshot::Snapshot;
 use umbra_xds_protocol::type_url::LISTENER_TYPE;
 
@@ -362,7 +362,7 @@ pub fn rbac_rules(rules: &Rules, mesh: &str) -> Result<RbacRules, GenerateError>
 }
 
 fn rule_action(rule: &Rule) -> Result<Option<Action>, GenerateError> {
-    serde_json::from_value::<Conf>(rule.conf.clone())
+    <Conf as serde::Deserialize>::deserialize(&rule.conf)
         .map(|c| c.action)
         .map_err(|e| GenerateError::Policy {
             policy: origin_names(rule),
@@ -417,23 +417,22 @@ fn configure_chain(
         let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
             return Err(error("http_connection_manager has no typed config"));
         };
-        let mut hcm = unpack::<HttpConnectionManager>(config)
-            .ok_or_else(|| error("http_connection_manager config does not decode"))?;
         let rbac = HttpRbac {
             rules: Some(built.rules.clone()),
             shadow_rules: built.shadow_rules.clone(),
             ..Default::default()
         };
-        hcm.http_filters.insert(
-            0,
-            HttpFilter {
-                name: HTTP_RBAC_FILTER.to_owned(),
-                config_type: Some(http_filter::ConfigType::TypedConfig(any(&rbac))),
-                ..Default::default()
-            },
-        );
-        *config = any(&hcm);
-        return Ok(());
+        return crate::draft::edit(config, |hcm: &mut HttpConnectionManager| {
+            hcm.http_filters.insert(
+                0,
+                HttpFilter {
+                    name: HTTP_RBAC_FILTER.to_owned(),
+                    config_type: Some(http_filter::ConfigType::TypedConfig(any(&rbac))),
+                    ..Default::default()
+                },
+            );
+        })
+        .ok_or_else(|| error("http_connection_manager config does not decode"));
     }
     let rbac = NetworkRbac {
         rules: Some(built.rules.clone()),

@@ -18,7 +18,7 @@ use crate::base::outbound::{destination_cluster_name, outbound_cluster};
 use crate::load_assignment::load_assignment;
 use crate::names::TCP_PROXY_FILTER;
 use crate::plugins::input::{Origins, PluginInput};
-use crate::protobuf::{any, secs};
+use crate::protobuf::secs;
 use crate::snapshot::Snapshot;
 
 /// One weighted destination cluster.
@@ -147,9 +147,9 @@ pub(super) fn tcp_proxy_filter(
     envoy_types::pb::envoy::config::listener::v3::Filter {
         name: TCP_PROXY_FILTER.to_owned(),
         config_type: Some(
-            envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(any(
-                &tcp,
-            )),
+            envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(
+                crate::draft::pack(tcp),
+            ),
         ),
     }
 }

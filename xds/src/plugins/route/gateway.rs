@@ -240,7 +240,7 @@ pub(super) fn apply(
             let vhosts = ctx.virtual_hosts(&listeners, false);
             let rc = ctx.route_config(format!("{name}:*"), vhosts);
             vec![FilterChain {
-                filters: vec![network_filter(HCM_FILTER, &ctx.hcm(rc))],
+                filters: vec![network_filter(HCM_FILTER, ctx.hcm(rc))],
                 ..Default::default()
             }]
         } else {
@@ -254,7 +254,7 @@ pub(super) fn apply(
                 let sds = ctx.certificate_secrets(l);
                 chains.push(FilterChain {
                     filter_chain_match: Some(tls_match(&l.hostname)),
-                    filters: vec![network_filter(HCM_FILTER, &ctx.hcm(rc))],
+                    filters: vec![network_filter(HCM_FILTER, ctx.hcm(rc))],
                     transport_socket: Some(tls_socket(&downstream_tls(&sds, &["h2", "http/1.1"]))),
                     ..Default::default()
                 });

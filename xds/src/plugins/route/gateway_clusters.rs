@@ -76,6 +76,7 @@ impl GatewayClusters {
                     if let Some(c) = snap.clusters.get(&s.cluster) {
                         let mut c = (**c).clone();
                         c.name.clone_from(&name);
+                        crate::draft::fork_cluster(&mut c);
                         snap.clusters.insert(name.clone(), c.into());
                     }
                     if let Some(e) = snap.endpoints.get(&s.cluster) {
@@ -140,25 +141,16 @@ impl GatewayClusters {
             cluster.per_connection_buffer_limit_bytes = Some(UInt32Value { value: 32_768 });
             // Kuma's `Http2FromEdge` on an HTTP/2 ExternalService: edge window sizes.
             let key = crate::names::HTTP_PROTOCOL_OPTIONS_KEY;
-            let Some(mut options) =
-                cluster
-                    .typed_extension_protocol_options
-                    .get(key)
-                    .and_then(|a| {
-                        <HttpProtocolOptions as prost::Message>::decode(a.value.as_slice()).ok()
-                    })
-            else {
-                continue;
-            };
-            if let Some(UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
-                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(h2)),
-            })) = &mut options.upstream_protocol_options
-            {
-                h2.initial_stream_window_size = Some(UInt32Value { value: 65_536 });
-                h2.initial_connection_window_size = Some(UInt32Value { value: 1_048_576 });
-                cluster
-                    .typed_extension_protocol_options
-                    .insert(key.to_owned(), crate::protobuf::any(&options));
+            if let Some(a) = cluster.typed_extension_protocol_options.get_mut(key) {
+                crate::draft::edit(a, |options: &mut HttpProtocolOptions| {
+                    if let Some(UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                        protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(h2)),
+                    })) = &mut options.upstream_protocol_options
+                    {
+                        h2.initial_stream_window_size = Some(UInt32Value { value: 65_536 });
+                        h2.initial_connection_window_size = Some(UInt32Value { value: 1_048_576 });
+                    }
+                });
             }
         }
         for (name, http) in by_route {
@@ -192,21 +184,13 @@ impl GatewayClusters {
                 cluster.typed_extension_protocol_options.remove(key);
                 continue;
             };
-            let mut options = cluster
-                .typed_extension_protocol_options
-                .get(key)
-                .and_then(|a| {
-                    <HttpProtocolOptions as prost::Message>::decode(a.value.as_slice()).ok()
-                })
-                .unwrap_or_default();
-            options.upstream_protocol_options = Some(UpstreamProtocolOptions::ExplicitHttpConfig(
-                ExplicitHttpConfig {
-                    protocol_config: Some(config),
-                },
-            ));
-            cluster
-                .typed_extension_protocol_options
-                .insert(key.to_owned(), crate::protobuf::any(&options));
+            crate::plugins::edit::edit_http_protocol_options(cluster, |options| {
+                options.upstream_protocol_options = Some(
+                    UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                        protocol_config: Some(config),
+                    }),
+                );
+            });
         }
     }
 }

@@ -40,7 +40,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_pro
 
 use crate::context::Protocol;
 use crate::error::GenerateError;
-use crate::plugins::edit::{edit_hcms, edit_tcp_proxies};
+use crate::plugins::edit::{read_hcms, read_tcp_proxies};
 use crate::plugins::input::{Origins, PluginInput};
 use crate::snapshot::Snapshot;
 
@@ -151,8 +151,7 @@ pub(super) fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
     let Some(listener) = snap.listeners.get(name) else {
         return out;
     };
-    let mut listener = (**listener).clone();
-    edit_hcms(&mut listener, |hcm| {
+    read_hcms(listener, |hcm| {
         if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
             for r in rc.virtual_hosts.iter().flat_map(|v| &v.routes) {
                 if let Some(route::Action::Route(a)) = &r.action {
@@ -171,7 +170,7 @@ pub(super) fn clusters_of(snap: &Snapshot, name: &str) -> BTreeSet<String> {
             }
         }
     });
-    edit_tcp_proxies(&mut listener, |tcp| match &tcp.cluster_specifier {
+    read_tcp_proxies(listener, |tcp| match &tcp.cluster_specifier {
         Some(tcp_proxy::ClusterSpecifier::Cluster(c)) => {
             out.insert(c.clone());
         }
