@@ -62,15 +62,35 @@ pub fn snapshot_diff(live: &Snapshot, shadow: &Snapshot) -> Result<Patch, Render
 /// The DPPs of a zone share most changed resources (the same outbound listener and cluster of
 /// a service, changed the same way by the same policy), so a changed resource's operations
 /// are computed once per distinct `(type, name, live bytes, shadow bytes)`: the key holds the
-/// protobuf encodings themselves, so a hit is exact, never a hash collision. At most
-/// `max_entries` are kept; past that, misses are computed and not stored.
+/// protobuf encodings themselves, so a hit is exact, never a hash collision (lookups borrow
+/// them; only a stored entry copies them). At most `max_entries` are kept, holding at most
+/// [`DIFF_CACHE_MAX_KEY_BYTES`] of encodings; past that, misses are computed and not stored.
 #[derive(Debug)]
 pub struct DiffCache {
-    entries: Mutex<HashMap<DiffKey, Arc<[PatchOperation]>, foldhash::fast::RandomState>>,
+    entries: Mutex<Entries>,
     max_entries: usize,
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// The most bytes of encodings a [`DiffCache`]'s keys hold (64 MiB).
+pub const DIFF_CACHE_MAX_KEY_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Default)]
+struct Entries {
+    map: HashMap<DiffKey, Arc<[PatchOperation]>, foldhash::fast::RandomState>,
+    key_bytes: usize,
+}
+
+impl Entries {
+    fn insert(&mut self, key: DiffKey, ops: Arc<[PatchOperation]>, max_entries: usize) {
+        let bytes = key.live.len() + key.shadow.len() + key.name.len();
+        if self.map.len() < max_entries && self.key_bytes + bytes <= DIFF_CACHE_MAX_KEY_BYTES {
+            self.key_bytes += bytes;
+            self.map.insert(key, ops);
+        }
+    }
+}
+
+#[derive(Debug)]
 struct DiffKey {
     type_url: &'static str,
     name: String,
@@ -78,21 +98,73 @@ struct DiffKey {
     shadow: Vec<u8>,
 }
 
+/// A key's parts, borrowed: lookups build no key (no copy of the encodings).
+trait KeyParts {
+    fn parts(&self) -> (&str, &str, &[u8], &[u8]);
+}
+
+impl KeyParts for DiffKey {
+    fn parts(&self) -> (&str, &str, &[u8], &[u8]) {
+        (self.type_url, &self.name, &self.live, &self.shadow)
+    }
+}
+
+impl KeyParts for (&str, &str, &[u8], &[u8]) {
+    fn parts(&self) -> (&str, &str, &[u8], &[u8]) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for DiffKey {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn KeyParts + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
+impl std::hash::Hash for DiffKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self as &dyn KeyParts).hash(state);
+    }
+}
+
+impl PartialEq for DiffKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for DiffKey {}
+
 impl DiffCache {
     /// An empty cache keeping at most `max_entries` resource diffs.
     pub fn new(max_entries: usize) -> Self {
         Self {
-            entries: Mutex::new(HashMap::default()),
+            entries: Mutex::new(Entries::default()),
             max_entries,
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Resource diffs held.
     pub fn len(&self) -> usize {
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.lock().map.len()
     }
 
     /// `true` when nothing is held.
@@ -189,7 +261,14 @@ fn redact_ops(ops: Vec<PatchOperation>) -> Vec<PatchOperation> {
                 PatchOperation::Copy(o) => &o.path,
                 PatchOperation::Test(o) => &o.path,
             };
-            let tokens: Vec<_> = path.tokens().map(|t| t.decoded().into_owned()).collect();
+            // Most paths name no sensitive field: only those are split into tokens (a sensitive
+            // token's text appears in the pointer as is: it has no `~` or `/` to escape).
+            let named = SENSITIVE_FIELDS.iter().any(|f| path.as_str().contains(f));
+            let tokens: Vec<_> = if named {
+                path.tokens().map(|t| t.decoded().into_owned()).collect()
+            } else {
+                Vec::new()
+            };
             tokens
                 .iter()
                 .position(|t| SENSITIVE_FIELDS.contains(&t.as_str()))
@@ -287,16 +366,19 @@ fn cached_ops<M: Name>(
     live: &[u8],
     shadow: &[u8],
 ) -> Result<Arc<[PatchOperation]>, RenderError> {
+    if let Some(hit) = cache
+        .lock()
+        .map
+        .get(&(type_url, name, live, shadow) as &dyn KeyParts)
+    {
+        return Ok(hit.clone());
+    }
     let key = DiffKey {
         type_url,
         name: name.to_owned(),
         live: live.to_vec(),
         shadow: shadow.to_vec(),
     };
-    let lock = || cache.entries.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(hit) = lock().get(&key) {
-        return Ok(hit.clone());
-    }
     // Computed outside the lock: two threads may compute the same entry; both results are equal.
     let mut out = Vec::new();
     crate::wire_diff::encoded_diff(
@@ -307,10 +389,7 @@ fn cached_ops<M: Name>(
         &mut out,
     )?;
     let out: Arc<[PatchOperation]> = out.into();
-    let mut entries = lock();
-    if entries.len() < cache.max_entries {
-        entries.insert(key, out.clone());
-    }
+    cache.lock().insert(key, out.clone(), cache.max_entries);
     Ok(out)
 }
 
@@ -319,6 +398,42 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// A diff inside a private key (the admin listener's, rotated) is one `replace` of the key
+    /// with its redacted form, cached or not; other operations are untouched.
+    #[test]
+    fn a_changed_private_key_is_replaced_by_its_redacted_form() {
+        let snap = |key: &str, port: u16| {
+            let mut s = Snapshot::default();
+            let admin = crate::base::admin::EnvoyAdmin {
+                port,
+                ca_pem: "caPEM".into(),
+                cert_pem: "certPEM".into(),
+                key_pem: key.into(),
+            };
+            crate::base::admin::generate(&mut s, "192.168.0.1", &admin);
+            s
+        };
+        let (live, shadow) = (snap("old-key", 9901), snap("new-key", 9902));
+        for patch in [
+            snapshot_diff(&live, &shadow).unwrap(),
+            snapshot_diff_cached(&live, &shadow, &DiffCache::new(10)).unwrap(),
+        ] {
+            let text = serde_json::to_string(&patch).unwrap();
+            for key in ["old-key", "new-key"] {
+                use base64::Engine as _;
+                let b64 = base64::engine::general_purpose::STANDARD.encode(key);
+                assert!(!text.contains(&b64) && !text.contains(key), "{text}");
+            }
+            let redacted: Vec<_> = patch
+                .0
+                .iter()
+                .filter(|op| matches!(op, PatchOperation::Replace(o) if o.path.as_str().ends_with("/privateKey") && o.value == crate::render::redacted_data_source()))
+                .collect();
+            assert_eq!(redacted.len(), 1, "{text}");
+            assert!(text.contains("portValue"), "the port change stays: {text}");
+        }
+    }
 
     #[test]
     fn paths_escape_type_urls() {

@@ -117,6 +117,16 @@ proptest! {
         let uncached = snapshot_diff(&live, &shadow).unwrap();
         prop_assert_eq!(&snapshot_diff_cached(&live, &shadow, &cache).unwrap(), &uncached);
         prop_assert_eq!(&snapshot_diff_cached(&live, &shadow, &cache).unwrap(), &uncached);
+        // Every other DPP with the same cache: its resources differ from dp-0's (names, tags)
+        // but share sub-messages, whose kept operations must give the same patch.
+        for other in resources.iter().filter(|r| r.meta.name != "dp-0") {
+            let Some(dp) = other.as_dataplane() else { continue };
+            let proxy = Proxy { name: &other.meta.name, dataplane: dp, admin: None, dns: None };
+            let live = generate(proxy, &ctx, &PolicySet::build("m", &resources, View::Live)).unwrap();
+            let shadow = generate(proxy, &ctx, &PolicySet::build("m", &resources, View::Shadow)).unwrap();
+            let uncached = snapshot_diff(&live, &shadow).unwrap();
+            prop_assert_eq!(&snapshot_diff_cached(&live, &shadow, &cache).unwrap(), &uncached, "{}", other.meta.name);
+        }
         if !policies.iter().any(|p| p.shadow) {
             prop_assert_eq!(l, s, "without shadow policies both views are the same");
         }
