@@ -83,9 +83,12 @@ struct Entries {
 impl Entries {
     fn insert(&mut self, key: DiffKey, ops: Arc<[PatchOperation]>, max_entries: usize) {
         let bytes = key.live.len() + key.shadow.len() + key.name.len();
-        if self.map.len() < max_entries && self.key_bytes + bytes <= DIFF_CACHE_MAX_KEY_BYTES {
+        if self.map.len() < max_entries
+            && self.key_bytes + bytes <= DIFF_CACHE_MAX_KEY_BYTES
+            && self.map.insert(key, ops).is_none()
+        {
+            // Counted once: two threads may have computed (and insert) the same key.
             self.key_bytes += bytes;
-            self.map.insert(key, ops);
         }
     }
 }

@@ -20,7 +20,8 @@
 //! The table is thread-local because generation is synchronous and pure: a session begins and
 //! ends within one call of [`crate::generate::generate`] on one thread, and the plugins keep their
 //! signatures (`&mut Listener`, `&mut Cluster`). Sessions nest (the inner one's table replaces
-//! the outer one's until it ends). A leaf above [`crate::protobuf`] and [`crate::snapshot`].
+//! the outer one's until it ends). A leaf above [`crate::protobuf`], [`crate::error`] and
+//! [`crate::snapshot`].
 
 use std::any::Any as StdAny;
 use std::cell::RefCell;
@@ -30,8 +31,10 @@ use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, Listener};
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 
+use crate::error::GenerateError;
 use crate::protobuf::{any, is_draft_token, is_type, DRAFT_TOKEN_MARK};
 use crate::snapshot::Snapshot;
+use umbra_xds_protocol::type_url::{CLUSTER_TYPE, LISTENER_TYPE};
 
 /// A typed config kept in the draft table.
 trait Draft: StdAny {
@@ -122,44 +125,43 @@ impl Session {
     /// Encode every draft `snap` refers to into its `Any` and end the session. Listeners and
     /// clusters without a draft are not touched (no copy-on-write of a shared resource).
     ///
-    /// # Panics
-    /// In debug builds, when two configs of `snap` hold the same draft: a resource was copied
-    /// without [`fork_cluster`] or [`fork_listener`], and an edit of one copy changed both.
-    pub fn seal(self, snap: &mut Snapshot) {
+    /// # Errors
+    /// [`GenerateError::Seal`] (a bug, never the policies' fault) when two configs of `snap`
+    /// hold the same draft (a cluster was copied without [`fork_cluster`], so an edit of one
+    /// copy changed both) or a token names no draft of this session.
+    pub fn seal(self, snap: &mut Snapshot) -> Result<(), GenerateError> {
         DRAFTS.with(|d| {
             let d = d.borrow();
-            let Some(table) = d.as_ref() else { return };
-            let mut seen = vec![false; table.len()];
-            let mut resolve = |a: &mut Any| {
-                if let Some(i) = token_index(a) {
-                    debug_assert!(
-                        !std::mem::replace(&mut seen[i], true),
-                        "draft {i} of {} is held twice",
-                        a.type_url
-                    );
-                    resolve(table, a);
-                }
+            let Some(table) = d.as_ref() else {
+                return Ok(());
             };
-            for l in snap.listeners.values_mut() {
-                if listener_filters(l).any(|f| config(f).is_some_and(is_draft_token)) {
-                    for flt in listener_filters_mut(l) {
-                        if let Some(filter::ConfigType::TypedConfig(a)) = &mut flt.config_type {
-                            resolve(a);
-                        }
+            let mut seen = vec![false; table.len()];
+            for (name, l) in snap.listeners.iter_mut() {
+                if !listener_filters(l).any(|f| config(f).is_some_and(is_draft_token)) {
+                    continue;
+                }
+                for flt in listener_filters_mut(l) {
+                    if let Some(filter::ConfigType::TypedConfig(a)) = &mut flt.config_type {
+                        resolve(table, &mut seen, a)
+                            .map_err(|reason| seal_error(LISTENER_TYPE, name, reason))?;
                     }
                 }
             }
-            for c in snap.clusters.values_mut() {
-                if c.typed_extension_protocol_options
+            for (name, c) in snap.clusters.iter_mut() {
+                if !c
+                    .typed_extension_protocol_options
                     .values()
                     .any(is_draft_token)
                 {
-                    for a in c.typed_extension_protocol_options.values_mut() {
-                        resolve(a);
-                    }
+                    continue;
+                }
+                for a in c.typed_extension_protocol_options.values_mut() {
+                    resolve(table, &mut seen, a)
+                        .map_err(|reason| seal_error(CLUSTER_TYPE, name, reason))?;
                 }
             }
-        });
+            Ok(())
+        })
         // Dropping `self` restores the outer table.
     }
 }
@@ -207,16 +209,27 @@ fn token(type_url: String, index: usize) -> Any {
     Any { type_url, value }
 }
 
-/// Replace the token `i` in `a` by its draft's encoding (a token whose draft is lent or missing
-/// is a bug: debug builds panic, release builds leave it, which Envoy rejects).
-fn resolve(table: &Table, a: &mut Any) {
-    let Some(i) = token_index(a) else { return };
-    match table.get(i).and_then(Option::as_ref) {
-        Some(draft) => {
-            count(0, 1);
-            a.value = draft.encode();
-        }
-        None => debug_assert!(false, "draft {i} of {} is not in the table", a.type_url),
+/// Replace the token in `a` (if any) by its draft's encoding, marking the draft `seen`.
+fn resolve(table: &Table, seen: &mut [bool], a: &mut Any) -> Result<(), String> {
+    let Some(i) = token_index(a) else {
+        return Ok(());
+    };
+    let draft = table
+        .get(i)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| format!("draft {i} of {} is not in this session", a.type_url))?;
+    if std::mem::replace(&mut seen[i], true) {
+        return Err(format!("draft {i} of {} is held twice", a.type_url));
+    }
+    count(0, 1);
+    a.value = draft.encode();
+    Ok(())
+}
+
+fn seal_error(type_url: &str, name: &str, reason: String) -> GenerateError {
+    GenerateError::Seal {
+        resource: format!("{type_url}/{name}"),
+        reason,
     }
 }
 
@@ -239,15 +252,6 @@ pub fn pack<M: Message + Name + Clone + 'static>(m: M) -> Any {
 pub fn fork_cluster(cluster: &mut Cluster) {
     for a in cluster.typed_extension_protocol_options.values_mut() {
         fork(a);
-    }
-}
-
-/// [`fork_cluster`] for a listener's network filters.
-pub fn fork_listener(listener: &mut Listener) {
-    for flt in listener_filters_mut(listener) {
-        if let Some(filter::ConfigType::TypedConfig(a)) = &mut flt.config_type {
-            fork(a);
-        }
     }
 }
 
@@ -406,13 +410,65 @@ mod tests {
         }
         snap.listeners.insert("l".into(), l.into());
         snap.listeners.insert("o".into(), other.into());
-        session.seal(&mut snap);
+        session.seal(&mut snap).unwrap();
         let sealed = unpack::<HttpConnectionManager>(hcm_of(&snap.listeners["l"])).unwrap();
         assert_eq!(sealed.stat_prefix, "in012");
         let sealed = unpack::<HttpConnectionManager>(hcm_of(&snap.listeners["o"])).unwrap();
         assert_eq!(sealed.stat_prefix, "x");
         // The session ended: packing encodes again.
         assert!(!is_draft_token(&pack(base)));
+    }
+
+    /// A copied cluster shares its original's drafts: sealing refuses that, and a fork gives
+    /// the copy its own, so editing one leaves the other.
+    #[test]
+    fn a_copy_must_fork_its_drafts() {
+        use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+        use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+        let key = crate::names::HTTP_PROTOCOL_OPTIONS_KEY;
+        let options = |c: &mut Cluster| {
+            c.typed_extension_protocol_options
+                .get_mut(key)
+                .unwrap()
+                .clone()
+        };
+        let edit_copy = |fork: bool| {
+            let session = Session::begin();
+            let mut a = Cluster::default();
+            a.typed_extension_protocol_options
+                .insert(key.into(), pack(HttpProtocolOptions::default()));
+            let mut b = a.clone();
+            if fork {
+                fork_cluster(&mut b);
+            }
+            let opts = b.typed_extension_protocol_options.get_mut(key).unwrap();
+            edit(opts, |o: &mut HttpProtocolOptions| {
+                o.common_http_protocol_options = Some(Default::default());
+            })
+            .unwrap();
+            let mut snap = Snapshot::default();
+            snap.clusters.insert("a".into(), a.into());
+            snap.clusters.insert("b".into(), b.into());
+            session.seal(&mut snap).map(|()| {
+                let mut a = (*snap.clusters["a"]).clone();
+                let mut b = (*snap.clusters["b"]).clone();
+                (options(&mut a), options(&mut b))
+            })
+        };
+        let err = edit_copy(false).unwrap_err();
+        assert!(
+            matches!(&err, GenerateError::Seal { reason, .. } if reason.contains("held twice")),
+            "{err}"
+        );
+        let (a, b) = edit_copy(true).unwrap();
+        assert_eq!(
+            unpack::<HttpProtocolOptions>(&a),
+            Some(HttpProtocolOptions::default())
+        );
+        assert!(unpack::<HttpProtocolOptions>(&b)
+            .unwrap()
+            .common_http_protocol_options
+            .is_some());
     }
 
     /// Sessions nest: the inner one's drafts do not leak into the outer table.
@@ -424,11 +480,11 @@ mod tests {
             let inner = Session::begin();
             let b = pack(TcpProxy::default());
             assert_eq!(token_index(&b), Some(0));
-            inner.seal(&mut Snapshot::default());
+            inner.seal(&mut Snapshot::default()).unwrap();
         }
         assert_eq!(token_index(&a), Some(0));
         let c = pack(TcpProxy::default());
         assert_eq!(token_index(&c), Some(1), "the outer table is back");
-        outer.seal(&mut Snapshot::default());
+        outer.seal(&mut Snapshot::default()).unwrap();
     }
 }

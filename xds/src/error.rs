@@ -15,4 +15,13 @@ pub enum GenerateError {
         /// What went wrong.
         reason: String,
     },
+    /// The typed configs of a generation could not be sealed ([`crate::draft`]): a bug, never
+    /// the policies' fault. The snapshot is not served (the DPP keeps its last good config).
+    #[error("internal error sealing {resource}: {reason}")]
+    Seal {
+        /// `typeUrl/name` of the resource holding the config.
+        resource: String,
+        /// What went wrong.
+        reason: String,
+    },
 }

@@ -15,8 +15,6 @@
 //! index), so pruning equal subtrees and diffing the rest in the same order changes nothing.
 //! A test checks this on every pair of same-typed resources the test scenarios generate.
 
-use std::collections::BTreeMap;
-
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use prost::encoding::{decode_key, decode_varint, WireType};
@@ -33,10 +31,35 @@ struct Record<'a> {
     payload: &'a [u8],
 }
 
+/// The records of one encoding, ordered by field number, in wire order within a number (two
+/// vectors rather than a map of vectors: one walk allocates two buffers per message level).
+struct Records<'a> {
+    numbers: Vec<u32>,
+    recs: Vec<Record<'a>>,
+}
+
+impl<'a> Records<'a> {
+    /// The records of field `number`, in wire order (empty when absent).
+    fn get(&self, number: u32) -> &[Record<'a>] {
+        let lo = self.numbers.partition_point(|n| *n < number);
+        let hi = self.numbers.partition_point(|n| *n <= number);
+        &self.recs[lo..hi]
+    }
+
+    /// The field numbers present, ascending, once each.
+    fn distinct(&self) -> impl Iterator<Item = u32> + '_ {
+        self.numbers
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| *i == 0 || self.numbers[i - 1] != **n)
+            .map(|(_, n)| *n)
+    }
+}
+
 /// The records of `bytes` by field number, in wire order; `None` when the bytes are not a
 /// plain sequence of records (groups, truncation): the caller then renders the whole message.
-fn records(bytes: &[u8]) -> Option<BTreeMap<u32, Vec<Record<'_>>>> {
-    let mut out: BTreeMap<u32, Vec<Record<'_>>> = BTreeMap::new();
+fn records(bytes: &[u8]) -> Option<Records<'_>> {
+    let mut out: Vec<(u32, Record<'_>)> = Vec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
         let start = rest;
@@ -63,12 +86,18 @@ fn records(bytes: &[u8]) -> Option<BTreeMap<u32, Vec<Record<'_>>>> {
             WireType::StartGroup | WireType::EndGroup => return None,
         };
         let used = start.len() - rest.len();
-        out.entry(tag).or_default().push(Record {
-            whole: &start[..used],
-            payload,
-        });
+        out.push((
+            tag,
+            Record {
+                whole: &start[..used],
+                payload,
+            },
+        ));
     }
-    Some(out)
+    // Stable: records of one number keep their wire order (fields are usually in order already).
+    out.sort_by_key(|(n, _)| *n);
+    let (numbers, recs) = out.into_iter().unzip();
+    Some(Records { numbers, recs })
 }
 
 fn same(a: &[Record<'_>], b: &[Record<'_>]) -> bool {
@@ -127,15 +156,14 @@ impl Walk<'_> {
         };
         // Every field number on either side, by JSON name (the order of sorted keys).
         let mut fields: Vec<(FieldDescriptor, &[Record<'_>], &[Record<'_>])> = Vec::new();
-        for number in l.keys().chain(r.keys().filter(|n| !l.contains_key(n))) {
-            let Some(field) = desc.get_field(*number) else {
+        for number in l
+            .distinct()
+            .chain(r.distinct().filter(|n| l.get(*n).is_empty()))
+        {
+            let Some(field) = desc.get_field(number) else {
                 return self.whole(desc, live, shadow); // unknown field: render as a whole
             };
-            fields.push((
-                field,
-                l.get(number).map_or(&[][..], Vec::as_slice),
-                r.get(number).map_or(&[][..], Vec::as_slice),
-            ));
+            fields.push((field, l.get(number), r.get(number)));
         }
         fields.sort_by(|a, b| a.0.json_name().cmp(b.0.json_name()));
         // As json_patch diffs objects: the right-hand keys in order, then the removed ones.
@@ -216,10 +244,10 @@ impl Walk<'_> {
     ) -> Result<(), RenderError> {
         let parts = |bytes| {
             let recs = records(bytes)?;
-            let one = |n: u32| match recs.get(&n).map(Vec::as_slice) {
-                None => Some(&[][..]),
-                Some([r]) => Some(r.payload),
-                Some(_) => None,
+            let one = |n: u32| match recs.get(n) {
+                [] => Some(&[][..]),
+                [r] => Some(r.payload),
+                _ => None,
             };
             Some((one(1)?, one(2)?))
         };

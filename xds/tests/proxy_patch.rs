@@ -240,7 +240,10 @@ fn policy_error(err: GenerateError) -> (String, String, String) {
         policy,
         resource,
         reason,
-    } = err;
+    } = err
+    else {
+        panic!("not a policy error: {err}");
+    };
     (policy, resource, reason)
 }
 

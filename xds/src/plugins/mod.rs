@@ -160,13 +160,13 @@ pub fn apply_all(
     for plugin in ORDERED {
         if plugin.policies[0] == ResourceType::MeshProxyPatch {
             if let Some(session) = drafts.take() {
-                session.seal(snap);
+                session.seal(snap)?;
             }
         }
         (plugin.apply)(snap, input, &mut origins)?;
     }
     if let Some(session) = drafts.take() {
-        session.seal(snap);
+        session.seal(snap)?;
     }
     // Last: a builtin gateway's route configurations go to RDS, as Kuma serves them.
     route::routes_over_rds(snap, input.dataplane);
