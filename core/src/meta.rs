@@ -1,5 +1,6 @@
 //! A resource's metadata ([`Meta`]: mesh, name, labels, times) and the labels Umbra and Kuma
-//! read from it (`kuma.io/effect`, `kuma.io/origin`, `kuma.io/display-name`). Pure.
+//! read from it (`kuma.io/effect`, `umbra.io/observe`, `kuma.io/origin`,
+//! `kuma.io/display-name`). Pure.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,13 @@ use serde::{Deserialize, Serialize};
 pub const EFFECT_LABEL: &str = "kuma.io/effect";
 /// Value of [`EFFECT_LABEL`] that makes a policy shadow.
 pub const EFFECT_SHADOW: &str = "shadow";
+/// Label asking for a shadow policy to be observed on the live proxies (issue 40):
+/// `umbra.io/observe: "true"` next to `kuma.io/effect: shadow`. Envoy then evaluates the policy
+/// on every request without enforcing it (a MeshTrafficPermission becomes RBAC `shadow_rules`
+/// beside the enforcing filter); without it, a shadow policy never reaches a proxy (seed 000).
+pub const OBSERVE_LABEL: &str = "umbra.io/observe";
+/// The policy types observe mode renders (others are refused when labelled).
+pub const OBSERVABLE_TYPES: &[&str] = &["MeshTrafficPermission"];
 /// Label carrying where a resource came from (`global` or `zone`).
 pub const ORIGIN_LABEL: &str = "kuma.io/origin";
 /// Label carrying a resource's display name.
@@ -35,6 +43,15 @@ impl Meta {
         self.labels
             .get(EFFECT_LABEL)
             .is_some_and(|v| v == EFFECT_SHADOW)
+    }
+
+    /// `true` when shadow and labelled [`OBSERVE_LABEL`]` = "true"`.
+    pub fn is_observed(&self) -> bool {
+        self.is_shadow()
+            && self
+                .labels
+                .get(OBSERVE_LABEL)
+                .is_some_and(|v| v == "true")
     }
 
     /// Precedence of the `kuma.io/origin` label: `global` -1 < none 0 < `zone` 1.

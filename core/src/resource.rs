@@ -21,7 +21,10 @@ pub use crate::type_info::{ResourceType, TypeKind};
 use crate::validate::{PathBuilder, ValidationError};
 use crate::{dataplane, mesh, old, policies, ungenerated, zone_egress, zone_ingress};
 
-pub use crate::meta::{Meta, DISPLAY_NAME_LABEL, EFFECT_LABEL, EFFECT_SHADOW, ORIGIN_LABEL};
+pub use crate::meta::{
+    Meta, DISPLAY_NAME_LABEL, EFFECT_LABEL, EFFECT_SHADOW, OBSERVABLE_TYPES, OBSERVE_LABEL,
+    ORIGIN_LABEL,
+};
 
 /// A typed key: `(type, mesh, name)`. Mesh resources have an empty `mesh`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -335,6 +338,25 @@ impl Resource {
                 );
             }
         }
+        if let Some(observe) = self.meta.labels.get(OBSERVE_LABEL) {
+            let at = PathBuilder::rooted_at("labels").key(OBSERVE_LABEL);
+            if observe != "true" && observe != "false" {
+                err.violation(&at, "must be \"true\" or \"false\" when set");
+            } else if observe == "true" && !self.meta.is_shadow() {
+                err.violation(
+                    &at,
+                    "only a shadow policy (kuma.io/effect: shadow) can be observed: a live one already runs",
+                );
+            } else if observe == "true" && !OBSERVABLE_TYPES.contains(&self.ty().name()) {
+                err.violation(
+                    &at,
+                    format!(
+                        "observe mode is implemented for {} only",
+                        OBSERVABLE_TYPES.join(", ")
+                    ),
+                );
+            }
+        }
         err.add(self.validate_spec());
         err
     }
@@ -430,6 +452,55 @@ mod tests {
                 refused,
                 "{name:?}: {errors}"
             );
+        }
+    }
+
+    /// `umbra.io/observe` (issue 40): `"true"` only on a shadow policy of a type observe mode
+    /// renders, so no accepted label is silently ignored.
+    #[test]
+    fn observe_is_accepted_only_where_it_is_rendered() {
+        let policy = |ty: &str, labels: serde_json::Value| {
+            let default = if ty == "MeshTrafficPermission" {
+                serde_json::json!({"action": "Allow"})
+            } else {
+                serde_json::json!({"idleTimeout": "5s"})
+            };
+            Resource::from_value(serde_json::json!({
+                "type": ty, "mesh": "m", "name": "p", "labels": labels,
+                "spec": {"targetRef": {"kind": "Mesh"},
+                         "from": [{"targetRef": {"kind": "Mesh"}, "default": default}]},
+            }))
+            .unwrap()
+        };
+        let observe_violation = |r: &Resource| {
+            r.validate()
+                .violations
+                .into_iter()
+                .find(|v| v.field.contains(OBSERVE_LABEL))
+                .map(|v| v.message)
+        };
+        let shadow = |observe: &str| {
+            serde_json::json!({EFFECT_LABEL: EFFECT_SHADOW, OBSERVE_LABEL: observe})
+        };
+        let ok = policy("MeshTrafficPermission", shadow("true"));
+        assert_eq!(observe_violation(&ok), None);
+        assert!(ok.meta.is_observed());
+        let off = policy("MeshTrafficPermission", shadow("false"));
+        assert_eq!(observe_violation(&off), None);
+        assert!(!off.meta.is_observed());
+        for (r, reason) in [
+            (policy("MeshTrafficPermission", shadow("yes")), "\"true\" or \"false\""),
+            (
+                policy(
+                    "MeshTrafficPermission",
+                    serde_json::json!({OBSERVE_LABEL: "true"}),
+                ),
+                "only a shadow policy",
+            ),
+            (policy("MeshTimeout", shadow("true")), "implemented for MeshTrafficPermission only"),
+        ] {
+            let message = observe_violation(&r).expect("refused");
+            assert!(message.contains(reason), "{message}");
         }
     }
 }

@@ -295,6 +295,11 @@ pub struct PolicySet {
     pub logging: crate::mesh::LoggingBackends,
     /// The view.
     pub view: Option<View>,
+    /// [`View::Live`] only: for each type with observed shadow policies
+    /// ([`crate::meta::OBSERVE_LABEL`], issue 40), the type's live policies followed by the
+    /// observed ones: what the type's rules would be if those went live, which generation
+    /// renders as non-enforcing config ([`PolicySet::observed_matched`]). Empty otherwise.
+    pub observed: BTreeMap<ResourceType, Vec<TargetRefPolicy>>,
 }
 
 /// Policy types whose top-level `targetRef: {kind: MeshHTTPRoute}` Umbra generates (the route's
@@ -421,6 +426,7 @@ impl PolicySet {
         };
         let mut old: BTreeMap<ResourceType, Vec<Resource>> = BTreeMap::new();
         let mut secrets: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut observed: BTreeMap<ResourceType, Vec<TargetRefPolicy>> = BTreeMap::new();
         for r in resources {
             if let Spec::Mesh(m) = &r.spec {
                 if r.meta.name == mesh {
@@ -434,6 +440,15 @@ impl PolicySet {
                     secrets.insert(r.meta.name.as_str(), data.data.as_str());
                 }
                 continue;
+            }
+            if view == View::Live
+                && r.meta.mesh == mesh
+                && r.meta.is_observed()
+                && crate::meta::OBSERVABLE_TYPES.contains(&r.ty().name())
+            {
+                if let Some(p) = TargetRefPolicy::from_resource(r) {
+                    observed.entry(r.ty()).or_default().push(p);
+                }
             }
             if r.meta.mesh != mesh || !view.includes(r) {
                 continue;
@@ -488,6 +503,11 @@ impl PolicySet {
                 base64::engine::general_purpose::STANDARD.decode(data).ok()
             },
         );
+        for (ty, shadow) in observed {
+            let mut list = set.new.get(&ty).cloned().unwrap_or_default();
+            list.extend(shadow);
+            set.observed.insert(ty, list);
+        }
         for (ty, list) in old {
             let replaced = ty
                 .counterpart()
@@ -513,6 +533,25 @@ impl PolicySet {
             resources.into_iter().filter(|r| promotion.admits(r)),
             View::Shadow,
         )
+    }
+
+    /// Match `ty`'s live and observed policies against `dp` as if the observed ones were live
+    /// ([`PolicySet::observed`]); `None` when no policy of `ty` is observed.
+    pub fn observed_matched(
+        &self,
+        ty: ResourceType,
+        dp: &DataplaneSpec,
+    ) -> Option<MatchedPolicies<'_>> {
+        let list = self.observed.get(&ty)?;
+        let routes: Vec<&TargetRefPolicy> = self.routes.iter().collect();
+        Some(matched_policies(
+            dp,
+            list,
+            &routes,
+            MatchOptions {
+                include_shadow: true,
+            },
+        ))
     }
 
     /// Match the new policies of `ty` against `dp` (empty result when the view has none).

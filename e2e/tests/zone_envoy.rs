@@ -185,6 +185,75 @@ async fn mtls_scenario(api: AdsApi) -> anyhow::Result<()> {
     zone.stop().await
 }
 
+/// Observe mode (issue 40): a shadow MeshTrafficPermission labelled `umbra.io/observe: "true"`
+/// that would deny frontend -> backend denies nothing, and the backend's real Envoy counts
+/// every request it would have denied (`...rbac.umbra_observe.<policy>.shadow_denied`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observed_permission_counts_would_be_denials_and_denies_nothing() -> anyhow::Result<()>
+{
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let mesh = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
+    let allow_all = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
+    let (zone, backend, frontend, out, _app) = topology_with(
+        &envoy,
+        Duration::ZERO,
+        AdsApi::Sotw,
+        mesh,
+        &[(
+            "/meshes/default/meshtrafficpermissions/allow-all",
+            allow_all,
+        )],
+    )
+    .await?;
+    zone.apply(
+        "/meshes/default/meshtrafficpermissions/deny-frontend",
+        "type: MeshTrafficPermission\nmesh: default\nname: deny-frontend\nlabels: {kuma.io/effect: shadow, umbra.io/observe: 'true'}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshService, name: frontend}\n    default: {action: Deny}\n",
+    )
+    .await?;
+    let shadow_denied = |admin| async move {
+        let Ok((200, text)) = http(admin, "GET", "/stats?filter=umbra_observe", None).await else {
+            return 0;
+        };
+        text.lines()
+            .filter(|l| l.contains("rbac.umbra_observe.deny-frontend.shadow_denied: "))
+            .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    // Requests flow while the zone pushes the observer; the backend's Envoy starts counting.
+    let mut statuses = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while shadow_denied(backend.admin).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no shadow denial counted.\nbackend:\n{}",
+            backend.log_tail()
+        );
+        statuses.push(http(out, "GET", "/", None).await?.0);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every request went through: observing denies nothing.
+    for _ in 0..5 {
+        statuses.push(http(out, "GET", "/", None).await?.0);
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "observing must deny nothing: {statuses:?}"
+    );
+    let before = shadow_denied(backend.admin).await;
+    for _ in 0..3 {
+        assert_eq!(http(out, "GET", "/", None).await?.0, 200);
+    }
+    assert!(
+        shadow_denied(backend.admin).await >= before + 3,
+        "each request is counted"
+    );
+    drop(frontend);
+    zone.stop().await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_timeout_request_timeout_gives_504() -> anyhow::Result<()> {
     let Some(envoy) = envoy_binary() else {

@@ -126,6 +126,15 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
             push(*ty, p.meta().name.as_str(), false);
         }
     }
+    // Observed shadow policies (Live view only): the ones selecting the DPP shape its
+    // non-enforcing config; the type's live ones are already listed.
+    for (ty, list) in &policies.observed {
+        for p in reach::type_dependencies(dp, list, &routes, true, None) {
+            if p.meta().is_shadow() {
+                push(*ty, p.meta().name.as_str(), false);
+            }
+        }
+    }
     let old = (policies.old.iter().map(|e| (e, false)))
         .chain(policies.superseded_old.iter().map(|e| (e, true)));
     for ((ty, list), superseded) in old {

@@ -121,6 +121,117 @@ pub fn apply(
             configure_chain(chain, &name, &built)?;
         }
     }
+
+    // 3. Observed shadow MeshTrafficPermissions (issue 40).
+    observe(snap, input, &old, &deny)
+}
+
+/// Observe mode (issue 40): on each inbound whose rules an observed shadow MeshTrafficPermission
+/// would change (one contributes to them), an RBAC filter that enforces nothing (`rules`
+/// absent) and evaluates, as `shadowRules`, the rules the inbound would get if the observed
+/// policies went live (computed as step 2 computes the live ones). It goes first in the chain
+/// (the connection manager's first HTTP filter, or the first network filter for TCP), so it
+/// sees every request, including those the live rules deny. Envoy counts its decisions as
+/// `http.<statPrefix>.rbac.<shadowRulesStatPrefix>shadow_allowed|shadow_denied` (TCP:
+/// `<statPrefix>rbac.<...>`), with [`observe_stat_prefix`] naming the observed policies.
+fn observe(
+    snap: &mut Snapshot,
+    input: &PluginInput<'_>,
+    old: &BTreeMap<InboundKey, &Resource>,
+    deny: &Rules,
+) -> Result<(), GenerateError> {
+    let dp = input.dataplane;
+    let Some(matched) = input
+        .policies
+        .observed_matched(ResourceType::MeshTrafficPermission, dp)
+    else {
+        return Ok(());
+    };
+    for inbound in &dp.networking.inbound {
+        let key = dp.inbound_key(inbound);
+        let rules = match matched.from_rules.get(&key) {
+            Some(rules) => rules,
+            None if old.is_empty() => deny,
+            None => continue,
+        };
+        let observed: std::collections::BTreeSet<&str> = rules
+            .0
+            .iter()
+            .flat_map(|r| &r.origin)
+            .filter(|o| o.meta.is_observed())
+            .map(|o| o.meta.name.as_str())
+            .collect();
+        if observed.is_empty() {
+            continue; // no observed policy changes this inbound's rules
+        }
+        let name = inbound_listener_name(&key);
+        let Some(listener) = snap.listeners.get_mut(&name) else {
+            continue;
+        };
+        let would = rbac_rules(rules, &input.ctx.mesh)?.rules;
+        let prefix = observe_stat_prefix(&observed);
+        for chain in tls_chains(listener) {
+            observe_chain(chain, &name, &would, &prefix)?;
+        }
+    }
+    Ok(())
+}
+
+/// Name of the HTTP filter observe mode adds (an `envoy.extensions.filters.http.rbac.v3.RBAC`).
+pub const OBSERVE_HTTP_RBAC_FILTER: &str = "umbra.observe.http.rbac";
+/// Name of the network filter observe mode adds on TCP inbounds.
+pub const OBSERVE_NETWORK_RBAC_FILTER: &str = "umbra.observe.network.rbac";
+
+/// The `shadowRulesStatPrefix` of an observe filter: `umbra_observe.<names>.`, the observed
+/// policies' names (sanitized for stats) joined by `_`, in name order.
+pub fn observe_stat_prefix(observed: &std::collections::BTreeSet<&str>) -> String {
+    let names: Vec<String> = observed.iter().map(|n| sanitize_metric(n)).collect();
+    format!("umbra_observe.{}.", names.join("_"))
+}
+
+fn observe_chain(
+    chain: &mut FilterChain,
+    listener_name: &str,
+    would: &Rbac,
+    prefix: &str,
+) -> Result<(), GenerateError> {
+    if let Some(hcm_filter) = chain.filters.iter_mut().find(|f| f.name == HCM_FILTER) {
+        let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
+            return Ok(());
+        };
+        let rbac = HttpRbac {
+            rules: None,
+            shadow_rules: Some(would.clone()),
+            shadow_rules_stat_prefix: prefix.to_owned(),
+            ..Default::default()
+        };
+        return crate::draft::edit(config, |hcm: &mut HttpConnectionManager| {
+            hcm.http_filters.insert(
+                0,
+                HttpFilter {
+                    name: OBSERVE_HTTP_RBAC_FILTER.to_owned(),
+                    config_type: Some(http_filter::ConfigType::TypedConfig(any(&rbac))),
+                    ..Default::default()
+                },
+            );
+        })
+        .map(|()| ())
+        .ok_or_else(|| GenerateError::Policy {
+            policy: "MeshTrafficPermission".to_owned(),
+            resource: format!("{LISTENER_TYPE}/{listener_name}"),
+            reason: "http_connection_manager config does not decode".to_owned(),
+        });
+    }
+    let rbac = NetworkRbac {
+        rules: None,
+        shadow_rules: Some(would.clone()),
+        shadow_rules_stat_prefix: prefix.to_owned(),
+        stat_prefix: stat_prefix(listener_name),
+        ..Default::default()
+    };
+    chain
+        .filters
+        .insert(0, network_filter(OBSERVE_NETWORK_RBAC_FILTER, &rbac));
     Ok(())
 }
 

@@ -1,0 +1,210 @@
+//! Observe mode (issue 40): a shadow MeshTrafficPermission labelled `umbra.io/observe: "true"`
+//! reaches the live proxies as RBAC `shadowRules` that enforce nothing, placed before the
+//! enforcing filter; the Shadow view enforces it as usual and has no observer. The observer's
+//! rules are exactly the rules the Shadow view enforces, for HTTP and TCP inbounds, and both
+//! views pass `envoy --mode validate`.
+
+use serde_json::{json, Value};
+use umbra_core::resource::Resource;
+use umbra_core::view::View;
+use umbra_xds::snapshot::Snapshot;
+
+mod common;
+use common::{envoy_validates, snapshot, with_test_secrets};
+
+const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+
+fn mesh(observe: &str) -> Vec<Resource> {
+    let yaml = format!(
+        r#"
+type: Mesh
+name: default
+skipCreatingInitialPolicies: ["*"]
+mtls:
+  enabledBackend: ca-1
+  backends:
+  - name: ca-1
+    type: builtin
+---
+type: Dataplane
+mesh: default
+name: web
+networking:
+  address: 10.0.0.1
+  inbound:
+  - port: 80
+    tags: {{kuma.io/service: web, kuma.io/protocol: http}}
+---
+type: Dataplane
+mesh: default
+name: db
+networking:
+  address: 10.0.0.2
+  inbound:
+  - port: 5432
+    tags: {{kuma.io/service: db, kuma.io/protocol: tcp}}
+---
+type: Dataplane
+mesh: default
+name: other
+networking:
+  address: 10.0.0.3
+  inbound:
+  - port: 8080
+    tags: {{kuma.io/service: other, kuma.io/protocol: http}}
+---
+type: MeshTrafficPermission
+mesh: default
+name: allow-all
+spec:
+  targetRef: {{kind: Mesh}}
+  from:
+  - targetRef: {{kind: Mesh}}
+    default: {{action: Allow}}
+---
+type: MeshTrafficPermission
+mesh: default
+name: only-client-a
+labels: {{kuma.io/effect: shadow{observe}}}
+spec:
+  targetRef: {{kind: MeshSubset, tags: {{kuma.io/service: web}}}}
+  from:
+  - targetRef: {{kind: Mesh}}
+    default: {{action: Deny}}
+  - targetRef: {{kind: MeshService, name: client-a}}
+    default: {{action: Allow}}
+---
+type: MeshTrafficPermission
+mesh: default
+name: db-from-web
+labels: {{kuma.io/effect: shadow{observe}}}
+spec:
+  targetRef: {{kind: MeshService, name: db}}
+  from:
+  - targetRef: {{kind: Mesh}}
+    default: {{action: Deny}}
+  - targetRef: {{kind: MeshService, name: web}}
+    default: {{action: Allow}}
+"#
+    );
+    let rs = Resource::all_from_bytes(yaml.as_bytes()).unwrap();
+    for r in &rs {
+        assert!(!r.validate().has_violations(), "{}", r.meta.name);
+    }
+    rs
+}
+
+const OBSERVED: &str = ", umbra.io/observe: \"true\"";
+
+fn doc(resources: &[Resource], dp: &str, view: View) -> (Snapshot, Value) {
+    let snap = snapshot(resources, dp, view);
+    let doc = snap.to_document().unwrap();
+    (snap, doc)
+}
+
+fn http_filters<'a>(doc: &'a Value, listener: &str) -> &'a Vec<Value> {
+    doc[LISTENER][listener]["filterChains"][0]["filters"][0]["typedConfig"]["httpFilters"]
+        .as_array()
+        .unwrap()
+}
+
+fn network_filters<'a>(doc: &'a Value, listener: &str) -> &'a Vec<Value> {
+    doc[LISTENER][listener]["filterChains"][0]["filters"]
+        .as_array()
+        .unwrap()
+}
+
+#[test]
+fn an_observed_permission_is_shadow_rules_before_the_enforcing_filter() {
+    let resources = mesh(OBSERVED);
+    let listener = "inbound:10.0.0.1:80";
+    let (live, live_doc) = doc(&resources, "web", View::Live);
+    let (shadow, shadow_doc) = doc(&resources, "web", View::Shadow);
+    let filters = http_filters(&live_doc, listener);
+    assert_eq!(filters[0]["name"], "umbra.observe.http.rbac", "{filters:#?}");
+    let observer = &filters[0]["typedConfig"];
+    assert!(observer.get("rules").is_none(), "enforces nothing: {observer:#}");
+    assert_eq!(
+        observer["shadowRulesStatPrefix"],
+        "umbra_observe.only-client-a."
+    );
+    // The live rules are untouched: allow-all.
+    assert_eq!(filters[1]["name"], "envoy.filters.http.rbac");
+    assert_eq!(
+        filters[1]["typedConfig"]["rules"]["policies"]["MeshTrafficPermission"]["principals"],
+        json!([{"any": true}])
+    );
+    // The observer evaluates exactly what the Shadow view enforces.
+    let enforced = http_filters(&shadow_doc, listener);
+    assert_eq!(enforced[0]["name"], "envoy.filters.http.rbac");
+    assert_eq!(observer["shadowRules"], enforced[0]["typedConfig"]["rules"]);
+    assert_eq!(
+        observer["shadowRules"]["policies"]["MeshTrafficPermission"]["principals"],
+        json!([{"authenticated": {"principalName": {"exact": "spiffe://default/client-a"}}}])
+    );
+    assert!(
+        enforced.iter().all(|f| f["name"] != "umbra.observe.http.rbac"),
+        "no observer in the Shadow view"
+    );
+    for s in [&live, &shadow] {
+        envoy_validates(&with_test_secrets(s));
+    }
+}
+
+#[test]
+fn a_tcp_inbound_gets_a_network_observer() {
+    let resources = mesh(OBSERVED);
+    let listener = "inbound:10.0.0.2:5432";
+    let (live, live_doc) = doc(&resources, "db", View::Live);
+    let (_, shadow_doc) = doc(&resources, "db", View::Shadow);
+    let filters = network_filters(&live_doc, listener);
+    assert_eq!(filters[0]["name"], "umbra.observe.network.rbac", "{filters:#?}");
+    let observer = &filters[0]["typedConfig"];
+    assert!(observer.get("rules").is_none());
+    assert_eq!(observer["shadowRulesStatPrefix"], "umbra_observe.db-from-web.");
+    assert_eq!(observer["statPrefix"], "inbound_10_0_0_2_5432.");
+    assert_eq!(filters[1]["name"], "envoy.filters.network.rbac");
+    let enforced = network_filters(&shadow_doc, listener);
+    assert_eq!(observer["shadowRules"], enforced[0]["typedConfig"]["rules"]);
+    envoy_validates(&with_test_secrets(&live));
+}
+
+#[test]
+fn without_the_label_or_the_selection_nothing_reaches_a_proxy() {
+    // Not observed: the shadow policies never reach a proxy (seed 000).
+    let unobserved = mesh("");
+    let (_, web) = doc(&unobserved, "web", View::Live);
+    assert!(http_filters(&web, "inbound:10.0.0.1:80")
+        .iter()
+        .all(|f| f["name"] != "umbra.observe.http.rbac"));
+    // Observed, but selecting another DPP: `other` is untouched, equal to its config with
+    // no shadow policy at all.
+    let observed = mesh(OBSERVED);
+    let (_, other) = doc(&observed, "other", View::Live);
+    let (_, other_unobserved) = doc(&unobserved, "other", View::Live);
+    assert_eq!(other, other_unobserved);
+}
+
+/// The observed policies are inputs of the Live config: a DPP they select depends on them,
+/// one they do not select does not.
+#[test]
+fn observed_policies_are_live_dependencies_of_the_dpps_they_select() {
+    let resources = mesh(OBSERVED);
+    let set = umbra_core::view::PolicySet::build("default", &resources, View::Live);
+    let names = |dp: &str| -> Vec<String> {
+        let spec = resources
+            .iter()
+            .find(|r| r.meta.name == dp)
+            .and_then(Resource::as_dataplane)
+            .unwrap();
+        umbra_core::dependencies::dependencies(spec, &set)
+            .policies
+            .iter()
+            .map(|d| d.name.to_owned())
+            .collect()
+    };
+    assert!(names("web").contains(&"only-client-a".to_owned()));
+    assert!(!names("web").contains(&"db-from-web".to_owned()));
+    assert!(names("db").contains(&"db-from-web".to_owned()));
+    assert!(!names("other").iter().any(|n| n == "only-client-a" || n == "db-from-web"));
+}
