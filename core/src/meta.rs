@@ -47,11 +47,7 @@ impl Meta {
 
     /// `true` when shadow and labelled [`OBSERVE_LABEL`]` = "true"`.
     pub fn is_observed(&self) -> bool {
-        self.is_shadow()
-            && self
-                .labels
-                .get(OBSERVE_LABEL)
-                .is_some_and(|v| v == "true")
+        self.is_shadow() && self.labels.get(OBSERVE_LABEL).is_some_and(|v| v == "true")
     }
 
     /// Precedence of the `kuma.io/origin` label: `global` -1 < none 0 < `zone` 1.

@@ -479,9 +479,7 @@ mod tests {
                 .find(|v| v.field.contains(OBSERVE_LABEL))
                 .map(|v| v.message)
         };
-        let shadow = |observe: &str| {
-            serde_json::json!({EFFECT_LABEL: EFFECT_SHADOW, OBSERVE_LABEL: observe})
-        };
+        let shadow = |observe: &str| serde_json::json!({EFFECT_LABEL: EFFECT_SHADOW, OBSERVE_LABEL: observe});
         let ok = policy("MeshTrafficPermission", shadow("true"));
         assert_eq!(observe_violation(&ok), None);
         assert!(ok.meta.is_observed());
@@ -489,7 +487,10 @@ mod tests {
         assert_eq!(observe_violation(&off), None);
         assert!(!off.meta.is_observed());
         for (r, reason) in [
-            (policy("MeshTrafficPermission", shadow("yes")), "\"true\" or \"false\""),
+            (
+                policy("MeshTrafficPermission", shadow("yes")),
+                "\"true\" or \"false\"",
+            ),
             (
                 policy(
                     "MeshTrafficPermission",
@@ -497,7 +498,10 @@ mod tests {
                 ),
                 "only a shadow policy",
             ),
-            (policy("MeshTimeout", shadow("true")), "implemented for MeshTrafficPermission only"),
+            (
+                policy("MeshTimeout", shadow("true")),
+                "implemented for MeshTrafficPermission only",
+            ),
         ] {
             let message = observe_violation(&r).expect("refused");
             assert!(message.contains(reason), "{message}");

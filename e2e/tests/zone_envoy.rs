@@ -189,8 +189,7 @@ async fn mtls_scenario(api: AdsApi) -> anyhow::Result<()> {
 /// that would deny frontend -> backend denies nothing, and the backend's real Envoy counts
 /// every request it would have denied (`...rbac.umbra_observe.<policy>.shadow_denied`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_observed_permission_counts_would_be_denials_and_denies_nothing() -> anyhow::Result<()>
-{
+async fn an_observed_permission_counts_would_be_denials_and_denies_nothing() -> anyhow::Result<()> {
     let Some(envoy) = envoy_binary() else {
         eprintln!("skipping: envoy not installed");
         return Ok(());

@@ -121,9 +121,15 @@ fn an_observed_permission_is_shadow_rules_before_the_enforcing_filter() {
     let (live, live_doc) = doc(&resources, "web", View::Live);
     let (shadow, shadow_doc) = doc(&resources, "web", View::Shadow);
     let filters = http_filters(&live_doc, listener);
-    assert_eq!(filters[0]["name"], "umbra.observe.http.rbac", "{filters:#?}");
+    assert_eq!(
+        filters[0]["name"], "umbra.observe.http.rbac",
+        "{filters:#?}"
+    );
     let observer = &filters[0]["typedConfig"];
-    assert!(observer.get("rules").is_none(), "enforces nothing: {observer:#}");
+    assert!(
+        observer.get("rules").is_none(),
+        "enforces nothing: {observer:#}"
+    );
     assert_eq!(
         observer["shadowRulesStatPrefix"],
         "umbra_observe.only-client-a."
@@ -143,7 +149,9 @@ fn an_observed_permission_is_shadow_rules_before_the_enforcing_filter() {
         json!([{"authenticated": {"principalName": {"exact": "spiffe://default/client-a"}}}])
     );
     assert!(
-        enforced.iter().all(|f| f["name"] != "umbra.observe.http.rbac"),
+        enforced
+            .iter()
+            .all(|f| f["name"] != "umbra.observe.http.rbac"),
         "no observer in the Shadow view"
     );
     for s in [&live, &shadow] {
@@ -158,10 +166,16 @@ fn a_tcp_inbound_gets_a_network_observer() {
     let (live, live_doc) = doc(&resources, "db", View::Live);
     let (_, shadow_doc) = doc(&resources, "db", View::Shadow);
     let filters = network_filters(&live_doc, listener);
-    assert_eq!(filters[0]["name"], "umbra.observe.network.rbac", "{filters:#?}");
+    assert_eq!(
+        filters[0]["name"], "umbra.observe.network.rbac",
+        "{filters:#?}"
+    );
     let observer = &filters[0]["typedConfig"];
     assert!(observer.get("rules").is_none());
-    assert_eq!(observer["shadowRulesStatPrefix"], "umbra_observe.db-from-web.");
+    assert_eq!(
+        observer["shadowRulesStatPrefix"],
+        "umbra_observe.db-from-web."
+    );
     assert_eq!(observer["statPrefix"], "inbound_10_0_0_2_5432.");
     assert_eq!(filters[1]["name"], "envoy.filters.network.rbac");
     let enforced = network_filters(&shadow_doc, listener);
@@ -206,5 +220,7 @@ fn observed_policies_are_live_dependencies_of_the_dpps_they_select() {
     assert!(names("web").contains(&"only-client-a".to_owned()));
     assert!(!names("web").contains(&"db-from-web".to_owned()));
     assert!(names("db").contains(&"db-from-web".to_owned()));
-    assert!(!names("other").iter().any(|n| n == "only-client-a" || n == "db-from-web"));
+    assert!(!names("other")
+        .iter()
+        .any(|n| n == "only-client-a" || n == "db-from-web"));
 }

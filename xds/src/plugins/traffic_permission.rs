@@ -215,7 +215,6 @@ fn observe_chain(
                 },
             );
         })
-        .map(|()| ())
         .ok_or_else(|| GenerateError::Policy {
             policy: "MeshTrafficPermission".to_owned(),
             resource: format!("{LISTENER_TYPE}/{listener_name}"),
