@@ -69,11 +69,31 @@ pub struct PolicySet {
     pub logging: crate::mesh::LoggingBackends,
     /// The view.
     pub view: Option<View>,
-    /// [`View::Live`] only: for each type with observed shadow policies
-    /// ([`crate::meta::OBSERVE_LABEL`], issue 40), the type's live policies followed by the
-    /// observed ones: what the type's rules would be if those went live, which generation
-    /// renders as non-enforcing config ([`PolicySet::observed_matched`]). Empty otherwise.
-    pub observed: BTreeMap<ResourceType, Vec<TargetRefPolicy>>,
+    /// Observed shadow policies ([`crate::meta::OBSERVE_LABEL`], issue 40) that are not in
+    /// effect in this view (every one in [`View::Live`]; in a Shadow view, those its promotion
+    /// leaves shadow), by type: generation renders them as config that enforces nothing
+    /// ([`PolicySet::observed_matched`]).
+    pub observed: BTreeMap<ResourceType, Observed>,
+    /// The Mesh has mTLS on (when the Mesh resource was among the inputs): without it no
+    /// inbound has RBAC, so an observed MeshTrafficPermission is listed as not generated.
+    pub mtls: bool,
+}
+
+/// The observed policies of one type ([`PolicySet::observed`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// The type's policies in effect in the view, then the observed ones: what the type's rules
+    /// would be if the observed policies went live.
+    pub policies: Vec<TargetRefPolicy>,
+    /// The observed ones alone.
+    pub only: Vec<TargetRefPolicy>,
+}
+
+impl Observed {
+    /// `true` when `name` is one of the observed policies.
+    pub fn contains(&self, name: &str) -> bool {
+        self.only.iter().any(|p| p.meta().name == name)
+    }
 }
 
 /// Policy types whose top-level `targetRef: {kind: MeshHTTPRoute}` Umbra generates (the route's
@@ -200,12 +220,13 @@ impl PolicySet {
         };
         let mut old: BTreeMap<ResourceType, Vec<Resource>> = BTreeMap::new();
         let mut secrets: BTreeMap<&str, &str> = BTreeMap::new();
-        let mut observed: BTreeMap<ResourceType, Vec<TargetRefPolicy>> = BTreeMap::new();
-        for r in resources {
+        let resources: Vec<&Resource> = resources.into_iter().collect();
+        for &r in &resources {
             if let Spec::Mesh(m) = &r.spec {
                 if r.meta.name == mesh {
                     set.logging = m.logging_backends();
                     set.zone_egress = m.zone_egress_enabled();
+                    set.mtls = m.mtls_enabled();
                 }
                 continue;
             }
@@ -214,15 +235,6 @@ impl PolicySet {
                     secrets.insert(r.meta.name.as_str(), data.data.as_str());
                 }
                 continue;
-            }
-            if view == View::Live
-                && r.meta.mesh == mesh
-                && r.meta.is_observed()
-                && crate::meta::OBSERVABLE_TYPES.contains(&r.ty().name())
-            {
-                if let Some(p) = TargetRefPolicy::from_resource(r) {
-                    observed.entry(r.ty()).or_default().push(p);
-                }
             }
             if r.meta.mesh != mesh || !view.includes(r) {
                 continue;
@@ -277,11 +289,6 @@ impl PolicySet {
                 base64::engine::general_purpose::STANDARD.decode(data).ok()
             },
         );
-        for (ty, shadow) in observed {
-            let mut list = set.new.get(&ty).cloned().unwrap_or_default();
-            list.extend(shadow);
-            set.observed.insert(ty, list);
-        }
         for (ty, list) in old {
             let replaced = ty
                 .counterpart()
@@ -293,7 +300,31 @@ impl PolicySet {
                 set.old.insert(ty, list);
             }
         }
+        if view == View::Live {
+            set.add_observed(mesh, resources.iter().copied());
+        }
         set
+    }
+
+    /// Record, among `candidates`, the observed shadow policies of `mesh` of a type observe
+    /// mode renders, as [`PolicySet::observed`] (each type's policies in effect first).
+    fn add_observed<'a>(&mut self, mesh: &str, candidates: impl Iterator<Item = &'a Resource>) {
+        for r in candidates {
+            if r.meta.mesh != mesh
+                || !r.meta.is_observed()
+                || !crate::meta::OBSERVABLE_TYPES.contains(&r.ty().name())
+            {
+                continue;
+            }
+            if let Some(p) = TargetRefPolicy::from_resource(r) {
+                self.observed.entry(r.ty()).or_default().only.push(p);
+            }
+        }
+        for (ty, observed) in &mut self.observed {
+            let mut all = self.new.get(ty).cloned().unwrap_or_default();
+            all.extend(observed.only.iter().cloned());
+            observed.policies = all;
+        }
     }
 
     /// The [`View::Shadow`] set of `mesh` with only the shadow policies `promotion` admits.
@@ -302,30 +333,36 @@ impl PolicySet {
         resources: impl IntoIterator<Item = &'a Resource>,
         promotion: &Promotion,
     ) -> PolicySet {
-        Self::build(
+        let resources: Vec<&Resource> = resources.into_iter().collect();
+        let mut set = Self::build(
             mesh,
-            resources.into_iter().filter(|r| promotion.admits(r)),
+            resources.iter().copied().filter(|r| promotion.admits(r)),
             View::Shadow,
-        )
+        );
+        // The observed policies this promotion leaves shadow are still observed.
+        set.add_observed(mesh, resources.into_iter().filter(|r| !promotion.admits(r)));
+        set
     }
 
-    /// Match `ty`'s live and observed policies against `dp` as if the observed ones were live
-    /// ([`PolicySet::observed`]); `None` when no policy of `ty` is observed.
+    /// Match `ty`'s policies in effect and its observed ones against `dp` as if the observed
+    /// ones were live ([`PolicySet::observed`]), with the observed ones; `None` when no policy
+    /// of `ty` is observed in this view.
     pub fn observed_matched(
         &self,
         ty: ResourceType,
         dp: &DataplaneSpec,
-    ) -> Option<MatchedPolicies<'_>> {
-        let list = self.observed.get(&ty)?;
+    ) -> Option<(MatchedPolicies<'_>, &Observed)> {
+        let observed = self.observed.get(&ty)?;
         let routes: Vec<&TargetRefPolicy> = self.routes.iter().collect();
-        Some(matched_policies(
+        let matched = matched_policies(
             dp,
-            list,
+            &observed.policies,
             &routes,
             MatchOptions {
                 include_shadow: true,
             },
-        ))
+        );
+        Some((matched, observed))
     }
 
     /// Match the new policies of `ty` against `dp` (empty result when the view has none).
@@ -400,6 +437,22 @@ impl PolicySet {
             include_shadow: self.view == Some(View::Shadow),
         };
         let mut out: Vec<NotGenerated> = Vec::new();
+        let builtin_gateway = crate::gateway::is_builtin(dp);
+        for observed in self.observed.values() {
+            let reason = if !self.mtls {
+                "observe mode renders a MeshTrafficPermission as RBAC shadow rules, and without mTLS on the Mesh no inbound has RBAC (as in Kuma): nothing observes it on this DPP"
+            } else if builtin_gateway {
+                "observe mode is not rendered on builtin gateways: nothing observes it on this DPP"
+            } else {
+                continue;
+            };
+            let all = MatchOptions {
+                include_shadow: true,
+            };
+            for p in matched_policies(dp, &observed.only, &routes, all).dataplane_policies {
+                out.push(NotGenerated::of(p, reason));
+            }
+        }
         for (ty, list) in &self.new {
             if !ty.is_generated() {
                 for p in matched_policies(dp, list, &routes, opts).dataplane_policies {

@@ -1,12 +1,17 @@
 //! Observe mode (issue 40): a shadow MeshTrafficPermission labelled `umbra.io/observe: "true"`
 //! reaches the live proxies as RBAC `shadowRules` that enforce nothing, placed before the
-//! enforcing filter; the Shadow view enforces it as usual and has no observer. The observer's
-//! rules are exactly the rules the Shadow view enforces, for HTTP and TCP inbounds, and both
-//! views pass `envoy --mode validate`.
+//! enforcing filter; a Shadow view that promotes it enforces it and has no observer for it. The
+//! observer's rules are exactly those a Shadow view promoting the observed policies (and no
+//! other shadow policy) enforces, for HTTP and TCP inbounds; both views pass
+//! `envoy --mode validate`; a view that leaves an observed policy shadow keeps observing it;
+//! where nothing can observe it (no mTLS), the policy is listed as not generated.
 
 use serde_json::{json, Value};
-use umbra_core::resource::Resource;
-use umbra_core::view::View;
+use umbra_core::dataplane::DataplaneSpec;
+use umbra_core::resource::{Resource, ResourceType};
+use umbra_core::view::{PolicySet, Promotion, View};
+use umbra_xds::context::MeshContext;
+use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::snapshot::Snapshot;
 
 mod common;
@@ -14,18 +19,20 @@ use common::{envoy_validates, snapshot, with_test_secrets};
 
 const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
+const MTLS: &str =
+    "mtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
+
 fn mesh(observe: &str) -> Vec<Resource> {
+    mesh_with(observe, MTLS)
+}
+
+fn mesh_with(observe: &str, mtls: &str) -> Vec<Resource> {
     let yaml = format!(
         r#"
 type: Mesh
 name: default
 skipCreatingInitialPolicies: ["*"]
-mtls:
-  enabledBackend: ca-1
-  backends:
-  - name: ca-1
-    type: builtin
----
+{mtls}---
 type: Dataplane
 mesh: default
 name: web
@@ -85,6 +92,16 @@ spec:
     default: {{action: Deny}}
   - targetRef: {{kind: MeshService, name: web}}
     default: {{action: Allow}}
+---
+type: MeshTrafficPermission
+mesh: default
+name: allow-client-b
+labels: {{kuma.io/effect: shadow}}
+spec:
+  targetRef: {{kind: MeshService, name: web}}
+  from:
+  - targetRef: {{kind: MeshService, name: client-b}}
+    default: {{action: Allow}}
 "#
     );
     let rs = Resource::all_from_bytes(yaml.as_bytes()).unwrap();
@@ -98,6 +115,58 @@ const OBSERVED: &str = ", umbra.io/observe: \"true\"";
 
 fn doc(resources: &[Resource], dp: &str, view: View) -> (Snapshot, Value) {
     let snap = snapshot(resources, dp, view);
+    let doc = snap.to_document().unwrap();
+    (snap, doc)
+}
+
+/// The two observed policies promoted, the other shadow one left out.
+fn observed_only() -> Promotion {
+    Promotion::Set {
+        promote: [
+            (
+                ResourceType::MeshTrafficPermission,
+                "only-client-a".to_owned(),
+            ),
+            (
+                ResourceType::MeshTrafficPermission,
+                "db-from-web".to_owned(),
+            ),
+        ]
+        .into(),
+        retire: Default::default(),
+    }
+}
+
+fn dataplane<'a>(resources: &'a [Resource], name: &str) -> &'a DataplaneSpec {
+    resources
+        .iter()
+        .find(|r| r.meta.name == name)
+        .and_then(Resource::as_dataplane)
+        .unwrap()
+}
+
+/// DPP `dp`'s snapshot and document in the Shadow view of `promotion`.
+fn promoted(resources: &[Resource], dp: &str, promotion: &Promotion) -> (Snapshot, Value) {
+    let set = PolicySet::build_shadow("default", resources, promotion);
+    let mesh = resources
+        .iter()
+        .find_map(|r| match &r.spec {
+            umbra_core::resource::Spec::Mesh(m) => Some(m.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let ctx = MeshContext::build(
+        "default",
+        &mesh,
+        resources.iter().filter_map(Resource::as_dataplane),
+    );
+    let proxy = Proxy {
+        name: dp,
+        dataplane: dataplane(resources, dp),
+        admin: None,
+        dns: None,
+    };
+    let snap = generate(proxy, &ctx, &set).unwrap();
     let doc = snap.to_document().unwrap();
     (snap, doc)
 }
@@ -119,7 +188,7 @@ fn an_observed_permission_is_shadow_rules_before_the_enforcing_filter() {
     let resources = mesh(OBSERVED);
     let listener = "inbound:10.0.0.1:80";
     let (live, live_doc) = doc(&resources, "web", View::Live);
-    let (shadow, shadow_doc) = doc(&resources, "web", View::Shadow);
+    let (shadow, shadow_doc) = promoted(&resources, "web", &observed_only());
     let filters = http_filters(&live_doc, listener);
     assert_eq!(
         filters[0]["name"], "umbra.observe.http.rbac",
@@ -140,7 +209,8 @@ fn an_observed_permission_is_shadow_rules_before_the_enforcing_filter() {
         filters[1]["typedConfig"]["rules"]["policies"]["MeshTrafficPermission"]["principals"],
         json!([{"any": true}])
     );
-    // The observer evaluates exactly what the Shadow view enforces.
+    // The observer evaluates exactly what promoting the observed policies enforces; promoting
+    // every shadow policy (`allow-client-b` too) enforces more.
     let enforced = http_filters(&shadow_doc, listener);
     assert_eq!(enforced[0]["name"], "envoy.filters.http.rbac");
     assert_eq!(observer["shadowRules"], enforced[0]["typedConfig"]["rules"]);
@@ -164,7 +234,7 @@ fn a_tcp_inbound_gets_a_network_observer() {
     let resources = mesh(OBSERVED);
     let listener = "inbound:10.0.0.2:5432";
     let (live, live_doc) = doc(&resources, "db", View::Live);
-    let (_, shadow_doc) = doc(&resources, "db", View::Shadow);
+    let (_, shadow_doc) = promoted(&resources, "db", &observed_only());
     let filters = network_filters(&live_doc, listener);
     assert_eq!(
         filters[0]["name"], "umbra.observe.network.rbac",
@@ -204,14 +274,9 @@ fn without_the_label_or_the_selection_nothing_reaches_a_proxy() {
 #[test]
 fn observed_policies_are_live_dependencies_of_the_dpps_they_select() {
     let resources = mesh(OBSERVED);
-    let set = umbra_core::view::PolicySet::build("default", &resources, View::Live);
+    let set = PolicySet::build("default", &resources, View::Live);
     let names = |dp: &str| -> Vec<String> {
-        let spec = resources
-            .iter()
-            .find(|r| r.meta.name == dp)
-            .and_then(Resource::as_dataplane)
-            .unwrap();
-        umbra_core::dependencies::dependencies(spec, &set)
+        umbra_core::dependencies::dependencies(dataplane(&resources, dp), &set)
             .policies
             .iter()
             .map(|d| d.name.to_owned())
@@ -223,4 +288,67 @@ fn observed_policies_are_live_dependencies_of_the_dpps_they_select() {
     assert!(!names("other")
         .iter()
         .any(|n| n == "only-client-a" || n == "db-from-web"));
+}
+
+/// An observed policy in effect is another input than the same policy observed: the views of
+/// `web` differ (the fleet diff asks for it), though both list the same policies.
+#[test]
+fn observing_and_enforcing_are_different_inputs() {
+    let resources = mesh(OBSERVED);
+    let live = PolicySet::build("default", &resources, View::Live);
+    let shadow = PolicySet::build_shadow("default", &resources, &observed_only());
+    let web = dataplane(&resources, "web");
+    assert!(umbra_core::dependencies::views_differ(web, &live, &shadow));
+    assert!(umbra_core::dependencies::selections_differ(
+        web, &live, &shadow
+    ));
+    let other = dataplane(&resources, "other");
+    assert!(!umbra_core::dependencies::views_differ(
+        other, &live, &shadow
+    ));
+}
+
+/// Promoting one observed policy keeps observing the other: `web`'s observer stays when only
+/// `db-from-web` is promoted, and goes when `only-client-a` is.
+#[test]
+fn a_promotion_keeps_observing_what_it_leaves_shadow() {
+    let resources = mesh(OBSERVED);
+    let listener = "inbound:10.0.0.1:80";
+    let only = |name: &str| Promotion::Only {
+        ty: ResourceType::MeshTrafficPermission,
+        name: name.to_owned(),
+    };
+    let (_, doc) = promoted(&resources, "web", &only("db-from-web"));
+    assert_eq!(
+        http_filters(&doc, listener)[0]["name"],
+        "umbra.observe.http.rbac"
+    );
+    let (_, doc) = promoted(&resources, "web", &only("only-client-a"));
+    assert!(http_filters(&doc, listener)
+        .iter()
+        .all(|f| f["name"] != "umbra.observe.http.rbac"));
+}
+
+/// Without mTLS no inbound has RBAC, so nothing observes the policy: it is listed as not
+/// generated for the DPPs it selects (and only those), rather than silently ignored.
+#[test]
+fn without_mtls_an_observed_permission_is_not_generated() {
+    let resources = mesh_with(OBSERVED, "");
+    let live = PolicySet::build("default", &resources, View::Live);
+    let listed = |dp: &str| -> Vec<String> {
+        live.not_generated(dataplane(&resources, dp))
+            .iter()
+            .map(|n| serde_json::to_value(n).unwrap().to_string())
+            .collect()
+    };
+    let web = listed("web");
+    assert!(
+        web.iter()
+            .any(|n| n.contains("only-client-a") && n.contains("without mTLS")),
+        "{web:?}"
+    );
+    assert!(listed("other").iter().all(|n| !n.contains("only-client-a")));
+    // With mTLS it is rendered, so not listed.
+    let with = PolicySet::build("default", &mesh(OBSERVED), View::Live);
+    assert!(with.not_generated(dataplane(&resources, "web")).is_empty());
 }

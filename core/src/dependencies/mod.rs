@@ -55,6 +55,9 @@ pub struct PolicyDependency<'a> {
     pub name: &'a str,
     /// An old policy whose type the old-vs-new rule switched off in this view.
     pub superseded: bool,
+    /// An observed shadow policy not in effect in this view ([`PolicySet::observed`]): it only
+    /// shapes config that enforces nothing, so the same policy in effect is another input.
+    pub observed: bool,
 }
 
 /// The policies and services one DPP's config depends on (see the module docs).
@@ -103,17 +106,19 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
         services,
         ..Dependencies::default()
     };
-    let mut push = |ty, name, superseded| {
+    let mut push = |ty, name, superseded, observed| {
         deps.policies.push(PolicyDependency {
             ty,
             name,
             superseded,
+            observed,
         });
     };
     for route in &policies.routes {
         push(
             ResourceType::MeshHTTPRoute,
             route.meta().name.as_str(),
+            false,
             false,
         );
     }
@@ -123,15 +128,15 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
         }
         let read = reach::type_dependencies(dp, list, &routes, include_shadow, reached.as_deref());
         for p in read {
-            push(*ty, p.meta().name.as_str(), false);
+            push(*ty, p.meta().name.as_str(), false, false);
         }
     }
     // Observed shadow policies (Live view only): the ones selecting the DPP shape its
     // non-enforcing config; the type's live ones are already listed.
-    for (ty, list) in &policies.observed {
-        for p in reach::type_dependencies(dp, list, &routes, true, None) {
-            if p.meta().is_shadow() {
-                push(*ty, p.meta().name.as_str(), false);
+    for (ty, observed) in &policies.observed {
+        for p in reach::type_dependencies(dp, &observed.policies, &routes, true, None) {
+            if observed.contains(&p.meta().name) {
+                push(*ty, p.meta().name.as_str(), false, true);
             }
         }
     }
@@ -159,7 +164,7 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
                 _ => matches(p.sources) || matches(p.destinations),
             };
             if selected {
-                push(*ty, r.meta.name.as_str(), superseded);
+                push(*ty, r.meta.name.as_str(), superseded, false);
             }
         }
     }
@@ -168,11 +173,16 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
     if builtin_gateway {
         for r in &policies.stored {
             if r.ty() == ResourceType::MeshGateway {
-                push(ResourceType::MeshGateway, r.meta.name.as_str(), false);
+                push(
+                    ResourceType::MeshGateway,
+                    r.meta.name.as_str(),
+                    false,
+                    false,
+                );
             }
         }
         for name in policies.gateway_certificates.keys() {
-            push(ResourceType::Secret, name.as_str(), false);
+            push(ResourceType::Secret, name.as_str(), false, false);
         }
         if let Some(g) = crate::gateway::selected(&policies.stored, dp) {
             let http = policies
@@ -203,7 +213,7 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
                         &routes,
                     );
                     if ports.map_or(true, |p| !p.is_empty()) {
-                        push(*ty, p.meta().name.as_str(), false);
+                        push(*ty, p.meta().name.as_str(), false, false);
                     }
                 }
             }
@@ -222,7 +232,7 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
                             .iter()
                             .any(|l| p.sources.iter().any(|s| s.matches(&l.tags)))
                         {
-                            push(*ty, r.meta.name.as_str(), superseded);
+                            push(*ty, r.meta.name.as_str(), superseded, false);
                         }
                     }
                 }
@@ -239,6 +249,7 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
                     ResourceType::MeshGatewayRoute,
                     r.resource.meta.name.as_str(),
                     false,
+                    false,
                 );
                 if let Spec::Selected(_, sel) = &r.resource.spec {
                     deps.services
@@ -252,7 +263,12 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
                 .get(&ResourceType::MeshTCPRoute)
                 .map_or(&[][..], Vec::as_slice);
             for p in crate::gateway::routes(tcp, &g.name, include_shadow) {
-                push(ResourceType::MeshTCPRoute, p.meta().name.as_str(), false);
+                push(
+                    ResourceType::MeshTCPRoute,
+                    p.meta().name.as_str(),
+                    false,
+                    false,
+                );
                 for item in &p.to {
                     let refs = item
                         .conf
@@ -279,7 +295,12 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
             if r.ty() != ResourceType::ExternalService {
                 continue;
             }
-            push(ResourceType::ExternalService, r.meta.name.as_str(), false);
+            push(
+                ResourceType::ExternalService,
+                r.meta.name.as_str(),
+                false,
+                false,
+            );
             for secret in policies
                 .external
                 .secrets
@@ -287,11 +308,16 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
                 .into_iter()
                 .flatten()
             {
-                push(ResourceType::Secret, secret.as_str(), false);
+                push(ResourceType::Secret, secret.as_str(), false, false);
             }
         }
         for r in policies.old_policies_with_superseded(ResourceType::TrafficPermission) {
-            push(ResourceType::TrafficPermission, r.meta.name.as_str(), false);
+            push(
+                ResourceType::TrafficPermission,
+                r.meta.name.as_str(),
+                false,
+                false,
+            );
         }
     }
     deps

@@ -129,11 +129,16 @@ pub fn apply(
 /// Observe mode (issue 40): on each inbound whose rules an observed shadow MeshTrafficPermission
 /// would change (one contributes to them), an RBAC filter that enforces nothing (`rules`
 /// absent) and evaluates, as `shadowRules`, the rules the inbound would get if the observed
-/// policies went live (computed as step 2 computes the live ones). It goes first in the chain
-/// (the connection manager's first HTTP filter, or the first network filter for TCP), so it
-/// sees every request, including those the live rules deny. Envoy counts its decisions as
-/// `http.<statPrefix>.rbac.<shadowRulesStatPrefix>shadow_allowed|shadow_denied` (TCP:
-/// `<statPrefix>rbac.<...>`), with [`observe_stat_prefix`] naming the observed policies.
+/// policies (and no other shadow policy) went live, computed as step 2 computes the live ones.
+/// It goes first in the connection manager's HTTP filters, or first in the chain for TCP, so it
+/// sees every request the live MeshTrafficPermission rules see, including those they deny.
+/// Where an old TrafficPermission still enforces (an inbound no live MeshTrafficPermission
+/// rule covers, on a DPP with TrafficPermissions), its network RBAC stays first, and the
+/// observer sees only the connections it lets through. Envoy counts the observer's decisions
+/// as `http.<statPrefix>.rbac.<shadowRulesStatPrefix>shadow_allowed|shadow_denied` (TCP:
+/// `<statPrefix>rbac.<...>`), [`observe_stat_prefix`] naming the observed policies. An
+/// observed `AllowWithShadowDeny` counts as allowed, as the Shadow view enforces it; its own
+/// shadow-deny part is not rendered.
 fn observe(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
@@ -141,7 +146,7 @@ fn observe(
     deny: &Rules,
 ) -> Result<(), GenerateError> {
     let dp = input.dataplane;
-    let Some(matched) = input
+    let Some((matched, observed_policies)) = input
         .policies
         .observed_matched(ResourceType::MeshTrafficPermission, dp)
     else {
@@ -158,7 +163,7 @@ fn observe(
             .0
             .iter()
             .flat_map(|r| &r.origin)
-            .filter(|o| o.meta.is_observed())
+            .filter(|o| observed_policies.contains(&o.meta.name))
             .map(|o| o.meta.name.as_str())
             .collect();
         if observed.is_empty() {
@@ -195,9 +200,14 @@ fn observe_chain(
     would: &Rbac,
     prefix: &str,
 ) -> Result<(), GenerateError> {
+    let error = |reason: &str| GenerateError::Policy {
+        policy: "MeshTrafficPermission".to_owned(),
+        resource: format!("{LISTENER_TYPE}/{listener_name}"),
+        reason: reason.to_owned(),
+    };
     if let Some(hcm_filter) = chain.filters.iter_mut().find(|f| f.name == HCM_FILTER) {
         let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
-            return Ok(());
+            return Err(error("http_connection_manager has no typed config"));
         };
         let rbac = HttpRbac {
             rules: None,
@@ -215,11 +225,7 @@ fn observe_chain(
                 },
             );
         })
-        .ok_or_else(|| GenerateError::Policy {
-            policy: "MeshTrafficPermission".to_owned(),
-            resource: format!("{LISTENER_TYPE}/{listener_name}"),
-            reason: "http_connection_manager config does not decode".to_owned(),
-        });
+        .ok_or_else(|| error("http_connection_manager config does not decode"));
     }
     let rbac = NetworkRbac {
         rules: None,

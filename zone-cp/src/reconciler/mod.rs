@@ -512,6 +512,7 @@ impl Reconciler {
                         fp.str(d.ty.name());
                         fp.str(d.name);
                         fp.u64(u64::from(d.superseded));
+                        fp.u64(u64::from(d.observed));
                         fp.u64(revisions.get(&(d.ty, d.name)).copied().unwrap_or(0));
                     }
                     fp.u64(u64::MAX);
@@ -839,7 +840,8 @@ mod tests {
         let store = Store::new();
         put(&store, SLOTS[0][2]);
         put(&store, SLOTS[1][0]);
-        let ext = SLOTS.len() - 2;
+        // The ExternalService and ZoneEgress slots, before the observe-mode one.
+        let ext = SLOTS.len() - 3;
         put(&store, SLOTS[ext][0]);
         put(&store, SLOTS[ext + 1][0]);
         let cas = mesh_cas();
@@ -985,6 +987,12 @@ mod tests {
         &[
             "type: ZoneEgress\nname: ze\nnetworking: {address: 10.1.0.9, port: 10002}\n",
             "type: ZoneEgress\nname: ze\nnetworking: {address: 10.1.0.10, port: 10002}\n",
+        ],
+        // Observe mode (issue 40): the same permission observed, shadow only, and live.
+        &[
+            "type: MeshTrafficPermission\nmesh: m\nname: mtp-observed\nlabels: {kuma.io/effect: shadow, umbra.io/observe: 'true'}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from: [{targetRef: {kind: MeshService, name: web}, default: {action: Deny}}]\n",
+            "type: MeshTrafficPermission\nmesh: m\nname: mtp-observed\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from: [{targetRef: {kind: MeshService, name: web}, default: {action: Deny}}]\n",
+            "type: MeshTrafficPermission\nmesh: m\nname: mtp-observed\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from: [{targetRef: {kind: MeshService, name: web}, default: {action: Deny}}]\n",
         ],
     ];
 
