@@ -10,6 +10,10 @@ use umbra_e2e::{
 };
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
+/// [`MESH`] with mTLS from one builtin CA.
+const MTLS_MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
+/// With mTLS, traffic needs a permission (as in Kuma, nothing is allowed by default).
+const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()> {
@@ -144,19 +148,16 @@ async fn mtls_scenario(api: AdsApi) -> anyhow::Result<()> {
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let mesh = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
-    // With mTLS, traffic needs a permission (as in Kuma, nothing is allowed by default).
-    let allow_all = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
     // Traffic only flows once both sidecars have their identity and the mesh CA over SDS and
     // the TLS handshake verifies `spiffe://default/backend`.
     let (zone, backend, frontend, out, _app) = topology_with(
         &envoy,
         Duration::ZERO,
         api,
-        mesh,
+        MTLS_MESH,
         &[(
             "/meshes/default/meshtrafficpermissions/allow-all",
-            allow_all,
+            ALLOW_ALL,
         )],
     )
     .await?;
@@ -194,16 +195,14 @@ async fn an_observed_permission_counts_would_be_denials_and_denies_nothing() -> 
         eprintln!("skipping: envoy not installed");
         return Ok(());
     };
-    let mesh = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
-    let allow_all = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
     let (zone, backend, frontend, out, _app) = topology_with(
         &envoy,
         Duration::ZERO,
         AdsApi::Sotw,
-        mesh,
+        MTLS_MESH,
         &[(
             "/meshes/default/meshtrafficpermissions/allow-all",
-            allow_all,
+            ALLOW_ALL,
         )],
     )
     .await?;

@@ -200,44 +200,64 @@ fn observe_chain(
     would: &Rbac,
     prefix: &str,
 ) -> Result<(), GenerateError> {
-    let error = |reason: &str| GenerateError::Policy {
-        policy: "MeshTrafficPermission".to_owned(),
-        resource: format!("{LISTENER_TYPE}/{listener_name}"),
-        reason: reason.to_owned(),
+    let http = HttpRbac {
+        rules: None,
+        shadow_rules: Some(would.clone()),
+        shadow_rules_stat_prefix: prefix.to_owned(),
+        ..Default::default()
     };
-    if let Some(hcm_filter) = chain.filters.iter_mut().find(|f| f.name == HCM_FILTER) {
-        let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
-            return Err(error("http_connection_manager has no typed config"));
-        };
-        let rbac = HttpRbac {
-            rules: None,
-            shadow_rules: Some(would.clone()),
-            shadow_rules_stat_prefix: prefix.to_owned(),
-            ..Default::default()
-        };
-        return crate::draft::edit(config, |hcm: &mut HttpConnectionManager| {
-            hcm.http_filters.insert(
-                0,
-                HttpFilter {
-                    name: OBSERVE_HTTP_RBAC_FILTER.to_owned(),
-                    config_type: Some(http_filter::ConfigType::TypedConfig(any(&rbac))),
-                    ..Default::default()
-                },
-            );
-        })
-        .ok_or_else(|| error("http_connection_manager config does not decode"));
-    }
-    let rbac = NetworkRbac {
+    let network = NetworkRbac {
         rules: None,
         shadow_rules: Some(would.clone()),
         shadow_rules_stat_prefix: prefix.to_owned(),
         stat_prefix: stat_prefix(listener_name),
         ..Default::default()
     };
-    chain
-        .filters
-        .insert(0, network_filter(OBSERVE_NETWORK_RBAC_FILTER, &rbac));
-    Ok(())
+    prepend_rbac(
+        chain,
+        listener_name,
+        (OBSERVE_HTTP_RBAC_FILTER, &http),
+        (OBSERVE_NETWORK_RBAC_FILTER, &network),
+    )
+}
+
+/// Prepend an RBAC filter to `chain`: `http` first among its HTTP connection manager's filters
+/// when it has one, else `network` first in the chain (each under its filter name).
+///
+/// # Errors
+/// [`GenerateError::Policy`] (MeshTrafficPermission) when the connection manager's config is
+/// not typed or does not decode.
+fn prepend_rbac(
+    chain: &mut FilterChain,
+    listener_name: &str,
+    (http_name, http): (&str, &HttpRbac),
+    (network_name, network): (&str, &NetworkRbac),
+) -> Result<(), GenerateError> {
+    let error = |reason: &str| GenerateError::Policy {
+        policy: "MeshTrafficPermission".to_owned(),
+        resource: format!("{LISTENER_TYPE}/{listener_name}"),
+        reason: reason.to_owned(),
+    };
+    let Some(hcm_filter) = chain.filters.iter_mut().find(|f| f.name == HCM_FILTER) else {
+        chain
+            .filters
+            .insert(0, network_filter(network_name, network));
+        return Ok(());
+    };
+    let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
+        return Err(error("http_connection_manager has no typed config"));
+    };
+    crate::draft::edit(config, |hcm: &mut HttpConnectionManager| {
+        hcm.http_filters.insert(
+            0,
+            HttpFilter {
+                name: http_name.to_owned(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(http))),
+                ..Default::default()
+            },
+        );
+    })
+    .ok_or_else(|| error("http_connection_manager config does not decode"))
 }
 
 fn is_builtin_gateway(dp: &DataplaneSpec) -> bool {
@@ -524,40 +544,21 @@ fn configure_chain(
     {
         chain.filters.remove(i);
     }
-    if let Some(hcm_filter) = chain.filters.iter_mut().find(|f| f.name == HCM_FILTER) {
-        let error = |reason: &str| GenerateError::Policy {
-            policy: "MeshTrafficPermission".to_owned(),
-            resource: format!("{LISTENER_TYPE}/{listener_name}"),
-            reason: reason.to_owned(),
-        };
-        let Some(filter::ConfigType::TypedConfig(config)) = &mut hcm_filter.config_type else {
-            return Err(error("http_connection_manager has no typed config"));
-        };
-        let rbac = HttpRbac {
-            rules: Some(built.rules.clone()),
-            shadow_rules: built.shadow_rules.clone(),
-            ..Default::default()
-        };
-        return crate::draft::edit(config, |hcm: &mut HttpConnectionManager| {
-            hcm.http_filters.insert(
-                0,
-                HttpFilter {
-                    name: HTTP_RBAC_FILTER.to_owned(),
-                    config_type: Some(http_filter::ConfigType::TypedConfig(any(&rbac))),
-                    ..Default::default()
-                },
-            );
-        })
-        .ok_or_else(|| error("http_connection_manager config does not decode"));
-    }
-    let rbac = NetworkRbac {
+    let http = HttpRbac {
+        rules: Some(built.rules.clone()),
+        shadow_rules: built.shadow_rules.clone(),
+        ..Default::default()
+    };
+    let network = NetworkRbac {
         rules: Some(built.rules.clone()),
         shadow_rules: built.shadow_rules.clone(),
         stat_prefix: stat_prefix(listener_name),
         ..Default::default()
     };
-    chain
-        .filters
-        .insert(0, network_filter(NETWORK_RBAC_FILTER, &rbac));
-    Ok(())
+    prepend_rbac(
+        chain,
+        listener_name,
+        (HTTP_RBAC_FILTER, &http),
+        (NETWORK_RBAC_FILTER, &network),
+    )
 }
