@@ -221,7 +221,9 @@ async fn an_observed_permission_counts_would_be_denials_and_denies_nothing() -> 
             .sum::<u64>()
     };
     // Requests flow while the zone pushes the observer; the backend's Envoy starts counting.
-    let mut statuses = Vec::new();
+    // While its inbound listener is replaced, a request may meet a draining connection (a
+    // reset, not a denial): none may be refused by RBAC (403).
+    let mut during = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while shadow_denied(backend.admin).await == 0 {
         assert!(
@@ -229,17 +231,20 @@ async fn an_observed_permission_counts_would_be_denials_and_denies_nothing() -> 
             "no shadow denial counted.\nbackend:\n{}",
             backend.log_tail()
         );
-        statuses.push(http(out, "GET", "/", None).await?.0);
+        if let Ok((status, _)) = http(out, "GET", "/", None).await {
+            during.push(status);
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Every request went through: observing denies nothing.
-    for _ in 0..5 {
-        statuses.push(http(out, "GET", "/", None).await?.0);
-    }
     assert!(
-        statuses.iter().all(|s| *s == 200),
-        "observing must deny nothing: {statuses:?}"
+        !during.contains(&403),
+        "observing must deny nothing: {during:?}"
     );
+    // Once pushed, every request goes through.
+    for _ in 0..5 {
+        let status = http(out, "GET", "/", None).await?.0;
+        assert_eq!(status, 200, "observing must deny nothing");
+    }
     let before = shadow_denied(backend.admin).await;
     for _ in 0..3 {
         assert_eq!(http(out, "GET", "/", None).await?.0, 200);
