@@ -646,14 +646,15 @@ async fn shadow_diff(
     .await
 }
 
-/// A body of type `T` (a JSON or YAML mapping: `Content-Type` as for resources; empty reads as
-/// `{}`), or a 400 naming what is wrong.
+/// A body of type `T` (a JSON or YAML mapping: `Content-Type` as for resources; an empty body
+/// reads as `{}`, but whitespace alone is a document with no value and is refused), or a 400
+/// naming what is wrong.
 fn json_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<T, ApiError> {
     umbra_api::negotiate::check_body_type(headers, umbra_api::negotiate::BODY_TYPES)?;
-    let value = if body.iter().all(u8::is_ascii_whitespace) {
+    let value = if body.is_empty() {
         json!({})
     } else {
         umbra_core::codec::decode_one(body, umbra_core::codec::Limits::default())
