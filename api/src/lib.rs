@@ -19,6 +19,7 @@ pub mod insights;
 pub mod inspect_rules;
 pub mod mesh_insights;
 pub mod negotiate;
+pub mod observed;
 pub mod openapi;
 pub mod paging;
 pub mod resource;

@@ -22,7 +22,9 @@
 //!   `GET /zoneegresses/{name}/_config`, and the Envoy
 //!   admin views `xds`, `stats` and `clusters` of a DPP (`/meshes/{mesh}/dataplanes/{name}/…`),
 //!   a ZoneIngress (`/zoneingresses/{name}/…`) or a ZoneEgress (`/zoneegresses/{name}/…`,
-//!   Kuma's `inspectZoneEgressAdmin`).
+//!   Kuma's `inspectZoneEgressAdmin`);
+//! - observe mode's evidence (issue 40): `GET /meshes/{mesh}/{plural}/{name}/_observed`, what
+//!   an observed shadow policy would have done to its DPPs' traffic ([`umbra_core::observed`]).
 //!
 //! What differs between the CPs is the trait's: where a DPP's insight comes from (a zone's own
 //! xDS insights; on the Global, what the owning zone reported over KDS), how `GlobalInsight`
@@ -55,6 +57,7 @@ pub const ROUTES: &[Route] = &[
     ("/zoneegresses/{name}/_overview", &["get"]),
     ("/zoneegresses+insights", &["get"]),
     ("/zoneegresses+insights/{name}", &["get"]),
+    ("/meshes/{mesh}/{plural}/{name}/_observed", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_config", &["get"]),
     ("/meshes/{mesh}/dataplanes/{name}/_rules", &["get"]),
     ("/meshes/{mesh}/meshgateways/{name}/_rules", &["get"]),
@@ -166,6 +169,16 @@ pub enum Inspection {
     },
     /// An Envoy admin view of a Dataplane, a ZoneIngress or a ZoneEgress.
     Admin(Proxy, AdminView),
+    /// `_observed` of policy `name` of type `ty` in `mesh`: what it would have done to the
+    /// traffic its DPPs saw, from their Envoys' counters ([`umbra_core::observed::Report`]).
+    Observed {
+        /// Its mesh.
+        mesh: String,
+        /// Its type.
+        ty: umbra_core::resource::ResourceType,
+        /// Its name.
+        name: String,
+    },
 }
 
 /// What a CP's state provides for the [`routes`] both CPs serve: the parts whose source differs
@@ -254,6 +267,18 @@ pub fn routes<S: ControlPlaneApi>() -> Router<S> {
             "/meshes/{mesh}/service-insights/{name}",
             get(service_insight::<S>),
         );
+    router = router.route(
+        "/meshes/{mesh}/{plural}/{name}/_observed",
+        get(
+            |State(cp): State<S>,
+             Path((mesh, plural, name)): Path<(String, String, String)>,
+             Query(query): Query<QueryPairs>| async move {
+                let ty = crate::resource::resource_type(&plural)?;
+                cp.inspect(Inspection::Observed { mesh, ty, name }, query)
+                    .await
+            },
+        ),
+    );
     for (segment, view) in AdminView::ALL {
         router = router
             .route(

@@ -16,6 +16,7 @@
 //! - [`rules`]: subset algebra, rule building (cliques, negations), `Rules::compute`;
 //! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
 //! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
+//! - [`observed`]: observe mode's Envoy counters read back, and the `_observed` report;
 //! - [`old_matching`]: source/destination selector matching of the old policies;
 //! - [`dependencies`]: what a DPP's (or a ZoneIngress's) generated config depends on;
 //! - [`zone_ingress`]: the ZoneIngress resource of multi-zone meshes;
@@ -52,6 +53,7 @@ pub mod matching;
 pub mod merge;
 pub mod mesh;
 pub mod meta;
+pub mod observed;
 pub mod old;
 pub mod old_matching;
 pub mod policies;

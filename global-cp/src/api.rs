@@ -294,6 +294,13 @@ impl ControlPlaneApi for AppState {
                 let doc = umbra_api::inspect_rules::gateway_rules(&resources, &mesh, &name, q)?;
                 return Ok(axum::Json(doc).into_response());
             }
+            // Asked of every zone that owns a DPP the policy shapes.
+            Inspection::Observed { mesh, ty, name } => {
+                let report =
+                    crate::inspect::observed::observed(&self.inspect_context(), &mesh, ty, &name)
+                        .await?;
+                return Ok(axum::Json(report).into_response());
+            }
             Inspection::Config(proxy) => (proxy, Endpoint::Config),
             Inspection::Rules { mesh, name } => (Proxy::Dataplane { mesh, name }, Endpoint::Rules),
             Inspection::Admin(proxy, AdminView::Xds) => (proxy, Endpoint::Xds),

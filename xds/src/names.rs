@@ -44,16 +44,8 @@ pub fn ca_secret_name(mesh: &str) -> String {
     format!("mesh_ca:secret:{mesh}")
 }
 
-/// Kuma's `SanitizeMetric`: every char outside `[a-zA-Z0-9_-]` becomes `_`.
-pub fn sanitize_metric(name: &str) -> String {
-    let keep = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    if name.chars().all(keep) {
-        return name.to_owned();
-    }
-    name.chars()
-        .map(|c| if keep(c) { c } else { '_' })
-        .collect()
-}
+/// Kuma's `SanitizeMetric` (shared with the readers of observe mode's stats).
+pub use umbra_core::observed::sanitize_metric;
 
 /// `<prefix><host>:<port>` (IPv6 hosts in brackets), in one allocation.
 fn prefixed_host_port(prefix: &str, host: &str, port: u32) -> String {

@@ -203,10 +203,30 @@ fn an_observed_permission_is_shadow_rules_before_the_enforcing_filter() {
         observer["shadowRulesStatPrefix"],
         "umbra_observe.only-client-a."
     );
-    // The live rules are untouched: allow-all.
-    assert_eq!(filters[1]["name"], "envoy.filters.http.rbac");
+    // Then one filter per caller the rules name, counting that caller's would-be denials:
+    // the would-be rules, plus a policy letting every other caller through.
+    assert_eq!(filters[1]["name"], "umbra.observe.rbac.caller.client-a");
+    let caller = &filters[1]["typedConfig"];
+    assert!(
+        caller.get("rules").is_none(),
+        "enforces nothing: {caller:#}"
+    );
     assert_eq!(
-        filters[1]["typedConfig"]["rules"]["policies"]["MeshTrafficPermission"]["principals"],
+        caller["shadowRulesStatPrefix"],
+        "umbra_observe_caller.client-a.only-client-a."
+    );
+    assert_eq!(
+        caller["shadowRules"]["policies"]["MeshTrafficPermission"],
+        observer["shadowRules"]["policies"]["MeshTrafficPermission"]
+    );
+    assert_eq!(
+        caller["shadowRules"]["policies"]["umbra-other-callers"]["principals"],
+        json!([{"notId": {"authenticated": {"principalName": {"exact": "spiffe://default/client-a"}}}}])
+    );
+    // The live rules are untouched: allow-all.
+    assert_eq!(filters[2]["name"], "envoy.filters.http.rbac");
+    assert_eq!(
+        filters[2]["typedConfig"]["rules"]["policies"]["MeshTrafficPermission"]["principals"],
         json!([{"any": true}])
     );
     // The observer evaluates exactly what promoting the observed policies enforces; promoting
@@ -247,7 +267,12 @@ fn a_tcp_inbound_gets_a_network_observer() {
         "umbra_observe.db-from-web."
     );
     assert_eq!(observer["statPrefix"], "inbound_10_0_0_2_5432.");
-    assert_eq!(filters[1]["name"], "envoy.filters.network.rbac");
+    assert_eq!(filters[1]["name"], "umbra.observe.rbac.caller.web");
+    assert_eq!(
+        filters[1]["typedConfig"]["shadowRulesStatPrefix"],
+        "umbra_observe_caller.web.db-from-web."
+    );
+    assert_eq!(filters[2]["name"], "envoy.filters.network.rbac");
     let enforced = network_filters(&shadow_doc, listener);
     assert_eq!(observer["shadowRules"], enforced[0]["typedConfig"]["rules"]);
     envoy_validates(&with_test_secrets(&live));
@@ -351,4 +376,20 @@ fn without_mtls_an_observed_permission_is_not_generated() {
     // With mTLS it is rendered, so not listed.
     let with = PolicySet::build("default", &mesh(OBSERVED), View::Live);
     assert!(with.not_generated(dataplane(&resources, "web")).is_empty());
+}
+
+/// Stat prefixes name the observed policies joined by dots, each sanitized to
+/// `[a-zA-Z0-9_-]`, so a reader splits them back unambiguously.
+#[test]
+fn stat_prefixes_split_back_into_the_policy_names() {
+    use umbra_xds::plugins::traffic_permission::{observe_caller_stat_prefix, observe_stat_prefix};
+    let set: std::collections::BTreeSet<&str> = ["b.policy", "a_policy"].into();
+    assert_eq!(
+        observe_stat_prefix(&set),
+        "umbra_observe.a_policy.b_policy."
+    );
+    assert_eq!(
+        observe_caller_stat_prefix("web_default_svc_80", &set),
+        "umbra_observe_caller.web_default_svc_80.a_policy.b_policy."
+    );
 }

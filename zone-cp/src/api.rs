@@ -189,7 +189,7 @@ impl ControlPlaneApi for AppState {
     }
 
     /// Computed here: `_config` and `_rules` by [`crate::inspect`], the admin views by
-    /// [`crate::envoy_admin`].
+    /// [`crate::envoy_admin`], `_observed` by [`crate::observed`].
     async fn inspect(&self, what: Inspection, query: QueryPairs) -> Result<Response, ApiError> {
         let store = self.store.clone();
         let doc = match what {
@@ -209,6 +209,20 @@ impl ControlPlaneApi for AppState {
             Inspection::Rules { mesh, name } => {
                 let zone = self.reconciler.zone_view();
                 inspect::answer(store, zone, mesh, name, &query, inspect::rules).await?
+            }
+            Inspection::Observed { mesh, ty, name } => {
+                let report = crate::observed::report(
+                    &self.store,
+                    &self.insights,
+                    Some(&self.reconciler),
+                    self.reconciler.zone(),
+                    &umbra_core::resource::ResourceKey { ty, mesh, name },
+                    tokio::time::Instant::now() + crate::observed::API_DEADLINE,
+                )
+                .await?;
+                serde_json::to_value(report).map_err(|e| {
+                    ApiError::status(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+                })?
             }
             Inspection::GatewayRules { mesh, name } => {
                 let q = inspect::InspectQuery::parse(&query)?;

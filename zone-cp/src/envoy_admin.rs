@@ -79,6 +79,9 @@ pub struct AdminQuery {
     pub json: bool,
     /// `usedonly=false` (`stats`; `true` by default, as Kuma).
     pub all_stats: bool,
+    /// Only observe mode's counters, unused ones too ([`observer_stats`]; not a query
+    /// parameter).
+    observers: bool,
 }
 
 impl AdminQuery {
@@ -105,6 +108,10 @@ impl AdminQuery {
 
     /// The Envoy admin query string of this query for `ty` (without `?`).
     fn envoy_query(self, ty: AdminView) -> &'static str {
+        if self.observers {
+            // `umbra_core::observed::STATS_FILTER`, URL-encoded.
+            return "filter=rbac%5C.umbra_observe";
+        }
         match (ty, self.include_eds, self.json, self.all_stats) {
             (AdminView::Xds, true, _, _) => "include_eds",
             (AdminView::Xds, false, _, _) => "",
@@ -142,6 +149,45 @@ pub async fn inspect(
     pairs: &[(String, String)],
 ) -> Result<AdminAnswer, ApiError> {
     let query = AdminQuery::parse(ty, pairs)?;
+    read(store, insights, reconciler, key, ty, query).await
+}
+
+/// The observe-mode counters of DPP `key`'s Envoy (`/stats?filter=<`
+/// [`umbra_core::observed::STATS_FILTER`]`>`, as text, unused counters too), read as
+/// [`inspect`] reads `stats`.
+///
+/// # Errors
+/// As [`inspect`].
+pub async fn observer_stats(
+    store: &crate::store::Store,
+    insights: &Insights,
+    reconciler: Option<&crate::reconciler::Reconciler>,
+    key: &DpKey,
+) -> Result<String, ApiError> {
+    let query = AdminQuery {
+        observers: true,
+        ..Default::default()
+    };
+    let answer = read(store, insights, reconciler, key, AdminView::Stats, query).await?;
+    String::from_utf8(answer.body).map_err(|_| {
+        ApiError::status(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "the Envoy of dataplane {:?} sent stats that are not UTF-8",
+                key.name
+            ),
+        )
+    })
+}
+
+async fn read(
+    store: &crate::store::Store,
+    insights: &Insights,
+    reconciler: Option<&crate::reconciler::Reconciler>,
+    key: &DpKey,
+    ty: AdminView,
+    query: AdminQuery,
+) -> Result<AdminAnswer, ApiError> {
     let (what, address) = if key.is_zone_egress() {
         let Some(ze) = store.get(&ResourceKey {
             ty: ResourceType::ZoneEgress,

@@ -32,6 +32,7 @@ pub mod inspect;
 pub mod inspect_zone_proxies;
 pub mod kds;
 pub mod node_metadata;
+pub mod observed;
 pub mod reconciler;
 pub mod remote_inspect;
 pub mod replica;

@@ -133,6 +133,46 @@ async fn handle(
                 .unwrap_or_default();
             dataplane(id, d, out, store, insights, reconciler.as_deref(), zone).await;
         }
+        Some(Kind::Observed(o)) => {
+            let zone = reconciler
+                .as_deref()
+                .map(|r| r.zone().to_owned())
+                .unwrap_or_default();
+            let answer = match umbra_core::resource::ResourceType::from_name(&o.r#type) {
+                None => Err(umbra_api::error::ApiError::bad_parameter(
+                    "type",
+                    format!("unknown resource type {:?}", o.r#type),
+                )),
+                Some(ty) => {
+                    crate::observed::report(
+                        &store,
+                        insights,
+                        reconciler.as_deref(),
+                        &zone,
+                        &umbra_core::resource::ResourceKey {
+                            ty,
+                            mesh: o.mesh,
+                            name: o.name,
+                        },
+                        // A second to send the answer before the Global's deadline.
+                        tokio::time::Instant::from_std(
+                            deadline
+                                .checked_sub(Duration::from_secs(1))
+                                .unwrap_or(deadline),
+                        ),
+                    )
+                    .await
+                }
+            };
+            let (status, body) = match answer {
+                Ok(r) => (200, serde_json::to_vec(&r).unwrap_or_default()),
+                Err(e) => (
+                    u32::from(e.status.as_u16()),
+                    serde_json::to_vec(&e.body()).unwrap_or_default(),
+                ),
+            };
+            send_http(out, id, status, "application/json", &body).await;
+        }
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
             let span = tracing::Span::current();

@@ -10,6 +10,8 @@
 //!   config a policy can change;
 //! - [`shadow_diff`]: the fleet-wide `GET /meshes/{mesh}/_shadow-diff`: query, plan, fan-out,
 //!   aggregation and the report, JSON or streamed NDJSON;
+//! - [`observed`]: `GET /meshes/{mesh}/{plural}/{name}/_observed`, an observed shadow
+//!   policy's evidence from the Envoys of every zone (issue 40);
 //! - [`answer_cache`]: fleet diff answers kept for the same question, revalidated with the
 //!   zones before use.
 
@@ -18,4 +20,5 @@ pub mod answer_cache;
 pub mod context;
 pub mod forward;
 pub mod hub;
+pub mod observed;
 pub mod shadow_diff;

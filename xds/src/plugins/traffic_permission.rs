@@ -139,6 +139,13 @@ pub fn apply(
 /// `<statPrefix>rbac.<...>`), [`observe_stat_prefix`] naming the observed policies. An
 /// observed `AllowWithShadowDeny` counts as allowed, as the Shadow view enforces it; its own
 /// shadow-deny part is not rendered.
+///
+/// **Callers.** After the observer, one more non-enforcing filter per calling service the
+/// rules name (a `kuma.io/service` tag of a rule subset, negated or not; the first
+/// [`MAX_ATTRIBUTED_CALLERS`] by name), [`observe_caller_filter_name`]: its `shadowRules` allow
+/// every other caller and this caller as the would-be rules do, so its `shadow_denied`
+/// ([`observe_caller_stat_prefix`]) counts exactly that caller's would-be denials. Requests
+/// of callers no rule names are in the observer's total only (the report's "other callers").
 fn observe(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
@@ -175,11 +182,70 @@ fn observe(
         };
         let would = rbac_rules(rules, &input.ctx.mesh)?.rules;
         let prefix = observe_stat_prefix(&observed);
+        let callers = named_callers(rules);
         for chain in tls_chains(listener) {
-            observe_chain(chain, &name, &would, &prefix)?;
+            // Prepended last-first: the observer ends up first, then the callers by name.
+            for caller in callers.iter().rev() {
+                let rbac = caller_rules(&would, &input.ctx.mesh, caller);
+                let prefix = observe_caller_stat_prefix(caller, &observed);
+                let filter = observe_caller_filter_name(caller);
+                observe_chain(chain, &name, (&filter, &filter), &rbac, &prefix)?;
+            }
+            observe_chain(
+                chain,
+                &name,
+                (OBSERVE_HTTP_RBAC_FILTER, OBSERVE_NETWORK_RBAC_FILTER),
+                &would,
+                &prefix,
+            )?;
         }
     }
     Ok(())
+}
+
+/// Most calling services an observed inbound attributes would-be denials to (one RBAC filter
+/// each); the others are counted together.
+pub const MAX_ATTRIBUTED_CALLERS: usize = 16;
+
+/// The `kuma.io/service` values the subsets of `rules` name, sorted, at most
+/// [`MAX_ATTRIBUTED_CALLERS`].
+fn named_callers(rules: &Rules) -> Vec<String> {
+    let named: std::collections::BTreeSet<&str> = rules
+        .0
+        .iter()
+        .flat_map(|r| &r.subset.0)
+        .filter(|t| t.key == SERVICE_TAG && !t.value.is_empty())
+        .map(|t| t.value.as_str())
+        .collect();
+    named
+        .into_iter()
+        .take(MAX_ATTRIBUTED_CALLERS)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Policy key of a caller filter's `shadowRules` that lets every other caller through.
+const OTHER_CALLERS_POLICY: &str = "umbra-other-callers";
+
+/// The `shadowRules` counting `caller`'s would-be denials: `would`'s policies, plus one
+/// allowing every principal but `spiffe://<mesh>/<caller>`.
+fn caller_rules(would: &Rbac, mesh: &str, caller: &str) -> Rbac {
+    let mut rbac = would.clone();
+    rbac.policies.insert(
+        OTHER_CALLERS_POLICY.to_owned(),
+        mtp_policy(vec![Principal {
+            identifier: Some(principal::Identifier::NotId(Box::new(authenticated(
+                service_spiffe_id(mesh, caller),
+            )))),
+        }]),
+    );
+    rbac
+}
+
+/// Name of the filter attributing would-be denials to `caller` (HTTP and network alike):
+/// `umbra.observe.rbac.caller.<service>`.
+pub fn observe_caller_filter_name(caller: &str) -> String {
+    format!("umbra.observe.rbac.caller.{caller}")
 }
 
 /// Name of the HTTP filter observe mode adds (an `envoy.extensions.filters.http.rbac.v3.RBAC`).
@@ -187,16 +253,37 @@ pub const OBSERVE_HTTP_RBAC_FILTER: &str = "umbra.observe.http.rbac";
 /// Name of the network filter observe mode adds on TCP inbounds.
 pub const OBSERVE_NETWORK_RBAC_FILTER: &str = "umbra.observe.network.rbac";
 
+use umbra_core::observed::{OBSERVE_CALLER_STAT, OBSERVE_STAT};
+
 /// The `shadowRulesStatPrefix` of an observe filter: `umbra_observe.<names>.`, the observed
-/// policies' names (sanitized for stats) joined by `_`, in name order.
+/// policies' names sanitized for stats (`[a-zA-Z0-9_-]`, so no dot) joined by `.`, in name
+/// order: a reader splits them back at the dots.
 pub fn observe_stat_prefix(observed: &std::collections::BTreeSet<&str>) -> String {
+    format!("{OBSERVE_STAT}.{}.", joined_names(observed))
+}
+
+/// The `shadowRulesStatPrefix` of a caller filter: `umbra_observe_caller.<service>.<names>.`
+/// (each segment sanitized as in [`observe_stat_prefix`]).
+pub fn observe_caller_stat_prefix(
+    caller: &str,
+    observed: &std::collections::BTreeSet<&str>,
+) -> String {
+    format!(
+        "{OBSERVE_CALLER_STAT}.{}.{}.",
+        sanitize_metric(caller),
+        joined_names(observed)
+    )
+}
+
+fn joined_names(observed: &std::collections::BTreeSet<&str>) -> String {
     let names: Vec<String> = observed.iter().map(|n| sanitize_metric(n)).collect();
-    format!("umbra_observe.{}.", names.join("_"))
+    names.join(".")
 }
 
 fn observe_chain(
     chain: &mut FilterChain,
     listener_name: &str,
+    (http_name, network_name): (&str, &str),
     would: &Rbac,
     prefix: &str,
 ) -> Result<(), GenerateError> {
@@ -216,8 +303,8 @@ fn observe_chain(
     prepend_rbac(
         chain,
         listener_name,
-        (OBSERVE_HTTP_RBAC_FILTER, &http),
-        (OBSERVE_NETWORK_RBAC_FILTER, &network),
+        (http_name, &http),
+        (network_name, &network),
     )
 }
 

@@ -1,0 +1,121 @@
+//! `GET /meshes/{mesh}/{plural}/{name}/_observed` answered by a zone (issue 40): what an
+//! observed shadow policy (`kuma.io/effect: shadow`, `umbra.io/observe: "true"`) would have done
+//! to the traffic this zone's DPPs saw, read from their Envoys' own counters
+//! ([`umbra_core::observed`]). The Global asks every zone the same over KDS and merges the
+//! answers ([`crate::remote_inspect`]).
+//!
+//! - The DPPs read are those of this zone whose Live config the policy shapes as an observed
+//!   input ([`umbra_core::dependencies`], `observed`), sorted by name; at most
+//!   [`MAX_DATAPLANES`] of them, the others counted as unread (the report is then `partial`).
+//! - Each is read through [`crate::envoy_admin::observer_stats`] (its limits and timeouts),
+//!   [`READS_AT_ONCE`] at a time, until the report's deadline ([`API_DEADLINE`] on the zone's
+//!   API, the Global's own over KDS); those not read by then are counted as unread. A DPP that cannot be read is listed with the reason and
+//!   counted as unread; one whose Envoy has no counter for the policy yet (its config with
+//!   the observer not running) is listed with `observing: false`.
+//!
+//! Errors: 400 for a type that is not a policy, or one observe mode does not render; 404 for
+//! an unknown mesh or policy; 409 for a policy that is not observed.
+
+use axum::http::StatusCode;
+use umbra_api::error::ApiError;
+use umbra_core::dataplane::DpKey;
+use umbra_core::observed::{parse_stats, DataplaneReport, Report};
+use umbra_core::resource::{ResourceKey, ResourceType};
+use umbra_core::view::{PolicySet, View};
+
+use crate::insight::Insights;
+use crate::reconciler::Reconciler;
+use crate::store::Store;
+
+/// Most DPPs one report reads.
+pub const MAX_DATAPLANES: usize = 1000;
+/// Envoy admins read at once by one report.
+pub const READS_AT_ONCE: usize = 4;
+/// How long a report asked of the zone's API reads Envoys (under the API's request timeout).
+pub const API_DEADLINE: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// Zone `zone`'s report on policy `policy` (see the module docs).
+///
+/// # Errors
+/// See the module docs.
+pub async fn report(
+    store: &Store,
+    insights: &Insights,
+    reconciler: Option<&Reconciler>,
+    zone: &str,
+    policy: &ResourceKey,
+    deadline: tokio::time::Instant,
+) -> Result<Report, ApiError> {
+    let (mesh, ty, name) = (policy.mesh.as_str(), policy.ty, policy.name.as_str());
+    check(store, mesh, ty, name)?;
+    let selected = {
+        let (store, mesh, name) = (store.clone(), mesh.to_owned(), name.to_owned());
+        tokio::task::spawn_blocking(move || observing_dataplanes(&store, &mesh, ty, &name))
+            .await
+            .map_err(|e| {
+                ApiError::status(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("observed task failed: {e}"),
+                )
+            })?
+    };
+    use futures_util::StreamExt as _;
+    let skipped = selected.len().saturating_sub(MAX_DATAPLANES) as u64;
+    let read = move |dp: String| async move {
+        let key = DpKey::new(mesh, dp.as_str());
+        let stats = crate::envoy_admin::observer_stats(store, insights, reconciler, &key);
+        match tokio::time::timeout_at(deadline, stats).await {
+            Ok(Ok(text)) => DataplaneReport::from_stats(&dp, name, &parse_stats(&text)),
+            Ok(Err(e)) => DataplaneReport::unread(&dp, e.detail),
+            Err(_) => DataplaneReport::unread(&dp, "not read before the report's deadline".into()),
+        }
+    };
+    let shares: Vec<DataplaneReport> =
+        futures_util::stream::iter(selected.into_iter().take(MAX_DATAPLANES))
+            .map(read)
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+    Ok(Report::zone(
+        mesh,
+        &format!("{}/{name}", ty.name()),
+        zone,
+        shares,
+        skipped,
+    ))
+}
+
+/// The refusals of the module docs.
+fn check(store: &Store, mesh: &str, ty: ResourceType, name: &str) -> Result<(), ApiError> {
+    umbra_api::observed::check_type(ty)?;
+    if store.get(&ResourceKey::mesh(mesh)).is_none() {
+        return Err(ApiError::not_found(format!("mesh {mesh:?} not found")));
+    }
+    let key = ResourceKey {
+        ty,
+        mesh: mesh.to_owned(),
+        name: name.to_owned(),
+    };
+    let policy = store.get(&key);
+    umbra_api::observed::check_policy(&key, policy.as_ref().map(|s| &s.resource))
+}
+
+/// The names of this zone's Dataplanes in `mesh` whose Live config observes policy `ty`/`name`,
+/// sorted.
+fn observing_dataplanes(store: &Store, mesh: &str, ty: ResourceType, name: &str) -> Vec<String> {
+    let resources = store.mesh_resources(mesh);
+    let set = PolicySet::build(mesh, &resources, View::Live);
+    let mut names: Vec<String> = resources
+        .iter()
+        .filter_map(|r| Some((r, r.as_dataplane()?)))
+        .filter(|(_, dp)| {
+            umbra_core::dependencies::dependencies(dp, &set)
+                .policies
+                .iter()
+                .any(|d| d.ty == ty && d.name == name && d.observed)
+        })
+        .map(|(r, _)| r.meta.name.clone())
+        .collect();
+    names.sort();
+    names
+}
