@@ -51,6 +51,7 @@ pub mod error;
 pub mod export;
 pub mod http;
 pub mod migrate;
+pub mod observed;
 pub mod output;
 pub mod overview;
 pub mod resources;
@@ -227,6 +228,18 @@ pub enum Inspect {
         /// Each zone's deadline (`30s`; at most `120s`).
         #[arg(long)]
         timeout: Option<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// What an observed shadow policy (`umbra.io/observe: "true"`) would have done to its DPPs'
+    /// traffic, from their Envoys' counters: fleet-wide on a Global, per zone and per DPP.
+    Observed {
+        /// The policy: `<Type>/<name>` (e.g. `MeshTrafficPermission/deny-frontend`).
+        policy: String,
+        /// Mesh.
+        #[arg(short, long, default_value = "default")]
+        mesh: String,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -612,6 +625,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 diff::Style::detect(),
             )
             .await?;
+            print!("{}", text.trim_end());
+            println!();
+        }
+        Command::Inspect {
+            what:
+                Inspect::Observed {
+                    policy,
+                    mesh,
+                    output,
+                },
+        } => {
+            let text = observed::inspect_observed(&cli.api_url, &mesh, &policy, output).await?;
             print!("{}", text.trim_end());
             println!();
         }

@@ -541,7 +541,7 @@ fn mtls(mesh: &Value) -> String {
 }
 
 /// `header` and `rows` in aligned columns, three spaces apart.
-fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {

@@ -4,7 +4,7 @@
 //! frontend -> backend. Every request of both callers still answers 200; the Global's
 //! `GET .../_observed` (asked of the zone over KDS, read from the backend's Envoy) counts exactly
 //! the requests sent, attributes the would-be denials to frontend and none to admin, and the
-//! zone's own API answers the same. A policy that is not observed is a 409, a type observe mode
+//! zone's own API answers the same, and `umbractl inspect observed` renders it. A policy that is not observed is a 409, a type observe mode
 //! does not render a 400.
 
 use std::net::SocketAddr;
@@ -158,6 +158,23 @@ async fn the_global_reports_an_observed_permissions_would_be_denials_per_caller(
     assert_eq!(dps[0]["name"], "backend");
     assert_eq!(dps[0]["zone"], "zone-1");
     assert_eq!(dps[0]["observing"], true);
+
+    // umbractl renders it from the Global.
+    let text = umbractl::observed::inspect_observed(
+        &format!("http://{}", global.api),
+        "default",
+        "MeshTrafficPermission/deny-frontend",
+        umbractl::Output::Text,
+    )
+    .await?;
+    assert!(
+        text.starts_with(&format!(
+            "MeshTrafficPermission/deny-frontend in mesh default: would deny {} of {} requests",
+            a.1, a.0
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!("frontend={}", a.2)), "{text}");
 
     // The zone's own API answers the same counts (nothing was sent since).
     let local = report(&zone).await;
