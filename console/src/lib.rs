@@ -10,8 +10,9 @@
 //!   query string, or a 400 page;
 //! - [`pages`]: one module per view: zones and meshes ([`pages::fleet`]), Dataplanes with
 //!   their ADS state ([`pages::dataplanes`]), policies by type ([`pages::policies`]), one DPP
-//!   with its rules and config diff ([`pages::dataplane`]), and the fleet-wide shadow diff,
-//!   streamed as zones answer ([`pages::shadow_diff`]);
+//!   with its rules and config diff ([`pages::dataplane`]), the fleet-wide shadow diff,
+//!   streamed as zones answer ([`pages::shadow_diff`]), and an observed policy's evidence
+//!   from the Envoys' counters ([`pages::observed`]);
 //! - [`diff_view`]: an RFC 6902 diff laid out per xDS resource, old and new side by side (pure);
 //! - [`assets`]: the stylesheet and the script; [`pages::raw`]: an API answer as JSON, for
 //!   "raw JSON" links (the session cookie is not an API credential).
@@ -63,6 +64,10 @@ pub fn mount(api: Router, mode: Mode) -> Router {
             get(pages::dataplane::show),
         )
         .route("/gui/meshes/{mesh}/policies", get(pages::policies::list))
+        .route(
+            "/gui/meshes/{mesh}/policies/{plural}/{name}/observed",
+            get(pages::observed::show),
+        )
         .route("/gui/api/{*path}", get(pages::raw::show))
         .route(
             "/gui/meshes/{mesh}/shadow-diff",

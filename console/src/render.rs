@@ -25,6 +25,7 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/dataplanes.html"),
     ),
     ("policies.html", include_str!("../templates/policies.html")),
+    ("observed.html", include_str!("../templates/observed.html")),
     (
         "dataplane.html",
         include_str!("../templates/dataplane.html"),

@@ -4,7 +4,7 @@
 //! frontend -> backend. Every request of both callers still answers 200; the Global's
 //! `GET .../_observed` (asked of the zone over KDS, read from the backend's Envoy) counts exactly
 //! the requests sent, attributes the would-be denials to frontend and none to admin, and the
-//! zone's own API answers the same, and `umbractl inspect observed` renders it. A policy that is not observed is a 409, a type observe mode
+//! zone's own API answers the same, `umbractl inspect observed` and the console render it. A policy that is not observed is a 409, a type observe mode
 //! does not render a 400.
 
 use std::net::SocketAddr;
@@ -175,6 +175,30 @@ async fn the_global_reports_an_observed_permissions_would_be_denials_per_caller(
         "{text}"
     );
     assert!(text.contains(&format!("frontend={}", a.2)), "{text}");
+
+    // The console's policies page badges the policy and links its evidence page.
+    let (status, html) = http(global.api, "GET", "/gui/meshes/default/policies", None).await?;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("/gui/meshes/default/policies/meshtrafficpermissions/deny-frontend/observed"),
+        "{html}"
+    );
+    let (status, html) = http(
+        global.api,
+        "GET",
+        "/gui/meshes/default/policies/meshtrafficpermissions/deny-frontend/observed",
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(&format!(
+            "Would deny <strong>{}</strong> of {} requests",
+            a.1, a.0
+        )),
+        "{html}"
+    );
+    assert!(html.contains(r#"<tr data-caller="frontend">"#), "{html}");
 
     // The zone's own API answers the same counts (nothing was sent since).
     let local = report(&zone).await;

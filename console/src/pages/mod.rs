@@ -4,6 +4,7 @@
 pub mod dataplane;
 pub mod dataplanes;
 pub mod fleet;
+pub mod observed;
 pub mod policies;
 pub mod raw;
 pub mod shadow_diff;

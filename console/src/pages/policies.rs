@@ -1,7 +1,8 @@
 //! Policies of a mesh by type (`/gui/meshes/{mesh}/policies[?type=&shadow=true]`): every
 //! `targetRef` and old policy (`GET /meshes/{mesh}/{plural}`), shadow ones (label
 //! `kuma.io/effect: shadow`) marked, with where they were converted from
-//! (`umbra.io/converted-from`) and, on the Global, how many DPPs each selects
+//! (`umbra.io/converted-from`), observed ones (`umbra.io/observe: "true"`) linked to their
+//! evidence ([`super::observed`]) and, on the Global, how many DPPs each selects
 //! (`GET .../{name}/_resources/dataplanes`, the first [`MAX_COUNTED`] policies).
 
 use axum::extract::{Path, State};
@@ -111,6 +112,8 @@ pub async fn list(
                 json!({
                     "name": name,
                     "shadow": labels[EFFECT_LABEL] == EFFECT_SHADOW,
+                    "observed": labels[EFFECT_LABEL] == EFFECT_SHADOW
+                        && labels[umbra_core::meta::OBSERVE_LABEL] == "true",
                     "convertedFrom": labels[CONVERTED_FROM_NAME_LABEL].as_str().map(|from| {
                         format!("{}/{from}", labels[CONVERTED_FROM_TYPE_LABEL].as_str().unwrap_or("?"))
                     }),
