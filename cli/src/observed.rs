@@ -1,7 +1,8 @@
 //! `umbractl inspect observed <Type>/<name>` (issue 40): what an observed shadow policy would
 //! have done to its DPPs' traffic, from `GET /meshes/{mesh}/{plural}/{name}/_observed` (on a
 //! Global fleet-wide, on a zone for its DPPs): a summary line, the would-be denials per calling
-//! service, then one row per zone and per DPP. `-o json` prints the API's report.
+//! service (a rate limit has none: its bucket is the inbound's), then one row per zone and per
+//! DPP. `-o json` prints the API's report.
 
 use serde_json::Value;
 use umbra_core::resource::ResourceType;
@@ -47,13 +48,19 @@ fn percent(v: &Value) -> String {
 /// The text form of a report (see the module docs).
 pub fn render(report: &Value) -> String {
     let totals = &report["totals"];
+    // `effect`: what the policy would do to a request it refuses.
+    let (verb, header) = if report["effect"] == "limit" {
+        ("would limit", "WOULD LIMIT")
+    } else {
+        ("would deny", "WOULD DENY")
+    };
     let mut out = format!(
-        "{} in mesh {}: would deny {} of {} requests ({}) seen by {} of {} DPPs observing{}\n",
+        "{} in mesh {}: {verb} {} of {} requests ({}) seen by {} of {} DPPs observing{}\n",
         report["policy"].as_str().unwrap_or("?"),
         report["mesh"].as_str().unwrap_or("?"),
-        num(&totals["wouldDeny"]),
+        num(&totals["wouldRefuse"]),
         num(&totals["requests"]),
-        percent(&totals["wouldDenyRate"]),
+        percent(&totals["wouldRefuseRate"]),
         num(&totals["observing"]),
         num(&totals["dataplanes"]),
         if report["partial"] == true {
@@ -69,16 +76,18 @@ pub fn render(report: &Value) -> String {
         .map(|c| {
             vec![
                 c["service"].as_str().unwrap_or("?").to_owned(),
-                num(&c["wouldDeny"]).to_string(),
+                num(&c["wouldRefuse"]).to_string(),
             ]
         })
         .collect();
     callers.push(vec![
         "(callers no rule names)".to_owned(),
-        num(&report["otherCallersWouldDeny"]).to_string(),
+        num(&report["otherCallersWouldRefuse"]).to_string(),
     ]);
-    out.push('\n');
-    out.push_str(&columns(&["CALLER", "WOULD DENY"], &callers));
+    if report["effect"] != "limit" {
+        out.push('\n');
+        out.push_str(&columns(&["CALLER", header], &callers));
+    }
     let zones: Vec<Vec<String>> = report["zones"]
         .as_array()
         .into_iter()
@@ -91,8 +100,8 @@ pub fn render(report: &Value) -> String {
                 num(&t["observing"]).to_string(),
                 num(&t["unread"]).to_string(),
                 num(&t["requests"]).to_string(),
-                num(&t["wouldDeny"]).to_string(),
-                percent(&t["wouldDenyRate"]),
+                num(&t["wouldRefuse"]).to_string(),
+                percent(&t["wouldRefuseRate"]),
                 z["error"].as_str().unwrap_or("").to_owned(),
             ]
         })
@@ -105,7 +114,7 @@ pub fn render(report: &Value) -> String {
             "OBSERVING",
             "UNREAD",
             "REQUESTS",
-            "WOULD DENY",
+            header,
             "RATE",
             "ERROR",
         ],
@@ -120,12 +129,12 @@ pub fn render(report: &Value) -> String {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|c| num(&c["wouldDeny"]) > 0)
+                .filter(|c| num(&c["wouldRefuse"]) > 0)
                 .map(|c| {
                     format!(
                         "{}={}",
                         c["service"].as_str().unwrap_or("?"),
-                        num(&c["wouldDeny"])
+                        num(&c["wouldRefuse"])
                     )
                 })
                 .collect();
@@ -134,8 +143,8 @@ pub fn render(report: &Value) -> String {
                 d["zone"].as_str().unwrap_or("-").to_owned(),
                 if d["observing"] == true { "yes" } else { "no" }.to_owned(),
                 num(&d["requests"]).to_string(),
-                num(&d["wouldDeny"]).to_string(),
-                percent(&d["wouldDenyRate"]),
+                num(&d["wouldRefuse"]).to_string(),
+                percent(&d["wouldRefuseRate"]),
                 if callers.is_empty() {
                     "-".to_owned()
                 } else {
@@ -152,7 +161,7 @@ pub fn render(report: &Value) -> String {
             "ZONE",
             "OBSERVING",
             "REQUESTS",
-            "WOULD DENY",
+            header,
             "RATE",
             "CALLERS",
             "ERROR",
@@ -172,15 +181,15 @@ mod tests {
         let report = json!({
             "mesh": "default", "policy": "MeshTrafficPermission/deny-frontend", "effect": "deny",
             "partial": true,
-            "totals": {"dataplanes": 2, "observing": 1, "unread": 1, "requests": 8, "wouldDeny": 5, "wouldDenyRate": 0.625},
-            "callers": [{"service": "frontend", "wouldDeny": 5}],
-            "otherCallersWouldDeny": 0,
-            "zones": [{"zone": "zone-1", "totals": {"dataplanes": 2, "observing": 1, "unread": 1, "requests": 8, "wouldDeny": 5, "wouldDenyRate": 0.625}}],
+            "totals": {"dataplanes": 2, "observing": 1, "unread": 1, "requests": 8, "wouldRefuse": 5, "wouldRefuseRate": 0.625},
+            "callers": [{"service": "frontend", "wouldRefuse": 5}],
+            "otherCallersWouldRefuse": 0,
+            "zones": [{"zone": "zone-1", "totals": {"dataplanes": 2, "observing": 1, "unread": 1, "requests": 8, "wouldRefuse": 5, "wouldRefuseRate": 0.625}}],
             "dataplanes": [
-                {"name": "backend", "zone": "zone-1", "observing": true, "requests": 8, "wouldDeny": 5, "wouldDenyRate": 0.625,
-                 "callers": [{"service": "frontend", "wouldDeny": 5}], "otherCallersWouldDeny": 0},
-                {"name": "backend-2", "zone": "zone-1", "observing": false, "requests": 0, "wouldDeny": 0, "wouldDenyRate": 0.0,
-                 "callers": [], "otherCallersWouldDeny": 0, "error": "its admin did not answer within 5s"}
+                {"name": "backend", "zone": "zone-1", "observing": true, "requests": 8, "wouldRefuse": 5, "wouldRefuseRate": 0.625,
+                 "callers": [{"service": "frontend", "wouldRefuse": 5}], "otherCallersWouldRefuse": 0},
+                {"name": "backend-2", "zone": "zone-1", "observing": false, "requests": 0, "wouldRefuse": 0, "wouldRefuseRate": 0.0,
+                 "callers": [], "otherCallersWouldRefuse": 0, "error": "its admin did not answer within 5s"}
             ]
         });
         let text = render(&report);

@@ -16,7 +16,7 @@ pub const EFFECT_SHADOW: &str = "shadow";
 /// beside the enforcing filter); without it, a shadow policy never reaches a proxy (seed 000).
 pub const OBSERVE_LABEL: &str = "umbra.io/observe";
 /// The policy types observe mode renders (others are refused when labelled).
-pub const OBSERVABLE_TYPES: &[&str] = &["MeshTrafficPermission"];
+pub const OBSERVABLE_TYPES: &[&str] = &["MeshTrafficPermission", "MeshRateLimit"];
 /// Label carrying where a resource came from (`global` or `zone`).
 pub const ORIGIN_LABEL: &str = "kuma.io/origin";
 /// Label carrying a resource's display name.

@@ -1,6 +1,6 @@
-//! Observe mode's evidence (issue 40): the Envoy counters an observed shadow
-//! MeshTrafficPermission writes, read back from `/stats`, and the `_observed` report built from
-//! them, per DPP, per zone and fleet-wide. IO-free: a zone reads each Envoy's stats text and
+//! Observe mode's evidence (issue 40): the Envoy counters an observed shadow policy
+//! (MeshTrafficPermission, MeshRateLimit) writes, read back from `/stats`, and the `_observed`
+//! report built from them, per DPP, per zone and fleet-wide. IO-free: a zone reads each Envoy's stats text and
 //! hands it to [`parse_stats`] and [`DataplaneReport::from_stats`]; [`Report::zone`] sums a
 //! zone's DPPs; the Global merges the zones' reports with [`Report::merge`].
 //!
@@ -9,7 +9,15 @@
 //!   `.shadow_denied`: every request (HTTP) or connection (TCP) the inbound sees, split by the
 //!   would-be rules' verdict;
 //! - per calling service the rules name, `[http.]<inbound>.rbac.umbra_observe_caller.<service>.
-//!   <policies>.shadow_denied`: that caller's would-be denials.
+//!   <policies>.shadow_denied`: that caller's would-be denials;
+//! - per observed HTTP inbound of a MeshRateLimit (`umbra_xds::plugins::rate_limit`'s observer,
+//!   a local rate limit enabled but never enforced),
+//!   `<inbound>.umbra_observe_limit.<policies>.http_local_rate_limit.ok` and `.rate_limited`:
+//!   requests under the would-be limit, and over it.
+//!
+//! A report counts `requests` and `wouldRefuse`: what the policy would refuse, a denial (403)
+//! for a MeshTrafficPermission (`effect: deny`), a rate-limited answer for a MeshRateLimit
+//! (`effect: limit`, no caller attribution: its bucket is the inbound's).
 //!
 //! `<policies>` are the observed policies whose rules the counters evaluate, each name
 //! [`sanitize_metric`]-ed (so without dots) and joined by dots, in name order. Several observed
@@ -22,8 +30,34 @@ use serde::{Deserialize, Serialize};
 pub const OBSERVE_STAT: &str = "umbra_observe";
 /// First segment of a caller filter's `shadowRulesStatPrefix`.
 pub const OBSERVE_CALLER_STAT: &str = "umbra_observe_caller";
+/// Segment after the inbound in a rate-limit observer's `statPrefix`.
+pub const OBSERVE_LIMIT_STAT: &str = "umbra_observe_limit";
 /// The Envoy `/stats` `filter` (a regex) selecting every observer counter.
-pub const STATS_FILTER: &str = "rbac\\.umbra_observe";
+pub const STATS_FILTER: &str = "umbra_observe";
+
+/// What an observed policy would do to a request it refuses.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum Effect {
+    /// Deny it (MeshTrafficPermission, RBAC).
+    #[default]
+    Deny,
+    /// Rate-limit it (MeshRateLimit, local rate limit).
+    Limit,
+}
+
+impl Effect {
+    /// The effect of policies of type `ty`, `None` for a type observe mode does not render.
+    pub fn of(ty: crate::resource::ResourceType) -> Option<Effect> {
+        match ty {
+            crate::resource::ResourceType::MeshTrafficPermission => Some(Effect::Deny),
+            crate::resource::ResourceType::MeshRateLimit => Some(Effect::Limit),
+            _ => None,
+        }
+    }
+}
 
 /// Kuma's `SanitizeMetric`: every char outside `[a-zA-Z0-9_-]` becomes `_`.
 pub fn sanitize_metric(name: &str) -> String {
@@ -36,25 +70,72 @@ pub fn sanitize_metric(name: &str) -> String {
         .collect()
 }
 
+/// The observed policies' names as a stat segment: each [`sanitize_metric`]-ed, joined by dots,
+/// in the order given (callers give them sorted).
+pub fn joined_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    names
+        .into_iter()
+        .map(sanitize_metric)
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// The counters of one observer filter of one inbound, as one Envoy reported them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObserverStat {
+    /// What the counted policies would do.
+    pub effect: Effect,
     /// The inbound's stat prefix (`inbound_10_0_0_2_80`, without the `http.` of HTTP stats).
     pub inbound: String,
     /// The observed policies' sanitized names (see the module docs), in name order.
     pub policies: Vec<String>,
     /// The calling service (sanitized) of a caller filter; `None` for the observer itself.
     pub caller: Option<String>,
-    /// `shadow_allowed`.
+    /// `shadow_allowed` (`ok` for a rate limit).
     pub allowed: u64,
-    /// `shadow_denied`.
+    /// `shadow_denied` (`rate_limited`).
     pub denied: u64,
 }
 
+/// One observer counter named in a stat: `(effect, inbound, caller, policies, allowed)`.
+type Counter<'a> = (Effect, &'a str, Option<&'a str>, Vec<&'a str>, bool);
+
+/// One counter of an observer, from its stat name, or `None` for another stat.
+fn observer_counter(name: &str) -> Option<Counter<'_>> {
+    let (effect, inbound, rest, allowed) = if let Some(at) = name.find(".rbac.umbra_observe") {
+        let (rest, counter) = name[at + ".rbac.".len()..].rsplit_once('.')?;
+        let allowed = match counter {
+            "shadow_allowed" => true,
+            "shadow_denied" => false,
+            _ => return None,
+        };
+        (Effect::Deny, &name[..at], rest, allowed)
+    } else {
+        let at = name.find(&format!(".{OBSERVE_LIMIT_STAT}."))?;
+        let (rest, counter) = name[at + 1..].rsplit_once(".http_local_rate_limit.")?;
+        let allowed = match counter {
+            "ok" => true,
+            "rate_limited" => false,
+            _ => return None,
+        };
+        (Effect::Limit, &name[..at], rest, allowed)
+    };
+    let inbound = inbound.strip_prefix("http.").unwrap_or(inbound);
+    let mut segments = rest.split('.');
+    let caller = match (effect, segments.next()?) {
+        (Effect::Deny, OBSERVE_STAT) | (Effect::Limit, OBSERVE_LIMIT_STAT) => None,
+        (Effect::Deny, OBSERVE_CALLER_STAT) => Some(segments.next().filter(|c| !c.is_empty())?),
+        _ => return None,
+    };
+    let policies: Vec<&str> = segments.filter(|s| !s.is_empty()).collect();
+    (!policies.is_empty()).then_some((effect, inbound, caller, policies, allowed))
+}
+
 /// The observer counters in an Envoy `/stats` text answer (`<name>: <value>` lines), one
-/// [`ObserverStat`] per filter, sorted by inbound, caller and policies. Other lines are ignored.
+/// [`ObserverStat`] per filter, sorted by effect, inbound, caller and policies. Other lines are
+/// ignored.
 pub fn parse_stats(text: &str) -> Vec<ObserverStat> {
-    type Key = (String, Option<String>, Vec<String>);
+    type Key = (Effect, String, Option<String>, Vec<String>);
     let mut out: std::collections::BTreeMap<Key, (u64, u64)> = Default::default();
     for line in text.lines() {
         let Some((name, value)) = line.trim().rsplit_once(": ") else {
@@ -63,38 +144,16 @@ pub fn parse_stats(text: &str) -> Vec<ObserverStat> {
         let Ok(value) = value.trim().parse::<u64>() else {
             continue; // a histogram or a gauge of another shape
         };
-        let Some(at) = name.find(".rbac.umbra_observe") else {
+        let Some((effect, inbound, caller, policies, allowed)) = observer_counter(name) else {
             continue;
         };
-        let inbound = &name[..at];
-        let inbound = inbound.strip_prefix("http.").unwrap_or(inbound);
-        let Some((rest, counter)) = name[at + ".rbac.".len()..].rsplit_once('.') else {
-            continue;
-        };
-        let allowed = match counter {
-            "shadow_allowed" => true,
-            "shadow_denied" => false,
-            _ => continue,
-        };
-        let mut segments = rest.split('.');
-        let caller = match segments.next() {
-            Some(OBSERVE_STAT) => None,
-            Some(OBSERVE_CALLER_STAT) => match segments.next() {
-                Some(c) if !c.is_empty() => Some(c.to_owned()),
-                _ => continue,
-            },
-            _ => continue,
-        };
-        let policies: Vec<String> = segments
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
-        if policies.is_empty() {
-            continue;
-        }
-        let entry = out
-            .entry((inbound.to_owned(), caller, policies))
-            .or_default();
+        let key = (
+            effect,
+            inbound.to_owned(),
+            caller.map(str::to_owned),
+            policies.into_iter().map(str::to_owned).collect(),
+        );
+        let entry = out.entry(key).or_default();
         if allowed {
             entry.0 = entry.0.saturating_add(value);
         } else {
@@ -103,7 +162,8 @@ pub fn parse_stats(text: &str) -> Vec<ObserverStat> {
     }
     out.into_iter()
         .map(
-            |((inbound, caller, policies), (allowed, denied))| ObserverStat {
+            |((effect, inbound, caller, policies), (allowed, denied))| ObserverStat {
+                effect,
                 inbound,
                 policies,
                 caller,
@@ -129,7 +189,7 @@ pub struct CallerCount {
     /// The caller's `kuma.io/service` (as sanitized in the stat name).
     pub service: String,
     /// Its requests (connections, for TCP) the observed rules would deny.
-    pub would_deny: u64,
+    pub would_refuse: u64,
 }
 
 /// One DPP's share of a report.
@@ -148,13 +208,13 @@ pub struct DataplaneReport {
     /// Requests (HTTP) or connections (TCP) its observed inbounds saw.
     pub requests: u64,
     /// How many of those the observed rules would deny.
-    pub would_deny: u64,
-    /// `wouldDeny / requests` (0 without requests).
-    pub would_deny_rate: f64,
+    pub would_refuse: u64,
+    /// `wouldRefuse / requests` (0 without requests).
+    pub would_refuse_rate: f64,
     /// Would-be denials per calling service the rules name, by service.
     pub callers: Vec<CallerCount>,
     /// Would-be denials of callers no rule names (not attributed to a service).
-    pub other_callers_would_deny: u64,
+    pub other_callers_would_refuse: u64,
     /// Other observed policies sharing its counters (their combined effect is counted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observed_with: Vec<String>,
@@ -164,9 +224,10 @@ pub struct DataplaneReport {
 }
 
 impl DataplaneReport {
-    /// DPP `name`'s share of policy `policy`'s report from its Envoy's counters `stats`:
-    /// the counters whose policies include `policy` (sanitized), summed over its inbounds.
-    pub fn from_stats(name: &str, policy: &str, stats: &[ObserverStat]) -> Self {
+    /// DPP `name`'s share of the report of policy `policy`, whose effect is `effect`, from its
+    /// Envoy's counters `stats`: the counters of that effect whose policies include `policy`
+    /// (sanitized), summed over its inbounds.
+    pub fn from_stats(name: &str, effect: Effect, policy: &str, stats: &[ObserverStat]) -> Self {
         let wanted = sanitize_metric(policy);
         let mut report = DataplaneReport {
             name: name.to_owned(),
@@ -174,7 +235,10 @@ impl DataplaneReport {
         };
         let mut callers: std::collections::BTreeMap<&str, u64> = Default::default();
         let mut with: std::collections::BTreeSet<&str> = Default::default();
-        for s in stats.iter().filter(|s| s.policies.contains(&wanted)) {
+        for s in stats
+            .iter()
+            .filter(|s| s.effect == effect && s.policies.contains(&wanted))
+        {
             with.extend(
                 s.policies
                     .iter()
@@ -187,7 +251,7 @@ impl DataplaneReport {
                     report.requests = report
                         .requests
                         .saturating_add(s.allowed.saturating_add(s.denied));
-                    report.would_deny = report.would_deny.saturating_add(s.denied);
+                    report.would_refuse = report.would_refuse.saturating_add(s.denied);
                 }
                 Some(c) => {
                     let n = callers.entry(c.as_str()).or_default();
@@ -196,16 +260,16 @@ impl DataplaneReport {
             }
         }
         let attributed: u64 = callers.values().sum();
-        report.other_callers_would_deny = report.would_deny.saturating_sub(attributed);
+        report.other_callers_would_refuse = report.would_refuse.saturating_sub(attributed);
         report.callers = callers
             .into_iter()
-            .map(|(service, would_deny)| CallerCount {
+            .map(|(service, would_refuse)| CallerCount {
                 service: service.to_owned(),
-                would_deny,
+                would_refuse,
             })
             .collect();
         report.observed_with = with.into_iter().map(str::to_owned).collect();
-        report.would_deny_rate = rate(report.would_deny, report.requests);
+        report.would_refuse_rate = rate(report.would_refuse, report.requests);
         report
     }
 
@@ -232,9 +296,9 @@ pub struct Totals {
     /// Requests (connections) the observing DPPs saw.
     pub requests: u64,
     /// Would-be denials among them.
-    pub would_deny: u64,
-    /// `wouldDeny / requests`.
-    pub would_deny_rate: f64,
+    pub would_refuse: u64,
+    /// `wouldRefuse / requests`.
+    pub would_refuse_rate: f64,
 }
 
 impl Totals {
@@ -243,8 +307,8 @@ impl Totals {
         self.observing += other.observing;
         self.unread += other.unread;
         self.requests = self.requests.saturating_add(other.requests);
-        self.would_deny = self.would_deny.saturating_add(other.would_deny);
-        self.would_deny_rate = rate(self.would_deny, self.requests);
+        self.would_refuse = self.would_refuse.saturating_add(other.would_refuse);
+        self.would_refuse_rate = rate(self.would_refuse, self.requests);
     }
 }
 
@@ -270,8 +334,9 @@ pub struct Report {
     pub mesh: String,
     /// `<Type>/<name>`.
     pub policy: String,
-    /// What the counts would be: `deny` (MeshTrafficPermission).
-    pub effect: String,
+    /// What `wouldRefuse` counts: denials (`deny`, MeshTrafficPermission) or rate-limited
+    /// answers (`limit`, MeshRateLimit).
+    pub effect: Effect,
     /// Some zone could not answer, or some DPP could not be read.
     pub partial: bool,
     /// Over every zone and DPP.
@@ -279,7 +344,7 @@ pub struct Report {
     /// Would-be denials per calling service the rules name, over every DPP.
     pub callers: Vec<CallerCount>,
     /// Would-be denials of callers no rule names.
-    pub other_callers_would_deny: u64,
+    pub other_callers_would_refuse: u64,
     /// Per zone.
     pub zones: Vec<ZoneSummary>,
     /// Per DPP, by zone and name.
@@ -287,11 +352,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// Zone `zone`'s report on `policy` (`<Type>/<name>`) in `mesh`: its DPPs' shares, plus
+    /// Zone `zone`'s report on `policy` (`<Type>/<name>`, of effect `effect`) in `mesh`: its
+    /// DPPs' shares, plus
     /// `skipped` selected DPPs it did not read (over its bound).
     pub fn zone(
         mesh: &str,
-        policy: &str,
+        (policy, effect): (&str, Effect),
         zone: &str,
         mut dataplanes: Vec<DataplaneReport>,
         skipped: u64,
@@ -306,13 +372,13 @@ impl Report {
             totals.observing += u64::from(d.observing);
             totals.unread += u64::from(d.error.is_some());
             totals.requests = totals.requests.saturating_add(d.requests);
-            totals.would_deny = totals.would_deny.saturating_add(d.would_deny);
+            totals.would_refuse = totals.would_refuse.saturating_add(d.would_refuse);
         }
-        totals.would_deny_rate = rate(totals.would_deny, totals.requests);
+        totals.would_refuse_rate = rate(totals.would_refuse, totals.requests);
         let mut report = Report {
             mesh: mesh.to_owned(),
             policy: policy.to_owned(),
-            effect: "deny".to_owned(),
+            effect,
             partial: totals.unread > 0,
             totals: totals.clone(),
             zones: vec![ZoneSummary {
@@ -329,11 +395,15 @@ impl Report {
 
     /// The fleet-wide report from each zone's report (or why a zone could not answer; a
     /// failed zone makes the report partial). DPPs get their zone's name.
-    pub fn merge(mesh: &str, policy: &str, zones: Vec<(String, Result<Report, String>)>) -> Self {
+    pub fn merge(
+        mesh: &str,
+        (policy, effect): (&str, Effect),
+        zones: Vec<(String, Result<Report, String>)>,
+    ) -> Self {
         let mut report = Report {
             mesh: mesh.to_owned(),
             policy: policy.to_owned(),
-            effect: "deny".to_owned(),
+            effect,
             ..Default::default()
         };
         for (zone, answer) in zones {
@@ -377,18 +447,18 @@ impl Report {
         for d in &self.dataplanes {
             for c in &d.callers {
                 let n = callers.entry(c.service.clone()).or_default();
-                *n = n.saturating_add(c.would_deny);
+                *n = n.saturating_add(c.would_refuse);
             }
-            other = other.saturating_add(d.other_callers_would_deny);
+            other = other.saturating_add(d.other_callers_would_refuse);
         }
         self.callers = callers
             .into_iter()
-            .map(|(service, would_deny)| CallerCount {
+            .map(|(service, would_refuse)| CallerCount {
                 service,
-                would_deny,
+                would_refuse,
             })
             .collect();
-        self.other_callers_would_deny = other;
+        self.other_callers_would_refuse = other;
     }
 }
 
@@ -406,6 +476,9 @@ inbound_10_0_0_2_5432.rbac.umbra_observe.db-only.deny-frontend.shadow_allowed: 1
 inbound_10_0_0_2_5432.rbac.umbra_observe.db-only.deny-frontend.shadow_denied: 2
 inbound_10_0_0_2_5432.rbac.umbra_observe.db-only.deny-frontend.other_counter: 9
 http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
+inbound_10_0_0_2_80.umbra_observe_limit.deny-frontend.http_local_rate_limit.ok: 40
+inbound_10_0_0_2_80.umbra_observe_limit.deny-frontend.http_local_rate_limit.rate_limited: 2
+inbound_10_0_0_2_80.umbra_observe_limit.deny-frontend.http_local_rate_limit.enabled: 42
 ";
 
     #[test]
@@ -415,6 +488,7 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
             stats,
             vec![
                 ObserverStat {
+                    effect: Effect::Deny,
                     inbound: "inbound_10_0_0_2_5432".into(),
                     policies: vec!["db-only".into(), "deny-frontend".into()],
                     caller: None,
@@ -422,6 +496,7 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
                     denied: 2,
                 },
                 ObserverStat {
+                    effect: Effect::Deny,
                     inbound: "inbound_10_0_0_2_80".into(),
                     policies: vec!["deny-frontend".into()],
                     caller: None,
@@ -429,11 +504,20 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
                     denied: 6,
                 },
                 ObserverStat {
+                    effect: Effect::Deny,
                     inbound: "inbound_10_0_0_2_80".into(),
                     policies: vec!["deny-frontend".into()],
                     caller: Some("frontend".into()),
                     allowed: 4,
                     denied: 5,
+                },
+                ObserverStat {
+                    effect: Effect::Limit,
+                    inbound: "inbound_10_0_0_2_80".into(),
+                    policies: vec!["deny-frontend".into()],
+                    caller: None,
+                    allowed: 40,
+                    denied: 2,
                 },
             ]
         );
@@ -442,27 +526,35 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
     #[test]
     fn a_dataplane_share_sums_inbounds_attributes_callers_and_names_its_companions() {
         let stats = parse_stats(STATS);
-        let d = DataplaneReport::from_stats("backend-1", "deny-frontend", &stats);
+        let d = DataplaneReport::from_stats("backend-1", Effect::Deny, "deny-frontend", &stats);
         assert!(d.observing);
-        assert_eq!((d.requests, d.would_deny), (13, 8));
-        assert_eq!(d.would_deny_rate, 0.6154);
+        assert_eq!((d.requests, d.would_refuse), (13, 8));
+        assert_eq!(d.would_refuse_rate, 0.6154);
         assert_eq!(
             d.callers,
             vec![CallerCount {
                 service: "frontend".into(),
-                would_deny: 5
+                would_refuse: 5
             }]
         );
-        assert_eq!(d.other_callers_would_deny, 3);
+        assert_eq!(d.other_callers_would_refuse, 3);
         assert_eq!(d.observed_with, vec!["db-only".to_owned()]);
         // A policy no counter names: not observing there.
-        let none = DataplaneReport::from_stats("backend-1", "absent", &stats);
+        let none = DataplaneReport::from_stats("backend-1", Effect::Deny, "absent", &stats);
         assert!(!none.observing);
-        assert_eq!((none.requests, none.would_deny), (0, 0));
+        assert_eq!((none.requests, none.would_refuse), (0, 0));
+        // A MeshRateLimit of the same name counts its own counters, without callers.
+        let limit =
+            DataplaneReport::from_stats("backend-1", Effect::Limit, "deny-frontend", &stats);
+        assert!(limit.observing);
+        assert_eq!((limit.requests, limit.would_refuse), (42, 2));
+        assert!(limit.callers.is_empty());
+        assert_eq!(limit.other_callers_would_refuse, 2);
+        assert!(limit.observed_with.is_empty());
         // A name with a dot is matched as the stat names it.
         let dotted = parse_stats("http.i.rbac.umbra_observe.a_b.shadow_denied: 2\n");
         assert_eq!(
-            DataplaneReport::from_stats("x", "a.b", &dotted).would_deny,
+            DataplaneReport::from_stats("x", Effect::Deny, "a.b", &dotted).would_refuse,
             2
         );
     }
@@ -470,10 +562,11 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
     #[test]
     fn zones_merge_into_fleet_totals_and_a_failed_zone_makes_it_partial() {
         let stats = parse_stats(STATS);
-        let share = |name: &str| DataplaneReport::from_stats(name, "deny-frontend", &stats);
+        let share =
+            |name: &str| DataplaneReport::from_stats(name, Effect::Deny, "deny-frontend", &stats);
         let z1 = Report::zone(
             "default",
-            "MeshTrafficPermission/deny-frontend",
+            ("MeshTrafficPermission/deny-frontend", Effect::Deny),
             "z1",
             vec![share("b"), share("a")],
             0,
@@ -483,7 +576,7 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
         assert!(!z1.partial);
         let z2 = Report::zone(
             "default",
-            "MeshTrafficPermission/deny-frontend",
+            ("MeshTrafficPermission/deny-frontend", Effect::Deny),
             "z2",
             vec![share("c"), DataplaneReport::unread("d", "timeout".into())],
             1,
@@ -492,7 +585,7 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
         assert!(z2.partial);
         let fleet = Report::merge(
             "default",
-            "MeshTrafficPermission/deny-frontend",
+            ("MeshTrafficPermission/deny-frontend", Effect::Deny),
             vec![
                 ("z2".into(), Ok(z2)),
                 ("z3".into(), Err("offline".into())),
@@ -502,15 +595,16 @@ http.inbound_10_0_0_2_80.rbac.umbra_observe.: 3
         assert!(fleet.partial);
         assert_eq!(fleet.totals.dataplanes, 5);
         assert_eq!(fleet.totals.observing, 3);
-        assert_eq!((fleet.totals.requests, fleet.totals.would_deny), (39, 24));
-        assert_eq!(fleet.callers[0].would_deny, 15);
-        assert_eq!(fleet.other_callers_would_deny, 9);
+        assert_eq!((fleet.totals.requests, fleet.totals.would_refuse), (39, 24));
+        assert_eq!(fleet.callers[0].would_refuse, 15);
+        assert_eq!(fleet.other_callers_would_refuse, 9);
         let zones: Vec<&str> = fleet.zones.iter().map(|z| z.zone.as_str()).collect();
         assert_eq!(zones, ["z1", "z2", "z3"]);
         assert_eq!(fleet.dataplanes[0].zone.as_deref(), Some("z1"));
         // The JSON round-trips (the Global reads zone reports back).
         let json = serde_json::to_value(&fleet).unwrap();
-        assert_eq!(json["totals"]["wouldDenyRate"], 0.6154);
+        assert_eq!(json["totals"]["wouldRefuseRate"], 0.6154);
+        assert_eq!(json["effect"], "deny");
         let back: Report = serde_json::from_value(json).unwrap();
         assert_eq!(back, fleet);
     }

@@ -355,6 +355,21 @@ impl Resource {
                         OBSERVABLE_TYPES.join(", ")
                     ),
                 );
+            } else if observe == "true" && self.ty() == ResourceType::MeshRateLimit {
+                let doc = self.to_value();
+                let with_tcp = ["from", "to"].iter().any(|list| {
+                    doc["spec"][*list]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|item| !item["default"]["local"]["tcp"].is_null())
+                });
+                if with_tcp {
+                    err.violation(
+                        &at,
+                        "a MeshRateLimit with local.tcp cannot be observed: Envoy's network local rate limit has no mode that counts without enforcing; observe its local.http in a policy without local.tcp",
+                    );
+                }
             }
         }
         err.add(self.validate_spec());
@@ -460,14 +475,25 @@ mod tests {
     #[test]
     fn observe_is_accepted_only_where_it_is_rendered() {
         let policy = |ty: &str, labels: serde_json::Value| {
-            let default = if ty == "MeshTrafficPermission" {
-                serde_json::json!({"action": "Allow"})
+            let default = match ty {
+                "MeshTrafficPermission" => serde_json::json!({"action": "Allow"}),
+                "MeshRateLimit" => {
+                    serde_json::json!({"local": {"http": {"requestRate": {"num": 5, "interval": "1s"}}}})
+                }
+                "MeshRateLimit+tcp" => serde_json::json!({"local": {
+                    "http": {"requestRate": {"num": 5, "interval": "1s"}},
+                    "tcp": {"connectionRate": {"num": 5, "interval": "1s"}}}}),
+                _ => serde_json::json!({"idleTimeout": "5s"}),
+            };
+            let ty = ty.trim_end_matches("+tcp");
+            let top = if ty == "MeshRateLimit" {
+                serde_json::json!({"kind": "Mesh", "proxyTypes": ["Sidecar"]})
             } else {
-                serde_json::json!({"idleTimeout": "5s"})
+                serde_json::json!({"kind": "Mesh"})
             };
             Resource::from_value(serde_json::json!({
                 "type": ty, "mesh": "m", "name": "p", "labels": labels,
-                "spec": {"targetRef": {"kind": "Mesh"},
+                "spec": {"targetRef": top,
                          "from": [{"targetRef": {"kind": "Mesh"}, "default": default}]},
             }))
             .unwrap()
@@ -483,6 +509,8 @@ mod tests {
         let ok = policy("MeshTrafficPermission", shadow("true"));
         assert_eq!(observe_violation(&ok), None);
         assert!(ok.meta.is_observed());
+        let limit = policy("MeshRateLimit", shadow("true"));
+        assert_eq!(limit.validate().violations, vec![]);
         let off = policy("MeshTrafficPermission", shadow("false"));
         assert_eq!(observe_violation(&off), None);
         assert!(!off.meta.is_observed());
@@ -500,7 +528,11 @@ mod tests {
             ),
             (
                 policy("MeshTimeout", shadow("true")),
-                "implemented for MeshTrafficPermission only",
+                "implemented for MeshTrafficPermission, MeshRateLimit only",
+            ),
+            (
+                policy("MeshRateLimit+tcp", shadow("true")),
+                "local.tcp cannot be observed",
             ),
         ] {
             let message = observe_violation(&r).expect("refused");

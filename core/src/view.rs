@@ -438,8 +438,8 @@ impl PolicySet {
         };
         let mut out: Vec<NotGenerated> = Vec::new();
         let builtin_gateway = crate::gateway::is_builtin(dp);
-        for observed in self.observed.values() {
-            let reason = if !self.mtls {
+        for (ty, observed) in &self.observed {
+            let reason = if *ty == ResourceType::MeshTrafficPermission && !self.mtls {
                 "observe mode renders a MeshTrafficPermission as RBAC shadow rules, and without mTLS on the Mesh no inbound has RBAC (as in Kuma): nothing observes it on this DPP"
             } else if builtin_gateway {
                 "observe mode is not rendered on builtin gateways: nothing observes it on this DPP"

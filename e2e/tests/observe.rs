@@ -4,7 +4,8 @@
 //! frontend -> backend. Every request of both callers still answers 200; the Global's
 //! `GET .../_observed` (asked of the zone over KDS, read from the backend's Envoy) counts exactly
 //! the requests sent, attributes the would-be denials to frontend and none to admin, and the
-//! zone's own API answers the same, `umbractl inspect observed` and the console render it. A policy that is not observed is a 409, a type observe mode
+//! zone's own API answers the same, `umbractl inspect observed` and the console render it. An
+//! observed MeshRateLimit limits nothing and reports the requests it would have limited. A policy that is not observed is a 409, a type observe mode
 //! does not render a 400.
 
 use std::net::SocketAddr;
@@ -24,6 +25,8 @@ const MTLS_MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies:
 const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 const DENY_FRONTEND: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-frontend\nlabels: {kuma.io/effect: shadow, umbra.io/observe: 'true'}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshService, name: frontend}\n    default: {action: Deny}\n";
 
+const LIMIT_BACKEND: &str = "type: MeshRateLimit\nmesh: default\nname: limit-backend\nlabels: {kuma.io/effect: shadow, umbra.io/observe: 'true'}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: Mesh}\n    default:\n      local:\n        http:\n          requestRate: {num: 2, interval: 60s}\n";
+
 const REPORT: &str = "/meshes/default/meshtrafficpermissions/deny-frontend/_observed";
 
 async fn report(cp: &CpProcess) -> Value {
@@ -32,17 +35,17 @@ async fn report(cp: &CpProcess) -> Value {
     body
 }
 
-/// `(requests, wouldDeny, frontend's wouldDeny)` of a report, asserting its shape.
+/// `(requests, wouldRefuse, frontend's wouldRefuse)` of a report, asserting its shape.
 fn counts(r: &Value) -> (u64, u64, u64) {
     let frontend = r["callers"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["service"] == "frontend")
-        .map_or(0, |c| c["wouldDeny"].as_u64().unwrap());
+        .map_or(0, |c| c["wouldRefuse"].as_u64().unwrap());
     (
         r["totals"]["requests"].as_u64().unwrap(),
-        r["totals"]["wouldDeny"].as_u64().unwrap(),
+        r["totals"]["wouldRefuse"].as_u64().unwrap(),
         frontend,
     )
 }
@@ -148,7 +151,7 @@ async fn the_global_reports_an_observed_permissions_would_be_denials_per_caller(
     );
     assert_eq!(after["partial"], false, "{after:#}");
     assert_eq!(
-        after["otherCallersWouldDeny"], 0,
+        after["otherCallersWouldRefuse"], 0,
         "admin is not denied: {after:#}"
     );
     assert_eq!(after["callers"].as_array().unwrap().len(), 1, "{after:#}");
@@ -231,6 +234,49 @@ async fn the_global_reports_an_observed_permissions_would_be_denials_per_caller(
         )
         .await?;
     assert_eq!(s, 404, "{b}");
+
+    // An observed MeshRateLimit of 2 requests a minute on backend: 6 quick requests of
+    // frontend all answer 200; the report counts them and at least 2 (at most 4, if the
+    // bucket refilled once meanwhile) that the limit would have refused.
+    global
+        .apply(
+            "/meshes/default/meshratelimits/limit-backend",
+            LIMIT_BACKEND,
+        )
+        .await?;
+    let limit = "/meshes/default/meshratelimits/limit-backend/_observed";
+    let observing = wait_until(Duration::from_secs(20), || async {
+        let (_, r) = global.call("GET", limit, None).await.unwrap();
+        r["totals"]["observing"] == 1
+    })
+    .await;
+    assert!(
+        observing.is_ok(),
+        "the backend never reported its rate-limit observer.\nbackend:\n{}",
+        sidecars.backend.log_tail()
+    );
+    let (_, before) = global.call("GET", limit, None).await?;
+    send(sidecars.out, 6).await;
+    let (status, after) = global.call("GET", limit, None).await?;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["effect"], "limit");
+    let delta =
+        |k: &str| after["totals"][k].as_u64().unwrap() - before["totals"][k].as_u64().unwrap();
+    assert_eq!(delta("requests"), 6, "{after:#}");
+    assert!(
+        (2..=4).contains(&delta("wouldRefuse")),
+        "would-be rate-limited: {after:#}"
+    );
+    assert_eq!(after["callers"], serde_json::json!([]));
+    let (status, html) = http(
+        global.api,
+        "GET",
+        "/gui/meshes/default/policies/meshratelimits/limit-backend/observed",
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Would limit <strong>"), "{html}");
     drop((admin, sidecars));
     Ok(())
 }

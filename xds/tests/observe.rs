@@ -393,3 +393,94 @@ fn stat_prefixes_split_back_into_the_policy_names() {
         "umbra_observe_caller.web_default_svc_80.a_policy.b_policy."
     );
 }
+
+const OBSERVED_LIMIT: &str = r#"
+type: MeshRateLimit
+mesh: default
+name: limit-web
+labels: {kuma.io/effect: shadow, umbra.io/observe: "true"}
+spec:
+  targetRef: {kind: MeshService, name: web}
+  from:
+  - targetRef: {kind: Mesh}
+    default:
+      local:
+        http:
+          requestRate: {num: 5, interval: 1s}
+          onRateLimit: {status: 429}
+"#;
+
+/// A shadow MeshRateLimit labelled observe (issue 40) reaches the live HTTP inbound as a local
+/// rate limit filter of its own that counts and never enforces (`filterEnforced` 0%), with the
+/// bucket the Shadow view enforces per route; the Shadow view has the enforcing per-route
+/// limit and no observer; both views pass `envoy --mode validate`.
+#[test]
+fn an_observed_rate_limit_counts_and_enforces_nothing() {
+    let mut resources = mesh(OBSERVED);
+    let limit = Resource::from_bytes(OBSERVED_LIMIT.as_bytes()).unwrap();
+    assert!(!limit.validate().has_violations(), "{}", limit.validate());
+    resources.push(limit);
+    let listener = "inbound:10.0.0.1:80";
+    let (live, live_doc) = doc(&resources, "web", View::Live);
+    let filters = http_filters(&live_doc, listener);
+    let names: Vec<&str> = filters.iter().filter_map(|f| f["name"].as_str()).collect();
+    let at = names
+        .iter()
+        .position(|n| *n == "umbra.observe.http.local_ratelimit")
+        .unwrap_or_else(|| panic!("no rate-limit observer: {names:?}"));
+    assert_eq!(names[at + 1], "envoy.filters.http.router", "{names:?}");
+    let observer = &filters[at]["typedConfig"];
+    assert_eq!(
+        observer["statPrefix"],
+        "inbound_10_0_0_1_80.umbra_observe_limit.limit-web"
+    );
+    // Proto3 JSON leaves a zero numerator out: 0 of 100 requests enforced.
+    assert!(
+        observer["filterEnforced"]["defaultValue"].is_object(),
+        "{observer:#}"
+    );
+    assert_eq!(
+        observer["filterEnforced"]["defaultValue"]["numerator"]
+            .as_u64()
+            .unwrap_or(0),
+        0
+    );
+    assert_eq!(
+        observer["filterEnabled"]["defaultValue"]["numerator"],
+        json!(100)
+    );
+    // No route of the live config limits anything.
+    let routes = &live_doc[LISTENER][listener]["filterChains"][0]["filters"][0]["typedConfig"]
+        ["routeConfig"]["virtualHosts"][0]["routes"];
+    assert!(
+        routes[0]["typedPerFilterConfig"]
+            .get("envoy.filters.http.local_ratelimit")
+            .is_none(),
+        "{routes:#}"
+    );
+    // The Shadow view promoting it enforces the same bucket on the route, without observer.
+    let only = Promotion::Only {
+        ty: ResourceType::MeshRateLimit,
+        name: "limit-web".to_owned(),
+    };
+    let (shadow, shadow_doc) = promoted(&resources, "web", &only);
+    let enforced = &shadow_doc[LISTENER][listener]["filterChains"][0]["filters"][0]["typedConfig"]
+        ["routeConfig"]["virtualHosts"][0]["routes"][0]["typedPerFilterConfig"]
+        ["envoy.filters.http.local_ratelimit"];
+    assert_eq!(enforced["tokenBucket"], observer["tokenBucket"]);
+    assert_eq!(
+        enforced["filterEnforced"]["defaultValue"]["numerator"],
+        json!(100)
+    );
+    assert!(http_filters(&shadow_doc, listener)
+        .iter()
+        .all(|f| f["name"] != "umbra.observe.http.local_ratelimit"));
+    for s in [&live, &shadow] {
+        envoy_validates(&with_test_secrets(s));
+    }
+    // It does not select `other`, whose config is untouched.
+    let (_, other) = doc(&resources, "other", View::Live);
+    assert!(http_filters(&other, "inbound:10.0.0.3:8080")
+        .iter()
+        .all(|f| f["name"] != "umbra.observe.http.local_ratelimit"));
+}

@@ -109,8 +109,8 @@ impl AdminQuery {
     /// The Envoy admin query string of this query for `ty` (without `?`).
     fn envoy_query(self, ty: AdminView) -> &'static str {
         if self.observers {
-            // `umbra_core::observed::STATS_FILTER`, URL-encoded.
-            return "filter=rbac%5C.umbra_observe";
+            // `umbra_core::observed::STATS_FILTER`.
+            return "filter=umbra_observe";
         }
         match (ty, self.include_eds, self.json, self.all_stats) {
             (AdminView::Xds, true, _, _) => "include_eds",

@@ -19,7 +19,7 @@
 use axum::http::StatusCode;
 use umbra_api::error::ApiError;
 use umbra_core::dataplane::DpKey;
-use umbra_core::observed::{parse_stats, DataplaneReport, Report};
+use umbra_core::observed::{parse_stats, DataplaneReport, Effect, Report};
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_core::view::{PolicySet, View};
 
@@ -48,6 +48,7 @@ pub async fn report(
 ) -> Result<Report, ApiError> {
     let (mesh, ty, name) = (policy.mesh.as_str(), policy.ty, policy.name.as_str());
     check(store, mesh, ty, name)?;
+    let effect = Effect::of(ty).unwrap_or_default();
     let selected = {
         let (store, mesh, name) = (store.clone(), mesh.to_owned(), name.to_owned());
         tokio::task::spawn_blocking(move || observing_dataplanes(&store, &mesh, ty, &name))
@@ -65,7 +66,7 @@ pub async fn report(
         let key = DpKey::new(mesh, dp.as_str());
         let stats = crate::envoy_admin::observer_stats(store, insights, reconciler, &key);
         match tokio::time::timeout_at(deadline, stats).await {
-            Ok(Ok(text)) => DataplaneReport::from_stats(&dp, name, &parse_stats(&text)),
+            Ok(Ok(text)) => DataplaneReport::from_stats(&dp, effect, name, &parse_stats(&text)),
             Ok(Err(e)) => DataplaneReport::unread(&dp, e.detail),
             Err(_) => DataplaneReport::unread(&dp, "not read before the report's deadline".into()),
         }
@@ -78,7 +79,7 @@ pub async fn report(
             .await;
     Ok(Report::zone(
         mesh,
-        &format!("{}/{name}", ty.name()),
+        (&format!("{}/{name}", ty.name()), effect),
         zone,
         shares,
         skipped,

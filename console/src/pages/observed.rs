@@ -37,14 +37,14 @@ pub async fn show(
         Err(e) => return e.respond(&console, &caller, &uri.to_string()),
     };
     // Rates as percentages, next to the numbers they come from.
-    let rate = report["totals"]["wouldDenyRate"].clone();
+    let rate = report["totals"]["wouldRefuseRate"].clone();
     report["totals"]["percent"] = json!(percent(&rate));
     for list in ["zones", "dataplanes"] {
         for item in report[list].as_array_mut().into_iter().flatten() {
             let rate = if list == "zones" {
-                item["totals"]["wouldDenyRate"].clone()
+                item["totals"]["wouldRefuseRate"].clone()
             } else {
-                item["wouldDenyRate"].clone()
+                item["wouldRefuseRate"].clone()
             };
             item["percent"] = json!(percent(&rate));
         }

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use umbra_api::error::ApiError;
-use umbra_core::observed::Report;
+use umbra_core::observed::{Effect, Report};
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_core::view::{PolicySet, View};
 use umbra_kds::pb::inspect_request::Kind;
@@ -101,9 +101,10 @@ pub async fn observed(
         "partial"
     };
     record_fanout("observed", began, outcome);
+    let effect = Effect::of(ty).unwrap_or_default();
     Ok(Report::merge(
         mesh,
-        &format!("{}/{name}", ty.name()),
+        (&format!("{}/{name}", ty.name()), effect),
         answers,
     ))
 }

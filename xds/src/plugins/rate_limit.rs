@@ -92,7 +92,98 @@ pub fn apply(
 ) -> Result<(), GenerateError> {
     let with_old = apply_old(snap, input)?;
     apply_old_outbound(snap, input)?;
-    apply_new(snap, input, &with_old)
+    apply_new(snap, input, &with_old)?;
+    observe(snap, input)
+}
+
+/// Name of the HTTP filter observe mode adds for a MeshRateLimit (an
+/// `envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit`).
+pub const OBSERVE_HTTP_FILTER: &str = "umbra.observe.http.local_ratelimit";
+
+/// Observe mode (issue 40): on each inbound whose `from` rules an observed shadow MeshRateLimit
+/// contributes to, the `local.http` limit the inbound would get if the observed policies (and
+/// no other shadow policy) went live, as a local rate limit filter of its own
+/// ([`OBSERVE_HTTP_FILTER`]) with its token bucket at the filter level, `filterEnabled` 100%
+/// and `filterEnforced` 0%: Envoy takes a token for every request and counts
+/// `<statPrefix>.http_local_rate_limit.ok|rate_limited`, and refuses nothing. The `statPrefix`
+/// is `<inbound stat name>.umbra_observe_limit.<policies>`
+/// ([`umbra_core::observed::joined_names`]). It goes before the live
+/// local rate limit filter (or the router), after RBAC, so it sees the requests the live rate
+/// limit sees. The Shadow view would configure the limit per route, one bucket per route of
+/// the inbound's single-route virtual hosts; the observer's one bucket per inbound is the same
+/// for Kuma's inbound routes. An old RateLimit in effect stays as it is (the Shadow view would
+/// switch it off, the old-type-off rule). A MeshRateLimit with `local.tcp` is refused when
+/// observed (validation): the network local rate limit cannot count without enforcing.
+fn observe(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
+    let dp = input.dataplane;
+    let Some((matched, observed)) = input
+        .policies
+        .observed_matched(ResourceType::MeshRateLimit, dp)
+    else {
+        return Ok(());
+    };
+    for inbound in &dp.networking.inbound {
+        let key = dp.inbound_key(inbound);
+        let Some(rule) = matched
+            .from_rules
+            .get(&key)
+            .and_then(|rules| rules.compute(&Element::new()))
+        else {
+            continue;
+        };
+        let names: BTreeSet<&str> = rule
+            .origin
+            .iter()
+            .map(|o| o.meta.name.as_str())
+            .filter(|n| observed.contains(n))
+            .collect();
+        if names.is_empty() {
+            continue; // no observed policy changes this inbound's limit
+        }
+        let name = inbound_listener_name(&key.address, key.port);
+        let (conf, policies) = merged_conf(rule, &name)?;
+        let Some(limit) = conf
+            .local
+            .as_ref()
+            .and_then(|l| l.http.as_ref())
+            .and_then(new_limit)
+        else {
+            continue; // the would-be limit is none: nothing to count
+        };
+        let Some(listener) = snap.listeners.get_mut(&name) else {
+            continue;
+        };
+        let mut config = route_config(&limit).map_err(|e| policy_error(policies, &name, e))?;
+        config.stat_prefix = format!(
+            "{}.{}.{}",
+            crate::names::sanitize_metric(&name),
+            umbra_core::observed::OBSERVE_LIMIT_STAT,
+            umbra_core::observed::joined_names(names.iter().copied())
+        );
+        let percent = |numerator, runtime_key: &str| RuntimeFractionalPercent {
+            default_value: Some(FractionalPercent {
+                numerator,
+                denominator: DenominatorType::Hundred as i32,
+            }),
+            runtime_key: runtime_key.to_owned(),
+        };
+        config.filter_enabled = Some(percent(100, "umbra_observe_rate_limit_enabled"));
+        config.filter_enforced = Some(percent(0, "umbra_observe_rate_limit_enforced"));
+        let filter = HttpFilter {
+            name: OBSERVE_HTTP_FILTER.to_owned(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(&config))),
+            ..Default::default()
+        };
+        edit_hcms(listener, |hcm| {
+            let at = hcm
+                .http_filters
+                .iter()
+                .position(|f| f.name == HTTP_FILTER || f.name == crate::names::ROUTER_FILTER)
+                .unwrap_or(hcm.http_filters.len());
+            hcm.http_filters.insert(at, filter.clone());
+        });
+    }
+    Ok(())
 }
 
 /// The old RateLimits selected for the DPP's outbounds (see the module docs).

@@ -253,13 +253,13 @@ pub const OBSERVE_HTTP_RBAC_FILTER: &str = "umbra.observe.http.rbac";
 /// Name of the network filter observe mode adds on TCP inbounds.
 pub const OBSERVE_NETWORK_RBAC_FILTER: &str = "umbra.observe.network.rbac";
 
-use umbra_core::observed::{OBSERVE_CALLER_STAT, OBSERVE_STAT};
+use umbra_core::observed::{joined_names, OBSERVE_CALLER_STAT, OBSERVE_STAT};
 
 /// The `shadowRulesStatPrefix` of an observe filter: `umbra_observe.<names>.`, the observed
 /// policies' names sanitized for stats (`[a-zA-Z0-9_-]`, so no dot) joined by `.`, in name
 /// order: a reader splits them back at the dots.
 pub fn observe_stat_prefix(observed: &std::collections::BTreeSet<&str>) -> String {
-    format!("{OBSERVE_STAT}.{}.", joined_names(observed))
+    format!("{OBSERVE_STAT}.{}.", joined_names(observed.iter().copied()))
 }
 
 /// The `shadowRulesStatPrefix` of a caller filter: `umbra_observe_caller.<service>.<names>.`
@@ -271,13 +271,8 @@ pub fn observe_caller_stat_prefix(
     format!(
         "{OBSERVE_CALLER_STAT}.{}.{}.",
         sanitize_metric(caller),
-        joined_names(observed)
+        joined_names(observed.iter().copied())
     )
-}
-
-fn joined_names(observed: &std::collections::BTreeSet<&str>) -> String {
-    let names: Vec<String> = observed.iter().map(|n| sanitize_metric(n)).collect();
-    names.join(".")
 }
 
 fn observe_chain(
