@@ -16,6 +16,7 @@
 //! - [`rules`]: subset algebra, rule building (cliques, negations), `Rules::compute`;
 //! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
 //! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
+//! - [`rollout`]: staged rollouts' narrowing, stage lists and gates from Envoy's counters;
 //! - [`observed`]: observe mode's Envoy counters read back, and the `_observed` report;
 //! - [`old_matching`]: source/destination selector matching of the old policies;
 //! - [`dependencies`]: what a DPP's (or a ZoneIngress's) generated config depends on;
@@ -59,6 +60,7 @@ pub mod old_matching;
 pub mod policies;
 pub mod policy;
 pub mod resource;
+pub mod rollout;
 pub mod rules;
 pub mod target_ref;
 pub mod type_info;

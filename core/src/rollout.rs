@@ -1,0 +1,716 @@
+//! Staged rollouts (issue 40), the pure half: narrowing a policy to the DPPs of one stage the
+//! way seed 000's rollout section does it by hand ([`narrow`], [`staged_copy`]), reading a
+//! stage list ([`parse_stages`]), and deciding a gate from Envoy's own counters
+//! ([`TrafficSample`], [`evaluate_gate`]). No IO: the Global's rollout reads the counters
+//! through the zones and keeps every decision durably.
+//!
+//! **Narrowing** (seed 000, "Rolling out the new policies": "select them with MeshSubset
+//! targetRef"): a policy's top-level `targetRef` keeps what it selects and also requires the
+//! stage's tags: `Mesh` becomes a `MeshSubset` on them (its `proxyTypes` kept), `MeshSubset`
+//! and `MeshServiceSubset` get them added, `MeshService` becomes a `MeshServiceSubset` of the
+//! same service. A stage tag that contradicts one the policy already requires is refused (the
+//! copy would select nothing), as are `MeshGateway` and `MeshHTTPRoute` targets (no subset of
+//! them can be named).
+//!
+//! **The old-type-off rule still holds mesh-wide** (seed 000: "as long as there is at least 1
+//! policy of a new type ... the policies of the corresponding old type are not applied"): a
+//! staged copy of a new policy switches its old type off for every DPP, not only the staged
+//! ones. Old types whose values Kuma keeps baking under the new ones (Timeout,
+//! TrafficPermission, ProxyTemplate: `PolicySet::superseded_policies`) leave the other DPPs
+//! unchanged; others do not. So a stage's fleet diff is checked before the stage is applied:
+//! a DPP outside the stage whose config the stage would change refuses the stage, naming it.
+
+use std::collections::BTreeMap;
+
+use crate::convert::model::{CONVERTED_FROM_NAME_LABEL, CONVERTED_FROM_TYPE_LABEL};
+use crate::meta::{EFFECT_LABEL, EFFECT_SHADOW, OBSERVE_LABEL};
+use crate::resource::Resource;
+use crate::target_ref::{TargetRef, TargetRefKind};
+
+/// Label of a staged copy: the rollout it belongs to (the plan's fingerprint).
+pub const ROLLOUT_LABEL: &str = "umbra.io/rollout";
+/// Label of a staged copy: the stage (1-based) that created it.
+pub const STAGE_LABEL: &str = "umbra.io/rollout-stage";
+/// Label of a staged copy: the name of the policy it narrows.
+pub const STAGED_FROM_LABEL: &str = "umbra.io/staged-from";
+
+/// Why a policy cannot be narrowed to a stage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NarrowError {
+    /// The top-level `targetRef` kind has no subset form.
+    #[error("a top-level targetRef of kind {0} cannot be narrowed to a stage (no subset of it can be named); roll it out in one step")]
+    Kind(String),
+    /// A stage tag contradicts one the policy requires.
+    #[error("the stage requires {key}={stage:?} but the policy selects {key}={policy:?}: the staged copy would select nothing")]
+    Contradiction {
+        /// The tag.
+        key: String,
+        /// The stage's value.
+        stage: String,
+        /// The policy's value.
+        policy: String,
+    },
+    /// The policy's document has no `spec.targetRef`.
+    #[error("the policy has no top-level targetRef")]
+    NoTargetRef,
+}
+
+/// `target` narrowed to the DPPs that also carry every tag of `stage` (see the module docs).
+///
+/// # Errors
+/// [`NarrowError`] for a kind without a subset form or a contradicting tag.
+pub fn narrow(
+    target: &TargetRef,
+    stage: &BTreeMap<String, String>,
+) -> Result<TargetRef, NarrowError> {
+    let mut out = target.clone();
+    let kind = target.kind.clone().unwrap_or(TargetRefKind::Mesh);
+    out.kind = Some(match kind {
+        TargetRefKind::Mesh | TargetRefKind::MeshSubset => TargetRefKind::MeshSubset,
+        TargetRefKind::MeshService | TargetRefKind::MeshServiceSubset => {
+            TargetRefKind::MeshServiceSubset
+        }
+        other => return Err(NarrowError::Kind(other.as_str().to_owned())),
+    });
+    for (key, value) in stage {
+        match out.tags.get(key) {
+            Some(v) if v != value => {
+                return Err(NarrowError::Contradiction {
+                    key: key.clone(),
+                    stage: value.clone(),
+                    policy: v.clone(),
+                })
+            }
+            _ => {
+                out.tags.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The staged copy of `policy` for stage `stage` (1-based) of rollout `rollout`: named
+/// `<name>-stage-<stage>` (the name truncated to fit 253 characters), narrowed to `tags`,
+/// **shadow** (the stage's diff is computed before it is promoted), labelled
+/// [`ROLLOUT_LABEL`], [`STAGE_LABEL`] and [`STAGED_FROM_LABEL`], and without the labels that
+/// would make it something else (`umbra.io/observe`, the converter's `converted-from`: the
+/// copy replaces no old policy of its own).
+///
+/// # Errors
+/// [`NarrowError`] as [`narrow`].
+pub fn staged_copy(
+    policy: &Resource,
+    tags: &BTreeMap<String, String>,
+    rollout: &str,
+    stage: usize,
+) -> Result<Resource, NarrowError> {
+    let mut doc = policy.to_value();
+    let target: TargetRef = doc
+        .pointer("/spec/targetRef")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .ok_or(NarrowError::NoTargetRef)?;
+    let narrowed = narrow(&target, tags)?;
+    doc["spec"]["targetRef"] = serde_json::to_value(&narrowed).unwrap_or_default();
+    let suffix = format!("-stage-{stage}");
+    let base: String = policy.meta.name.chars().take(253 - suffix.len()).collect();
+    doc["name"] = serde_json::Value::String(format!("{base}{suffix}"));
+    let labels = doc["labels"].as_object().cloned().unwrap_or_default();
+    let mut labels: serde_json::Map<String, serde_json::Value> = labels
+        .into_iter()
+        .filter(|(k, _)| {
+            ![
+                OBSERVE_LABEL,
+                CONVERTED_FROM_NAME_LABEL,
+                CONVERTED_FROM_TYPE_LABEL,
+            ]
+            .contains(&k.as_str())
+        })
+        .collect();
+    labels.insert(EFFECT_LABEL.into(), EFFECT_SHADOW.into());
+    labels.insert(ROLLOUT_LABEL.into(), rollout.into());
+    labels.insert(STAGE_LABEL.into(), stage.to_string().into());
+    labels.insert(STAGED_FROM_LABEL.into(), policy.meta.name.clone().into());
+    doc["labels"] = serde_json::Value::Object(labels);
+    // The document was a valid policy and only its targetRef, name and labels changed.
+    Resource::from_value(doc).map_err(|_| NarrowError::NoTargetRef)
+}
+
+/// One stage of a rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// The DPPs carrying every one of these tags.
+    Tags(BTreeMap<String, String>),
+    /// Every DPP: the plan's own apply.
+    All,
+}
+
+/// Read a stage list: items separated by commas, each `100%` (every DPP, only last) or tags
+/// `<key>=<value>` joined by `&` (`kuma.io/zone=zone-1&version=v2`). At least one tag stage
+/// before the last, which must be `100%`.
+///
+/// # Errors
+/// The item (1-based) and why: an empty item, a tag without `=`, a stage after `100%`, a list
+/// not ending with `100%`, or a count or a percentage other than `100%` (they need the zones
+/// to tag chosen DPPs, which Umbra does not do yet: name the stages by tags).
+pub fn parse_stages(list: &str) -> Result<Vec<Stage>, String> {
+    let items: Vec<&str> = list.split(',').map(str::trim).collect();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = i + 1;
+        if item.is_empty() {
+            return Err(format!("stage {at} is empty"));
+        }
+        if out.last() == Some(&Stage::All) {
+            return Err(format!(
+                "stage {at} comes after 100%, which is the last stage"
+            ));
+        }
+        if *item == "100%" {
+            out.push(Stage::All);
+            continue;
+        }
+        if item.ends_with('%') || item.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!(
+                "stage {at} ({item:?}) is a count or a share of DPPs: that needs the zones to tag the chosen DPPs, which Umbra does not do yet; name the stage by tags (kuma.io/zone=zone-1&version=v2)"
+            ));
+        }
+        let mut tags = BTreeMap::new();
+        for pair in item.split('&') {
+            let Some((k, v)) = pair.split_once('=') else {
+                return Err(format!("stage {at}: {pair:?} is not <tag>=<value>"));
+            };
+            let (k, v) = (k.trim(), v.trim());
+            if k.is_empty() || v.is_empty() {
+                return Err(format!("stage {at}: {pair:?} is not <tag>=<value>"));
+            }
+            if tags.insert(k.to_owned(), v.to_owned()).is_some() {
+                return Err(format!("stage {at} names tag {k:?} twice"));
+            }
+        }
+        out.push(Stage::Tags(tags));
+    }
+    match out.last() {
+        Some(Stage::All) if out.len() >= 2 => Ok(out),
+        Some(Stage::All) => Err("a rollout needs at least one tag stage before 100%".into()),
+        _ => Err("the last stage must be 100% (the plan's own apply)".into()),
+    }
+}
+
+/// What one DPP's Envoy counted, summed over its outbound clusters and inbound listeners
+/// (cumulative since the Envoy started), as a gate reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficSample {
+    /// `cluster.<outbound>.upstream_rq_total`.
+    pub requests: u64,
+    /// `upstream_rq_5xx`.
+    pub errors_5xx: u64,
+    /// `upstream_rq_timeout`.
+    pub timeouts: u64,
+    /// `upstream_rq_rx_reset` (the upstream reset the request).
+    pub resets: u64,
+    /// `upstream_rq_retry`.
+    pub retries: u64,
+    /// `http.<inbound>.rbac.denied` and `<inbound>.rbac.denied` (live RBAC only).
+    pub rbac_denied: u64,
+    /// `<prefix>.http_local_rate_limit.rate_limited` (live limits only).
+    pub rate_limited: u64,
+    /// The highest P99 of `upstream_rq_time` over the outbound clusters, in milliseconds, as
+    /// of Envoy's last stats flush (`None` without a recorded value).
+    pub p99_ms: Option<f64>,
+}
+
+/// Clusters that carry no outbound traffic of the DPP (Kuma's names, sanitized for stats).
+fn is_outbound_cluster(name: &str) -> bool {
+    ![
+        "localhost_",
+        "inbound_",
+        "ads_cluster",
+        "kuma_",
+        "access_log_sink",
+        "meshtrace_",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
+impl TrafficSample {
+    /// The sample in an Envoy `/stats` text answer (`<name>: <value>` lines; histograms as
+    /// `<name>: P0(<interval>,<cumulative>) ... P99(...)`).
+    pub fn parse(text: &str) -> Self {
+        let mut s = TrafficSample::default();
+        for line in text.lines() {
+            let Some((name, value)) = line.trim().split_once(": ") else {
+                continue;
+            };
+            if let Some(rest) = name.strip_prefix("cluster.") {
+                let Some((cluster, stat)) = rest.rsplit_once('.') else {
+                    continue;
+                };
+                if !is_outbound_cluster(cluster) {
+                    continue;
+                }
+                if stat == "upstream_rq_time" {
+                    if let Some(p99) = p99(value) {
+                        s.p99_ms = Some(s.p99_ms.map_or(p99, |m: f64| m.max(p99)));
+                    }
+                    continue;
+                }
+                let Ok(n) = value.trim().parse::<u64>() else {
+                    continue;
+                };
+                let slot = match stat {
+                    "upstream_rq_total" => &mut s.requests,
+                    "upstream_rq_5xx" => &mut s.errors_5xx,
+                    "upstream_rq_timeout" => &mut s.timeouts,
+                    "upstream_rq_rx_reset" => &mut s.resets,
+                    "upstream_rq_retry" => &mut s.retries,
+                    _ => continue,
+                };
+                *slot = slot.saturating_add(n);
+                continue;
+            }
+            let Ok(n) = value.trim().parse::<u64>() else {
+                continue;
+            };
+            if name.contains("umbra_observe") {
+                continue; // observers count what would happen, not what happened
+            }
+            if name.ends_with(".rbac.denied") {
+                s.rbac_denied = s.rbac_denied.saturating_add(n);
+            } else if name.ends_with(".http_local_rate_limit.rate_limited") {
+                s.rate_limited = s.rate_limited.saturating_add(n);
+            }
+        }
+        s
+    }
+
+    /// Counters added since `before` (a restarted Envoy's lower counters count from 0), the
+    /// latency kept as now.
+    pub fn since(&self, before: &TrafficSample) -> TrafficSample {
+        let d = |now: u64, then: u64| if now >= then { now - then } else { now };
+        TrafficSample {
+            requests: d(self.requests, before.requests),
+            errors_5xx: d(self.errors_5xx, before.errors_5xx),
+            timeouts: d(self.timeouts, before.timeouts),
+            resets: d(self.resets, before.resets),
+            retries: d(self.retries, before.retries),
+            rbac_denied: d(self.rbac_denied, before.rbac_denied),
+            rate_limited: d(self.rate_limited, before.rate_limited),
+            p99_ms: self.p99_ms,
+        }
+    }
+
+    /// The sum of `samples` (the highest P99).
+    pub fn sum<'a>(samples: impl IntoIterator<Item = &'a TrafficSample>) -> TrafficSample {
+        samples
+            .into_iter()
+            .fold(TrafficSample::default(), |a, b| TrafficSample {
+                requests: a.requests.saturating_add(b.requests),
+                errors_5xx: a.errors_5xx.saturating_add(b.errors_5xx),
+                timeouts: a.timeouts.saturating_add(b.timeouts),
+                resets: a.resets.saturating_add(b.resets),
+                retries: a.retries.saturating_add(b.retries),
+                rbac_denied: a.rbac_denied.saturating_add(b.rbac_denied),
+                rate_limited: a.rate_limited.saturating_add(b.rate_limited),
+                p99_ms: match (a.p99_ms, b.p99_ms) {
+                    (Some(x), Some(y)) => Some(x.max(y)),
+                    (x, y) => x.or(y),
+                },
+            })
+    }
+}
+
+/// The P99 of a text histogram value (`P0(a,b) ... P99(i,c) ...`): the interval value, else
+/// the cumulative one; `None` when both are `nan`.
+fn p99(value: &str) -> Option<f64> {
+    let start = value.find("P99(")? + 4;
+    let end = value[start..].find(')')? + start;
+    let (interval, cumulative) = value[start..end].split_once(',')?;
+    [interval, cumulative]
+        .iter()
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .find(|v| v.is_finite())
+}
+
+/// A gate's thresholds: how much worse, in rate points (0.01 = one request in a hundred), the
+/// staged DPPs may be than both the not-yet-staged DPPs of the same services and their own
+/// rates before the stage; the traffic a verdict needs; the latency margin.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thresholds {
+    /// Max extra 5xx rate (default 0.01).
+    pub errors_5xx: f64,
+    /// Max extra timeout rate (default 0.01).
+    pub timeouts: f64,
+    /// Max extra reset rate (default 0.01).
+    pub resets: f64,
+    /// Max extra retry rate (default 0.05).
+    pub retries: f64,
+    /// Max extra RBAC denial rate (default 0.01).
+    pub rbac_denied: f64,
+    /// Max extra rate-limited rate (default 0.01).
+    pub rate_limited: f64,
+    /// Max ratio of the staged P99 over the comparison's (default 1.5), checked when both
+    /// have one and the staged P99 is over 10 ms.
+    pub p99_ratio: f64,
+    /// Requests the staged DPPs must have sent during the soak for a verdict (default 20);
+    /// fewer fails the gate (no evidence is not good evidence).
+    pub min_requests: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            errors_5xx: 0.01,
+            timeouts: 0.01,
+            resets: 0.01,
+            retries: 0.05,
+            rbac_denied: 0.01,
+            rate_limited: 0.01,
+            p99_ratio: 1.5,
+            min_requests: 20,
+        }
+    }
+}
+
+/// One counter's comparison in a gate.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    /// The counter (`upstream_rq_5xx`, ...).
+    pub counter: String,
+    /// The staged DPPs' rate during the soak.
+    pub staged: f64,
+    /// The not-yet-staged DPPs' rate during the soak (`None` without requests).
+    pub others: Option<f64>,
+    /// The staged DPPs' own rate before the stage (`None` without requests).
+    pub before: Option<f64>,
+    /// The allowed margin.
+    pub threshold: f64,
+    /// Within the margin.
+    pub passed: bool,
+}
+
+/// A gate's verdict, with every comparison it made.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// Every check passed.
+    pub passed: bool,
+    /// Why it failed, naming the counters (empty when passed).
+    pub reason: String,
+    /// The comparisons.
+    pub checks: Vec<Check>,
+}
+
+fn rate(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// The gate after a stage's soak: `staged` is what the staged DPPs counted during the soak,
+/// `others` what the not-yet-staged DPPs of the same services counted in the same time, and
+/// `before` the staged DPPs' own counters up to the stage (cumulative). A counter fails when
+/// the staged rate exceeds the higher of the two comparisons by more than its threshold (with
+/// no comparison, its threshold alone); the P99 fails when over `p99_ratio` times the
+/// comparison's and over 10 ms.
+pub fn evaluate_gate(
+    staged: &TrafficSample,
+    others: &TrafficSample,
+    before: &TrafficSample,
+    t: &Thresholds,
+) -> Verdict {
+    if staged.requests < t.min_requests {
+        return Verdict {
+            passed: false,
+            reason: format!(
+                "the staged DPPs sent {} requests during the soak, fewer than the {} a verdict needs",
+                staged.requests, t.min_requests
+            ),
+            checks: Vec::new(),
+        };
+    }
+    let counters: [(&str, fn(&TrafficSample) -> u64, f64); 6] = [
+        ("upstream_rq_5xx", |s| s.errors_5xx, t.errors_5xx),
+        ("upstream_rq_timeout", |s| s.timeouts, t.timeouts),
+        ("upstream_rq_rx_reset", |s| s.resets, t.resets),
+        ("upstream_rq_retry", |s| s.retries, t.retries),
+        ("rbac.denied", |s| s.rbac_denied, t.rbac_denied),
+        (
+            "http_local_rate_limit.rate_limited",
+            |s| s.rate_limited,
+            t.rate_limited,
+        ),
+    ];
+    let mut checks = Vec::new();
+    for (counter, get, threshold) in counters {
+        let staged_rate = rate(get(staged), staged.requests).unwrap_or(0.0);
+        let others_rate = rate(get(others), others.requests);
+        let before_rate = rate(get(before), before.requests);
+        let base = others_rate
+            .into_iter()
+            .chain(before_rate)
+            .fold(0.0, f64::max);
+        checks.push(Check {
+            counter: counter.to_owned(),
+            staged: staged_rate,
+            others: others_rate,
+            before: before_rate,
+            threshold,
+            passed: staged_rate <= base + threshold,
+        });
+    }
+    if let (Some(s), Some(o)) = (staged.p99_ms, others.p99_ms) {
+        checks.push(Check {
+            counter: "upstream_rq_time P99 (ms)".to_owned(),
+            staged: s,
+            others: Some(o),
+            before: None,
+            threshold: t.p99_ratio,
+            passed: s <= 10.0 || s <= o * t.p99_ratio,
+        });
+    }
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| match c.others.or(c.before) {
+            Some(o) => format!(
+                "{}: {:.4} on the staged DPPs against {:.4} (margin {})",
+                c.counter, c.staged, o, c.threshold
+            ),
+            None => format!(
+                "{}: {:.4} on the staged DPPs (margin {})",
+                c.counter, c.staged, c.threshold
+            ),
+        })
+        .collect();
+    Verdict {
+        passed: failed.is_empty(),
+        reason: failed.join("; "),
+        checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn target(json: serde_json::Value) -> TargetRef {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn every_subsettable_kind_narrows_and_keeps_what_it_selected() {
+        let stage = tags(&[("kuma.io/zone", "zone-1")]);
+        let cases = [
+            (
+                serde_json::json!({"kind": "Mesh", "proxyTypes": ["Sidecar"]}),
+                serde_json::json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "zone-1"}, "proxyTypes": ["Sidecar"]}),
+            ),
+            (
+                serde_json::json!({"kind": "MeshSubset", "tags": {"team": "a"}}),
+                serde_json::json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "zone-1", "team": "a"}}),
+            ),
+            (
+                serde_json::json!({"kind": "MeshService", "name": "backend"}),
+                serde_json::json!({"kind": "MeshServiceSubset", "name": "backend", "tags": {"kuma.io/zone": "zone-1"}}),
+            ),
+            (
+                serde_json::json!({"kind": "MeshServiceSubset", "name": "backend", "tags": {"version": "v2"}}),
+                serde_json::json!({"kind": "MeshServiceSubset", "name": "backend", "tags": {"kuma.io/zone": "zone-1", "version": "v2"}}),
+            ),
+            (
+                serde_json::json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "zone-1"}}),
+                serde_json::json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "zone-1"}}),
+            ),
+        ];
+        for (from, to) in cases {
+            assert_eq!(
+                narrow(&target(from.clone()), &stage).unwrap(),
+                target(to),
+                "{from}"
+            );
+        }
+        for kind in [
+            serde_json::json!({"kind": "MeshGateway", "name": "edge"}),
+            serde_json::json!({"kind": "MeshHTTPRoute", "name": "r"}),
+        ] {
+            assert!(matches!(
+                narrow(&target(kind), &stage),
+                Err(NarrowError::Kind(_))
+            ));
+        }
+        let other_zone =
+            target(serde_json::json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "zone-2"}}));
+        assert!(matches!(
+            narrow(&other_zone, &stage),
+            Err(NarrowError::Contradiction { .. })
+        ));
+    }
+
+    #[test]
+    fn a_staged_copy_is_a_shadow_narrowed_policy_that_replaces_nothing() {
+        let policy = Resource::from_value(serde_json::json!({
+            "type": "MeshTimeout", "mesh": "default", "name": "timeout-global",
+            "labels": {"kuma.io/effect": "shadow", "umbra.io/converted-from": "timeout-global",
+                       "umbra.io/converted-from-type": "Timeout", "team": "a"},
+            "spec": {"targetRef": {"kind": "Mesh"},
+                     "to": [{"targetRef": {"kind": "Mesh"}, "default": {"connectionTimeout": "21s"}}]},
+        }))
+        .unwrap();
+        let copy = staged_copy(&policy, &tags(&[("kuma.io/zone", "zone-1")]), "ab12", 1).unwrap();
+        assert!(!copy.validate().has_violations(), "{}", copy.validate());
+        assert_eq!(copy.meta.name, "timeout-global-stage-1");
+        assert!(copy.meta.is_shadow());
+        let labels = &copy.meta.labels;
+        assert_eq!(labels.get(ROLLOUT_LABEL).map(String::as_str), Some("ab12"));
+        assert_eq!(labels.get(STAGE_LABEL).map(String::as_str), Some("1"));
+        assert_eq!(
+            labels.get(STAGED_FROM_LABEL).map(String::as_str),
+            Some("timeout-global")
+        );
+        assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+        assert!(!labels.contains_key(CONVERTED_FROM_NAME_LABEL));
+        assert!(!labels.contains_key(CONVERTED_FROM_TYPE_LABEL));
+        let doc = copy.to_value();
+        assert_eq!(
+            doc["spec"]["targetRef"],
+            serde_json::json!({"kind": "MeshSubset", "tags": {"kuma.io/zone": "zone-1"}})
+        );
+        assert_eq!(doc["spec"]["to"], policy.to_value()["spec"]["to"]);
+        // A long name is cut so the copy's stays valid.
+        let mut long = policy.clone();
+        long.meta.name = "n".repeat(253);
+        let copy = staged_copy(&long, &tags(&[("a", "b")]), "ab12", 12).unwrap();
+        assert_eq!(copy.meta.name.len(), 253);
+        assert!(copy.meta.name.ends_with("-stage-12"));
+    }
+
+    #[test]
+    fn stage_lists_name_tag_stages_and_end_with_the_plan() {
+        assert_eq!(
+            parse_stages("kuma.io/zone=zone-1, kuma.io/zone=zone-2&version=v2 ,100%").unwrap(),
+            vec![
+                Stage::Tags(tags(&[("kuma.io/zone", "zone-1")])),
+                Stage::Tags(tags(&[("kuma.io/zone", "zone-2"), ("version", "v2")])),
+                Stage::All,
+            ]
+        );
+        for (bad, why) in [
+            ("100%", "at least one tag stage"),
+            ("a=b", "must be 100%"),
+            ("a=b,,100%", "stage 2 is empty"),
+            ("a=b,100%,c=d", "after 100%"),
+            ("1,10%,100%", "does not do yet"),
+            ("a,100%", "not <tag>=<value>"),
+            ("a=b&a=c,100%", "twice"),
+        ] {
+            let e = parse_stages(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    const STATS: &str = "\
+cluster.backend.upstream_rq_total: 100
+cluster.backend.upstream_rq_5xx: 3
+cluster.backend.upstream_rq_timeout: 2
+cluster.backend.upstream_rq_retry: 4
+cluster.backend.upstream_rq_rx_reset: 1
+cluster.backend.upstream_rq_time: P0(1,1) P25(2,2) P50(3,3) P75(4,4) P90(5,5) P95(6,6) P99(nan,42) P99.5(7,7) P99.9(8,8) P100(9,9)
+cluster.redis.upstream_rq_total: 50
+cluster.redis.upstream_rq_time: P0(nan,nan) P99(12,30)
+cluster.localhost_8080.upstream_rq_total: 900
+cluster.ads_cluster.upstream_rq_total: 9
+http.inbound_10_0_0_1_80.rbac.denied: 7
+http.inbound_10_0_0_1_80.rbac.umbra_observe.p.shadow_denied: 70
+inbound_10_0_0_1_80.rbac.denied: 1
+rate_limit.http_local_rate_limit.rate_limited: 5
+inbound_10_0_0_1_80.umbra_observe_limit.p.http_local_rate_limit.rate_limited: 50
+";
+
+    #[test]
+    fn a_sample_sums_outbound_clusters_and_live_filters_only() {
+        let s = TrafficSample::parse(STATS);
+        assert_eq!(
+            s,
+            TrafficSample {
+                requests: 150,
+                errors_5xx: 3,
+                timeouts: 2,
+                resets: 1,
+                retries: 4,
+                rbac_denied: 8,
+                rate_limited: 5,
+                p99_ms: Some(42.0),
+            }
+        );
+        let later = TrafficSample {
+            requests: 160,
+            errors_5xx: 13,
+            ..s
+        };
+        let d = later.since(&s);
+        assert_eq!((d.requests, d.errors_5xx, d.timeouts), (10, 10, 0));
+        // An Envoy that restarted counts from 0.
+        let restarted = TrafficSample {
+            requests: 5,
+            ..Default::default()
+        };
+        assert_eq!(restarted.since(&s).requests, 5);
+        let sum = TrafficSample::sum([&s, &later]);
+        assert_eq!(sum.requests, 310);
+        assert_eq!(sum.p99_ms, Some(42.0));
+    }
+
+    #[test]
+    fn a_gate_fails_on_the_counter_that_got_worse_and_without_evidence() {
+        let t = Thresholds::default();
+        let calm = TrafficSample {
+            requests: 100,
+            errors_5xx: 1,
+            p99_ms: Some(20.0),
+            ..Default::default()
+        };
+        // Same as the others and as before: passes.
+        let v = evaluate_gate(&calm, &calm, &calm, &t);
+        assert!(v.passed, "{v:?}");
+        assert_eq!(v.checks.len(), 7);
+        // Timeouts on the staged DPPs only: fails naming the counter.
+        let timing_out = TrafficSample {
+            timeouts: 40,
+            ..calm
+        };
+        let v = evaluate_gate(&timing_out, &calm, &calm, &t);
+        assert!(!v.passed);
+        assert!(
+            v.reason.starts_with("upstream_rq_timeout: 0.4000"),
+            "{}",
+            v.reason
+        );
+        assert_eq!(v.checks.iter().filter(|c| !c.passed).count(), 1);
+        // Worse than before the stage though the others are as bad: still within, as the
+        // comparison is the higher of the two.
+        let v = evaluate_gate(&timing_out, &timing_out, &calm, &t);
+        assert!(v.passed, "{v:?}");
+        // Slower: fails on the P99.
+        let slow = TrafficSample {
+            p99_ms: Some(200.0),
+            ..calm
+        };
+        let v = evaluate_gate(&slow, &calm, &calm, &t);
+        assert!(!v.passed);
+        assert!(v.reason.contains("P99"), "{}", v.reason);
+        // No traffic: no verdict but a failure.
+        let idle = TrafficSample::default();
+        let v = evaluate_gate(&idle, &calm, &calm, &t);
+        assert!(!v.passed);
+        assert!(v.reason.contains("fewer than the 20"), "{}", v.reason);
+    }
+}
