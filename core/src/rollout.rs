@@ -404,6 +404,9 @@ pub struct Verdict {
     pub checks: Vec<Check>,
 }
 
+/// Reads one counter of a sample.
+type Counter = fn(&TrafficSample) -> u64;
+
 fn rate(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
@@ -430,7 +433,7 @@ pub fn evaluate_gate(
             checks: Vec::new(),
         };
     }
-    let counters: [(&str, fn(&TrafficSample) -> u64, f64); 6] = [
+    let counters: [(&str, Counter, f64); 6] = [
         ("upstream_rq_5xx", |s| s.errors_5xx, t.errors_5xx),
         ("upstream_rq_timeout", |s| s.timeouts, t.timeouts),
         ("upstream_rq_rx_reset", |s| s.resets, t.resets),
