@@ -177,3 +177,19 @@ pub(crate) fn pretty(v: &Value) -> String {
 pub(crate) fn set_target(target: crate::config::Target) {
     let _ = TARGET.set(target);
 }
+
+/// POST `body` as JSON to `path` and read the JSON answer.
+///
+/// # Errors
+/// As [`send`]; an answer that is not JSON is [`CliError::Unavailable`].
+pub(crate) async fn post_json(api_url: &str, path: &str, body: &Value) -> Result<Value, CliError> {
+    let url = format!("{}{path}", api_url.trim_end_matches('/'));
+    let request = client(Duration::from_secs(150))?
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(body.to_string());
+    let text = send(&url, request).await?;
+    serde_json::from_str(&text)
+        .map_err(|e| CliError::Unavailable(format!("{url}: the answer is not JSON: {e}")))
+}

@@ -55,6 +55,7 @@ pub mod observed;
 pub mod output;
 pub mod overview;
 pub mod resources;
+pub mod rollout;
 pub mod tokens;
 
 pub use error::CliError;

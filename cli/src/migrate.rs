@@ -9,15 +9,13 @@
 //! - `migrate apply --mesh M --plan FP` and `migrate rollback --mesh M --plan FP` promote or
 //!   restore exactly that plan (`POST .../_migration/apply|rollback`).
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 use umbra_core::codec::encode_yaml;
 use umbra_core::convert::{convert, Conversion, Options};
 use umbra_core::resource::Resource;
 
 use crate::error::CliError;
-use crate::http::{client, send};
+use crate::http::post_json;
 use crate::output::Output;
 
 /// Output of `convert`.
@@ -72,6 +70,8 @@ pub enum Migrate {
         output: Output,
     },
     /// Apply a plan: only if nothing changed since it was made (else exit 1 with what did).
+    /// With `--stages`, roll it out stage by stage instead, each stage gated on the staged
+    /// DPPs' Envoy counters, and follow it to its end (exit 1 when it is rolled back).
     Apply {
         /// Mesh.
         #[arg(short, long, default_value = "default")]
@@ -79,9 +79,29 @@ pub enum Migrate {
         /// The plan's fingerprint.
         #[arg(long)]
         plan: String,
+        /// Stages separated by commas: each tags `<tag>=<value>` joined by `&`
+        /// (`kuma.io/zone=zone-1`), the last `100%` (the plan's apply).
+        #[arg(long)]
+        stages: Option<String>,
+        /// The gates (with `--stages`).
+        #[command(flatten)]
+        gate: crate::rollout::GateFlags,
         /// Each zone's deadline while the diff is computed again (`30s`; at most `120s`).
         #[arg(long)]
         timeout: Option<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// A staged rollout: its stages, phase and every decision (the mesh's latest, or
+    /// `--plan`'s).
+    Status {
+        /// Mesh.
+        #[arg(short, long, default_value = "default")]
+        mesh: String,
+        /// The plan's fingerprint.
+        #[arg(long)]
+        plan: Option<String>,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -212,19 +232,6 @@ pub fn convert_files(args: &ConvertArgs) -> Result<String, CliError> {
     Ok(text.trim_end().to_owned())
 }
 
-/// `POST` `body` to `path`; the JSON answer.
-async fn post_json(api_url: &str, path: &str, body: &Value) -> Result<Value, CliError> {
-    let url = format!("{}{path}", api_url.trim_end_matches('/'));
-    let request = client(Duration::from_secs(150))?
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .body(body.to_string());
-    let text = send(&url, request).await?;
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::Unavailable(format!("{url}: the answer is not JSON: {e}")))
-}
-
 /// A plan for a person: what it promotes and retires, each change with its count and causes,
 /// and the fingerprint to apply.
 pub fn render_plan(plan: &Value) -> String {
@@ -325,8 +332,31 @@ pub async fn run(api_url: &str, what: Migrate) -> Result<String, CliError> {
         Migrate::Apply {
             mesh,
             plan,
+            stages: Some(stages),
+            gate,
+            output,
+            ..
+        } => {
+            crate::rollout::start_and_follow(
+                api_url,
+                &mesh,
+                &plan,
+                &stages,
+                &gate,
+                output,
+                |line| eprintln!("{line}"),
+            )
+            .await
+        }
+        Migrate::Status { mesh, plan, output } => {
+            crate::rollout::status(api_url, &mesh, plan.as_deref(), output).await
+        }
+        Migrate::Apply {
+            mesh,
+            plan,
             timeout,
             output,
+            ..
         } => {
             let mut body = json!({"plan": plan});
             if let Some(t) = timeout {

@@ -247,7 +247,13 @@ impl TrafficSample {
                 let Some((cluster, stat)) = rest.rsplit_once('.') else {
                     continue;
                 };
-                if !is_outbound_cluster(cluster) {
+                // Envoy also counts each request under `<cluster>.internal.`/`.external.`,
+                // `.canary.` and `.zone.<from>.<to>.`: the cluster's own counter is enough.
+                let scoped = cluster
+                    .rsplit_once('.')
+                    .is_some_and(|(_, last)| ["internal", "external", "canary"].contains(&last))
+                    || cluster.contains(".zone.");
+                if scoped || !is_outbound_cluster(cluster) {
                     continue;
                 }
                 if stat == "upstream_rq_time" {
@@ -337,7 +343,7 @@ fn p99(value: &str) -> Option<f64> {
 /// staged DPPs may be than both the not-yet-staged DPPs of the same services and their own
 /// rates before the stage; the traffic a verdict needs; the latency margin.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Thresholds {
     /// Max extra 5xx rate (default 0.01).
     pub errors_5xx: f64,
@@ -623,6 +629,10 @@ mod tests {
     const STATS: &str = "\
 cluster.backend.upstream_rq_total: 100
 cluster.backend.upstream_rq_5xx: 3
+cluster.backend.external.upstream_rq_5xx: 3
+cluster.backend.internal.upstream_rq_5xx: 3
+cluster.backend.canary.upstream_rq_5xx: 3
+cluster.backend.zone.zone-1.zone-2.upstream_rq_total: 100
 cluster.backend.upstream_rq_timeout: 2
 cluster.backend.upstream_rq_retry: 4
 cluster.backend.upstream_rq_rx_reset: 1

@@ -33,7 +33,8 @@
 //! 503 with a clear body; the same process serves again once the database is back. Bodies are
 //! limited to [`umbra_api::service::MAX_BODY_BYTES`] and requests to [`REQUEST_TIMEOUT`].
 //!
-//! `POST /meshes/{mesh}/_migration/plan|apply|rollback` are the migration workflow
+//! `POST /meshes/{mesh}/_migration/plan|apply|rollback` are the migration workflow, `GET|POST
+//! /meshes/{mesh}/_migration/rollout` and `POST .../stop` its staged rollouts
 //! ([`crate::migration`]), under the fleet-wide diff's longer deadline.
 //!
 //! `GET /_resources` describes every resource type (Kuma's `ResourceTypeDescriptionList`),
@@ -86,6 +87,8 @@ const GLOBAL_ROUTES: &[Route] = &[
     ("/meshes/{mesh}/_migration/plan", &["post"]),
     ("/meshes/{mesh}/_migration/apply", &["post"]),
     ("/meshes/{mesh}/_migration/rollback", &["post"]),
+    ("/meshes/{mesh}/_migration/rollout", &["get", "post"]),
+    ("/meshes/{mesh}/_migration/stop", &["post"]),
 ];
 
 /// Resource routes that are read-only on the Global: ZoneIngresses and ZoneEgresses are
@@ -336,7 +339,11 @@ pub fn router(state: AppState) -> Router {
     // one is longer.
     let fleet = Router::new()
         .route("/meshes/{mesh}/_shadow-diff", get(shadow_diff))
-        .route("/meshes/{mesh}/_migration/{step}", post(migration_step));
+        .route("/meshes/{mesh}/_migration/{step}", post(migration_step))
+        .route(
+            "/meshes/{mesh}/_migration/rollout",
+            get(rollout_status).post(rollout_start),
+        );
     let trust = state.trust.clone();
     service::layered(umbra_api::authn::protect(
         with_timeout(regular, REQUEST_TIMEOUT).merge(with_timeout(
@@ -674,7 +681,36 @@ fn json_body<T: serde::de::DeserializeOwned>(
     serde_json::from_value(value).map_err(|e| ApiError::bad_parameter("body", e.to_string()))
 }
 
-/// `POST /meshes/{mesh}/_migration/{plan|apply|rollback}` ([`crate::migration`]).
+/// `POST /meshes/{mesh}/_migration/rollout`: start a staged rollout
+/// ([`crate::migration::rollout::start`]).
+async fn rollout_start(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let cx = state.inspect_context();
+    crate::migration::rollout::start(&cx, &mesh, json_body(&headers, &body)?)
+        .await
+        .map(Json)
+}
+
+/// `GET /meshes/{mesh}/_migration/rollout[?plan=]` ([`crate::migration::rollout::status`]).
+async fn rollout_status(
+    State(state): State<AppState>,
+    Path(mesh): Path<String>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    let plan = query
+        .iter()
+        .find(|(k, _)| k == "plan")
+        .map(|(_, v)| v.as_str());
+    crate::migration::rollout::status(&state.inspect_context(), &mesh, plan)
+        .await
+        .map(Json)
+}
+
+/// `POST /meshes/{mesh}/_migration/{plan|apply|rollback|stop}` ([`crate::migration`]).
 async fn migration_step(
     State(state): State<AppState>,
     Path((mesh, step)): Path<(String, String)>,
@@ -686,6 +722,7 @@ async fn migration_step(
         "plan" => crate::migration::plan(&cx, &mesh, json_body(&headers, &body)?).await,
         "apply" => crate::migration::apply(&cx, &mesh, json_body(&headers, &body)?).await,
         "rollback" => crate::migration::rollback(&cx, &mesh, json_body(&headers, &body)?).await,
+        "stop" => crate::migration::rollout::stop(&cx, &mesh, json_body(&headers, &body)?).await,
         other => Err(ApiError::not_found(format!(
             "{} POST /meshes/{mesh}/_migration/{other}",
             umbra_api::negotiate::NO_ROUTE

@@ -478,6 +478,19 @@ pub async fn serve(
                 .instrument(tracing::info_span!("zone_cleanup", after = ?after)),
         );
     }
+    tasks.spawn(
+        "staged rollouts",
+        migration::rollout::drive(
+            inspect::context::InspectContext {
+                store: store.clone(),
+                hub: inspect.clone(),
+                zones: zones.clone(),
+            },
+            coordinator.leader(),
+            stop_rx.clone(),
+        )
+        .instrument(tracing::info_span!("rollouts")),
+    );
     let state = api::AppState {
         traces,
         store: store.clone(),

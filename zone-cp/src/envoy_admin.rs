@@ -79,10 +79,18 @@ pub struct AdminQuery {
     pub json: bool,
     /// `usedonly=false` (`stats`; `true` by default, as Kuma).
     pub all_stats: bool,
-    /// Only observe mode's counters, unused ones too ([`observer_stats`]; not a query
-    /// parameter).
-    observers: bool,
+    /// An internal read's own Envoy query string, URL-encoded ([`observer_stats`],
+    /// [`traffic_stats`]; not a query parameter).
+    internal: Option<&'static str>,
 }
+
+/// The Envoy `/stats` query of [`observer_stats`]: `filter=`
+/// [`umbra_core::observed::STATS_FILTER`], unused counters too.
+const OBSERVER_QUERY: &str = "filter=umbra_observe";
+/// The Envoy `/stats` query of [`traffic_stats`], URL-encoded: the counters a gate reads
+/// ([`umbra_core::rollout::TrafficSample::parse`]),
+/// `upstream_rq_(total|5xx|timeout|retry|rx_reset|time)$|rbac\.denied$|rate_limited$`.
+const TRAFFIC_QUERY: &str = "filter=upstream_rq_%28total%7C5xx%7Ctimeout%7Cretry%7Crx_reset%7Ctime%29%24%7Crbac%5C.denied%24%7Crate_limited%24";
 
 impl AdminQuery {
     /// Parse `pairs` for `ty`; parameters of other types and unknown ones are ignored, as on
@@ -108,9 +116,8 @@ impl AdminQuery {
 
     /// The Envoy admin query string of this query for `ty` (without `?`).
     fn envoy_query(self, ty: AdminView) -> &'static str {
-        if self.observers {
-            // `umbra_core::observed::STATS_FILTER`.
-            return "filter=umbra_observe";
+        if let Some(query) = self.internal {
+            return query;
         }
         match (ty, self.include_eds, self.json, self.all_stats) {
             (AdminView::Xds, true, _, _) => "include_eds",
@@ -164,8 +171,32 @@ pub async fn observer_stats(
     reconciler: Option<&crate::reconciler::Reconciler>,
     key: &DpKey,
 ) -> Result<String, ApiError> {
+    stats_text(store, insights, reconciler, key, OBSERVER_QUERY).await
+}
+
+/// The traffic counters a staged rollout's gate reads of DPP `key`'s Envoy
+/// ([`TRAFFIC_QUERY`], as text), read as [`inspect`] reads `stats`.
+///
+/// # Errors
+/// As [`inspect`].
+pub async fn traffic_stats(
+    store: &crate::store::Store,
+    insights: &Insights,
+    reconciler: Option<&crate::reconciler::Reconciler>,
+    key: &DpKey,
+) -> Result<String, ApiError> {
+    stats_text(store, insights, reconciler, key, TRAFFIC_QUERY).await
+}
+
+async fn stats_text(
+    store: &crate::store::Store,
+    insights: &Insights,
+    reconciler: Option<&crate::reconciler::Reconciler>,
+    key: &DpKey,
+    query: &'static str,
+) -> Result<String, ApiError> {
     let query = AdminQuery {
-        observers: true,
+        internal: Some(query),
         ..Default::default()
     };
     let answer = read(store, insights, reconciler, key, AdminView::Stats, query).await?;

@@ -13,6 +13,9 @@
 //!   counted as unread; one whose Envoy has no counter for the policy yet (its config with
 //!   the observer not running) is listed with `observing: false`.
 //!
+//! [`traffic`] reads a staged rollout's traffic counters the same way (asked by the Global over
+//! KDS only).
+//!
 //! Errors: 400 for a type that is not a policy, or one observe mode does not render; 404 for
 //! an unknown mesh or policy; 409 for a policy that is not observed.
 
@@ -49,7 +52,7 @@ pub async fn report(
     let (mesh, ty, name) = (policy.mesh.as_str(), policy.ty, policy.name.as_str());
     check(store, mesh, ty, name)?;
     let effect = Effect::of(ty).unwrap_or_default();
-    let selected = {
+    let mut selected = {
         let (store, mesh, name) = (store.clone(), mesh.to_owned(), name.to_owned());
         tokio::task::spawn_blocking(move || observing_dataplanes(&store, &mesh, ty, &name))
             .await
@@ -60,23 +63,24 @@ pub async fn report(
                 )
             })?
     };
-    use futures_util::StreamExt as _;
     let skipped = selected.len().saturating_sub(MAX_DATAPLANES) as u64;
-    let read = move |dp: String| async move {
-        let key = DpKey::new(mesh, dp.as_str());
-        let stats = crate::envoy_admin::observer_stats(store, insights, reconciler, &key);
-        match tokio::time::timeout_at(deadline, stats).await {
-            Ok(Ok(text)) => DataplaneReport::from_stats(&dp, effect, name, &parse_stats(&text)),
-            Ok(Err(e)) => DataplaneReport::unread(&dp, e.detail),
-            Err(_) => DataplaneReport::unread(&dp, "not read before the report's deadline".into()),
-        }
-    };
-    let shares: Vec<DataplaneReport> =
-        futures_util::stream::iter(selected.into_iter().take(MAX_DATAPLANES))
-            .map(read)
-            .buffered(READS_AT_ONCE)
-            .collect()
-            .await;
+    selected.truncate(MAX_DATAPLANES);
+    let shares: Vec<DataplaneReport> = read_each(
+        store,
+        insights,
+        reconciler,
+        mesh,
+        selected,
+        Read::Observers,
+        deadline,
+    )
+    .await
+    .into_iter()
+    .map(|(dp, text)| match text {
+        Ok(text) => DataplaneReport::from_stats(&dp, effect, name, &parse_stats(&text)),
+        Err(e) => DataplaneReport::unread(&dp, e),
+    })
+    .collect();
     Ok(Report::zone(
         mesh,
         (&format!("{}/{name}", ty.name()), effect),
@@ -84,6 +88,98 @@ pub async fn report(
         shares,
         skipped,
     ))
+}
+
+/// What [`read_each`] reads of each Envoy.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// Observe mode's counters ([`crate::envoy_admin::observer_stats`]).
+    Observers,
+    /// A gate's traffic counters ([`crate::envoy_admin::traffic_stats`]).
+    Traffic,
+}
+
+/// The stats text of each DPP of `names` in `mesh` (or why it could not be read),
+/// [`READS_AT_ONCE`] at a time, in order; those not read by `deadline` say so.
+async fn read_each(
+    store: &Store,
+    insights: &Insights,
+    reconciler: Option<&Reconciler>,
+    mesh: &str,
+    names: Vec<String>,
+    what: Read,
+    deadline: tokio::time::Instant,
+) -> Vec<(String, Result<String, String>)> {
+    use futures_util::StreamExt as _;
+    let read = move |dp: String| async move {
+        let key = DpKey::new(mesh, dp.as_str());
+        let stats = async {
+            match what {
+                Read::Observers => {
+                    crate::envoy_admin::observer_stats(store, insights, reconciler, &key).await
+                }
+                Read::Traffic => {
+                    crate::envoy_admin::traffic_stats(store, insights, reconciler, &key).await
+                }
+            }
+        };
+        let text = match tokio::time::timeout_at(deadline, stats).await {
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(e)) => Err(e.detail),
+            Err(_) => Err("not read before the deadline".to_owned()),
+        };
+        (dp, text)
+    };
+    futures_util::stream::iter(names)
+        .map(read)
+        .buffered(READS_AT_ONCE)
+        .collect()
+        .await
+}
+
+/// A staged rollout's traffic samples (issue 40) of DPPs `names` of `mesh` in this zone: the
+/// `TrafficRequest` answer of the KDS proto, `{"samples": {name: TrafficSample}, "errors":
+/// {name: why}}`, every DPP named in one of the two (at most [`MAX_DATAPLANES`]: the others are
+/// errors), read until `deadline`.
+pub async fn traffic(
+    store: &Store,
+    insights: &Insights,
+    reconciler: Option<&Reconciler>,
+    mesh: &str,
+    mut names: Vec<String>,
+    deadline: tokio::time::Instant,
+) -> serde_json::Value {
+    let mut errors = serde_json::Map::new();
+    for dp in names.iter().skip(MAX_DATAPLANES) {
+        errors.insert(
+            dp.clone(),
+            format!("over the {MAX_DATAPLANES} DPPs one request reads").into(),
+        );
+    }
+    names.truncate(MAX_DATAPLANES);
+    let mut samples = serde_json::Map::new();
+    for (dp, text) in read_each(
+        store,
+        insights,
+        reconciler,
+        mesh,
+        names,
+        Read::Traffic,
+        deadline,
+    )
+    .await
+    {
+        match text {
+            Ok(text) => {
+                let sample = umbra_core::rollout::TrafficSample::parse(&text);
+                samples.insert(dp, serde_json::to_value(sample).unwrap_or_default());
+            }
+            Err(e) => {
+                errors.insert(dp, e.into());
+            }
+        }
+    }
+    serde_json::json!({"samples": samples, "errors": errors})
 }
 
 /// The refusals of the module docs.

@@ -173,6 +173,23 @@ async fn handle(
             };
             send_http(out, id, status, "application/json", &body).await;
         }
+        Some(Kind::Traffic(t)) => {
+            let answer = crate::observed::traffic(
+                &store,
+                insights,
+                reconciler.as_deref(),
+                &t.mesh,
+                t.dataplanes,
+                tokio::time::Instant::from_std(
+                    deadline
+                        .checked_sub(Duration::from_secs(1))
+                        .unwrap_or(deadline),
+                ),
+            )
+            .await;
+            let body = serde_json::to_vec(&answer).unwrap_or_default();
+            send_http(out, id, 200, "application/json", &body).await;
+        }
         Some(Kind::ShadowDiff(d)) => {
             let out = out.clone();
             let span = tracing::Span::current();

@@ -25,6 +25,9 @@
 //! list, so replicas of the Global planning at once keep every plan.
 
 pub mod record;
+pub mod rollout;
+pub mod stages;
+pub mod steps;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

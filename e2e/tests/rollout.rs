@@ -1,0 +1,246 @@
+//! End to end, staged rollouts (issue 40): a Global, a federated zone-cp and two real Envoys
+//! (frontend -> backend, the backend app answering after 200 ms) with traffic flowing the
+//! whole time, an old Timeout live.
+//!
+//! 1. A shadow MeshTimeout of 1 ms on backend traffic, rolled out in two stages
+//!    (`kuma.io/service=frontend`, then `100%`): its first stage goes live on frontend only,
+//!    frontend's Envoy times out, and the gate fails on `upstream_rq_timeout` after the soak;
+//!    the rollout is rolled back (its copy deleted), and traffic recovers.
+//! 2. The old Timeout's converted MeshTimeout, rolled out the same way with `umbractl migrate
+//!    apply --stages`: the gate passes and the last stage is the plan's apply in one
+//!    transaction (the MeshTimeout live, the Timeout deleted, the copy deleted).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use umbra_e2e::fleet::{start_zone, temp_dir};
+use umbra_e2e::{envoy_binary, http, wait_for_status, wait_until, AdsApi, CpProcess, Sidecars};
+
+const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
+const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
+
+const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
+const TIMEOUT: &str = "type: Timeout\nmesh: default\nname: timeout-all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {connectTimeout: 5s, http: {requestTimeout: 10s}}\n";
+const TIGHT: &str = "type: MeshTimeout\nmesh: default\nname: tight\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1ms}}\n";
+const CONVERTED: &str = "type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow, umbra.io/converted-from-type: Timeout, umbra.io/converted-from: timeout-all}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 5s, http: {requestTimeout: 10s}}\n";
+
+/// Statuses of the requests sent so far (0: no answer).
+type Seen = Arc<Mutex<Vec<u16>>>;
+
+/// Send a request through `out` every 50 ms until dropped.
+fn traffic(out: SocketAddr) -> (Seen, tokio::task::JoinHandle<()>) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let status = http(out, "GET", "/", None).await.map_or(0, |(s, _)| s);
+            s.lock().unwrap().push(status);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    (seen, task)
+}
+
+async fn plan(global: &CpProcess, policy: &str) -> String {
+    let (s, p) = global
+        .call(
+            "POST",
+            "/meshes/default/_migration/plan",
+            Some(&json!({"policies": [policy]}).to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s, 200, "{p}");
+    p["fingerprint"].as_str().unwrap().to_owned()
+}
+
+/// Wait until the rollout of `fp` has ended; its record.
+async fn ended(global: &CpProcess, fp: &str) -> Value {
+    let path = format!("/meshes/default/_migration/rollout?plan={fp}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let (_, r) = global.call("GET", &path, None).await.unwrap();
+        if r["state"] != "running" {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rollout did not end: {r:#}\n{}",
+            global.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn names(cp: &CpProcess, plural: &str) -> Vec<String> {
+    let (_, v) = cp
+        .call("GET", &format!("/meshes/default/{plural}"), None)
+        .await
+        .unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply(
+) -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let dir = temp_dir("rollout");
+    let global = CpProcess::start(GLOBAL, "--kds-addr", &[], &[], dir.join("global.log")).await?;
+    global.apply("/meshes/default", MESH).await?;
+    global
+        .apply("/meshes/default/timeouts/timeout-all", TIMEOUT)
+        .await?;
+    global
+        .apply("/meshes/default/meshtimeouts/tight", TIGHT)
+        .await?;
+    global
+        .apply("/meshes/default/meshtimeouts/timeout-all", CONVERTED)
+        .await?;
+    let zone = start_zone(ZONE, &global, "zone-1", &dir).await?;
+    wait_until(Duration::from_secs(20), || async {
+        names(&zone, "meshtimeouts").await.len() == 2
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("policies did not reach the zone:\n{}", zone.log_tail()))?;
+    let dp = umbra_e2e::DpServer::of(zone.api, zone.grpc, global.api).await?;
+    let sidecars = Sidecars::start(
+        &envoy,
+        zone.api,
+        &dp,
+        Duration::from_millis(200),
+        (AdsApi::Sotw, AdsApi::Sotw),
+    )
+    .await?;
+    wait_until(Duration::from_secs(20), || async {
+        matches!(global.call("GET", "/meshes/default/dataplanes", None).await,
+            Ok((200, v)) if v["total"] == 2)
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("the Dataplanes did not reach the Global"))?;
+    let (seen, task) = traffic(sidecars.out);
+
+    // 1. The 1 ms MeshTimeout: the first stage's gate fails on timeouts and rolls back.
+    let fp = plan(&global, "MeshTimeout/tight").await;
+    let (s, started) = global
+        .call(
+            "POST",
+            "/meshes/default/_migration/rollout",
+            Some(
+                &json!({"plan": fp, "stages": "kuma.io/service=frontend,100%", "soak": "3s",
+                        "thresholds": {"minRequests": 5}})
+                .to_string(),
+            ),
+        )
+        .await?;
+    assert_eq!(s, 200, "{started}");
+    assert_eq!(
+        started["stages"][0]["dataplanes"],
+        json!(["zone-1/frontend"]),
+        "{started:#}"
+    );
+    // A second rollout in the mesh is refused while this one runs.
+    let (s, b) = global
+        .call(
+            "POST",
+            "/meshes/default/_migration/rollout",
+            Some(&json!({"plan": fp, "stages": "kuma.io/service=frontend,100%"}).to_string()),
+        )
+        .await?;
+    assert_eq!(s, 409, "{b}");
+    let r = ended(&global, &fp).await;
+    assert_eq!(r["state"], "rolledBack", "{r:#}");
+    let failed = r["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["action"] == "gate failed")
+        .unwrap_or_else(|| panic!("no failed gate: {r:#}"));
+    assert_eq!(failed["stage"], 1);
+    assert!(
+        failed["detail"]
+            .as_str()
+            .unwrap()
+            .contains("upstream_rq_timeout"),
+        "{failed:#}"
+    );
+    assert!(
+        seen.lock().unwrap().contains(&504),
+        "the stage went live on frontend: its Envoy timed out"
+    );
+    let left = names(&global, "meshtimeouts").await;
+    assert!(
+        !left.iter().any(|n| n.contains("-stage-")),
+        "the copies are deleted: {left:?}"
+    );
+    // Traffic recovers.
+    wait_for_status(sidecars.out, 200, Duration::from_secs(20))
+        .await
+        .map_err(|_| anyhow::anyhow!("traffic did not recover"))?;
+
+    // 2. The converted MeshTimeout, with umbractl: the gate passes and the plan applies.
+    let fp = plan(&global, "MeshTimeout/timeout-all").await;
+    let mut lines = Vec::new();
+    let text = umbractl::rollout::start_and_follow(
+        &format!("http://{}", global.api),
+        "default",
+        &fp,
+        "kuma.io/service=frontend,100%",
+        &umbractl::rollout::GateFlags {
+            soak: Some("3s".into()),
+            min_requests: Some(5),
+            ..Default::default()
+        },
+        umbractl::Output::Text,
+        |l| lines.push(l.to_owned()),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", global.log_tail()))?;
+    assert!(text.contains(": completed (phase done)"), "{text}");
+    let actions: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.split_once(' ').map(|(_, rest)| rest.to_owned()))
+        .collect();
+    assert!(
+        actions.iter().any(|a| a.starts_with("stage 1 gate passed")),
+        "{lines:#?}"
+    );
+    assert!(
+        actions.iter().any(|a| a.starts_with("stage 2 applied")),
+        "{lines:#?}"
+    );
+    assert_eq!(names(&global, "timeouts").await, Vec::<String>::new());
+    let (_, mt) = global
+        .call("GET", "/meshes/default/meshtimeouts/timeout-all", None)
+        .await?;
+    assert!(mt["labels"].get("kuma.io/effect").is_none(), "live: {mt}");
+    assert!(!names(&global, "meshtimeouts")
+        .await
+        .iter()
+        .any(|n| n.contains("-stage-")));
+    // Status reads the same.
+    let status = umbractl::rollout::status(
+        &format!("http://{}", global.api),
+        "default",
+        None,
+        umbractl::Output::Text,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert!(
+        status.contains(&format!("rollout of plan {fp}")),
+        "{status}"
+    );
+    task.abort();
+    drop(sidecars);
+    Ok(())
+}
