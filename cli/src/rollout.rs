@@ -44,6 +44,9 @@ pub struct GateFlags {
     /// Requests the staged DPPs must send during a soak for a verdict.
     #[arg(long)]
     pub min_requests: Option<u64>,
+    /// Only show the stages and the DPPs each would select; start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl GateFlags {
@@ -154,6 +157,9 @@ pub async fn start_and_follow(
     if let Some(s) = &gate.soak {
         body["soak"] = json!(s);
     }
+    if gate.dry_run {
+        body["dryRun"] = json!(true);
+    }
     let started = post_json(
         api_url,
         &format!("/meshes/{mesh}/_migration/rollout"),
@@ -174,7 +180,7 @@ pub async fn start_and_follow(
         }
         shown = decisions.len();
         if r["state"] != "running" {
-            break;
+            break; // ended, or a dry run's `planned`
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         r = get_rollout(api_url, mesh, Some(plan))

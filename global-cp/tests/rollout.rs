@@ -268,3 +268,86 @@ async fn stages_go_live_a_gate_without_evidence_fails_closed_and_everything_is_r
     let (s, b) = post(&app, ROLLOUT, &json!({"plan": fp, "stages": "a=b,100%"})).await;
     assert_eq!(s, StatusCode::CONFLICT, "{b}");
 }
+
+/// A stage whose DPPs' zone does not answer fails closed: the stage never goes live and its
+/// copy is deleted. Which DPPs each stage selects is answered before anything happens (a dry
+/// run stores nothing).
+#[tokio::test]
+async fn a_zone_that_cannot_be_read_fails_the_stage_closed() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let app = router(app_state(store.clone(), Arc::default()));
+    put(&app, "/meshes/default", MESH).await;
+    put(
+        &app,
+        "/meshes/default/meshtimeouts/t",
+        &timeout("t", "{kind: Mesh}"),
+    )
+    .await;
+    for (name, zone) in [("web", "zone-1"), ("api", "zone-2")] {
+        let dp = umbra_core::resource::Resource::from_bytes(format!(
+            "type: Dataplane\nmesh: default\nname: {name}\nnetworking:\n  address: 10.0.0.1\n  inbound:\n  - port: 80\n    tags: {{kuma.io/service: {name}, kuma.io/zone: {zone}}}\n"
+        ).as_bytes())
+        .unwrap();
+        store.put(dp, None, Some(zone)).await.unwrap();
+    }
+    let (s, plan) = post(
+        &app,
+        "/meshes/default/_migration/plan",
+        &json!({"policies": ["MeshTimeout/t"]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{plan}");
+    let fp = plan["fingerprint"].as_str().unwrap().to_owned();
+    let body = json!({"plan": fp, "stages": "kuma.io/zone=zone-1,kuma.io/zone=zone-2,100%", "dryRun": true});
+    let (s, r) = post(&app, ROLLOUT, &body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["state"], "planned");
+    let dpps: Vec<&Value> = r["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["dataplanes"])
+        .collect();
+    assert_eq!(
+        dpps,
+        [
+            &json!(["zone-1/web"]),
+            &json!(["zone-2/api"]),
+            &json!(["zone-1/web", "zone-2/api"])
+        ]
+    );
+    let (s, _) = get(&app, ROLLOUT).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "a dry run stores nothing");
+
+    let (s, r) = post(
+        &app,
+        ROLLOUT,
+        &json!({"plan": fp, "stages": "kuma.io/zone=zone-1,100%"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let cx = app_state(store.clone(), Arc::default()).inspect_context();
+    tick(&cx).await; // the copy
+    tick(&cx).await; // the stage's diff: zone-1 is not connected
+    let (_, r) = get(&app, ROLLOUT).await;
+    assert_eq!(r["phase"]["step"], "rollingBack", "{r:#}");
+    assert!(
+        r["phase"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("failing closed"),
+        "{r:#}"
+    );
+    tick(&cx).await;
+    let (_, r) = get(&app, ROLLOUT).await;
+    assert_eq!(r["state"], "rolledBack", "{r:#}");
+    assert!(!r["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["action"] == "stage live"));
+    assert!(!meshtimeouts(&app)
+        .await
+        .iter()
+        .any(|(n, _)| n.contains("-stage-")));
+}

@@ -6,7 +6,9 @@
 //!   ([`umbra_core::rollout::parse_stages`]: tag stages, then `100%`), that every promoted
 //!   policy narrows to every stage, and that no rollout runs in the mesh; computes which DPPs
 //!   each stage selects (from the Dataplanes the zones synced); stores the rollout durably
-//!   and answers it. The Global's leader then drives it ([`drive`]).
+//!   and answers it. The Global's leader then drives it ([`drive`]). With `dryRun: true` it
+//!   answers the same (`state: planned`) and stores nothing: the stages' DPPs can be read
+//!   before anything happens.
 //! - `GET /meshes/{mesh}/_migration/rollout[?plan=]` ([`status`]): the rollout (the latest of
 //!   the mesh), its phase and every decision with its numbers and time.
 //! - `POST /meshes/{mesh}/_migration/stop` ([`stop`], body `{plan}`): rolls a running rollout
@@ -70,6 +72,9 @@ pub struct RolloutRequest {
     /// The gates' thresholds (defaults for the fields left out).
     #[serde(default)]
     pub thresholds: Option<Thresholds>,
+    /// Only answer what the rollout would be (its stages and their DPPs); store nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// The body of `POST /meshes/{mesh}/_migration/stop`.
@@ -237,6 +242,11 @@ pub async fn start(
         None,
         None,
     );
+    if req.dry_run {
+        record.state = RolloutState::Planned;
+        record.decisions.clear();
+        return serde_json::to_value(&record).map_err(internal);
+    }
     if !write(&*cx.store, &record, None).await? {
         return Err(conflict(format!(
             "a rollout runs in mesh {mesh:?}: stop it or wait for its end"

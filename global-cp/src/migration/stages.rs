@@ -91,6 +91,8 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum RolloutState {
+    /// A dry run's answer: what the rollout would be (never stored).
+    Planned,
     /// It runs.
     Running,
     /// Every gate passed and the plan is applied.
