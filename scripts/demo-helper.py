@@ -352,6 +352,15 @@ def cmd_request(args):
     print(result["body"].strip())
 
 
+def cmd_traffic(args):
+    """GET the URL every --interval seconds until killed, printing each status: the traffic a
+    staged rollout's gate reads from the Envoys' counters."""
+    while True:
+        status, _ = http_get(args.url, timeout=2)
+        print(status, flush=True)
+        time.sleep(args.interval)
+
+
 def cmd_changed(args):
     try:
         with open(args.file) as f:
@@ -426,6 +435,10 @@ def main():
     s.add_argument("old_out")
     s.add_argument("shadow_out")
     s.set_defaults(fn=cmd_policies)
+    s = sub.add_parser("traffic")
+    s.add_argument("url")
+    s.add_argument("--interval", type=float, default=0.1)
+    s.set_defaults(fn=cmd_traffic)
     s = sub.add_parser("console")
     s.add_argument("url")
     s.add_argument("pages", nargs="+", metavar="PATH|MARKER")
