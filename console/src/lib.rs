@@ -12,7 +12,8 @@
 //!   their ADS state ([`pages::dataplanes`]), policies by type ([`pages::policies`]), one DPP
 //!   with its rules and config diff ([`pages::dataplane`]), the fleet-wide shadow diff,
 //!   streamed as zones answer ([`pages::shadow_diff`]), and an observed policy's evidence
-//!   from the Envoys' counters ([`pages::observed`]);
+//!   from the Envoys' counters ([`pages::observed`]), and a mesh's staged rollout with each
+//!   gate's numbers ([`pages::rollout`]);
 //! - [`diff_view`]: an RFC 6902 diff laid out per xDS resource, old and new side by side (pure);
 //! - [`assets`]: the stylesheet and the script; [`pages::raw`]: an API answer as JSON, for
 //!   "raw JSON" links (the session cookie is not an API credential).
@@ -64,6 +65,7 @@ pub fn mount(api: Router, mode: Mode) -> Router {
             get(pages::dataplane::show),
         )
         .route("/gui/meshes/{mesh}/policies", get(pages::policies::list))
+        .route("/gui/meshes/{mesh}/rollout", get(pages::rollout::show))
         .route(
             "/gui/meshes/{mesh}/policies/{plural}/{name}/observed",
             get(pages::observed::show),

@@ -26,6 +26,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
     ("policies.html", include_str!("../templates/policies.html")),
     ("observed.html", include_str!("../templates/observed.html")),
+    ("rollout.html", include_str!("../templates/rollout.html")),
     (
         "dataplane.html",
         include_str!("../templates/dataplane.html"),

@@ -5,7 +5,8 @@
 //! 1. A shadow MeshTimeout of 1 ms on backend traffic, rolled out in two stages
 //!    (`kuma.io/service=frontend`, then `100%`): its first stage goes live on frontend only,
 //!    frontend's Envoy times out, and the gate fails on `upstream_rq_timeout` after the soak;
-//!    the rollout is rolled back (its copy deleted), and traffic recovers.
+//!    the rollout is rolled back (its copy deleted), the console shows the failed gate's
+//!    numbers, and traffic recovers.
 //! 2. The old Timeout's converted MeshTimeout, rolled out the same way with `umbractl migrate
 //!    apply --stages`: the gate passes and the last stage is the plan's apply in one
 //!    transaction (the MeshTimeout live, the Timeout deleted, the copy deleted).
@@ -182,6 +183,24 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
         !left.iter().any(|n| n.contains("-stage-")),
         "the copies are deleted: {left:?}"
     );
+    // The console shows it, with the failed gate's numbers.
+    let (status, html) = http(
+        global.api,
+        "GET",
+        &format!("/gui/meshes/default/rollout?plan={fp}"),
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{html}");
+    for marker in [
+        r#"data-state="rolledBack""#,
+        r#"<tr data-action="gate failed""#,
+        r#"<tr data-counter="upstream_rq_timeout"><td>upstream_rq_timeout</td><td class="num">1.0000</td>"#,
+        // (HTML-escaped: `/` is `&#x2f;`)
+        "kuma.io&#x2f;service=frontend",
+    ] {
+        assert!(html.contains(marker), "{marker}: {html}");
+    }
     // Traffic recovers.
     wait_for_status(sidecars.out, 200, Duration::from_secs(20))
         .await

@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod observed;
 pub mod policies;
 pub mod raw;
+pub mod rollout;
 pub mod shadow_diff;
 
 use axum::extract::State;
