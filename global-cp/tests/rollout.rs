@@ -351,3 +351,87 @@ async fn a_zone_that_cannot_be_read_fails_the_stage_closed() {
         .iter()
         .any(|(n, _)| n.contains("-stage-")));
 }
+
+/// On PostgreSQL, a rollout started before a restart of the Global (a new connection, a new
+/// context: nothing kept in memory) goes on after it, from its recorded phase, to its end: with
+/// `minRequests: 0` the gate of a mesh without traffic passes, and the last stage is the plan's
+/// apply in one transaction (its revision the store's last).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_resumes_after_a_restart_on_postgres_and_ends_in_the_plans_apply() {
+    use umbra_global_cp::store::postgres::PostgresStore;
+    let Some(pg) = umbra_global_cp::testing::TempPostgres::start_or_skip() else {
+        return;
+    };
+    let url = pg.create_database("rollout").await.unwrap();
+    let fp = {
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 4).await.unwrap());
+        let app = router(app_state(store.clone(), Arc::default()));
+        put(&app, "/meshes/default", MESH).await;
+        put(
+            &app,
+            "/meshes/default/meshtimeouts/t",
+            &timeout("t", "{kind: Mesh}"),
+        )
+        .await;
+        let (s, plan) = post(
+            &app,
+            "/meshes/default/_migration/plan",
+            &json!({"policies": ["MeshTimeout/t"]}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{plan}");
+        let fp = plan["fingerprint"].as_str().unwrap().to_owned();
+        let body = json!({"plan": fp, "stages": "kuma.io/zone=zone-1,100%", "soak": "1s", "thresholds": {"minRequests": 0}});
+        let (s, r) = post(&app, ROLLOUT, &body).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        tick(&app_state(store.clone(), Arc::default()).inspect_context()).await;
+        assert!(meshtimeouts(&app)
+            .await
+            .contains(&("t-stage-1".to_owned(), true)));
+        fp
+    };
+    // The restart.
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, 4).await.unwrap());
+    let app = router(app_state(store.clone(), Arc::default()));
+    let cx = app_state(store.clone(), Arc::default()).inspect_context();
+    tick(&cx).await;
+    let (_, r) = get(&app, ROLLOUT).await;
+    assert_eq!(r["phase"]["step"], "live", "{r:#}");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    tick(&cx).await;
+    let (_, r) = get(&app, ROLLOUT).await;
+    assert_eq!(r["phase"]["step"], "final", "{r:#}");
+    tick(&cx).await;
+    let (_, r) = get(&app, &format!("{ROLLOUT}?plan={fp}")).await;
+    assert_eq!(r["state"], "completed", "{r:#}");
+    let actions: Vec<&str> = r["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "started",
+            "copies written",
+            "stage live",
+            "gate passed",
+            "applied"
+        ]
+    );
+    let applied = r["decisions"][4]["revision"].as_u64().unwrap();
+    assert_eq!(
+        store.revision().await.unwrap(),
+        applied,
+        "the apply is the last write"
+    );
+    assert_eq!(
+        meshtimeouts(&app).await,
+        [("t".to_owned(), false)],
+        "live, copies gone"
+    );
+    // The plan is recorded as applied: a second apply is refused.
+    let (s, b) = post(&app, ROLLOUT, &json!({"plan": fp, "stages": "a=b,100%"})).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+}

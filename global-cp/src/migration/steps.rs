@@ -158,12 +158,21 @@ pub(super) async fn go_live(
             }
         };
         let report = diff.report(&r.mesh, &promotion);
-        if report.partial {
+        if report.partial || report.totals.failed > 0 {
             return roll_back(
                 r,
                 Some(stage),
                 "failed",
-                "not every zone answered the stage's fleet diff: failing closed".into(),
+                format!(
+                    "the stage's fleet diff is not whole ({} DPPs without a result, zones: {}): failing closed",
+                    report.totals.failed,
+                    report
+                        .zones
+                        .iter()
+                        .map(|z| format!("{} {}", z.zone, z.status))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             );
         }
         let outside: BTreeSet<String> = report
