@@ -86,8 +86,9 @@ pub enum Migrate {
         /// The gates (with `--stages`).
         #[command(flatten)]
         gate: crate::rollout::GateFlags,
-        /// Each zone's deadline while the diff is computed again (`30s`; at most `120s`).
-        #[arg(long)]
+        /// Each zone's deadline while the diff is computed again (`30s`; at most `120s`; not
+        /// with `--stages`).
+        #[arg(long, conflicts_with = "stages")]
         timeout: Option<String>,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Output::Text)]

@@ -18,34 +18,34 @@ use crate::output::Output;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct GateFlags {
     /// How long each stage soaks before its gate (`60s`; 1s to 1h).
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub soak: Option<String>,
     /// Extra 5xx rate the staged DPPs may show (0.01 = 1 in 100).
-    #[arg(long = "max-5xx-rate")]
+    #[arg(long = "max-5xx-rate", requires = "stages")]
     pub max_5xx_rate: Option<f64>,
     /// Extra timeout rate.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub max_timeout_rate: Option<f64>,
     /// Extra reset rate.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub max_reset_rate: Option<f64>,
     /// Extra retry rate.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub max_retry_rate: Option<f64>,
     /// Extra RBAC denial rate.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub max_denied_rate: Option<f64>,
     /// Extra rate-limited rate.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub max_limited_rate: Option<f64>,
     /// Highest ratio of the staged P99 latency over the others'.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub max_p99_ratio: Option<f64>,
     /// Requests the staged DPPs must send during a soak for a verdict.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub min_requests: Option<u64>,
     /// Only show the stages and the DPPs each would select; start nothing.
-    #[arg(long)]
+    #[arg(long, requires = "stages")]
     pub dry_run: bool,
 }
 
@@ -266,5 +266,30 @@ mod tests {
             flags.thresholds(),
             json!({"timeouts": 0.2, "minRequests": 5})
         );
+    }
+
+    /// The gate's flags go with `--stages` only: `migrate apply --dry-run` without it would
+    /// otherwise apply the plan for real.
+    #[test]
+    fn gate_flags_need_stages_and_the_timeout_does_not_take_them() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            crate::Cli::try_parse_from(
+                ["umbractl", "migrate", "apply", "--plan", "ab"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        for flag in [
+            &["--dry-run"][..],
+            &["--soak", "5s"],
+            &["--min-requests", "5"],
+        ] {
+            let e = parse(flag).unwrap_err();
+            assert!(e.to_string().contains("--stages"), "{flag:?}: {e}");
+        }
+        assert!(parse(&["--stages", "a=b,100%", "--timeout", "5s"]).is_err());
+        assert!(parse(&["--stages", "a=b,100%", "--dry-run", "--soak", "5s"]).is_ok());
+        assert!(parse(&["--timeout", "5s"]).is_ok());
     }
 }

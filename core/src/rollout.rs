@@ -201,8 +201,13 @@ pub fn parse_stages(list: &str) -> Result<Vec<Stage>, String> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TrafficSample {
-    /// `cluster.<outbound>.upstream_rq_total`.
+    /// `cluster.<outbound>.upstream_rq_total`: requests the DPP sent.
     pub requests: u64,
+    /// `http.localhost_<port>.downstream_rq_total` and `tcp.localhost_<port>.
+    /// downstream_cx_total`: requests (connections, on TCP) its inbounds received, what the
+    /// RBAC and rate-limit counters are rates of.
+    #[serde(default)]
+    pub inbound: u64,
     /// `upstream_rq_5xx`.
     pub errors_5xx: u64,
     /// `upstream_rq_timeout`.
@@ -282,6 +287,18 @@ impl TrafficSample {
             if name.contains("umbra_observe") {
                 continue; // observers count what would happen, not what happened
             }
+            // Kuma's inbound connection managers and TCP proxies are named for the inbound
+            // cluster, `localhost:<port>`.
+            let inbound = ["http.localhost_", "tcp.localhost_"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            if inbound
+                && (name.ends_with(".downstream_rq_total") && name.starts_with("http.")
+                    || name.ends_with(".downstream_cx_total") && name.starts_with("tcp."))
+            {
+                s.inbound = s.inbound.saturating_add(n);
+                continue;
+            }
             if name.ends_with(".rbac.denied") {
                 s.rbac_denied = s.rbac_denied.saturating_add(n);
             } else if name.ends_with(".http_local_rate_limit.rate_limited") {
@@ -291,12 +308,26 @@ impl TrafficSample {
         s
     }
 
-    /// Counters added since `before` (a restarted Envoy's lower counters count from 0), the
-    /// latency kept as now.
+    /// Counters added since `before`, the latency kept as now. An Envoy that restarted
+    /// meanwhile (any counter lower than before) counts from 0: the whole sample is new.
     pub fn since(&self, before: &TrafficSample) -> TrafficSample {
-        let d = |now: u64, then: u64| if now >= then { now - then } else { now };
+        let pairs = [
+            (self.requests, before.requests),
+            (self.inbound, before.inbound),
+            (self.errors_5xx, before.errors_5xx),
+            (self.timeouts, before.timeouts),
+            (self.resets, before.resets),
+            (self.retries, before.retries),
+            (self.rbac_denied, before.rbac_denied),
+            (self.rate_limited, before.rate_limited),
+        ];
+        if pairs.iter().any(|(now, then)| now < then) {
+            return *self;
+        }
+        let d = |now: u64, then: u64| now - then;
         TrafficSample {
             requests: d(self.requests, before.requests),
+            inbound: d(self.inbound, before.inbound),
             errors_5xx: d(self.errors_5xx, before.errors_5xx),
             timeouts: d(self.timeouts, before.timeouts),
             resets: d(self.resets, before.resets),
@@ -313,6 +344,7 @@ impl TrafficSample {
             .into_iter()
             .fold(TrafficSample::default(), |a, b| TrafficSample {
                 requests: a.requests.saturating_add(b.requests),
+                inbound: a.inbound.saturating_add(b.inbound),
                 errors_5xx: a.errors_5xx.saturating_add(b.errors_5xx),
                 timeouts: a.timeouts.saturating_add(b.timeouts),
                 resets: a.resets.saturating_add(b.resets),
@@ -360,8 +392,8 @@ pub struct Thresholds {
     /// Max ratio of the staged P99 over the comparison's (default 1.5), checked when both
     /// have one and the staged P99 is over 10 ms.
     pub p99_ratio: f64,
-    /// Requests the staged DPPs must have sent during the soak for a verdict (default 20);
-    /// fewer fails the gate (no evidence is not good evidence).
+    /// Requests the staged DPPs must have sent or received during the soak for a verdict
+    /// (default 20, at least 1); fewer fails the gate (no evidence is not good evidence).
     pub min_requests: u64,
 }
 
@@ -417,6 +449,15 @@ fn rate(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
 
+/// The requests sent (upstream counters) or received (inbound ones).
+fn sent(s: &TrafficSample) -> u64 {
+    s.requests
+}
+
+fn received(s: &TrafficSample) -> u64 {
+    s.inbound
+}
+
 /// The gate after a stage's soak: `staged` is what the staged DPPs counted during the soak,
 /// `others` what the not-yet-staged DPPs of the same services counted in the same time, and
 /// `before` the staged DPPs' own counters up to the stage (cumulative). A counter fails when
@@ -429,33 +470,37 @@ pub fn evaluate_gate(
     before: &TrafficSample,
     t: &Thresholds,
 ) -> Verdict {
-    if staged.requests < t.min_requests {
+    let seen = staged.requests.saturating_add(staged.inbound);
+    if seen < t.min_requests.max(1) {
         return Verdict {
             passed: false,
             reason: format!(
-                "the staged DPPs sent {} requests during the soak, fewer than the {} a verdict needs",
-                staged.requests, t.min_requests
+                "the staged DPPs sent and received {seen} requests during the soak, fewer than the {} a verdict needs",
+                t.min_requests.max(1)
             ),
             checks: Vec::new(),
         };
     }
-    let counters: [(&str, Counter, f64); 6] = [
-        ("upstream_rq_5xx", |s| s.errors_5xx, t.errors_5xx),
-        ("upstream_rq_timeout", |s| s.timeouts, t.timeouts),
-        ("upstream_rq_rx_reset", |s| s.resets, t.resets),
-        ("upstream_rq_retry", |s| s.retries, t.retries),
-        ("rbac.denied", |s| s.rbac_denied, t.rbac_denied),
+    // Upstream counters are rates of the requests sent, the RBAC and rate-limit ones of those
+    // received.
+    let counters: [(&str, Counter, Counter, f64); 6] = [
+        ("upstream_rq_5xx", |s| s.errors_5xx, sent, t.errors_5xx),
+        ("upstream_rq_timeout", |s| s.timeouts, sent, t.timeouts),
+        ("upstream_rq_rx_reset", |s| s.resets, sent, t.resets),
+        ("upstream_rq_retry", |s| s.retries, sent, t.retries),
+        ("rbac.denied", |s| s.rbac_denied, received, t.rbac_denied),
         (
             "http_local_rate_limit.rate_limited",
             |s| s.rate_limited,
+            received,
             t.rate_limited,
         ),
     ];
     let mut checks = Vec::new();
-    for (counter, get, threshold) in counters {
-        let staged_rate = rate(get(staged), staged.requests).unwrap_or(0.0);
-        let others_rate = rate(get(others), others.requests);
-        let before_rate = rate(get(before), before.requests);
+    for (counter, get, of, threshold) in counters {
+        let staged_rate = rate(get(staged), of(staged)).unwrap_or(0.0);
+        let others_rate = rate(get(others), of(others));
+        let before_rate = rate(get(before), of(before));
         let base = others_rate
             .into_iter()
             .chain(before_rate)
@@ -482,15 +527,20 @@ pub fn evaluate_gate(
     let failed: Vec<String> = checks
         .iter()
         .filter(|c| !c.passed)
-        .map(|c| match c.others.or(c.before) {
-            Some(o) => format!(
-                "{}: {:.4} on the staged DPPs against {:.4} (margin {})",
-                c.counter, c.staged, o, c.threshold
-            ),
-            None => format!(
-                "{}: {:.4} on the staged DPPs (margin {})",
-                c.counter, c.staged, c.threshold
-            ),
+        .map(|c| {
+            // The comparison the check used: the higher of the others and before (the P99
+            // compares with the others only).
+            let base = c.others.into_iter().chain(c.before).reduce(f64::max);
+            match base {
+                Some(o) => format!(
+                    "{}: {:.4} on the staged DPPs against {:.4} (margin {})",
+                    c.counter, c.staged, o, c.threshold
+                ),
+                None => format!(
+                    "{}: {:.4} on the staged DPPs (margin {})",
+                    c.counter, c.staged, c.threshold
+                ),
+            }
         })
         .collect();
     Verdict {
@@ -641,6 +691,9 @@ cluster.redis.upstream_rq_total: 50
 cluster.redis.upstream_rq_time: P0(nan,nan) P99(12,30)
 cluster.localhost_8080.upstream_rq_total: 900
 cluster.ads_cluster.upstream_rq_total: 9
+http.localhost_8080.downstream_rq_total: 70
+tcp.localhost_5432.downstream_cx_total: 30
+http.backend.downstream_rq_total: 999
 http.inbound_10_0_0_1_80.rbac.denied: 7
 http.inbound_10_0_0_1_80.rbac.umbra_observe.p.shadow_denied: 70
 inbound_10_0_0_1_80.rbac.denied: 1
@@ -655,6 +708,7 @@ inbound_10_0_0_1_80.umbra_observe_limit.p.http_local_rate_limit.rate_limited: 50
             s,
             TrafficSample {
                 requests: 150,
+                inbound: 100,
                 errors_5xx: 3,
                 timeouts: 2,
                 resets: 1,
@@ -671,12 +725,20 @@ inbound_10_0_0_1_80.umbra_observe_limit.p.http_local_rate_limit.rate_limited: 50
         };
         let d = later.since(&s);
         assert_eq!((d.requests, d.errors_5xx, d.timeouts), (10, 10, 0));
-        // An Envoy that restarted counts from 0.
+        // An Envoy that restarted counts from 0: one counter lower is enough to tell, and
+        // then every counter is new, not a difference.
         let restarted = TrafficSample {
             requests: 5,
             ..Default::default()
         };
         assert_eq!(restarted.since(&s).requests, 5);
+        let restarted = TrafficSample {
+            requests: 200,
+            errors_5xx: 1,
+            ..s
+        };
+        let d = restarted.since(&s);
+        assert_eq!((d.requests, d.errors_5xx, d.timeouts), (200, 1, 2));
         let sum = TrafficSample::sum([&s, &later]);
         assert_eq!(sum.requests, 310);
         assert_eq!(sum.p99_ms, Some(42.0));
@@ -720,10 +782,37 @@ inbound_10_0_0_1_80.umbra_observe_limit.p.http_local_rate_limit.rate_limited: 50
         let v = evaluate_gate(&slow, &calm, &calm, &t);
         assert!(!v.passed);
         assert!(v.reason.contains("P99"), "{}", v.reason);
-        // No traffic: no verdict but a failure.
+        // No traffic: no verdict but a failure, even with a minimum of 0.
         let idle = TrafficSample::default();
         let v = evaluate_gate(&idle, &calm, &calm, &t);
         assert!(!v.passed);
         assert!(v.reason.contains("fewer than the 20"), "{}", v.reason);
+        let none = Thresholds {
+            min_requests: 0,
+            ..t
+        };
+        assert!(!evaluate_gate(&idle, &calm, &calm, &none).passed);
+        // Denials are a rate of the requests received: a server that sends nothing is judged
+        // on what it received.
+        let server = TrafficSample {
+            inbound: 100,
+            rbac_denied: 50,
+            ..Default::default()
+        };
+        let v = evaluate_gate(
+            &server,
+            &TrafficSample::default(),
+            &TrafficSample::default(),
+            &t,
+        );
+        assert!(!v.passed);
+        assert!(v.reason.starts_with("rbac.denied: 0.5000"), "{}", v.reason);
+        // The message names the comparison the check used: the higher one.
+        let before_worse = TrafficSample {
+            timeouts: 20,
+            ..calm
+        };
+        let v = evaluate_gate(&timing_out, &calm, &before_worse, &t);
+        assert!(v.reason.contains("against 0.2000"), "{}", v.reason);
     }
 }

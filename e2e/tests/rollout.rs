@@ -1,7 +1,9 @@
 //! End to end, staged rollouts (issue 40): a Global, a federated zone-cp and two real Envoys
 //! (frontend -> backend, the backend app answering after 200 ms) with traffic flowing the
-//! whole time, an old Timeout live.
+//! whole time, an old Timeout and an old RateLimit live.
 //!
+//! 0. A MeshRateLimit staged on frontend: the old RateLimit would go off for backend too (the
+//!    old-type-off rule is mesh-wide), so the stage is refused before anything goes live.
 //! 1. A shadow MeshTimeout of 1 ms on backend traffic, rolled out in two stages
 //!    (`kuma.io/service=frontend`, then `100%`): its first stage goes live on frontend only,
 //!    frontend's Envoy times out, and the gate fails on `upstream_rq_timeout` after the soak;
@@ -25,6 +27,8 @@ const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 const TIMEOUT: &str = "type: Timeout\nmesh: default\nname: timeout-all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {connectTimeout: 5s, http: {requestTimeout: 10s}}\n";
 const TIGHT: &str = "type: MeshTimeout\nmesh: default\nname: tight\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1ms}}\n";
+const RATE_LIMIT: &str = "type: RateLimit\nmesh: default\nname: backend-limit\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: backend}}]\nconf: {http: {requests: 1000, interval: 1s}}\n";
+const MESH_RATE_LIMIT: &str = "type: MeshRateLimit\nmesh: default\nname: generous\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh, proxyTypes: [Sidecar]}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {local: {http: {requestRate: {num: 1000, interval: 1s}}}}\n";
 const CONVERTED: &str = "type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow, umbra.io/converted-from-type: Timeout, umbra.io/converted-from: timeout-all}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 5s, http: {requestTimeout: 10s}}\n";
 
 /// Statuses of the requests sent so far (0: no answer).
@@ -75,16 +79,20 @@ async fn ended(global: &CpProcess, fp: &str) -> Value {
     }
 }
 
+/// The names of `plural` in mesh `default` on `cp` (none while the mesh is not there yet, as
+/// on a zone before its first sync).
 async fn names(cp: &CpProcess, plural: &str) -> Vec<String> {
-    let (_, v) = cp
+    let Ok((200, v)) = cp
         .call("GET", &format!("/meshes/default/{plural}"), None)
         .await
-        .unwrap();
+    else {
+        return Vec::new();
+    };
     v["items"]
         .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["name"].as_str().unwrap().to_owned())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["name"].as_str().map(str::to_owned))
         .collect()
 }
 
@@ -106,6 +114,12 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
         .await?;
     global
         .apply("/meshes/default/meshtimeouts/timeout-all", CONVERTED)
+        .await?;
+    global
+        .apply("/meshes/default/rate-limits/backend-limit", RATE_LIMIT)
+        .await?;
+    global
+        .apply("/meshes/default/meshratelimits/generous", MESH_RATE_LIMIT)
         .await?;
     let zone = start_zone(ZONE, &global, "zone-1", &dir).await?;
     wait_until(Duration::from_secs(20), || async {
@@ -129,6 +143,43 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
     .await
     .map_err(|_| anyhow::anyhow!("the Dataplanes did not reach the Global"))?;
     let (seen, task) = traffic(sidecars.out);
+
+    // 0. A MeshRateLimit staged on frontend would switch the old RateLimit off mesh-wide
+    //    (seed 000's rule), so backend, outside the stage, would lose its limit: refused
+    //    before anything goes live.
+    let fp = plan(&global, "MeshRateLimit/generous").await;
+    let (s, started) = global
+        .call(
+            "POST",
+            "/meshes/default/_migration/rollout",
+            Some(&json!({"plan": fp, "stages": "kuma.io/service=frontend,100%"}).to_string()),
+        )
+        .await?;
+    assert_eq!(s, 200, "{started}");
+    let r = ended(&global, &fp).await;
+    assert_eq!(r["state"], "rolledBack", "{r:#}");
+    let refused = r["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["action"] == "refused")
+        .unwrap_or_else(|| panic!("not refused: {r:#}"));
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("outside it (zone-1/backend)"),
+        "{refused:#}"
+    );
+    assert!(!r["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["action"] == "stage live"));
+    assert!(!names(&global, "meshratelimits")
+        .await
+        .iter()
+        .any(|n| n.contains("-stage-")));
 
     // 1. The 1 ms MeshTimeout: the first stage's gate fails on timeouts and rolls back.
     let fp = plan(&global, "MeshTimeout/tight").await;
@@ -195,12 +246,19 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
     for marker in [
         r#"data-state="rolledBack""#,
         r#"<tr data-action="gate failed""#,
-        r#"<tr data-counter="upstream_rq_timeout"><td>upstream_rq_timeout</td><td class="num">1.0000</td>"#,
         // (HTML-escaped: `/` is `&#x2f;`)
         "kuma.io&#x2f;service=frontend",
     ] {
         assert!(html.contains(marker), "{marker}: {html}");
     }
+    // The timeout row failed (its rate depends on how many requests of the soak ran before
+    // frontend's Envoy took the copy).
+    let row = html
+        .split(r#"<tr data-counter="upstream_rq_timeout">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no timeout row: {html}"));
+    assert!(row.ends_with("<td>failed</td>"), "{row}");
     // Traffic recovers.
     wait_for_status(sidecars.out, 200, Duration::from_secs(20))
         .await

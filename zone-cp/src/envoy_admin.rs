@@ -89,8 +89,9 @@ pub struct AdminQuery {
 const OBSERVER_QUERY: &str = "filter=umbra_observe";
 /// The Envoy `/stats` query of [`traffic_stats`], URL-encoded: the counters a gate reads
 /// ([`umbra_core::rollout::TrafficSample::parse`]),
-/// `upstream_rq_(total|5xx|timeout|retry|rx_reset|time)$|rbac\.denied$|rate_limited$`.
-const TRAFFIC_QUERY: &str = "filter=upstream_rq_%28total%7C5xx%7Ctimeout%7Cretry%7Crx_reset%7Ctime%29%24%7Crbac%5C.denied%24%7Crate_limited%24";
+/// `upstream_rq_(total|5xx|timeout|retry|rx_reset|time)$|rbac\.denied$|rate_limited$|
+/// downstream_(rq|cx)_total$`.
+const TRAFFIC_QUERY: &str = "filter=upstream_rq_%28total%7C5xx%7Ctimeout%7Cretry%7Crx_reset%7Ctime%29%24%7Crbac%5C.denied%24%7Crate_limited%24%7Cdownstream_%28rq%7Ccx%29_total%24";
 
 impl AdminQuery {
     /// Parse `pairs` for `ty`; parameters of other types and unknown ones are ignored, as on

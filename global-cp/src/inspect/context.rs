@@ -233,3 +233,52 @@ pub fn record_fanout(kind: &'static str, start: std::time::Instant, outcome: &'s
     )
     .record(start.elapsed().as_secs_f64());
 }
+
+/// Ask `zone` `kind` (a call answered with `HttpAnswer` frames carrying JSON) within `timeout`
+/// and read the answer, at most `max_bytes`, as `T`.
+///
+/// # Errors
+/// Why, in words about the zone ("it answered 404: ...", "its answer is N bytes, over ..."):
+/// the zone cannot be asked, answers an error frame (a zone of an earlier release reads an
+/// unknown call as naming none and answers 400), a status other than 200 (with its
+/// `detail`), more than `max_bytes`, or something that does not read as `T`.
+pub async fn ask_zone_json<T: serde::de::DeserializeOwned>(
+    hub: &InspectHub,
+    zone: &str,
+    kind: umbra_kds::pb::inspect_request::Kind,
+    timeout: std::time::Duration,
+    max_bytes: u64,
+) -> Result<T, String> {
+    use umbra_kds::pb::inspect_response::Body as Frame;
+    let mut call = hub
+        .call(zone, kind, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut status, mut body) = (200, Vec::new());
+    while let Some(frame) = call.next().await.map_err(|e| e.to_string())? {
+        match frame.body {
+            Some(Frame::Http(h)) => {
+                if h.total_bytes > max_bytes {
+                    return Err(format!(
+                        "its answer is {} bytes, over the Global's {max_bytes}-byte limit",
+                        h.total_bytes
+                    ));
+                }
+                status = h.status;
+                body.extend_from_slice(&h.chunk);
+            }
+            Some(Frame::Error(e)) => {
+                return Err(format!("it answered {}: {}", e.status, e.message))
+            }
+            _ => return Err("it sent an unexpected answer".to_owned()),
+        }
+    }
+    if status != 200 {
+        let detail = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["detail"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        return Err(format!("it answered {status}: {detail}"));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("its answer does not read: {e}"))
+}

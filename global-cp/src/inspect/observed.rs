@@ -18,11 +18,11 @@ use umbra_core::observed::{Effect, Report};
 use umbra_core::resource::{ResourceKey, ResourceType};
 use umbra_core::view::{PolicySet, View};
 use umbra_kds::pb::inspect_request::Kind;
-use umbra_kds::pb::inspect_response::Body as Frame;
 use umbra_kds::pb::ObservedRequest;
 
 use super::context::{
-    for_each_dataplane_page, mesh_exists, mesh_policies, record_fanout, InspectContext,
+    ask_zone_json, for_each_dataplane_page, mesh_exists, mesh_policies, record_fanout,
+    InspectContext,
 };
 use crate::store::Stored;
 
@@ -122,37 +122,5 @@ async fn ask(
         r#type: ty.name().to_owned(),
         name: name.to_owned(),
     });
-    let mut call = cx
-        .hub
-        .call(zone, kind, OBSERVED_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut status, mut body) = (200, Vec::new());
-    while let Some(frame) = call.next().await.map_err(|e| e.to_string())? {
-        match frame.body {
-            Some(Frame::Http(h)) => {
-                if h.total_bytes > MAX_REPORT_BYTES {
-                    return Err(format!(
-                        "its report is {} bytes, over the Global's {MAX_REPORT_BYTES}-byte limit",
-                        h.total_bytes
-                    ));
-                }
-                status = h.status;
-                body.extend_from_slice(&h.chunk);
-            }
-            // A zone of an earlier release reads the request as naming no call.
-            Some(Frame::Error(e)) => {
-                return Err(format!("it answered {}: {}", e.status, e.message))
-            }
-            _ => return Err("it sent an unexpected answer".to_owned()),
-        }
-    }
-    if status != 200 {
-        let detail = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["detail"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        return Err(format!("it answered {status}: {detail}"));
-    }
-    serde_json::from_slice(&body).map_err(|e| format!("its report does not read: {e}"))
+    ask_zone_json(&cx.hub, zone, kind, OBSERVED_TIMEOUT, MAX_REPORT_BYTES).await
 }

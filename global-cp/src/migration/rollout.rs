@@ -17,11 +17,15 @@
 //! **A stage** (tags `T`): (1) every promoted policy's staged copy
 //! ([`umbra_core::rollout::staged_copy`], narrowed to `T`, shadow) is written in one
 //! transaction; (2) the fleet diff of promoting the copies is computed by the zones: a zone
-//! that does not answer fails the stage closed, and a DPP outside the stage whose config would
-//! change refuses it (seed 000's old-type-off rule is mesh-wide); (3) the staged DPPs and the
-//! other DPPs of their services have their counters read ([`read_traffic`]); (4) the copies are
-//! promoted in one transaction; (5) after the soak the counters are read again and the gate
-//! compares them ([`umbra_core::rollout::evaluate_gate`]). A passed gate goes on; anything
+//! that does not answer (or a DPP without a result) fails the stage closed, and a DPP outside
+//! the stage whose config would change refuses it (seed 000's old-type-off rule is mesh-wide);
+//! (3) the staged DPPs and the not-yet-staged DPPs of their services have their counters read
+//! ([`super::steps::read_traffic`]: a staged DPP that cannot be read fails the stage closed,
+//! a comparison DPP that cannot be read is left out); (4) the copies are promoted in one
+//! transaction; (5) after the soak the counters are read again and the gate compares them
+//! ([`umbra_core::rollout::evaluate_gate`]). The soak starts when the copies are committed,
+//! not when every staged Envoy has acknowledged them: a soak much shorter than the zones'
+//! propagation judges part of it on the old config (the defaults, 60 s, leave ample room). A passed gate goes on; anything
 //! else rolls back: every copy of the rollout deleted in one transaction. **The last stage**
 //! is the plan's apply in one transaction: the promoted policies live, the retired ones
 //! deleted, the copies deleted, only if nothing of the mesh but the copies changed since the
@@ -32,8 +36,9 @@
 //! transaction it records; a Global that restarts (or a replica that becomes leader) resumes
 //! from the recorded phase, and each phase's transaction is written so that running it again
 //! after it committed is recognised (copies already there, already live, plan already
-//! applied). Counters are read twice per stage, each DPP once per read, through the zones'
-//! bounded reads.
+//! applied). A store that cannot be read is read again at the next tick (a rollout never rolls
+//! back for that alone); a stop is refused once the last stage's apply is due. Counters are
+//! read twice per stage, each DPP once per read, through the zones' bounded reads.
 
 use std::time::Duration;
 
@@ -179,6 +184,12 @@ pub async fn start(
         thresholds.rbac_denied,
         thresholds.rate_limited,
     ];
+    if thresholds.min_requests == 0 {
+        return Err(ApiError::bad_parameter(
+            "thresholds.minRequests",
+            "must be at least 1: a gate without traffic has no evidence",
+        ));
+    }
     if rates.iter().any(|r| !(0.0..=1.0).contains(r))
         || !(1.0..=f64::MAX).contains(&thresholds.p99_ratio)
     {
@@ -197,6 +208,8 @@ pub async fn start(
         )));
     }
     let policies: Vec<Resource> = stored.iter().map(|s| s.resource.clone()).collect();
+    // The plan's copies of its policies must read (a 500 otherwise, not the caller's fault).
+    promoted_policies(&plan)?;
     let dps = steps::dataplanes(cx, mesh).await?;
     let mut records = Vec::with_capacity(stages.len());
     for (k, stage) in stages.iter().enumerate() {
@@ -206,10 +219,18 @@ pub async fn start(
                     copies(&plan, tags, k).map_err(|e| ApiError::bad_parameter("stages", e))?;
                 let mut with = policies.clone();
                 with.extend(copies.iter().cloned());
-                (
-                    Some(tags.clone()),
-                    selected_dataplanes(mesh, &with, &refs(&copies), &dps),
-                )
+                let selected = selected_dataplanes(mesh, &with, &refs(&copies), &dps);
+                if selected.is_empty() {
+                    return Err(ApiError::bad_parameter(
+                        "stages",
+                        format!(
+                            "stage {} ({}) selects no DPP the plan's policies select: a gate would have no evidence",
+                            k + 1,
+                            tags.iter().map(|(t, v)| format!("{t}={v}")).collect::<Vec<_>>().join("&")
+                        ),
+                    ));
+                }
+                (Some(tags.clone()), selected)
             }
             Stage::All => {
                 let originals = promoted_policies(&plan)?;
@@ -292,6 +313,12 @@ pub async fn stop(cx: &InspectContext, mesh: &str, req: StopRequest) -> Result<V
                 req.plan
             )));
         };
+        if matches!(r.phase, Phase::Final) {
+            return Err(conflict(format!(
+                "the rollout of plan {} is applying the plan (its last stage): roll the plan back once it is applied",
+                req.plan
+            )));
+        }
         if r.state != RolloutState::Running || matches!(r.phase, Phase::RollingBack { .. }) {
             return Err(conflict(format!(
                 "the rollout of plan {} is not running",
@@ -370,18 +397,22 @@ pub async fn tick(cx: &InspectContext) {
 /// decision in `r` (the caller writes them).
 async fn step(cx: &InspectContext, r: &mut RolloutRecord) {
     let plan = match load(&*cx.store, &r.mesh, &r.plan).await {
-        Ok(p) => p,
+        Ok(p) => Some(p),
+        // Dropped from the plans kept: the rollout cannot go on, its copies go.
+        Err(e) if e.status == StatusCode::NOT_FOUND => None,
+        // The store cannot be read now: again at the next tick.
         Err(e) => {
-            if !matches!(r.phase, Phase::RollingBack { .. }) {
-                roll_back(
-                    r,
-                    None,
-                    "failed",
-                    format!("the plan cannot be read: {}", e.detail),
-                );
-            }
+            tracing::warn!(plan = %r.plan, error = %e.detail, "rollout: its plan cannot be read; retrying");
             return;
         }
+    };
+    let Some(plan) = plan else {
+        match r.phase.clone() {
+            Phase::RollingBack { reason } => steps::undo(cx, r, None, &reason).await,
+            Phase::Done => {}
+            _ => roll_back(r, None, "failed", "the plan is no longer kept".to_owned()),
+        }
+        return;
     };
     match r.phase.clone() {
         Phase::Pending { stage } => steps::write_copies(cx, r, &plan, stage).await,
@@ -393,7 +424,7 @@ async fn step(cx: &InspectContext, r: &mut RolloutRecord) {
             others,
         } => steps::gate(cx, r, stage, &since, &staged, &others).await,
         Phase::Final => steps::apply(cx, r, plan).await,
-        Phase::RollingBack { reason } => steps::undo(cx, r, &reason).await,
+        Phase::RollingBack { reason } => steps::undo(cx, r, Some(&plan), &reason).await,
         Phase::Done => {}
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use umbra_core::resource::Resource;
+use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::rollout::{Stage, Thresholds, TrafficSample, Verdict};
 use umbra_core::view::{PolicyRef, PolicySet, Promotion};
 use umbra_kds::resource::DISPLAY_NAME_LABEL;
@@ -191,9 +191,10 @@ pub fn dpp_key(zone: &str, name: &str) -> String {
     format!("{zone}/{name}")
 }
 
-/// The Dataplanes of `dataplanes` (the Global's, synced by the zones) whose config depends on
-/// one of `policies` in the Shadow view of `resources` promoting them (they are shadow), by
-/// [`dpp_key`], with each one's `kuma.io/service` values.
+/// The Dataplanes of `dataplanes` (the Global's, synced by the zones) that one of `policies`
+/// selects in the Shadow view of `resources` promoting them (its top-level targetRef; for a
+/// type other than MeshHTTPRoute, as the DPP's generation reads it, builtin gateways
+/// included), by [`dpp_key`], with each one's `kuma.io/service` values.
 pub fn selected_dataplanes(
     mesh: &str,
     resources: &[Resource],
@@ -213,10 +214,19 @@ pub fn selected_dataplanes(
         let (Some(zone), Some(dp)) = (&s.zone, s.resource.as_dataplane()) else {
             continue;
         };
-        let selects = umbra_core::dependencies::selection(dp, &set)
-            .policies
-            .iter()
-            .any(|d| policies.contains(&(d.ty, d.name.to_owned())));
+        // A DPP's selection lists every MeshHTTPRoute (they resolve references): a route is
+        // the DPP's when its own top-level targetRef selects it.
+        let deps = umbra_core::dependencies::selection(dp, &set);
+        let selects = policies.iter().any(|(ty, name)| {
+            if *ty == ResourceType::MeshHTTPRoute {
+                set.matched(*ty, dp)
+                    .dataplane_policies
+                    .iter()
+                    .any(|p| &p.meta().name == name)
+            } else {
+                deps.policies.iter().any(|d| d.ty == *ty && d.name == name)
+            }
+        });
         if selects {
             let local = s
                 .resource

@@ -12,7 +12,6 @@ use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::rollout::{evaluate_gate, TrafficSample, ROLLOUT_LABEL};
 use umbra_core::view::Promotion;
 use umbra_kds::pb::inspect_request::Kind;
-use umbra_kds::pb::inspect_response::Body as Frame;
 use umbra_kds::pb::TrafficRequest;
 
 use super::record::{changed_inputs, inputs_of, promoted, Applied, PlanRecord};
@@ -21,12 +20,14 @@ use super::stages::{
     RolloutRecord, RolloutState,
 };
 use super::{fleet_diff, save};
-use crate::inspect::context::{mesh_stored, InspectContext};
+use crate::inspect::context::{ask_zone_json, mesh_stored, InspectContext};
 use crate::inspect::shadow_diff::query::DEFAULT_FLEET_TIMEOUT;
 use crate::store::{list_all, now_rfc3339, Stored, Write};
 
 /// How long a zone may take to read its DPPs' counters.
 pub const TRAFFIC_TIMEOUT: Duration = Duration::from_secs(15);
+/// Largest answer of a zone's counters read (bytes; a sample is about 200).
+pub const MAX_TRAFFIC_BYTES: u64 = 8 << 20;
 
 pub(super) async fn dataplanes(cx: &InspectContext, mesh: &str) -> Result<Vec<Stored>, ApiError> {
     Ok(list_all(
@@ -61,7 +62,8 @@ pub(super) async fn write_copies(
             // Written before this step was recorded (a restart in between): go on.
             let mut there = true;
             for c in &copies {
-                there &= matches!(cx.store.get(&c.key()).await, Ok(Some(s)) if s.resource.spec == c.spec);
+                there &= matches!(cx.store.get(&c.key()).await,
+                    Ok(Some(s)) if s.resource.spec == c.spec && s.resource.meta.labels == c.meta.labels);
             }
             if !there {
                 return roll_back(
@@ -98,36 +100,30 @@ pub(super) async fn go_live(
         Ok(c) => c,
         Err(e) => return roll_back(r, Some(stage), "failed", e),
     };
-    let stored = match mesh_stored(&*cx.store, &r.mesh).await {
-        Ok(s) => s,
-        Err(e) => {
-            return roll_back(
-                r,
-                Some(stage),
-                "failed",
-                format!("the store cannot be read: {}", e.detail),
-            )
-        }
+    // A store that cannot be read now is read again at the next tick.
+    let Some((stored, dps)) = read_mesh(cx, &r.mesh).await else {
+        return;
     };
     let policies: Vec<Resource> = stored.iter().map(|s| s.resource.clone()).collect();
-    let dps = match dataplanes(cx, &r.mesh).await {
-        Ok(d) => d,
-        Err(e) => {
-            return roll_back(
-                r,
-                Some(stage),
-                "failed",
-                format!("the store cannot be read: {}", e.detail),
-            )
-        }
-    };
     let copy_refs = refs(&copies);
     let current: Vec<&Stored> = stored
         .iter()
         .filter(|s| copy_refs.contains(&(s.resource.ty(), s.resource.meta.name.clone())))
+        .filter(|s| s.resource.meta.labels.get(ROLLOUT_LABEL) == Some(&r.plan))
         .collect();
-    let already_live =
-        current.len() == copies.len() && current.iter().all(|s| !s.resource.meta.is_shadow());
+    if current.len() != copies.len() {
+        return roll_back(
+            r,
+            Some(stage),
+            "failed",
+            format!(
+                "{} of the stage's {} copies are gone or changed since they were written",
+                copies.len() - current.len(),
+                copies.len()
+            ),
+        );
+    }
+    let already_live = current.iter().all(|s| !s.resource.meta.is_shadow());
     let staged = selected_dataplanes(&r.mesh, &policies, &copy_refs, &dps);
     if !already_live {
         // The stage's own diff: only the staged DPPs may change.
@@ -192,34 +188,35 @@ pub(super) async fn go_live(
             ));
         }
     }
-    // The others: the DPPs the plan's policies select that are not staged, of the staged
-    // DPPs' services when some are.
+    // The others: the DPPs the plan's policies select that are not staged, nor were by an
+    // earlier stage, of the staged DPPs' services.
     let originals = match promoted_policies(plan) {
         Ok(p) => p,
         Err(e) => return roll_back(r, Some(stage), "failed", e.detail),
     };
     let all = selected_dataplanes(&r.mesh, &policies, &refs(&originals), &dps);
+    // The DPPs earlier stages put on the new policies are not a comparison.
+    let mut earlier = BTreeSet::new();
+    for k in 0..stage {
+        if let Ok(c) = copies_of(plan, r, k) {
+            earlier.extend(refs(&c));
+        }
+    }
+    let earlier = selected_dataplanes(&r.mesh, &policies, &earlier, &dps);
     let services: BTreeSet<&String> = staged.values().flatten().collect();
     let unstaged: BTreeMap<&String, &BTreeSet<String>> = all
         .iter()
-        .filter(|(k, _)| !staged.contains_key(*k))
+        .filter(|(k, _)| !staged.contains_key(*k) && !earlier.contains_key(*k))
         .collect();
-    let same: Vec<String> = unstaged
+    // Only DPPs of the staged DPPs' services compare (others' rates say nothing of them);
+    // with none, the gate compares the staged DPPs with their own rates before the stage.
+    let others: Vec<String> = unstaged
         .iter()
         .filter(|(_, s)| s.iter().any(|x| services.contains(x)))
         .map(|(k, _)| (*k).clone())
         .collect();
-    let others: Vec<String> = if same.is_empty() {
-        unstaged.keys().map(|k| (*k).clone()).collect()
-    } else {
-        same
-    };
-    let keys: BTreeSet<String> = staged
-        .keys()
-        .cloned()
-        .chain(others.iter().cloned())
-        .collect();
-    let samples = match read_traffic(cx, &r.mesh, &keys).await {
+    let staged_keys: BTreeSet<String> = staged.keys().cloned().collect();
+    let samples = match read_groups(cx, &r.mesh, &staged_keys, &others).await {
         Ok(s) => s,
         Err(e) => {
             return roll_back(
@@ -281,6 +278,49 @@ pub(super) async fn go_live(
     };
 }
 
+/// The mesh's policies (and Mesh) and Dataplanes, or `None` when the store cannot be read now
+/// (logged; the step runs again at the next tick).
+async fn read_mesh(cx: &InspectContext, mesh: &str) -> Option<(Vec<Stored>, Vec<Stored>)> {
+    let read = async {
+        Ok::<_, ApiError>((
+            mesh_stored(&*cx.store, mesh).await?,
+            dataplanes(cx, mesh).await?,
+        ))
+    };
+    match read.await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(%mesh, error = %e.detail, "rollout: the store cannot be read; retrying");
+            None
+        }
+    }
+}
+
+/// Stage `stage`'s copies of `plan`'s policies in rollout `r`.
+fn copies_of(plan: &PlanRecord, r: &RolloutRecord, stage: usize) -> Result<Vec<Resource>, String> {
+    copies(plan, &stage_tags(r, stage), stage)
+}
+
+/// The counters of the `staged` DPPs, every one of them (else the error: a gate fails
+/// closed), and of those of `others` that can be read (a comparison DPP that went away or
+/// cannot be read is left out of the comparison).
+async fn read_groups(
+    cx: &InspectContext,
+    mesh: &str,
+    staged: &BTreeSet<String>,
+    others: &[String],
+) -> Result<BTreeMap<String, TrafficSample>, String> {
+    let keys: BTreeSet<String> = staged.iter().chain(others).cloned().collect();
+    let (samples, errors) = read_traffic(cx, mesh, &keys).await;
+    if let Some((dpp, why)) = errors.iter().find(|(k, _)| staged.contains(*k)) {
+        return Err(format!("staged DPP {dpp}: {why}"));
+    }
+    if !errors.is_empty() {
+        tracing::info!(%mesh, left_out = errors.len(), "rollout: comparison DPPs that cannot be read are left out");
+    }
+    Ok(samples)
+}
+
 /// Seconds since RFC 3339 `since` (0 when it cannot be read).
 fn elapsed(since: &str) -> u64 {
     let Ok(t) = time::OffsetDateTime::parse(since, &time::format_description::well_known::Rfc3339)
@@ -301,8 +341,9 @@ pub(super) async fn gate(
     if elapsed(since) < r.soak_seconds {
         return;
     }
-    let keys: BTreeSet<String> = staged.keys().chain(others.keys()).cloned().collect();
-    let now = match read_traffic(cx, &r.mesh, &keys).await {
+    let staged_keys: BTreeSet<String> = staged.keys().cloned().collect();
+    let others_keys: Vec<String> = others.keys().cloned().collect();
+    let now = match read_groups(cx, &r.mesh, &staged_keys, &others_keys).await {
         Ok(s) => s,
         Err(e) => {
             return roll_back(
@@ -325,8 +366,8 @@ pub(super) async fn gate(
     let verdict = evaluate_gate(&staged_delta, &others_delta, &before, &r.thresholds);
     if verdict.passed {
         let detail = format!(
-            "{} requests on the staged DPPs during the soak",
-            staged_delta.requests
+            "{} requests sent and {} received by the staged DPPs during the soak",
+            staged_delta.requests, staged_delta.inbound
         );
         r.decide(Some(stage), "gate passed", detail, None, Some(verdict));
         let next = stage + 1;
@@ -348,38 +389,14 @@ pub(super) async fn gate(
     }
 }
 
-/// The rollout's copies in the store now.
-async fn stored_copies(cx: &InspectContext, r: &RolloutRecord) -> Result<Vec<Stored>, ApiError> {
-    Ok(mesh_stored(&*cx.store, &r.mesh)
-        .await?
-        .into_iter()
-        .filter(|s| s.resource.meta.labels.get(ROLLOUT_LABEL) == Some(&r.plan))
-        .collect())
-}
-
 pub(super) async fn apply(cx: &InspectContext, r: &mut RolloutRecord, mut plan: PlanRecord) {
     let last = r.stages.len().saturating_sub(1);
-    let read_at = match cx.store.revision().await {
-        Ok(v) => v,
-        Err(e) => {
-            return roll_back(
-                r,
-                Some(last),
-                "failed",
-                format!("the store cannot be read: {e}"),
-            )
-        }
+    // A store that cannot be read now is read again at the next tick.
+    let Ok(read_at) = cx.store.revision().await else {
+        return;
     };
-    let stored = match mesh_stored(&*cx.store, &r.mesh).await {
-        Ok(s) => s,
-        Err(e) => {
-            return roll_back(
-                r,
-                Some(last),
-                "failed",
-                format!("the store cannot be read: {}", e.detail),
-            )
-        }
+    let Some((stored, _)) = read_mesh(cx, &r.mesh).await else {
+        return;
     };
     let (copies, rest): (Vec<&Stored>, Vec<&Stored>) = stored
         .iter()
@@ -465,12 +482,32 @@ pub(super) async fn apply(cx: &InspectContext, r: &mut RolloutRecord, mut plan: 
             r.phase = Phase::Done;
             tracing::info!(mesh = %r.mesh, plan = %r.plan, revision = t.revision, "staged rollout applied");
         }
-        Err(e) => roll_back(
-            r,
-            Some(last),
-            "failed",
-            format!("the plan's apply failed: {e}"),
-        ),
+        Err(e) => {
+            // Another leader's apply of the same plan may have won: then it is applied.
+            if let Some((stored, _)) = read_mesh(cx, &r.mesh).await {
+                let left = stored
+                    .iter()
+                    .any(|s| s.resource.meta.labels.get(ROLLOUT_LABEL) == Some(&r.plan));
+                if !left && applied_already(&plan, &stored) {
+                    r.decide(
+                        Some(last),
+                        "applied",
+                        "the plan was applied meanwhile",
+                        None,
+                        None,
+                    );
+                    r.state = RolloutState::Completed;
+                    r.phase = Phase::Done;
+                    return;
+                }
+            }
+            roll_back(
+                r,
+                Some(last),
+                "failed",
+                format!("the plan's apply failed: {e}"),
+            );
+        }
     }
 }
 
@@ -491,14 +528,34 @@ fn applied_already(plan: &PlanRecord, stored: &[Stored]) -> bool {
         .all(|p| find(&p.type_name, &p.name).is_none())
 }
 
-pub(super) async fn undo(cx: &InspectContext, r: &mut RolloutRecord, reason: &str) {
-    let copies = match stored_copies(cx, r).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(plan = %r.plan, error = %e.detail, "rollout: cannot read its copies to roll back; retrying");
-            return;
-        }
+pub(super) async fn undo(
+    cx: &InspectContext,
+    r: &mut RolloutRecord,
+    plan: Option<&PlanRecord>,
+    reason: &str,
+) {
+    let Some((stored, _)) = read_mesh(cx, &r.mesh).await else {
+        return;
     };
+    let copies: Vec<&Stored> = stored
+        .iter()
+        .filter(|s| s.resource.meta.labels.get(ROLLOUT_LABEL) == Some(&r.plan))
+        .collect();
+    // A stop that raced the last stage's apply: the plan is applied, there is nothing to undo
+    // (a migration rollback undoes an applied plan).
+    if copies.is_empty() && plan.is_some_and(|p| p.applied.is_some() && applied_already(p, &stored))
+    {
+        r.decide(
+            None,
+            "applied",
+            format!("the plan was applied before it could be rolled back ({reason})"),
+            None,
+            None,
+        );
+        r.state = RolloutState::Completed;
+        r.phase = Phase::Done;
+        return;
+    }
     let mut revision = None;
     if !copies.is_empty() {
         let writes = copies
@@ -528,42 +585,72 @@ pub(super) async fn undo(cx: &InspectContext, r: &mut RolloutRecord, reason: &st
     tracing::warn!(mesh = %r.mesh, plan = %r.plan, %reason, "staged rollout rolled back");
 }
 
-/// The counters of DPPs `keys` (`<zone>/<name>`) of `mesh`, asked of their zones at once.
-///
-/// # Errors
-/// The first zone that cannot be asked or DPP that cannot be read, named: a gate fails closed.
+/// Most DPPs one `TrafficRequest` names (a zone reads at most so many per request).
+const PER_REQUEST: usize = 1000;
+
+/// The counters of DPPs `keys` (`<zone>/<name>`) of `mesh`, asked of their zones at once
+/// (each zone's in requests of [`PER_REQUEST`] DPPs, one after the other), and why each DPP
+/// that could not be read was not (a zone that cannot be asked: all of its DPPs).
 pub async fn read_traffic(
     cx: &InspectContext,
     mesh: &str,
     keys: &BTreeSet<String>,
-) -> Result<BTreeMap<String, TrafficSample>, String> {
+) -> (BTreeMap<String, TrafficSample>, BTreeMap<String, String>) {
     let mut by_zone: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for k in keys {
         let (zone, name) = k.split_once('/').unwrap_or(("", k));
         by_zone.entry(zone).or_default().push(name.to_owned());
     }
-    let asks = by_zone
-        .into_iter()
-        .map(|(zone, names)| async move { (zone, ask_traffic(cx, zone, mesh, names).await) });
-    let mut out = BTreeMap::new();
-    for (zone, answer) in futures_util::future::join_all(asks).await {
-        let answer = answer.map_err(|e| format!("zone {zone:?}: {e}"))?;
-        if let Some((name, why)) = answer["errors"].as_object().and_then(|m| m.iter().next()) {
-            return Err(format!(
-                "zone {zone:?}: DPP {name:?}: {}",
-                why.as_str().unwrap_or("unreadable")
+    let asks = by_zone.into_iter().map(|(zone, names)| async move {
+        let mut answers = Vec::new();
+        for chunk in names.chunks(PER_REQUEST) {
+            answers.push((
+                chunk.to_vec(),
+                ask_traffic(cx, zone, mesh, chunk.to_vec()).await,
             ));
         }
-        for (name, sample) in answer["samples"].as_object().into_iter().flatten() {
-            let sample: TrafficSample = serde_json::from_value(sample.clone())
-                .map_err(|e| format!("zone {zone:?}: DPP {name:?}: {e}"))?;
-            out.insert(dpp_key(zone, name), sample);
+        (zone, answers)
+    });
+    let (mut samples, mut errors) = (BTreeMap::new(), BTreeMap::new());
+    for (zone, answers) in futures_util::future::join_all(asks).await {
+        for (names, answer) in answers {
+            let answer = match answer {
+                Ok(a) => a,
+                Err(e) => {
+                    for n in names {
+                        errors.insert(dpp_key(zone, &n), format!("zone {zone:?}: {e}"));
+                    }
+                    continue;
+                }
+            };
+            for (name, why) in answer["errors"].as_object().into_iter().flatten() {
+                errors.insert(
+                    dpp_key(zone, name),
+                    why.as_str().unwrap_or("unreadable").to_owned(),
+                );
+            }
+            for (name, sample) in answer["samples"].as_object().into_iter().flatten() {
+                match serde_json::from_value::<TrafficSample>(sample.clone()) {
+                    Ok(s) => {
+                        samples.insert(dpp_key(zone, name), s);
+                    }
+                    Err(e) => {
+                        errors.insert(
+                            dpp_key(zone, name),
+                            format!("its sample does not read: {e}"),
+                        );
+                    }
+                }
+            }
+            for n in names {
+                let k = dpp_key(zone, &n);
+                if !samples.contains_key(&k) && !errors.contains_key(&k) {
+                    errors.insert(k, format!("zone {zone:?} did not answer for it"));
+                }
+            }
         }
     }
-    if let Some(missing) = keys.iter().find(|k| !out.contains_key(*k)) {
-        return Err(format!("DPP {missing:?} was not read"));
-    }
-    Ok(out)
+    (samples, errors)
 }
 
 async fn ask_traffic(
@@ -576,27 +663,5 @@ async fn ask_traffic(
         mesh: mesh.to_owned(),
         dataplanes: names,
     });
-    let mut call = cx
-        .hub
-        .call(zone, kind, TRAFFIC_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut status, mut body) = (200, Vec::new());
-    while let Some(frame) = call.next().await.map_err(|e| e.to_string())? {
-        match frame.body {
-            Some(Frame::Http(h)) => {
-                status = h.status;
-                body.extend_from_slice(&h.chunk);
-            }
-            // A zone of an earlier release reads the request as naming no call.
-            Some(Frame::Error(e)) => {
-                return Err(format!("it answered {}: {}", e.status, e.message))
-            }
-            _ => return Err("it sent an unexpected answer".into()),
-        }
-    }
-    if status != 200 {
-        return Err(format!("it answered {status}"));
-    }
-    serde_json::from_slice(&body).map_err(|e| format!("its answer does not read: {e}"))
+    ask_zone_json(&cx.hub, zone, kind, TRAFFIC_TIMEOUT, MAX_TRAFFIC_BYTES).await
 }

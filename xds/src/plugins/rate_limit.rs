@@ -142,12 +142,7 @@ fn observe(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateE
         }
         let name = inbound_listener_name(&key.address, key.port);
         let (conf, policies) = merged_conf(rule, &name)?;
-        let Some(limit) = conf
-            .local
-            .as_ref()
-            .and_then(|l| l.http.as_ref())
-            .and_then(new_limit)
-        else {
+        let Some(limit) = http_limit(&conf) else {
             continue; // the would-be limit is none: nothing to count
         };
         let Some(listener) = snap.listeners.get_mut(&name) else {
@@ -580,12 +575,7 @@ pub(crate) fn apply_gateway(
             let Some((conf, policies)) = conf else {
                 return Ok(None);
             };
-            let Some(limit) = conf
-                .local
-                .as_ref()
-                .and_then(|l| l.http.as_ref())
-                .and_then(new_limit)
-            else {
+            let Some(limit) = http_limit(conf) else {
                 return Ok(None);
             };
             route_config(&limit)
@@ -650,6 +640,14 @@ pub(crate) fn apply_gateway(
             .map_err(|e| policy_error("MeshRateLimit".to_owned(), &name, e))?;
     }
     Ok(())
+}
+
+/// The `local.http` limit of a merged conf ([`new_limit`]).
+fn http_limit(conf: &Conf) -> Option<RouteLimit> {
+    conf.local
+        .as_ref()
+        .and_then(|l| l.http.as_ref())
+        .and_then(new_limit)
 }
 
 /// Kuma's `RateLimitConfigurationFromPolicy`: `None` when disabled or without a rate.
