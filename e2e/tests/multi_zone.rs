@@ -30,14 +30,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 use umbra_e2e::{
-    dataplane_yaml, echo_app, envoy_binary, free_port, http, wait_until, CpProcess, DpServer, Envoy,
+    dataplane_yaml, echo_app, envoy_binary, free_port, http, wait_until, CpProcess, DpServer,
+    Envoy, ALLOW_ALL, MTLS_MESH,
 };
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 
-const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
-const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 const SHADOW_ROUTE: &str = "type: MeshHTTPRoute\nmesh: default\nname: backend-v1\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    rules:\n    - matches: [{path: {type: PathPrefix, value: /}}]\n      default:\n        backendRefs: [{kind: MeshServiceSubset, name: backend, tags: {version: v1}, weight: 1}]\n";
 const DENY_ZONE_1: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-zone-1\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshSubset, tags: {kuma.io/zone: zone-1}}\n    default: {action: Deny}\n";
 const TIMEOUT_ZONE_1: &str = "type: MeshTimeout\nmesh: default\nname: zone-1-callers\nspec:\n  targetRef: {kind: MeshSubset, tags: {kuma.io/zone: zone-1}}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 7s}}\n";
@@ -185,7 +184,7 @@ async fn a_frontend_in_zone_1_calls_a_backend_in_zone_2_through_its_ingress() ->
     };
     let dir = temp_dir();
     let global = CpProcess::start(GLOBAL, "--kds-addr", &[], &[], dir.join("global.log")).await?;
-    global.apply("/meshes/default", MESH).await?;
+    global.apply("/meshes/default", MTLS_MESH).await?;
     global
         .apply(
             "/meshes/default/meshtrafficpermissions/allow-all",
@@ -615,7 +614,7 @@ async fn a_zone_offline_past_the_cleanup_period_loses_its_resources_until_it_ret
         dir.join("global.log"),
     )
     .await?;
-    global.apply("/meshes/default", MESH).await?;
+    global.apply("/meshes/default", MTLS_MESH).await?;
     let (zone1, mut zone2) = start_zones(&global, &dir).await?;
     for z in [&zone1, &zone2] {
         wait_until(Duration::from_secs(20), || async {
@@ -735,7 +734,7 @@ async fn a_standalone_zone_keeps_its_ca_and_identities_across_a_sigkill() -> any
         data.display().to_string(),
     ];
     let mut zone = CpProcess::start(ZONE, "--ads-addr", &args, &[], dir.join("zone.log")).await?;
-    zone.apply("/meshes/default", MESH).await?;
+    zone.apply("/meshes/default", MTLS_MESH).await?;
     let (app, inbound) = (free_port(), free_port());
     zone.apply(
         "/meshes/default/dataplanes/backend",

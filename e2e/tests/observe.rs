@@ -15,14 +15,12 @@ use serde_json::Value;
 use umbra_e2e::fleet::{start_zone, temp_dir};
 use umbra_e2e::{
     dataplane_yaml, envoy_binary, free_port, http, wait_for_status, wait_until, AdsApi, CpProcess,
-    Envoy, Sidecars,
+    Envoy, Sidecars, ALLOW_ALL, MTLS_MESH,
 };
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");
 const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 
-const MTLS_MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
-const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 const DENY_FRONTEND: &str = "type: MeshTrafficPermission\nmesh: default\nname: deny-frontend\nlabels: {kuma.io/effect: shadow, umbra.io/observe: 'true'}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: MeshService, name: frontend}\n    default: {action: Deny}\n";
 
 const LIMIT_BACKEND: &str = "type: MeshRateLimit\nmesh: default\nname: limit-backend\nlabels: {kuma.io/effect: shadow, umbra.io/observe: 'true'}\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n  - targetRef: {kind: Mesh}\n    default:\n      local:\n        http:\n          requestRate: {num: 2, interval: 60s}\n";

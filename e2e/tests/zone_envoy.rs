@@ -6,14 +6,11 @@ use std::time::Duration;
 
 use umbra_e2e::{
     call_json, dataplane_yaml, envoy_binary, free_port, http, http_app, reconciled,
-    wait_for_status, wait_until, AdsApi, Envoy, Sidecars, Zone,
+    wait_for_status, wait_until, AdsApi, Envoy, Sidecars, Zone, ALLOW_ALL, MTLS_MESH,
 };
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 /// [`MESH`] with mTLS from one builtin CA.
-const MTLS_MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
-/// With mTLS, traffic needs a permission (as in Kuma, nothing is allowed by default).
-const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_flows_and_fault_injection_live_vs_shadow() -> anyhow::Result<()> {
