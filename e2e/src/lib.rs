@@ -18,6 +18,7 @@ pub mod browser;
 pub mod compose;
 mod dp;
 pub mod envoy_sim;
+pub mod fixtures;
 pub mod fleet;
 pub mod hosts;
 mod http;
@@ -25,12 +26,6 @@ pub mod measure;
 mod replicas;
 pub mod seed;
 pub use dp::{https_post, DpServer};
-
-/// Mesh `default` with mTLS on (the builtin CA `ca-1`) and no default policies.
-pub const MTLS_MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\nmtls:\n  enabledBackend: ca-1\n  backends:\n  - name: ca-1\n    type: builtin\n";
-/// A MeshTrafficPermission allowing everything in mesh `default`: with mTLS, traffic needs a
-/// permission (as in Kuma, nothing is allowed by default).
-pub const ALLOW_ALL: &str = "type: MeshTrafficPermission\nmesh: default\nname: allow-all\nspec:\n  targetRef: {kind: Mesh}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {action: Allow}\n";
 pub use http::{call_json, http, http_request, http_with};
 
 /// The Envoy binary: `UMBRA_ENVOY`, else `envoy` on `PATH`; `None` when absent (tests then

@@ -29,9 +29,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
+use umbra_e2e::fixtures::{ALLOW_ALL, MTLS_MESH};
 use umbra_e2e::{
-    dataplane_yaml, echo_app, envoy_binary, free_port, http, wait_until, CpProcess, DpServer,
-    Envoy, ALLOW_ALL, MTLS_MESH,
+    dataplane_yaml, echo_app, envoy_binary, free_port, http, wait_until, CpProcess, DpServer, Envoy,
 };
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");

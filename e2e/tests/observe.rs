@@ -12,10 +12,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
+use umbra_e2e::fixtures::{ALLOW_ALL, MTLS_MESH};
 use umbra_e2e::fleet::{start_zone, temp_dir};
 use umbra_e2e::{
     dataplane_yaml, envoy_binary, free_port, http, wait_for_status, wait_until, AdsApi, CpProcess,
-    Envoy, Sidecars, ALLOW_ALL, MTLS_MESH,
+    Envoy, Sidecars,
 };
 
 const GLOBAL: &str = env!("CARGO_BIN_EXE_e2e-global-cp");

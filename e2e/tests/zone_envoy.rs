@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use umbra_e2e::fixtures::{ALLOW_ALL, MTLS_MESH};
 use umbra_e2e::{
     call_json, dataplane_yaml, envoy_binary, free_port, http, http_app, reconciled,
-    wait_for_status, wait_until, AdsApi, Envoy, Sidecars, Zone, ALLOW_ALL, MTLS_MESH,
+    wait_for_status, wait_until, AdsApi, Envoy, Sidecars, Zone,
 };
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";

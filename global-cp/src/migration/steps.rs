@@ -45,7 +45,7 @@ pub(super) async fn write_copies(
     plan: &PlanRecord,
     stage: usize,
 ) {
-    let copies = match copies(plan, &stage_tags(r, stage), stage) {
+    let copies = match copies_of(plan, r, stage) {
         Ok(c) => c,
         Err(e) => return roll_back(r, Some(stage), "failed", e),
     };
@@ -96,7 +96,7 @@ pub(super) async fn go_live(
     plan: &PlanRecord,
     stage: usize,
 ) {
-    let copies = match copies(plan, &stage_tags(r, stage), stage) {
+    let copies = match copies_of(plan, r, stage) {
         Ok(c) => c,
         Err(e) => return roll_back(r, Some(stage), "failed", e),
     };
