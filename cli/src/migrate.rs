@@ -79,8 +79,10 @@ pub enum Migrate {
         /// The plan's fingerprint.
         #[arg(long)]
         plan: String,
-        /// Stages separated by commas: each tags `<tag>=<value>` joined by `&`
-        /// (`kuma.io/zone=zone-1`), the last `100%` (the plan's apply).
+        /// Stages separated by commas: each a count of DPPs (`1`), a percentage of them
+        /// (`10%`; a deterministic sample spread over zones and services), or tags
+        /// `<tag>=<value>` joined by `&` (`kuma.io/zone=zone-1`); the last `100%` (the plan's
+        /// apply): `1,10%,50%,100%`.
         #[arg(long)]
         stages: Option<String>,
         /// The gates (with `--stages`).

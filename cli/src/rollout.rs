@@ -109,15 +109,15 @@ pub fn render(r: &Value) -> String {
         r["phase"]["step"].as_str().unwrap_or("?"),
     );
     for (i, s) in r["stages"].as_array().into_iter().flatten().enumerate() {
-        let tags = s["tags"].as_object().map_or_else(
-            || "100% (the plan's apply)".to_owned(),
-            |t| {
-                t.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join("&")
-            },
-        );
+        let tags = match (s["share"].as_str(), s["tags"].as_object()) {
+            (Some(share), _) => format!("{share} (a sample)"),
+            (None, None) => "100% (the plan's apply)".to_owned(),
+            (None, Some(t)) => t
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join("&"),
+        };
         let dpps: Vec<&str> = s["dataplanes"]
             .as_array()
             .into_iter()
@@ -233,6 +233,7 @@ mod tests {
             "mesh": "default", "plan": "ab", "state": "rolledBack", "phase": {"step": "done"},
             "stages": [
                 {"tags": {"kuma.io/service": "frontend"}, "dataplanes": ["zone-1/frontend"]},
+                {"tags": {"umbra.io/rollout-sample": "ab.00000000000000ff"}, "share": "10%", "dataplanes": ["zone-1/backend"]},
                 {"dataplanes": ["zone-1/frontend", "zone-1/backend"]}
             ],
             "decisions": [
@@ -250,7 +251,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("  stage 2: 100% (the plan's apply): 2 DPPs"),
+            text.contains("  stage 2: 10% (a sample): 1 DPPs zone-1/backend"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  stage 3: 100% (the plan's apply): 2 DPPs"),
             "{text}"
         );
         assert!(

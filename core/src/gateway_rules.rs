@@ -98,6 +98,11 @@ pub fn selected_ports(
     routes: &[&TargetRefPolicy],
 ) -> Result<Vec<u32>, String> {
     let by_tags = |selector: &BTreeMap<String, String>| -> Vec<u32> {
+        // A rollout sample selects the gateway as a whole or none of it (crate::sample).
+        let Some(selector) = crate::sample::strip(selector, dp) else {
+            return Vec::new();
+        };
+        let selector = selector.as_ref();
         let mut ports: Vec<u32> = gateway
             .listeners
             .iter()

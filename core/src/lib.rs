@@ -17,6 +17,7 @@
 //! - [`merge`]: JSON merge patch of `default`s with `append*` lists concatenated;
 //! - [`view`]: Live/Shadow views (`kuma.io/effect: shadow`) and the old-vs-new rule;
 //! - [`rollout`]: staged rollouts' narrowing, stage lists and gates from Envoy's counters;
+//! - [`sample`]: the matching-only rollout sample tag selecting a share of DPPs;
 //! - [`observed`]: observe mode's Envoy counters read back, and the `_observed` report;
 //! - [`old_matching`]: source/destination selector matching of the old policies;
 //! - [`dependencies`]: what a DPP's (or a ZoneIngress's) generated config depends on;
@@ -62,6 +63,7 @@ pub mod policy;
 pub mod resource;
 pub mod rollout;
 pub mod rules;
+pub mod sample;
 pub mod target_ref;
 pub mod type_info;
 pub mod ungenerated;

@@ -4,6 +4,7 @@
 //! Selection by the top-level targetRef, per inbound:
 //! - `Mesh`: every inbound (and a delegated gateway), if `proxyTypes` allows the DPP's type;
 //! - `MeshSubset`: inbounds whose tags match `tags` (`*` matches any value), same proxy-type rule;
+//!   a rollout sample tag selects the DPP as a whole or nothing of it ([`crate::sample`]);
 //! - `MeshService`: inbounds with `kuma.io/service: name`;
 //! - `MeshServiceSubset`: inbounds with the service *and* the tags (never a union of inbounds);
 //! - `MeshHTTPRoute`: the route (same mesh, display name = `name`) selects with its own targetRef;
@@ -68,7 +69,11 @@ impl Selection {
 
 fn select_by_tags(selector: Option<&BTreeMap<String, String>>, dp: &DataplaneSpec) -> Selection {
     let empty = BTreeMap::new();
-    let selector = selector.unwrap_or(&empty);
+    // A rollout sample selects the DPP as a whole, or nothing of it (crate::sample).
+    let Some(selector) = crate::sample::strip(selector.unwrap_or(&empty), dp) else {
+        return Selection::default();
+    };
+    let selector = selector.as_ref();
     let inbounds = dp
         .networking
         .inbound

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use crate::convert::model::{CONVERTED_FROM_NAME_LABEL, CONVERTED_FROM_TYPE_LABEL};
 use crate::meta::{EFFECT_LABEL, EFFECT_SHADOW, OBSERVE_LABEL};
 use crate::resource::Resource;
+use crate::sample::Share;
 use crate::target_ref::{TargetRef, TargetRefKind};
 
 /// Label of a staged copy: the rollout it belongs to (the plan's fingerprint).
@@ -140,18 +141,22 @@ pub fn staged_copy(
 pub enum Stage {
     /// The DPPs carrying every one of these tags.
     Tags(BTreeMap<String, String>),
+    /// A share of the DPPs the plan's policies select, chosen by their sample points
+    /// ([`crate::sample`]).
+    Share(Share),
     /// Every DPP: the plan's own apply.
     All,
 }
 
-/// Read a stage list: items separated by commas, each `100%` (every DPP, only last) or tags
-/// `<key>=<value>` joined by `&` (`kuma.io/zone=zone-1&version=v2`). At least one tag stage
-/// before the last, which must be `100%`.
+/// Read a stage list: items separated by commas, each `100%` (every DPP, only last), a count
+/// of DPPs (`1`), a percentage of them from 1 to 99 (`10%`), or tags `<key>=<value>` joined
+/// by `&` (`kuma.io/zone=zone-1&version=v2`). At least one stage before the last, which must
+/// be `100%`. Counts and percentages grow: each is larger than the earlier ones of its kind.
 ///
 /// # Errors
 /// The item (1-based) and why: an empty item, a tag without `=`, a stage after `100%`, a list
-/// not ending with `100%`, or a count or a percentage other than `100%` (they need the zones
-/// to tag chosen DPPs, which Umbra does not do yet: name the stages by tags).
+/// not ending with `100%`, a count of 0, a percentage outside 1 to 99 or not a whole number,
+/// a share not larger than an earlier one.
 pub fn parse_stages(list: &str) -> Result<Vec<Stage>, String> {
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
     let mut out = Vec::with_capacity(items.len());
@@ -169,10 +174,19 @@ pub fn parse_stages(list: &str) -> Result<Vec<Stage>, String> {
             out.push(Stage::All);
             continue;
         }
-        if item.ends_with('%') || item.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!(
-                "stage {at} ({item:?}) is a count or a share of DPPs: that needs the zones to tag the chosen DPPs, which Umbra does not do yet; name the stage by tags (kuma.io/zone=zone-1&version=v2)"
-            ));
+        if let Some(share) = parse_share(at, item)? {
+            let smaller = out.iter().any(|s| match (s, &share) {
+                (Stage::Share(Share::Count(a)), Share::Count(b)) => a >= b,
+                (Stage::Share(Share::Percent(a)), Share::Percent(b)) => a >= b,
+                _ => false,
+            });
+            if smaller {
+                return Err(format!(
+                    "stage {at} ({item}) is not larger than an earlier stage: shares grow"
+                ));
+            }
+            out.push(Stage::Share(share));
+            continue;
         }
         let mut tags = BTreeMap::new();
         for pair in item.split('&') {
@@ -183,6 +197,11 @@ pub fn parse_stages(list: &str) -> Result<Vec<Stage>, String> {
             if k.is_empty() || v.is_empty() {
                 return Err(format!("stage {at}: {pair:?} is not <tag>=<value>"));
             }
+            if k == crate::sample::SAMPLE_TAG {
+                return Err(format!(
+                    "stage {at}: {k} is the rollout's own sample tag; name a share (10%) instead"
+                ));
+            }
             if tags.insert(k.to_owned(), v.to_owned()).is_some() {
                 return Err(format!("stage {at} names tag {k:?} twice"));
             }
@@ -191,9 +210,30 @@ pub fn parse_stages(list: &str) -> Result<Vec<Stage>, String> {
     }
     match out.last() {
         Some(Stage::All) if out.len() >= 2 => Ok(out),
-        Some(Stage::All) => Err("a rollout needs at least one tag stage before 100%".into()),
+        Some(Stage::All) => Err("a rollout needs at least one stage before 100%".into()),
         _ => Err("the last stage must be 100% (the plan's own apply)".into()),
     }
+}
+
+/// `Some` share for a count (`1`) or a percentage (`10%`), `None` for anything else.
+fn parse_share(at: usize, item: &str) -> Result<Option<Share>, String> {
+    if let Some(p) = item.strip_suffix('%') {
+        return match p.trim().parse::<u8>() {
+            Ok(p @ 1..=99) => Ok(Some(Share::Percent(p))),
+            _ => Err(format!(
+                "stage {at} ({item}): a percentage is a whole number from 1% to 99% (100% is the last stage)"
+            )),
+        };
+    }
+    if !item.is_empty() && item.chars().all(|c| c.is_ascii_digit()) {
+        return match item.parse::<usize>() {
+            Ok(c) if c >= 1 => Ok(Some(Share::Count(c))),
+            _ => Err(format!(
+                "stage {at} ({item}): a count of DPPs is at least 1"
+            )),
+        };
+    }
+    Ok(None)
 }
 
 /// What one DPP's Envoy counted, summed over its outbound clusters and inbound listeners
@@ -662,12 +702,28 @@ mod tests {
                 Stage::All,
             ]
         );
+        assert_eq!(
+            parse_stages("1, 10%,5,50%,100%").unwrap(),
+            vec![
+                Stage::Share(Share::Count(1)),
+                Stage::Share(Share::Percent(10)),
+                Stage::Share(Share::Count(5)),
+                Stage::Share(Share::Percent(50)),
+                Stage::All,
+            ]
+        );
         for (bad, why) in [
-            ("100%", "at least one tag stage"),
+            ("100%", "at least one stage"),
             ("a=b", "must be 100%"),
             ("a=b,,100%", "stage 2 is empty"),
             ("a=b,100%,c=d", "after 100%"),
-            ("1,10%,100%", "does not do yet"),
+            ("0,100%", "at least 1"),
+            ("0%,100%", "from 1% to 99%"),
+            ("150%,100%", "from 1% to 99%"),
+            ("2.5%,100%", "whole number"),
+            ("10%,5%,100%", "shares grow"),
+            ("3,3,100%", "shares grow"),
+            ("umbra.io/rollout-sample=x,100%", "own sample tag"),
             ("a,100%", "not <tag>=<value>"),
             ("a=b&a=c,100%", "twice"),
         ] {

@@ -189,6 +189,76 @@ impl TargetRef {
     }
 }
 
+/// The matching-only pseudo tag of a rollout sample, selecting a share of DPPs in a top-level
+/// `targetRef` ([`crate::sample`]).
+pub const SAMPLE_TAG: &str = "umbra.io/rollout-sample";
+
+/// A parsed [`SAMPLE_TAG`] value: the DPPs whose sample point ([`crate::sample::point`]) under
+/// `seed` is at most `bound`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// The rollout's seed (`[a-z0-9]`, 1 to 32 characters).
+    pub seed: String,
+    /// The highest point selected.
+    pub bound: u64,
+}
+
+impl Sample {
+    /// Read `<seed>.<bound>`.
+    ///
+    /// # Errors
+    /// Why the value is not `<seed>.<16 hex digits>`.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "a rollout sample must be <seed>.<bound> (seed: 1 to 32 lower-case letters or digits; bound: 16 lower-case hex digits), got {value:?}"
+            )
+        };
+        let (seed, bound) = value.split_once('.').ok_or_else(bad)?;
+        let seed_ok = (1..=32).contains(&seed.len())
+            && seed
+                .chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase());
+        let bound_ok = bound.len() == 16
+            && bound
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        if !seed_ok || !bound_ok {
+            return Err(bad());
+        }
+        Ok(Self {
+            seed: seed.to_owned(),
+            bound: u64::from_str_radix(bound, 16).map_err(|_| bad())?,
+        })
+    }
+
+    /// The tag value, `<seed>.<bound as 16 hex digits>`.
+    pub fn value(&self) -> String {
+        format!("{}.{:016x}", self.seed, self.bound)
+    }
+}
+
+/// Violations of [`SAMPLE_TAG`] in `tags` (rooted at `path`, the `tags` field): outside a
+/// top-level `targetRef` (`allowed` false) it is refused, inside it must read.
+pub fn validate_sample(
+    path: &PathBuilder,
+    tags: &BTreeMap<String, String>,
+    allowed: bool,
+) -> ValidationError {
+    let mut err = ValidationError::new();
+    if let Some(value) = tags.get(SAMPLE_TAG) {
+        if !allowed {
+            err.violation(
+                &path.key(SAMPLE_TAG),
+                "a rollout sample selects DPPs: it is allowed only in a top-level targetRef",
+            );
+        } else if let Err(e) = Sample::parse(value) {
+            err.violation(&path.key(SAMPLE_TAG), e);
+        }
+    }
+    err
+}
+
 /// Options for [`validate_target_ref`] (Kuma's `ValidateTargetRefOpts`).
 #[derive(Debug, Clone, Default)]
 pub struct TargetRefOpts<'a> {
@@ -196,6 +266,9 @@ pub struct TargetRefOpts<'a> {
     pub supported_kinds: &'a [TargetRefKind],
     /// Allow `tags` on `MeshGateway` (listener tags).
     pub gateway_listener_tags_allowed: bool,
+    /// Allow the rollout sample pseudo tag ([`crate::sample::SAMPLE_TAG`]) in `tags`: only a
+    /// top-level `targetRef` selects DPPs with it.
+    pub sample_tag_allowed: bool,
 }
 
 fn is_name_char(c: char) -> bool {
@@ -292,6 +365,11 @@ pub fn validate_target_ref(r: &TargetRef, opts: &TargetRefOpts<'_>) -> Validatio
             disallowed(&mut err, "name", !r.name.is_empty());
             disallowed(&mut err, "mesh", !r.mesh.is_empty());
             err.add(validate_tags(&tags_root, &r.tags));
+            err.add(validate_sample(
+                &tags_root,
+                &r.tags,
+                opts.sample_tag_allowed,
+            ));
         }
         TargetRefKind::MeshService | TargetRefKind::MeshHTTPRoute => {
             required(&mut err, "name", !r.name.is_empty());
@@ -306,6 +384,11 @@ pub fn validate_target_ref(r: &TargetRef, opts: &TargetRefOpts<'_>) -> Validatio
             disallowed(&mut err, "mesh", !r.mesh.is_empty());
             disallowed(&mut err, "proxyTypes", !r.proxy_types.is_empty());
             err.add(validate_tags(&tags_root, &r.tags));
+            err.add(validate_sample(
+                &tags_root,
+                &r.tags,
+                opts.sample_tag_allowed && *kind == TargetRefKind::MeshServiceSubset,
+            ));
             if *kind == TargetRefKind::MeshGateway
                 && !r.tags.is_empty()
                 && !opts.gateway_listener_tags_allowed

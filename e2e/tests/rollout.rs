@@ -4,8 +4,9 @@
 //!
 //! 0. A MeshRateLimit staged on frontend: the old RateLimit would go off for backend too (the
 //!    old-type-off rule is mesh-wide), so the stage is refused before anything goes live.
-//! 1. A shadow MeshTimeout of 1 ms on backend traffic, rolled out in two stages
-//!    (`kuma.io/service=frontend`, then `100%`): its first stage goes live on frontend only,
+//! 1. A shadow MeshTimeout of 1 ms on frontend's traffic to backend, rolled out in two stages
+//!    (`1`, a sample of one DPP the zone selects by its sample point, then `100%`): its first
+//!    stage goes live on frontend,
 //!    frontend's Envoy times out, and the gate fails on `upstream_rq_timeout` after the soak;
 //!    the rollout is rolled back (its copy deleted), the console shows the failed gate's
 //!    numbers, and traffic recovers.
@@ -26,7 +27,7 @@ const ZONE: &str = env!("CARGO_BIN_EXE_e2e-zone-cp");
 
 const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n";
 const TIMEOUT: &str = "type: Timeout\nmesh: default\nname: timeout-all\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: '*'}}]\nconf: {connectTimeout: 5s, http: {requestTimeout: 10s}}\n";
-const TIGHT: &str = "type: MeshTimeout\nmesh: default\nname: tight\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1ms}}\n";
+const TIGHT: &str = "type: MeshTimeout\nmesh: default\nname: tight\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: MeshService, name: frontend}\n  to:\n  - targetRef: {kind: MeshService, name: backend}\n    default: {http: {requestTimeout: 1ms}}\n";
 const RATE_LIMIT: &str = "type: RateLimit\nmesh: default\nname: backend-limit\nsources: [{match: {kuma.io/service: '*'}}]\ndestinations: [{match: {kuma.io/service: backend}}]\nconf: {http: {requests: 1000, interval: 1s}}\n";
 const MESH_RATE_LIMIT: &str = "type: MeshRateLimit\nmesh: default\nname: generous\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh, proxyTypes: [Sidecar]}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {local: {http: {requestRate: {num: 1000, interval: 1s}}}}\n";
 const CONVERTED: &str = "type: MeshTimeout\nmesh: default\nname: timeout-all\nlabels: {kuma.io/effect: shadow, umbra.io/converted-from-type: Timeout, umbra.io/converted-from: timeout-all}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 5s, http: {requestTimeout: 10s}}\n";
@@ -188,16 +189,20 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
             "POST",
             "/meshes/default/_migration/rollout",
             Some(
-                &json!({"plan": fp, "stages": "kuma.io/service=frontend,100%", "soak": "3s",
+                &json!({"plan": fp, "stages": "1,100%", "soak": "3s",
                         "thresholds": {"minRequests": 5}})
                 .to_string(),
             ),
         )
         .await?;
     assert_eq!(s, 200, "{started}");
+    // A share of one DPP: a rollout sample the zone matches on frontend's own spec.
     assert_eq!(
-        started["stages"][0]["dataplanes"],
-        json!(["zone-1/frontend"]),
+        (
+            &started["stages"][0]["share"],
+            &started["stages"][0]["dataplanes"]
+        ),
+        (&json!("1"), &json!(["zone-1/frontend"])),
         "{started:#}"
     );
     // A second rollout in the mesh is refused while this one runs.
@@ -218,6 +223,19 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
         .find(|d| d["action"] == "gate failed")
         .unwrap_or_else(|| panic!("no failed gate: {r:#}"));
     assert_eq!(failed["stage"], 1);
+    // The soak started once frontend's Envoy had ACKed the copy, not at the commit.
+    let actions: Vec<&str> = r["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["action"].as_str())
+        .collect();
+    let at = |a: &str| actions.iter().position(|x| *x == a);
+    assert!(
+        at("stage live") < at("stage acknowledged") && at("stage acknowledged") < at("gate failed"),
+        "{actions:?}"
+    );
+    assert!(at("stage live").is_some(), "{actions:?}");
     assert!(
         failed["detail"]
             .as_str()
@@ -246,8 +264,7 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
     for marker in [
         r#"data-state="rolledBack""#,
         r#"<tr data-action="gate failed""#,
-        // (HTML-escaped: `/` is `&#x2f;`)
-        "kuma.io&#x2f;service=frontend",
+        r#"<span class="chip">1</span> <span class="muted">(a sample)</span>"#,
     ] {
         assert!(html.contains(marker), "{marker}: {html}");
     }

@@ -134,9 +134,14 @@ async fn refusals_dry_runs_copies_and_a_stop() {
             "stages",
         ),
         (
-            json!({"plan": fp, "stages": "10%,100%"}),
+            json!({"plan": fp, "stages": "0%,100%"}),
             StatusCode::BAD_REQUEST,
             "stages",
+        ),
+        (
+            json!({"plan": fp, "stages": "50%,10%,100%"}),
+            StatusCode::BAD_REQUEST,
+            "shares grow",
         ),
         (
             json!({"plan": fp, "stages": "kuma.io/zone=zone-3,100%"}),
@@ -209,6 +214,19 @@ async fn refusals_dry_runs_copies_and_a_stop() {
             &json!(["zone-1/web", "zone-2/api"])
         ]
     );
+    // A share: one DPP of the two the plan selects, by its sample point, the same every time.
+    let body = json!({"plan": fp, "stages": "1,100%", "dryRun": true});
+    let (s, r) = post(&app, ROLLOUT, &body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["stages"][0]["share"], "1", "{r:#}");
+    assert_eq!(r["stages"][0]["dataplanes"].as_array().unwrap().len(), 1);
+    let sample = r["stages"][0]["tags"][umbra_core::sample::SAMPLE_TAG]
+        .as_str()
+        .unwrap();
+    let sample = umbra_core::sample::Sample::parse(sample).unwrap();
+    assert_eq!(sample.seed, umbra_core::sample::seed_of(&fp));
+    let (_, again) = post(&app, ROLLOUT, &body).await;
+    assert_eq!(again["stages"], r["stages"]);
     let (s, _) = get(&app, ROLLOUT).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "nothing was stored");
 

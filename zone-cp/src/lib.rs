@@ -19,6 +19,7 @@ pub mod ads_http;
 pub mod ads_trace;
 pub mod api;
 pub mod bootstrap;
+pub mod convergence;
 pub mod dp_auth;
 pub mod dp_server;
 pub mod egress;

@@ -140,13 +140,20 @@ async fn read_each(
 /// A staged rollout's traffic samples (issue 40) of DPPs `names` of `mesh` in this zone: the
 /// `TrafficRequest` answer of the KDS proto, `{"samples": {name: TrafficSample}, "errors":
 /// {name: why}}`, every DPP named in one of the two (at most [`MAX_DATAPLANES`]: the others are
-/// errors), read until `deadline`.
+/// errors), read until `deadline`. With `live` policies (`Type/name`, the stage's copies),
+/// also `"acked": [name]`, `"waiting": {name: why}` and `"rejected": {name: why}` (a failed
+/// generation or a NACK): whether each DPP's Envoy runs a config
+/// with them in effect ([`crate::convergence`]), checked before its counters are read; with
+/// `acks_only`, no counter is read (`samples` is empty).
+#[allow(clippy::too_many_arguments)]
 pub async fn traffic(
     store: &Store,
     insights: &Insights,
     reconciler: Option<&Reconciler>,
     mesh: &str,
     mut names: Vec<String>,
+    live: &[String],
+    acks_only: bool,
     deadline: tokio::time::Instant,
 ) -> serde_json::Value {
     let mut errors = serde_json::Map::new();
@@ -157,6 +164,30 @@ pub async fn traffic(
         );
     }
     names.truncate(MAX_DATAPLANES);
+    let (mut acked, mut waiting, mut rejected) =
+        (Vec::new(), serde_json::Map::new(), serde_json::Map::new());
+    if !live.is_empty() {
+        use crate::convergence::{acknowledged, live_since, parse_refs, NotRunning};
+        let since = parse_refs(live).and_then(|refs| live_since(store, mesh, &refs));
+        for dp in &names {
+            let state = since
+                .clone()
+                .map_err(NotRunning::Waiting)
+                .and_then(|since| acknowledged(insights, reconciler, mesh, dp, since));
+            match state {
+                Ok(()) => acked.push(serde_json::Value::String(dp.clone())),
+                Err(NotRunning::Waiting(why)) => {
+                    waiting.insert(dp.clone(), why.into());
+                }
+                Err(NotRunning::Rejected(why)) => {
+                    rejected.insert(dp.clone(), why.into());
+                }
+            }
+        }
+    }
+    if acks_only && !live.is_empty() {
+        return serde_json::json!({"samples": {}, "errors": errors, "acked": acked, "waiting": waiting, "rejected": rejected});
+    }
     let mut samples = serde_json::Map::new();
     for (dp, text) in read_each(
         store,
@@ -179,7 +210,10 @@ pub async fn traffic(
             }
         }
     }
-    serde_json::json!({"samples": samples, "errors": errors})
+    if live.is_empty() {
+        return serde_json::json!({"samples": samples, "errors": errors});
+    }
+    serde_json::json!({"samples": samples, "errors": errors, "acked": acked, "waiting": waiting, "rejected": rejected})
 }
 
 /// The refusals of the module docs.

@@ -180,6 +180,8 @@ async fn handle(
                 reconciler.as_deref(),
                 &t.mesh,
                 t.dataplanes,
+                &t.live,
+                t.acks_only,
                 tokio::time::Instant::from_std(
                     deadline
                         .checked_sub(Duration::from_secs(1))

@@ -88,6 +88,7 @@ impl BackendRef {
                         TargetRefKind::MeshServiceSubset,
                     ],
                     gateway_listener_tags_allowed: false,
+                    sample_tag_allowed: false,
                 },
             ),
         );

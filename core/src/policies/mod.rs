@@ -342,6 +342,7 @@ pub(crate) fn validate_target_ref_at(
             &TargetRefOpts {
                 supported_kinds: kinds,
                 gateway_listener_tags_allowed,
+                sample_tag_allowed: false,
             },
         ),
     );
@@ -357,12 +358,17 @@ pub(crate) fn validate_top_target_ref(
 ) -> (ValidationError, PathBuilder) {
     let mut err = ValidationError::new();
     let spec = PathBuilder::rooted_at("spec");
-    validate_target_ref_at(
-        &mut err,
+    err.add_at(
         &spec.field("targetRef"),
-        target_ref,
-        kinds,
-        gateway_listener_tags_allowed,
+        validate_target_ref(
+            target_ref,
+            &TargetRefOpts {
+                supported_kinds: kinds,
+                gateway_listener_tags_allowed,
+                // Only the top-level targetRef selects DPPs: a rollout sample may narrow it.
+                sample_tag_allowed: true,
+            },
+        ),
     );
     (err, spec)
 }

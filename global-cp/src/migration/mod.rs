@@ -28,6 +28,7 @@ pub mod record;
 pub mod rollout;
 pub mod stages;
 pub mod steps;
+pub mod traffic;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

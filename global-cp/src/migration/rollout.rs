@@ -3,7 +3,9 @@
 //!
 //! - `POST /meshes/{mesh}/_migration/rollout` ([`start`], body [`RolloutRequest`]): checks the
 //!   plan (not applied, the mesh unchanged since it), the stage list
-//!   ([`umbra_core::rollout::parse_stages`]: tag stages, then `100%`), that every promoted
+//!   ([`umbra_core::rollout::parse_stages`]: tag stages or shares, then `100%`; a share, `1`
+//!   or `10%`, becomes a rollout sample over the DPPs the plan's policies select, whose bound
+//!   is computed here from their sample points: [`umbra_core::sample`]), that every promoted
 //!   policy narrows to every stage, and that no rollout runs in the mesh; computes which DPPs
 //!   each stage selects (from the Dataplanes the zones synced); stores the rollout durably
 //!   and answers it. The Global's leader then drives it ([`drive`]). With `dryRun: true` it
@@ -20,12 +22,15 @@
 //! that does not answer (or a DPP without a result) fails the stage closed, and a DPP outside
 //! the stage whose config would change refuses it (seed 000's old-type-off rule is mesh-wide);
 //! (3) the staged DPPs and the not-yet-staged DPPs of their services have their counters read
-//! ([`super::steps::read_traffic`]: a staged DPP that cannot be read fails the stage closed,
-//! a comparison DPP that cannot be read is left out); (4) the copies are promoted in one
-//! transaction; (5) after the soak the counters are read again and the gate compares them
-//! ([`umbra_core::rollout::evaluate_gate`]). The soak starts when the copies are committed,
-//! not when every staged Envoy has acknowledged them: a soak much shorter than the zones'
-//! propagation judges part of it on the old config (the defaults, 60 s, leave ample room). A passed gate goes on; anything
+//! ([`super::traffic::read_groups`]: a staged DPP that cannot be read fails the stage closed,
+//! a comparison DPP that cannot be read is left out): the staged DPPs' own rates before the
+//! stage; (4) the copies are promoted in one transaction; (5) the zones are asked, every
+//! [`TICK`], whether each staged DPP's Envoy has acknowledged a config with the copies in
+//! effect ([`super::traffic::read_acks`]); when all have, the counters are read again and the
+//! soak starts then, so the gate judges the new config only (a failed generation, a NACK, or
+//! [`super::stages::ACK_DEADLINE`] without every ACK fails the stage closed); (6) after the
+//! soak the counters are read again and the gate compares them
+//! ([`umbra_core::rollout::evaluate_gate`]). A passed gate goes on; anything
 //! else rolls back: every copy of the rollout deleted in one transaction. **The last stage**
 //! is the plan's apply in one transaction: the promoted policies live, the retired ones
 //! deleted, the copies deleted, only if nothing of the mesh but the copies changed since the
@@ -51,8 +56,8 @@ use umbra_core::rollout::{parse_stages, Stage, Thresholds};
 
 use super::record::{changed_inputs, inputs_of};
 use super::stages::{
-    copies, keep, promoted_policies, refs, roll_back, rollouts_key, selected_dataplanes, Phase,
-    RolloutRecord, RolloutState, StageRecord, MAX_SOAK, MAX_STAGES,
+    copies, keep, promoted_policies, refs, roll_back, rollouts_key, sample_tags,
+    selected_dataplanes, Phase, RolloutRecord, RolloutState, StageRecord, MAX_SOAK, MAX_STAGES,
 };
 use super::{conflict, load, steps};
 use crate::inspect::context::{mesh_exists, mesh_stored, InspectContext};
@@ -211,9 +216,34 @@ pub async fn start(
     // The plan's copies of its policies must read (a 500 otherwise, not the caller's fault).
     promoted_policies(&plan)?;
     let dps = steps::dataplanes(cx, mesh).await?;
+    let originals = promoted_policies(&plan)?;
+    let everyone = selected_dataplanes(mesh, &policies, &refs(&originals), &dps);
     let mut records = Vec::with_capacity(stages.len());
     for (k, stage) in stages.iter().enumerate() {
         let (tags, selected) = match stage {
+            Stage::Share(share) => {
+                let tags = sample_tags(&plan.fingerprint, share, &everyone, &dps)
+                    .ok_or_else(|| {
+                        ApiError::bad_parameter(
+                            "stages",
+                            format!(
+                                "stage {} ({share}) is a share of the DPPs the plan's policies select, and they select none",
+                                k + 1
+                            ),
+                        )
+                    })?;
+                let copies =
+                    copies(&plan, &tags, k).map_err(|e| ApiError::bad_parameter("stages", e))?;
+                let mut with = policies.clone();
+                with.extend(copies.iter().cloned());
+                let selected = selected_dataplanes(mesh, &with, &refs(&copies), &dps);
+                records.push(StageRecord {
+                    tags: Some(tags),
+                    share: Some(share.to_string()),
+                    dataplanes: selected.into_keys().collect(),
+                });
+                continue;
+            }
             Stage::Tags(tags) => {
                 let copies =
                     copies(&plan, tags, k).map_err(|e| ApiError::bad_parameter("stages", e))?;
@@ -232,16 +262,11 @@ pub async fn start(
                 }
                 (Some(tags.clone()), selected)
             }
-            Stage::All => {
-                let originals = promoted_policies(&plan)?;
-                (
-                    None,
-                    selected_dataplanes(mesh, &policies, &refs(&originals), &dps),
-                )
-            }
+            Stage::All => (None, everyone.clone()),
         };
         records.push(StageRecord {
             tags,
+            share: None,
             dataplanes: selected.into_keys().collect(),
         });
     }
@@ -420,9 +445,17 @@ async fn step(cx: &InspectContext, r: &mut RolloutRecord) {
         Phase::Live {
             stage,
             since,
+            acked: None,
+            ..
+        } => steps::await_acks(cx, r, &plan, stage, &since).await,
+        Phase::Live {
+            stage,
+            acked: Some(acked),
             staged,
             others,
-        } => steps::gate(cx, r, stage, &since, &staged, &others).await,
+            before,
+            ..
+        } => steps::gate(cx, r, stage, &acked, &staged, &others, &before).await,
         Phase::Final => steps::apply(cx, r, plan).await,
         Phase::RollingBack { reason } => steps::undo(cx, r, Some(&plan), &reason).await,
         Phase::Done => {}

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::rollout::{Stage, Thresholds, TrafficSample, Verdict};
+use umbra_core::sample::{self, Share};
 use umbra_core::view::{PolicyRef, PolicySet, Promotion};
 use umbra_kds::resource::DISPLAY_NAME_LABEL;
 
@@ -23,6 +24,10 @@ pub fn rollouts_key() -> &'static str {
     "migration-rollouts"
 }
 
+/// Longest wait for the staged DPPs' Envoys to acknowledge a stage's copies before the
+/// stage fails closed.
+pub const ACK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Rollouts kept (running ones are never dropped).
 pub const MAX_ROLLOUTS: usize = 32;
 /// Longest soak of a stage.
@@ -35,9 +40,13 @@ pub const MAX_STAGES: usize = 10;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StageRecord {
-    /// The stage's tags; absent for the last stage (every DPP).
+    /// The stage's tags; absent for the last stage (every DPP). A share's tags are its
+    /// rollout sample ([`umbra_core::sample::SAMPLE_TAG`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+    /// The share the stage was asked as (`1`, `10%`), for a sample stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<String>,
     /// The DPPs the stage's copies select, as computed when the rollout started.
     pub dataplanes: Vec<String>,
 }
@@ -64,17 +73,26 @@ pub enum Phase {
         /// The stage.
         stage: usize,
     },
-    /// Stage `stage`'s copies are live since `since` (RFC 3339): its gate is due after the
-    /// soak.
+    /// Stage `stage`'s copies are live since `since` (RFC 3339). Until `acked`, the staged
+    /// DPPs' Envoys are awaited (at most [`ACK_DEADLINE`]); the gate is due a soak after it.
     Live {
         /// The stage.
         stage: usize,
         /// When they went live.
         since: String,
-        /// The staged DPPs (`<zone>/<name>`) and their counters when they went live.
+        /// When every staged DPP's Envoy had acknowledged a config with the copies in effect
+        /// (RFC 3339): the soak's start. `None` while awaited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        acked: Option<String>,
+        /// The staged DPPs (`<zone>/<name>`) and their counters at the soak's start (before
+        /// it, when they went live).
         staged: BTreeMap<String, TrafficSample>,
-        /// The other DPPs of the same services and theirs.
+        /// The other DPPs of the same services and theirs, at the same time.
         others: BTreeMap<String, TrafficSample>,
+        /// The staged DPPs' counters when the copies went live: their own rates before the
+        /// stage (empty in a record of an earlier release: `staged` then is).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        before: BTreeMap<String, TrafficSample>,
     },
     /// The last stage: the plan's own apply is due.
     Final,
@@ -228,12 +246,7 @@ pub fn selected_dataplanes(
             }
         });
         if selects {
-            let local = s
-                .resource
-                .meta
-                .labels
-                .get(DISPLAY_NAME_LABEL)
-                .unwrap_or(&s.resource.meta.name);
+            let local = local_name(s);
             let services = dp
                 .networking
                 .inbound
@@ -244,6 +257,39 @@ pub fn selected_dataplanes(
         }
     }
     out
+}
+
+/// The rollout sample tags of a `share` of `selected` (the DPPs the plan's policies select,
+/// by [`dpp_key`]) in rollout `plan`: [`umbra_core::sample::SAMPLE_TAG`] with the bound that
+/// takes that many of their sample points. `None` when nothing is selected.
+pub fn sample_tags(
+    plan: &str,
+    share: &Share,
+    selected: &BTreeMap<String, BTreeSet<String>>,
+    dataplanes: &[Stored],
+) -> Option<BTreeMap<String, String>> {
+    let seed = sample::seed_of(plan);
+    let points: Vec<u64> = dataplanes
+        .iter()
+        .filter_map(|s| {
+            let (zone, dp) = (s.zone.as_ref()?, s.resource.as_dataplane()?);
+            selected
+                .contains_key(&dpp_key(zone, local_name(s)))
+                .then(|| sample::point(&seed, dp))
+        })
+        .collect();
+    let bound = sample::bound_for(&points, sample::share_of(points.len(), share))?;
+    let value = sample::Sample { seed, bound }.value();
+    Some(BTreeMap::from([(sample::SAMPLE_TAG.to_owned(), value)]))
+}
+
+/// A synced Dataplane's name in its zone.
+fn local_name(s: &Stored) -> &str {
+    s.resource
+        .meta
+        .labels
+        .get(DISPLAY_NAME_LABEL)
+        .unwrap_or(&s.resource.meta.name)
 }
 
 /// The plan's promoted policies, as planned.
@@ -341,11 +387,14 @@ mod tests {
         let live = Phase::Live {
             stage: 0,
             since: "t".into(),
+            acked: None,
             staged: BTreeMap::from([("z/a".to_owned(), TrafficSample::default())]),
             others: BTreeMap::new(),
+            before: BTreeMap::new(),
         };
         let json = serde_json::to_value(&live).unwrap();
         assert_eq!(json["step"], "live");
+        assert!(json.get("acked").is_none() && json.get("before").is_none());
         assert_eq!(serde_json::from_value::<Phase>(json).unwrap(), live);
     }
 }

@@ -1,33 +1,24 @@
 //! The steps of a staged rollout (issue 40), one per [`Phase`]: each does its store
 //! transaction and records its phase and decision in the rollout ([`super::rollout`] writes
-//! it, and documents the whole); and [`read_traffic`], the staged DPPs' counters read through
-//! their zones.
+//! it, and documents the whole). What they ask the zones is in [`super::traffic`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use serde_json::Value;
 use umbra_api::error::ApiError;
 use umbra_core::resource::{Resource, ResourceType};
 use umbra_core::rollout::{evaluate_gate, TrafficSample, ROLLOUT_LABEL};
 use umbra_core::view::Promotion;
-use umbra_kds::pb::inspect_request::Kind;
-use umbra_kds::pb::TrafficRequest;
 
 use super::record::{changed_inputs, inputs_of, promoted, Applied, PlanRecord};
 use super::stages::{
     copies, dpp_key, promoted_policies, refs, roll_back, selected_dataplanes, stage_tags, Phase,
-    RolloutRecord, RolloutState,
+    RolloutRecord, RolloutState, ACK_DEADLINE,
 };
+use super::traffic::{read_acks, read_groups};
 use super::{fleet_diff, save};
-use crate::inspect::context::{ask_zone_json, mesh_stored, InspectContext};
+use crate::inspect::context::{mesh_stored, InspectContext};
 use crate::inspect::shadow_diff::query::DEFAULT_FLEET_TIMEOUT;
 use crate::store::{list_all, now_rfc3339, Stored, Write};
-
-/// How long a zone may take to read its DPPs' counters.
-pub const TRAFFIC_TIMEOUT: Duration = Duration::from_secs(15);
-/// Largest answer of a zone's counters read (bytes; a sample is about 200).
-pub const MAX_TRAFFIC_BYTES: u64 = 8 << 20;
 
 pub(super) async fn dataplanes(cx: &InspectContext, mesh: &str) -> Result<Vec<Stored>, ApiError> {
     Ok(list_all(
@@ -273,8 +264,105 @@ pub(super) async fn go_live(
     r.phase = Phase::Live {
         stage,
         since: now_rfc3339(),
+        acked: None,
+        before: staged_samples.clone(),
         staged: staged_samples,
         others: others_samples,
+    };
+}
+
+/// A live stage whose staged DPPs' Envoys are awaited: once every one runs a config with the
+/// stage's copies in effect ([`read_acks`]), their counters and the comparison DPPs' are read
+/// again (the soak's start) and the soak starts; a DPP whose generation failed or whose Envoy
+/// NACKed, or [`ACK_DEADLINE`] passing, fails the stage closed.
+pub(super) async fn await_acks(
+    cx: &InspectContext,
+    r: &mut RolloutRecord,
+    plan: &PlanRecord,
+    stage: usize,
+    since: &str,
+) {
+    let Phase::Live { staged, others, .. } = &r.phase else {
+        return;
+    };
+    let (before, others) = (staged.clone(), others.clone());
+    let copies = match copies_of(plan, r, stage) {
+        Ok(c) => c,
+        Err(e) => return roll_back(r, Some(stage), "failed", e),
+    };
+    let live: Vec<String> = copies
+        .iter()
+        .map(|c| format!("{}/{}", c.ty().name(), c.meta.name))
+        .collect();
+    let keys: BTreeSet<String> = before.keys().cloned().collect();
+    let acks = read_acks(cx, &r.mesh, &keys, &live).await;
+    if let Some((dpp, why)) = acks.rejected.iter().next() {
+        return roll_back(
+            r,
+            Some(stage),
+            "failed",
+            format!("staged DPP {dpp} does not run the stage's copies: {why}: failing closed"),
+        );
+    }
+    let waited = elapsed(since);
+    if !keys.iter().all(|k| acks.acked.contains(k)) {
+        if waited < ACK_DEADLINE.as_secs() {
+            tracing::debug!(plan = %r.plan, stage = stage + 1, waiting = ?acks.waiting, "rollout: awaiting the staged DPPs' Envoys");
+            return;
+        }
+        let (dpp, why) = acks
+            .waiting
+            .iter()
+            .next()
+            .map_or(("?", "no answer"), |(d, w)| (d.as_str(), w.as_str()));
+        return roll_back(
+            r,
+            Some(stage),
+            "failed",
+            format!(
+                "{} of the {} staged DPPs did not acknowledge the stage's copies within {} s ({dpp}: {why}): failing closed",
+                keys.len() - acks.acked.len(),
+                keys.len(),
+                ACK_DEADLINE.as_secs()
+            ),
+        );
+    }
+    let others_keys: Vec<String> = others.keys().cloned().collect();
+    let samples = match read_groups(cx, &r.mesh, &keys, &others_keys).await {
+        Ok(s) => s,
+        Err(e) => {
+            return roll_back(
+                r,
+                Some(stage),
+                "failed",
+                format!("counters at the soak's start: {e}: failing closed"),
+            )
+        }
+    };
+    let pick = |ks: &mut dyn Iterator<Item = &String>| -> BTreeMap<String, TrafficSample> {
+        ks.filter_map(|k| samples.get(k).map(|s| (k.clone(), *s)))
+            .collect()
+    };
+    let staged_now = pick(&mut keys.iter());
+    let others_now = pick(&mut others_keys.iter());
+    r.decide(
+        Some(stage),
+        "stage acknowledged",
+        format!(
+            "every staged DPP's Envoy ({}) runs the stage's copies, {waited} s after they went live; the {} s soak starts",
+            keys.len(),
+            r.soak_seconds
+        ),
+        None,
+        None,
+    );
+    r.phase = Phase::Live {
+        stage,
+        since: since.to_owned(),
+        acked: Some(now_rfc3339()),
+        staged: staged_now,
+        others: others_now,
+        before,
     };
 }
 
@@ -301,26 +389,6 @@ fn copies_of(plan: &PlanRecord, r: &RolloutRecord, stage: usize) -> Result<Vec<R
     copies(plan, &stage_tags(r, stage), stage)
 }
 
-/// The counters of the `staged` DPPs, every one of them (else the error: a gate fails
-/// closed), and of those of `others` that can be read (a comparison DPP that went away or
-/// cannot be read is left out of the comparison).
-async fn read_groups(
-    cx: &InspectContext,
-    mesh: &str,
-    staged: &BTreeSet<String>,
-    others: &[String],
-) -> Result<BTreeMap<String, TrafficSample>, String> {
-    let keys: BTreeSet<String> = staged.iter().chain(others).cloned().collect();
-    let (samples, errors) = read_traffic(cx, mesh, &keys).await;
-    if let Some((dpp, why)) = errors.iter().find(|(k, _)| staged.contains(*k)) {
-        return Err(format!("staged DPP {dpp}: {why}"));
-    }
-    if !errors.is_empty() {
-        tracing::info!(%mesh, left_out = errors.len(), "rollout: comparison DPPs that cannot be read are left out");
-    }
-    Ok(samples)
-}
-
 /// Seconds since RFC 3339 `since` (0 when it cannot be read).
 fn elapsed(since: &str) -> u64 {
     let Ok(t) = time::OffsetDateTime::parse(since, &time::format_description::well_known::Rfc3339)
@@ -330,15 +398,18 @@ fn elapsed(since: &str) -> u64 {
     u64::try_from((time::OffsetDateTime::now_utc() - t).whole_seconds()).unwrap_or(0)
 }
 
+/// The gate of a live stage whose soak started at `acked`: `staged` and `others` are the
+/// counters at the soak's start, `before` the staged DPPs' when the copies went live.
 pub(super) async fn gate(
     cx: &InspectContext,
     r: &mut RolloutRecord,
     stage: usize,
-    since: &str,
+    acked: &str,
     staged: &BTreeMap<String, TrafficSample>,
     others: &BTreeMap<String, TrafficSample>,
+    before: &BTreeMap<String, TrafficSample>,
 ) {
-    if elapsed(since) < r.soak_seconds {
+    if elapsed(acked) < r.soak_seconds {
         return;
     }
     let staged_keys: BTreeSet<String> = staged.keys().cloned().collect();
@@ -362,7 +433,7 @@ pub(super) async fn gate(
     };
     let staged_delta = TrafficSample::sum(&delta(staged));
     let others_delta = TrafficSample::sum(&delta(others));
-    let before = TrafficSample::sum(staged.values());
+    let before = TrafficSample::sum(before.values());
     let verdict = evaluate_gate(&staged_delta, &others_delta, &before, &r.thresholds);
     if verdict.passed {
         let detail = format!(
@@ -583,85 +654,4 @@ pub(super) async fn undo(
     r.state = RolloutState::RolledBack;
     r.phase = Phase::Done;
     tracing::warn!(mesh = %r.mesh, plan = %r.plan, %reason, "staged rollout rolled back");
-}
-
-/// Most DPPs one `TrafficRequest` names (a zone reads at most so many per request).
-const PER_REQUEST: usize = 1000;
-
-/// The counters of DPPs `keys` (`<zone>/<name>`) of `mesh`, asked of their zones at once
-/// (each zone's in requests of [`PER_REQUEST`] DPPs, one after the other), and why each DPP
-/// that could not be read was not (a zone that cannot be asked: all of its DPPs).
-pub async fn read_traffic(
-    cx: &InspectContext,
-    mesh: &str,
-    keys: &BTreeSet<String>,
-) -> (BTreeMap<String, TrafficSample>, BTreeMap<String, String>) {
-    let mut by_zone: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for k in keys {
-        let (zone, name) = k.split_once('/').unwrap_or(("", k));
-        by_zone.entry(zone).or_default().push(name.to_owned());
-    }
-    let asks = by_zone.into_iter().map(|(zone, names)| async move {
-        let mut answers = Vec::new();
-        for chunk in names.chunks(PER_REQUEST) {
-            answers.push((
-                chunk.to_vec(),
-                ask_traffic(cx, zone, mesh, chunk.to_vec()).await,
-            ));
-        }
-        (zone, answers)
-    });
-    let (mut samples, mut errors) = (BTreeMap::new(), BTreeMap::new());
-    for (zone, answers) in futures_util::future::join_all(asks).await {
-        for (names, answer) in answers {
-            let answer = match answer {
-                Ok(a) => a,
-                Err(e) => {
-                    for n in names {
-                        errors.insert(dpp_key(zone, &n), format!("zone {zone:?}: {e}"));
-                    }
-                    continue;
-                }
-            };
-            for (name, why) in answer["errors"].as_object().into_iter().flatten() {
-                errors.insert(
-                    dpp_key(zone, name),
-                    why.as_str().unwrap_or("unreadable").to_owned(),
-                );
-            }
-            for (name, sample) in answer["samples"].as_object().into_iter().flatten() {
-                match serde_json::from_value::<TrafficSample>(sample.clone()) {
-                    Ok(s) => {
-                        samples.insert(dpp_key(zone, name), s);
-                    }
-                    Err(e) => {
-                        errors.insert(
-                            dpp_key(zone, name),
-                            format!("its sample does not read: {e}"),
-                        );
-                    }
-                }
-            }
-            for n in names {
-                let k = dpp_key(zone, &n);
-                if !samples.contains_key(&k) && !errors.contains_key(&k) {
-                    errors.insert(k, format!("zone {zone:?} did not answer for it"));
-                }
-            }
-        }
-    }
-    (samples, errors)
-}
-
-async fn ask_traffic(
-    cx: &InspectContext,
-    zone: &str,
-    mesh: &str,
-    names: Vec<String>,
-) -> Result<Value, String> {
-    let kind = Kind::Traffic(TrafficRequest {
-        mesh: mesh.to_owned(),
-        dataplanes: names,
-    });
-    ask_zone_json(&cx.hub, zone, kind, TRAFFIC_TIMEOUT, MAX_TRAFFIC_BYTES).await
 }
