@@ -97,6 +97,12 @@ pub struct DataplaneSpec {
     /// Probes (opaque).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<Value>,
+    /// Not a Dataplane: a stand-in built to match policies against something else (an
+    /// ExternalService on a ZoneEgress, the converter's probes). Never read from nor written
+    /// to a document; a rollout sample ([`crate::sample`]) never selects it, as it stages DPPs
+    /// only.
+    #[serde(skip)]
+    pub synthetic: bool,
 }
 
 /// `networking` of a Dataplane.

@@ -227,10 +227,11 @@ fn parse_share(at: usize, item: &str) -> Result<Option<Share>, String> {
     }
     if !item.is_empty() && item.chars().all(|c| c.is_ascii_digit()) {
         return match item.parse::<usize>() {
-            Ok(c) if c >= 1 => Ok(Some(Share::Count(c))),
-            _ => Err(format!(
+            Ok(0) => Err(format!(
                 "stage {at} ({item}): a count of DPPs is at least 1"
             )),
+            Ok(c) => Ok(Some(Share::Count(c))),
+            Err(_) => Err(format!("stage {at} ({item}): too large a count of DPPs")),
         };
     }
     Ok(None)
@@ -718,6 +719,7 @@ mod tests {
             ("a=b,,100%", "stage 2 is empty"),
             ("a=b,100%,c=d", "after 100%"),
             ("0,100%", "at least 1"),
+            ("99999999999999999999999,100%", "too large"),
             ("0%,100%", "from 1% to 99%"),
             ("150%,100%", "from 1% to 99%"),
             ("2.5%,100%", "whole number"),

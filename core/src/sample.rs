@@ -107,7 +107,9 @@ impl std::fmt::Display for Share {
 }
 
 /// The selector `tags` without [`SAMPLE_TAG`] when `dp` is in its sample (or it has none);
-/// `None` when `dp` is outside it or the value does not read (validation refuses that).
+/// `None` when `dp` is outside it, is a stand-in for something else
+/// ([`DataplaneSpec::synthetic`]: a sample stages DPPs only), or the value does not read
+/// (validation refuses that).
 pub fn strip<'a>(
     tags: &'a BTreeMap<String, String>,
     dp: &DataplaneSpec,
@@ -116,7 +118,7 @@ pub fn strip<'a>(
         return Some(std::borrow::Cow::Borrowed(tags));
     };
     let sample = Sample::parse(value).ok()?;
-    if !contains(&sample, dp) {
+    if dp.synthetic || !contains(&sample, dp) {
         return None;
     }
     let mut rest = tags.clone();
@@ -271,6 +273,12 @@ mod tests {
         }
         let malformed = BTreeMap::from([(SAMPLE_TAG.to_owned(), "x".to_owned())]);
         assert!(strip(&malformed, &a).is_none());
+        let mut stand_in = a.clone();
+        stand_in.synthetic = true;
+        assert!(
+            strip(&inside, &stand_in).is_none(),
+            "a stand-in is never sampled"
+        );
         let plain = BTreeMap::from([("a".to_owned(), "b".to_owned())]);
         assert_eq!(strip(&plain, &a).unwrap().len(), 1);
         let path = crate::validate::PathBuilder::rooted_at("tags");

@@ -278,6 +278,82 @@ async fn mesh_timeout_request_timeout_gives_504() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_cluster_warms_at_once() -> anyhow::Result<()> {
+    changed_cluster_scenario(AdsApi::Sotw).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_xds_a_changed_cluster_warms_at_once() -> anyhow::Result<()> {
+    changed_cluster_scenario(AdsApi::Delta).await
+}
+
+/// A change of an EDS cluster (its connect timeout, by a MeshTimeout) takes effect on a
+/// running Envoy at once, three times over: Envoy re-warms the changed cluster and waits for
+/// its endpoints in an EDS response, which the zone sends right behind every CDS response
+/// (xDS protocol doc, "Resource warming"). Unanswered, the cluster would run its old config
+/// until its 15 s `initial_fetch_timeout` ran out.
+async fn changed_cluster_scenario(api: AdsApi) -> anyhow::Result<()> {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: envoy not installed");
+        return Ok(());
+    };
+    let (zone, _backend, frontend, out, _app) = topology(&envoy, Duration::ZERO, api).await?;
+    // The connect timeout of frontend's active `backend` cluster, and whether any cluster is
+    // still warming.
+    let state = |admin| async move {
+        let (_, active) = http(
+            admin,
+            "GET",
+            "/config_dump?resource=dynamic_active_clusters",
+            None,
+        )
+        .await
+        .ok()?;
+        let (_, warming) = http(
+            admin,
+            "GET",
+            "/config_dump?resource=dynamic_warming_clusters",
+            None,
+        )
+        .await
+        .ok()?;
+        let active: serde_json::Value = serde_json::from_str(&active).ok()?;
+        let warming: serde_json::Value = serde_json::from_str(&warming).ok()?;
+        let timeout = active["configs"]
+            .as_array()?
+            .iter()
+            .find(|c| c["cluster"]["name"] == "backend")?["cluster"]["connect_timeout"]
+            .as_str()?
+            .to_owned();
+        let warming = warming["configs"].as_array().is_some_and(|c| !c.is_empty());
+        Some((timeout, warming))
+    };
+    for secs in [3, 7, 4] {
+        zone.apply(
+            "/meshes/default/meshtimeouts/connect",
+            &format!("type: MeshTimeout\nmesh: default\nname: connect\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default: {{connectionTimeout: {secs}s}}\n"),
+        )
+        .await?;
+        let started = std::time::Instant::now();
+        let want = format!("{secs}s");
+        let warmed = wait_until(Duration::from_secs(12), || {
+            let want = want.clone();
+            async move { state(frontend.admin).await == Some((want, false)) }
+        })
+        .await;
+        assert!(
+            warmed.is_ok() && started.elapsed() < Duration::from_secs(8),
+            "connect timeout {secs}s not active within 8 s ({:?}; state {:?}):\n{}",
+            started.elapsed(),
+            state(frontend.admin).await,
+            frontend.log_tail()
+        );
+        wait_for_status(out, 200, Duration::from_secs(5)).await?;
+    }
+    zone.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nack_keeps_last_good_config_and_recovers() -> anyhow::Result<()> {
     nack_scenario(AdsApi::Sotw).await
 }

@@ -144,6 +144,12 @@ async fn refusals_dry_runs_copies_and_a_stop() {
             "shares grow",
         ),
         (
+            // 2 DPPs, then 50% of the 2: fewer.
+            json!({"plan": fp, "stages": "2,50%,100%"}),
+            StatusCode::BAD_REQUEST,
+            "fewer than an earlier stage",
+        ),
+        (
             json!({"plan": fp, "stages": "kuma.io/zone=zone-3,100%"}),
             StatusCode::BAD_REQUEST,
             "selects no DPP",

@@ -114,6 +114,16 @@ impl Limit {
 }
 
 impl DeltaType {
+    /// Owe `names` again: the next [`DeltaType::next`] sends those it has, even at the version
+    /// Envoy holds. After a CDS response, Envoy re-warms each changed EDS cluster and waits for
+    /// its endpoints in a response; unanswered, it warms only when its `initial_fetch_timeout`
+    /// runs out (xDS protocol doc, "Resource warming"; as [`crate::sotw`] does for SotW).
+    pub fn resend<'a>(&mut self, names: impl IntoIterator<Item = &'a String>) {
+        for name in names {
+            self.held.remove(name);
+        }
+    }
+
     /// Apply `req`: subscription changes first, then its answer, if any. `legacy_wildcard`:
     /// a first request naming nothing subscribes to everything ([`supports_wildcard`] for
     /// Envoy types; every KDS type).
@@ -367,6 +377,23 @@ mod tests {
             Reply::Ack
         );
         assert_eq!(t.held, versions(&[("a", "2")]));
+    }
+
+    #[test]
+    fn a_resend_sends_held_resources_once_more() {
+        let mut t = DeltaType::default();
+        t.on_request(false, &req(&["a", "b"], ""));
+        let v1 = versions(&[("a", "1"), ("b", "1")]);
+        t.next_all(&v1, "1").unwrap();
+        t.on_request(false, &req(&[], "1"));
+        assert_eq!(t.next_all(&v1, "2"), None);
+        // A CDS response changed cluster a (and named one EDS has not): a is owed again, once.
+        t.resend(&["a".to_owned(), "zzz".to_owned()]);
+        let u = t.next_all(&v1, "2").unwrap();
+        assert_eq!((u.send, u.removed), (vec!["a".into()], vec![]));
+        t.on_request(false, &req(&[], "2"));
+        assert_eq!(t.next_all(&v1, "3"), None);
+        assert_eq!(t.held, v1);
     }
 
     #[test]

@@ -19,7 +19,13 @@
 //!   which is not sent again; Envoy keeps its last good config, whose version it reports in
 //!   `version_info`. When the current version goes back to that one (the offending change
 //!   was undone), the NACK is over;
-//! - a version is sent at most once while it stays current (versions are content hashes).
+//! - a version is sent at most once while it stays current (versions are content hashes),
+//!   except when [`SotwType::resend`] owes it again: Envoy re-warms every EDS cluster a CDS
+//!   response changed and waits for its endpoints in an EDS *response*, but its EDS request
+//!   names the same resources with the same version, which reads as an ACK; unanswered, the
+//!   changed clusters warm only when their `initial_fetch_timeout` (15 s) runs out, and run
+//!   their old config until then (xDS protocol doc, "Resource warming"; Kuma answers EDS at
+//!   cluster warming for the same reason). The server resends EDS after every CDS response.
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
@@ -128,6 +134,15 @@ impl SotwType {
         step
     }
 
+    /// Owe the current version again: the next [`SotwType::next`] sends it even if it went
+    /// out before (see the module docs: EDS after a CDS response). Nothing before the
+    /// subscription opens.
+    pub fn resend(&mut self) {
+        if self.subscribed {
+            self.sent_version = None;
+        }
+    }
+
     /// Record that `version` went out with `nonce`.
     pub fn sent(&mut self, version: String, nonce: String) {
         self.sent_version = Some(version);
@@ -157,6 +172,24 @@ mod tests {
     fn nothing_is_sent_before_a_subscription() {
         let mut t = SotwType::default();
         assert_eq!(t.next("v1"), Step::default());
+        t.resend();
+        assert_eq!(t.next("v1"), Step::default(), "resend opens nothing");
+    }
+
+    #[test]
+    fn a_resend_owes_the_sent_version_once_more() {
+        let mut t = SotwType::default();
+        t.on_request(&named("", "", &["a"]));
+        t.sent("v1".into(), "1".into());
+        t.on_request(&named("1", "v1", &["a"]));
+        assert!(!t.next("v1").send);
+        // A CDS response went out: EDS is owed again, once.
+        t.resend();
+        assert!(t.next("v1").send);
+        t.sent("v1".into(), "2".into());
+        assert!(!t.next("v1").send);
+        // Envoy's EDS request of the warming cluster, answering the first response, is stale.
+        assert_eq!(t.on_request(&named("1", "v1", &["a"])), SotwReply::Stale);
     }
 
     fn named(nonce: &str, version: &str, names: &[&str]) -> DiscoveryRequest {

@@ -223,7 +223,7 @@ fn permission(
 ) -> Result<Permission, GenerateError> {
     // The ExternalService as a Dataplane with one inbound carrying its tags: what the
     // top-level targetRefs and the old TrafficPermissions' destinations are matched against.
-    let synthetic: DataplaneSpec = serde_json::from_value(serde_json::json!({
+    let mut synthetic: DataplaneSpec = serde_json::from_value(serde_json::json!({
         "networking": {
             "address": "127.0.0.1",
             "inbound": [{"port": 1, "tags": es.declared_tags}],
@@ -234,6 +234,8 @@ fn permission(
         resource: format!("ExternalService/{}", es.name),
         reason: format!("its tags do not read as a selector: {e}"),
     })?;
+    // A staged rollout's sample selects DPPs only, never the egress's view of a service.
+    synthetic.synthetic = true;
     let Some(inbound) = synthetic.networking.inbound.first() else {
         return Ok(Permission::Mesh(rbac_rules(&deny_rules(), mesh)?));
     };

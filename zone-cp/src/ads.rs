@@ -30,19 +30,14 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     Resource as DeltaResource,
 };
-use envoy_types::pb::google::protobuf::Any;
-use prost::{Message, Name};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status, Streaming};
-use umbra_xds::interner::Shared;
-use umbra_xds::snapshot::Snapshot;
-use umbra_xds_protocol::type_url::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, RUNTIME_TYPE, SECRET_TYPE,
-};
+use umbra_xds_protocol::type_url::{CLUSTER_TYPE, ENDPOINT_TYPE};
 use umbra_xds_protocol::version::{type_version, ResourceVersions};
 
+use crate::ads_wire::{resource, resources};
 use crate::reconciler::{DpKey, Reconciler, TYPE_ORDER};
 use umbra_xds_protocol::delta::{supports_wildcard, DeltaType, Limit, Reply};
 use umbra_xds_protocol::sotw::{SotwReply, SotwType};
@@ -257,41 +252,6 @@ impl Ads {
     }
 }
 
-/// `r` as an `Any`, its value the encoding the snapshot keeps ([`Shared::wire`]): computed once
-/// with the resource's version and shared by every stream of every DPP holding the resource,
-/// so serving a resource copies bytes and encodes nothing (issue 39).
-fn pack<M: Message + Name>(r: &Shared<M>) -> Any {
-    Any {
-        type_url: M::type_url(),
-        value: r.wire().to_vec(),
-    }
-}
-
-/// The resources of `type_url` in `dp`'s snapshot that a SotW subscription to `names` (empty:
-/// all) gets, packed, in name order.
-fn resources(dp: &crate::reconciler::DpSnapshot, type_url: &str, names: &[String]) -> Vec<Any> {
-    dp.resources
-        .get(type_url)
-        .into_iter()
-        .flat_map(|versions| versions.keys())
-        .filter(|n| names.is_empty() || names.contains(n))
-        .filter_map(|n| resource(&dp.snapshot, type_url, n))
-        .collect()
-}
-
-/// One resource of `snap`, packed.
-fn resource(snap: &Snapshot, type_url: &str, name: &str) -> Option<Any> {
-    match type_url {
-        CLUSTER_TYPE => snap.clusters.get(name).map(pack),
-        ENDPOINT_TYPE => snap.endpoints.get(name).map(pack),
-        LISTENER_TYPE => snap.listeners.get(name).map(pack),
-        ROUTE_TYPE => snap.routes.get(name).map(pack),
-        SECRET_TYPE => snap.secrets.get(name).map(pack),
-        RUNTIME_TYPE => snap.runtimes.get(name).map(pack),
-        _ => None,
-    }
-}
-
 pub use crate::node_metadata::{
     dataplane_from_metadata, register_dataplane, DATAPLANE_METADATA_KEY,
 };
@@ -385,6 +345,12 @@ impl StreamCtx {
         };
         tracing::debug!(type_url, %version, %nonce, "xDS push");
         state.sent(version, nonce);
+        if type_url == CLUSTER_TYPE {
+            // The clusters it changes warm on an EDS response (SotwType::resend).
+            if let Some(eds) = self.types.get_mut(ENDPOINT_TYPE) {
+                eds.resend();
+            }
+        }
         insights.update_stream(&self.key, self.generation, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "sotw");
         self.traces
@@ -608,7 +574,9 @@ impl Flavour for StreamCtx {
         insights: &Insights,
         tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
     ) -> bool {
+        // A CDS response owes EDS right behind it, on whatever path CDS went out.
         self.maybe_send(type_url, rec, insights, tx).await
+            && (type_url != CLUSTER_TYPE || self.maybe_send(ENDPOINT_TYPE, rec, insights, tx).await)
     }
 }
 
@@ -623,6 +591,7 @@ impl Flavour for DeltaCtx {
             types: HashMap::new(),
             nonce: 0,
             traces: Default::default(),
+            recorded: HashMap::new(),
         }
     }
     fn key(&self) -> &DpKey {
@@ -650,6 +619,8 @@ impl Flavour for DeltaCtx {
         tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
     ) -> bool {
         DeltaCtx::push(self, type_url, rec, insights, tx).await
+            && (type_url != CLUSTER_TYPE
+                || DeltaCtx::push(self, ENDPOINT_TYPE, rec, insights, tx).await)
     }
 }
 
@@ -661,6 +632,8 @@ struct DeltaCtx {
     types: HashMap<String, DeltaType>,
     nonce: u64,
     traces: crate::ads_trace::Traces,
+    /// Per type URL, the held version last recorded as ACKed without a response.
+    recorded: HashMap<String, String>,
 }
 
 impl DeltaCtx {
@@ -735,6 +708,18 @@ impl DeltaCtx {
             });
         }
         let Some(update) = update else {
+            // Nothing owed and nothing in flight: Envoy holds the current resources. After a
+            // reconnect that told them (`initial_resource_versions`) no response, hence no
+            // ACK, follows: record what it holds as ACKed once (crate::convergence reads it).
+            if state.pending.is_none() && state.rejected.is_empty() {
+                let held = type_version(&state.held);
+                if self.recorded.get(type_url) != Some(&held) {
+                    self.recorded.insert(type_url.to_owned(), held.clone());
+                    insights.update_stream(&self.key, self.generation, |i| {
+                        i.acked.insert(type_url.to_owned(), held);
+                    });
+                }
+            }
             return true;
         };
         self.nonce += 1;
@@ -758,6 +743,12 @@ impl DeltaCtx {
             nonce,
             ..Default::default()
         };
+        if type_url == CLUSTER_TYPE {
+            // The clusters it changes warm on an EDS response (DeltaType::resend).
+            if let Some(eds) = self.types.get_mut(ENDPOINT_TYPE) {
+                eds.resend(&update.send);
+            }
+        }
         tracing::debug!(type_url, version = %response.system_version_info, nonce = %response.nonce, "xDS push");
         insights.update_stream(&self.key, self.generation, |i| i.sent(type_url));
         count(XDS_PUSHES, type_url, "delta");
@@ -791,6 +782,8 @@ impl Drop for StreamGauge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::{Message, Name};
+    use umbra_xds::snapshot::Snapshot;
 
     #[test]
     fn node_ids() {

@@ -5,7 +5,9 @@
 //!
 //! A DPP `name` of `mesh` runs `policies` (`(type, name)`) when, in this zone:
 //! 1. every one of them is in the zone's store and live (not `kuma.io/effect: shadow`): the
-//!    Global's write reached the zone over KDS;
+//!    Global's write reached the zone over KDS ([`Stage::read`]), and one of them selects the
+//!    DPP as the zone has it (a DPP the Global staged but the zone's copies do not select, its
+//!    Dataplane changed meanwhile, is reported as not running them, not as ACKed);
 //! 2. the reconciler has completed a pass from at least the store revision that wrote the
 //!    last of them ([`Reconciler::reconciled_revision`]), so the DPP's snapshot reflects them,
 //!    and that snapshot's generation succeeded (a failed one serves the last good config,
@@ -13,11 +15,15 @@
 //! 3. its Envoy's ADS stream is open and has ACKed the snapshot's version of every type a
 //!    policy shapes that the snapshot has resources of: listeners, clusters and route
 //!    configurations (versions are content hashes, so an equal later snapshot counts). A NACK
-//!    of that version is reported as such.
+//!    of that version is reported as such. Endpoints are not awaited: they follow their
+//!    clusters, and a locality-aware MeshLoadBalancingStrategy's endpoint weights are then the
+//!    one part of a stage the soak may start without.
 //!
 //! Answers are words for the Global's decisions: `Ok(())`, or why not yet.
 
+use umbra_core::dataplane::DataplaneSpec;
 use umbra_core::resource::{ResourceKey, ResourceType};
+use umbra_core::view::{PolicySet, View};
 use umbra_xds_protocol::type_url::{CLUSTER_TYPE, LISTENER_TYPE, ROUTE_TYPE};
 
 use crate::insight::Insights;
@@ -42,31 +48,65 @@ pub fn parse_refs(refs: &[String]) -> Result<Vec<(ResourceType, String)>, String
         .collect()
 }
 
-/// The store revision from which every one of `policies` is live in this zone.
-///
-/// # Errors
-/// The first policy not in the zone yet, or still shadow there.
-pub fn live_since(
-    store: &Store,
-    mesh: &str,
-    policies: &[(ResourceType, String)],
-) -> Result<u64, String> {
-    let mut revision = 0;
-    for (ty, name) in policies {
-        let key = ResourceKey {
-            ty: *ty,
-            mesh: mesh.to_owned(),
-            name: name.clone(),
-        };
-        match store.get(&key) {
-            None => return Err(format!("{}/{name} has not reached the zone yet", ty.name())),
-            Some(s) if s.resource.meta.is_shadow() => {
-                return Err(format!("{}/{name} is still shadow in the zone", ty.name()))
+/// What the zone knows of a stage's copies: the store revision from which every one is live
+/// here, and the zone's Live policies, to tell which DPPs they select.
+pub struct Stage {
+    /// The copies.
+    pub policies: Vec<(ResourceType, String)>,
+    /// The store revision that wrote the last of them.
+    pub since: u64,
+    /// The mesh's Live policies as this zone has them.
+    pub set: PolicySet,
+}
+
+impl Stage {
+    /// The copies of `refs` (`Type/name`) in `mesh`, as this zone has them.
+    ///
+    /// # Errors
+    /// A reference that does not read, or the first copy not in the zone yet or still shadow
+    /// there.
+    pub fn read(store: &Store, mesh: &str, refs: &[String]) -> Result<Self, String> {
+        let policies = parse_refs(refs)?;
+        let mut since = 0;
+        for (ty, name) in &policies {
+            let key = ResourceKey {
+                ty: *ty,
+                mesh: mesh.to_owned(),
+                name: name.clone(),
+            };
+            match store.get(&key) {
+                None => return Err(format!("{}/{name} has not reached the zone yet", ty.name())),
+                Some(s) if s.resource.meta.is_shadow() => {
+                    return Err(format!("{}/{name} is still shadow in the zone", ty.name()))
+                }
+                Some(s) => since = since.max(s.revision),
             }
-            Some(s) => revision = revision.max(s.revision),
         }
+        let resources = store.mesh_resources(mesh);
+        let set = PolicySet::build(mesh, &resources, View::Live);
+        Ok(Self {
+            policies,
+            since,
+            set,
+        })
     }
-    Ok(revision)
+
+    /// `true` when one of the copies selects `dp` here (by its top-level targetRef; a
+    /// MeshHTTPRoute by its own).
+    pub fn selects(&self, dp: &DataplaneSpec) -> bool {
+        let deps = umbra_core::dependencies::selection(dp, &self.set);
+        self.policies.iter().any(|(ty, name)| {
+            if *ty == ResourceType::MeshHTTPRoute {
+                self.set
+                    .matched(*ty, dp)
+                    .dataplane_policies
+                    .iter()
+                    .any(|p| &p.meta().name == name)
+            } else {
+                deps.policies.iter().any(|d| d.ty == *ty && d.name == name)
+            }
+        })
+    }
 }
 
 /// Why a DPP does not run the policies.
@@ -78,19 +118,38 @@ pub enum NotRunning {
     Rejected(String),
 }
 
-/// Whether DPP `mesh`/`name`'s Envoy runs a config from store revision `since` or later (see
-/// the module docs, points 2 and 3).
+/// Whether DPP `mesh`/`name`'s Envoy runs a config with the copies of `stage` in effect (see
+/// the module docs).
 ///
 /// # Errors
 /// [`NotRunning`], with why in words.
 pub fn acknowledged(
+    store: &Store,
     insights: &Insights,
     reconciler: Option<&Reconciler>,
     mesh: &str,
     name: &str,
-    since: u64,
+    stage: &Stage,
 ) -> Result<(), NotRunning> {
     let waiting = |why: &str| NotRunning::Waiting(why.to_owned());
+    let key = ResourceKey {
+        ty: ResourceType::Dataplane,
+        mesh: mesh.to_owned(),
+        name: name.to_owned(),
+    };
+    let dataplane = store
+        .get(&key)
+        .ok_or_else(|| waiting("no such Dataplane in the zone"))?;
+    let dp = dataplane
+        .resource
+        .as_dataplane()
+        .ok_or_else(|| waiting("no such Dataplane in the zone"))?;
+    if !stage.selects(dp) {
+        return Err(NotRunning::Rejected(
+            "the stage's copies do not select it in this zone (its Dataplane changed since the stage was computed?)".into(),
+        ));
+    }
+    let since = stage.since;
     let reconciler = reconciler.ok_or_else(|| waiting("this zone CP generates no config"))?;
     if reconciler.reconciled_revision() < since {
         return Err(waiting(
@@ -116,7 +175,15 @@ pub fn acknowledged(
         let Some(version) = snapshot.versions.get(ty) else {
             continue;
         };
-        if let Some(n) = insight.nacked.get(ty).filter(|n| &n.version == version) {
+        // SotW records the rejected type version, delta the rejected resources' versions.
+        let current = snapshot.resources.get(ty);
+        let rejects_current = |n: &&crate::insight::Nack| {
+            &n.version == version
+                || n.version
+                    .split(',')
+                    .any(|v| !v.is_empty() && current.is_some_and(|c| c.values().any(|cv| cv == v)))
+        };
+        if let Some(n) = insight.nacked.get(ty).filter(rejects_current) {
             return Err(NotRunning::Rejected(format!(
                 "its Envoy rejected (NACK) the {} config: {}",
                 short(ty),

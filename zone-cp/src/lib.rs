@@ -17,6 +17,7 @@ pub mod admin_tls;
 pub mod ads;
 pub mod ads_http;
 pub mod ads_trace;
+pub mod ads_wire;
 pub mod api;
 pub mod bootstrap;
 pub mod convergence;

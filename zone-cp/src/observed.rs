@@ -167,13 +167,13 @@ pub async fn traffic(
     let (mut acked, mut waiting, mut rejected) =
         (Vec::new(), serde_json::Map::new(), serde_json::Map::new());
     if !live.is_empty() {
-        use crate::convergence::{acknowledged, live_since, parse_refs, NotRunning};
-        let since = parse_refs(live).and_then(|refs| live_since(store, mesh, &refs));
+        use crate::convergence::{acknowledged, NotRunning, Stage};
+        let stage = Stage::read(store, mesh, live);
         for dp in &names {
-            let state = since
-                .clone()
-                .map_err(NotRunning::Waiting)
-                .and_then(|since| acknowledged(insights, reconciler, mesh, dp, since));
+            let state = match &stage {
+                Ok(stage) => acknowledged(store, insights, reconciler, mesh, dp, stage),
+                Err(why) => Err(NotRunning::Waiting(why.clone())),
+            };
             match state {
                 Ok(()) => acked.push(serde_json::Value::String(dp.clone())),
                 Err(NotRunning::Waiting(why)) => {

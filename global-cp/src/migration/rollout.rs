@@ -219,6 +219,8 @@ pub async fn start(
     let originals = promoted_policies(&plan)?;
     let everyone = selected_dataplanes(mesh, &policies, &refs(&originals), &dps);
     let mut records = Vec::with_capacity(stages.len());
+    // The DPPs the last share stage took: a later share must not take fewer.
+    let mut last_share: Option<(usize, String)> = None;
     for (k, stage) in stages.iter().enumerate() {
         let (tags, selected) = match stage {
             Stage::Share(share) => {
@@ -237,6 +239,19 @@ pub async fn start(
                 let mut with = policies.clone();
                 with.extend(copies.iter().cloned());
                 let selected = selected_dataplanes(mesh, &with, &refs(&copies), &dps);
+                if let Some((n, earlier)) = &last_share {
+                    if selected.len() < *n {
+                        return Err(ApiError::bad_parameter(
+                            "stages",
+                            format!(
+                                "stage {} ({share}) takes {} DPPs, fewer than an earlier stage ({earlier}, {n}): shares grow",
+                                k + 1,
+                                selected.len()
+                            ),
+                        ));
+                    }
+                }
+                last_share = Some((selected.len(), share.to_string()));
                 records.push(StageRecord {
                     tags: Some(tags),
                     share: Some(share.to_string()),
@@ -442,6 +457,17 @@ async fn step(cx: &InspectContext, r: &mut RolloutRecord) {
     match r.phase.clone() {
         Phase::Pending { stage } => steps::write_copies(cx, r, &plan, stage).await,
         Phase::Created { stage } => steps::go_live(cx, r, &plan, stage).await,
+        // A record of an earlier release (no `before`): its soak ran from the commit.
+        Phase::Live {
+            stage,
+            since,
+            acked: None,
+            staged,
+            others,
+            before,
+        } if before.is_empty() => {
+            steps::gate(cx, r, stage, &since, &staged, &others, &staged).await
+        }
         Phase::Live {
             stage,
             since,

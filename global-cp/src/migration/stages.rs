@@ -90,7 +90,8 @@ pub enum Phase {
         /// The other DPPs of the same services and theirs, at the same time.
         others: BTreeMap<String, TrafficSample>,
         /// The staged DPPs' counters when the copies went live: their own rates before the
-        /// stage (empty in a record of an earlier release: `staged` then is).
+        /// stage. Empty in a record of an earlier release, which did not await ACKs: its
+        /// `staged` counters, from the commit, are then both.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         before: BTreeMap<String, TrafficSample>,
     },

@@ -345,11 +345,20 @@ pub(super) async fn await_acks(
     };
     let staged_now = pick(&mut keys.iter());
     let others_now = pick(&mut others_keys.iter());
+    let unreported = if acks.unreported.is_empty() {
+        String::new()
+    } else {
+        let zones: Vec<&str> = acks.unreported.iter().map(String::as_str).collect();
+        format!(
+            " (zones {} do not report ACKs, an earlier release: their DPPs are not awaited)",
+            zones.join(", ")
+        )
+    };
     r.decide(
         Some(stage),
         "stage acknowledged",
         format!(
-            "every staged DPP's Envoy ({}) runs the stage's copies, {waited} s after they went live; the {} s soak starts",
+            "every staged DPP's Envoy ({}) runs the stage's copies, {waited} s after they went live; the {} s soak starts{unreported}",
             keys.len(),
             r.soak_seconds
         ),

@@ -107,9 +107,13 @@ pub struct Acks {
     pub waiting: BTreeMap<String, String>,
     /// The DPPs that will not (their generation failed, or their Envoy NACKed), and why.
     pub rejected: BTreeMap<String, String>,
+    /// The zones that do not report ACKs (an earlier release, which answers counters only).
+    pub unreported: BTreeSet<String>,
 }
 
-/// [`Acks`] of DPPs `keys` of `mesh` for policies `live`. Reads no counter.
+/// [`Acks`] of DPPs `keys` of `mesh` for policies `live`. Reads no counter (a zone of an
+/// earlier release reads them anyway, once: its DPPs count as acknowledged, its name in
+/// [`Acks::unreported`], so that a Global upgraded before its zones goes on as it did).
 pub async fn read_acks(
     cx: &InspectContext,
     mesh: &str,
@@ -121,6 +125,7 @@ pub async fn read_acks(
         acked,
         waiting,
         rejected,
+        unreported,
     } = &mut out;
     for (zone, names, answer) in ask_all(cx, mesh, keys, live, true).await {
         let answer = match answer {
@@ -132,6 +137,14 @@ pub async fn read_acks(
                 continue;
             }
         };
+        if answer.get("acked").is_none() {
+            // A zone of an earlier release: it cannot say; its DPPs are not waited for.
+            unreported.insert(zone.to_owned());
+            for n in names {
+                acked.insert(dpp_key(zone, &n));
+            }
+            continue;
+        }
         for name in answer["acked"].as_array().into_iter().flatten() {
             if let Some(name) = name.as_str() {
                 acked.insert(dpp_key(zone, name));
@@ -148,9 +161,7 @@ pub async fn read_acks(
         for n in names {
             let k = dpp_key(zone, &n);
             if !acked.contains(&k) && !waiting.contains_key(&k) && !rejected.contains_key(&k) {
-                let why = format!(
-                    "zone {zone:?} did not say whether it runs the stage's copies (a zone CP of an earlier release?)"
-                );
+                let why = format!("zone {zone:?} did not say whether it runs the stage's copies");
                 waiting.insert(k, why);
             }
         }

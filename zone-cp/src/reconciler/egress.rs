@@ -38,6 +38,7 @@ fn identity_dataplane() -> DataplaneSpec {
         .collect(),
         ..Default::default()
     });
+    dp.synthetic = true;
     dp
 }
 

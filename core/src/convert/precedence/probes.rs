@@ -106,6 +106,7 @@ pub(super) fn synthetic_dataplane(tags: BTreeMap<String, String>) -> DataplaneSp
             }],
             ..Networking::default()
         },
+        synthetic: true,
         ..DataplaneSpec::default()
     }
 }
