@@ -15,6 +15,9 @@ pub const EFFECT_SHADOW: &str = "shadow";
 /// on every request without enforcing it (a MeshTrafficPermission becomes RBAC `shadow_rules`
 /// beside the enforcing filter); without it, a shadow policy never reaches a proxy (seed 000).
 pub const OBSERVE_LABEL: &str = "umbra.io/observe";
+/// Label of a staged rollout's copy of a policy: the rollout it belongs to (its plan's
+/// fingerprint; [`crate::rollout`]).
+pub const ROLLOUT_LABEL: &str = "umbra.io/rollout";
 /// The policy types observe mode renders (others are refused when labelled).
 pub const OBSERVABLE_TYPES: &[&str] = &["MeshTrafficPermission", "MeshRateLimit"];
 /// Label carrying where a resource came from (`global` or `zone`).
@@ -43,6 +46,11 @@ impl Meta {
         self.labels
             .get(EFFECT_LABEL)
             .is_some_and(|v| v == EFFECT_SHADOW)
+    }
+
+    /// `true` for a staged rollout's copy of a policy (labelled [`ROLLOUT_LABEL`]).
+    pub fn is_staged_copy(&self) -> bool {
+        self.labels.contains_key(ROLLOUT_LABEL)
     }
 
     /// `true` when shadow and labelled [`OBSERVE_LABEL`]` = "true"`.

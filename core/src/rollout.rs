@@ -12,13 +12,15 @@
 //! copy would select nothing), as are `MeshGateway` and `MeshHTTPRoute` targets (no subset of
 //! them can be named).
 //!
-//! **The old-type-off rule still holds mesh-wide** (seed 000: "as long as there is at least 1
-//! policy of a new type ... the policies of the corresponding old type are not applied"): a
-//! staged copy of a new policy switches its old type off for every DPP, not only the staged
-//! ones. Old types whose values Kuma keeps baking under the new ones (Timeout,
-//! TrafficPermission, ProxyTemplate: `PolicySet::superseded_policies`) leave the other DPPs
-//! unchanged; others do not. So a stage's fleet diff is checked before the stage is applied:
-//! a DPP outside the stage whose config the stage would change refuses the stage, naming it.
+//! **The old-type-off rule, for exactly the staged DPPs** (issue 40; seed 000: "as long as
+//! there is at least 1 policy of a new type ... the policies of the corresponding old type are
+//! not applied"): while a new type's only policies are staged copies, its old type is switched
+//! off on the DPPs a copy selects and stays on for the others
+//! ([`crate::view::PolicySet::staged_off`]); any other policy of the new type switches it off
+//! mesh-wide, as the seed says. A stage's fleet diff is still checked before the stage is
+//! applied: a DPP outside the stage whose config the stage would change refuses the stage,
+//! naming it (a mesh already on the new type mesh-wide changes nothing outside, by the same
+//! rule).
 
 use std::collections::BTreeMap;
 
@@ -28,8 +30,7 @@ use crate::resource::Resource;
 use crate::sample::Share;
 use crate::target_ref::{TargetRef, TargetRefKind};
 
-/// Label of a staged copy: the rollout it belongs to (the plan's fingerprint).
-pub const ROLLOUT_LABEL: &str = "umbra.io/rollout";
+pub use crate::meta::ROLLOUT_LABEL;
 /// Label of a staged copy: the stage (1-based) that created it.
 pub const STAGE_LABEL: &str = "umbra.io/rollout-stage";
 /// Label of a staged copy: the name of the policy it narrows.

@@ -47,6 +47,12 @@ pub struct PolicySet {
     pub old: BTreeMap<ResourceType, Vec<Resource>>,
     /// Old types switched off by the old-vs-new rule.
     pub superseded: Vec<ResourceType>,
+    /// Old types whose new counterpart (the value) has only staged rollout copies in the view
+    /// ([`crate::meta::ROLLOUT_LABEL`], issue 40): they stay in effect, and are switched off
+    /// only on the DPPs a copy selects ([`PolicySet::off_for`]), so that a stage changes the
+    /// staged DPPs alone. A policy of the type that is not a copy switches them off mesh-wide,
+    /// as seed 000 says.
+    pub staged_off: BTreeMap<ResourceType, ResourceType>,
     /// The old policies of the superseded types, kept aside: Kuma 2.7 itself still bakes old
     /// policies into the config and lets each new plugin override field by field (the seed's
     /// MeshTimeout example shows old values "leaking"); generators that must reproduce that
@@ -290,14 +296,21 @@ impl PolicySet {
             },
         );
         for (ty, list) in old {
-            let replaced = ty
+            let replacing = ty
                 .counterpart()
-                .is_some_and(|n| set.new.get(&n).is_some_and(|v| !v.is_empty()));
-            if replaced {
-                set.superseded.push(ty);
-                set.superseded_old.insert(ty, list);
-            } else {
-                set.old.insert(ty, list);
+                .and_then(|n| Some((n, set.new.get(&n).filter(|v| !v.is_empty())?)));
+            match replacing {
+                Some((n, copies)) if copies.iter().all(|p| p.meta().is_staged_copy()) => {
+                    set.staged_off.insert(ty, n);
+                    set.old.insert(ty, list);
+                }
+                Some(_) => {
+                    set.superseded.push(ty);
+                    set.superseded_old.insert(ty, list);
+                }
+                None => {
+                    set.old.insert(ty, list);
+                }
             }
         }
         if view == View::Live {
@@ -635,9 +648,32 @@ impl PolicySet {
         out
     }
 
-    /// Old policies of `ty` in effect in this view (empty when superseded or absent).
+    /// Old policies of `ty` in effect in this view (empty when superseded or absent), whatever
+    /// the DPP: for a ZoneIngress or ZoneEgress, or where no DPP is at hand. A DPP's config
+    /// reads [`PolicySet::old_policies_for`].
     pub fn old_policies(&self, ty: ResourceType) -> &[Resource] {
         self.old.get(&ty).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// `true` when old type `ty` is switched off on `dp` by staged rollout copies alone
+    /// ([`PolicySet::staged_off`]): a copy of its new counterpart selects the DPP.
+    pub fn off_for(&self, ty: ResourceType, dp: &DataplaneSpec) -> bool {
+        self.staged_off.get(&ty).is_some_and(|n| {
+            !self
+                .matched_with_gateways(*n, dp)
+                .dataplane_policies
+                .is_empty()
+        })
+    }
+
+    /// Old policies of `ty` in effect on `dp` in this view: [`PolicySet::old_policies`], or
+    /// none where staged copies switch the type off ([`PolicySet::off_for`]).
+    pub fn old_policies_for(&self, ty: ResourceType, dp: &DataplaneSpec) -> &[Resource] {
+        if self.off_for(ty, dp) {
+            &[]
+        } else {
+            self.old_policies(ty)
+        }
     }
 
     /// Old policies of `ty` in effect *or* superseded in this view: what Kuma 2.7 bakes into
@@ -696,6 +732,51 @@ mod tests {
             );
             assert_eq!(set.new[&ResourceType::MeshTimeout].len(), 1);
         }
+    }
+
+    #[test]
+    fn staged_copies_switch_the_old_type_off_on_the_dpps_they_select_only() {
+        let rate_limit = "type: RateLimit\nmesh: default\nname: rl\nsources:\n- match: {kuma.io/service: '*'}\ndestinations:\n- match: {kuma.io/service: '*'}\nconf:\n  http: {requests: 10, interval: 1s}\n";
+        let copy = "type: MeshRateLimit\nmesh: default\nname: mrl-stage-1\nlabels: {umbra.io/rollout: fp}\nspec:\n  targetRef: {kind: MeshSubset, tags: {kuma.io/zone: zone-1}}\n  from:\n  - targetRef: {kind: Mesh}\n    default: {local: {http: {requestRate: {num: 5, interval: 1s}}}}\n";
+        let dp = |zone: &str| -> DataplaneSpec {
+            serde_json::from_value(serde_json::json!({"networking": {"address": "10.0.0.1",
+                "inbound": [{"port": 80, "tags": {"kuma.io/service": "web", "kuma.io/zone": zone}}]}}))
+            .unwrap()
+        };
+        let (staged, other) = (dp("zone-1"), dp("zone-2"));
+        let rl = ResourceType::RateLimit;
+        let set = PolicySet::build(
+            "default",
+            &res(&format!("{rate_limit}---\n{copy}")),
+            View::Live,
+        );
+        assert!(set.superseded.is_empty());
+        assert_eq!(
+            set.staged_off,
+            BTreeMap::from([(rl, ResourceType::MeshRateLimit)])
+        );
+        assert_eq!(set.old_policies(rl).len(), 1, "on, mesh-wide");
+        assert!(set.off_for(rl, &staged) && !set.off_for(rl, &other));
+        assert!(set.old_policies_for(rl, &staged).is_empty());
+        assert_eq!(set.old_policies_for(rl, &other).len(), 1);
+        // A policy of the new type that is not a copy switches it off everywhere (seed 000).
+        let plain = copy.replace(
+            "name: mrl-stage-1\nlabels: {umbra.io/rollout: fp}\n",
+            "name: mrl\n",
+        );
+        let all = res(&format!("{rate_limit}---\n{copy}---\n{plain}"));
+        let set = PolicySet::build("default", &all, View::Live);
+        assert_eq!(set.superseded, [rl]);
+        assert!(set.staged_off.is_empty());
+        assert!(set.old_policies_for(rl, &other).is_empty());
+        // Shadow copies are not in the Live view: nothing is off.
+        let shadow_copy = copy.replace("labels: {", "labels: {kuma.io/effect: shadow, ");
+        let set = PolicySet::build(
+            "default",
+            &res(&format!("{rate_limit}---\n{shadow_copy}")),
+            View::Live,
+        );
+        assert!(set.staged_off.is_empty() && !set.off_for(rl, &staged));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! (frontend -> backend, the backend app answering after 200 ms) with traffic flowing the
 //! whole time, an old Timeout and an old RateLimit live.
 //!
-//! 0. A MeshRateLimit staged on frontend: the old RateLimit would go off for backend too (the
-//!    old-type-off rule is mesh-wide), so the stage is refused before anything goes live.
+//! 0. A MeshRateLimit staged on frontend: the old RateLimit goes off on frontend only (the
+//!    old-type-off rule for exactly the staged DPPs) and backend keeps its limit; the stage
+//!    goes live, is stopped and rolled back.
 //! 1. A shadow MeshTimeout of 1 ms on frontend's traffic to backend, rolled out in two stages
 //!    (`1`, a sample of one DPP the zone selects by its sample point, then `100%`): its first
 //!    stage goes live on frontend,
@@ -145,38 +146,60 @@ async fn a_failing_gate_rolls_back_and_a_passing_rollout_ends_in_the_plans_apply
     .map_err(|_| anyhow::anyhow!("the Dataplanes did not reach the Global"))?;
     let (seen, task) = traffic(sidecars.out);
 
-    // 0. A MeshRateLimit staged on frontend would switch the old RateLimit off mesh-wide
-    //    (seed 000's rule), so backend, outside the stage, would lose its limit: refused
-    //    before anything goes live.
+    // 0. A MeshRateLimit staged on frontend: the old RateLimit turns off on frontend only
+    //    (the old-type-off rule for exactly the staged DPPs); backend, outside the stage,
+    //    keeps its limit, so the stage goes live. Then it is stopped and rolled back.
+    // Local rate limit filters in a DPP's config.
+    let limiters = |name: &'static str| {
+        let zone = &zone;
+        async move {
+            let path = format!("/meshes/default/dataplanes/{name}/_config");
+            let (_, v) = zone.call("GET", &path, None).await?;
+            let text = v.to_string();
+            Ok::<_, anyhow::Error>(text.matches("envoy.filters.http.local_ratelimit").count())
+        }
+    };
+    let frontend_before = limiters("frontend").await?;
+    let backend_before = limiters("backend").await?;
+    assert!(backend_before > 0, "backend's old RateLimit");
     let fp = plan(&global, "MeshRateLimit/generous").await;
     let (s, started) = global
         .call(
             "POST",
             "/meshes/default/_migration/rollout",
-            Some(&json!({"plan": fp, "stages": "kuma.io/service=frontend,100%"}).to_string()),
+            Some(
+                &json!({"plan": fp, "stages": "kuma.io/service=frontend,100%", "soak": "1h"})
+                    .to_string(),
+            ),
         )
         .await?;
     assert_eq!(s, 200, "{started}");
+    let path = format!("/meshes/default/_migration/rollout?plan={fp}");
+    wait_until(Duration::from_secs(60), || async {
+        matches!(global.call("GET", &path, None).await, Ok((_, r))
+            if r["decisions"].as_array().is_some_and(|d| d.iter().any(|d| d["action"] == "stage acknowledged")))
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("the stage did not go live:\n{}", global.log_tail()))?;
+    assert!(
+        limiters("frontend").await? > frontend_before,
+        "frontend runs the staged MeshRateLimit on its inbound"
+    );
+    assert_eq!(
+        limiters("backend").await?,
+        backend_before,
+        "backend, outside the stage, keeps its old RateLimit"
+    );
+    let (s, b) = global
+        .call(
+            "POST",
+            "/meshes/default/_migration/stop",
+            Some(&json!({"plan": fp}).to_string()),
+        )
+        .await?;
+    assert_eq!(s, 200, "{b}");
     let r = ended(&global, &fp).await;
     assert_eq!(r["state"], "rolledBack", "{r:#}");
-    let refused = r["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["action"] == "refused")
-        .unwrap_or_else(|| panic!("not refused: {r:#}"));
-    assert!(
-        refused["detail"]
-            .as_str()
-            .unwrap()
-            .contains("outside it (zone-1/backend)"),
-        "{refused:#}"
-    );
-    assert!(!r["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|d| d["action"] == "stage live"));
     assert!(!names(&global, "meshratelimits")
         .await
         .iter()

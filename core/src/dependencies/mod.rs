@@ -140,7 +140,9 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
             }
         }
     }
-    let old = (policies.old.iter().map(|e| (e, false)))
+    // An old type staged copies switch off on this DPP counts as superseded here.
+    let old = (policies.old.iter())
+        .map(|e| (e, policies.off_for(*e.0, dp)))
         .chain(policies.superseded_old.iter().map(|e| (e, true)));
     for ((ty, list), superseded) in old {
         for (i, r) in list.iter().enumerate() {
@@ -220,7 +222,7 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
             // The old connection policies whose sources match one of its listeners' tags.
             for ty in crate::gateway_old::GATEWAY_OLD_TYPES {
                 let lists = [
-                    (policies.old.get(ty), false),
+                    (policies.old.get(ty), policies.off_for(*ty, dp)),
                     (policies.superseded_old.get(ty), true),
                 ];
                 for (list, superseded) in lists {
@@ -239,8 +241,9 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
             }
             // The MeshGatewayRoutes selecting one of its listeners (any view: Kuma falls back
             // to them per virtual host) and the services they send to.
-            let old_routes =
-                crate::gateway::old_routes(policies.old_policies(ResourceType::MeshGatewayRoute));
+            let old_routes = crate::gateway::old_routes(
+                policies.old_policies_for(ResourceType::MeshGatewayRoute, dp),
+            );
             for r in old_routes
                 .iter()
                 .filter(|r| g.listeners.iter().any(|l| r.selects(&l.tags)))

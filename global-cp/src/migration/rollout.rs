@@ -20,7 +20,8 @@
 //! ([`umbra_core::rollout::staged_copy`], narrowed to `T`, shadow) is written in one
 //! transaction; (2) the fleet diff of promoting the copies is computed by the zones: a zone
 //! that does not answer (or a DPP without a result) fails the stage closed, and a DPP outside
-//! the stage whose config would change refuses it (seed 000's old-type-off rule is mesh-wide);
+//! the stage whose config would change refuses it (the old-type-off rule switches old types
+//! off on the staged DPPs only: [`umbra_core::view::PolicySet::staged_off`]);
 //! (3) the staged DPPs and the not-yet-staged DPPs of their services have their counters read
 //! ([`super::traffic::read_groups`]: a staged DPP that cannot be read fails the stage closed,
 //! a comparison DPP that cannot be read is left out): the staged DPPs' own rates before the

@@ -210,7 +210,7 @@ fn pass_through_listeners(origins: &Origins) -> Vec<(String, String)> {
 /// `UNSPECIFIED` and destination `external` on the passthrough, `OUTBOUND` and the listener's
 /// name on direct access).
 fn apply_old(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &Origins, outbounds: bool) {
-    let policies: &[Resource] = input.policies.old_policies(ResourceType::TrafficLog);
+    let policies: &[Resource] = input.old_policies(ResourceType::TrafficLog);
     if policies.is_empty() {
         return;
     }

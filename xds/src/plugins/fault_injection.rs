@@ -374,7 +374,7 @@ fn apply_old(
 ) -> Result<BTreeSet<InboundKey>, GenerateError> {
     let dp = input.dataplane;
     // Superseded FaultInjections are deliberately left out: see the module documentation.
-    let policies = input.policies.old_policies(ResourceType::FaultInjection);
+    let policies = input.old_policies(ResourceType::FaultInjection);
     let refs: Vec<OldPolicyRef<'_>> = policies
         .iter()
         .enumerate()

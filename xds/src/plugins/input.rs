@@ -29,6 +29,13 @@ pub struct PluginInput<'a> {
 }
 
 impl<'a> PluginInput<'a> {
+    /// The old policies of `ty` in effect on this DPP
+    /// ([`umbra_core::view::PolicySet::old_policies_for`]: none where a staged rollout's copy
+    /// of the new type selects it).
+    pub fn old_policies(&self, ty: ResourceType) -> &'a [Resource] {
+        self.policies.old_policies_for(ty, self.dataplane)
+    }
+
     /// The protocol of `service`: its ExternalServices' when it is one
     /// ([`crate::base::external::service_protocol`]), else the mesh's.
     pub fn service_protocol(&self, service: &str) -> crate::context::Protocol {
@@ -47,7 +54,7 @@ impl<'a> PluginInput<'a> {
         let policies: Vec<&'a Resource> = if with_superseded {
             self.policies.old_policies_with_superseded(ty).collect()
         } else {
-            self.policies.old_policies(ty).iter().collect()
+            self.old_policies(ty).iter().collect()
         };
         if policies.is_empty() {
             return (policies, BTreeMap::new());

@@ -183,7 +183,7 @@ fn observe(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateE
 
 /// The old RateLimits selected for the DPP's outbounds (see the module docs).
 fn apply_old_outbound(snap: &mut Snapshot, input: &PluginInput<'_>) -> Result<(), GenerateError> {
-    let policies: &[Resource] = input.policies.old_policies(ResourceType::RateLimit);
+    let policies: &[Resource] = input.old_policies(ResourceType::RateLimit);
     if policies.is_empty() || input.new_routes || input.policies.zone_egress {
         return Ok(());
     }
@@ -416,7 +416,7 @@ fn apply_old(
     snap: &mut Snapshot,
     input: &PluginInput<'_>,
 ) -> Result<BTreeSet<InboundKey>, GenerateError> {
-    let policies: &[Resource] = input.policies.old_policies(ResourceType::RateLimit);
+    let policies: &[Resource] = input.old_policies(ResourceType::RateLimit);
     let mut matched = BTreeSet::new();
     if policies.is_empty() {
         return Ok(matched);

@@ -88,7 +88,7 @@ fn apply_old(
     input: &PluginInput<'_>,
     origins: &mut Origins,
 ) -> Result<(), GenerateError> {
-    let policies: &[Resource] = input.policies.old_policies(ResourceType::TrafficTrace);
+    let policies: &[Resource] = input.old_policies(ResourceType::TrafficTrace);
     let refs: Vec<OldPolicyRef<'_>> = policies
         .iter()
         .enumerate()

@@ -135,11 +135,7 @@ pub(super) fn apply(
         .map_or(&[][..], Vec::as_slice);
     let include_shadow = input.policies.view == Some(umbra_core::view::View::Shadow);
     let attached = routes(http_routes, &gateway.name, include_shadow);
-    let old = old_routes(
-        input
-            .policies
-            .old_policies(umbra_core::resource::ResourceType::MeshGatewayRoute),
-    );
+    let old = old_routes(input.old_policies(umbra_core::resource::ResourceType::MeshGatewayRoute));
     let tags: BTreeMap<String, BTreeSet<String>> = dp
         .networking
         .gateway

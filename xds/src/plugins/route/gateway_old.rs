@@ -113,8 +113,7 @@ pub(super) fn apply<'a>(
 ) -> Result<(), GenerateError> {
     let with_superseded =
         |ty: ResourceType| Family::new(input.policies.old_policies_with_superseded(ty).collect());
-    let in_effect =
-        |ty: ResourceType| Family::new(input.policies.old_policies(ty).iter().collect());
+    let in_effect = |ty: ResourceType| Family::new(input.old_policies(ty).iter().collect());
     let timeouts = with_superseded(ResourceType::Timeout);
     let retries = with_superseded(ResourceType::Retry);
     let breakers = with_superseded(ResourceType::CircuitBreaker);

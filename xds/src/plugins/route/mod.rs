@@ -54,11 +54,7 @@ pub fn apply(
     if input.new_routes {
         return new_routes::apply(snap, input, origins);
     }
-    if !input
-        .policies
-        .old_policies(ResourceType::TrafficRoute)
-        .is_empty()
-    {
+    if !input.old_policies(ResourceType::TrafficRoute).is_empty() {
         traffic_route::apply(snap, input, origins);
     }
     Ok(())

@@ -44,7 +44,6 @@ use crate::snapshot::Snapshot;
 pub(super) fn apply(snap: &mut Snapshot, input: &PluginInput<'_>, origins: &mut Origins) {
     let dp = input.dataplane;
     let routes: Vec<&Resource> = input
-        .policies
         .old_policies(ResourceType::TrafficRoute)
         .iter()
         .collect();
