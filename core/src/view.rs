@@ -497,6 +497,10 @@ impl PolicySet {
             }
         }
         for (ty, list) in &self.old {
+            // A type staged copies switch off on this DPP is superseded here, not withheld.
+            if self.off_for(*ty, dp) {
+                continue;
+            }
             for r in list.iter().filter(|r| old_selects(r, dp)) {
                 if !ty.is_generated() {
                     out.push(NotGenerated::of_resource(r, &stored_reason(*ty)));

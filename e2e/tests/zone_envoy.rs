@@ -288,7 +288,7 @@ async fn delta_xds_a_changed_cluster_warms_at_once() -> anyhow::Result<()> {
 }
 
 /// A change of an EDS cluster (its connect timeout, by a MeshTimeout) takes effect on a
-/// running Envoy at once, three times over: Envoy re-warms the changed cluster and waits for
+/// running Envoy at once, one change at a time and two back to back: Envoy re-warms the changed cluster and waits for
 /// its endpoints in an EDS response, which the zone sends right behind every CDS response
 /// (xDS protocol doc, "Resource warming"). Unanswered, the cluster would run its old config
 /// until its 15 s `initial_fetch_timeout` ran out.
@@ -328,12 +328,18 @@ async fn changed_cluster_scenario(api: AdsApi) -> anyhow::Result<()> {
         let warming = warming["configs"].as_array().is_some_and(|c| !c.is_empty());
         Some((timeout, warming))
     };
-    for secs in [3, 7, 4] {
-        zone.apply(
-            "/meshes/default/meshtimeouts/connect",
-            &format!("type: MeshTimeout\nmesh: default\nname: connect\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default: {{connectionTimeout: {secs}s}}\n"),
-        )
-        .await?;
+    let connect = |secs: u32| {
+        format!("type: MeshTimeout\nmesh: default\nname: connect\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: MeshService, name: backend}}\n    default: {{connectionTimeout: {secs}s}}\n")
+    };
+    // One change at a time, then two back to back (the second's CDS can go out while the
+    // first's EDS response is still in flight: the EDS it owes must follow all the same).
+    for (first, secs) in [(None, 3), (None, 7), (None, 4), (Some(6), 2), (Some(9), 5)] {
+        if let Some(first) = first {
+            zone.apply("/meshes/default/meshtimeouts/connect", &connect(first))
+                .await?;
+        }
+        zone.apply("/meshes/default/meshtimeouts/connect", &connect(secs))
+            .await?;
         let started = std::time::Instant::now();
         let want = format!("{secs}s");
         let warmed = wait_until(Duration::from_secs(12), || {

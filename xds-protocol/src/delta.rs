@@ -82,6 +82,9 @@ pub struct DeltaType {
     told_absent: BTreeSet<String>,
     /// Resources of a rejected multi-resource response, retried one per response.
     isolating: BTreeSet<String>,
+    /// Resources owed again at the version Envoy holds ([`DeltaType::resend`]), until a
+    /// response carries them (a response in flight meanwhile does not pay the debt).
+    owed: BTreeSet<String>,
     /// The response in flight.
     pub pending: Option<Pending>,
 }
@@ -119,9 +122,7 @@ impl DeltaType {
     /// its endpoints in a response; unanswered, it warms only when its `initial_fetch_timeout`
     /// runs out (xDS protocol doc, "Resource warming"; as [`crate::sotw`] does for SotW).
     pub fn resend<'a>(&mut self, names: impl IntoIterator<Item = &'a String>) {
-        for name in names {
-            self.held.remove(name);
-        }
+        self.owed.extend(names.into_iter().cloned());
     }
 
     /// Apply `req`: subscription changes first, then its answer, if any. `legacy_wildcard`:
@@ -250,6 +251,7 @@ impl DeltaType {
         let wanted = |n: &String| self.wildcard || self.names.contains(n);
         self.isolating
             .retain(|n| current.contains_key(n) && wanted(n));
+        self.owed.retain(|n| current.contains_key(n) && wanted(n));
         // Retry the resources of a rejected response one at a time (skipping those that
         // meanwhile went back to what Envoy holds), nothing else until that is done.
         while let Some(name) = self.isolating.pop_first() {
@@ -263,7 +265,7 @@ impl DeltaType {
             let mut bytes = 0usize;
             for (name, version) in current {
                 if wanted(name)
-                    && self.held.get(name) != Some(version)
+                    && (self.held.get(name) != Some(version) || self.owed.contains(name))
                     && self.rejected.get(name) != Some(version)
                 {
                     let len = size(name);
@@ -294,6 +296,9 @@ impl DeltaType {
         }
         if update.send.is_empty() && update.removed.is_empty() {
             return None;
+        }
+        for name in &update.send {
+            self.owed.remove(name);
         }
         let updates = update
             .send
@@ -394,6 +399,23 @@ mod tests {
         t.on_request(false, &req(&[], "2"));
         assert_eq!(t.next_all(&v1, "3"), None);
         assert_eq!(t.held, v1);
+    }
+
+    #[test]
+    fn a_resend_owed_while_a_response_is_in_flight_goes_after_it() {
+        let mut t = DeltaType::default();
+        t.on_request(false, &req(&["a"], ""));
+        let v1 = versions(&[("a", "1")]);
+        t.next_all(&v1, "1").unwrap();
+        // CDS went out while the EDS response "1" is in flight: nothing now...
+        t.resend(&["a".to_owned()]);
+        assert_eq!(t.next_all(&v1, "2"), None);
+        // ...and its ACK, carrying the current version, does not pay the debt.
+        t.on_request(false, &req(&[], "1"));
+        let u = t.next_all(&v1, "2").unwrap();
+        assert_eq!(u.send, ["a"]);
+        t.on_request(false, &req(&[], "2"));
+        assert_eq!(t.next_all(&v1, "3"), None);
     }
 
     #[test]

@@ -592,6 +592,7 @@ impl Flavour for DeltaCtx {
             nonce: 0,
             traces: Default::default(),
             recorded: HashMap::new(),
+            nacked: std::collections::HashSet::new(),
         }
     }
     fn key(&self) -> &DpKey {
@@ -634,6 +635,9 @@ struct DeltaCtx {
     traces: crate::ads_trace::Traces,
     /// Per type URL, the held version last recorded as ACKed without a response.
     recorded: HashMap<String, String>,
+    /// Type URLs whose last answer was a NACK: what is held then is not known to be accepted
+    /// (a rejected removal leaves the resource with Envoy), so nothing is recorded until an ACK.
+    nacked: std::collections::HashSet<String>,
 }
 
 impl DeltaCtx {
@@ -645,6 +649,7 @@ impl DeltaCtx {
             // response is in flight, so re-evaluating is always safe.
             Reply::Subscription | Reply::Stale => true,
             Reply::Ack => {
+                self.nacked.remove(&req.type_url);
                 count(XDS_ACKS, &req.type_url, "delta");
                 let held = type_version(&state.held);
                 let rejected = !state.rejected.is_empty();
@@ -659,6 +664,7 @@ impl DeltaCtx {
                 true
             }
             Reply::Nack(message) => {
+                self.nacked.insert(req.type_url.clone());
                 let version = state
                     .rejected
                     .values()
@@ -711,7 +717,10 @@ impl DeltaCtx {
             // Nothing owed and nothing in flight: Envoy holds the current resources. After a
             // reconnect that told them (`initial_resource_versions`) no response, hence no
             // ACK, follows: record what it holds as ACKed once (crate::convergence reads it).
-            if state.pending.is_none() && state.rejected.is_empty() {
+            if state.pending.is_none()
+                && state.rejected.is_empty()
+                && !self.nacked.contains(type_url)
+            {
                 let held = type_version(&state.held);
                 if self.recorded.get(type_url) != Some(&held) {
                     self.recorded.insert(type_url.to_owned(), held.clone());

@@ -172,7 +172,7 @@ pub(super) async fn go_live(
         if !outside.is_empty() {
             let shown: Vec<&String> = outside.iter().take(10).collect();
             return roll_back(r, Some(stage), "refused", format!(
-                "the stage would change {} DPPs outside it ({}{}): its copies would reach DPPs the stage does not select; roll it out in one step",
+                "the stage would change {} DPPs outside it ({}{}): its copies would reach DPPs the stage does not select (a builtin gateway whose listener tags they match, or an old type they switch off there); roll it out in one step",
                 outside.len(),
                 shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
                 if outside.len() > 10 { ", ..." } else { "" }
