@@ -14,7 +14,7 @@ use super::stages::{
     copies, dpp_key, promoted_policies, refs, roll_back, selected_dataplanes, stage_tags, Phase,
     RolloutRecord, RolloutState, ACK_DEADLINE,
 };
-use super::traffic::{read_acks, read_groups};
+use super::traffic::{pick, read_acks, read_groups};
 use super::{fleet_diff, save};
 use crate::inspect::context::{mesh_stored, InspectContext};
 use crate::inspect::shadow_diff::query::DEFAULT_FLEET_TIMEOUT;
@@ -239,12 +239,8 @@ pub(super) async fn go_live(
             }
         }
     }
-    let pick = |ks: &mut dyn Iterator<Item = &String>| -> BTreeMap<String, TrafficSample> {
-        ks.filter_map(|k| samples.get(k).map(|s| (k.clone(), *s)))
-            .collect()
-    };
-    let staged_samples = pick(&mut staged.keys());
-    let others_samples = pick(&mut others.iter());
+    let staged_samples = pick(&samples, staged.keys());
+    let others_samples = pick(&samples, others.iter());
     r.decide(
         Some(stage),
         "stage live",
@@ -339,12 +335,8 @@ pub(super) async fn await_acks(
             )
         }
     };
-    let pick = |ks: &mut dyn Iterator<Item = &String>| -> BTreeMap<String, TrafficSample> {
-        ks.filter_map(|k| samples.get(k).map(|s| (k.clone(), *s)))
-            .collect()
-    };
-    let staged_now = pick(&mut keys.iter());
-    let others_now = pick(&mut others_keys.iter());
+    let staged_now = pick(&samples, keys.iter());
+    let others_now = pick(&samples, others_keys.iter());
     let unreported = if acks.unreported.is_empty() {
         String::new()
     } else {

@@ -111,6 +111,15 @@ pub struct Acks {
     pub unreported: BTreeSet<String>,
 }
 
+/// The samples of `keys` among `samples` (those read).
+pub fn pick<'k>(
+    samples: &BTreeMap<String, TrafficSample>,
+    keys: impl Iterator<Item = &'k String>,
+) -> BTreeMap<String, TrafficSample> {
+    keys.filter_map(|k| samples.get(k).map(|s| (k.clone(), *s)))
+        .collect()
+}
+
 /// [`Acks`] of DPPs `keys` of `mesh` for policies `live`. Reads no counter (a zone of an
 /// earlier release reads them anyway, once: its DPPs count as acknowledged, its name in
 /// [`Acks::unreported`], so that a Global upgraded before its zones goes on as it did).
