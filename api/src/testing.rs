@@ -58,6 +58,28 @@ pub async fn call(
     (status, v, etag)
 }
 
+/// `POST path` with `body` as JSON through `app`: the status and the body ([`call`]).
+pub async fn post_json(app: &axum::Router, path: &str, body: &Value) -> (StatusCode, Value) {
+    let headers = [("content-type", "application/json")];
+    let (s, b, _) = call(app, "POST", path, &headers, Some(&body.to_string())).await;
+    (s, b)
+}
+
+/// `GET path` through `app`: the status and the body ([`call`]).
+pub async fn get_json(app: &axum::Router, path: &str) -> (StatusCode, Value) {
+    let (s, b, _) = call(app, "GET", path, &[], None).await;
+    (s, b)
+}
+
+/// `PUT path` with `yaml` through `app`, which must succeed.
+///
+/// # Panics
+/// When the answer is not a success (a test failure).
+pub async fn put_ok(app: &axum::Router, path: &str, yaml: &str) {
+    let (s, b, _) = call(app, "PUT", path, &[], Some(yaml)).await;
+    assert!(s.is_success(), "PUT {path}: {s} {b}");
+}
+
 /// Asserts that `config` (a CP's `/config` answer) names every flag of `command` under
 /// `umbra`, as the camelCase of the flag's id (`postgres_url` → `postgresUrl`), so a new flag
 /// cannot go missing from `/config` unnoticed.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use umbra_global_cp::testing::app_state;
 
 use axum::http::StatusCode;
-use serde_json::{json, Value};
-use umbra_api::testing::call;
+use serde_json::json;
+use umbra_api::testing::{call, get_json as get, post_json as post, put_ok as put};
 use umbra_global_cp::api::router;
 use umbra_global_cp::store::memory::MemoryStore;
 use umbra_global_cp::store::postgres::PostgresStore;
@@ -26,28 +26,6 @@ const OTHER_OLD: &str = "type: Timeout\nmesh: default\nname: timeout-web\nsource
 
 fn new_timeout(name: &str, from: &str, connect: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\nlabels: {{kuma.io/effect: shadow, umbra.io/converted-from-type: Timeout, umbra.io/converted-from: {from}}}\nspec:\n  targetRef: {{kind: Mesh}}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{connectionTimeout: {connect}}}\n")
-}
-
-async fn post(app: &axum::Router, path: &str, body: &Value) -> (StatusCode, Value) {
-    let (s, b, _) = call(
-        app,
-        "POST",
-        path,
-        &[("content-type", "application/json")],
-        Some(&body.to_string()),
-    )
-    .await;
-    (s, b)
-}
-
-async fn put(app: &axum::Router, path: &str, yaml: &str) {
-    let (s, b, _) = call(app, "PUT", path, &[], Some(yaml)).await;
-    assert!(s.is_success(), "PUT {path}: {s} {b}");
-}
-
-async fn get(app: &axum::Router, path: &str) -> (StatusCode, Value) {
-    let (s, b, _) = call(app, "GET", path, &[], None).await;
-    (s, b)
 }
 
 async fn lifecycle(store: Arc<dyn Store>) {

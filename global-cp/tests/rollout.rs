@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use umbra_api::testing::call;
+use umbra_api::testing::{get_json as get, post_json as post, put_ok as put};
 use umbra_global_cp::api::router;
 use umbra_global_cp::migration::rollout::tick;
 use umbra_global_cp::store::memory::MemoryStore;
@@ -24,28 +24,6 @@ const MESH: &str = "type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*'
 
 fn timeout(name: &str, target: &str) -> String {
     format!("type: MeshTimeout\nmesh: default\nname: {name}\nlabels: {{kuma.io/effect: shadow}}\nspec:\n  targetRef: {target}\n  to:\n  - targetRef: {{kind: Mesh}}\n    default: {{connectionTimeout: 3s}}\n")
-}
-
-async fn post(app: &axum::Router, path: &str, body: &Value) -> (StatusCode, Value) {
-    let (s, b, _) = call(
-        app,
-        "POST",
-        path,
-        &[("content-type", "application/json")],
-        Some(&body.to_string()),
-    )
-    .await;
-    (s, b)
-}
-
-async fn get(app: &axum::Router, path: &str) -> (StatusCode, Value) {
-    let (s, b, _) = call(app, "GET", path, &[], None).await;
-    (s, b)
-}
-
-async fn put(app: &axum::Router, path: &str, yaml: &str) {
-    let (s, b, _) = call(app, "PUT", path, &[], Some(yaml)).await;
-    assert!(s.is_success(), "PUT {path}: {s} {b}");
 }
 
 async fn meshtimeouts(app: &axum::Router) -> Vec<(String, bool)> {
