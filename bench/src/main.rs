@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use umbra_bench::measure::{table, Row};
-use umbra_bench::scenarios::{fleet_diff, fleet_envoys, generate, propagation};
+use umbra_bench::scenarios::{fleet_diff, fleet_envoys, generate, propagation, reconcile};
 
 /// The CPs' allocator, so the re-executed CPs and the in-process figures match the real binaries.
 #[global_allocator]
@@ -49,6 +49,19 @@ enum Scenario {
         endpoints: usize,
         #[arg(long, default_value_t = 26)]
         policies: usize,
+    },
+    /// One zone's reconcile pass in process, at the propagation scenario's size per zone.
+    Reconcile {
+        #[arg(long, default_value_t = 1000)]
+        dpps: usize,
+        #[arg(long, default_value_t = 10)]
+        outbounds: usize,
+        #[arg(long, default_value_t = 10)]
+        endpoints: usize,
+        #[arg(long, default_value_t = 26)]
+        policies: usize,
+        #[arg(long, default_value_t = 9)]
+        runs: usize,
     },
     /// Zone RSS per DPP and idle CPU with every simulated Envoy connected.
     Footprint {
@@ -109,6 +122,19 @@ async fn run(scenario: Scenario) -> anyhow::Result<Vec<Row>> {
             })
             .await?
         }
+        Scenario::Reconcile {
+            dpps,
+            outbounds,
+            endpoints,
+            policies,
+            runs,
+        } => reconcile::run(reconcile::Size {
+            dpps,
+            outbounds,
+            endpoints,
+            policies,
+            runs,
+        })?,
         Scenario::Footprint {
             dpps,
             outbounds,

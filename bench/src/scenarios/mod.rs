@@ -4,3 +4,4 @@ pub mod fleet_diff;
 pub mod fleet_envoys;
 pub mod generate;
 pub mod propagation;
+pub mod reconcile;

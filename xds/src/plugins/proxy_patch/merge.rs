@@ -138,12 +138,50 @@ fn set(
 /// # Errors
 /// [`MergeError`] when the type is missing from the descriptor pool or the result does not
 /// decode.
-pub(super) fn merge_typed<M: Message + Name + Default>(dst: &M, src: &M) -> Result<M, MergeError> {
+///
+/// Kuma's rules are protobuf's wire merge (decoding `src`'s encoding into `dst`: set fields
+/// override, repeated fields append, map entries replace, singular messages merge, a oneof
+/// member replaces the others) except for `google.protobuf.Duration`, which Kuma replaces
+/// whole where the wire merge would merge its seconds and nanos. So when `src` sets no
+/// Duration that would be merged into one of `dst` (one reached through singular message
+/// fields), the typed wire merge is the result, with no reflection; otherwise both are merged
+/// as dynamic messages ([`merge_message`]). `merge_typed_fast_path_is_merge_message` checks
+/// the two agree.
+pub(super) fn merge_typed<M: Message + Name + Default + Clone>(
+    dst: &M,
+    src: &M,
+) -> Result<M, MergeError> {
     let type_name = M::full_name();
+    let src_bytes = src.encode_to_vec();
+    let s = dynamic(&type_name, &src_bytes)?;
+    if !merges_a_duration(&s) {
+        let mut out = dst.clone();
+        out.merge(src_bytes.as_slice())
+            .map_err(|error| MergeError::Decode {
+                type_name: type_name.clone(),
+                error,
+            })?;
+        return Ok(out);
+    }
     let mut d = dynamic(&type_name, &dst.encode_to_vec())?;
-    let s = dynamic(&type_name, &src.encode_to_vec())?;
     merge_message(&mut d, &s)?;
     M::decode(d.encode_to_vec().as_slice()).map_err(|error| MergeError::Decode { type_name, error })
+}
+
+/// `true` when `src` sets a `google.protobuf.Duration` through singular message fields only
+/// (one [`merge_message`] replaces whole where the wire merge would merge it). Durations in
+/// repeated fields or map values are appended or replaced the same way by both.
+fn merges_a_duration(src: &DynamicMessage) -> bool {
+    src.fields().any(|(field, value)| {
+        if field.is_list() || field.is_map() {
+            return false;
+        }
+        match (field.kind(), value) {
+            (Kind::Message(m), _) if m.full_name() == DURATION => true,
+            (Kind::Message(_), Value::Message(inner)) => merges_a_duration(inner),
+            _ => false,
+        }
+    })
 }
 
 /// The message type name of a type URL (`type.googleapis.com/envoy.x.y` → `envoy.x.y`).
@@ -242,6 +280,59 @@ mod tests {
                 }
             })
         );
+    }
+
+    /// The typed wire merge [`merge_typed`] takes when no Duration is merged gives what
+    /// [`merge_message`] gives, over clusters that set fields of every kind (scalars at zero,
+    /// wrappers, enums, oneof members, repeated fields, maps, nested messages, Durations in
+    /// lists) in both directions.
+    #[test]
+    fn merge_typed_fast_path_is_merge_message() {
+        let cases = [
+            json!({"name": "a", "type": "EDS", "perConnectionBufferLimitBytes": 1024,
+                   "commonLbConfig": {"healthyPanicThreshold": {"value": 50}},
+                   "circuitBreakers": {"thresholds": [{"maxConnections": 10}]}}),
+            json!({"perConnectionBufferLimitBytes": 0, "lbPolicy": "LEAST_REQUEST",
+                   "circuitBreakers": {"thresholds": [{"maxConnections": 20, "priority": "HIGH"}]},
+                   "commonLbConfig": {"ignoreNewHostsUntilFirstHc": true}}),
+            json!({"clusterType": {"name": "envoy.clusters.aggregate"},
+                   "metadata": {"filterMetadata": {"x": {"k": "v"}}}}),
+            json!({"type": "STATIC", "metadata": {"filterMetadata": {"x": {"j": 1}, "y": {}}},
+                   "healthChecks": [{"timeout": "1s", "interval": "2s"}]}),
+            json!({"typedExtensionProtocolOptions": {
+                "a": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                      "commonHttpProtocolOptions": {"idleTimeout": "1s"}}}}),
+            json!({"typedExtensionProtocolOptions": {
+                "a": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                      "commonHttpProtocolOptions": {"maxRequestsPerConnection": 3}},
+                "b": {"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"}}}),
+            json!({"outlierDetection": {"consecutive5xx": 0, "enforcingConsecutive5xx": 7},
+                   "dnsLookupFamily": "V4_ONLY", "respectDnsTtl": true}),
+            json!({}),
+        ];
+        for d in &cases {
+            for s in &cases {
+                let (dst, src) = (cluster(d.clone()), cluster(s.clone()));
+                let dynamic_src =
+                    dynamic("envoy.config.cluster.v3.Cluster", &src.encode_to_vec()).unwrap();
+                assert!(!merges_a_duration(&dynamic_src), "{s}");
+                let mut slow =
+                    dynamic("envoy.config.cluster.v3.Cluster", &dst.encode_to_vec()).unwrap();
+                merge_message(&mut slow, &dynamic_src).unwrap();
+                let slow = Cluster::decode(slow.encode_to_vec().as_slice()).unwrap();
+                assert_eq!(merge_typed(&dst, &src).unwrap(), slow, "{d} <- {s}");
+            }
+        }
+        // A Duration reached through singular fields takes the dynamic merge.
+        for s in [
+            json!({"connectTimeout": "7s"}),
+            json!({"outlierDetection": {"interval": "3s"}}),
+        ] {
+            let src = cluster(s.clone());
+            let dynamic_src =
+                dynamic("envoy.config.cluster.v3.Cluster", &src.encode_to_vec()).unwrap();
+            assert!(merges_a_duration(&dynamic_src), "{s}");
+        }
     }
 
     #[test]
