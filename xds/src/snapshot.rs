@@ -202,19 +202,31 @@ impl Snapshot {
     /// push, never a missed one. This avoids the canonical JSON rendering of [`Snapshot::version`]
     /// (about 1 ms per DPP, see BENCHMARKS.md) on the reconciler's path.
     pub fn resource_versions(&self, previous: Option<(&Snapshot, &TypeVersions)>) -> TypeVersions {
-        fn of<H: HeldResource>(
-            current: &BTreeMap<String, H>,
+        let mut copy = self.clone();
+        copy.resource_versions_sharing(previous)
+    }
+
+    /// [`Snapshot::resource_versions`], and every resource equal to the same-named one of
+    /// `previous` takes `previous`'s allocation (with its kept encoding), so that interning it
+    /// ([`SnapshotInterner::intern`]) and comparing it later need no second deep comparison.
+    /// Cloning a snapshot clones its `Arc`s only, so [`Snapshot::resource_versions`] is this on
+    /// a copy.
+    pub fn resource_versions_sharing(
+        &mut self,
+        previous: Option<(&Snapshot, &TypeVersions)>,
+    ) -> TypeVersions {
+        fn of<H: HeldResource + Clone>(
+            current: &mut BTreeMap<String, H>,
             previous: Option<(&BTreeMap<String, H>, Option<&ResourceVersions>)>,
         ) -> ResourceVersions {
             current
-                .iter()
+                .iter_mut()
                 .map(|(name, m)| {
                     let kept = previous.and_then(|(resources, versions)| {
-                        resources
-                            .get(name)
-                            .is_some_and(|p| p.same(m))
-                            .then(|| versions.and_then(|v| v.get(name)))
-                            .flatten()
+                        let p = resources.get(name).filter(|p| p.same(m))?;
+                        let v = versions.and_then(|v| v.get(name))?;
+                        *m = p.clone();
+                        Some(v)
                     });
                     let version = kept.cloned().unwrap_or_else(|| bytes_version(m.wire()));
                     (name.clone(), version)
@@ -226,42 +238,42 @@ impl Snapshot {
         out.insert(
             CLUSTER_TYPE,
             of(
-                &self.clusters,
+                &mut self.clusters,
                 previous.map(|(p, _)| &p.clusters).zip(prev(CLUSTER_TYPE)),
             ),
         );
         out.insert(
             ENDPOINT_TYPE,
             of(
-                &self.endpoints,
+                &mut self.endpoints,
                 previous.map(|(p, _)| &p.endpoints).zip(prev(ENDPOINT_TYPE)),
             ),
         );
         out.insert(
             LISTENER_TYPE,
             of(
-                &self.listeners,
+                &mut self.listeners,
                 previous.map(|(p, _)| &p.listeners).zip(prev(LISTENER_TYPE)),
             ),
         );
         out.insert(
             ROUTE_TYPE,
             of(
-                &self.routes,
+                &mut self.routes,
                 previous.map(|(p, _)| &p.routes).zip(prev(ROUTE_TYPE)),
             ),
         );
         out.insert(
             SECRET_TYPE,
             of(
-                &self.secrets,
+                &mut self.secrets,
                 previous.map(|(p, _)| &p.secrets).zip(prev(SECRET_TYPE)),
             ),
         );
         out.insert(
             RUNTIME_TYPE,
             of(
-                &self.runtimes,
+                &mut self.runtimes,
                 previous.map(|(p, _)| &p.runtimes).zip(prev(RUNTIME_TYPE)),
             ),
         );

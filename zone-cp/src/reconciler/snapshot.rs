@@ -68,9 +68,9 @@ pub(super) fn publish(
     (admin, admin_port): AdminInput,
 ) -> (Arc<DpSnapshot>, bool) {
     match generated {
-        Ok(snapshot) => {
+        Ok(mut snapshot) => {
             let previous = old.map(|o| (&*o.snapshot, &o.resources));
-            let resources = snapshot.resource_versions(previous);
+            let resources = snapshot.resource_versions_sharing(previous);
             let versions = TYPE_ORDER
                 .iter()
                 .map(|t| {
@@ -85,7 +85,6 @@ pub(super) fn publish(
                 // Same content: keep sharing the old snapshot.
                 Some(o) if !changed => o.snapshot.clone(),
                 _ => {
-                    let mut snapshot = snapshot;
                     interned.intern(&mut snapshot, &resources);
                     Arc::new(snapshot)
                 }
