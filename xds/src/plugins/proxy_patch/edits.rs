@@ -89,7 +89,7 @@ pub(super) fn parse_typed<M: Message + Name + Default>(json: &Value) -> Result<M
 
 /// Patch `msg` with a modification's `value` (Kuma's proto merge) or, when it has
 /// `jsonPatches`, with those (RFC 6902 on the JSON form).
-pub(super) fn patch_typed<M: Message + Name + Default + Clone>(
+pub(super) fn patch_typed<M: Message + Name + Default + Clone + 'static>(
     msg: &M,
     value: &M,
     patches: &[JsonPatchBlock],

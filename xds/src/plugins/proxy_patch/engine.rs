@@ -39,6 +39,21 @@ use umbra_xds_protocol::type_url::{
     CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
 
+/// Most values of one message type [`Engine::value`] keeps parsed per thread; they are
+/// dropped together when there are this many.
+const PARSED_LIMIT: usize = 256;
+
+/// Parsed values by message type, then by YAML text.
+type ParsedValues = std::collections::HashMap<
+    std::any::TypeId,
+    std::collections::HashMap<String, Box<dyn std::any::Any>>,
+>;
+
+thread_local! {
+    /// Modification values parsed on this thread, by message type and YAML text.
+    static PARSED: std::cell::RefCell<ParsedValues> = std::cell::RefCell::default();
+}
+
 /// Applies modifications to one snapshot, recording the origins of what it adds in `origins`
 /// (which outlives the engine: ProxyTemplate's engine sees what MeshProxyPatch's added).
 pub(super) struct Engine<'s> {
@@ -138,8 +153,9 @@ impl<'s> Engine<'s> {
     }
 
     /// Parse `m.value` as `M`; errors name `resource_type/<name>` with the value's `name` when
-    /// `prefer_value_name`, else `fallback` (or `*`).
-    fn value<M: Message + Name + Default>(
+    /// `prefer_value_name`, else `fallback` (or `*`). A value parsed before on this thread is
+    /// cloned from [`PARSED`] (every DPP a policy selects applies the same text).
+    fn value<M: Message + Name + Default + Clone + 'static>(
         m: &Modification<'_>,
         src: &Source,
         resource_type: &str,
@@ -149,6 +165,36 @@ impl<'s> Engine<'s> {
         let Some(text) = m.value else {
             return Ok(M::default());
         };
+        let ty = std::any::TypeId::of::<M>();
+        let cached = PARSED.with(|p| {
+            p.borrow()
+                .get(&ty)
+                .and_then(|values| values.get(text))
+                .and_then(|v| v.downcast_ref::<M>())
+                .cloned()
+        });
+        if let Some(v) = cached {
+            return Ok(v);
+        }
+        let parsed = Self::parse_value::<M>(text, src, resource_type, fallback, prefer_value_name)?;
+        PARSED.with(|p| {
+            let mut p = p.borrow_mut();
+            let values = p.entry(ty).or_default();
+            if values.len() >= PARSED_LIMIT {
+                values.clear();
+            }
+            values.insert(text.to_owned(), Box::new(parsed.clone()));
+        });
+        Ok(parsed)
+    }
+
+    fn parse_value<M: Message + Name + Default>(
+        text: &str,
+        src: &Source,
+        resource_type: &str,
+        fallback: Option<&str>,
+        prefer_value_name: bool,
+    ) -> Result<M, GenerateError> {
         let label = |json: Option<&Value>| {
             let name = json
                 .filter(|_| prefer_value_name)

@@ -147,14 +147,35 @@ fn set(
 /// fields), the typed wire merge is the result, with no reflection; otherwise both are merged
 /// as dynamic messages ([`merge_message`]). `merge_typed_fast_path_is_merge_message` checks
 /// the two agree.
-pub(super) fn merge_typed<M: Message + Name + Default + Clone>(
+pub(super) fn merge_typed<M: Message + Name + Default + Clone + 'static>(
     dst: &M,
     src: &M,
 ) -> Result<M, MergeError> {
     let type_name = M::full_name();
     let src_bytes = src.encode_to_vec();
-    let s = dynamic(&type_name, &src_bytes)?;
-    if !merges_a_duration(&s) {
+    let ty = std::any::TypeId::of::<M>();
+    let known = WIRE_MERGE_EXACT.with(|w| {
+        w.borrow()
+            .get(&ty)
+            .and_then(|m| m.get(src_bytes.as_slice()))
+            .copied()
+    });
+    let wire_exact = match known {
+        Some(exact) => exact,
+        None => {
+            let exact = !merges_a_duration(&dynamic(&type_name, &src_bytes)?);
+            WIRE_MERGE_EXACT.with(|w| {
+                let mut w = w.borrow_mut();
+                let m = w.entry(ty).or_default();
+                if m.len() >= WIRE_MERGE_LIMIT {
+                    m.clear();
+                }
+                m.insert(src_bytes.clone(), exact);
+            });
+            exact
+        }
+    };
+    if wire_exact {
         let mut out = dst.clone();
         out.merge(src_bytes.as_slice())
             .map_err(|error| MergeError::Decode {
@@ -163,9 +184,22 @@ pub(super) fn merge_typed<M: Message + Name + Default + Clone>(
             })?;
         return Ok(out);
     }
+    let s = dynamic(&type_name, &src_bytes)?;
     let mut d = dynamic(&type_name, &dst.encode_to_vec())?;
     merge_message(&mut d, &s)?;
     M::decode(d.encode_to_vec().as_slice()).map_err(|error| MergeError::Decode { type_name, error })
+}
+
+/// Most merge sources of one message type [`merge_typed`] remembers per thread; they are
+/// dropped together when there are this many.
+const WIRE_MERGE_LIMIT: usize = 256;
+
+thread_local! {
+    /// Per message type, per encoding of a merge source: whether the wire merge is Kuma's
+    /// (every DPP a MeshProxyPatch selects merges the same sources).
+    static WIRE_MERGE_EXACT: std::cell::RefCell<
+        std::collections::HashMap<std::any::TypeId, std::collections::HashMap<Vec<u8>, bool>>,
+    > = std::cell::RefCell::default();
 }
 
 /// `true` when `src` sets a `google.protobuf.Duration` through singular message fields only
