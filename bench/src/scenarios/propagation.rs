@@ -207,7 +207,8 @@ pub async fn run(size: Size) -> anyhow::Result<Vec<Row>> {
             what: format!("propagation p99, Global PUT -> every affected Envoy ACKed, Mesh-wide change ({} Envoys), {shape}", mesh_wide.len()),
             value: ms(percentile(&mesh_wide, 99.0)),
             unit: "ms",
-            target: Target::AtMost(100.0),
+            // Issue 39: <= 500 ms for a Mesh-wide change (issue 21 had 100 ms for every change).
+            target: Target::AtMost(500.0),
             anchor: "Kuma: 1-3 s write-to-Envoy (1 s KDS and xDS tickers); Istio: 120 ms-4.5 s",
             command: command.clone(),
         },

@@ -40,7 +40,8 @@ use snapshot::{publish, AdminInput};
 pub use snapshot::{DpSnapshot, Fingerprint, TYPE_ORDER};
 mod wake;
 
-/// How long the reconciler waits after a change for more changes before regenerating.
+/// The least time between the end of a reconciliation pass and the start of the next: changes
+/// within it wait for it and are handled by one pass.
 pub const COALESCE: Duration = Duration::from_millis(20);
 
 /// The longest a new ADS stream's first answer waits for the snapshot generated with the

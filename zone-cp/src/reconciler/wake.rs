@@ -39,8 +39,9 @@ impl Reconciler {
         }
     }
 
-    /// Reconcile on every store change until `shutdown` flips to `true`; bursts of changes
-    /// within [`COALESCE`] are handled once. Also wakes when an identity certificate is due for
+    /// Reconcile on every store change until `shutdown` flips to `true`: at once when the last
+    /// pass ended at least [`COALESCE`] ago, else when it has, so that the changes of a burst
+    /// are handled once. Also wakes when an identity certificate is due for
     /// rotation ([`Authority::next_rotation`]); nothing else runs while nothing changes.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.store.subscribe();
@@ -52,6 +53,7 @@ impl Reconciler {
         // The blocking passes log under the task's span (the zone's `reconciler`).
         let (this, span) = (self.clone(), tracing::Span::current());
         let _ = tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
+        let mut last_pass = tokio::time::Instant::now();
         loop {
             // At least a second apart, whatever the clock says.
             let rotation = self.ca.next_rotation().map(|at| {
@@ -72,13 +74,16 @@ impl Reconciler {
                     }
                 } => {}
             }
-            tokio::time::sleep(COALESCE).await;
+            // Passes are at least COALESCE apart: a change after a quiet moment is reconciled
+            // at once, a burst waits for the rest of it.
+            tokio::time::sleep_until(last_pass + COALESCE).await;
             revisions.borrow_and_update();
             cas.borrow_and_update();
             admins.borrow_and_update();
             let (this, span) = (self.clone(), tracing::Span::current());
             let _ =
                 tokio::task::spawn_blocking(move || span.in_scope(|| this.reconcile_once())).await;
+            last_pass = tokio::time::Instant::now();
         }
     }
 }
