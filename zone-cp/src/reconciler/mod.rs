@@ -44,6 +44,11 @@ mod wake;
 /// within it wait for it and are handled by one pass.
 pub const COALESCE: Duration = Duration::from_millis(20);
 
+/// How long a pass waits after the change that woke it, for the writes that come with it (a
+/// new ADS stream stores its Dataplane, then its Envoy's admin port; an API call writing
+/// several resources), so that one pass sees them together.
+pub const SETTLE: Duration = Duration::from_millis(5);
+
 /// The longest a new ADS stream's first answer waits for the snapshot generated with the
 /// admin port its Envoy just reported ([`Reconciler::admin_settled`]).
 pub const ADMIN_SETTLE: Duration = Duration::from_secs(2);

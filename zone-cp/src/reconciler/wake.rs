@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{DpKey, Reconciler, ADMIN_SETTLE, COALESCE};
+use super::{DpKey, Reconciler, ADMIN_SETTLE, COALESCE, SETTLE};
 
 impl Reconciler {
     /// Wait (at most [`ADMIN_SETTLE`]) until `key`'s snapshot was generated with the admin
@@ -39,9 +39,9 @@ impl Reconciler {
         }
     }
 
-    /// Reconcile on every store change until `shutdown` flips to `true`: at once when the last
-    /// pass ended at least [`COALESCE`] ago, else when it has, so that the changes of a burst
-    /// are handled once. Also wakes when an identity certificate is due for
+    /// Reconcile on every store change until `shutdown` flips to `true`: [`SETTLE`] after the
+    /// change when the last pass ended at least [`COALESCE`] ago, else when it has, so that the
+    /// changes of a burst are handled once. Also wakes when an identity certificate is due for
     /// rotation ([`Authority::next_rotation`]); nothing else runs while nothing changes.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.store.subscribe();
@@ -74,9 +74,10 @@ impl Reconciler {
                     }
                 } => {}
             }
-            // Passes are at least COALESCE apart: a change after a quiet moment is reconciled
-            // at once, a burst waits for the rest of it.
-            tokio::time::sleep_until(last_pass + COALESCE).await;
+            // Passes are at least COALESCE apart: a change after a quiet moment waits SETTLE
+            // only, a burst waits for the rest of it.
+            let woke = tokio::time::Instant::now();
+            tokio::time::sleep_until((last_pass + COALESCE).max(woke + SETTLE)).await;
             revisions.borrow_and_update();
             cas.borrow_and_update();
             admins.borrow_and_update();
