@@ -68,7 +68,9 @@ pub fn generate(
     let mut origins = Origins::default();
     let added = base::transparent::generate(&mut snap, dp, ctx);
     record(&mut origins, added, base::transparent::ORIGIN);
-    let new_routes = policies.new_routes_apply(dp);
+    // Matched once: whether routes apply, and the route plugin's rules.
+    let route_matches = crate::plugins::input::RouteMatches::of(policies, dp);
+    let new_routes = route_matches.apply();
     base::inbound::generate(&mut snap, dp, ctx);
     base::outbound::generate(&mut snap, dp, ctx, policies, new_routes);
     base::eds::generate(&mut snap, dp, ctx, policies, new_routes);
@@ -86,6 +88,7 @@ pub fn generate(
         ctx,
         policies,
         new_routes,
+        route_matches: Some(&route_matches),
     };
     apply_all(&mut snap, &input, origins, drafts)?;
     Ok(snap)

@@ -26,6 +26,35 @@ pub struct PluginInput<'a> {
     /// and cluster, so the old policies Kuma bakes into the legacy outbound generator
     /// (TrafficRoute, Timeout, CircuitBreaker) do not reach them.
     pub new_routes: bool,
+    /// The DPP's MeshHTTPRoute and MeshTCPRoute matches, when the generation already matched
+    /// them to decide `new_routes` (the route plugin then reads them instead of matching
+    /// again); `None` makes the plugin match.
+    pub route_matches: Option<&'a RouteMatches<'a>>,
+}
+
+/// One DPP's MeshHTTPRoute and MeshTCPRoute matches ([`PolicySet::matched`]), computed once per
+/// generation.
+#[derive(Debug)]
+pub struct RouteMatches<'a> {
+    /// MeshHTTPRoutes.
+    pub http: umbra_core::matching::MatchedPolicies<'a>,
+    /// MeshTCPRoutes.
+    pub tcp: umbra_core::matching::MatchedPolicies<'a>,
+}
+
+impl<'a> RouteMatches<'a> {
+    /// Match both route types of `policies` against `dp`.
+    pub fn of(policies: &'a PolicySet, dp: &DataplaneSpec) -> Self {
+        RouteMatches {
+            http: policies.matched(ResourceType::MeshHTTPRoute, dp),
+            tcp: policies.matched(ResourceType::MeshTCPRoute, dp),
+        }
+    }
+
+    /// A route gives the DPP a `to` rule: [`PolicySet::new_routes_apply`] from these matches.
+    pub fn apply(&self) -> bool {
+        !self.http.to_rules.is_empty() || !self.tcp.to_rules.is_empty()
+    }
 }
 
 impl<'a> PluginInput<'a> {

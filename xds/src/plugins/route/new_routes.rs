@@ -17,7 +17,6 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use umbra_core::policies::backend_ref::BackendRef;
 use umbra_core::policies::mesh_http_route::{prepare_routes, PolicyDefault};
 use umbra_core::policies::mesh_tcp_route::TcpRule;
-use umbra_core::resource::ResourceType;
 use umbra_core::rules::{Element, Rules};
 use umbra_core::target_ref::SERVICE_TAG;
 
@@ -40,8 +39,14 @@ pub(super) fn apply(
     origins: &mut Origins,
 ) -> Result<(), GenerateError> {
     let dp = input.dataplane;
-    let http = input.policies.matched(ResourceType::MeshHTTPRoute, dp);
-    let tcp = input.policies.matched(ResourceType::MeshTCPRoute, dp);
+    let matched;
+    let (http, tcp) = match input.route_matches {
+        Some(m) => (&m.http, &m.tcp),
+        None => {
+            matched = crate::plugins::input::RouteMatches::of(input.policies, dp);
+            (&matched.http, &matched.tcp)
+        }
+    };
     for outbound in &dp.networking.outbound {
         if outbound.backend_ref.is_some() {
             continue;
