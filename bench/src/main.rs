@@ -128,13 +128,15 @@ async fn run(scenario: Scenario) -> anyhow::Result<Vec<Row>> {
             endpoints,
             policies,
             runs,
-        } => reconcile::run(reconcile::Size {
-            dpps,
-            outbounds,
-            endpoints,
-            policies,
+        } => reconcile::run(
+            fleet_envoys::Size {
+                dpps,
+                outbounds,
+                endpoints,
+                policies,
+            },
             runs,
-        })?,
+        )?,
         Scenario::Footprint {
             dpps,
             outbounds,

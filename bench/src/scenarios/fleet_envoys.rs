@@ -33,7 +33,9 @@ pub struct Size {
 }
 
 impl Size {
-    fn services(self) -> usize {
+    /// Services in the mesh: DPPs are spread over them, `endpoints` per service, and each
+    /// DPP's outbounds name other services.
+    pub(crate) fn services(self) -> usize {
         (self.dpps / self.endpoints.max(1)).max(self.outbounds + 1)
     }
 

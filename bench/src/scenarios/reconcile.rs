@@ -16,21 +16,7 @@ use umbra_zone_cp::synthetic;
 
 use crate::measure::{percentile, Row, Target};
 use crate::mesh;
-
-/// The scenario's size (the propagation scenario's, for one zone).
-#[derive(Debug, Clone, Copy)]
-pub struct Size {
-    /// DPPs in the zone.
-    pub dpps: usize,
-    /// Outbounds per DPP.
-    pub outbounds: usize,
-    /// Endpoints per outbound (decides the number of services).
-    pub endpoints: usize,
-    /// Policies of every type.
-    pub policies: usize,
-    /// Passes per figure.
-    pub runs: usize,
-}
+use crate::scenarios::fleet_envoys::Size;
 
 fn put(store: &Store, yaml: &str) -> anyhow::Result<()> {
     store.put(Resource::from_bytes(yaml.as_bytes())?, None)?;
@@ -62,19 +48,19 @@ fn passes(
     Ok((percentile(&times, 50.0), regenerated))
 }
 
-/// Run it; the rows (first pass, no change, Mesh-wide change, one service's change).
+/// Run it with `size` (the propagation scenario's, for one zone) and `runs` timed passes per
+/// figure; the rows (first pass, no change, Mesh-wide change, one service's change).
 ///
 /// # Errors
 /// A resource the store refuses (a bug in the fixture).
-pub fn run(size: Size) -> anyhow::Result<Vec<Row>> {
+pub fn run(size: Size, runs: usize) -> anyhow::Result<Vec<Row>> {
     let Size {
         dpps,
         outbounds,
         endpoints,
         policies,
-        runs,
     } = size;
-    let services = (dpps / endpoints.max(1)).max(outbounds + 1);
+    let services = size.services();
     let store = Store::new();
     put(&store, mesh::MESH)?;
     for (_, _, y) in mesh::every_type(policies, 4, services) {
