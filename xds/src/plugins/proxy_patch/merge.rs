@@ -369,6 +369,106 @@ mod tests {
         }
     }
 
+    /// Random clusters as proto3 JSON: a subset of fragments that set fields of every kind
+    /// (scalars at zero, enums, a oneof's members, wrappers, repeated fields, maps, `Any`s,
+    /// nested messages, Durations in lists, map values and singular fields).
+    fn cluster_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::strategy::Strategy;
+        let http_options = |options: serde_json::Value| {
+            let mut any = json!({"@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"});
+            any["commonHttpProtocolOptions"] = options;
+            any
+        };
+        let fragments: Vec<(&str, serde_json::Value)> = vec![
+            ("name", json!("a")),
+            ("type", json!("STATIC")),
+            ("type", json!("EDS")),
+            ("clusterType", json!({"name": "envoy.clusters.aggregate"})),
+            ("perConnectionBufferLimitBytes", json!(0)),
+            ("perConnectionBufferLimitBytes", json!(7)),
+            ("lbPolicy", json!("LEAST_REQUEST")),
+            ("lbPolicy", json!("ROUND_ROBIN")),
+            (
+                "circuitBreakers",
+                json!({"thresholds": [{"maxConnections": 3}]}),
+            ),
+            (
+                "circuitBreakers",
+                json!({"thresholds": [{"priority": "HIGH", "maxRetries": 0}]}),
+            ),
+            ("metadata", json!({"filterMetadata": {"x": {"k": "v"}}})),
+            (
+                "metadata",
+                json!({"filterMetadata": {"x": {"j": 1}, "y": {}}}),
+            ),
+            (
+                "commonLbConfig",
+                json!({"healthyPanicThreshold": {"value": 50}}),
+            ),
+            (
+                "commonLbConfig",
+                json!({"ignoreNewHostsUntilFirstHc": true, "zoneAwareLbConfig": {"minClusterSize": "3"}}),
+            ),
+            ("healthChecks", json!([{"timeout": "1s", "interval": "2s"}])),
+            (
+                "typedExtensionProtocolOptions",
+                json!({"a": http_options(json!({"maxRequestsPerConnection": 3}))}),
+            ),
+            (
+                "typedExtensionProtocolOptions",
+                json!({"a": http_options(json!({"idleTimeout": "1s"})), "b": http_options(json!({}))}),
+            ),
+            (
+                "outlierDetection",
+                json!({"consecutive5xx": 0, "enforcingConsecutive5xx": 7}),
+            ),
+            ("outlierDetection", json!({"maxEjectionPercent": 10})),
+            ("outlierDetection", json!({"interval": "3s"})),
+            ("respectDnsTtl", json!(true)),
+            ("dnsLookupFamily", json!("V4_ONLY")),
+            ("connectTimeout", json!("5.500s")),
+            ("connectTimeout", json!("7s")),
+            (
+                "loadAssignment",
+                json!({"clusterName": "c", "endpoints": [{"lbEndpoints": [{"endpoint": {"address": {"socketAddress": {"address": "1.2.3.4", "portValue": 80}}}}]}]}),
+            ),
+            (
+                "transportSocket",
+                json!({"name": "tls", "typedConfig": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "sni": "x"}}),
+            ),
+            (
+                "transportSocket",
+                json!({"name": "tls", "typedConfig": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "allowRenegotiation": true}}),
+            ),
+        ];
+        let count = fragments.len();
+        proptest::sample::subsequence(fragments, 0..=count).prop_map(|chosen| {
+            let mut out = serde_json::Map::new();
+            for (key, value) in chosen {
+                out.insert(key.to_owned(), value);
+            }
+            // One member of the discovery-type oneof per message.
+            if out.contains_key("type") {
+                out.remove("clusterType");
+            }
+            serde_json::Value::Object(out)
+        })
+    }
+
+    proptest::proptest! {
+        /// [`merge_typed`] (the wire merge where it applies) gives what [`merge_message`] gives,
+        /// for random pairs of clusters.
+        #[test]
+        fn merge_typed_is_merge_message_on_random_clusters(d in cluster_json(), s in cluster_json()) {
+            let (dst, src) = (cluster(d.clone()), cluster(s.clone()));
+            let name = "envoy.config.cluster.v3.Cluster";
+            let mut slow = dynamic(name, &dst.encode_to_vec()).unwrap();
+            merge_message(&mut slow, &dynamic(name, &src.encode_to_vec()).unwrap()).unwrap();
+            let slow = Cluster::decode(slow.encode_to_vec().as_slice()).unwrap();
+            proptest::prop_assert_eq!(merge_typed(&dst, &src).unwrap(), slow, "{} <- {}", d, s);
+        }
+    }
+
     #[test]
     fn oneof_members_replace_each_other() {
         let dst = cluster(json!({"name": "c", "type": "EDS"}));
