@@ -49,6 +49,7 @@ pub mod names;
 pub mod plugins;
 pub mod protobuf;
 pub mod render;
+pub mod shadow;
 pub mod snapshot;
 pub mod tags;
 pub mod wire_diff;

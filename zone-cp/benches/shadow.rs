@@ -1,7 +1,9 @@
 //! Zone-side cost of the fleet-wide shadow diff (issue 6), printed as a table: one mesh of
 //! `UMBRA_BENCH_DPPS` (default 2,000) DPPs, each with one HTTP inbound and 50 outbounds to
-//! service VIPs of `UMBRA_BENCH_SERVICES` (default 100) services, 10 live Timeouts and their 10 MeshTimeout replacements as shadow (the topology
-//! of `umbra-bench fleet-diff`, one zone). Times [`MeshShadow::prepare`] and
+//! service VIPs of `UMBRA_BENCH_SERVICES` (default 100) services, and the shadow policies of
+//! `UMBRA_BENCH_SHADOW` (default `migration`: 10 live Timeouts and their 10 MeshTimeout
+//! replacements as shadow, the topology of `umbra-bench fleet-diff`, one zone; `one-service`:
+//! one shadow MeshTimeout to one service). Times [`MeshShadow::prepare`] and
 //! [`MeshShadow::diff`] over every DPP, on one thread and on the inspect pool's threads.
 //!
 //! Run: `cargo bench -p umbra-zone-cp --bench shadow`.
@@ -36,9 +38,24 @@ fn services() -> usize {
         .max(OUTBOUNDS + 1)
 }
 
+/// The shadow policies (`UMBRA_BENCH_SHADOW`): `migration` (default) is issue 6's 10 Timeouts
+/// and their MeshTimeout replacements, which changes every listener of every DPP; `one-service`
+/// is a live Mesh-wide MeshTimeout and one shadow MeshTimeout to `svc-1`, which changes the
+/// resources of one outbound of the DPPs calling it (about half of them).
+fn policies() -> Vec<String> {
+    match std::env::var("UMBRA_BENCH_SHADOW").as_deref() {
+        Ok("one-service") => vec![
+            "type: MeshTimeout\nmesh: default\nname: all\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 24s}\n".to_owned(),
+            "type: MeshTimeout\nmesh: default\nname: to-svc-1\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: svc-1}\n    default: {http: {requestTimeout: 41s}}\n".to_owned(),
+        ],
+        Ok("migration") | Err(_) => synthetic::policies(),
+        Ok(other) => panic!("UMBRA_BENCH_SHADOW={other}: expected migration or one-service"),
+    }
+}
+
 fn resources(dpps: usize) -> Vec<Resource> {
     let mut y = vec!["type: Mesh\nname: default\nskipCreatingInitialPolicies: ['*']\n".to_owned()];
-    y.extend(synthetic::policies());
+    y.extend(policies());
     y.extend((0..dpps).map(|i| synthetic::dataplane(0, i, services(), OUTBOUNDS)));
     y.iter()
         .map(|s| Resource::from_bytes(s.as_bytes()).expect("valid"))
@@ -98,13 +115,15 @@ fn main() {
         .expect("prepare")
         .with_live_snapshots(served);
     let t = Instant::now();
-    names.par_iter().for_each(|n| {
-        shadow.diff(n).expect("diff");
-    });
+    let differing = names
+        .par_iter()
+        .filter(|n| !shadow.diff(n).expect("diff").0.is_empty())
+        .count();
     let reused = t.elapsed();
     println!(
-        "| measurement ({dpps} DPPs, {OUTBOUNDS} outbounds each, {} services) | value |",
-        services()
+        "| measurement ({dpps} DPPs, {OUTBOUNDS} outbounds each, {} services, shadow: {}) | value |",
+        services(),
+        std::env::var("UMBRA_BENCH_SHADOW").unwrap_or_else(|_| "migration".into())
     );
     println!("|---|---|");
     println!(
@@ -112,9 +131,9 @@ fn main() {
         prepare.as_secs_f64() * 1e3
     );
     println!(
-        "| one DPP's diff, one thread (first 200, cold cache) | {:.2} ms ({} operations per DPP) |",
+        "| one DPP's diff, one thread (first 200, cold cache) | {:.2} ms ({:.1} operations per DPP) |",
         one_thread.as_secs_f64() * 1e3,
-        ops / 200
+        ops as f64 / 200.0
     );
     println!(
         "| every DPP, {} threads (cold cache) | {:.2} s = {:.2} ms per DPP |",
@@ -123,7 +142,7 @@ fn main() {
         parallel.as_secs_f64() * 1e3 / dpps as f64
     );
     println!(
-        "| same, reusing the served Live snapshots | {:.2} s = {:.2} ms per DPP |",
+        "| same, reusing the served Live snapshots | {:.2} s = {:.2} ms per DPP ({differing} DPPs differ) |",
         reused.as_secs_f64(),
         reused.as_secs_f64() * 1e3 / dpps as f64
     );

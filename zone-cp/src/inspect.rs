@@ -22,8 +22,9 @@
 //!
 //! [`MeshShadow`] answers the same question for many DPPs of a mesh at once (the Global's
 //! fleet-wide shadow diff, issue 6): the views and the mesh context are built once, DPPs whose
-//! dependencies are equal in both views are skipped without generating, and changed resources
-//! shared by many DPPs are diffed once ([`umbra_xds::diff::DiffCache`]).
+//! dependencies are equal in both views are skipped without generating, the Shadow view of the
+//! others regenerates only what the differing policies reach ([`umbra_xds::shadow`]), and
+//! changed resources shared by many DPPs are diffed once ([`umbra_xds::diff::DiffCache`]).
 //!
 //! Both views are generated from the store as the reconciler generates the Live one. The SDS
 //! secrets (identity certificates and their private keys, see [`umbra_pki::identity`]) are not part of
@@ -43,6 +44,7 @@ use umbra_xds::context::MeshContext;
 use crate::reconciler::vips;
 use umbra_xds::diff::{DiffCache, Patch};
 use umbra_xds::generate::{generate, Proxy};
+use umbra_xds::shadow::{shadow_from_live, Shadow};
 use umbra_xds::snapshot::Snapshot;
 
 pub use crate::ingress::ZoneView;
@@ -457,7 +459,9 @@ impl MeshShadow {
                 name: name.to_owned(),
                 mesh: self.mesh.clone(),
             })?;
-        if !umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow) {
+        let served = self.live_snapshots.get(name);
+        if served.is_none() && !umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow)
+        {
             return Ok(Patch(Vec::new()));
         }
         let admin = self
@@ -471,15 +475,19 @@ impl MeshShadow {
             admin: admin.as_deref(),
             dns: dns.as_ref(),
         };
-        let live = match self.live_snapshots.get(name) {
+        let live = match served {
             Some(served) => served.clone(),
             None => Arc::new(generate(proxy, &self.ctx, &self.live)?),
         };
         let start = std::time::Instant::now();
-        let shadow = generate(proxy, &self.ctx, &self.shadow);
+        // Only what the differing policies reach is generated (issue 39, item 3).
+        let shadow = shadow_from_live(proxy, &self.ctx, &self.live, &self.shadow, &live);
         metrics::histogram!(umbra_runtime::metrics::XDS_GENERATION, "view" => "shadow")
             .record(start.elapsed().as_secs_f64());
-        let shadow = shadow?;
+        let shadow = match shadow? {
+            Shadow::Unchanged => return Ok(Patch(Vec::new())),
+            Shadow::Spliced { snapshot, .. } | Shadow::Regenerated(snapshot) => snapshot,
+        };
         Ok(umbra_xds::diff::snapshot_diff_cached(
             &live,
             &shadow,
@@ -574,6 +582,76 @@ mod tests {
                     "{answer}"
                 );
             }
+        }
+    }
+
+    /// A shadow policy to one service: its callers' Shadow views are spliced from the Live
+    /// ones (issue 39, item 3), and answer as the per-DPP `_config` diff does. (Its name sorts
+    /// before the live one's, so its conf wins: Kuma 2.7 orders policies of one `targetRef`
+    /// kind by name, the lexicographically smaller one last.)
+    #[test]
+    fn a_shadow_policy_to_one_service_diffs_its_callers_only() {
+        let yaml = r"
+type: Mesh
+name: default
+---
+type: Dataplane
+mesh: default
+name: web
+networking:
+  address: 10.0.0.1
+  inbound:
+  - port: 80
+    tags: {kuma.io/service: web, kuma.io/protocol: http}
+  outbound:
+  - {port: 9001, tags: {kuma.io/service: backend}}
+  - {port: 9002, tags: {kuma.io/service: redis}}
+---
+type: Dataplane
+mesh: default
+name: backend
+networking:
+  address: 10.0.0.2
+  inbound:
+  - port: 80
+    tags: {kuma.io/service: backend, kuma.io/protocol: http}
+  outbound:
+  - {port: 9002, tags: {kuma.io/service: redis}}
+---
+type: MeshRetry
+mesh: default
+name: all
+spec:
+  targetRef: {kind: Mesh}
+  to: [{targetRef: {kind: Mesh}, default: {http: {numRetries: 1}}}]
+---
+type: MeshRetry
+mesh: default
+name: a-to-backend
+labels: {kuma.io/effect: shadow}
+spec:
+  targetRef: {kind: Mesh}
+  to: [{targetRef: {kind: MeshService, name: backend}, default: {http: {numRetries: 5}}}]
+";
+        let resources = Resource::all_from_bytes(yaml.as_bytes()).unwrap();
+        let shadow = MeshShadow::prepare(
+            resources.clone(),
+            &ZoneView::default(),
+            "default",
+            &Promotion::All,
+        )
+        .unwrap();
+        let q = InspectQuery {
+            shadow: true,
+            diff: true,
+        };
+        for (name, differs) in [("web", true), ("backend", false)] {
+            let direct = config(&resources, &ZoneView::default(), "default", name, q).unwrap()
+                ["diff"]
+                .clone();
+            let patch = serde_json::to_value(shadow.diff(name).unwrap()).unwrap();
+            assert_eq!(patch, direct, "{name}");
+            assert_eq!(patch != json!([]), differs, "{name}: {patch}");
         }
     }
 

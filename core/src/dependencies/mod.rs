@@ -40,6 +40,7 @@
 pub mod egress;
 pub mod ingress;
 mod reach;
+pub mod shadow;
 
 use crate::dataplane::DataplaneSpec;
 use crate::old_matching::{dataplane_matches, OldPolicyRef};
@@ -75,16 +76,24 @@ pub struct Dependencies<'a> {
 /// A new policy whose `targetRef` cannot be resolved (an unknown MeshHTTPRoute) counts as a
 /// dependency: matching reports it as a warning, which is part of what the DPP sees.
 pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependencies<'a> {
-    collect(dp, policies, true)
+    collect(dp, policies, true, &[])
 }
 
 /// [`dependencies`] without narrowing new policies by the services their `to` entries name:
 /// every policy whose top-level `targetRef` selects `dp` (what a policy's DPP list shows).
 pub fn selection<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependencies<'a> {
-    collect(dp, policies, false)
+    collect(dp, policies, false, &[])
 }
 
-fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> Dependencies<'a> {
+/// The dependencies of `dp` (narrowed when `narrow`), as if it reached none of `unreached`
+/// (narrowing decides as for a sidecar whose outbounds and routes send to none of them;
+/// [`Dependencies::services`] stays what it reaches).
+fn collect<'a>(
+    dp: &'a DataplaneSpec,
+    policies: &'a PolicySet,
+    narrow: bool,
+    unreached: &[&str],
+) -> Dependencies<'a> {
     let include_shadow = policies.view == Some(crate::view::View::Shadow);
     let routes: Vec<&crate::policy::TargetRefPolicy> = policies.routes.iter().collect();
     let builtin_gateway = crate::gateway::is_builtin(dp);
@@ -101,7 +110,11 @@ fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> 
     } else {
         reach::reached_services(dp, policies, &routes, include_shadow)
     };
-    let reached = (narrow && !builtin_gateway && !direct_access).then(|| services.clone());
+    let reached = (narrow && !builtin_gateway && !direct_access).then(|| {
+        let mut reached = services.clone();
+        reached.retain(|s| !unreached.contains(s));
+        reached
+    });
     let mut deps = Dependencies {
         services,
         ..Dependencies::default()

@@ -45,16 +45,29 @@ pub(super) fn reached_services<'a>(
     routes: &[&TargetRefPolicy],
     include_shadow: bool,
 ) -> Vec<&'a str> {
-    let mut out: Vec<&'a str> = dp
+    let mut outbounds: Vec<&'a str> = dp
         .networking
         .outbound
         .iter()
         .map(crate::dataplane::Outbound::service)
         .collect();
     if dp.networking.transparent_proxying.is_some() {
-        out.push(PASS_THROUGH_SERVICE);
+        outbounds.push(PASS_THROUGH_SERVICE);
     }
-    let outbounds = out.clone();
+    reached_through(dp, outbounds, policies, routes, include_shadow)
+}
+
+/// The services `dp` reaches through the outbounds to `outbounds` (service names; a subset of
+/// its own, or all of them as [`reached_services`] gives): those, then the backends of every
+/// route entry that may apply to one of them, duplicates kept.
+pub(super) fn reached_through<'a>(
+    dp: &DataplaneSpec,
+    outbounds: Vec<&'a str>,
+    policies: &'a PolicySet,
+    routes: &[&TargetRefPolicy],
+    include_shadow: bool,
+) -> Vec<&'a str> {
+    let mut out = outbounds.clone();
     for ty in [ResourceType::MeshHTTPRoute, ResourceType::MeshTCPRoute] {
         for p in policies.new.get(&ty).into_iter().flatten() {
             if !include_shadow && p.meta().is_shadow() {
@@ -143,7 +156,7 @@ fn backend_names<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
 /// Whether `list` (every policy of one type in the view) allows narrowing at all: its `to`
 /// entries are all `Mesh` or `MeshService`, fewer than [`MAX_ITEMS`], and none of its
 /// policies targets a MeshHTTPRoute.
-fn type_allows_narrowing(list: &[TargetRefPolicy]) -> bool {
+pub(super) fn type_allows_narrowing(list: &[TargetRefPolicy]) -> bool {
     use TargetRefKind as K;
     let items = list.iter().map(|p| p.to.len()).sum::<usize>();
     items < MAX_ITEMS
