@@ -36,6 +36,11 @@ enum Scenario {
         endpoints: usize,
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// The shadow policies: `migration` (issue 6's Timeouts and their MeshTimeout
+        /// replacements, every DPP changes) or `one-service` (one shadow MeshTimeout to one
+        /// service).
+        #[arg(long, default_value = "migration")]
+        shadow: String,
     },
     /// Global PUT to every affected simulated Envoy's ACK, across zone processes.
     Propagation {
@@ -97,12 +102,14 @@ async fn run(scenario: Scenario) -> anyhow::Result<Vec<Row>> {
             dpps,
             endpoints,
             runs,
+            shadow,
         } => {
             fleet_diff::run(fleet_diff::Size {
                 zones,
                 dpps,
                 endpoints,
                 runs,
+                shadow,
             })
             .await?
         }
@@ -174,6 +181,7 @@ async fn run(scenario: Scenario) -> anyhow::Result<Vec<Row>> {
                         dpps: 2000,
                         endpoints,
                         runs: 3,
+                        shadow: "migration".into(),
                     })
                     .await?,
                 );

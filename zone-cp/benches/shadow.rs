@@ -38,19 +38,13 @@ fn services() -> usize {
         .max(OUTBOUNDS + 1)
 }
 
-/// The shadow policies (`UMBRA_BENCH_SHADOW`): `migration` (default) is issue 6's 10 Timeouts
-/// and their MeshTimeout replacements, which changes every listener of every DPP; `one-service`
-/// is a live Mesh-wide MeshTimeout and one shadow MeshTimeout to `svc-1`, which changes the
-/// resources of one outbound of the DPPs calling it (about half of them).
+/// The shadow policies (`UMBRA_BENCH_SHADOW`, [`synthetic::shape`]): `migration` (default)
+/// changes every listener of every DPP; `one-service` changes one outbound of the DPPs calling
+/// `svc-1` (about half of them with the default 100 services).
 fn policies() -> Vec<String> {
-    match std::env::var("UMBRA_BENCH_SHADOW").as_deref() {
-        Ok("one-service") => vec![
-            "type: MeshTimeout\nmesh: default\nname: all\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {idleTimeout: 24s}\n".to_owned(),
-            "type: MeshTimeout\nmesh: default\nname: to-svc-1\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: svc-1}\n    default: {http: {requestTimeout: 41s}}\n".to_owned(),
-        ],
-        Ok("migration") | Err(_) => synthetic::policies(),
-        Ok(other) => panic!("UMBRA_BENCH_SHADOW={other}: expected migration or one-service"),
-    }
+    let name = std::env::var("UMBRA_BENCH_SHADOW").unwrap_or_else(|_| "migration".into());
+    synthetic::shape(&name)
+        .unwrap_or_else(|| panic!("UMBRA_BENCH_SHADOW={name}: expected migration or one-service"))
 }
 
 fn resources(dpps: usize) -> Vec<Resource> {

@@ -19,6 +19,22 @@ pub fn policies() -> Vec<String> {
     out
 }
 
+/// The shadow policies of the benches' two shapes (`migration` or `one-service`, as YAML), or
+/// `None` for another name: `migration` is [`policies`]; `one-service` is a live Mesh-wide
+/// MeshTimeout (`all`, the first) and one shadow MeshTimeout to `svc-1`, which changes the
+/// resources of one outbound of the DPPs calling `svc-1` only. Each shape's first policy is
+/// live and holds `21s`, which the fleet-diff bench replaces to change something between runs.
+pub fn shape(name: &str) -> Option<Vec<String>> {
+    match name {
+        "migration" => Some(policies()),
+        "one-service" => Some(vec![
+            "type: MeshTimeout\nmesh: default\nname: all\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: Mesh}\n    default: {connectionTimeout: 21s, idleTimeout: 24s}\n".to_owned(),
+            "type: MeshTimeout\nmesh: default\nname: to-svc-1\nlabels: {kuma.io/effect: shadow}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: {kind: MeshService, name: svc-1}\n    default: {http: {requestTimeout: 41s}}\n".to_owned(),
+        ]),
+        _ => None,
+    }
+}
+
 /// Dataplane `dp-<i>` of mesh `default` as YAML: address `10.<zone>.x.y`, one HTTP inbound of
 /// service `svc-(i % services)`, and `outbounds` outbounds to the next services' VIPs
 /// (`240.0.x.y:80`, the same for every DPP).
@@ -46,7 +62,9 @@ mod tests {
 
     #[test]
     fn everything_is_a_valid_resource() {
-        for p in super::policies() {
+        let one_service = super::shape("one-service").unwrap();
+        assert!(one_service[0].contains("21s") && super::policies()[0].contains("21s"));
+        for p in super::policies().into_iter().chain(one_service) {
             let r = Resource::from_bytes(p.as_bytes()).unwrap();
             assert!(!r.validate().has_violations(), "{p}");
         }

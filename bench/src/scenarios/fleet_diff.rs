@@ -1,8 +1,11 @@
 //! The fleet-wide shadow diff (issues 6 and 21): `zones` zone-cp processes with `dpps` DPPs
 //! each and one global-cp (memory store), all on this machine. Each DPP has one HTTP inbound
 //! and 50 outbounds to service VIPs; `dpps / endpoints` services, so each outbound has
-//! `endpoints` endpoints per zone. The mesh holds issue 6's 20 policies: 10 live Timeouts and
-//! their 10 MeshTimeout replacements as shadow (one Mesh-wide), so every DPP is affected.
+//! `endpoints` endpoints per zone. With `--shadow migration` (the default, issue 21's rows) the
+//! mesh holds issue 6's 20 policies: 10 live Timeouts and their 10 MeshTimeout replacements as
+//! shadow (one Mesh-wide), so every DPP is affected; with `--shadow one-service`, a live
+//! Mesh-wide MeshTimeout and one shadow MeshTimeout to one service, which changes one outbound
+//! of that service's callers ([`synthetic::shape`]).
 //!
 //! The clock starts once the zones have synced their Dataplanes to the Global and generated
 //! every Live snapshot (their CPU went idle). `GET /meshes/default/_shadow-diff` (summary) is
@@ -24,7 +27,7 @@ use crate::measure::{cpu_ticks, cpu_ticks_of, ms, rss_kib, settle, Row, Target};
 pub const OUTBOUNDS: usize = 50;
 
 /// The scenario's size.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Size {
     /// Zone processes.
     pub zones: usize,
@@ -34,6 +37,8 @@ pub struct Size {
     pub endpoints: usize,
     /// Timed runs (the median is reported).
     pub runs: usize,
+    /// The shadow policies ([`synthetic::shape`]: `migration` or `one-service`).
+    pub shadow: String,
 }
 
 struct Run {
@@ -104,12 +109,14 @@ pub async fn run(size: Size) -> anyhow::Result<Vec<Row>> {
         dpps,
         endpoints,
         runs,
+        shadow,
     } = size;
     let services = (dpps / endpoints.max(1)).max(OUTBOUNDS + 1);
     let work = WorkDir::new("fleet-diff")?;
     let global = cluster::start_global(&work.0).await?;
     global.apply("/meshes/default", crate::mesh::MESH).await?;
-    let policies = synthetic::policies();
+    let policies = synthetic::shape(&shadow)
+        .ok_or_else(|| anyhow::anyhow!("--shadow {shadow}: expected migration or one-service"))?;
     for p in &policies {
         let r = umbra_core::resource::Resource::from_bytes(p.as_bytes())?;
         let plural = r.ty().plural();
@@ -145,9 +152,10 @@ pub async fn run(size: Size) -> anyhow::Result<Vec<Row>> {
         // Something changed since the last run (a live policy touched), so each run computes.
         if n > 1 {
             let p = &policies[0];
+            let r = umbra_core::resource::Resource::from_bytes(p.as_bytes())?;
             global
                 .apply(
-                    "/meshes/default/timeouts/timeout-all",
+                    &format!("/meshes/default/{}/{}", r.ty().plural(), r.meta.name),
                     &p.replace("21s", &format!("2{n}s")),
                 )
                 .await?;
@@ -184,18 +192,22 @@ pub async fn run(size: Size) -> anyhow::Result<Vec<Row>> {
     );
     walls.sort();
     let median = walls[walls.len() / 2];
+    let migration = shadow == "migration";
     let command = format!(
-        "cargo run --release -p umbra-bench -- fleet-diff --zones {zones} --dpps {dpps} --endpoints {endpoints}"
+        "cargo run --release -p umbra-bench -- fleet-diff --zones {zones} --dpps {dpps} --endpoints {endpoints} --shadow {shadow}"
     );
-    let shape =
-        format!("{zones} zones x {dpps} DPPs, {OUTBOUNDS} outbounds of {endpoints} endpoints");
+    let shape = format!(
+        "{zones} zones x {dpps} DPPs, {OUTBOUNDS} outbounds of {endpoints} endpoints, {shadow} shadow"
+    );
+    // Issue 21's targets are for the migration; the one-service shape has none.
     let limit = if endpoints > 2 { 10.0 } else { 5.0 };
+    let target = |t: Target| if migration { t } else { Target::None };
     Ok(vec![
         Row {
             what: format!("fleet shadow diff, {shape} (median of {runs})"),
             value: median.as_secs_f64(),
             unit: "s",
-            target: Target::AtMost(limit),
+            target: target(Target::AtMost(limit)),
             anchor: "Kuma 2.7 has no fleet diff (its inspect answers one DPP at a time)",
             command: command.clone(),
         },
@@ -206,7 +218,7 @@ pub async fn run(size: Size) -> anyhow::Result<Vec<Row>> {
             target: if endpoints > 2 {
                 Target::None
             } else {
-                Target::AtMost(0.5)
+                target(Target::AtMost(0.5))
             },
             anchor: "-",
             command: command.clone(),
