@@ -145,11 +145,11 @@ impl MeshMemo {
         out
     }
 
-    /// The new policies that changed since this memo's pass, when nothing else in the mesh
-    /// did: the same Mesh revision, service digests and VIPs, every changed (added, updated or
+    /// The new policies that changed since this memo's pass (none at all, for a pass woken
+    /// by something the rest of the fingerprint covers), when nothing else in the mesh did:
+    /// the same Mesh revision, service digests and VIPs, every changed (added, updated or
     /// deleted) resource a new policy, and the views agreeing on everything else
-    /// ([`change::only_policies_differ`]). `None` otherwise (or when nothing changed, so a
-    /// pass woken by something outside the store lists every DPP's dependencies).
+    /// ([`change::only_policies_differ`]). `None` otherwise.
     pub(super) fn change(
         &self,
         mesh_revision: u64,
@@ -177,11 +177,10 @@ impl MeshMemo {
         }
         let refs: Vec<(ResourceType, &str)> =
             changed.iter().map(|(t, n)| (*t, n.as_str())).collect();
-        (!changed.is_empty() && change::only_policies_differ(&self.policies, policies, &refs))
-            .then_some(PolicyChange {
-                memo: self,
-                changed,
-            })
+        (change::only_policies_differ(&self.policies, policies, &refs)).then_some(PolicyChange {
+            memo: self,
+            changed,
+        })
     }
 }
 

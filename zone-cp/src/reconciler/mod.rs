@@ -2,9 +2,9 @@
 //! (coalescing bursts) and regenerates only the DPPs a change can affect: each DPP's inputs
 //! ([`umbra_core::dependencies`]: the Mesh, its Dataplane, the policies selecting it, the superseded old
 //! types and the endpoints of its outbound services) are fingerprinted by store revision, and
-//! a DPP whose fingerprint is unchanged is not regenerated. When only new policies changed
-//! since the last pass, only the DPPs they can reach have their dependencies listed again; the
-//! others keep the last pass's ([`inputs::MeshMemo`], issue 39). Affected DPPs are regenerated in
+//! a DPP whose fingerprint is unchanged is not regenerated. When nothing but new policies
+//! changed in a mesh since the last pass, only the DPPs they can reach have their dependencies
+//! listed again; the others keep the last pass's ([`inputs::MeshMemo`], issue 39). Affected DPPs are regenerated in
 //! parallel. Only snapshots whose content changed are published (per-resource versions are
 //! content hashes, see [`Snapshot::resource_versions`]). If a DPP's generation fails because of
 //! a policy, that DPP keeps its last good snapshot and the error (naming the policy) is
@@ -290,8 +290,8 @@ impl Reconciler {
         )
     }
 
-    /// How many times passes listed a DPP's dependencies (every DPP of a mesh, unless only
-    /// new policies changed since the last pass: then the DPPs they can reach).
+    /// How many times passes listed a DPP's dependencies (every DPP of a mesh, unless nothing
+    /// but new policies changed in it since the last pass: then the DPPs they can reach).
     pub fn dependencies_listed(&self) -> u64 {
         self.listed.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -1176,11 +1176,11 @@ mod tests {
         put(&store, SLOTS[20][0]);
         assert_eq!(rec.reconcile_once().regenerated, 1);
         assert_eq!(rec.dependencies_listed() - listed, 1);
-        // Nothing changed in the store: every DPP's dependencies are listed (a pass may be
-        // woken by an admin port or a CA, which no memo compares).
+        // Nothing changed in the mesh (a pass woken by an admin port or a CA, which the rest
+        // of the fingerprint covers): no DPP's dependencies are listed again.
         let listed = rec.dependencies_listed();
         assert_eq!(rec.reconcile_once().regenerated, 0);
-        assert_eq!(rec.dependencies_listed() - listed, 4);
+        assert_eq!(rec.dependencies_listed() - listed, 0);
         // canary: its own DPP only (a Dataplane changed: everyone's dependencies are listed).
         let listed = rec.dependencies_listed();
         put(&store, SLOTS[17][0]);
