@@ -37,7 +37,6 @@
 //! of resource identity (the zone store's write revisions). [`ingress`] does the same for a
 //! ZoneIngress.
 
-pub mod change;
 pub mod egress;
 pub mod ingress;
 mod reach;

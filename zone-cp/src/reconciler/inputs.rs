@@ -1,14 +1,13 @@
-//! A DPP's generation inputs as the reconciler fingerprints them ([`Fp`], [`service_digests`],
-//! [`dependencies_digest`]), and what one pass keeps of each mesh for the next ([`MeshMemo`]),
-//! so that a change of new policies only lists again the dependencies of the DPPs it can reach
-//! (issue 39; [`umbra_core::dependencies::change`]).
+//! A DPP's generation inputs as the reconciler fingerprints them: [`Outer::fingerprint`] over
+//! its [`dependencies_digest`] and the inputs that are not policies ([`Fp`],
+//! [`service_digests`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 use umbra_core::dataplane::DataplaneSpec;
-use umbra_core::dependencies::{change, dependencies};
+use umbra_core::dependencies::dependencies;
 use umbra_core::resource::ResourceType;
 use umbra_core::view::PolicySet;
 use umbra_pki::identity::Identity;
@@ -110,102 +109,15 @@ pub(super) fn service_digests(ctx: &MeshContext) -> HashMap<String, Digest> {
         .collect()
 }
 
-/// What a pass kept of one mesh: enough to tell, at the next pass, whether only new policies
-/// changed, and each DPP's [`dependencies_digest`].
-#[derive(Debug)]
-pub(super) struct MeshMemo {
-    /// The Mesh resource's store revision.
-    pub(super) mesh_revision: u64,
-    /// The store revision of every resource of the mesh, by type and name.
-    pub(super) revisions: HashMap<ResourceType, HashMap<String, u64>>,
-    /// The Live view the pass built.
-    pub(super) policies: Arc<PolicySet>,
-    /// [`service_digests`] of the pass.
-    pub(super) services: HashMap<String, Digest>,
-    /// The digest of the mesh's VIPs ([`super::vips`]).
-    pub(super) vips: Digest,
-    /// Per DPP name: its [`dependencies_digest`].
-    pub(super) dependencies: HashMap<String, Digest>,
-}
-
-/// Since a [`MeshMemo`]'s pass, only these new policies changed (see [`MeshMemo::change`]).
-#[derive(Debug)]
-pub(super) struct PolicyChange<'a> {
-    memo: &'a MeshMemo,
-    changed: Vec<(ResourceType, String)>,
-}
-
-impl MeshMemo {
-    /// Owned [`Revisions`].
-    pub(super) fn owned(revisions: &Revisions<'_>) -> HashMap<ResourceType, HashMap<String, u64>> {
-        let mut out: HashMap<ResourceType, HashMap<String, u64>> = HashMap::new();
-        for ((ty, name), r) in revisions {
-            out.entry(*ty).or_default().insert((*name).to_owned(), *r);
-        }
-        out
-    }
-
-    /// The new policies that changed since this memo's pass (none at all, for a pass woken
-    /// by something the rest of the fingerprint covers), when nothing else in the mesh did:
-    /// the same Mesh revision, service digests and VIPs, every changed (added, updated or
-    /// deleted) resource a new policy, and the views agreeing on everything else
-    /// ([`change::only_policies_differ`]). `None` otherwise.
-    pub(super) fn change(
-        &self,
-        mesh_revision: u64,
-        revisions: &Revisions<'_>,
-        services: &HashMap<String, Digest>,
-        vips: &Digest,
-        policies: &PolicySet,
-    ) -> Option<PolicyChange<'_>> {
-        if mesh_revision != self.mesh_revision || vips != &self.vips || services != &self.services {
-            return None;
-        }
-        let mut changed: Vec<(ResourceType, String)> = Vec::new();
-        for ((ty, name), r) in revisions {
-            let before = self.revisions.get(ty).and_then(|m| m.get(*name));
-            if before != Some(r) {
-                changed.push((*ty, (*name).to_owned()));
-            }
-        }
-        for (ty, names) in &self.revisions {
-            for name in names.keys() {
-                if !revisions.contains_key(&(*ty, name.as_str())) {
-                    changed.push((*ty, name.clone()));
-                }
-            }
-        }
-        let refs: Vec<(ResourceType, &str)> =
-            changed.iter().map(|(t, n)| (*t, n.as_str())).collect();
-        (change::only_policies_differ(&self.policies, policies, &refs)).then_some(PolicyChange {
-            memo: self,
-            changed,
-        })
-    }
-}
-
-/// The dependencies part of DPP `name`'s fingerprint: the type, name, flags and store
-/// revision of each of its dependencies ([`umbra_core::dependencies`]), then each service it
-/// reaches with its [`service_digests`] entry. Under a [`PolicyChange`] that provably leaves
-/// its dependencies as they were ([`change::unchanged_by`]), the previous pass's digest,
-/// without listing them again. The flag: they were listed.
+/// The dependencies part of a DPP's fingerprint: the type, name, flags and store revision of
+/// each of its dependencies ([`umbra_core::dependencies`]), then each service it reaches with
+/// its [`service_digests`] entry.
 pub(super) fn dependencies_digest(
-    name: &str,
     dp: &DataplaneSpec,
     policies: &PolicySet,
     revisions: &Revisions<'_>,
     services: &HashMap<String, Digest>,
-    change: Option<&PolicyChange<'_>>,
-) -> (Digest, bool) {
-    if let Some(c) = change {
-        if let Some(kept) = c.memo.dependencies.get(name) {
-            let refs: Vec<(ResourceType, &str)> =
-                c.changed.iter().map(|(t, n)| (*t, n.as_str())).collect();
-            if change::unchanged_by(dp, &c.memo.policies, policies, &refs) {
-                return (*kept, false);
-            }
-        }
-    }
+) -> Digest {
     let deps = dependencies(dp, policies);
     let mut fp = Fp(Sha256::new());
     for d in &deps.policies {
@@ -220,5 +132,5 @@ pub(super) fn dependencies_digest(
         fp.str(service);
         fp.0.update(services.get(*service).copied().unwrap_or_default());
     }
-    (fp.0.finalize().into(), true)
+    fp.0.finalize().into()
 }

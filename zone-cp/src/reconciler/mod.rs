@@ -2,9 +2,7 @@
 //! (coalescing bursts) and regenerates only the DPPs a change can affect: each DPP's inputs
 //! ([`umbra_core::dependencies`]: the Mesh, its Dataplane, the policies selecting it, the superseded old
 //! types and the endpoints of its outbound services) are fingerprinted by store revision, and
-//! a DPP whose fingerprint is unchanged is not regenerated. When nothing but new policies
-//! changed in a mesh since the last pass, only the DPPs they can reach have their dependencies
-//! listed again; the others keep the last pass's ([`inputs::MeshMemo`], issue 39). Affected DPPs are regenerated in
+//! a DPP whose fingerprint is unchanged is not regenerated. Affected DPPs are regenerated in
 //! parallel. Only snapshots whose content changed are published (per-resource versions are
 //! content hashes, see [`Snapshot::resource_versions`]). If a DPP's generation fails because of
 //! a policy, that DPP keeps its last good snapshot and the error (naming the policy) is
@@ -37,7 +35,7 @@ mod inputs;
 mod snapshot;
 pub mod vips;
 
-use inputs::{service_digests, MeshMemo};
+use inputs::service_digests;
 use snapshot::{publish, AdminInput};
 pub use snapshot::{DpSnapshot, Fingerprint, TYPE_ORDER};
 mod wake;
@@ -73,8 +71,6 @@ struct Regenerated {
     changed: bool,
     /// It holds a workload identity (an mTLS mesh whose CA issued one).
     has_identity: bool,
-    /// Its [`inputs::dependencies_digest`].
-    dependencies: inputs::Digest,
 }
 
 /// What one reconciliation did.
@@ -122,11 +118,6 @@ pub struct Reconciler {
     admin_tls: Option<Arc<crate::admin_tls::AdminTls>>,
     /// The DNS VIPs last allocated per mesh ([`vips`]).
     vips: vips::VipsCache,
-    /// What the latest pass kept of each mesh, so the next lists again only the dependencies
-    /// of the DPPs a change of new policies can reach ([`inputs::MeshMemo`]).
-    memos: std::sync::Mutex<HashMap<String, MeshMemo>>,
-    /// [`Reconciler::dependencies_listed`].
-    listed: std::sync::atomic::AtomicU64,
 }
 
 type LoadAssignments = BTreeMap<
@@ -163,8 +154,6 @@ impl Reconciler {
             mtls_reported: std::sync::atomic::AtomicU64::new(u64::MAX),
             admin_tls: None,
             vips: vips::VipsCache::default(),
-            memos: std::sync::Mutex::default(),
-            listed: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -290,12 +279,6 @@ impl Reconciler {
         )
     }
 
-    /// How many times passes listed a DPP's dependencies (every DPP of a mesh, unless nothing
-    /// but new policies changed in it since the last pass: then the DPPs they can reach).
-    pub fn dependencies_listed(&self) -> u64 {
-        self.listed.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Bring every DPP up to date with the store once (regenerating only those whose inputs
     /// changed) and wake subscribers if anything they serve changed.
     pub fn reconcile_once(&self) -> Outcome {
@@ -369,14 +352,7 @@ impl Reconciler {
         let mut egress_identities = egress::EgressIdentities::new();
         let now = std::time::SystemTime::now();
         // What this zone's ingresses are generated from, per mesh.
-        let mut ingress_meshes: Vec<(MeshContext, Arc<PolicySet>)> = Vec::new();
-        let mut memos = std::mem::take(
-            &mut *self
-                .memos
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        let mut next_memos = HashMap::new();
+        let mut ingress_meshes: Vec<(MeshContext, PolicySet)> = Vec::new();
         for mesh in meshes {
             let Spec::Mesh(spec) = &mesh.resource.spec else {
                 continue;
@@ -397,11 +373,8 @@ impl Reconciler {
                 dataplanes.iter().filter_map(|s| s.resource.as_dataplane()),
                 zones,
             );
-            let policies = Arc::new(PolicySet::build(
-                mesh_name,
-                stored.iter().map(|s| &s.resource),
-                View::Live,
-            ));
+            let policies =
+                PolicySet::build(mesh_name, stored.iter().map(|s| &s.resource), View::Live);
             let through_egress = spec.zone_egress_enabled() && spec.mtls_enabled();
             if through_egress {
                 ctx.route_through_egress(&egress_addresses);
@@ -419,18 +392,6 @@ impl Reconciler {
                 &ingress_specs,
             );
             let services = service_digests(&ctx);
-            // Only new policies changed since the last pass: the dependencies of the DPPs they
-            // cannot reach are not listed again.
-            let memo = memos.remove(mesh_name);
-            let change = memo.as_ref().and_then(|m| {
-                m.change(
-                    mesh.revision,
-                    &revisions,
-                    &services,
-                    &mesh_vips.digest,
-                    &policies,
-                )
-            });
             // mTLS: the enabled backend, whose CA issues every DPP's identity (SDS).
             let backend = spec.mtls.as_ref().filter(|_| spec.mtls_enabled()).map(|m| {
                 m.backends
@@ -468,14 +429,7 @@ impl Reconciler {
                     let dp = resolved.as_deref().unwrap_or(raw);
                     let key = DpKey::new(mesh_name, name);
                     let old = previous.get(&key);
-                    let (deps, listed) = inputs::dependencies_digest(
-                        name,
-                        dp,
-                        &policies,
-                        &revisions,
-                        &services,
-                        change.as_ref(),
-                    );
+                    let deps = inputs::dependencies_digest(dp, &policies, &revisions, &services);
                     let identity: Option<Result<Arc<Identity>, String>> =
                         backend.as_ref().map(|b| {
                             let b = b.as_ref().map_err(Clone::clone)?;
@@ -503,10 +457,6 @@ impl Reconciler {
                         identity: identity.as_ref(),
                     }
                     .fingerprint(&deps);
-                    if listed {
-                        self.listed
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
                     let has_identity = matches!(identity, Some(Ok(_)));
                     if let Some(old) = old.filter(|o| o.inputs == inputs) {
                         return Some(Regenerated {
@@ -515,7 +465,6 @@ impl Reconciler {
                             regenerated: false,
                             changed: false,
                             has_identity,
-                            dependencies: deps,
                         });
                     }
                     let admin = admin_port.and_then(|port| {
@@ -540,32 +489,17 @@ impl Reconciler {
                         regenerated: true,
                         changed,
                         has_identity,
-                        dependencies: deps,
                     })
                 })
                 .collect();
-            drop(change);
-            let mut dependencies = HashMap::with_capacity(results.len());
             for r in results {
                 outcome.regenerated += usize::from(r.regenerated);
                 outcome.changed += usize::from(r.changed);
                 if r.has_identity {
                     with_identity.insert(r.key.clone());
                 }
-                dependencies.insert(r.key.name.clone(), r.dependencies);
                 next.insert(r.key, r.snapshot);
             }
-            next_memos.insert(
-                mesh_name.to_owned(),
-                MeshMemo {
-                    mesh_revision: mesh.revision,
-                    revisions: MeshMemo::owned(&revisions),
-                    policies: policies.clone(),
-                    services,
-                    vips: mesh_vips.digest,
-                    dependencies,
-                },
-            );
             ingress_meshes.push((ctx, policies));
         }
         // This zone's ingresses, over every mesh.
@@ -615,10 +549,6 @@ impl Reconciler {
             .load_assignments
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = load_assignments;
-        *self
-            .memos
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = next_memos;
         // Identities of DPPs that are gone, no longer in an mTLS mesh or whose identity failed
         // are dropped.
         self.ca.retain(|k| with_identity.contains(k));
@@ -1061,9 +991,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-        /// Regenerating only the DPPs whose fingerprint changed (and listing again only the
-        /// dependencies of the DPPs a change of new policies reaches) gives exactly what a
-        /// full regeneration from scratch gives, after every change, in a single-zone and in a
+        /// Regenerating only the DPPs whose fingerprint changed gives exactly what a full
+        /// regeneration from scratch gives, after every change, in a single-zone and in a
         /// multi-zone deployment (other zones' ingresses as endpoints). Each case starts from
         /// a random mesh (the first variant of some slots).
         #[test]
@@ -1163,29 +1092,17 @@ mod tests {
         }
         let rec = Reconciler::new(store.clone());
         assert_eq!(rec.reconcile_once().regenerated, 4);
-        // A Mesh-wide MeshTimeout: every DPP reads it (and lists its dependencies again).
-        let listed = rec.dependencies_listed();
+        // A Mesh-wide MeshTimeout: every DPP reads it.
         put(&store, SLOTS[5][0]);
         assert_eq!(rec.reconcile_once().regenerated, 4);
-        assert_eq!(rec.dependencies_listed() - listed, 4);
         // A Mesh-wide MeshTimeout to db: only web calls db; for the others the Mesh-wide one
-        // already decides that MeshTimeouts apply. Only new policies changed: only web's
-        // dependencies are listed again.
+        // already decides that MeshTimeouts apply.
         assert!(SLOTS[20][0].contains("name: to-db"));
-        let listed = rec.dependencies_listed();
         put(&store, SLOTS[20][0]);
         assert_eq!(rec.reconcile_once().regenerated, 1);
-        assert_eq!(rec.dependencies_listed() - listed, 1);
-        // Nothing changed in the mesh (a pass woken by an admin port or a CA, which the rest
-        // of the fingerprint covers): no DPP's dependencies are listed again.
-        let listed = rec.dependencies_listed();
-        assert_eq!(rec.reconcile_once().regenerated, 0);
-        assert_eq!(rec.dependencies_listed() - listed, 0);
-        // canary: its own DPP only (a Dataplane changed: everyone's dependencies are listed).
-        let listed = rec.dependencies_listed();
+        // canary: its own DPP only.
         put(&store, SLOTS[17][0]);
         assert_eq!(rec.reconcile_once().regenerated, 1);
-        assert_eq!(rec.dependencies_listed() - listed, 5);
         // The only MeshRetry, to canary, which nobody reaches: not narrowed (whether a type
         // applies to a DPP at all is decided by the policies it reads), so everyone reads it.
         assert!(SLOTS[19][0].contains("name: canary"));
