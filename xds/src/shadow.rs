@@ -17,7 +17,9 @@
 
 use std::collections::BTreeMap;
 
-use umbra_core::dependencies::shadow::{view_difference, ViewDifference};
+#[cfg(doc)]
+use umbra_core::dependencies::shadow::view_difference;
+use umbra_core::dependencies::shadow::ViewDifference;
 use umbra_core::view::PolicySet;
 
 use crate::context::MeshContext;
@@ -56,7 +58,9 @@ impl Shadow {
 
 /// The Shadow snapshot of `proxy`: what [`generate`]`(proxy, ctx, shadow)` gives, computed from
 /// `live`, which must be `generate(proxy, ctx, live_set)` (its SDS secrets, added by the caller,
-/// are kept as they are; a full regeneration has none). See the module docs.
+/// are kept as they are; a full regeneration has none), and `difference`, which must be
+/// [`view_difference`]`(proxy.dataplane, live_set, shadow)` (the caller may have needed it to
+/// decide whether to produce `live` at all). See the module docs.
 ///
 /// # Errors
 /// [`GenerateError`] from generating the Shadow view whole (a restricted generation that fails
@@ -66,10 +70,11 @@ pub fn shadow_from_live(
     ctx: &MeshContext,
     live_set: &PolicySet,
     shadow: &PolicySet,
+    difference: ViewDifference<'_>,
     live: &Snapshot,
 ) -> Result<Shadow, GenerateError> {
     let dp = proxy.dataplane;
-    let outbounds = match view_difference(dp, live_set, shadow) {
+    let outbounds = match difference {
         ViewDifference::Same => return Ok(Shadow::Unchanged),
         ViewDifference::Whole => return Ok(Shadow::Regenerated(generate(proxy, ctx, shadow)?)),
         ViewDifference::Outbounds { outbounds, .. } => outbounds,

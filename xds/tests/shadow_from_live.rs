@@ -190,7 +190,15 @@ fn check(choice: &[Option<usize>], paths: &mut Paths) -> Result<(), TestCaseErro
             continue; // no Live snapshot is served
         };
         let whole = generate(proxy, &ctx, &shadow_set);
-        let from_live = shadow_from_live(proxy, &ctx, &live_set, &shadow_set, &live);
+        let difference = view_difference(proxy.dataplane, &live_set, &shadow_set);
+        let from_live = shadow_from_live(
+            proxy,
+            &ctx,
+            &live_set,
+            &shadow_set,
+            difference.clone(),
+            &live,
+        );
         match (whole, from_live) {
             (Ok(whole), Ok(shadow)) => {
                 let snap = shadow.snapshot(&live);
@@ -202,7 +210,6 @@ fn check(choice: &[Option<usize>], paths: &mut Paths) -> Result<(), TestCaseErro
                     }
                     Shadow::Regenerated(_) => paths.regenerated += 1,
                 }
-                let difference = view_difference(proxy.dataplane, &live_set, &shadow_set);
                 let regenerated = matches!(shadow, Shadow::Regenerated(_));
                 if regenerated && difference != ViewDifference::Whole {
                     paths.splice_refused += 1;

@@ -42,6 +42,7 @@ use umbra_core::view::{NotGenerated, PolicySet, Promotion, View};
 use umbra_xds::context::MeshContext;
 
 use crate::reconciler::vips;
+use umbra_core::dependencies::shadow::{view_difference, ViewDifference};
 use umbra_xds::diff::{DiffCache, Patch};
 use umbra_xds::generate::{generate, Proxy};
 use umbra_xds::shadow::{shadow_from_live, Shadow};
@@ -459,9 +460,8 @@ impl MeshShadow {
                 name: name.to_owned(),
                 mesh: self.mesh.clone(),
             })?;
-        let served = self.live_snapshots.get(name);
-        if served.is_none() && !umbra_core::dependencies::views_differ(dp, &self.live, &self.shadow)
-        {
+        let difference = view_difference(dp, &self.live, &self.shadow);
+        if difference == ViewDifference::Same {
             return Ok(Patch(Vec::new()));
         }
         let admin = self
@@ -475,13 +475,20 @@ impl MeshShadow {
             admin: admin.as_deref(),
             dns: dns.as_ref(),
         };
-        let live = match served {
+        let live = match self.live_snapshots.get(name) {
             Some(served) => served.clone(),
             None => Arc::new(generate(proxy, &self.ctx, &self.live)?),
         };
         let start = std::time::Instant::now();
         // Only what the differing policies reach is generated (issue 39, item 3).
-        let shadow = shadow_from_live(proxy, &self.ctx, &self.live, &self.shadow, &live);
+        let shadow = shadow_from_live(
+            proxy,
+            &self.ctx,
+            &self.live,
+            &self.shadow,
+            difference,
+            &live,
+        );
         metrics::histogram!(umbra_runtime::metrics::XDS_GENERATION, "view" => "shadow")
             .record(start.elapsed().as_secs_f64());
         let shadow = match shadow? {

@@ -76,45 +76,38 @@ pub struct Dependencies<'a> {
 /// A new policy whose `targetRef` cannot be resolved (an unknown MeshHTTPRoute) counts as a
 /// dependency: matching reports it as a warning, which is part of what the DPP sees.
 pub fn dependencies<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependencies<'a> {
-    collect(dp, policies, true, &[])
+    collect(dp, policies, true)
 }
 
 /// [`dependencies`] without narrowing new policies by the services their `to` entries name:
 /// every policy whose top-level `targetRef` selects `dp` (what a policy's DPP list shows).
 pub fn selection<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet) -> Dependencies<'a> {
-    collect(dp, policies, false, &[])
+    collect(dp, policies, false)
 }
 
-/// The dependencies of `dp` (narrowed when `narrow`), as if it reached none of `unreached`
-/// (narrowing decides as for a sidecar whose outbounds and routes send to none of them;
-/// [`Dependencies::services`] stays what it reaches).
-fn collect<'a>(
-    dp: &'a DataplaneSpec,
-    policies: &'a PolicySet,
-    narrow: bool,
-    unreached: &[&str],
-) -> Dependencies<'a> {
+/// A sidecar behind a transparent proxy with direct access: its clusters are not outbounds, so
+/// what it depends on is not narrowed by what it reaches.
+fn behind_direct_access(dp: &DataplaneSpec) -> bool {
+    dp.networking
+        .transparent_proxying
+        .as_ref()
+        .is_some_and(|t| !t.direct_access().is_empty())
+}
+
+fn collect<'a>(dp: &'a DataplaneSpec, policies: &'a PolicySet, narrow: bool) -> Dependencies<'a> {
     let include_shadow = policies.view == Some(crate::view::View::Shadow);
     let routes: Vec<&crate::policy::TargetRefPolicy> = policies.routes.iter().collect();
     let builtin_gateway = crate::gateway::is_builtin(dp);
     // What a sidecar can send to. Not narrowed: builtin gateways, which reach services through
     // their own routes (below), and direct access, whose clusters are not outbounds.
-    let direct_access = dp
-        .networking
-        .transparent_proxying
-        .as_ref()
-        .is_some_and(|t| !t.direct_access().is_empty());
+    let direct_access = behind_direct_access(dp);
     let services: Vec<&str> = if builtin_gateway {
         let outbounds = dp.networking.outbound.iter();
         outbounds.map(crate::dataplane::Outbound::service).collect()
     } else {
         reach::reached_services(dp, policies, &routes, include_shadow)
     };
-    let reached = (narrow && !builtin_gateway && !direct_access).then(|| {
-        let mut reached = services.clone();
-        reached.retain(|s| !unreached.contains(s));
-        reached
-    });
+    let reached = (narrow && !builtin_gateway && !direct_access).then(|| services.clone());
     let mut deps = Dependencies {
         services,
         ..Dependencies::default()
@@ -341,7 +334,9 @@ fn collect<'a>(
 
 /// `true` when `dp`'s config can differ between the `live` and `shadow` sets (both of its
 /// mesh): its dependencies differ. When they are equal, generation reads the same inputs in
-/// both views and the two snapshots are identical, so the fleet-wide shadow diff skips the DPP.
+/// both views and the two snapshots are identical, so the fleet-wide shadow diff skips the DPP
+/// ([`shadow::view_difference`] is then [`shadow::ViewDifference::Same`]; otherwise it says
+/// where the configs can differ).
 ///
 /// `dp` must be the Dataplane generation sees: its transparent-proxy VIP outbounds resolved
 /// (the zone's), since narrowing ([`reach`]) decides from its outbounds what it reaches. For

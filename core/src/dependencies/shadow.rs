@@ -6,7 +6,7 @@
 //! other's. When each is a new policy (not a route, not observed) whose top-level `targetRef`
 //! selects proxies directly and whose only entries are `to` entries naming services
 //! (`MeshService`), and its type's rules are built on the one-key fast path in both views (as
-//! [`super::reach`]'s narrowing requires: an entry for one service then changes no rule of
+//! the narrowing of [`super::dependencies`] requires: an entry for one service then changes no rule of
 //! another), the two configs can differ only in what is generated for those services and for
 //! the inbounds (with a first policy of its type, a type applies to an inbound at all): the
 //! resources of the inbounds, and of the outbounds that send to one of the services, directly
@@ -51,12 +51,7 @@ pub fn view_difference<'a>(
     if l.policies == s.policies {
         return ViewDifference::Same;
     }
-    let direct_access = dp
-        .networking
-        .transparent_proxying
-        .as_ref()
-        .is_some_and(|t| !t.direct_access().is_empty());
-    if crate::gateway::is_builtin(dp) || direct_access {
+    if crate::gateway::is_builtin(dp) || super::behind_direct_access(dp) {
         return ViewDifference::Whole; // not narrowed: anything read can change anything
     }
     let only_in = |a: &[PolicyDependency<'a>], b: &[PolicyDependency<'a>]| {
