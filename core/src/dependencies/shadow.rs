@@ -6,8 +6,8 @@
 //! other's. When each is a new policy (not a route, not observed) whose top-level `targetRef`
 //! selects proxies directly and whose only entries are `to` entries naming services
 //! (`MeshService`), and its type's rules are built on the one-key fast path in both views (as
-//! the narrowing of [`super::dependencies`] requires: an entry for one service then changes no rule of
-//! another), the two configs can differ only in what is generated for those services and for
+//! the narrowing of [`super::dependencies`] requires: an entry for one service then changes no
+//! rule of another), the two configs can differ only in what is generated for those services and for
 //! the inbounds (with a first policy of its type, a type applies to an inbound at all): the
 //! resources of the inbounds, and of the outbounds that send to one of the services, directly
 //! or through a route's backends. Anything else (an old policy, a superseded type, a route, a
