@@ -7,8 +7,8 @@
 //! selects proxies directly and whose only entries are `to` entries naming services
 //! (`MeshService`), and its type's rules are built on the one-key fast path in both views (as
 //! the narrowing of [`super::dependencies`] requires: an entry for one service then changes no
-//! rule of another), the two configs can differ only in what is generated for those services and for
-//! the inbounds (with a first policy of its type, a type applies to an inbound at all): the
+//! rule of another), the two configs can differ only in what is generated for those services
+//! and for the inbounds (with a first policy of its type, a type applies to an inbound at all): the
 //! resources of the inbounds, and of the outbounds that send to one of the services, directly
 //! or through a route's backends. Anything else (an old policy, a superseded type, a route, a
 //! `from` or top-level `default`, a builtin gateway, direct access) may change any part of the
